@@ -1,0 +1,673 @@
+"""Rubric files and kws's suggestions from check findings.
+
+A rubric is a TOML file (format: ``docs/rubrics.md``; the default is
+``rubrics/kernel-review.toml``): an id, a title, an integer version and a list of fields. A
+``choice`` field lists its allowed values, each with the one keyboard character that picks
+it; a ``text`` field holds free text (the rationale). Where a field is ``ordered`` its values
+are listed **worst first** (the last is the best); a value marked ``outside_order`` (such as
+"not-applicable") sits outside that scale. ``rationale_for`` lists the values that need a
+written rationale; ``informed_by`` names the check ids (task format v1, "Check ids") whose
+findings feed the field's suggestion, and ``suggest`` maps the worst outcome among those
+checks to a value (see :data:`OUTCOMES`).
+
+This module is pure data handling: it imports neither torch nor triton and never runs task
+code, so the TUI may call it on every keystroke.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import tomllib
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import workstation
+
+__all__ = [
+    "CHECK_IDS",
+    "OUTCOMES",
+    "OVERALL_VALUES",
+    "Rubric",
+    "RubricError",
+    "RubricField",
+    "RubricValue",
+    "Suggestion",
+    "find_rubric",
+    "load_rubric",
+    "queue_rubric",
+    "rubric_search_path",
+    "suggest",
+    "validate_values",
+]
+
+#: The check ids of task format v1 ("Check ids"), in the contract's order.
+CHECK_IDS: tuple[str, ...] = (
+    "correctness",
+    "out-of-bounds",
+    "edge-shapes",
+    "noncontiguous",
+    "special-values",
+    "unwritten-output",
+    "input-mutation",
+    "stale-output",
+    "nondeterminism",
+    "degenerate-inputs",
+    "tolerance-loose",
+    "tolerance-tight",
+    "precision-regime",
+    "reference-suspect",
+    "fallback",
+    "tampering",
+    "test-gap",
+    "benchmark-bias",
+    "speedup-claim",
+    "autotune",
+    "failure-mismatch",
+)
+
+#: The outcome classes a ``suggest`` rule maps, from the informing checks of one field:
+#: ``fail``: some informing check has a ``fail`` finding (or status);
+#: ``warn``: none fails, some has a ``warn`` finding (or status);
+#: ``clean``: at least one informing check ran (status pass/warn/fail) and none warns or fails;
+#: ``skipped``: every informing check in the report has status ``skip`` (no rule: ``not-run``);
+#: ``not-run``: no informing check ran (status ``error``, or absent from the report).
+OUTCOMES: tuple[str, ...] = ("fail", "warn", "clean", "skipped", "not-run")
+
+#: The values a verdict's ``overall`` takes (walking-skeleton issue, "Verdict").
+OVERALL_VALUES: frozenset[str] = frozenset({"accept", "reject", "needs-work"})
+
+_ID_RE = re.compile(r"^[a-z0-9][a-z0-9._-]*$")
+_FIELD_KEY_RE = re.compile(r"^[a-z][a-z0-9_]*$")
+_SEVERITY_RANK = {"fail": 2, "warn": 1}
+_RAN = frozenset({"pass", "warn", "fail"})
+
+_TOP_KEYS = {"schema", "id", "title", "version", "rationale_field", "fields"}
+_FIELD_KEYS = {
+    "key",
+    "label",
+    "help",
+    "kind",
+    "values",
+    "ordered",
+    "required",
+    "rationale_for",
+    "informed_by",
+    "suggest",
+}
+_VALUE_KEYS = {"value", "key", "label", "help", "outside_order"}
+
+
+class RubricError(Exception):
+    """A rubric file that cannot be used: names the file, the key and the problem.
+
+    ``key`` is a dotted path into the file, e.g. ``fields[3].values[0].key``.
+    """
+
+    def __init__(self, path: Path | str, key: str, problem: str) -> None:
+        self.path = Path(path)
+        self.key = key
+        self.problem = problem
+        super().__init__(f"{self.path}: {key}: {problem}" if key else f"{self.path}: {problem}")
+
+
+@dataclass(frozen=True)
+class RubricValue:
+    """One allowed value of a choice field.
+
+    ``key`` is the single keyboard character that picks it (unique within its field);
+    ``outside_order`` marks a value outside an ordered field's scale ("not-applicable"):
+    calibration treats it as a missing rating on the ordinal scale.
+    """
+
+    value: str
+    key: str
+    label: str
+    help: str = ""
+    outside_order: bool = False
+
+
+@dataclass(frozen=True)
+class RubricField:
+    """One rubric field.
+
+    ``kind`` is ``"choice"`` or ``"text"``. For an ordered choice field, ``values`` run worst
+    first. ``suggest`` maps an outcome class (:data:`OUTCOMES`) to one of ``values``.
+    """
+
+    key: str
+    label: str
+    help: str
+    kind: str
+    values: tuple[RubricValue, ...] = ()
+    ordered: bool = False
+    required: bool = False
+    rationale_for: tuple[str, ...] = ()
+    informed_by: tuple[str, ...] = ()
+    suggest: Mapping[str, str] = field(default_factory=dict)
+
+    @property
+    def is_choice(self) -> bool:
+        return self.kind == "choice"
+
+    @property
+    def allowed(self) -> tuple[str, ...]:
+        """The allowed values in file order (worst first where ordered)."""
+        return tuple(v.value for v in self.values)
+
+    def value(self, value: str) -> RubricValue | None:
+        """The :class:`RubricValue` named ``value``, or None."""
+        for v in self.values:
+            if v.value == value:
+                return v
+        return None
+
+    def by_key(self, char: str) -> RubricValue | None:
+        """The value picked by the keyboard character ``char``, or None."""
+        for v in self.values:
+            if v.key == char:
+                return v
+        return None
+
+    def scale(self) -> tuple[str, ...]:
+        """The ordered scale, worst first: the values without ``outside_order``."""
+        return tuple(v.value for v in self.values if not v.outside_order)
+
+    def rank(self, value: str) -> int | None:
+        """Position of ``value`` on the scale (0 = worst); None off the scale or unordered."""
+        if not self.ordered:
+            return None
+        scale = self.scale()
+        return scale.index(value) if value in scale else None
+
+
+@dataclass(frozen=True)
+class Rubric:
+    """A loaded, validated rubric. ``fields`` keep the file's order."""
+
+    id: str
+    title: str
+    version: int
+    fields: tuple[RubricField, ...]
+    rationale_field: str
+    path: Path
+
+    def field(self, key: str) -> RubricField | None:
+        for f in self.fields:
+            if f.key == key:
+                return f
+        return None
+
+    def __getitem__(self, key: str) -> RubricField:
+        f = self.field(key)
+        if f is None:
+            raise KeyError(key)
+        return f
+
+    @property
+    def choice_fields(self) -> tuple[RubricField, ...]:
+        return tuple(f for f in self.fields if f.kind == "choice")
+
+    @property
+    def keys(self) -> tuple[str, ...]:
+        return tuple(f.key for f in self.fields)
+
+
+@dataclass(frozen=True)
+class Suggestion:
+    """kws's suggestion for one field, from the findings of the checks that inform it.
+
+    ``value`` is None where the field's rule gives no value for the outcome (e.g. every
+    informing check was skipped and the rule has no ``skipped``/``not-run`` entry).
+    ``outcome`` is the class from :data:`OUTCOMES`. ``findings`` are the informing findings
+    (the contract's finding dicts, unchanged), worst first. ``not_run`` lists the informing
+    checks that were in the report but did not run (status ``skip`` or ``error``), so a
+    ``clean`` outcome on an incomplete run is visible as such.
+    """
+
+    value: str | None
+    reason: str
+    findings: tuple[Mapping[str, Any], ...] = ()
+    outcome: str = "not-run"
+    not_run: tuple[str, ...] = ()
+
+
+# --------------------------------------------------------------------------------------------
+# loading
+
+
+def load_rubric(path: Path | str) -> Rubric:
+    """Load and validate the rubric file at ``path``.
+
+    Raises :class:`RubricError` (file, key, problem) for unreadable TOML, a missing or
+    mistyped key, an unknown key (typos are not silently ignored), duplicate field keys,
+    value keys or keyboard characters, a ``rationale_for``/``suggest`` value that is not an
+    allowed value, an unknown check id in ``informed_by``, a missing ``overall`` field with
+    exactly the values accept / reject / needs-work, or a ``rationale_field`` that does not
+    name a text field.
+    """
+    path = Path(path)
+    try:
+        with path.open("rb") as fh:
+            data = tomllib.load(fh)
+    except OSError as exc:
+        raise RubricError(path, "", f"cannot read: {exc.strerror or exc}") from exc
+    except tomllib.TOMLDecodeError as exc:
+        raise RubricError(path, "", f"not valid TOML: {exc}") from exc
+    return _parse(path, data)
+
+
+def _parse(path: Path, data: Mapping[str, Any]) -> Rubric:
+    def err(key: str, problem: str) -> RubricError:
+        return RubricError(path, key, problem)
+
+    for k in data:
+        if k not in _TOP_KEYS:
+            raise err(k, f"unknown key (allowed: {', '.join(sorted(_TOP_KEYS))})")
+    schema = data.get("schema", 1)
+    if type(schema) is not int or schema != 1:
+        raise err("schema", f"unsupported rubric schema {schema!r} (this kws reads schema 1)")
+    rid = _req(data, "id", str, err)
+    if not _ID_RE.match(rid):
+        raise err("id", f"{rid!r} does not match [a-z0-9][a-z0-9._-]*")
+    if path.suffix == ".toml" and path.stem != rid:
+        raise err("id", f"{rid!r} differs from the file name {path.name!r} (expected {rid}.toml)")
+    title = _req(data, "title", str, err)
+    version = _req(data, "version", int, err)
+    if version < 1:
+        raise err("version", f"must be a positive integer, got {version}")
+    rationale_field = data.get("rationale_field", "rationale")
+    if not isinstance(rationale_field, str):
+        raise err("rationale_field", "must be a string")
+    raw_fields = data.get("fields")
+    if not isinstance(raw_fields, list) or not raw_fields:
+        raise err("fields", "missing or empty: a rubric needs at least one [[fields]] table")
+
+    fields: list[RubricField] = []
+    seen: set[str] = set()
+    for i, raw in enumerate(raw_fields):
+        fields.append(_parse_field(raw, f"fields[{i}]", err))
+        if fields[-1].key in seen:
+            raise err(f"fields[{i}].key", f"duplicate field key {fields[-1].key!r}")
+        seen.add(fields[-1].key)
+
+    by_key = {f.key: f for f in fields}
+    overall = by_key.get("overall")
+    if overall is None or overall.kind != "choice":
+        raise err("fields", "needs a choice field with key 'overall' (accept / reject / needs-work)")
+    if set(overall.allowed) != OVERALL_VALUES:
+        idx = fields.index(overall)
+        raise err(
+            f"fields[{idx}].values",
+            f"overall must have exactly the values accept, reject, needs-work; got {list(overall.allowed)}",
+        )
+    rat = by_key.get(rationale_field)
+    if rat is None or rat.kind != "text":
+        raise err("rationale_field", f"{rationale_field!r} does not name a text field of this rubric")
+    return Rubric(
+        id=rid,
+        title=title,
+        version=version,
+        fields=tuple(fields),
+        rationale_field=rationale_field,
+        path=path,
+    )
+
+
+def _req(table: Mapping[str, Any], key: str, typ: type, err, where: str = "") -> Any:
+    name = f"{where}.{key}" if where else key
+    if key not in table:
+        raise err(name, "missing")
+    val = table[key]
+    if typ is int:
+        ok = type(val) is int
+    else:
+        ok = isinstance(val, typ)
+    if not ok:
+        raise err(name, f"must be {_typename(typ)}, got {type(val).__name__} {val!r}")
+    return val
+
+
+def _opt(table: Mapping[str, Any], key: str, typ: type, default: Any, err, where: str) -> Any:
+    if key not in table:
+        return default
+    return _req(table, key, typ, err, where)
+
+
+def _typename(typ: type) -> str:
+    return {str: "a string", int: "an integer", bool: "a boolean", list: "an array"}.get(
+        typ, typ.__name__
+    )
+
+
+def _str_list(table: Mapping[str, Any], key: str, err, where: str) -> tuple[str, ...]:
+    val = _opt(table, key, list, [], err, where)
+    for j, item in enumerate(val):
+        if not isinstance(item, str):
+            raise err(f"{where}.{key}[{j}]", f"must be a string, got {item!r}")
+    return tuple(val)
+
+
+def _parse_field(raw: Any, where: str, err) -> RubricField:
+    if not isinstance(raw, dict):
+        raise err(where, "must be a table")
+    for k in raw:
+        if k not in _FIELD_KEYS:
+            raise err(f"{where}.{k}", f"unknown key (allowed: {', '.join(sorted(_FIELD_KEYS))})")
+    key = _req(raw, "key", str, err, where)
+    if not _FIELD_KEY_RE.match(key):
+        raise err(f"{where}.key", f"{key!r} does not match [a-z][a-z0-9_]*")
+    label = _req(raw, "label", str, err, where)
+    help_ = _opt(raw, "help", str, "", err, where)
+    kind = _req(raw, "kind", str, err, where)
+    required = _opt(raw, "required", bool, False, err, where)
+    if kind == "text":
+        for k in ("values", "ordered", "rationale_for", "informed_by", "suggest"):
+            if k in raw:
+                raise err(f"{where}.{k}", "not allowed on a text field")
+        return RubricField(key=key, label=label, help=help_, kind="text", required=required)
+    if kind != "choice":
+        raise err(f"{where}.kind", f"must be 'choice' or 'text', got {kind!r}")
+
+    raw_values = _req(raw, "values", list, err, where)
+    if not raw_values:
+        raise err(f"{where}.values", "a choice field needs at least one value")
+    values: list[RubricValue] = []
+    for j, rv in enumerate(raw_values):
+        vw = f"{where}.values[{j}]"
+        if not isinstance(rv, dict):
+            raise err(vw, "must be a table")
+        for k in rv:
+            if k not in _VALUE_KEYS:
+                raise err(f"{vw}.{k}", f"unknown key (allowed: {', '.join(sorted(_VALUE_KEYS))})")
+        value = _req(rv, "value", str, err, vw)
+        if not _ID_RE.match(value):
+            raise err(f"{vw}.value", f"{value!r} does not match [a-z0-9][a-z0-9._-]*")
+        char = _req(rv, "key", str, err, vw)
+        if len(char) != 1 or not char.isprintable() or char.isspace():
+            raise err(f"{vw}.key", f"must be one printable, non-space character, got {char!r}")
+        if any(v.value == value for v in values):
+            raise err(f"{vw}.value", f"duplicate value {value!r}")
+        if any(v.key == char for v in values):
+            raise err(f"{vw}.key", f"keyboard key {char!r} already picks another value of {key!r}")
+        values.append(
+            RubricValue(
+                value=value,
+                key=char,
+                label=_req(rv, "label", str, err, vw),
+                help=_opt(rv, "help", str, "", err, vw),
+                outside_order=_opt(rv, "outside_order", bool, False, err, vw),
+            )
+        )
+    allowed = {v.value for v in values}
+    ordered = _opt(raw, "ordered", bool, False, err, where)
+    if not ordered and any(v.outside_order for v in values):
+        raise err(f"{where}.values", "outside_order is only meaningful on an ordered field")
+    rationale_for = _str_list(raw, "rationale_for", err, where)
+    for j, v in enumerate(rationale_for):
+        if v not in allowed:
+            raise err(f"{where}.rationale_for[{j}]", f"{v!r} is not a value of {key!r}")
+    informed_by = _str_list(raw, "informed_by", err, where)
+    for j, c in enumerate(informed_by):
+        if c not in CHECK_IDS:
+            raise err(f"{where}.informed_by[{j}]", f"unknown check id {c!r}")
+    rule = _opt(raw, "suggest", dict, {}, err, where)
+    for outcome, v in rule.items():
+        if outcome not in OUTCOMES:
+            raise err(
+                f"{where}.suggest.{outcome}",
+                f"unknown outcome (allowed: {', '.join(OUTCOMES)})",
+            )
+        if not isinstance(v, str) or v not in allowed:
+            raise err(f"{where}.suggest.{outcome}", f"{v!r} is not a value of {key!r}")
+    if rule and not informed_by:
+        raise err(f"{where}.suggest", "a suggestion rule needs informed_by check ids")
+    return RubricField(
+        key=key,
+        label=label,
+        help=help_,
+        kind="choice",
+        values=tuple(values),
+        ordered=ordered,
+        required=required,
+        rationale_for=rationale_for,
+        informed_by=informed_by,
+        suggest=dict(rule),
+    )
+
+
+def rubric_search_path(queue_root: Path | str | None = None) -> list[Path]:
+    """Folders searched for ``<id>.toml``, first match wins.
+
+    1. ``<queue>/rubrics/`` (a queue may carry its own rubric),
+    2. each folder in ``KWS_RUBRIC_PATH`` (``os.pathsep``-separated),
+    3. the project's ``rubrics/`` folder next to the ``workstation`` package,
+    4. ``workstation/data/rubrics/`` (package data, for installs without the source tree).
+    """
+    dirs: list[Path] = []
+    if queue_root is not None:
+        dirs.append(Path(queue_root) / "rubrics")
+    env = os.environ.get("KWS_RUBRIC_PATH", "")
+    dirs.extend(Path(p) for p in env.split(os.pathsep) if p)
+    pkg = Path(workstation.__file__).resolve().parent
+    dirs.append(pkg.parent / "rubrics")
+    dirs.append(pkg / "data" / "rubrics")
+    return dirs
+
+
+def find_rubric(rubric_id: str, queue_root: Path | str | None = None) -> Rubric:
+    """Load the rubric ``rubric_id`` from :func:`rubric_search_path`.
+
+    Raises :class:`RubricError` naming the folders searched when there is none.
+    """
+    if not _ID_RE.match(rubric_id):
+        raise RubricError(f"{rubric_id}.toml", "id", f"{rubric_id!r} is not a rubric id")
+    dirs = rubric_search_path(queue_root)
+    for d in dirs:
+        p = d / f"{rubric_id}.toml"
+        if p.is_file():
+            return load_rubric(p)
+    raise RubricError(
+        f"{rubric_id}.toml",
+        "",
+        "no such rubric; looked in " + ", ".join(str(d) for d in dirs),
+    )
+
+
+def queue_rubric(queue_root: Path | str) -> Rubric:
+    """The rubric a queue names in ``queue.toml`` (``rubric = "..."``), default kernel-review.
+
+    A ``queue.toml`` that does not parse raises :class:`RubricError` naming it.
+    """
+    qfile = Path(queue_root) / "queue.toml"
+    rid = "kernel-review"
+    if qfile.is_file():
+        try:
+            data = tomllib.loads(qfile.read_text(encoding="utf-8"))
+        except (OSError, UnicodeDecodeError, tomllib.TOMLDecodeError) as exc:
+            raise RubricError(qfile, "", f"cannot read the queue's rubric: {exc}") from exc
+        val = data.get("rubric", rid)
+        if not isinstance(val, str):
+            raise RubricError(qfile, "rubric", f"must be a string, got {val!r}")
+        rid = val
+    return find_rubric(rid, queue_root)
+
+
+# --------------------------------------------------------------------------------------------
+# suggestions
+
+
+def _severity(s: Any) -> int:
+    return _SEVERITY_RANK.get(s, 0)
+
+
+def suggest(
+    rubric: Rubric,
+    findings: Sequence[Mapping[str, Any]],
+    checks: Sequence[Mapping[str, Any]],
+) -> dict[str, Suggestion]:
+    """kws's suggestion for each choice field that names informing checks.
+
+    ``findings`` and ``checks`` are the ``findings`` and ``checks`` arrays of a
+    ``kws check --json`` report (task format v1): findings are
+    ``{"check", "severity", "summary", "evidence", "repro"}`` with severity fail/warn/info;
+    checks are ``{"check", "status", "seconds", "reason"}`` with status
+    pass/warn/fail/skip/error. Both may be partial (a run still streaming in).
+
+    For one field, the informing findings are those whose check is in ``informed_by``; the
+    outcome is ``fail`` if any of them (or an informing check's status) is fail, else
+    ``warn`` likewise, else ``clean`` if at least one informing check ran, else ``skipped``
+    if every informing check present was skipped, else ``not-run`` (see :data:`OUTCOMES`).
+    ``info`` findings never raise the outcome but are listed. The value is
+    ``field.suggest[outcome]`` (``skipped`` falls back to ``not-run``), or None.
+
+    Returns ``{field key: Suggestion}`` for every choice field with ``informed_by``.
+    """
+    status: dict[str, Mapping[str, Any]] = {}
+    for c in checks:
+        cid = c.get("check")
+        if isinstance(cid, str):
+            status[cid] = c
+    out: dict[str, Suggestion] = {}
+    for f in rubric.choice_fields:
+        if not f.informed_by:
+            continue
+        informing = set(f.informed_by)
+        fs = [x for x in findings if x.get("check") in informing]
+        fs.sort(key=lambda x: -_severity(x.get("severity")))
+        present = [status[c] for c in f.informed_by if c in status]
+        ran = {c.get("check") for c in present if c.get("status") in _RAN}
+        ran.update(x.get("check") for x in fs)  # a finding means its check ran
+        not_run = tuple(
+            c.get("check") for c in present if c.get("status") in ("skip", "error")
+        )
+        worst = max(
+            [_severity(x.get("severity")) for x in fs]
+            + [_severity(c.get("status")) for c in present],
+            default=0,
+        )
+        if worst == 2:
+            outcome = "fail"
+        elif worst == 1:
+            outcome = "warn"
+        elif ran:
+            outcome = "clean"
+        elif present and all(c.get("status") == "skip" for c in present):
+            outcome = "skipped"
+        else:
+            outcome = "not-run"
+        value = f.suggest.get(outcome)
+        if value is None and outcome == "skipped":
+            value = f.suggest.get("not-run")
+        out[f.key] = Suggestion(
+            value=value,
+            reason=_reason(f, outcome, fs, present, ran, not_run, status),
+            findings=tuple(fs),
+            outcome=outcome,
+            not_run=not_run,
+        )
+    return out
+
+
+def _reason(
+    f: RubricField,
+    outcome: str,
+    fs: list[Mapping[str, Any]],
+    present: list[Mapping[str, Any]],
+    ran: set[Any],
+    not_run: tuple[Any, ...],
+    status: Mapping[str, Mapping[str, Any]],
+) -> str:
+    parts: list[str] = []
+    if outcome in ("fail", "warn"):
+        hits = [x for x in fs if x.get("severity") == outcome]
+        if hits:
+            first = hits[0]
+            parts.append(f"{outcome}: {first.get('check')}: {first.get('summary', '')}".rstrip(": "))
+            if len(hits) > 1:
+                more = sorted({str(x.get("check")) for x in hits[1:]})
+                parts.append(f"and {len(hits) - 1} more {outcome} finding(s) ({', '.join(more)})")
+        else:
+            bad = [str(c.get("check")) for c in present if c.get("status") == outcome]
+            parts.append(f"{outcome}: status of {', '.join(bad)}")
+    elif outcome == "clean":
+        names = [c for c in f.informed_by if c in ran]
+        parts.append(f"no warn or fail finding from {', '.join(names)}")
+    if not_run:
+        desc = []
+        for c in not_run:
+            st = status[c]
+            why = str(st.get("reason") or "").strip()
+            desc.append(f"{c} ({st.get('status')}{': ' + why if why else ''})")
+        parts.append("did not run: " + "; ".join(desc))
+    if outcome == "not-run" and not present and not fs:
+        parts.append("no informing check in the report (" + ", ".join(f.informed_by) + ")")
+    return "; ".join(parts)
+
+
+# --------------------------------------------------------------------------------------------
+# validation of a reviewer's values
+
+
+def validate_values(rubric: Rubric, values: Mapping[str, Any]) -> list[str]:
+    """Problems with a set of field values, as readable strings (empty: the values commit).
+
+    ``values`` maps field keys to values (choice: the value string; text: the text). Checks,
+    in field order: unknown keys; each required choice field has a value; each choice value
+    is allowed; text values are strings; a required text field is non-blank; and the
+    rubric's rationale field is non-blank where some field's value is in that field's
+    ``rationale_for`` (e.g. overall = reject).
+    """
+    problems: list[str] = []
+    for k in values:
+        if rubric.field(k) is None:
+            problems.append(f"{k}: not a field of rubric {rubric.id} (fields: {', '.join(rubric.keys)})")
+    for f in rubric.fields:
+        v = values.get(f.key)
+        if f.kind == "choice":
+            if v is None or v == "":
+                if f.required:
+                    problems.append(f"{f.key}: required (one of: {', '.join(f.allowed)})")
+                continue
+            if not isinstance(v, str) or v not in f.allowed:
+                problems.append(f"{f.key}: {v!r} is not one of: {', '.join(f.allowed)}")
+        else:
+            if v is not None and not isinstance(v, str):
+                problems.append(f"{f.key}: must be text, got {type(v).__name__}")
+            elif f.required and not (v or "").strip():
+                problems.append(f"{f.key}: required")
+    rationale = values.get(rubric.rationale_field)
+    if not (isinstance(rationale, str) and rationale.strip()):
+        needing = [
+            f"{f.key} is {values[f.key]}"
+            for f in rubric.choice_fields
+            if values.get(f.key) in f.rationale_for
+        ]
+        if needing:
+            problems.append(f"{rubric.rationale_field}: required when {' and '.join(needing)}")
+    return problems
+
+
+def field_values_from_pairs(rubric: Rubric, pairs: Iterable[str]) -> dict[str, str]:
+    """Parse ``KEY=VALUE`` strings (the CLI's ``--field``) into a dict.
+
+    Raises ValueError naming the malformed pair or an unknown field key; values are
+    validated later with :func:`validate_values`.
+    """
+    out: dict[str, str] = {}
+    for p in pairs:
+        key, sep, value = p.partition("=")
+        key, value = key.strip(), value.strip()
+        if not sep or not key:
+            raise ValueError(f"--field {p!r}: expected KEY=VALUE")
+        if rubric.field(key) is None:
+            raise ValueError(
+                f"--field {p!r}: {key!r} is not a field of rubric {rubric.id} "
+                f"(fields: {', '.join(rubric.keys)})"
+            )
+        if key in out and out[key] != value:
+            raise ValueError(f"--field {key} given twice ({out[key]!r} and {value!r})")
+        out[key] = value
+    return out
