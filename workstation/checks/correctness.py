@@ -1,0 +1,121 @@
+"""``correctness``: the task's own cases at its own tolerance, recomputed honestly."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from workstation.checks.base import Check, Finding, register
+from workstation.compare import region_text
+from workstation.engine import CallOutcome, CheckContext, case_label
+
+
+def failed_call_finding(check: Check, ctx: CheckContext, who: str, case: dict[str, Any], seed: int,
+                        out: CallOutcome, severity: str = "fail") -> Finding:
+    """A finding for a call that raised, crashed or timed out (shared by checks)."""
+    cls = out.failure_class()
+    return check.finding(
+        ctx, severity,
+        f"{who} {out.failure_text()} on case {case_label(case)} (seed {seed}) [{cls}]",
+        {"case": case, "seed": seed, "failure_class": cls, **out.failure_evidence()},
+        case=case, seed=seed,
+    )
+
+
+def mismatch_finding(check: Check, ctx: CheckContext, case: dict[str, Any], seeds: list[int],
+                     comps: list[tuple[int, int, Any]], *, what: str = "") -> Finding:
+    """One ``fail`` finding for a case whose outputs mismatch on ``seeds``.
+
+    ``comps``: (seed, output index, Comparison) for every failing comparison; the first
+    one's worst element leads the summary.
+    """
+    seed, j, c = comps[0]
+    w = c.worst or {}
+    region = region_text(c.bad_region)
+    out_s = f" output {j}" if j else ""
+    summary = (
+        f"{what}case {case_label(case)}{out_s}: {c.reason}; worst at {w.get('index')}: "
+        f"expected {w.get('expected'):.6g}, got {w.get('got'):.6g}"
+        if isinstance(w.get("expected"), float) and isinstance(w.get("got"), float)
+        else f"{what}case {case_label(case)}{out_s}: {c.reason}"
+    )
+    if region:
+        summary += f" (mismatches in {region})"
+    if len(seeds) > 1:
+        summary += f"; seeds {', '.join(map(str, seeds))}"
+    return check.finding(
+        ctx, "fail", summary,
+        {"case": case, "seeds": seeds, "output": j,
+         "per_seed": [{"seed": s, "output": jj, **cc.evidence()} for s, jj, cc in comps]},
+        case=case, seed=seed,
+    )
+
+
+@register
+class Correctness(Check):
+    """Mismatch at the task's own cases and tolerance, recomputed with fresh outputs.
+
+    For every declared case and every seed (default 0, 1, 2), kws makes fresh inputs and
+    runs the reference and the candidate in *separate* child processes, so the reference
+    never sees buffers the candidate touched and the candidate cannot patch the
+    reference. Each output is compared over the whole tensor with torch.testing's rule at
+    the declared tolerance (atol/rtol or ULP; torch.testing's per-dtype defaults where
+    missing). A shape or dtype difference is a mismatch, as in ``torch.testing``.
+
+    Catches: wrong results at the author's own cases that a stale or partial test hid.
+    Limits: only the declared cases; the other checks vary shapes, layouts and values.
+    """
+
+    id = "correctness"
+    title = "Declared cases at the declared tolerance"
+
+    def run(self, ctx: CheckContext) -> list[Finding]:
+        pairs = ctx.declared_pairs()
+        refs = ctx.reference(pairs)
+        cands = ctx.candidate(pairs)
+        findings: list[Finding] = []
+        worst_ratio, worst_at = 0.0, None
+        n_ok = 0
+        by_case: dict[int, list[tuple[int, int, Any]]] = {}
+        failed: dict[tuple[str, int, str], list[tuple[int, CallOutcome]]] = {}
+        for k, ((case, seed), ref, cand) in enumerate(zip(pairs, refs, cands, strict=True)):
+            ci = k // len(ctx.seeds)
+            if not ref.ok:
+                failed.setdefault(("the reference", ci, ref.failure_text()), []).append((seed, ref))
+                continue
+            if not cand.ok:
+                failed.setdefault(("the candidate", ci, cand.failure_text()), []).append((seed, cand))
+                continue
+            comps = ctx.compare(ref, cand, case)
+            bad = [(seed, j, c) for j, c in enumerate(comps) if not c.ok]
+            if bad:
+                by_case.setdefault(ci, []).extend(bad)
+                continue
+            n_ok += 1
+            for c in comps:
+                w = c.worst or {}
+                allowed, err = w.get("allowed"), w.get("abs_err")
+                if isinstance(allowed, float) and isinstance(err, float) and allowed > 0:
+                    if err / allowed >= worst_ratio:
+                        worst_ratio, worst_at = err / allowed, (case, seed, c)
+        for (who, ci, _), runs in failed.items():
+            seed, out = runs[0]
+            f = failed_call_finding(self, ctx, who, ctx.cases[ci], seed, out,
+                                    "warn" if who == "the reference" else "fail")
+            if len(runs) > 1:
+                f.summary += f"; same on seeds {', '.join(str(s) for s, _ in runs)}"
+                f.evidence["seeds"] = [s for s, _ in runs]
+            findings.append(f)
+        for ci, comps in by_case.items():
+            case = ctx.cases[ci]
+            findings.append(mismatch_finding(self, ctx, case, sorted({s for s, _, _ in comps}), comps))
+        if n_ok and worst_at is not None:
+            case, seed, c = worst_at
+            findings.append(self.finding(
+                ctx, "info",
+                f"{n_ok} of {len(pairs)} case/seed runs within tolerance; closest to the limit: "
+                f"case {case_label(case)} seed {seed}, max abs err {c.max_abs:.3g} "
+                f"({100 * worst_ratio:.0f}% of the allowed error at its worst element)",
+                {"case": case, "seed": seed, "headroom_used": worst_ratio, **c.evidence()},
+                case=case, seed=seed,
+            ))
+        return findings

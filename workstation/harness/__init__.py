@@ -1,0 +1,141 @@
+"""Child-side harness: runs task code for one job and writes results as data.
+
+This package is imported only inside job children (forked from the fork server, which
+has torch and triton loaded); the parent never imports it.
+
+A job is a list of *steps*. A step names a handler registered with :func:`step`; the
+built-in ``call`` step (:mod:`workstation.harness.core`) makes inputs, applies named
+input *transforms* (:func:`transform`), runs one role's callable inside named *monitors*
+(:func:`monitor`, context managers that observe the call: traced ops, poisoned
+allocations, global state) and returns the outputs. Check modules add their own
+transforms, monitors and step kinds in modules under this package; every module listed
+in :data:`PLUGINS` is imported at start-up (preloaded by the fork server).
+
+For every step ``i`` the harness writes ``step-<i>.start`` first and ``step-<i>.json`` /
+``step-<i>.npz`` when the step ends (see :mod:`workstation.runner.wire`), so the parent
+can tell which step a crash or a timeout hit.
+"""
+
+from __future__ import annotations
+
+import importlib
+import json
+import os
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+STEPS: dict[str, Callable[..., StepOutput]] = {}
+TRANSFORMS: dict[str, Callable[..., Any]] = {}
+MONITORS: dict[str, Callable[..., Any]] = {}
+
+#: harness modules imported at start-up (they register steps, transforms, monitors).
+PLUGINS = ["workstation.harness.core"]
+
+
+@dataclass
+class StepOutput:
+    """What a step handler returns. ``outputs``: torch tensors to send as ``out<j>``;
+    ``arrays``: extra named numpy arrays; ``extra``: JSON-ready data; ``seconds``: wall
+    time of the task call(s) inside the step."""
+
+    ok: bool = True
+    error: dict[str, Any] | None = None
+    outputs: list[Any] = field(default_factory=list)
+    extra: dict[str, Any] = field(default_factory=dict)
+    arrays: dict[str, np.ndarray] = field(default_factory=dict)
+    seconds: float = 0.0
+
+
+def step(name: str) -> Callable:
+    """Register a step handler ``fn(ctx: JobContext, spec: dict) -> StepOutput``."""
+
+    def deco(fn: Callable) -> Callable:
+        STEPS[name] = fn
+        return fn
+
+    return deco
+
+
+def transform(name: str) -> Callable:
+    """Register an input transform ``fn(ctx, inputs: tuple, spec: dict) -> tuple``."""
+
+    def deco(fn: Callable) -> Callable:
+        TRANSFORMS[name] = fn
+        return fn
+
+    return deco
+
+
+def monitor(name: str) -> Callable:
+    """Register a monitor: ``fn(ctx, spec: dict, report: dict)`` returning a context
+    manager entered around the task call; it writes what it observed into ``report``."""
+
+    def deco(fn: Callable) -> Callable:
+        MONITORS[name] = fn
+        return fn
+
+    return deco
+
+
+def _load_plugins() -> None:
+    for mod in PLUGINS:
+        importlib.import_module(mod)
+
+
+def _write_atomic(path: Path, data: bytes) -> None:
+    tmp = path.with_suffix(path.suffix + ".tmp")
+    tmp.write_bytes(data)
+    os.replace(tmp, path)
+
+
+def run_job(job: dict[str, Any]) -> None:
+    """Run every step of ``job`` in order and write its results to ``job["out_dir"]``."""
+    from workstation.harness.core import JobContext, encode_tensor, error_info
+
+    _load_plugins()
+    out = Path(job["out_dir"])
+    ctx = JobContext(job)
+    for i, spec in enumerate(job["steps"]):
+        (out / f"step-{i}.start").touch()
+        handler = STEPS.get(spec.get("kind", "call"))
+        t0 = time.perf_counter()
+        if handler is None:
+            res = StepOutput(ok=False, error={"type": "KwsError", "message": f"unknown step kind {spec.get('kind')!r}",
+                                              "traceback": "", "phase": "harness", "origin": "kws"})
+        else:
+            try:
+                res = handler(ctx, spec)
+            except BaseException as e:  # noqa: BLE001  (SystemExit from task code is a finding)
+                res = StepOutput(ok=False, error=error_info(e, getattr(e, "_kws_phase", "step")))
+        arrays = dict(res.arrays)
+        metas = []
+        for j, t in enumerate(res.outputs):
+            meta, arr = encode_tensor(t)
+            metas.append(meta)
+            arrays[f"out{j}"] = arr
+        doc = {
+            "ok": res.ok,
+            "error": res.error,
+            "outputs": metas,
+            "extra": res.extra,
+            "seconds": res.seconds,
+            "step_seconds": time.perf_counter() - t0,
+        }
+        if arrays:
+            tmp = out / f"step-{i}.npz.tmp.npz"
+            np.savez(tmp, **arrays)
+            os.replace(tmp, out / f"step-{i}.npz")
+        _write_atomic(out / f"step-{i}.json", json.dumps(doc, default=_json_default).encode())
+
+
+def _json_default(o: Any) -> Any:
+    if isinstance(o, np.generic):
+        return o.item()
+    if isinstance(o, tuple | set):
+        return list(o)
+    return repr(o)

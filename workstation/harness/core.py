@@ -1,0 +1,355 @@
+"""Child-side core: load a task's entry points, make inputs, run a role, encode results.
+
+Runs only inside job children. The ``call`` step::
+
+    {"kind": "call", "role": "candidate" | "reference" | "baseline",
+     "case": {...}, "seed": 0,
+     "transforms": [{"name": "upcast", "dtype": "float64"}, ...],   # applied to the inputs in order
+     "monitors": [{"name": "..."}],                                 # context managers around the call
+     "repeat": 1,                 # call the role this many times on the same inputs (last outputs kept)
+     "send_inputs": false}        # also send the inputs (after the call) as arrays in<j>
+
+``extra`` of a call step holds ``inputs`` (per input: kind, dtype, shape, stride,
+sha256 of its bytes before and after the call), ``device_name``, ``monitors`` (what each
+monitor observed) and ``calls`` (wall seconds per call).
+
+Under the Triton interpreter, ``@triton.autotune`` cannot time configs (it needs a GPU
+driver): :func:`_patch_autotuner_for_interpreter` replaces its benchmarker with one that
+launches each config 3 times (the estimate, one warm-up and one repetition of
+``triton.testing.do_bench``) and ranks configs in declaration order, so tuning runs,
+``reset_to_zero`` and ``restore_value`` have their real side effects.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import hashlib
+import importlib.util
+import os
+import sys
+import time
+import traceback
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import torch
+
+from workstation.harness import MONITORS, TRANSFORMS, StepOutput, step, transform
+
+INTERPRETER = os.environ.get("TRITON_INTERPRET") == "1"
+AUTOTUNE_LAUNCHES_PER_CONFIG = 3
+
+
+def _tag(e: BaseException, phase: str) -> BaseException:
+    if not hasattr(e, "_kws_phase"):
+        try:
+            e._kws_phase = phase  # type: ignore[attr-defined]
+        except (AttributeError, TypeError):
+            pass
+    return e
+
+
+def error_info(e: BaseException, phase: str) -> dict[str, Any]:
+    """JSON-ready description of an exception raised by task code.
+
+    ``origin`` is ``"triton-compile"`` when Triton rejected the program (a
+    ``CompilationError``, or an error raised from ``triton/language`` or
+    ``triton/compiler`` frames, which the interpreter wraps in ``InterpreterError``),
+    ``"build"`` for a failed C++/CUDA extension build, else ``"task"``.
+    """
+    tb = "".join(traceback.format_exception(type(e), e, e.__traceback__))
+    chain: list[BaseException] = []
+    cur: BaseException | None = e
+    while cur is not None and len(chain) < 8:
+        chain.append(cur)
+        cur = cur.__cause__ or cur.__context__
+    origin = "task"
+    for ex in chain:
+        name = type(ex).__name__
+        mod = type(ex).__module__
+        if name in ("CompilationError", "CompileTimeAssertionFailure", "PTXASError") and mod.startswith("triton"):
+            origin = "triton-compile"
+            break
+        frames = traceback.extract_tb(ex.__traceback__)
+        if frames:
+            last = frames[-1].filename.replace("\\", "/")
+            if "/triton/language/" in last or "/triton/compiler/" in last:
+                origin = "triton-compile"
+                break
+        if "Error building extension" in str(ex) or name == "CalledProcessError" and "ninja" in str(ex):
+            origin = "build"
+            break
+    line = None
+    for fr in reversed(traceback.extract_tb(e.__traceback__)):
+        if "/site-packages/" not in fr.filename and "/workstation/" not in fr.filename:
+            line = {"file": os.path.basename(fr.filename), "line": fr.lineno, "function": fr.name}
+            break
+    if isinstance(e, SystemExit):
+        message = f"SystemExit({e.code!r}): the task code called sys.exit"
+    else:
+        message = str(e)[:4000]
+    return {
+        "type": f"{type(e).__module__}.{type(e).__qualname__}".removeprefix("builtins."),
+        "message": message,
+        "traceback": tb[-12000:],
+        "phase": phase,
+        "origin": origin,
+        "where": line,
+    }
+
+
+def tensor_digest(t: torch.Tensor) -> str:
+    """sha256 of a tensor's elements (in logical order), dtype and shape."""
+    c = t.detach()
+    if c.device.type != "cpu":
+        c = c.cpu()
+    c = c.contiguous()
+    h = hashlib.sha256(f"{c.dtype}{tuple(c.shape)}".encode())
+    h.update(c.view(torch.uint8).numpy().tobytes() if c.numel() else b"")
+    return h.hexdigest()
+
+
+def encode_tensor(t: Any) -> tuple[dict[str, Any], np.ndarray]:
+    """(metadata, array) for one output: float dtypes as float64 (exact up to fp32),
+    integers as int64, bool as bool, complex as complex128.
+
+    Raises:
+        TypeError: ``t`` is not a tensor.
+    """
+    if not isinstance(t, torch.Tensor):
+        raise TypeError(f"expected a torch.Tensor, got {type(t).__name__}")
+    d = t.detach()
+    meta = {
+        "dtype": str(d.dtype).removeprefix("torch."),
+        "shape": list(d.shape),
+        "stride": list(d.stride()),
+        "storage_offset": int(d.storage_offset()),
+        "contiguous": bool(d.is_contiguous()),
+        "device": str(d.device),
+        "data_ptr": int(d.data_ptr()) if d.numel() else 0,
+        "requires_grad": bool(t.requires_grad),
+        "is_view": d._base is not None,
+    }
+    c = d.cpu() if d.device.type != "cpu" else d
+    if c.dtype.is_complex:
+        arr = c.to(torch.complex128).numpy()
+    elif c.dtype.is_floating_point:
+        arr = c.to(torch.float32).to(torch.float64).numpy() if c.element_size() < 2 else c.to(torch.float64).numpy()
+    elif c.dtype == torch.bool:
+        arr = c.numpy()
+    else:
+        arr = c.to(torch.int64).numpy()
+    return meta, np.ascontiguousarray(arr)
+
+
+def _patch_autotuner_for_interpreter() -> None:
+    try:
+        from triton.runtime.autotuner import Autotuner
+    except ImportError:
+        return
+    counter = {"n": 0}
+
+    def interp_bench(kernel_call: Any, quantiles: Any = None, **_: Any) -> list[float]:
+        for _ in range(AUTOTUNE_LAUNCHES_PER_CONFIG):
+            kernel_call()
+        counter["n"] += 1
+        t = float(counter["n"])
+        return [t, t, t]
+
+    Autotuner.do_bench = property(lambda self: interp_bench)  # type: ignore[assignment]
+
+
+class JobContext:
+    """Per-job state in the child: the task copy, the device, loaded entry modules."""
+
+    def __init__(self, job: dict[str, Any]):
+        self.job = job
+        self.task_dir = Path(job["task_dir"])
+        self.device = torch.device(job.get("device", "cpu"))
+        self.entry: dict[str, str] = job.get("entry", {})
+        self.out_args: list[int] = list(job.get("out_args", []))
+        self.inout_args: list[int] = list(job.get("inout_args", []))
+        self._modules: dict[str, Any] = {}
+        if str(self.task_dir) not in sys.path:
+            sys.path.insert(0, str(self.task_dir))
+        if INTERPRETER:
+            _patch_autotuner_for_interpreter()
+
+    @property
+    def device_name(self) -> str:
+        if self.device.type == "cuda":
+            return torch.cuda.get_device_name(self.device)
+        return "cpu"
+
+    def module(self, file: str) -> Any:
+        """Import a task file (by path, once per job) under a private module name."""
+        if file not in self._modules:
+            path = self.task_dir / file
+            name = Path(file).stem
+            spec = importlib.util.spec_from_file_location(name, path)
+            if spec is None or spec.loader is None:
+                raise ImportError(f"cannot import {file}")
+            mod = importlib.util.module_from_spec(spec)
+            sys.modules[name] = mod  # `from candidate import x` in a sibling file finds this one
+            try:
+                spec.loader.exec_module(mod)
+            except BaseException as e:
+                sys.modules.pop(name, None)
+                raise _tag(e, "import") from None
+            self._modules[file] = mod
+        return self._modules[file]
+
+    def callable(self, role: str) -> Any:
+        """The entry callable of ``role`` (``"candidate"``, ``"inputs"``, ...)."""
+        ep = self.entry.get(role)
+        if not ep:
+            raise KeyError(f"the task has no {role} entry")
+        file, _, name = ep.rpartition(":")
+        return getattr(self.module(file), name)
+
+    def make_inputs(self, case: dict[str, Any], seed: int) -> tuple:
+        """``make_inputs(case, device, seed)`` as a tuple."""
+        fn = self.callable("inputs")
+        try:
+            inputs = fn(dict(case), self.device, seed)
+        except BaseException as e:
+            raise _tag(e, "make_inputs") from None
+        if not isinstance(inputs, tuple | list):
+            inputs = (inputs,)
+        return tuple(inputs)
+
+    def outputs_of(self, result: Any, inputs: tuple) -> list[torch.Tensor]:
+        """The role's outputs: the written inputs (out_args + inout_args, in index order)
+        when the task declares them, else the return value as a list of tensors.
+
+        Raises:
+            TypeError: the return value is not a tensor or a tuple/list of tensors.
+        """
+        written = sorted(set(self.out_args) | set(self.inout_args))
+        if written:
+            return [inputs[i] for i in written]
+        if isinstance(result, torch.Tensor):
+            return [result]
+        if isinstance(result, tuple | list) and result and all(isinstance(r, torch.Tensor) for r in result):
+            return list(result)
+        raise _tag(TypeError(f"returned {type(result).__name__}, expected a tensor or a tuple of tensors"), "call")
+
+    def sync(self) -> None:
+        if self.device.type == "cuda":
+            torch.cuda.synchronize(self.device)
+
+
+def describe_inputs(inputs: tuple) -> list[dict[str, Any]]:
+    """Metadata (and a content digest) of each positional input."""
+    out = []
+    for i, x in enumerate(inputs):
+        if isinstance(x, torch.Tensor):
+            out.append({
+                "index": i, "kind": "tensor", "dtype": str(x.dtype).removeprefix("torch."),
+                "shape": list(x.shape), "stride": list(x.stride()),
+                "storage_offset": int(x.storage_offset()), "contiguous": bool(x.is_contiguous()),
+                "data_ptr": int(x.data_ptr()) if x.numel() else 0,
+                "sha256": tensor_digest(x),
+            })
+        else:
+            out.append({"index": i, "kind": type(x).__name__, "value": repr(x)[:200]})
+    return out
+
+
+def apply_transforms(ctx: JobContext, inputs: tuple, specs: list[dict[str, Any]]) -> tuple:
+    for spec in specs:
+        fn = TRANSFORMS.get(spec["name"])
+        if fn is None:
+            raise KeyError(f"unknown transform {spec['name']!r}")
+        inputs = tuple(fn(ctx, inputs, spec))
+    return inputs
+
+
+@transform("upcast")
+def _upcast(ctx: JobContext, inputs: tuple, spec: dict[str, Any]) -> tuple:
+    """Cast every floating tensor input to ``spec["dtype"]`` (the float64 oracle)."""
+    dt = getattr(torch, spec.get("dtype", "float64"))
+    return tuple(x.to(dt) if isinstance(x, torch.Tensor) and x.dtype.is_floating_point else x for x in inputs)
+
+
+@transform("cast")
+def _cast(ctx: JobContext, inputs: tuple, spec: dict[str, Any]) -> tuple:
+    """Cast floating tensor inputs of dtype ``spec["from"]`` (default: any) to ``spec["dtype"]``."""
+    dt = getattr(torch, spec["dtype"])
+    src = spec.get("from")
+    return tuple(
+        x.to(dt) if isinstance(x, torch.Tensor) and x.dtype.is_floating_point
+        and (src is None or str(x.dtype).removeprefix("torch.") == src) else x
+        for x in inputs
+    )
+
+
+def run_role(ctx: JobContext, role: str, inputs: tuple, spec: dict[str, Any]) -> StepOutput:
+    """Call ``role`` on ``inputs`` (``spec["repeat"]`` times) inside the requested monitors."""
+    fn = ctx.callable(role)
+    before = describe_inputs(inputs)
+    report: dict[str, Any] = {}
+    calls: list[float] = []
+    result = None
+    with contextlib.ExitStack() as stack:
+        for m in spec.get("monitors", []):
+            factory = MONITORS.get(m["name"])
+            if factory is None:
+                raise KeyError(f"unknown monitor {m['name']!r}")
+            report[m["name"]] = {}
+            stack.enter_context(factory(ctx, m, report[m["name"]]))
+        for _ in range(int(spec.get("repeat", 1))):
+            t0 = time.perf_counter()
+            try:
+                result = fn(*inputs)
+                ctx.sync()
+            except BaseException as e:
+                raise _tag(e, "call") from None
+            calls.append(time.perf_counter() - t0)
+    outputs = ctx.outputs_of(result, inputs)
+    after = describe_inputs(inputs)
+    for b, a in zip(before, after, strict=True):
+        if b["kind"] == "tensor":
+            b["sha256_after"] = a["sha256"]
+    extra = {"inputs": before, "monitors": report, "calls": calls, "device_name": ctx.device_name}
+    res = StepOutput(ok=True, outputs=outputs, extra=extra, seconds=sum(calls))
+    if spec.get("send_inputs"):
+        for j, x in enumerate(inputs):
+            if isinstance(x, torch.Tensor):
+                meta, arr = encode_tensor(x)
+                res.arrays[f"in{j}"] = arr
+                extra["inputs"][j]["sent"] = True
+    return res
+
+
+@step("call")
+def call_step(ctx: JobContext, spec: dict[str, Any]) -> StepOutput:
+    """Make inputs for ``spec["case"]``/``spec["seed"]``, transform them, call the role."""
+    try:
+        inputs = ctx.make_inputs(spec["case"], int(spec.get("seed", 0)))
+        try:
+            inputs = apply_transforms(ctx, inputs, spec.get("transforms", []))
+        except BaseException as e:
+            raise _tag(e, "transform") from None
+        return run_role(ctx, spec["role"], inputs, spec)
+    except BaseException as e:  # noqa: BLE001
+        return StepOutput(ok=False, error=error_info(e, getattr(e, "_kws_phase", "call")),
+                          extra={"device_name": ctx.device_name})
+
+
+@step("author_test")
+def author_test_step(ctx: JobContext, spec: dict[str, Any]) -> StepOutput:
+    """Run the author's ``check(case, device, seed)``; ``extra["passed"]`` says whether it
+    returned without raising (an AssertionError is a failed check, not an error)."""
+    fn = ctx.callable("test")
+    t0 = time.perf_counter()
+    try:
+        fn(dict(spec["case"]), ctx.device, int(spec.get("seed", 0)))
+        ctx.sync()
+    except AssertionError as e:
+        return StepOutput(ok=True, extra={"passed": False, "assertion": str(e)[:4000]},
+                          seconds=time.perf_counter() - t0)
+    except BaseException as e:  # noqa: BLE001
+        return StepOutput(ok=False, error=error_info(e, getattr(e, "_kws_phase", "test")))
+    return StepOutput(ok=True, extra={"passed": True}, seconds=time.perf_counter() - t0)
