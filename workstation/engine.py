@@ -313,16 +313,17 @@ def select_checks(only: Iterable[str] | None) -> list[str]:
     Raises:
         KeyError: an id that is not a registered check.
     """
-    from workstation.checks import load_battery
+    from workstation.checks import ORDER, load_battery
 
     load_battery()
+    known = [i for i in ORDER if i in REGISTRY] + sorted(i for i in REGISTRY if i not in ORDER)
     if not only:
-        return list(REGISTRY)
+        return known
     ids = [i.strip() for i in only if i.strip()]
     unknown = [i for i in ids if i not in REGISTRY]
     if unknown:
-        raise KeyError(f"unknown check id(s): {', '.join(unknown)}; known: {', '.join(REGISTRY)}")
-    return [i for i in REGISTRY if i in ids]
+        raise KeyError(f"unknown check id(s): {', '.join(unknown)}; known: {', '.join(known)}")
+    return [i for i in known if i in ids]
 
 
 def run_checks(task: Task, runner: Runner, *, only: Iterable[str] | None = None,

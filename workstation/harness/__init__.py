@@ -8,8 +8,8 @@ built-in ``call`` step (:mod:`workstation.harness.core`) makes inputs, applies n
 input *transforms* (:func:`transform`), runs one role's callable inside named *monitors*
 (:func:`monitor`, context managers that observe the call: traced ops, poisoned
 allocations, global state) and returns the outputs. Check modules add their own
-transforms, monitors and step kinds in modules under this package; every module listed
-in :data:`PLUGINS` is imported at start-up (preloaded by the fork server).
+transforms, monitors and step kinds in modules under this package; every module of the
+package is imported at start-up (:func:`load_plugins`, preloaded by the fork server).
 
 For every step ``i`` the harness writes ``step-<i>.start`` first and ``step-<i>.json`` /
 ``step-<i>.npz`` when the step ends (see :mod:`workstation.runner.wire`), so the parent
@@ -33,8 +33,6 @@ STEPS: dict[str, Callable[..., StepOutput]] = {}
 TRANSFORMS: dict[str, Callable[..., Any]] = {}
 MONITORS: dict[str, Callable[..., Any]] = {}
 
-#: harness modules imported at start-up (they register steps, transforms, monitors).
-PLUGINS = ["workstation.harness.core"]
 
 
 @dataclass
@@ -82,9 +80,12 @@ def monitor(name: str) -> Callable:
     return deco
 
 
-def _load_plugins() -> None:
-    for mod in PLUGINS:
-        importlib.import_module(mod)
+def load_plugins() -> None:
+    """Import every module of this package (they register steps, transforms, monitors)."""
+    import pkgutil
+
+    for info in pkgutil.iter_modules(__path__):
+        importlib.import_module(f"{__name__}.{info.name}")
 
 
 def _write_atomic(path: Path, data: bytes) -> None:
@@ -97,7 +98,7 @@ def run_job(job: dict[str, Any]) -> None:
     """Run every step of ``job`` in order and write its results to ``job["out_dir"]``."""
     from workstation.harness.core import JobContext, encode_tensor, error_info
 
-    _load_plugins()
+    load_plugins()
     out = Path(job["out_dir"])
     ctx = JobContext(job)
     for i, spec in enumerate(job["steps"]):

@@ -94,7 +94,9 @@ def main() -> None:
     except ImportError:
         pass
     import workstation
-    import workstation.harness  # noqa: F401  (preload the harness and its step modules)
+    import workstation.harness
+
+    workstation.harness.load_plugins()  # preload the harness and its step modules
 
     versions["kws"] = workstation.__version__
     if device == "cuda":
