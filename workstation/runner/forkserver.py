@@ -18,6 +18,7 @@ import json
 import os
 import resource
 import select
+import signal
 import sys
 
 
@@ -38,6 +39,9 @@ def _emit(msg: dict) -> None:
 def _child(req: dict) -> None:
     """In the forked child: new session, limits, stdio to files, run the job."""
     os.setsid()
+    # CPython ignores SIGXFSZ (writes then fail with EFBIG); restore the default so that a
+    # stdout/stderr flood past the file-size limit ends the child with SIGXFSZ.
+    signal.signal(signal.SIGXFSZ, signal.SIG_DFL)
     limits = req.get("limits") or {}
     resource.setrlimit(resource.RLIMIT_CORE, (0, 0))
     if limits.get("fsize"):

@@ -1,0 +1,112 @@
+"""The isolated runner: hostile candidates become findings; kws survives."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import time
+
+import pytest
+
+from tests.conftest import REPO
+from workstation.engine import run_checks
+from workstation.runner import Runner
+from workstation.taskfmt import load_task
+
+HOSTILE = {
+    "abort": ("import os\ndef add(x, y):\n    os.abort()\n", "crash", "SIGABRT"),
+    "segfault": ("import ctypes\ndef add(x, y):\n    return ctypes.string_at(0)\n", "crash", "SIGSEGV"),
+    "sys_exit": ("import sys\ndef add(x, y):\n    sys.exit(3)\n", "runtime-error", "sys.exit"),
+    "os_exit": ("import os\ndef add(x, y):\n    os._exit(7)\n", "crash", "status 7"),
+    "hang": ("def add(x, y):\n    while True:\n        pass\n", "timeout", "limit"),
+    "raises": ("def add(x, y):\n    raise RuntimeError('boom')\n", "runtime-error", "boom"),
+    "import_error": ("raise ImportError('no module')\ndef add(x, y):\n    return x\n", "runtime-error", "no module"),
+}
+
+
+@pytest.mark.parametrize("name", sorted(HOSTILE))
+def test_hostile_candidate_becomes_a_finding(name, task_factory, runner, monkeypatch):
+    src, cls, text = HOSTILE[name]
+    monkeypatch.setenv("KWS_STEP_TIMEOUT", "3")
+    task = load_task(task_factory(src))
+    res = run_checks(task, runner, only=["correctness"], seeds=[0])
+    (r,) = res.results
+    assert r.status == "fail", r
+    f = r.findings[0]
+    assert f.evidence["failure_class"] == cls
+    assert text in json.dumps(f.evidence) + f.summary
+    assert f.repro.startswith("kws check ")
+
+
+def test_huge_output_is_cut_off_and_reported(task_factory, runner, monkeypatch):
+    monkeypatch.setattr("workstation.runner.sandbox.STDIO_LIMIT_BYTES", 4 * 1024 * 1024)
+    src = "import sys\ndef add(x, y):\n    while True:\n        sys.stdout.write('x' * 65536)\n"
+    task = load_task(task_factory(src))
+    res = run_checks(task, runner, only=["correctness"], seeds=[0])
+    f = res.results[0].findings[0]
+    assert f.evidence["failure_class"] == "crash"
+    assert f.evidence["signal"] == "SIGXFSZ"
+    assert "MiB to stdout/stderr" in f.summary
+
+
+def test_child_environment_is_scrubbed_and_task_is_a_copy(task_factory, runner, monkeypatch):
+    monkeypatch.setenv("GITHUB_TOKEN", "secret-token")
+    monkeypatch.setenv("SSH_AUTH_SOCK", "/tmp/agent.sock")
+    src = (
+        "import os, torch\n"
+        "def add(x, y):\n"
+        "    open('candidate.py', 'a').write('# tampered\\n')\n"
+        "    leaked = [k for k in os.environ if 'TOKEN' in k or k == 'SSH_AUTH_SOCK']\n"
+        "    assert not leaked, leaked\n"
+        "    return x + y\n"
+    )
+    d = task_factory(src)
+    before = (d / "candidate.py").read_text()
+    with Runner() as fresh:  # a server started after the variables were set
+        res = run_checks(load_task(d), fresh, only=["correctness"], seeds=[0])
+    assert res.results[0].status == "pass", res.results[0].findings
+    assert (d / "candidate.py").read_text() == before
+
+
+def test_process_group_is_killed_at_the_limit(task_factory, runner, monkeypatch, tmp_path):
+    marker = tmp_path / "grandchild.pid"
+    src = (
+        "import subprocess, sys, time\n"
+        "def add(x, y):\n"
+        f"    p = subprocess.Popen([sys.executable, '-c', 'import time; time.sleep(600)'])\n"
+        f"    open({str(marker)!r}, 'w').write(str(p.pid))\n"
+        "    time.sleep(600)\n"
+    )
+    monkeypatch.setenv("KWS_STEP_TIMEOUT", "2")
+    res = run_checks(load_task(task_factory(src)), runner, only=["correctness"], seeds=[0])
+    assert res.results[0].findings[0].evidence["failure_class"] == "timeout"
+    pid = int(marker.read_text())
+    for _ in range(50):
+        try:
+            os.kill(pid, 0)
+        except ProcessLookupError:
+            break
+        time.sleep(0.1)
+    else:
+        pytest.fail("the candidate's grandchild survived the kill")
+
+
+def test_device_is_reported(runner):
+    d = runner.device
+    assert d.kind in ("cpu", "cuda")
+    if d.kind == "cpu":
+        assert d.label == "cpu (triton interpreter)" and d.interpreter
+
+
+def test_parent_never_imports_torch():
+    code = (
+        "import sys; from workstation.runner import Runner; from workstation.engine import run_checks;"
+        "from workstation.taskfmt import load_task; import workstation.cli;"
+        "t = load_task(sys.argv[1]);\n"
+        "with Runner() as r: run_checks(t, r, only=['correctness'], seeds=[0])\n"
+        "assert 'torch' not in sys.modules and 'triton' not in sys.modules, 'parent imported torch'"
+    )
+    task = REPO / "sample_queue" / "tasks" / "softmax-gen"
+    subprocess.run([sys.executable, "-c", code, str(task)], check=True, cwd=REPO)
