@@ -1,0 +1,57 @@
+"""Every sample task gets its expected outcome from the full battery.
+
+The expectations live in ``tests/sample_expectations.d/<task-id>.toml`` (never in the
+queue, so the review screen cannot show them): ``fail`` lists the checks that must report
+a ``fail`` finding, ``not_fail`` checks that must not, and a clean task (``clean = true``)
+must get no ``fail`` at all.
+"""
+
+from __future__ import annotations
+
+import json
+import tomllib
+from pathlib import Path
+
+import pytest
+
+from tests.conftest import SAMPLE_QUEUE
+from workstation.engine import run_checks
+from workstation.report import to_json_dict
+from workstation.taskfmt import load_task
+
+EXPECT_DIR = Path(__file__).parent / "sample_expectations.d"
+EXPECTATIONS = {p.stem: tomllib.loads(p.read_text()) for p in sorted(EXPECT_DIR.glob("*.toml"))}
+
+
+def test_every_sample_task_has_expectations_and_vice_versa():
+    tasks = {p.name for p in (SAMPLE_QUEUE / "tasks").iterdir() if p.is_dir()}
+    assert tasks == set(EXPECTATIONS)
+
+
+@pytest.fixture(scope="module")
+def reports(runner):
+    cache: dict[str, dict] = {}
+
+    def get(task_id: str) -> dict:
+        if task_id not in cache:
+            task = load_task(SAMPLE_QUEUE / "tasks" / task_id)
+            cache[task_id] = to_json_dict(run_checks(task, runner))
+        return cache[task_id]
+
+    return get
+
+
+@pytest.mark.parametrize("task_id", sorted(EXPECTATIONS))
+def test_sample_task_outcome(task_id, reports):
+    exp = EXPECTATIONS[task_id]
+    doc = reports(task_id)
+    failing = {f["check"] for f in doc["findings"] if f["severity"] == "fail"}
+    errors = {c["check"]: c["reason"] for c in doc["checks"] if c["status"] == "error"}
+    assert not errors, f"checks broke (kws bugs): {errors}"
+    detail = json.dumps([f["summary"] for f in doc["findings"] if f["severity"] == "fail"], indent=1)
+    if exp.get("clean"):
+        assert not failing, f"clean task {task_id} got fail findings: {detail}"
+    for cid in exp.get("fail", []):
+        assert cid in failing, f"{task_id}: expected a fail from {cid}; fails were {sorted(failing)}: {detail}"
+    for cid in exp.get("not_fail", []):
+        assert cid not in failing, f"{task_id}: {cid} must not fail: {detail}"
