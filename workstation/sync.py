@@ -103,10 +103,13 @@ def _remote_for(repo: git.Repo, branch: str) -> tuple[str, str]:
                 "no-remote",
                 f"{repo.working_tree_dir} has no remote to sync with"
                 + (f" (several: {', '.join(names)}; set one with git branch -u REMOTE/{branch})" if names else
-                   f"; add the shared one with: git -C {repo.working_tree_dir} remote add origin URL"),
+                   f"; add the shared one with: git -C {repo.working_tree_dir} remote add origin URL")
+                + f"; {_KEPT}",
             )
     if remote not in names:
-        raise SyncError("no-remote", f"branch {branch} tracks remote {remote!r}, which does not exist")
+        raise SyncError(
+            "no-remote", f"branch {branch} tracks remote {remote!r}, which does not exist; {_KEPT}"
+        )
     rbranch = str(merge).removeprefix("refs/heads/") if merge else branch
     return str(remote), rbranch
 
