@@ -28,7 +28,7 @@ def _colsum_kernel(
 
 _MAX_SPLITS = 8
 _MIN_ROWS_PER_SPLIT = 256
-BLOCK_T, BLOCK_N = 64, 128
+BLOCK_T, BLOCK_N = 128, 128
 
 # Serialises the launch itself: the Triton launcher (and the CPU interpreter our CI runs
 # under) keeps per-launch state that is not thread-safe. The kernels still overlap on their
