@@ -664,6 +664,22 @@ def test_cli_recheck_runs_on_the_judged_version(queue, cli, monkeypatch):
     assert "unchanged findings: 1" in r.output
 
 
+def test_cli_recheck_same_results_and_info_noise(queue, cli, monkeypatch):
+    root = Path(queue.working_tree_dir)
+    v = verdict(queue, "alpha", ALICE, "reject", report=REPORT)
+    today = dict(REPORT)
+    today["findings"] = [REPORT["findings"][0],
+                         {"check": "correctness", "severity": "info", "summary": "worst err/allowed 0.3"}]
+    _fake_engine(monkeypatch, lambda path: today)
+    r = CliRunner().invoke(cli, ["recheck", v.verdict_id[:6], "--queue", str(root)])
+    assert r.exit_code == 0, r.output
+    assert "info findings differ: 1 new, 1 not seen today" in r.output
+    assert "same verdict-relevant results" in r.output and "worst err/allowed" not in r.output
+    r = CliRunner().invoke(cli, ["recheck", v.verdict_id[:6], "--queue", str(root), "-v"])
+    assert "+ info correctness: worst err/allowed 0.3" in r.output
+    assert "- info correctness: worst err/allowed 0.1" in r.output
+
+
 def test_cli_missing_identity_message(queue, cli):
     set_repo_identity(queue, None)
     root = str(queue.working_tree_dir)

@@ -140,7 +140,10 @@ def verdict_cmd(
         except ImportError as exc:
             raise click.ClickException(f"the check engine is not available: {exc}") from exc
         click.echo(f"kws: running the checks on {task} ...", err=True)
-        report = dict(check_task(root / "tasks" / task))
+        try:
+            report = dict(check_task(root / "tasks" / task))
+        except Exception as exc:  # a task that does not load (TaskError names file and key)
+            raise click.ClickException(f"the checks could not run on {task}: {exc}") from exc
         draft.report = report
         draft.task_tree = tv.tree
         if accept_suggestions:
@@ -296,9 +299,10 @@ def resolve_cmd(
 
 @click.command("recheck")
 @click.argument("verdict_id")
+@click.option("-v", "--verbose", is_flag=True, help="Also list info findings that differ.")
 @_queue_option
 @_fails_cleanly
-def recheck_cmd(verdict_id: str, queue: Path | None) -> None:
+def recheck_cmd(verdict_id: str, verbose: bool, queue: Path | None) -> None:
     """Re-run the checks on the task version VERDICT_ID judged; show what differs."""
     from workstation.recheck import format_recheck, recheck
 
@@ -310,8 +314,13 @@ def recheck_cmd(verdict_id: str, queue: Path | None) -> None:
     except ImportError as exc:
         raise click.ClickException(f"the check engine is not available: {exc}") from exc
     click.echo(f"kws: checking {v.task} at version {v.task_tree[:10]} ...", err=True)
-    _, diff = recheck(repo, v)
-    click.echo(format_recheck(v, diff))
+    try:
+        _, diff = recheck(repo, v)
+    except QueueError:
+        raise
+    except Exception as exc:  # a task version that does not load (TaskError names file and key)
+        raise click.ClickException(f"the checks could not run on version {v.task_tree[:10]}: {exc}") from exc
+    click.echo(format_recheck(v, diff, verbose))
 
 
 @click.command("calibrate")

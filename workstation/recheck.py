@@ -61,7 +61,13 @@ class RecheckDiff:
 
     @property
     def same(self) -> bool:
-        return not (self.status or self.appeared or self.gone)
+        """No check status changed and no fail or warn finding appeared or went away
+        (``info`` findings, which describe what a check looked at, may differ)."""
+        return not (self.status or self.significant(self.appeared) or self.significant(self.gone))
+
+    @staticmethod
+    def significant(findings: list[Mapping[str, Any]]) -> list[Mapping[str, Any]]:
+        return [f for f in findings if f.get("severity") != "info"]
 
 
 def _fkey(f: Mapping[str, Any]) -> tuple[str, str, str]:
@@ -121,8 +127,9 @@ def recheck(
     return report, compare_findings(verdict, report)
 
 
-def format_recheck(verdict: Verdict, diff: RecheckDiff) -> str:
-    """Plain-text rendering for ``kws recheck``."""
+def format_recheck(verdict: Verdict, diff: RecheckDiff, verbose: bool = False) -> str:
+    """Plain-text rendering for ``kws recheck``; ``info`` findings that differ are counted,
+    and listed with ``verbose``."""
     lines = [
         f"recheck of verdict {verdict.verdict_id[:8]} on {verdict.task} "
         f"(task version {verdict.task_tree[:10]}, judged {verdict.timestamp:%Y-%m-%d %H:%MZ} "
@@ -131,19 +138,23 @@ def format_recheck(verdict: Verdict, diff: RecheckDiff) -> str:
     ]
     if not verdict.checks and not verdict.findings:
         lines.append("the verdict recorded no check results (committed without checks): every finding below is new")
-    if diff.same:
-        lines.append(f"no difference: {diff.unchanged} finding(s) as recorded, every check status as recorded")
-        return "\n".join(lines)
     if diff.status:
         lines.append("check status changed:")
         lines.extend(f"  {c}: {a} -> {b}" for c, a, b in diff.status)
-    if diff.appeared:
-        lines.append("new findings today:")
-        lines.extend(f"  + {f.get('severity')} {f.get('check')}: {f.get('summary', '')}" for f in diff.appeared)
-    if diff.gone:
-        lines.append("recorded findings not seen today:")
-        lines.extend(f"  - {f.get('severity')} {f.get('check')}: {f.get('summary', '')}" for f in diff.gone)
-    lines.append(f"unchanged findings: {diff.unchanged}")
+    for title, sign, found in (("new findings today:", "+", diff.appeared),
+                               ("recorded findings not seen today:", "-", diff.gone)):
+        shown = found if verbose else diff.significant(found)
+        if shown:
+            lines.append(title)
+            lines.extend(f"  {sign} {f.get('severity')} {f.get('check')}: {f.get('summary', '')}" for f in shown)
+    info_new = len(diff.appeared) - len(diff.significant(diff.appeared))
+    info_gone = len(diff.gone) - len(diff.significant(diff.gone))
+    if (info_new or info_gone) and not verbose:
+        lines.append(f"info findings differ: {info_new} new, {info_gone} not seen today (-v lists them)")
     if diff.complete_then != diff.complete_now:
         lines.append(f"complete: {diff.complete_then} then, {diff.complete_now} now")
+    if diff.same:
+        lines.append(f"same verdict-relevant results: every check status and every fail/warn finding as recorded ({diff.unchanged} finding(s) identical)")
+    else:
+        lines.append(f"unchanged findings: {diff.unchanged}")
     return "\n".join(lines)

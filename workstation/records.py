@@ -27,6 +27,7 @@ A record file that does not parse or validate is reported as a :class:`RecordPro
 
 from __future__ import annotations
 
+import functools
 import json
 import math
 import re
@@ -296,13 +297,32 @@ def _same(a: Identity, b: Identity) -> bool:
 @dataclass
 class RecordSet:
     """Every readable record of a queue, each list in ``(timestamp, id)`` order, plus the
-    problems found in the unreadable ones."""
+    problems found in the unreadable ones.
+
+    The per-task queries use an index built on first use: treat a loaded set as read-only
+    (load it again after committing a record).
+    """
 
     verdicts: list[Verdict] = field(default_factory=list)
     disputes: list[Dispute] = field(default_factory=list)
     resolutions: list[Resolution] = field(default_factory=list)
     reservations: list[Reservation] = field(default_factory=list)
     problems: list[RecordProblem] = field(default_factory=list)
+
+    @functools.cached_property
+    def _ix(self) -> dict[str, dict[str, list[Any]]]:
+        ix: dict[str, dict[str, list[Any]]] = {
+            "verdicts": {}, "disputes": {}, "resolutions": {}, "reservations": {},
+            "disputes_of": {}, "resolutions_of": {},
+        }
+        for name in ("verdicts", "disputes", "resolutions", "reservations"):
+            for r in getattr(self, name):
+                ix[name].setdefault(r.task, []).append(r)
+        for d in self.disputes:
+            ix["disputes_of"].setdefault(d.verdict_id, []).append(d)
+        for r in self.resolutions:
+            ix["resolutions_of"].setdefault(r.dispute_id, []).append(r)
+        return ix
 
     # ---- lookup by id (full id or a unique prefix of at least 4 characters)
 
@@ -342,7 +362,8 @@ class RecordSet:
         return sorted(ids)
 
     def verdicts_for(self, task: str) -> list[Verdict]:
-        return [v for v in self.verdicts if v.task == task]
+        """The task's verdicts, oldest first."""
+        return list(self._ix["verdicts"].get(task, ()))
 
     def current_verdict(self, task: str) -> Verdict | None:
         """The task's latest verdict by ``(timestamp, verdict_id)``, or None."""
@@ -365,21 +386,18 @@ class RecordSet:
         return out
 
     def disputes_of(self, verdict_id: str) -> list[Dispute]:
-        return [d for d in self.disputes if d.verdict_id == verdict_id]
+        """The disputes of one verdict, oldest first."""
+        return list(self._ix["disputes_of"].get(verdict_id, ()))
 
     def resolution_of(self, dispute_id: str) -> Resolution | None:
         """The latest resolution citing ``dispute_id``, or None (the dispute is open)."""
-        rs = [r for r in self.resolutions if r.dispute_id == dispute_id]
+        rs = self._ix["resolutions_of"].get(dispute_id)
         return rs[-1] if rs else None
 
     def open_disputes(self, task: str | None = None) -> list[Dispute]:
-        """Disputes without a resolution, of ``task`` or of every task."""
-        resolved = {r.dispute_id for r in self.resolutions}
-        return [
-            d
-            for d in self.disputes
-            if d.dispute_id not in resolved and (task is None or d.task == task)
-        ]
+        """Disputes without a resolution, of ``task`` or of every task, oldest first."""
+        ds = self.disputes if task is None else self._ix["disputes"].get(task, ())
+        return [d for d in ds if d.dispute_id not in self._ix["resolutions_of"]]
 
     def effective_values(self, verdict: Verdict, rationale_key: str = "rationale") -> dict[str, str]:
         """The verdict's values with its disputes' resolutions applied in ``(timestamp, id)``
@@ -405,9 +423,7 @@ class RecordSet:
         """
         now = now or datetime.now(UTC)
         holder: Reservation | None = None
-        for r in self.reservations:
-            if r.task != task:
-                continue
+        for r in self._ix["reservations"].get(task, ()):
             if holder is not None and holder.expires is not None and holder.expires <= r.timestamp:
                 holder = None
             if r.action == "reserve":
@@ -934,7 +950,7 @@ def commit_verdict(
     values = dict(draft.values)
     overall = values.pop("overall")
     rationale = values.pop(rubric.rationale_field, "") or ""
-    fields = {k: v for k, v in values.items() if rubric.field(k) is not None and v}
+    fields = {f.key: values[f.key] for f in rubric.fields if values.get(f.key)}  # rubric order
     ts = _now()
     vid = str(uuid.uuid4())
     rel = record_path("verdict", draft.task, who, ts)
