@@ -174,6 +174,8 @@ def test_task_version_reports_tree_and_dirty(queue):
     tv = task_version(queue, "alpha")
     assert tv.dirty == ("tasks/alpha/candidate.py", "tasks/alpha/new.py")
     assert task_version(queue, "beta").dirty == ()
+    queue.git.mv("tasks/beta/spec.md", "tasks/beta/spec2.md")  # a staged rename
+    assert task_version(queue, "beta").dirty == ("tasks/beta/spec.md", "tasks/beta/spec2.md")
     assert task_version(queue, "nope").tree is None
     with pytest.raises(QueueError):
         task_version(queue, "../etc")

@@ -260,8 +260,16 @@ def task_version(repo: git.Repo, task_id: str) -> TaskVersion:
         if obj is not None and obj.type == "tree":
             tree = obj.hexsha
     status = repo.git.status("--porcelain=v1", "-z", "--untracked-files=all", "--", rel)
-    dirty = tuple(sorted({entry[3:] for entry in status.split("\0") if len(entry) > 3}))
-    return TaskVersion(task=task_id, tree=tree, dirty=dirty)
+    paths: set[str] = set()
+    tokens = iter(status.split("\0"))
+    for entry in tokens:
+        if len(entry) < 4:
+            continue
+        paths.add(entry[3:])
+        if "R" in entry[:2] or "C" in entry[:2]:
+            paths.add(next(tokens, ""))  # -z: a rename's source path follows as its own field
+    paths.discard("")
+    return TaskVersion(task=task_id, tree=tree, dirty=tuple(sorted(paths)))
 
 
 # --------------------------------------------------------------------------------------------
