@@ -3,6 +3,7 @@ reservations, history, report, recheck and the CLI commands for them."""
 
 from __future__ import annotations
 
+import os
 import sys
 import tomllib
 import types
@@ -130,6 +131,26 @@ def test_first_run_copies_sample_queue_once_with_fallback_identity(env):
     assert ensure_default_queue(source=src) == p
     assert not (p / "tasks" / "t2").exists()
     assert len(list(repo.iter_commits())) == 1
+
+
+def test_two_first_runs_at_once_make_one_queue(env):
+    import subprocess
+
+    src = env / "sample"
+    (src / "tasks" / "t1").mkdir(parents=True)
+    (src / "tasks" / "t1" / "task.toml").write_text("schema = 1\n")
+    code = (
+        "import sys; from workstation.gitqueue import ensure_default_queue; "
+        "print(ensure_default_queue(source=sys.argv[1]))"
+    )
+    penv = dict(os.environ, PYTHONPATH=str(Path(__file__).resolve().parent.parent))
+    procs = [subprocess.Popen([sys.executable, "-c", code, str(src)], stdout=subprocess.PIPE,
+                              stderr=subprocess.PIPE, text=True, env=penv) for _ in range(3)]
+    outs = [p.communicate(timeout=60) for p in procs]
+    assert all(p.returncode == 0 for p in procs), [o[1] for o in outs]
+    assert {o[0].strip() for o in outs} == {str(env / "data" / "queue")}
+    assert len(list(open_queue(env / "data" / "queue").iter_commits())) == 1
+    assert [p.name for p in (env / "data").iterdir()] == ["queue"]  # no temporary folder left
 
 
 def test_first_run_uses_the_users_identity_and_the_bundled_sample(env, monkeypatch):
