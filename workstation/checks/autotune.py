@@ -1,0 +1,443 @@
+"""``autotune``: faults that ``@triton.autotune`` hides."""
+
+from __future__ import annotations
+
+import ast
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+
+from workstation.benchsource import _dotted
+from workstation.checks.base import Check, Finding, Skip, register
+from workstation.compare import Comparison, compare, region_text
+from workstation.engine import CheckContext, case_label, step_timeout_s
+from workstation.runner.wire import TensorData, WireError, tensor_from
+from workstation.taskfmt import Task
+
+ATOMICS = ("atomic_add", "atomic_max", "atomic_min", "atomic_xchg", "atomic_cas", "atomic_and", "atomic_or",
+           "atomic_xor")
+
+
+@dataclass
+class KernelSource:
+    """An ``@triton.autotune`` kernel as written: where, its configs, its hooks, and the
+    pointer arguments it accumulates into (``tl.atomic_*``) or updates in place (loads
+    and stores through the same pointer argument), with lines."""
+
+    name: str
+    file: str
+    line: int
+    n_configs: int | None
+    reset_to_zero: list[str] | None
+    restore_value: list[str] | None
+    pre_hook: bool
+    atomics: dict[str, tuple[int, str]] = field(default_factory=dict)
+    in_place: dict[str, int] = field(default_factory=dict)
+
+    def hazards(self) -> dict[str, tuple[str, int]]:
+        """Pointer args written more than once across launches and not reset/restored:
+        ``{arg: (how, line)}``."""
+        covered = set(self.reset_to_zero or []) | set(self.restore_value or [])
+        out: dict[str, tuple[str, int]] = {}
+        for a, (ln, op) in self.atomics.items():
+            if a not in covered:
+                out[a] = (f"accumulates into `{a}` with tl.{op}", ln)
+        for a, ln in self.in_place.items():
+            if a not in covered and a not in out:
+                out[a] = (f"loads and stores `{a}` in place", ln)
+        return out
+
+    def as_dict(self) -> dict[str, Any]:
+        return dict(self.__dict__)
+
+
+def _literal_names(node: ast.AST | None) -> list[str] | None:
+    if node is None:
+        return None
+    try:
+        v = ast.literal_eval(node)
+    except ValueError:
+        return None
+    return [str(x) for x in v] if isinstance(v, list | tuple) else None
+
+
+def _additive_names(expr: ast.AST) -> set[str]:
+    """Names in additive position of an address expression: ``c_ptr + offs * stride``
+    -> {c_ptr, offs}; products, calls and subscripts of non-pointers do not carry a base."""
+    if isinstance(expr, ast.Name):
+        return {expr.id}
+    if isinstance(expr, ast.BinOp) and isinstance(expr.op, ast.Add | ast.Sub):
+        return _additive_names(expr.left) | _additive_names(expr.right)
+    if isinstance(expr, ast.Subscript):  # ptrs[:, None]
+        return _additive_names(expr.value)
+    if isinstance(expr, ast.Call) and _dotted(expr.func).rpartition(".")[2] in ("advance", "multiple_of",
+                                                                               "max_contiguous"):
+        return _additive_names(expr.args[0]) if expr.args else set()
+    return set()
+
+
+def _derivations(fn: ast.FunctionDef, params: set[str]) -> dict[str, set[str]]:
+    """Local name -> the parameters it is a pointer offset from (``c_ptrs = c_ptr + offs``,
+    ``a_ptrs += step``), followed to a fixed point."""
+    der: dict[str, set[str]] = {p: {p} for p in params}
+    changed = True
+    while changed:
+        changed = False
+        for n in ast.walk(fn):
+            if isinstance(n, ast.Assign | ast.AugAssign | ast.AnnAssign) and n.value is not None:
+                targets = n.targets if isinstance(n, ast.Assign) else [n.target]
+                src = set().union(*(der.get(x, set()) for x in _additive_names(n.value)))
+                for t in targets:
+                    if isinstance(t, ast.Name) and not src <= der.get(t.id, set()):
+                        der[t.id] = der.get(t.id, set()) | src
+                        changed = True
+    return der
+
+
+def _base_params(expr: ast.AST, der: dict[str, set[str]], params: set[str]) -> set[str]:
+    """Pointer parameters an address expression is an offset from."""
+    out: set[str] = set()
+    for name in _additive_names(expr):
+        out |= der.get(name, set())
+    return out & params
+
+
+def scan_autotune(task: Task) -> list[KernelSource]:
+    """Every ``@triton.autotune``-decorated function in the candidate's file and the task
+    modules it imports, read with :mod:`ast` (never imported here)."""
+    path = task.source_path("candidate")
+    if path is None:
+        return []
+    files, todo, seen = [], [path], set()
+    while todo:
+        p = todo.pop()
+        if p in seen or not p.is_file():
+            continue
+        seen.add(p)
+        try:
+            tree = ast.parse(p.read_text(encoding="utf-8"))
+        except (SyntaxError, UnicodeDecodeError):
+            continue
+        files.append((p, tree))
+        for n in ast.walk(tree):
+            mods = [a.name for a in n.names] if isinstance(n, ast.Import) else \
+                [n.module] if isinstance(n, ast.ImportFrom) and n.module else []
+            for m in mods:
+                sib = task.dir / (m.split(".")[0] + ".py")
+                if sib.is_file():
+                    todo.append(sib)
+    out: list[KernelSource] = []
+    for p, tree in files:
+        for fn in (n for n in ast.walk(tree) if isinstance(n, ast.FunctionDef)):
+            deco = next((d for d in fn.decorator_list if isinstance(d, ast.Call)
+                         and _dotted(d.func).rpartition(".")[2] == "autotune"), None)
+            if deco is None:
+                continue
+            kw = {k.arg: k.value for k in deco.keywords if k.arg}
+            configs = kw.get("configs", deco.args[0] if deco.args else None)
+            ks = KernelSource(
+                name=fn.name, file=p.name, line=deco.lineno,
+                n_configs=len(configs.elts) if isinstance(configs, ast.List | ast.Tuple) else None,
+                reset_to_zero=_literal_names(kw.get("reset_to_zero")) or ([] if "reset_to_zero" not in kw else None),
+                restore_value=_literal_names(kw.get("restore_value")) or ([] if "restore_value" not in kw else None),
+                pre_hook="pre_hook" in kw)
+            params = {a.arg for a in fn.args.args
+                      if not (a.annotation is not None and "constexpr" in ast.unparse(a.annotation))}
+            der = _derivations(fn, params)
+            loads: dict[str, int] = {}
+            stores: dict[str, int] = {}
+            for c in (n for n in ast.walk(fn) if isinstance(n, ast.Call)):
+                name = _dotted(c.func).rpartition(".")[2]
+                if not c.args:
+                    continue
+                if name in ATOMICS:
+                    for a in _base_params(c.args[0], der, params):
+                        ks.atomics.setdefault(a, (c.lineno, name))
+                elif name == "load":
+                    for a in _base_params(c.args[0], der, params):
+                        loads.setdefault(a, c.lineno)
+                elif name == "store":
+                    for a in _base_params(c.args[0], der, params):
+                        stores.setdefault(a, c.lineno)
+            ks.in_place = {a: stores[a] for a in stores if a in loads}
+            out.append(ks)
+    return out
+
+
+def _outputs(arrays: dict[str, np.ndarray], metas: list[dict[str, Any]], tag: str) -> list[TensorData]:
+    return [tensor_from(m, arrays, f"{tag}_out{j}") for j, m in enumerate(metas)]
+
+
+def _scale(got: np.ndarray, exp: np.ndarray) -> float | None:
+    """Median of got / expected over elements with |expected| above its median: the factor
+    by which repeated launches multiplied an accumulated output."""
+    e, g = exp.ravel().astype(np.float64), got.ravel().astype(np.float64)
+    big = np.abs(e) > np.median(np.abs(e))
+    if not big.any():
+        return None
+    r = g[big] / e[big]
+    r = r[np.isfinite(r)]
+    return float(np.median(r)) if r.size else None
+
+
+@register
+class Autotune(Check):
+    """Autotuning hides a fault: configs that fail or disagree, tuning runs that corrupt
+    in-place or accumulating outputs, a silent fallback config.
+
+    How: the candidate's ``@triton.autotune`` kernels are read with ``ast`` (configs,
+    ``reset_to_zero`` / ``restore_value``, pointer arguments the kernel accumulates into
+    with ``tl.atomic_*`` or loads and stores in place) and found in a child as
+    ``triton.runtime.autotuner.Autotuner`` instances
+    (:mod:`workstation.harness.autotune`). Per declared case, on fresh inputs: (1) the
+    first call with an empty tuning cache, which runs the autotuner: on a GPU its
+    ``do_bench`` launches every config many times on the real arguments; under the
+    interpreter kws's harness launches each config 3 times, in declaration order; (2) a
+    second call that hits the tuning cache; (3) each config forced alone. Everything is
+    compared with the reference at the task's tolerance. A first call that mismatches
+    while the cached call or every config alone matches is ``fail``: the tuning
+    launches corrupted the output (the kernel accumulates or writes in place and the
+    autotuner does not reset or restore that argument). A config whose result
+    mismatches is ``fail`` (another GPU or shape may pick it); a config that raises is
+    ``warn`` (Triton prunes configs that fail to compile silently), ``fail`` when every
+    config fails; configs within tolerance of the reference but not of each other,
+    ``warn``. On CUDA the config the autotuner picked per case is reported
+    (``triton.knobs.autotuning.listener``, ``Autotuner.cache``).
+
+    Source of the defect class: Triton's ``autotune`` docstring ("If all configs are
+    evaluated, the kernel will run multiple times. This means that whatever value the
+    kernel updates will be updated multiple times... use reset_to_zero"), and
+    ``Autotuner._bench``, which returns ``inf`` for a config that raises
+    ``OutOfResources``, ``CompileTimeAssertionFailure`` or ``PTXASError``.
+
+    Limits: under the interpreter, configs are not timed (the pick is the first config,
+    so a corruption whose size depends on timing shows as 3 launches per config) and
+    resource limits (shared memory, registers) do not exist, so configs that would fail
+    to compile on a GPU run here; kernels behind a user ``pre_hook`` that resets its
+    own outputs are judged by their outputs only.
+    """
+
+    id = "autotune"
+    title = "Autotuned kernels: every config, tuning side effects"
+
+    def run(self, ctx: CheckContext) -> list[Finding]:
+        kernels = scan_autotune(ctx.task)
+        if not kernels and ctx.task.backend != "triton":
+            raise Skip("the candidate has no @triton.autotune kernel")
+        seed = ctx.seeds[0] if ctx.seeds else 0
+        cases = ctx.cases
+        spec = {"kind": "autotune_probe", "cases": cases, "seed": seed}
+        job = ctx.run_job([spec], step_timeout=step_timeout_s() * max(2, len(cases) * 2))
+        st = job.steps[0] if job.steps else None
+        if st is None:
+            raise RuntimeError(f"the autotune probe {job.describe_death()}: {job.stderr_tail[-1500:]}")
+        if not st.ok:
+            err = st.error or {}
+            raise Skip(f"the candidate does not import here ({err.get('type')}: {err.get('message', '')[:200]}): "
+                       "correctness reports it")
+        ats = st.extra.get("autotuners") or []
+        if not ats:
+            raise Skip("the candidate has no autotuned kernel (no triton Autotuner instance after import)")
+        by_name = {k.name: k for k in kernels}
+        refs = ctx.reference([(c, seed) for c in cases])
+        findings: list[Finding] = []
+        corrupt: list[dict[str, Any]] = []
+        bad_cfg: dict[tuple[int, int], list[dict[str, Any]]] = {}
+        raised_cfg: dict[tuple[int, int], list[dict[str, Any]]] = {}
+        spread: list[dict[str, Any]] = []
+        picks: list[dict[str, Any]] = []
+        n_compared = 0
+        interp = bool(st.extra.get("interpreter"))
+        for ci, (case, ref) in enumerate(zip(cases, refs, strict=True)):
+            rec = st.extra["cases"][ci]
+            if not ref.ok:
+                continue
+            exp = ref.outputs
+            tuned = self._compare(ctx, st.arrays, rec["tuned"], f"c{ci}_tuned", exp, case)
+            cached = self._compare(ctx, st.arrays, rec["cached"], f"c{ci}_cached", exp, case)
+            cfg_out: list[list[tuple[list[Comparison] | None, list[TensorData] | None]]] = []
+            for a, per in enumerate(rec["configs"]):
+                row = []
+                for i, r in enumerate(per):
+                    comps, outs = self._compare_keep(ctx, st.arrays, r, f"c{ci}_cfg{a}_{i}", exp, case)
+                    row.append((comps, outs))
+                    if not r.get("ok"):
+                        raised_cfg.setdefault((a, i), []).append({"case": case, "error": r.get("error")})
+                    elif comps is not None and not all(c.ok for c in comps):
+                        bad = next(c for c in comps if not c.ok)
+                        bad_cfg.setdefault((a, i), []).append({"case": case, "comparison": bad})
+                    n_compared += 1
+                cfg_out.append(row)
+                spread += self._spread(ctx, case, a, row, ats[a])
+            picks.append({"case": case, "picked": rec["tuned"].get("picked"), "launches": rec["tuned"].get("launches"),
+                          "listener": rec["tuned"].get("picks")})
+            tuned_bad = tuned is not None and not all(c.ok for c in tuned)
+            others_ok = (cached is not None and all(c.ok for c in cached)) or all(
+                comps is not None and all(c.ok for c in comps) for row in cfg_out for comps, _ in row)
+            if tuned_bad and others_ok:
+                j = next(k for k, c in enumerate(tuned) if not c.ok)
+                got = _outputs(st.arrays, rec["tuned"]["outputs"], f"c{ci}_tuned")[j]
+                corrupt.append({"case": case, "output": j, "comparison": tuned[j],
+                                "scale": _scale(got.values, exp[j].values),
+                                "launches": rec["tuned"].get("launches"),
+                                "cached_ok": cached is not None and all(c.ok for c in cached)})
+        findings += self._corruption(ctx, corrupt, ats, by_name, interp)
+        findings += self._config_findings(ctx, ats, bad_cfg, raised_cfg, cases)
+        findings += spread
+        findings.append(self._summary(ctx, ats, picks, n_compared, interp, kernels))
+        return findings
+
+    # -- comparisons -----------------------------------------------------------------
+
+    def _compare_keep(self, ctx: CheckContext, arrays: dict[str, np.ndarray], rec: dict[str, Any], tag: str,
+                      exp: list[TensorData], case: dict[str, Any]
+                      ) -> tuple[list[Comparison] | None, list[TensorData] | None]:
+        if not rec.get("ok"):
+            return None, None
+        try:
+            got = _outputs(arrays, rec.get("outputs") or [], tag)
+        except WireError:
+            return None, None
+        comps = []
+        for j in range(max(len(exp), len(got))):
+            if j >= len(exp) or j >= len(got):
+                comps.append(Comparison(ok=False, reason=f"{len(got)} outputs, the reference has {len(exp)}",
+                                        shape=(), dtype=""))
+                continue
+            e, g = exp[j], got[j]
+            comps.append(compare(e.values, g.values, ctx.tolerance(case, e.dtype), expected_dtype=e.dtype,
+                                 got_dtype=g.dtype, nonfinite_ok=ctx.task.contract.nonfinite_inputs))
+        return comps, got
+
+    def _compare(self, ctx: CheckContext, arrays: dict[str, np.ndarray], rec: dict[str, Any], tag: str,
+                 exp: list[TensorData], case: dict[str, Any]) -> list[Comparison] | None:
+        return self._compare_keep(ctx, arrays, rec, tag, exp, case)[0]
+
+    def _spread(self, ctx: CheckContext, case: dict[str, Any], a: int,
+                row: list[tuple[list[Comparison] | None, list[TensorData] | None]], at: dict[str, Any]) -> list[Finding]:
+        """Configs that each match the reference but not each other (at the tolerance)."""
+        ok = [(i, outs) for i, (comps, outs) in enumerate(row)
+              if comps is not None and outs is not None and all(c.ok for c in comps)]
+        if len(ok) < 2:
+            return []
+        i0, base = ok[0]
+        for i, outs in ok[1:]:
+            for j, (x, y) in enumerate(zip(base, outs, strict=False)):
+                c = compare(x.values, y.values, ctx.tolerance(case, x.dtype), expected_dtype=x.dtype,
+                            got_dtype=y.dtype, nonfinite_ok=ctx.task.contract.nonfinite_inputs)
+                if not c.ok:
+                    return [self.finding(
+                        ctx, "warn", f"{at['kernel']}: configs {i0} and {i} each match the reference on case "
+                        f"{case_label(case)} but differ from each other beyond the tolerance ({c.reason}): "
+                        "the result depends on which config the autotuner picks",
+                        {"case": case, "kernel": at["kernel"], "configs": [at["configs"][i0]["text"],
+                                                                             at["configs"][i]["text"]],
+                         "output": j, **c.evidence(), "source": {"file": at["file"], "line": at["line"]}},
+                        case=case)]
+        return []
+
+    # -- findings --------------------------------------------------------------------
+
+    def _corruption(self, ctx: CheckContext, corrupt: list[dict[str, Any]], ats: list[dict[str, Any]],
+                    by_name: dict[str, KernelSource], interp: bool) -> list[Finding]:
+        if not corrupt:
+            return []
+        first = corrupt[0]
+        c: Comparison = first["comparison"]
+        case = first["case"]
+        launches = first.get("launches") or {}
+        n_launch = sum(sum(v.values()) for v in launches.values())
+        multi = [at for at in ats if len(at["configs"]) > 1]
+        at = multi[0] if multi else ats[0]
+        ks = by_name.get(at["kernel"])
+        hz = ks.hazards() if ks else {}
+        why, src = "", {"file": at["file"], "line": at["line"]}
+        if hz:
+            arg, (how, line) = next(iter(hz.items()))
+            why = (f": {at['kernel']} {how} ({ks.file}:{line}) and its @triton.autotune ({ks.file}:{ks.line}) "
+                   f"has no reset_to_zero=[{arg!r}] or restore_value=[{arg!r}]")
+            src = {"file": ks.file, "line": line}
+        elif not at["reset_to_zero"] and not at["restore_value"]:
+            why = (f": {at['kernel']}'s @triton.autotune declares no reset_to_zero / restore_value, and the tuning "
+                   "launches write the output")
+        w = c.worst or {}
+        scale = first.get("scale")
+        per_launch = f" ({n_launch} launches of {len(at['configs'])} configs" + \
+            (", 3 per config under the interpreter" if interp else "") + ")"
+        scale_s = f", {scale:.4g}x the reference" if scale is not None and abs(scale - 1) > 0.05 else ""
+        summary = (f"case {case_label(case)}: the first call, which runs the autotuner{per_launch}, returns "
+                   f"wrong results{scale_s} ({c.reason}; worst at {w.get('index')}: expected "
+                   f"{w.get('expected')!r}, got {w.get('got')!r}) while "
+                   f"{'the cached second call and ' if first['cached_ok'] else ''}every config alone match: "
+                   f"the tuning launches corrupt the output{why}")
+        if len(corrupt) > 1:
+            summary += f"; same on {len(corrupt) - 1} more case(s)"
+        ev = {"case": case, "kernel": at["kernel"], "launches": launches, "scale": scale,
+              **c.evidence(), "cases": [{"case": x["case"], "scale": x["scale"], "mismatched": x["comparison"].n_bad,
+                                         "max_abs_err": x["comparison"].max_abs} for x in corrupt],
+              "reset_to_zero": at["reset_to_zero"], "restore_value": at["restore_value"],
+              "hazards": {k: {"how": v[0], "line": v[1]} for k, v in hz.items()}, "source": src}
+        region = region_text(c.bad_region)
+        if region:
+            ev["region"] = region
+        return [self.finding(ctx, "fail", summary, ev, case=case)]
+
+    def _config_findings(self, ctx: CheckContext, ats: list[dict[str, Any]],
+                         bad: dict[tuple[int, int], list[dict[str, Any]]],
+                         raised: dict[tuple[int, int], list[dict[str, Any]]],
+                         cases: list[dict[str, Any]]) -> list[Finding]:
+        out: list[Finding] = []
+        for (a, i), hits in bad.items():
+            at = ats[a]
+            c: Comparison = hits[0]["comparison"]
+            w = c.worst or {}
+            out.append(self.finding(
+                ctx, "fail", f"{at['kernel']} config {i} ({at['configs'][i]['text']}) gives wrong results on case "
+                f"{case_label(hits[0]['case'])}: {c.reason}; worst at {w.get('index')}: expected "
+                f"{w.get('expected')!r}, got {w.get('got')!r} (an autotuner that picks it, on another GPU or "
+                "shape, returns this)",
+                {"kernel": at["kernel"], "config": at["configs"][i], "case": hits[0]["case"], **c.evidence(),
+                 "cases": [h["case"] for h in hits], "source": {"file": at["file"], "line": at["line"]}},
+                case=hits[0]["case"]))
+        for a, at in enumerate(ats):
+            failing = sorted(i for (aa, i) in raised if aa == a)
+            if not failing:
+                continue
+            all_fail = len(failing) == len(at["configs"])
+            i = failing[0]
+            err = raised[(a, i)][0]["error"] or {}
+            names = ", ".join(f"{k} ({at['configs'][k]['text']})" for k in failing[:4])
+            out.append(self.finding(
+                ctx, "fail" if all_fail else "warn",
+                f"{at['kernel']}: {len(failing)} of {len(at['configs'])} configs raise on case "
+                f"{case_label(raised[(a, i)][0]['case'])} ({err.get('type')}: {(err.get('message') or '')[:160]}): "
+                f"{names}" + ("" if all_fail else "; the autotuner prunes such configs without a word (compile "
+                              "errors) or fails the call while tuning (other errors)"),
+                {"kernel": at["kernel"], "failing": [{"config": at["configs"][k], "error": {
+                    kk: (raised[(a, k)][0]["error"] or {}).get(kk) for kk in ("type", "message", "origin", "where")},
+                    "cases": [h["case"] for h in raised[(a, k)]]} for k in failing],
+                 "source": {"file": at["file"], "line": at["line"]}},
+                case=raised[(a, i)][0]["case"]))
+        return out
+
+    def _summary(self, ctx: CheckContext, ats: list[dict[str, Any]], picks: list[dict[str, Any]], n: int,
+                 interp: bool, kernels: list[KernelSource]) -> Finding:
+        parts = []
+        for a, at in enumerate(ats):
+            chosen = []
+            for p in picks:
+                pk = (p.get("picked") or [{}])[a] if p.get("picked") and a < len(p["picked"]) else {}
+                idx = pk.get("index", -1)
+                chosen.append(f"{case_label(p['case'])}: {'config ' + str(idx) if idx >= 0 else '?'}")
+            parts.append(f"{at['kernel']} ({len(at['configs'])} configs, key {at['key']}, reset_to_zero "
+                         f"{at['reset_to_zero'] or 'none'}, restore_value {at['restore_value'] or 'none'}); picked "
+                         f"{'; '.join(chosen)}")
+        how = ("under the interpreter configs are not timed: kws's harness ranks them in declaration order, so "
+               "the first config is picked" if interp else "picked by Triton's autotuner on this GPU")
+        return self.finding(
+            ctx, "info", f"checked {n} config runs over {len(picks)} case(s): {' | '.join(parts)} ({how})",
+            {"autotuners": ats, "picks": picks, "interpreter": interp,
+             "static": [k.as_dict() for k in kernels],
+             "source": {"file": ats[0]["file"], "line": ats[0]["line"]} if ats else {}})
+

@@ -1,0 +1,330 @@
+"""``benchmark-bias``: the author's benchmark against kws's measurement, and its source."""
+
+from __future__ import annotations
+
+import math
+from collections import Counter
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+
+from workstation.benchsource import BenchIssue, TimedUse, scan_bench
+from workstation.checks._kwstiming import CaseTiming, Measurement, measure, plan
+from workstation.checks.base import Check, Finding, Skip, register
+from workstation.engine import CheckContext, case_label
+from workstation.timingstats import consistent_with, log_distance
+
+#: two times "match" when within this factor of each other.
+MATCH_FACTOR = 1.25
+SIDES = ("candidate", "baseline")
+
+
+@dataclass
+class SideTrace:
+    """What the author's bench did to one side, from the child's trace.
+
+    ``calls_ms``: every call of the side's entry function (host wall time), in order;
+    ``intervals_ms``: the author's timed intervals (start to stop clock read) that hold
+    calls of this side; ``inside_ms``: the side's own call time inside each interval;
+    ``extra_work``: other calls the bench made inside those intervals, counted;
+    ``first_call_timed``: the side's first call lies inside a timed interval;
+    ``args``: the first call's arguments (shape, dtype, stride, device).
+    """
+
+    calls_ms: list[float] = field(default_factory=list)
+    intervals_ms: list[float] = field(default_factory=list)
+    inside_ms: list[float] = field(default_factory=list)
+    extra_work: Counter[str] = field(default_factory=Counter)
+    first_call_timed: bool = False
+    args: list[Any] | None = None
+
+    def as_dict(self) -> dict[str, Any]:
+        med = (lambda xs: float(np.median(xs)) if xs else None)  # noqa: E731
+        return {"calls": len(self.calls_ms), "first_call_ms": self.calls_ms[0] if self.calls_ms else None,
+                "call_median_ms": med(self.calls_ms[1:] or self.calls_ms), "timed_intervals": len(self.intervals_ms),
+                "interval_median_ms": med(self.intervals_ms),
+                "interval_mean_ms": float(np.mean(self.intervals_ms)) if self.intervals_ms else None,
+                "inside_median_ms": med(self.inside_ms), "extra_work_per_interval": dict(self.extra_work),
+                "first_call_timed": self.first_call_timed, "args": self.args}
+
+
+def analyse_trace(events: list[dict[str, Any]], uses: list[TimedUse]) -> dict[str, SideTrace]:
+    """Pair the author's clock reads into timed intervals and attribute them to sides.
+
+    A start read is one on a line where the source scan found a region's start clock and
+    its stop is the next read on that region's stop line; without such lines (or with
+    no match), consecutive reads form intervals. An interval belongs to the side(s)
+    whose calls started inside it.
+    """
+    out = {s: SideTrace() for s in SIDES}
+    calls = [e for e in events if e.get("kind") == "call" and e.get("side") in SIDES and "t_end" in e]
+    for e in calls:
+        st = out[e["side"]]
+        st.calls_ms.append((e["t_end"] - e["t"]) / 1e6)
+        if st.args is None and e.get("args") is not None:
+            st.args = e["args"]
+    clocks = [e for e in events if e.get("kind") == "clock" and e.get("in_bench")]
+    pairs = {u.clock_lines for u in uses if u.clock_lines[0] and u.clock_lines[1]}
+    intervals: list[tuple[int, int]] = []
+    if pairs:
+        starts = {a for a, _ in pairs}
+        stop_of: dict[int, set[int]] = {}
+        for a, b in pairs:
+            stop_of.setdefault(a, set()).add(b)
+        i = 0
+        while i < len(clocks):
+            c = clocks[i]
+            if c["line"] in starts:
+                j = next((k for k in range(i + 1, len(clocks)) if clocks[k]["line"] in stop_of[c["line"]]), None)
+                if j is not None:
+                    intervals.append((c["t"], clocks[j]["t"]))
+                    i = j + 1 if clocks[j]["line"] not in starts else j
+                    continue
+            i += 1
+    if not intervals:
+        intervals = [(clocks[k]["t"], clocks[k + 1]["t"]) for k in range(len(clocks) - 1)]
+    first_t = {s: min((e["t"] for e in calls if e["side"] == s), default=None) for s in SIDES}
+    others = [e for e in events if e.get("kind") == "c_call"]
+    for t0, t1 in intervals:
+        inside = [e for e in calls if t0 <= e["t"] < t1]
+        sides = {e["side"] for e in inside}
+        if len(sides) != 1:
+            continue
+        (s,) = sides
+        st = out[s]
+        st.intervals_ms.append((t1 - t0) / 1e6)
+        st.inside_ms.append(sum(min(e["t_end"], t1) - e["t"] for e in inside) / 1e6)
+        for e in others:
+            if t0 <= e["t"] < t1 and e["name"] not in ("list.append", "getattr"):
+                st.extra_work[e["name"]] += 1
+        if first_t[s] is not None and t0 <= first_t[s] < t1:
+            st.first_call_timed = True
+    n = {s: max(1, len(out[s].intervals_ms)) for s in SIDES}
+    for s in SIDES:
+        out[s].extra_work = Counter({k: round(v / n[s], 2) for k, v in out[s].extra_work.items()})
+    return out
+
+
+def _arg_sig(args: list[Any] | None) -> list[tuple[Any, ...]]:
+    return [(tuple(a.get("shape", ())), a.get("dtype")) for a in (args or []) if "shape" in a]
+
+
+@register
+class BenchmarkBias(Check):
+    """The author's benchmark is unfair: warm against cold cache, no synchronize, compile
+    or autotune time on one side only, different inputs, shapes or dtypes between sides,
+    different statistics per side, timing utilities used against their documentation.
+
+    How: (1) the bench source is read (``ast``, :mod:`workstation.benchsource`): where
+    each side is timed (host clock pairs, CUDA events, ``triton.testing.do_bench``,
+    ``torch.utils.benchmark.Timer``, also through helper functions), on which device
+    path (``if device.type == "cuda"`` branches, early returns), whether a warm-up call
+    precedes the timed region, whether a synchronize ends it on the CUDA path, whether
+    a cache flush precedes it, what else it times (``x.clone()``, input construction),
+    the call's arguments, and the statistic behind ``candidate_ms`` / ``baseline_ms``.
+    (2) Where the sides are not interpreted Triton code, kws runs ``run(case, device)``
+    in an exclusive child on the case kws times (the same as ``speedup-claim``), traced
+    (:mod:`workstation.harness.authorbench`): each call of either side, each clock read,
+    the bench's own work between them. The author's ratio is compared with kws's
+    intervals (``docs/timing.md``); where it falls outside them (and outside a 10%
+    margin), the finding decomposes the author's numbers per side, against kws's warm,
+    cold and first-call medians, into: the side's own call time as the bench ran it,
+    work timed with it, the first call timed without warm-up, and the statistic used,
+    and names the largest factor.
+
+    Severity: a defect that treats the sides differently is ``fail`` (unless kws ran the
+    bench on that device path and its numbers agree with kws's, then ``warn``); one
+    that affects both sides alike (no warm-up on either, ``time.time()``, misread
+    ``do_bench`` units) is ``warn``; the author's ratio outside kws's interval is
+    ``fail``.
+
+    Source of the defect class: the benchmarking pitfalls the tools' own docs warn about
+    (``triton.testing.do_bench``: warm-up, L2 flush, milliseconds; ``torch.utils.benchmark``:
+    warm-up, synchronisation, replicates; Python ``time``: ``perf_counter`` for
+    benchmarks) and Hoefler & Belli, SC 2015.
+
+    Limits: the source scan follows names, lambdas, ``functools.partial`` and helper
+    functions one level deep, not arbitrary data flow. Under the Triton interpreter
+    the bench of a Triton task is not run (its timings say nothing about GPU speed and
+    its GPU-sized cases do not finish): the static reading alone speaks. On the CPU, the
+    CUDA paths of a bench are judged from the source only.
+    """
+
+    id = "benchmark-bias"
+    title = "The author's benchmark vs kws's"
+    exclusive = True
+
+    def run(self, ctx: CheckContext) -> list[Finding]:
+        task = ctx.task
+        if "bench" not in task.entry:
+            raise Skip("the task has no [entry] bench (the author's benchmark)")
+        uses, issues = scan_bench(task)
+        bench_file = task.entry["bench"].file
+        p = plan(ctx)
+        findings: list[Finding] = []
+        dyn: dict[str, Any] | None = None
+        dyn_note = ""
+        if p.representative:
+            m = measure(ctx)
+            ct = next((c for c in m.cases if c.ok), None)
+            if ct is None:
+                dyn_note = "kws could not time the case, so the author's numbers are not compared"
+            else:
+                dyn = self._dynamic(ctx, m, ct, uses)
+                if dyn.get("error"):
+                    dyn_note = dyn["error"]
+        else:
+            dyn_note = f"the author's bench was not run: {p.reason}; the source alone is judged"
+        consistent_here = bool(dyn and dyn.get("consistent"))
+        device_path = "cuda" if ctx.on_gpu else "cpu"
+        for iss in issues:
+            sev = "warn"
+            if iss.asymmetric:
+                sev = "fail"
+                if consistent_here and iss.path in (device_path, "any"):
+                    sev = "warn"
+            ev = {"issue": iss.as_dict(), "source": {"file": bench_file, "line": iss.line}}
+            where = f" ({'CUDA path' if iss.path == 'cuda' else 'CPU path' if iss.path == 'cpu' else 'every device'})"
+            tail = ""
+            if sev == "warn" and iss.asymmetric:
+                tail = "; here the author's numbers still agree with kws's"
+            findings.append(self.finding(ctx, sev, f"{bench_file}:{iss.line}: {iss.message}{where}{tail}", ev))
+        if dyn is not None and not dyn.get("error"):
+            findings.append(self._dynamic_finding(ctx, dyn, issues, bench_file))
+        elif dyn_note:
+            sev = "warn" if dyn and dyn.get("error") else "info"
+            findings.append(self.finding(ctx, sev, dyn_note, {"uses": [u.as_dict() for u in uses]}))
+        if not issues:
+            sides = sorted({u.side for u in uses})
+            findings.append(self.finding(
+                ctx, "info", f"{bench_file}: read {len(uses)} timed use(s) of {', '.join(sides) or 'no side'}; "
+                "no warm-up, synchronize, flush, input or statistic asymmetry found",
+                {"uses": [u.as_dict() for u in uses], "source": {"file": bench_file, "line": 1}}))
+        return findings
+
+    # -- dynamic ---------------------------------------------------------------------
+
+    def _dynamic(self, ctx: CheckContext, m: Measurement, ct: CaseTiming, uses: list[TimedUse]) -> dict[str, Any]:
+        spec = {"kind": "author_bench", "case": ct.case, "trace": True, "baseline_role": m.plan.baseline_role}
+        job = ctx.run_job([spec], exclusive=True, step_timeout=120.0)
+        st = job.steps[0] if job.steps else None
+        if st is None:
+            return {"error": f"the author's bench {job.describe_death()} on case {case_label(ct.case)}"}
+        if not st.ok:
+            err = st.error or {}
+            return {"error": f"the author's bench raised {err.get('type')}: {(err.get('message') or '')[:300]} on "
+                             f"case {case_label(ct.case)} ({m.device_text()})"}
+        res = st.extra.get("result") or {}
+        a_c, a_b = res.get("candidate_ms"), res.get("baseline_ms")
+        if not all(isinstance(x, float) and x > 0 and math.isfinite(x) for x in (a_c, a_b)):
+            return {"error": f"the author's bench returned {res!r}, not positive candidate_ms and baseline_ms"}
+        trace = analyse_trace(st.extra.get("events") or [], uses)
+        r_a = a_b / a_c
+        cons = any(r is not None and consistent_with(r_a, r) for r in (ct.ratio, ct.cold_ratio, ct.warm_ratio))
+        return {"author": {"candidate_ms": a_c, "baseline_ms": a_b, "ratio": r_a}, "trace": trace,
+                "consistent": cons, "timing": m, "ct": ct, "bench_seconds": st.extra.get("seconds")}
+
+    def _dynamic_finding(self, ctx: CheckContext, dyn: dict[str, Any], issues: list[BenchIssue],
+                         bench_file: str) -> Finding:
+        m: Measurement = dyn["timing"]
+        ct: CaseTiming = dyn["ct"]
+        a = dyn["author"]
+        trace: dict[str, SideTrace] = dyn["trace"]
+        r = ct.ratio
+        assert r is not None
+        label = case_label(ct.case)
+        ev: dict[str, Any] = {
+            "case": ct.case, "author": a, "kws": {"ratio": r.ratio, "ratio_ci": r.as_list(), "primary": ct.primary},
+            "trace": {s: t.as_dict() for s, t in trace.items()},
+            "timing": m.evidence(ct, float(ctx.task.claims.speedup or 0.0)),
+        }
+        for name, rr in (("cold", ct.cold_ratio), ("warm", ct.warm_ratio)):
+            if rr is not None:
+                ev["kws"][f"{name}_ratio"], ev["kws"][f"{name}_ratio_ci"] = rr.ratio, rr.as_list()
+        head = (f"case {label}: the author's bench reports {a['ratio']:.3g}x (baseline {a['baseline_ms']:.4g} ms, "
+                f"candidate {a['candidate_ms']:.4g} ms); kws measures {r.ratio:.3g}x [{r.lo:.3g}, {r.hi:.3g}] "
+                f"({ct.primary} cache, 95% CI)")
+        sig = {s: _arg_sig(trace[s].args) for s in SIDES}
+        if sig["candidate"] and sig["baseline"] and sig["candidate"] != sig["baseline"]:
+            ev["inputs_differ"] = {s: [list(x) for x in sig[s]] for s in SIDES}
+        if dyn["consistent"] and "inputs_differ" not in ev:
+            return self.finding(ctx, "info", head + ": consistent", ev, case=ct.case)
+        parts = []
+        if "inputs_differ" in ev:
+            parts.append("the sides were called on different inputs: " + "; ".join(
+                f"{s} {', '.join(f'{list(sh)} {dt}' for sh, dt in sig[s])}" for s in SIDES))
+        expl = {s: self._explain_side(s, a[f"{s}_ms"], ct, trace[s]) for s in SIDES}
+        ev["explanation"] = {s: e for s, e in expl.items() if e}
+        worst = max(SIDES, key=lambda s: log_distance(a[f"{s}_ms"], ct.sides[s].median_ms) if s in ct.sides else 0)
+        if expl.get(worst):
+            parts.append(expl[worst]["text"])
+        other = "candidate" if worst == "baseline" else "baseline"
+        if expl.get(other) and expl[other].get("factor", 1.0) >= MATCH_FACTOR:
+            parts.append(expl[other]["text"])
+        asym = [i for i in issues if i.asymmetric]
+        if asym:
+            ev["source_issues"] = [i.as_dict() for i in asym]
+            ev["source"] = {"file": bench_file, "line": asym[0].line}
+        summary = head + ": " + "; ".join(parts) if parts else head
+        return self.finding(ctx, "fail", summary, ev, case=ct.case)
+
+    @staticmethod
+    def _explain_side(side: str, author_ms: float, ct: CaseTiming, t: SideTrace) -> dict[str, Any]:
+        """Decompose the author's number for one side into factors (see class doc)."""
+        st = ct.sides.get(side)
+        if st is None:
+            return {}
+        k_warm = float(np.median(ct.warm[side])) if ct.warm.get(side) else math.nan
+        k_cold = float(np.median(ct.cold[side])) if ct.cold.get(side) else math.nan
+        k_first = st.first_call_ms or math.nan
+        kws = st.median_ms
+        factor = author_ms / kws if kws > 0 else math.nan
+        out: dict[str, Any] = {"author_ms": author_ms, "kws_median_ms": kws, "kws_warm_ms": k_warm,
+                               "kws_cold_ms": k_cold, "kws_first_call_ms": k_first, "factor": factor}
+        close = {"kws's warm median": k_warm, "kws's cold median": k_cold, "kws's cold first-call time": k_first}
+        best = min(close, key=lambda k: log_distance(author_ms, close[k]))
+        out["closest"] = best
+        if log_distance(author_ms, close[best]) <= math.log(MATCH_FACTOR) and best != "kws's warm median" \
+                and factor >= MATCH_FACTOR:
+            out["text"] = (f"the author's {side}_ms ({author_ms:.4g} ms) matches {best} for the {side} "
+                           f"({close[best]:.4g} ms), not its warm steady state ({k_warm:.4g} ms)")
+            if best == "kws's cold first-call time":
+                out["text"] = (f"the author's {side}_ms includes the first call: {best} for the {side} is "
+                               f"{k_first:.4g} ms, which matches the author's {author_ms:.4g} ms")
+            return out
+        if abs(math.log(factor)) < math.log(MATCH_FACTOR) or not t.intervals_ms:
+            out["text"] = (f"the author's {side}_ms is {author_ms:.4g} ms against kws's {kws:.4g} ms "
+                           f"({ct.primary} median)") if abs(math.log(factor)) >= math.log(MATCH_FACTOR) else ""
+            return out
+        iv_med = float(np.median(t.intervals_ms))
+        iv_mean = float(np.mean(t.intervals_ms))
+        inside = float(np.median(t.inside_ms)) if t.inside_ms else iv_med
+        call_med = float(np.median(t.calls_ms[1:] or t.calls_ms))
+        stat = "mean" if log_distance(author_ms, iv_mean) < log_distance(author_ms, iv_med) else "median"
+        factors = {
+            "statistic": author_ms / iv_med,
+            "work timed with the call": iv_med / inside if inside > 0 else 1.0,
+            "the call as the bench ran it": inside / kws if kws > 0 else 1.0,
+        }
+        out["factors"] = factors
+        out["statistic"] = stat
+        segs = [f"the author's {side}_ms is {author_ms:.4g} ms, {factor:.2f}x kws's {kws:.4g} ms ({ct.primary} "
+                f"median; first call {k_first:.4g} ms)"]
+        if factors["work timed with the call"] >= 1.1:
+            work = ", ".join(f"{k} x{v:g}" for k, v in t.extra_work.most_common(4)) or "other work"
+            segs.append(f"{iv_med - inside:.3g} ms of each timed interval ({iv_med:.4g} ms) is not the {side} but "
+                        f"{work} timed with it")
+        if factors["statistic"] >= 1.1:
+            first = " and its first call is timed with no warm-up" if t.first_call_timed else ""
+            segs.append(f"the reported number is the {stat} of {len(t.intervals_ms)} intervals{first} "
+                        f"({t.calls_ms[0]:.4g} ms first call vs {call_med:.4g} ms median), "
+                        f"{factors['statistic']:.2f}x their median")
+        if factors["the call as the bench ran it"] >= 1.1:
+            segs.append(f"the {side} call itself took {inside:.4g} ms as the bench ran it vs kws's {kws:.4g} ms "
+                        "(inputs remade or not in cache between calls)")
+        main = max(factors, key=lambda k: factors[k])
+        out["main_factor"] = main
+        out["text"] = ", ".join(segs[:1]) + (": " + "; ".join(segs[1:]) if len(segs) > 1 else "") + \
+            f" [largest factor: {main}, {factors[main]:.2f}x]"
+        return out

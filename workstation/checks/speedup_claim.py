@@ -1,0 +1,182 @@
+"""``speedup-claim``: the claimed speedup against kws's own measurement, and the roofline."""
+
+from __future__ import annotations
+
+import math
+from typing import Any
+
+from workstation.checks._kwstiming import CaseTiming, Measurement, measure, plan
+from workstation.checks.base import Check, Finding, Skip, register
+from workstation.engine import CheckContext, case_label
+from workstation.roofline import beats
+from workstation.timingstats import CLAIM_MARGIN, judge_claim
+
+
+def fmt_ci(lo: float, hi: float) -> str:
+    return f"[{lo:.3g}, {hi:.3g}]"
+
+
+@register
+class SpeedupClaim(Check):
+    """The measured speedup differs from the claim beyond the measurement noise, or is
+    physically impossible.
+
+    How: kws times the candidate against the baseline (or, without one, the reference)
+    with its own protocol (``docs/timing.md``: cache flushed before cold samples, warm-up
+    excluded, sides interleaved, nvbench-style stdrel stopping), on the ``[benchmark]``
+    cases, else the largest declared case, in an exclusive job. The ratio
+    median(baseline) / median(candidate) gets a 95% bootstrap interval
+    (``scipy.stats.bootstrap``) for the cold and the warm samples. The claim is judged
+    against the interval of the primary condition (cold on CUDA, as do_bench and nvbench
+    report; warm on the CPU, as torch.utils.benchmark reports): inside, consistent;
+    above it but inside the other condition's interval, ``warn`` (the speedup holds
+    only with a cold, or a warm, cache); above it by more than 10% (relative), ``fail``;
+    above by less, ``warn``; below it (an understated claim), ``info`` (conservative,
+    within 2x) or ``warn``. Where the baseline is PyTorch code, a ``torch.compile`` of
+    it is timed beside it (time-boxed; the report says when it could not be compiled)
+    and the candidate's speedup over it is reported: ``warn`` when the candidate is
+    slower than the compiled baseline. Roofline: the case's bytes (inputs read, outputs
+    written) and flops (``FlopCounterMode`` on the reference) give the least time the
+    device allows (datasheet peaks per GPU model, the measured copy bandwidth on the
+    CPU); a measured cold time or a claimed time (the baseline's time / the claim) below
+    it is ``fail``: the measurement does not time the work, or the claim is impossible.
+
+    Source of the defect class: speedups reported from unfair or noisy benchmarks
+    (Hoefler & Belli, "Scientific Benchmarking of Parallel Computing Systems", SC 2015:
+    report medians and confidence intervals; NVIDIA nvbench's noise criterion).
+
+    Limits: under the Triton interpreter (no GPU), Triton timings are emulation and say
+    nothing about GPU speed: the check skips (the claim is not judged). Torch-only tasks
+    get real CPU timings, one intra-op thread. A claim made for a GPU and checked on the
+    CPU can differ for good reasons: the evidence names the device.
+    """
+
+    id = "speedup-claim"
+    title = "Claimed speedup vs kws's measurement"
+    exclusive = True
+
+    def run(self, ctx: CheckContext) -> list[Finding]:
+        claim = float(ctx.task.claims.speedup or 0.0)
+        if claim <= 0:
+            raise Skip("the task makes no speedup claim ([claims] speedup = 0)")
+        p = plan(ctx)
+        if not p.representative:
+            raise Skip(f"not representative here: {p.reason}; the claimed {claim:g}x is not judged from "
+                       "interpreter timings (run kws on a GPU)")
+        m = measure(ctx)
+        findings: list[Finding] = []
+        for ct in m.cases:
+            findings += self._case(ctx, m, ct, claim)
+        if m.note and findings:
+            findings[0].evidence["note"] = m.note
+            findings[0].summary += f" ({m.note})"
+        return findings
+
+    def _case(self, ctx: CheckContext, m: Measurement, ct: CaseTiming, claim: float) -> list[Finding]:
+        label = case_label(ct.case)
+        role = m.plan.baseline_role
+        ev: dict[str, Any] = {"timing": m.evidence(ct, claim), "case": ct.case}
+        if ct.interpreted:
+            return [self.finding(ctx, "info", f"case {label}: {ev['timing']['reason']}; the claimed {claim:g}x is "
+                                 "not judged", ev, case=ct.case)]
+        if ct.ratio is None:
+            why = "; ".join(f"{k}: {v.get('message', '')[:200]}" for k, v in ct.errors.items()) or \
+                "; ".join(f"{k}: {v}" for k, v in ct.stopped.items()) or "too few samples"
+            return [self.finding(ctx, "warn", f"case {label}: kws could not time the candidate against the {role} "
+                                 f"({why}); the claimed {claim:g}x is not judged", ev, case=ct.case)]
+        other = ct.warm_ratio if ct.primary == "cold" else ct.cold_ratio
+        v = judge_claim(claim, ct.ratio, other)
+        ev["verdict"] = {"position": v.position, "distance": v.distance, "margin": CLAIM_MARGIN,
+                         "other_condition_holds": v.other_holds, "rule": v.reason}
+        b, c = ct.sides["baseline"], ct.sides["candidate"]
+        measured = (f"kws measures {ct.ratio.ratio:.3g}x {fmt_ci(ct.ratio.lo, ct.ratio.hi)} "
+                    f"({ct.primary} cache, 95% CI; {ct.primary} medians {role} {b.median_ms:.4g} ms, candidate "
+                    f"{c.median_ms:.4g} ms, n={min(b.n, c.n)}")
+        if other is not None:
+            measured += f"; {'warm' if ct.primary == 'cold' else 'cold'} {other.ratio:.3g}x {fmt_ci(other.lo, other.hi)}"
+        measured += ")"
+        where = f"on case {label} ({m.plan.case_source}), {m.device_text()}"
+        busy = m.descheduled(ct)
+        if busy and max(busy.values()) > 0.25:
+            where += f" [machine busy: {max(busy.values()):.0%} of samples descheduled]"
+        out: list[Finding] = []
+        cond = "warm" if ct.primary == "cold" else "cold"
+        if v.severity is None:
+            out.append(self.finding(ctx, "info", f"claimed {claim:g}x over the {role} is consistent: {measured} {where}",
+                                    ev, case=ct.case))
+        elif v.position == "above":
+            tail = f" (it holds only with a {cond} cache)" if v.other_holds else ""
+            if not v.other_holds and v.severity == "warn":
+                tail = f" (within the {CLAIM_MARGIN:.0%} margin)"
+            out.append(self.finding(
+                ctx, v.severity,
+                f"claimed {claim:g}x over the {role} but {measured} {where}: the claim is {v.distance:.0%} above the "
+                f"measured interval{tail}", ev, case=ct.case))
+        else:
+            what = ("is conservative" if v.severity == "info" else
+                    "is far below the measurement (made for another case or device?)")
+            out.append(self.finding(
+                ctx, v.severity, f"claimed {claim:g}x over the {role} {what}: {measured} {where}", ev, case=ct.case))
+        out += self._torch_compile(ctx, m, ct, claim, ev)
+        out += self._roofline(ctx, m, ct, claim, ev)
+        return out
+
+    def _torch_compile(self, ctx: CheckContext, m: Measurement, ct: CaseTiming, claim: float,
+                       ev: dict[str, Any]) -> list[Finding]:
+        if not m.plan.over_pytorch:
+            return []
+        role = m.plan.baseline_role
+        label = case_label(ct.case)
+        tc = ct.sides.get("torch_compile")
+        err = ct.errors.get("torch_compile")
+        if ct.compile_ratio is None or tc is None:
+            why = (err or {}).get("message", "") or ct.stopped.get("torch_compile", "") or "no samples"
+            ev2 = {**ev, "torch_compile_error": err or why}
+            return [self.finding(ctx, "info", f"the {role} is PyTorch code, but torch.compile of it could not be "
+                                 f"timed on case {label}: {why[:300]}; only eager PyTorch was measured", ev2,
+                                 case=ct.case)]
+        r = ct.compile_ratio
+        eager = ct.sides["baseline"]
+        text = (f"strongest PyTorch baseline on case {label}: torch.compile({role}) {tc.median_ms:.4g} ms "
+                f"(compiled in {tc.first_call_ms or math.nan:.3g} ms) vs eager {eager.median_ms:.4g} ms; the candidate "
+                f"is {r.ratio:.3g}x {fmt_ci(r.lo, r.hi)} over torch.compile (claimed {claim:g}x over eager)")
+        sev = "warn" if r.hi < 1.0 else "info"
+        if sev == "warn":
+            text += ": the compiled PyTorch baseline is faster than the candidate"
+        return [self.finding(ctx, sev, text, ev, case=ct.case)]
+
+    def _roofline(self, ctx: CheckContext, m: Measurement, ct: CaseTiming, claim: float,
+                  ev: dict[str, Any]) -> list[Finding]:
+        b = ct.bound
+        if b is None:
+            return []
+        label = case_label(ct.case)
+        ev3 = {**ev, "roofline": b.as_dict()}
+        out: list[Finding] = []
+        cand_cold = ct.cold.get("candidate")
+        if cand_cold:
+            t = float(sorted(cand_cold)[len(cand_cold) // 2])
+            if beats(t, b, memory="read"):
+                out.append(self.finding(
+                    ctx, "fail", f"case {label}: the candidate's measured cold time {t:.4g} ms beats the device's "
+                    f"roofline ({b.t_read_ms:.4g} ms to read {b.bytes:,} bytes at {b.bandwidth / 1e9:.1f} GB/s, "
+                    f"{b.bandwidth_source}): the timed call does not do the work", ev3, case=ct.case))
+        base = ct.sides.get("baseline")
+        if base is not None and claim > 0:
+            claimed_ms = base.median_ms / claim
+            if beats(claimed_ms, b, memory="all"):
+                floor = max(b.t_mem_ms if b.memory_applies else 0.0, b.t_flop_ms or 0.0)
+                out.append(self.finding(
+                    ctx, "fail", f"case {label}: the claimed {claim:g}x implies {claimed_ms:.4g} ms per call, below "
+                    f"the roofline of {floor:.4g} ms ({b.bytes:,} bytes at {b.bandwidth / 1e9:.1f} GB/s"
+                    f"{f', {b.flops:,} flops' if b.flops else ''}; {b.bandwidth_source}): physically impossible "
+                    f"here", ev3, case=ct.case))
+        if not out:
+            parts = [f"{b.bytes:,} bytes / {b.bandwidth / 1e9:.1f} GB/s = {b.t_mem_ms:.3g} ms"]
+            if b.t_flop_ms:
+                parts.append(f"{b.flops:,} flops / {b.peak_flops / 1e12:.0f} TFLOP/s = {b.t_flop_ms:.3g} ms")
+            note = "" if b.memory_applies else " (the working set fits in the cache: the memory bound applies to " \
+                "cold times only)"
+            out.append(self.finding(ctx, "info", f"case {label}: roofline {'; '.join(parts)} ({b.bandwidth_source})"
+                                    f"{note}; measured and claimed times are above it", ev3, case=ct.case))
+        return out

@@ -1,0 +1,256 @@
+"""Child side of the ``autotune`` check: find the candidate's autotuners and drive them.
+
+The ``autotune_probe`` step imports the candidate, finds every
+``triton.runtime.autotuner.Autotuner`` reachable from the task's modules (module
+globals, also behind ``@triton.heuristics``), and per case:
+
+1. *tuned* call: every autotuner's tuning cache is cleared (and Triton's on-disk
+   autotuning cache is disabled), then the candidate is called on fresh inputs: this call
+   runs the autotuner, whose benchmark launches each config on the real arguments (on a
+   GPU ``triton.testing.do_bench`` launches it for ~25 ms of warm-up and ~100 ms of
+   timing; under the interpreter kws's harness launches it
+   ``AUTOTUNE_LAUNCHES_PER_CONFIG`` times, see :mod:`workstation.harness.core`). Every
+   launch is counted per config (and every launch that raised), and the config the
+   autotuner picked is read from ``triton.knobs.autotuning.listener`` and
+   ``Autotuner.cache``;
+2. *cached* call: fresh inputs again, the tuning cache now hit: no tuning launches;
+3. one call per config: the autotuner's config list is set to that one config (Triton
+   then runs it without benchmarking), fresh inputs, the outputs kept; a config that
+   raises is reported with its exception, never silently pruned.
+
+Outputs travel as arrays ``c<case>_<run>_out<j>`` (``run``: ``tuned``, ``cached``,
+``cfg<a>_<i>`` for config ``i`` of autotuner ``a``); the parent compares them with the
+reference.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import inspect
+import os
+import sys
+from collections.abc import Iterator
+from typing import Any
+
+from workstation.harness import StepOutput, step
+from workstation.harness.core import JobContext, encode_tensor, error_info
+
+_MISSING = object()
+
+
+def _autotuner_cls() -> Any:
+    try:
+        from triton.runtime.autotuner import Autotuner
+    except ImportError:
+        return None
+    return Autotuner
+
+
+def find_autotuners(ctx: JobContext) -> list[Any]:
+    """Every Autotuner in the globals of the task's modules (files under the task folder),
+    unwrapping ``Heuristics`` and other ``.fn`` chains; in discovery order, no repeats."""
+    cls = _autotuner_cls()
+    if cls is None:
+        return []
+    root = os.path.realpath(ctx.task_dir)
+    found: list[Any] = []
+    seen: set[int] = set()
+    for mod in list(sys.modules.values()):
+        f = getattr(mod, "__file__", None)
+        if not f or not os.path.realpath(f).startswith(root + os.sep):
+            continue
+        for v in list(vars(mod).values()):
+            obj, depth = v, 0
+            while obj is not None and depth < 6:
+                if isinstance(obj, cls) and id(obj) not in seen:
+                    seen.add(id(obj))
+                    found.append(obj)
+                obj = getattr(obj, "fn", None) if not inspect.isfunction(obj) else None
+                depth += 1
+    return found
+
+
+def _config_doc(cfg: Any) -> dict[str, Any]:
+    return {"kwargs": {k: (v if isinstance(v, int | float | bool | str) else repr(v)) for k, v in cfg.kwargs.items()},
+            "num_warps": cfg.num_warps, "num_stages": cfg.num_stages, "num_ctas": getattr(cfg, "num_ctas", 1),
+            "maxnreg": getattr(cfg, "maxnreg", None), "pre_hook": cfg.pre_hook is not None,
+            "text": str(cfg)}
+
+
+def describe(at: Any) -> dict[str, Any]:
+    """JSON-ready facts of one autotuner: kernel name and source line, configs, key,
+    ``reset_to_zero``, ``restore_value``, user hooks, pruning."""
+    base = at.base_fn
+    code = getattr(base, "__code__", None)
+    return {
+        "kernel": base.__name__,
+        "file": os.path.basename(code.co_filename) if code else "",
+        "line": code.co_firstlineno if code else 0,
+        "arg_names": list(at.arg_names),
+        "configs": [_config_doc(c) for c in at.configs],
+        "key": list(at.keys),
+        "reset_to_zero": list(at.reset_to_zero),
+        "restore_value": list(at.restore_value),
+        "user_pre_hook": bool(at.user_defined_pre_hook),
+        "user_post_hook": bool(at.user_defined_post_hook),
+        "early_config_prune": at.early_config_prune is not None,
+        "perf_model": at.perf_model is not None,
+    }
+
+
+def _config_index(at: Any, kwargs: dict[str, Any]) -> int:
+    """Which of ``at.configs`` a launch's keyword arguments carry (-1: none)."""
+    for i, cfg in enumerate(at.configs):
+        ak = cfg.all_kwargs()
+        if all(kwargs.get(k) == v for k, v in ak.items() if k in kwargs):
+            if all(k in kwargs for k in cfg.kwargs):
+                return i
+    return -1
+
+
+@contextlib.contextmanager
+def launch_counter(ats: list[Any], log: dict[int, dict[str, Any]]) -> Iterator[None]:
+    """Count launches (and launches that raised) per autotuner and config while active:
+    wraps each autotuner's ``fn.run`` (the JIT or interpreted function)."""
+    saved = []
+    for a, at in enumerate(ats):
+        fn = at.fn
+        orig = fn.run
+        own = fn.__dict__.get("run", _MISSING)
+        entry = log.setdefault(a, {"launches": {}, "raised": {}, "errors": {}})
+
+        def run(*args: Any, _at: Any = at, _orig: Any = orig, _e: dict[str, Any] = entry, **kwargs: Any) -> Any:
+            i = _config_index(_at, kwargs)
+            _e["launches"][i] = _e["launches"].get(i, 0) + 1
+            try:
+                return _orig(*args, **kwargs)
+            except BaseException as ex:
+                _e["raised"][i] = _e["raised"].get(i, 0) + 1
+                _e["errors"].setdefault(i, f"{type(ex).__name__}: {str(ex)[:300]}")
+                raise
+
+        fn.run = run
+        saved.append((fn, own))
+    try:
+        yield
+    finally:
+        for fn, own in reversed(saved):
+            if own is _MISSING:
+                fn.__dict__.pop("run", None)
+            else:
+                fn.run = own
+
+
+@contextlib.contextmanager
+def pick_listener(picks: list[dict[str, Any]]) -> Iterator[None]:
+    """Record ``triton.knobs.autotuning.listener`` calls (the config each tuning picked).
+
+    Not under the interpreter: ``Autotuner.run`` looks for the ``JITFunction`` behind the
+    kernel to call the listener, and an interpreted kernel has none (the pick is then
+    read from ``Autotuner.cache``)."""
+    from workstation.harness.core import INTERPRETER
+
+    try:
+        from triton import knobs
+    except ImportError:
+        yield
+        return
+    if INTERPRETER:
+        yield
+        return
+    old = knobs.autotuning.listener
+
+    def listener(fn: Any, key: Any, best_config: Any, configs_timings: Any, duration: Any, cache_hit: bool) -> None:
+        timings = {}
+        for c, t in (configs_timings or {}).items():
+            v = t[0] if isinstance(t, list | tuple) and t else t
+            timings[str(c)] = float(v) if isinstance(v, int | float) else repr(v)
+        picks.append({"kernel": getattr(fn, "__name__", "?"), "key": repr(key), "best": str(best_config),
+                      "timings": timings, "duration_s": duration, "cache_hit": bool(cache_hit)})
+        if old is not None:
+            old(fn=fn, key=key, best_config=best_config, configs_timings=configs_timings, duration=duration,
+                cache_hit=cache_hit)
+
+    knobs.autotuning.listener = listener
+    try:
+        yield
+    finally:
+        knobs.autotuning.listener = old
+
+
+def _call(ctx: JobContext, case: dict[str, Any], seed: int, out: StepOutput, tag: str) -> dict[str, Any]:
+    """Fresh inputs, one candidate call, outputs stored under ``tag``; the call's record."""
+    try:
+        inputs = ctx.make_inputs(case, seed)
+        result = ctx.callable("candidate")(*inputs)
+        ctx.sync()
+        outputs = ctx.outputs_of(result, inputs)
+    except BaseException as e:  # noqa: BLE001
+        return {"ok": False, "error": error_info(e, getattr(e, "_kws_phase", "call"))}
+    metas = []
+    for j, t in enumerate(outputs):
+        meta, arr = encode_tensor(t)
+        metas.append(meta)
+        out.arrays[f"{tag}_out{j}"] = arr
+    return {"ok": True, "outputs": metas}
+
+
+@step("autotune_probe")
+def autotune_probe_step(ctx: JobContext, spec: dict[str, Any]) -> StepOutput:
+    """Drive the candidate's autotuners on ``spec["cases"]`` (module doc).
+
+    ``extra``: ``autotuners`` (:func:`describe` each), ``device_name``, ``interpreter``,
+    ``cases``: per case ``tuned`` / ``cached`` call records (``ok``, ``error``,
+    ``outputs`` metadata, ``launches`` per autotuner and config index, ``picks``) and
+    ``configs`` (per autotuner, per config: the call record).
+    """
+    out = StepOutput(ok=True)
+    from workstation.harness.core import INTERPRETER
+
+    try:
+        ctx.callable("candidate")
+    except BaseException as e:  # noqa: BLE001
+        return StepOutput(ok=False, error=error_info(e, getattr(e, "_kws_phase", "import")))
+    ats = find_autotuners(ctx)
+    out.extra = {"autotuners": [describe(at) for at in ats], "device_name": ctx.device_name,
+                 "interpreter": INTERPRETER, "cases": []}
+    if not ats:
+        return out
+    for at in ats:
+        at.cache_results = False
+    seed = int(spec.get("seed", 0))
+    for ci, case in enumerate(spec["cases"]):
+        rec: dict[str, Any] = {"case": case, "configs": []}
+        for at in ats:
+            at.cache = {}
+        for run in ("tuned", "cached"):
+            log: dict[int, dict[str, Any]] = {}
+            picks: list[dict[str, Any]] = []
+            with launch_counter(ats, log), pick_listener(picks):
+                r = _call(ctx, case, seed, out, f"c{ci}_{run}")
+            r["launches"] = {str(a): {str(k): v for k, v in d["launches"].items()} for a, d in log.items()}
+            r["raised"] = {str(a): {str(k): v for k, v in d["raised"].items()} for a, d in log.items()}
+            r["launch_errors"] = {str(a): {str(k): v for k, v in d["errors"].items()} for a, d in log.items()}
+            r["picks"] = picks
+            r["picked"] = [_picked(at) for at in ats]
+            rec[run] = r
+        for a, at in enumerate(ats):
+            configs, cache = at.configs, at.cache
+            per: list[dict[str, Any]] = []
+            for i, cfg in enumerate(configs):
+                at.configs, at.cache = [cfg], {}
+                try:
+                    per.append(_call(ctx, case, seed, out, f"c{ci}_cfg{a}_{i}"))
+                finally:
+                    at.configs, at.cache = configs, cache
+            rec["configs"].append(per)
+        out.extra["cases"].append(rec)
+    return out
+
+
+def _picked(at: Any) -> dict[str, Any]:
+    best = getattr(at, "best_config", None)
+    idx = next((i for i, c in enumerate(at.configs) if c is best), -1)
+    return {"index": idx, "config": str(best) if best is not None else None,
+            "cache": {repr(k): str(v) for k, v in at.cache.items()}}
+
