@@ -117,17 +117,9 @@ def _default_queue() -> Path:
     return Path(ensure_default_queue())
 
 
-def _register_plugins() -> None:
-    try:
-        from workstation import cli_records
-    except ImportError as e:  # only while the records module is being written
-        if "cli_records" not in str(e):
-            raise
-        return
-    cli_records.register(main)
+from workstation import cli_records  # noqa: E402  (registers the record commands on `main`)
 
-
-_register_plugins()
+cli_records.register(main)
 
 if __name__ == "__main__":
     main()
