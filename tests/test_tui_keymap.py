@@ -1,0 +1,93 @@
+"""Keymap files: the bundled ones are complete and valid; user files override; bad files
+are reported with file, key and problem and the default keymap is used."""
+
+from __future__ import annotations
+
+import tomllib
+from pathlib import Path
+
+import pytest
+
+from workstation.tui.keymap import (
+    ACTIONS,
+    KeymapError,
+    defaults,
+    key_display,
+    load_keymap_file,
+    resolve_keymap,
+    user_keymap_path,
+)
+
+KEYMAPS = Path(__file__).resolve().parents[1] / "keymaps"
+
+
+def test_default_toml_equals_the_built_in_defaults_and_lists_every_action():
+    data = tomllib.loads((KEYMAPS / "default.toml").read_text())
+    assert set(data["keys"]) == {a.id for a in ACTIONS}
+    keys, name, _ = load_keymap_file(KEYMAPS / "default.toml")
+    assert name == "default" and keys == defaults()
+
+
+def test_vim_toml_is_complete_and_differs_in_movement():
+    data = tomllib.loads((KEYMAPS / "vim.toml").read_text())
+    assert set(data["keys"]) == {a.id for a in ACTIONS}
+    load = resolve_keymap("vim", user_file=Path("/nonexistent"))
+    assert not load.problems and load.name == "vim"
+    assert load.keys["queue.down"] == "j,down" and load.keys["review.commit"] == "ctrl+s,Z"
+    assert load.keys["diff.next_hunk"].startswith("right_curly_bracket")
+
+
+def test_binding_ids_are_unique_and_scoped():
+    ids = [a.id for a in ACTIONS]
+    assert len(ids) == len(set(ids))
+    assert {a.scope for a in ACTIONS} == {"app", "queue", "review", "diff", "checks", "rubric"}
+
+
+def test_user_file_overrides_and_can_choose_the_base(tmp_path, monkeypatch):
+    monkeypatch.setenv("KWS_CONFIG_DIR", str(tmp_path))
+    assert user_keymap_path() == tmp_path / "keymap.toml"
+    user_keymap_path().write_text('base = "vim"\n[keys]\n"review.commit" = ["ctrl+o", "W"]\n')
+    load = resolve_keymap(None)
+    assert load.name == "vim" and not load.problems
+    assert load.keys["review.commit"] == "ctrl+o,W"
+    assert load.keys["queue.down"] == "j,down"
+    assert load.files[-1] == user_keymap_path()
+    # --keymap wins over the user file's base; the overrides still apply
+    load = resolve_keymap("default")
+    assert load.name == "default" and load.keys["review.commit"] == "ctrl+o,W"
+
+
+@pytest.mark.parametrize("text, key, problem", [
+    ("[keys\n", "", "not valid TOML"),
+    ('[keys]\n"review.comit" = "ctrl+s"\n', "keys.review.comit", "unknown binding id"),
+    ('[keys]\n"review.commit" = "ctrl+banana"\n', "keys.review.commit", "unknown key name 'banana'"),
+    ('[keys]\n"review.commit" = "hyperdrive+s"\n', "keys.review.commit", "unknown modifier"),
+    ('[keys]\n"review.commit" = 5\n', "keys.review.commit", "expected a string"),
+    ('[keys]\n"review.commit" = ""\n', "keys.review.commit", "no keys given"),
+    ('colour = "red"\n', "colour", "unknown key"),
+    ('base = "emacs"\n', "base", "must be one of default, vim"),
+    ('[keys]\n"review.commit" = "R"\n', "keys.review.rerun_all", "also bound to review.commit"),
+])
+def test_malformed_user_file_is_reported_and_ignored(tmp_path, monkeypatch, text, key, problem):
+    monkeypatch.setenv("KWS_CONFIG_DIR", str(tmp_path))
+    user_keymap_path().write_text(text)
+    load = resolve_keymap(None)
+    assert load.name == "default" and load.keys == defaults()
+    assert len(load.problems) == 1
+    err = load.problems[0]
+    assert isinstance(err, KeymapError)
+    assert err.file == user_keymap_path() and err.key == key and problem in err.problem, str(err)
+    assert str(user_keymap_path()) in str(err)
+
+
+def test_a_bad_keymap_file_given_on_the_command_line_falls_back(tmp_path):
+    bad = tmp_path / "mine.toml"
+    bad.write_text('[keys]\n"app.quit" = "ctrl+"\n')
+    load = resolve_keymap(str(bad), user_file=tmp_path / "none.toml")
+    assert load.name == "default" and load.problems and load.problems[0].file == bad
+
+
+def test_key_display():
+    assert key_display("question_mark,f1") == "?, f1"
+    assert key_display("ctrl+s,Z") == "ctrl+s, Z"
+    assert key_display("right_square_bracket") == "]"

@@ -1,0 +1,629 @@
+"""The review screen's panels: spec (and history), source diff, checks (with evidence),
+timing, rubric. Each is a :class:`Panel` that can be maximised; each only displays the
+:class:`~workstation.review.ReviewSession` and forwards keys to it.
+"""
+
+from __future__ import annotations
+
+import time
+from typing import Any
+
+from rich.table import Table
+from rich.text import Text
+from textual import events
+from textual.app import ComposeResult
+from textual.containers import Vertical, VerticalScroll
+from textual.message import Message
+from textual.reactive import reactive
+from textual.widget import Widget
+from textual.widgets import ContentSwitcher, Markdown, Static, TextArea
+
+from workstation.diffmodel import FileDiff
+from workstation.review import (
+    ReviewSession,
+    TimingView,
+    evidence_lines,
+    histogram,
+    histogram_blocks,
+    timing_views,
+)
+from workstation.tui.keymap import bindings_for
+from workstation.tui.listview import ChecksList, fit
+from workstation.tui.sourceview import SourceView
+
+
+class Panel(Vertical):
+    """A titled, maximisable panel of the review screen. ``name`` is its key in the
+    layout (spec, diff, checks, timing, rubric)."""
+
+    ALLOW_MAXIMIZE = True
+    DEFAULT_CSS = """
+    Panel { border: round $panel-lighten-2; padding: 0 0; height: 1fr; }
+    Panel:focus-within { border: heavy $accent; }
+    Panel > .panel-status { height: 1; color: $text-muted; }
+    """
+
+    def __init__(self, title: str, **kw: Any) -> None:
+        super().__init__(**kw)
+        self.base_title = title
+        self.border_title = title
+
+    def focus_main(self) -> None:
+        """Focus the panel's main widget."""
+        for w in self.query("*"):
+            if w.focusable:
+                w.focus()
+                return
+
+
+# ------------------------------------------------------------------------------------------
+# spec and history
+
+
+class SpecPanel(Panel):
+    """The task's spec (Markdown) or, switched with the History key, the task's history
+    of verdicts, disputes and resolutions."""
+
+    def compose(self) -> ComposeResult:
+        with ContentSwitcher(initial="spec-scroll"):
+            with VerticalScroll(id="spec-scroll", can_focus=True):
+                yield Markdown("*loading the spec…*", id="spec-md")
+            with VerticalScroll(id="history-scroll", can_focus=True):
+                yield Static("loading the history…", id="history-text", markup=False)
+
+    def show(self, which: str) -> None:
+        sw = self.query_one(ContentSwitcher)
+        sw.current = "history-scroll" if which == "history" else "spec-scroll"
+        self.border_title = "History" if which == "history" else self.base_title
+        self.query_one(f"#{sw.current}").focus()
+
+    @property
+    def showing(self) -> str:
+        return "history" if self.query_one(ContentSwitcher).current == "history-scroll" else "spec"
+
+    def set_spec(self, text: str) -> None:
+        self.query_one("#spec-md", Markdown).update(text)
+
+    def set_history(self, text: str) -> None:
+        self.query_one("#history-text", Static).update(text)
+
+
+# ------------------------------------------------------------------------------------------
+# source diff
+
+
+class DiffPanel(Panel):
+    """The candidate against its baseline (or the original of a translation), or a plain
+    listing; other task files are one key away (``diff.next_file``)."""
+
+    def compose(self) -> ComposeResult:
+        yield Static("loading the source…", classes="panel-status", id="diff-status", markup=False)
+        yield SourceView(id="source")
+
+    def on_mount(self) -> None:
+        self.files: list[tuple[str, FileDiff]] = []
+        self.tokens: dict[str, tuple[Any, Any]] = {}
+        self.index = 0
+        self.set_interval(0.25, self._refresh_status, pause=False)
+
+    @property
+    def view(self) -> SourceView:
+        return self.query_one(SourceView)
+
+    def set_files(self, files: list[tuple[str, FileDiff]]) -> None:
+        """``files``: (label, diff) pairs; the first is the candidate's diff."""
+        self.files = files
+        self.index = 0
+        if files:
+            self._show(0)
+
+    def set_tokens(self, label: str, old: Any, new: Any) -> None:
+        self.tokens[label] = (old, new)
+        if self.files and self.files[self.index][0] == label:
+            self.view.set_tokens(old, new)
+
+    def _show(self, i: int) -> None:
+        self.index = i
+        label, fd = self.files[i]
+        old, new = self.tokens.get(label, (None, None))
+        self.view.set_diff(fd, old, new)
+        self._refresh_status()
+
+    def show_file(self, name: str) -> bool:
+        """Show the file whose new side is ``name`` (a task-relative path)."""
+        for i, (_label, fd) in enumerate(self.files):
+            if fd.new_name == name:
+                if i != self.index:
+                    self._show(i)
+                return True
+        return False
+
+    def next_file(self) -> None:
+        if self.files:
+            self._show((self.index + 1) % len(self.files))
+
+    def on_next_file(self, _msg: Message) -> None:
+        self.next_file()
+
+    def _refresh_status(self) -> None:
+        if not getattr(self, "files", None):
+            return
+        label, fd = self.files[self.index]
+        v = self.view
+        mode = "split" if v.split else "unified"
+        if fd.is_listing:
+            what = f"{fd.new_name} (no baseline: listing)"
+            stats = f"{len(fd.new_lines)} lines"
+        else:
+            what = f"{fd.old_name} → {fd.new_name}"
+            h = v.current_hunk()
+            stats = f"+{fd.added} −{fd.removed}, hunk {h or '-'}/{len(fd.hunks)}, {mode}"
+        files = f"file {self.index + 1}/{len(self.files)}"
+        text = f"{what}  {stats}  {files}"
+        self.query_one("#diff-status", Static).update(fit(text, max(1, self.size.width)))
+        self.border_title = f"{self.base_title}: {label}"
+
+
+# ------------------------------------------------------------------------------------------
+# checks and evidence
+
+
+class ChecksPanel(Panel):
+    """Each check as a row (status, time), filling in live; the evidence of the selected
+    finding (or the selected check's summary) below."""
+
+    DEFAULT_CSS = """
+    ChecksPanel #evidence { height: 45%; border-top: solid $panel-lighten-2; }
+    ChecksPanel ChecksList { height: 1fr; }
+    """
+    BINDINGS = [b for b in bindings_for("checks") if b.id in ("checks.mark", "checks.rerun")]
+
+    class Rerun(Message):
+        """Re-run one check."""
+
+        def __init__(self, check: str) -> None:
+            super().__init__()
+            self.check = check
+
+    class Selected(Message):
+        """The cursor is on a finding (``finding`` None: on a check row)."""
+
+        def __init__(self, check: str, finding: dict[str, Any] | None) -> None:
+            super().__init__()
+            self.check = check
+            self.finding = finding
+
+    def compose(self) -> ComposeResult:
+        yield Static("", classes="panel-status", id="checks-status", markup=False)
+        yield ChecksList(id="checks-list")
+        with VerticalScroll(id="evidence", can_focus=True):
+            yield Static("Select a finding to see its evidence.", id="evidence-text", markup=False)
+
+    def on_mount(self) -> None:
+        self.session: ReviewSession | None = None
+        self.set_interval(0.5, self._tick)
+
+    @property
+    def list(self) -> ChecksList:
+        return self.query_one(ChecksList)
+
+    def bind_session(self, session: ReviewSession) -> None:
+        self.session = session
+        self.refresh_checks()
+
+    def refresh_checks(self) -> None:
+        s = self.session
+        if s is None:
+            return
+        lst = self.list
+        if s.error and not s.rows:
+            lst.message = f"checks could not run: {s.error}"
+        lst.set_checks(list(s.rows.values()))
+        self._status()
+        self._show_current()
+
+    def _status(self) -> None:
+        s = self.session
+        if s is None:
+            return
+        c = s.counts()
+        done = sum(v for k, v in c.items() if k not in ("queued", "running"))
+        total = len(s.rows)
+        parts = [f"{done}/{total} done" if total else "waiting for the runner"]
+        for k in ("fail", "warn", "error", "skip"):
+            if c.get(k):
+                parts.append(f"{c[k]} {k}")
+        if s.running and s.run_started:
+            parts.append(f"{time.monotonic() - s.run_started:.0f}s")
+        elif s.run_seconds is not None:
+            parts.append(f"in {s.run_seconds:.1f}s")
+        if s.device:
+            parts.append(s.device)
+        self.query_one("#checks-status", Static).update(fit(" · ".join(parts), max(1, self.size.width)))
+
+    def _tick(self) -> None:
+        if self.session is not None and self.session.running:
+            self._status()
+            self.list.refresh()
+
+    def on_cursor_list_cursor_moved(self, event: ChecksList.CursorMoved) -> None:
+        if event.list is self.list:
+            event.stop()
+            self._show_current()
+
+    def _show_current(self) -> None:
+        lst = self.list
+        e = lst.current
+        box = self.query_one("#evidence-text", Static)
+        if e is None:
+            box.update("Select a finding to see its evidence.")
+            return
+        f = lst.finding_at(e)
+        if f is None:
+            row = lst.row_of(e.check)
+            if row is None:
+                return
+            lines = [("check", row.check), ("status", row.status)]
+            if row.seconds is not None and row.done:
+                lines.append(("time", f"{row.seconds:.2f} s"))
+            if row.reason:
+                lines.append(("reason", row.reason))
+            lines.append(("findings", str(len(row.findings)) + (" (↓ to read them)" if row.findings else "")))
+            box.update(_grid(lines))
+            self.post_message(self.Selected(row.check, None))
+            return
+        box.update(_grid(evidence_lines(f)))
+        self.post_message(self.Selected(e.check, f))
+
+    def selected_findings(self) -> list[dict[str, Any]]:
+        """The marked findings, else the one under the cursor."""
+        lst = self.list
+        out = []
+        for e in lst.entries:
+            if e.finding is not None and (e.check, e.finding) in lst.marked:
+                f = lst.finding_at(e)
+                if f is not None:
+                    out.append(f)
+        if not out and lst.current is not None:
+            f = lst.finding_at(lst.current)
+            if f is not None:
+                out.append(f)
+        return out
+
+    def action_mark(self) -> None:
+        lst = self.list
+        e = lst.current
+        if e is None or e.finding is None:
+            self.app.bell()
+            return
+        key = (e.check, e.finding)
+        lst.marked ^= {key}
+        lst.refresh()
+        lst.action_cursor(1)
+
+    def action_rerun(self) -> None:
+        e = self.list.current
+        if e is not None:
+            self.post_message(self.Rerun(e.check))
+
+
+def _grid(lines: list[tuple[str, str]]) -> Table:
+    t = Table.grid(padding=(0, 1))
+    t.add_column(style="bold", no_wrap=True)
+    t.add_column(overflow="fold")
+    for label, value in lines:
+        t.add_row(label, Text(value))
+    return t
+
+
+# ------------------------------------------------------------------------------------------
+# timing
+
+
+class TimingPanel(Panel):
+    """The timing evidence of ``speedup-claim``: per side a histogram of the samples on a
+    common axis, cold and warm, median and IQR; the speedup with its interval against
+    the claim; the device; or why the timing is not representative."""
+
+    def compose(self) -> ComposeResult:
+        with VerticalScroll(id="timing-scroll", can_focus=True):
+            yield Static("", id="timing-text")
+
+    def on_mount(self) -> None:
+        self.session: ReviewSession | None = None
+
+    def bind_session(self, session: ReviewSession) -> None:
+        self.session = session
+        self.refresh_timing()
+
+    def on_resize(self) -> None:
+        self.refresh_timing()
+
+    def refresh_timing(self) -> None:
+        s = self.session
+        if s is None:
+            return
+        box = self.query_one("#timing-text", Static)
+        views = timing_views(s.findings)
+        width = max(20, self.size.width - 2)
+        if views:
+            box.update(render_timing(views[0], width))
+            return
+        row = s.rows.get("speedup-claim")
+        if row is None:
+            msg = "speedup-claim is not part of this run" if s.rows and not s.running else "waiting for speedup-claim…"
+        elif not row.done:
+            msg = f"speedup-claim {row.status}…"
+        elif row.status == "skip":
+            msg = f"no timing: {row.reason or 'skipped'}"
+        elif row.status == "error":
+            msg = f"timing failed: {row.reason.splitlines()[0] if row.reason else 'error'}"
+        else:
+            msg = "no timing evidence in this run" + (f" ({row.findings[0]['summary']})" if row.findings else "")
+        box.update(Text(msg, style="dim"))
+
+
+def render_timing(tv: TimingView, width: int) -> Text:
+    """The timing view as text lines (see :class:`TimingPanel`)."""
+    out = Text()
+    head = f"{tv.device or 'device ?'}"
+    if tv.protocol:
+        head += f" · {tv.protocol}"
+    if tv.case:
+        from workstation.review import case_label
+
+        head += f" · {case_label(tv.case)}"
+    out.append(fit(head, width).rstrip() + "\n", style="bold")
+    if not tv.representative:
+        out.append(fit(f"not representative: {tv.reason}", width).rstrip() + "\n", style="bold reverse")
+    rng = tv.range_ms()
+    label_w = max((len(s.name) for s in tv.sides), default=8) + 1
+    bins = max(8, min(40, width - label_w - 2))
+    if rng is not None:
+        lo, hi = rng
+        axis = f"{lo:.3g} ms"
+        axis_hi = f"{hi:.3g} ms"
+        out.append(" " * label_w + fit(axis + " " * max(1, bins - len(axis) - len(axis_hi)) + axis_hi, bins) + "\n",
+                   style="dim")
+        counts = [histogram(s.samples_ms, lo, hi, bins) for s in tv.sides]
+        peak = max((max(c, default=0) for c in counts), default=0)
+        for s, c in zip(tv.sides, counts, strict=True):
+            out.append(f"{s.name:<{label_w}}", style="bold")
+            out.append("▕" + histogram_blocks(c, peak) + "▏\n")
+    for s in tv.sides:
+        parts = [f"{s.name:<{label_w}}"]
+        if s.median_ms is not None:
+            parts.append(f"median {s.median_ms:.4g}")
+        if s.iqr_ms is not None:
+            parts.append(f"IQR {s.iqr_ms[0]:.4g}–{s.iqr_ms[1]:.4g}")
+        if s.cold_ms is not None:
+            parts.append(f"cold {s.cold_ms:.4g}")
+        if s.warm_ms is not None:
+            parts.append(f"warm {s.warm_ms:.4g}")
+        parts.append(f"ms n={s.n}")
+        out.append(fit(" ".join(parts), width).rstrip() + "\n")
+    out.append(tv.speedup_line() + "\n", style="bold")
+    if tv.summary:
+        out.append(f"{tv.severity}: {tv.summary}", style="dim")
+    return out
+
+
+# ------------------------------------------------------------------------------------------
+# rubric
+
+
+class RationaleArea(TextArea):
+    """The rationale editor; Escape returns to the rubric fields."""
+
+    def _on_key(self, event: events.Key) -> None:
+        if event.key == "escape":
+            event.stop()
+            event.prevent_default()
+            form = self.screen.query("RubricForm")
+            if form:
+                form.first().focus()
+
+
+class RubricForm(Widget, can_focus=True, inherit_bindings=False):
+    """The rubric's choice fields, one line each: value, kws's suggestion, and whether
+    they agree. On the focused field, the value keys of the rubric pick a value (they take
+    precedence over every other binding while the form has focus)."""
+
+    DEFAULT_CSS = """
+    RubricForm { height: auto; }
+    """
+    BINDINGS = bindings_for("rubric")
+    cursor: reactive[int] = reactive(0)
+
+    class Changed(Message):
+        """The session's values changed through the form."""
+
+    def __init__(self, **kw: Any) -> None:
+        super().__init__(**kw)
+        self.session: ReviewSession | None = None
+
+    def bind_session(self, session: ReviewSession) -> None:
+        self.session = session
+        self.refresh(layout=True)
+
+    @property
+    def fields(self) -> list[Any]:
+        return list(self.session.rubric.choice_fields) if self.session else []
+
+    @property
+    def current_field(self) -> Any | None:
+        fs = self.fields
+        return fs[self.cursor] if 0 <= self.cursor < len(fs) else None
+
+    def get_content_height(self, container: Any, viewport: Any, width: int) -> int:
+        return max(1, len(self.fields))
+
+    def render(self) -> Text:
+        s = self.session
+        if s is None:
+            return Text("loading the rubric…")
+        sugg = s.suggestions()
+        width = max(20, self.size.width)
+        label_w = min(26, max(12, width // 3))
+        value_w = 14
+        out = Text()
+        for i, f in enumerate(self.fields):
+            sel = i == self.cursor and self.has_focus
+            v = s.values.get(f.key)
+            sg = sugg.get(f.key)
+            sv = sg.value if sg is not None else None
+            if v and sv and v == sv:
+                agree = "= kws"
+            elif v and sv:
+                agree = "≠ kws"
+            elif not v and f.required:
+                agree = "required"
+            else:
+                agree = ""
+            kws = f"kws: {sv}" if sv else ("kws: -" if sg is not None else "")
+            line = Text()
+            line.append("▶ " if i == self.cursor else "  ", style="bold")
+            line.append(fit(f.label, label_w), style="bold" if sel else "")
+            line.append(fit(v or "—", value_w), style="bold" if v else "dim")
+            line.append(fit(agree, 9), style="bold" if agree == "≠ kws" else "dim")
+            line.append(fit(kws, max(0, width - label_w - value_w - 11)), style="dim")
+            if sel:
+                line.stylize("reverse")
+            out.append_text(line)
+            if i < len(self.fields) - 1:
+                out.append("\n")
+        return out
+
+    def on_focus(self) -> None:
+        self.refresh()
+        self.post_message(self.Changed())
+
+    def on_blur(self) -> None:
+        self.refresh()
+
+    def watch_cursor(self) -> None:
+        self.refresh()
+        self.post_message(self.Changed())
+
+    # value keys: consumed before any binding of the screen or app
+    def check_consume_key(self, key: str, character: str | None) -> bool:
+        f = self.current_field
+        return bool(f is not None and character and len(character) == 1 and f.by_key(character) is not None)
+
+    def on_key(self, event: events.Key) -> None:
+        f = self.current_field
+        if f is None or self.session is None or not event.character or len(event.character) != 1:
+            return
+        if f.by_key(event.character) is None:
+            return
+        event.stop()
+        event.prevent_default()
+        if self.session.pick_by_key(f.key, event.character):
+            self._changed(advance=True)
+
+    def _changed(self, advance: bool = False) -> None:
+        if advance and self.cursor < len(self.fields) - 1:
+            self.cursor += 1
+        self.refresh()
+        self.post_message(self.Changed())
+
+    def action_field(self, delta: int) -> None:
+        n = len(self.fields)
+        if n:
+            self.cursor = min(max(self.cursor + delta, 0), n - 1)
+
+    def action_accept(self) -> None:
+        f = self.current_field
+        if f is None or self.session is None:
+            return
+        if self.session.accept_suggestion(f.key) or self.session.values.get(f.key):
+            self._changed(advance=True)
+        else:
+            self.app.bell()
+            self.notify(f"kws has no suggestion for {f.label} yet", severity="warning", timeout=3)
+
+    def action_clear(self) -> None:
+        f = self.current_field
+        if f is not None and self.session is not None and self.session.set_value(f.key, None):
+            self._changed()
+
+    def action_edit_rationale(self) -> None:
+        self.screen.query_one(RationaleArea).focus()
+
+
+class RubricPanel(Panel):
+    """The rubric form, the focused field's keys, suggestion and the findings behind it,
+    and the rationale editor."""
+
+    DEFAULT_CSS = """
+    RubricPanel #rubric-detail { height: auto; max-height: 4; color: $text-muted; }
+    RubricPanel #rationale-label { height: 1; }
+    RubricPanel RationaleArea { height: 1fr; min-height: 3; border: none; padding: 0; }
+    RubricPanel #rubric-status { height: auto; max-height: 2; }
+    """
+
+    def compose(self) -> ComposeResult:
+        yield RubricForm(id="rubric-form")
+        yield Static("", id="rubric-detail", markup=False)
+        yield Static("", id="rationale-label", markup=False)
+        yield RationaleArea(id="rationale", soft_wrap=True, show_line_numbers=False)
+        yield Static("", id="rubric-status", markup=False)
+
+    def on_mount(self) -> None:
+        self.session: ReviewSession | None = None
+        self._syncing = False
+
+    @property
+    def form(self) -> RubricForm:
+        return self.query_one(RubricForm)
+
+    def bind_session(self, session: ReviewSession) -> None:
+        self.session = session
+        self.form.bind_session(session)
+        self.sync_rationale()
+        self.refresh_rubric()
+
+    def sync_rationale(self) -> None:
+        """Put the session's rationale into the editor (after undo, prefill, restore)."""
+        if self.session is None:
+            return
+        area = self.query_one(RationaleArea)
+        if area.text != self.session.rationale:
+            self._syncing = True
+            area.load_text(self.session.rationale)
+            self._syncing = False
+
+    def on_text_area_changed(self, event: TextArea.Changed) -> None:
+        if self._syncing or self.session is None:
+            return
+        event.stop()
+        if self.session.set_rationale(event.text_area.text):
+            self.refresh_rubric(form=False)
+
+    def set_status(self, text: str) -> None:
+        self.query_one("#rubric-status", Static).update(text)
+
+    def refresh_rubric(self, form: bool = True) -> None:
+        s = self.session
+        if s is None:
+            return
+        if form:
+            self.form.refresh(layout=True)
+        f = self.form.current_field
+        detail = Text()
+        if f is not None:
+            keys = "  ".join(f"{v.key} {v.label}" for v in f.values)
+            detail.append(f"{keys}", style="bold")
+            sg = s.suggestions().get(f.key)
+            if sg is not None:
+                detail.append(f"\nkws: {sg.value or '-'} ({sg.outcome})", style="")
+                if sg.reason:
+                    detail.append(f" — {sg.reason}")
+        self.query_one("#rubric-detail", Static).update(detail)
+        rf = s.rubric.field(s.rubric.rationale_field)
+        need = [f"{x.key} is {s.values[x.key]}" for x in s.rubric.choice_fields if s.values.get(x.key) in x.rationale_for]
+        label = f"{rf.label if rf else 'Rationale'}" + (f" (required: {', '.join(need)})" if need else "") + ":"
+        self.query_one("#rationale-label", Static).update(label)
+
+    def on_rubric_form_changed(self, event: RubricForm.Changed) -> None:
+        self.refresh_rubric(form=False)

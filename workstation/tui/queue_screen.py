@@ -1,0 +1,199 @@
+"""The queue screen: every task of the queue with its review flags, malformed tasks with
+file, key and problem, a filter line and a sort key."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from textual.app import ComposeResult
+from textual.containers import VerticalScroll
+from textual.screen import Screen
+from textual.widgets import Footer, Input, Static
+
+from workstation.queueview import SORT_KEYS, QueueRow, next_unreviewed, parse_filter, sort_rows
+from workstation.tui.keymap import bindings_for
+from workstation.tui.listview import QueueTable, fit
+
+FILTER_HINT = "filter: kind:fusion backend:triton claimed:fail reserved:me disputed:yes mine:no  (/ to type)"
+
+
+class QueueScreen(Screen):
+    """The queue: a virtualised table of tasks, filter and sort, next unreviewed."""
+
+    BINDINGS = bindings_for("queue")
+    DEFAULT_CSS = """
+    QueueScreen #queue-title { height: 1; background: $panel; color: $text; text-style: bold; }
+    QueueScreen #filter { height: 1; border: none; padding: 0 1; background: $surface; }
+    QueueScreen #filter:focus { background: $boost; }
+    QueueScreen #queue-status { height: 1; color: $text-muted; }
+    QueueScreen #malformed-box { height: auto; max-height: 8; border-top: solid $error; }
+    QueueScreen #malformed-box.-empty { display: none; }
+    """
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.filter_text = ""
+        self.sort_key = "id"
+        self.sort_reverse = False
+        self.shown: list[QueueRow] = []
+
+    def compose(self) -> ComposeResult:
+        yield Static("kws", id="queue-title", markup=False)
+        yield Input(placeholder=FILTER_HINT, id="filter")
+        yield Static("loading the queue…", id="queue-status", markup=False)
+        yield QueueTable(id="queue-table")
+        with VerticalScroll(id="malformed-box", classes="-empty"):
+            yield Static("", id="malformed", markup=False)
+        yield Footer()
+
+    def on_mount(self) -> None:
+        self.table.focus()
+        self.queue_changed()
+
+    @property
+    def table(self) -> QueueTable:
+        return self.query_one(QueueTable)
+
+    # -- data ------------------------------------------------------------------------------
+
+    def queue_changed(self) -> None:
+        """The app's queue state changed (loaded, validated, records reloaded)."""
+        q = self.app.queue
+        if not q.loaded:
+            return
+        self.apply_view()
+        self._malformed()
+
+    def apply_view(self) -> None:
+        q = self.app.queue
+        flt = parse_filter(self.filter_text)
+        rows = [r for r in q.rows if flt.matches(r)]
+        self.shown = sort_rows(rows, self.sort_key, self.sort_reverse)
+        cur = self.table.current
+        self.table.set_rows(self.shown, keep=cur.id if cur else None)
+        self._title()
+        self._status(flt.problems)
+
+    def _title(self) -> None:
+        q = self.app.queue
+        idx = q.index
+        name = idx.name if idx else q.root.name
+        n = len(q.rows)
+        unreviewed = sum(1 for r in q.rows if r.mine is None)
+        bad = len(idx.errors) if idx else 0
+        who = f"you: {q.me.name}" if q.me else "no git identity"
+        parts = [f" kws · {name}", f"{n} tasks" + (f", {bad} malformed" if bad else ""),
+                 f"{unreviewed} not reviewed by you", who, f"keymap {self.app.keymap_load.name}"]
+        self.query_one("#queue-title", Static).update(fit(" │ ".join(parts), max(1, self.size.width)))
+
+    def _status(self, problems: tuple[str, ...] = ()) -> None:
+        q = self.app.queue
+        arrow = "↓" if self.sort_reverse else "↑"
+        parts = [f"sort: {self.sort_key} {arrow}", f"showing {len(self.shown)} of {len(q.rows)}"]
+        if q.validating:
+            parts.append(f"validating {len(q.index.pending) if q.index else 0} tasks…")
+        if q.identity_problem:
+            parts.append(q.identity_problem.splitlines()[0])
+        if q.rubric_problem:
+            parts.append(f"rubric: {q.rubric_problem}")
+        parts.extend(problems)
+        self.query_one("#queue-status", Static).update(fit(" · ".join(parts), max(1, self.size.width)))
+
+    def _malformed(self) -> None:
+        q = self.app.queue
+        errs = list(q.index.errors.values()) if q.index else []
+        box = self.query_one("#malformed-box")
+        box.set_class(not errs, "-empty")
+        if errs:
+            lines = [f"Malformed tasks ({len(errs)}): file: key: problem"]
+            lines += [f"  {e.task}: {e}" for e in errs]
+            self.query_one("#malformed", Static).update("\n".join(lines))
+
+    def on_resize(self) -> None:
+        if self.app.queue.loaded:
+            self._title()
+            self._status()
+
+    # -- filter ------------------------------------------------------------------------------
+
+    def on_input_changed(self, event: Input.Changed) -> None:
+        self.filter_text = event.value
+        if self.app.queue.loaded:
+            self.apply_view()
+
+    def on_input_submitted(self, event: Input.Submitted) -> None:
+        self.table.focus()
+
+    def on_key(self, event: Any) -> None:
+        if event.key == "escape" and self.focused is self.query_one("#filter"):
+            event.stop()
+            self.table.focus()
+
+    def action_focus_filter(self) -> None:
+        self.query_one("#filter", Input).focus()
+
+    def action_clear_filter(self) -> None:
+        self.query_one("#filter", Input).value = ""
+
+    def action_cycle_sort(self) -> None:
+        i = SORT_KEYS.index(self.sort_key)
+        self.sort_key = SORT_KEYS[(i + 1) % len(SORT_KEYS)]
+        self.apply_view()
+
+    def action_reverse_sort(self) -> None:
+        self.sort_reverse = not self.sort_reverse
+        self.apply_view()
+
+    def action_refresh_queue(self) -> None:
+        self.query_one("#queue-status", Static).update("reloading…")
+        self.app.load_queue()
+
+    # -- navigation --------------------------------------------------------------------------
+
+    def action_cursor_down(self) -> None:
+        self.table.action_cursor_down()
+
+    def action_cursor_up(self) -> None:
+        self.table.action_cursor_up()
+
+    def action_page_down(self) -> None:
+        self.table.action_page_down()
+
+    def action_page_up(self) -> None:
+        self.table.action_page_up()
+
+    def action_cursor_top(self) -> None:
+        self.table.action_cursor_top()
+
+    def action_cursor_bottom(self) -> None:
+        self.table.action_cursor_bottom()
+
+    def action_next_unreviewed(self) -> None:
+        cur = self.table.current
+        nxt = next_unreviewed(self.shown, cur.id if cur else None)
+        if nxt is None:
+            self.notify("every task shown is reviewed by you (or reserved by someone else)", timeout=4)
+            return
+        self.table.set_rows(self.shown, keep=nxt.id)
+
+    def action_open_task(self) -> None:
+        row = self.table.current
+        if row is None:
+            return
+        self.open_task(row.id)
+
+    def open_task(self, task_id: str) -> None:
+        from workstation.tui.review_screen import ReviewScreen
+
+        q = self.app.queue
+        if q.rubric is None:
+            self.notify(f"cannot review without a rubric: {q.rubric_problem}", severity="error", timeout=10)
+            return
+        if q.index is not None and task_id in q.index.errors:
+            self.notify(str(q.index.errors[task_id]), severity="error", timeout=10)
+            return
+        self.table.set_rows(self.shown, keep=task_id)
+        self.app.push_screen(ReviewScreen(task_id))
+
+    def action_quit(self) -> None:
+        self.app.exit()

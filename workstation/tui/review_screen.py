@@ -1,0 +1,607 @@
+"""The review screen: spec, source diff, checks, timing and rubric of one task.
+
+Layout: on a terminal at least :data:`WIDE_MIN` columns wide and :data:`TALL_MIN` rows
+high the panels sit side by side (spec over diff on the left; checks, timing and rubric
+on the right); below that they become tabs, one panel at a time, with every control of
+the shown panel on screen. Any panel can be maximised and restored with one key;
+``+``/``-`` and ``<``/``>`` resize.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+from textual import work
+from textual.app import ComposeResult
+from textual.containers import Horizontal, Vertical
+from textual.message import Message
+from textual.screen import Screen
+from textual.widgets import Footer, Static, Tab, Tabs
+
+from workstation.review import ReviewSession, finding_source
+from workstation.tui.keymap import bindings_for
+from workstation.tui.listview import fit
+from workstation.tui.panels import (
+    ChecksPanel,
+    DiffPanel,
+    Panel,
+    RationaleArea,
+    RubricForm,
+    RubricPanel,
+    SpecPanel,
+    TimingPanel,
+)
+
+#: the narrowest / lowest terminal that shows every panel side by side.
+WIDE_MIN = 120
+TALL_MIN = 36
+PANELS = ("spec", "diff", "checks", "timing", "rubric")
+TAB_LABELS = {"spec": "1 Spec", "diff": "2 Source", "checks": "3 Checks", "timing": "4 Timing",
+              "rubric": "5 Rubric", "history": "6 History"}
+
+
+class FilesLoaded(Message):
+    def __init__(self, spec: str, files: list[tuple[str, Any]], sources: dict[str, tuple[str | None, str, str | None, str]],
+                 title: str, tree: str | None, dirty: tuple[str, ...], problem: str = "") -> None:
+        super().__init__()
+        self.spec, self.files, self.sources = spec, files, sources
+        self.title, self.tree, self.dirty, self.problem = title, tree, dirty, problem
+
+
+class TokensLoaded(Message):
+    def __init__(self, label: str, old: Any, new: Any) -> None:
+        super().__init__()
+        self.label, self.old, self.new = label, old, new
+
+
+class HistoryLoaded(Message):
+    def __init__(self, text: str, verdicts: list[Any]) -> None:
+        super().__init__()
+        self.text, self.verdicts = text, verdicts
+
+
+class Committed(Message):
+    def __init__(self, verdict: Any = None, error: str = "") -> None:
+        super().__init__()
+        self.verdict, self.error = verdict, error
+
+
+class ReviewScreen(Screen):
+    """One task under review. The session (checks, values) lives in the app, so leaving
+    and reopening a task keeps it."""
+
+    BINDINGS = bindings_for("review")
+    DEFAULT_CSS = """
+    ReviewScreen #review-title { height: 1; background: $panel; text-style: bold; }
+    ReviewScreen #panel-tabs { display: none; height: 2; }
+    ReviewScreen.-narrow #panel-tabs { display: block; }
+    ReviewScreen #columns { height: 1fr; }
+    ReviewScreen #col-left { width: 1fr; }
+    ReviewScreen #col-right { width: 72; }
+    ReviewScreen #spec { height: 14; }
+    ReviewScreen #diff { height: 1fr; }
+    ReviewScreen #checks { height: 1fr; }
+    ReviewScreen #timing { height: 10; }
+    ReviewScreen #rubric { height: 20; }
+    ReviewScreen.-narrow #col-left, ReviewScreen.-narrow #col-right { width: 1fr; }
+    ReviewScreen.-narrow Panel { height: 1fr; }
+    ReviewScreen .-hidden { display: none; }
+    """
+
+    def __init__(self, task_id: str) -> None:
+        super().__init__()
+        self.task_id = task_id
+        self.session: ReviewSession | None = None
+        self.active = "checks"
+        self.forced_layout: str | None = None
+        self.narrow = False
+        self.sizes = {"right": 0, "spec": 0, "timing": 10, "rubric": 20}
+        self.verdicts: list[Any] = []
+        self.commit_armed = False
+        self.task_title = ""
+        self.files_ready = False
+
+    def compose(self) -> ComposeResult:
+        yield Static(f" {self.task_id}", id="review-title", markup=False)
+        yield Tabs(*[Tab(TAB_LABELS[p], id=f"tab-{p}") for p in (*PANELS, "history")], id="panel-tabs")
+        with Horizontal(id="columns"):
+            with Vertical(id="col-left"):
+                yield SpecPanel("Spec", id="spec")
+                yield DiffPanel("Source", id="diff")
+            with Vertical(id="col-right"):
+                yield ChecksPanel("Checks", id="checks")
+                yield TimingPanel("Timing", id="timing")
+                yield RubricPanel("Rubric", id="rubric")
+        yield Footer()
+
+    def on_mount(self) -> None:
+        tabs = self.query_one(Tabs)
+        tabs.can_focus = False
+        app = self.app
+        self.session = app.session_for(self.task_id)
+        self.query_one(ChecksPanel).bind_session(self.session)
+        self.query_one(TimingPanel).bind_session(self.session)
+        self.query_one(RubricPanel).bind_session(self.session)
+        self._title()
+        self.apply_layout()
+        self.query_one(ChecksPanel).focus_main()
+        self.load_files()
+        self.load_history()
+        if not self.session.rows and self.session.run_started is None:
+            app.run_checks(self.session)
+
+    # -- layout ----------------------------------------------------------------------------------
+
+    def on_resize(self) -> None:
+        self.apply_layout()
+        self._title()
+
+    def apply_layout(self) -> None:
+        w, h = self.size.width, self.size.height
+        if self.forced_layout is not None:
+            narrow = self.forced_layout == "tabs"
+        else:
+            narrow = w < WIDE_MIN or h < TALL_MIN
+        self.narrow = narrow
+        self.set_class(narrow, "-narrow")
+        left, right = self.query_one("#col-left"), self.query_one("#col-right")
+        if narrow:
+            active = self.active
+            for p in PANELS:
+                self.query_one(f"#{p}").set_class(p != active, "-hidden")
+            left.set_class(active not in ("spec", "diff"), "-hidden")
+            right.set_class(active in ("spec", "diff"), "-hidden")
+            left.styles.width = right.styles.width = "1fr"
+            for p in PANELS:
+                self.query_one(f"#{p}").styles.height = "1fr"
+            tab = "history" if active == "spec" and self.query_one(SpecPanel).showing == "history" else active
+            self.query_one(Tabs).active = f"tab-{tab}"
+        else:
+            for p in PANELS:
+                self.query_one(f"#{p}").remove_class("-hidden")
+            left.remove_class("-hidden")
+            right.remove_class("-hidden")
+            body = max(10, h - 2)
+            if not self.sizes["right"]:
+                self.sizes["right"] = min(84, max(60, int(w * 0.44)))
+            if not self.sizes["spec"]:
+                self.sizes["spec"] = max(6, int(body * 0.3))
+            right.styles.width = self.sizes["right"]
+            left.styles.width = "1fr"
+            self.query_one("#spec").styles.height = self.sizes["spec"]
+            self.query_one("#diff").styles.height = "1fr"
+            self.query_one("#checks").styles.height = "1fr"
+            self.query_one("#timing").styles.height = self.sizes["timing"]
+            self.query_one("#rubric").styles.height = self.sizes["rubric"]
+
+    def panel_of(self, widget: Any) -> Panel | None:
+        node = widget
+        while node is not None and not isinstance(node, Panel):
+            node = node.parent
+        return node
+
+    @property
+    def focused_panel(self) -> str:
+        p = self.panel_of(self.focused) if self.focused is not None else None
+        return p.id if p is not None and p.id else self.active
+
+    def action_show_panel(self, name: str) -> None:
+        spec = self.query_one(SpecPanel)
+        if name in ("history", "spec"):
+            spec.show(name)
+            name = "spec"
+        self.active = name
+        if self.maximized is not None:
+            self.minimize()
+        self.apply_layout()
+        panel = self.query_one(f"#{name}", Panel)
+        if name == "rubric":
+            self.query_one(RubricForm).focus()
+        elif name != "spec":
+            panel.focus_main()
+
+    def action_next_panel(self) -> None:
+        self._cycle(1)
+
+    def action_prev_panel(self) -> None:
+        self._cycle(-1)
+
+    def _cycle(self, step: int) -> None:
+        if isinstance(self.focused, RationaleArea) and not self.narrow:
+            pass
+        cur = self.focused_panel
+        i = PANELS.index(cur) if cur in PANELS else 0
+        self.action_show_panel(PANELS[(i + step) % len(PANELS)])
+
+    def on_tabs_tab_activated(self, event: Tabs.TabActivated) -> None:
+        name = event.tab.id.removeprefix("tab-") if event.tab and event.tab.id else None
+        if name and self.narrow and name != self.active and not (name == "history" and self.active == "spec"):
+            self.action_show_panel(name)
+
+    def action_toggle_maximize(self) -> None:
+        if self.maximized is not None:
+            self.minimize()
+            return
+        p = self.panel_of(self.focused) if self.focused is not None else None
+        if p is None:
+            p = self.query_one(f"#{self.active}", Panel)
+        self.maximize(p, container=False)
+
+    def action_toggle_layout(self) -> None:
+        self.forced_layout = "columns" if self.narrow else "tabs"
+        self.apply_layout()
+
+    def _resize(self, delta: int) -> None:
+        if self.narrow:
+            self.app.bell()
+            return
+        p = self.focused_panel
+        h = max(10, self.size.height - 2)
+        if p == "spec":
+            self.sizes["spec"] = min(max(3, self.sizes["spec"] + delta), h - 6)
+        elif p == "diff":
+            self.sizes["spec"] = min(max(3, self.sizes["spec"] - delta), h - 6)
+        elif p in ("timing", "rubric"):
+            self.sizes[p] = min(max(3, self.sizes[p] + delta), h - 8)
+        elif p == "checks":
+            self.sizes["timing"] = max(3, self.sizes["timing"] - delta)
+        self.apply_layout()
+
+    def action_grow_panel(self) -> None:
+        self._resize(2)
+
+    def action_shrink_panel(self) -> None:
+        self._resize(-2)
+
+    def action_wider_panel(self) -> None:
+        self._width(4)
+
+    def action_narrower_panel(self) -> None:
+        self._width(-4)
+
+    def _width(self, delta: int) -> None:
+        if self.narrow:
+            return
+        on_right = self.focused_panel in ("checks", "timing", "rubric")
+        w = self.size.width
+        self.sizes["right"] = min(max(40, self.sizes["right"] + (delta if on_right else -delta)), w - 40)
+        self.apply_layout()
+
+    # -- title -----------------------------------------------------------------------------------
+
+    def _title(self) -> None:
+        row = self.app.row(self.task_id)
+        s = row.summary if row else None
+        parts = [f" {self.task_id}"]
+        if self.task_title:
+            parts.append(self.task_title)
+        if s is not None:
+            parts.append(f"{s.kind}/{s.backend}")
+            parts.append(f"claims {row.claimed_label}")
+            if row.mine:
+                parts.append(f"your verdict: {row.mine}")
+            if row.open_disputes:
+                parts.append(f"⚑ {row.open_disputes} open dispute(s)")
+        self.query_one("#review-title", Static).update(fit(" │ ".join(parts), max(1, self.size.width)))
+
+    def queue_changed(self) -> None:
+        self._title()
+
+    # -- loading ---------------------------------------------------------------------------------
+
+    @work(thread=True, exclusive=True, group="files")
+    def load_files(self) -> None:
+        """Read the spec and the task's sources, build the diffs, then highlight them."""
+        from workstation.diffmodel import diff_files, listing
+        from workstation.gitqueue import QueueError, open_queue, task_version
+        from workstation.taskfmt import TaskError, load_task
+
+        root = self.app.queue.root
+        task_dir = root / "tasks" / self.task_id
+        try:
+            task = load_task(task_dir)
+        except TaskError as e:
+            self.post_message(FilesLoaded("", [], {}, "", None, (), problem=str(e)))
+            return
+        spec = _read(task_dir / task.spec) or "*(empty spec)*"
+        cand = task.entry["candidate"].file
+        base_name = task.entry["baseline"].file if "baseline" in task.entry else task.original
+        files: list[tuple[str, Any]] = []
+        sources: dict[str, tuple[str | None, str, str | None, str]] = {}
+        new = _read(task_dir / cand)
+        old = _read(task_dir / base_name) if base_name else None
+        label = "candidate" + (f" vs {'baseline' if 'baseline' in task.entry else 'original'}" if base_name else "")
+        files.append((label, diff_files(old, new, base_name, cand)))
+        sources[label] = (base_name, old or "", cand, new)
+        seen = {cand}
+        others = [("reference", task.entry["reference"].file), ("inputs", task.entry["inputs"].file)]
+        if base_name:
+            others.append(("baseline" if "baseline" in task.entry else "original", base_name))
+        if task.original and task.original != base_name:
+            others.append(("original", task.original))
+        for role in ("test", "bench"):
+            if role in task.entry:
+                others.append((role, task.entry[role].file))
+        for role, name in others:
+            if name in seen:
+                continue
+            seen.add(name)
+            text = _read(task_dir / name)
+            files.append((f"{role}: {name}", listing(text, name)))
+            sources[f"{role}: {name}"] = (None, "", name, text)
+        tree, dirty = None, ()
+        try:
+            repo = open_queue(root)
+            tv = task_version(repo, self.task_id)
+            tree, dirty = tv.tree, tv.dirty
+            repo.close()
+        except QueueError:
+            pass
+        self.post_message(FilesLoaded(spec, files, sources, task.title, tree, dirty))
+        if self.app.highlight:
+            from workstation.diffmodel import highlight_lines
+
+            for lbl, (oname, otext, nname, ntext) in sources.items():
+                old_t = highlight_lines(otext, oname) if oname else None
+                new_t = highlight_lines(ntext, nname) if nname else None
+                self.post_message(TokensLoaded(lbl, old_t, new_t))
+
+    def on_files_loaded(self, msg: FilesLoaded) -> None:
+        if msg.problem:
+            self.query_one(SpecPanel).set_spec(f"**This task does not load:** {msg.problem}")
+            return
+        self.task_title = msg.title
+        self.files_ready = True
+        self.query_one(SpecPanel).set_spec(msg.spec)
+        self.query_one(DiffPanel).set_files(msg.files)
+        s = self.session
+        if s is not None and not msg.dirty and msg.tree:
+            s.task_tree = msg.tree
+        if msg.dirty:
+            self.query_one(RubricPanel).set_status(
+                "the task folder has uncommitted changes: a verdict needs a committed version ("
+                + ", ".join(msg.dirty[:3]) + ")")
+        self._title()
+
+    def on_tokens_loaded(self, msg: TokensLoaded) -> None:
+        self.query_one(DiffPanel).set_tokens(msg.label, msg.old, msg.new)
+
+    @work(thread=True, exclusive=True, group="history")
+    def load_history(self) -> None:
+        from workstation.gitqueue import QueueError, open_queue
+        from workstation.history import format_history, task_history
+        from workstation.records import load_records
+
+        root = self.app.queue.root
+        try:
+            repo = open_queue(root)
+            rs = load_records(root)
+            h = task_history(repo, self.task_id, rs)
+            text = format_history(h, rs)
+            verdicts = [e.record for e in h.entries if e.kind == "verdict"]
+            repo.close()
+        except QueueError as e:
+            text, verdicts = f"history unavailable: {e}", []
+        self.post_message(HistoryLoaded(text, verdicts))
+
+    def on_history_loaded(self, msg: HistoryLoaded) -> None:
+        self.verdicts = msg.verdicts
+        self.query_one(SpecPanel).set_history(msg.text)
+
+    # -- checks ----------------------------------------------------------------------------------
+
+    def session_event(self, kind: str, check: str | None) -> None:
+        """A check event for this screen's session was applied (from the app)."""
+        self.query_one(ChecksPanel).refresh_checks()
+        if kind in ("check_finished", "done", "error"):
+            self.query_one(TimingPanel).refresh_timing()
+            self.query_one(RubricPanel).refresh_rubric()
+        if kind == "error" and self.session is not None:
+            self.notify(f"checks: {self.session.error}", severity="error", timeout=10)
+
+    def on_checks_panel_rerun(self, msg: ChecksPanel.Rerun) -> None:
+        if self.session is not None:
+            if self.session.running:
+                self.notify("checks are still running; re-run when they finish", timeout=3)
+                return
+            self.app.run_checks(self.session, [msg.check])
+            self.query_one(ChecksPanel).refresh_checks()
+
+    def action_rerun_all(self) -> None:
+        if self.session is None:
+            return
+        if self.session.running:
+            self.notify("checks are still running", timeout=3)
+            return
+        self.app.run_checks(self.session)
+        self.query_one(ChecksPanel).refresh_checks()
+        self.query_one(TimingPanel).refresh_timing()
+
+    def action_rerun_timing(self) -> None:
+        if self.session is None:
+            return
+        ids = [c for c in ("benchmark-bias", "speedup-claim") if c in self.session.rows]
+        if not ids:
+            self.notify("no timing check in this run", timeout=3)
+            return
+        if self.session.running:
+            self.notify("checks are still running", timeout=3)
+            return
+        self.app.run_checks(self.session, ids)
+        self.query_one(ChecksPanel).refresh_checks()
+        self.query_one(TimingPanel).refresh_timing()
+
+    def on_checks_panel_selected(self, msg: ChecksPanel.Selected) -> None:
+        if msg.finding is None:
+            return
+        src = finding_source(msg.finding)
+        if src is None:
+            return
+        file, line = src
+        diff = self.query_one(DiffPanel)
+        if not diff.files:
+            return
+        fd = diff.files[diff.index][1]
+        if fd.new_name != file and fd.old_name != file:
+            if not diff.show_file(file):
+                # the file is the old side of the first diff (a baseline line)
+                first = diff.files[0][1]
+                if first.old_name == file:
+                    diff._show(0)
+                else:
+                    return
+            fd = diff.files[diff.index][1]
+        side = "new" if fd.new_name == file else "old"
+        diff.view.jump_to_line(line, side)
+
+    # -- rubric ----------------------------------------------------------------------------------
+
+    def _after_change(self) -> None:
+        self.commit_armed = False
+        rp = self.query_one(RubricPanel)
+        rp.sync_rationale()
+        rp.refresh_rubric()
+
+    def action_accept_all(self) -> None:
+        if self.session is None:
+            return
+        changed = self.session.accept_all_suggestions()
+        self._after_change()
+        if not changed:
+            self.notify("no suggestion to accept (fields already set, or checks still running)", timeout=3)
+
+    def action_undo(self) -> None:
+        if self.session is not None and not self.session.undo():
+            self.app.bell()
+        self._after_change()
+
+    def action_redo(self) -> None:
+        if self.session is not None and not self.session.redo():
+            self.app.bell()
+        self._after_change()
+
+    def action_prefill_rationale(self) -> None:
+        if self.session is None:
+            return
+        findings = self.query_one(ChecksPanel).selected_findings()
+        if not findings:
+            findings = [f for f in self.session.findings if f.get("severity") in ("fail", "warn")]
+        if not findings:
+            self.notify("no finding to cite: mark findings in the checks panel (space)", timeout=4)
+            return
+        self.session.prefill_rationale(findings)
+        self._after_change()
+        self.notify(f"cited {len(findings)} finding(s) in the rationale", timeout=3)
+
+    def on_rubric_form_changed(self, _msg: RubricForm.Changed) -> None:
+        self.commit_armed = False
+
+    def action_commit(self) -> None:
+        s = self.session
+        if s is None:
+            return
+        problems = s.problems()
+        rp = self.query_one(RubricPanel)
+        if problems:
+            rp.set_status("not committed: " + "; ".join(problems))
+            self.notify("verdict not committed:\n" + "\n".join(problems), severity="warning", timeout=6)
+            first = problems[0].split(":", 1)[0]
+            fields = [f.key for f in s.rubric.choice_fields]
+            if first in fields:
+                self.query_one(RubricForm).cursor = fields.index(first)
+                self.action_show_panel("rubric")
+            elif first == s.rubric.rationale_field:
+                self.action_show_panel("rubric")
+                self.query_one(RationaleArea).focus()
+            return
+        if s.running and not self.commit_armed:
+            self.commit_armed = True
+            left = sum(1 for r in s.rows.values() if not r.done)
+            msg = f"{left} check(s) still running: press commit again to commit with an incomplete report"
+            rp.set_status(msg)
+            self.notify(msg, severity="warning", timeout=5)
+            return
+        self.commit_armed = False
+        rp.set_status("committing…")
+        self._commit_worker(s)
+
+    @work(thread=True, exclusive=True, group="commit")
+    def _commit_worker(self, s: ReviewSession) -> None:
+        from workstation.gitqueue import QueueError, open_queue
+
+        try:
+            repo = open_queue(self.app.queue.root)
+            try:
+                v = s.commit(repo)
+            finally:
+                repo.close()
+        except QueueError as e:  # RecordError and IdentityError are QueueErrors
+            self.post_message(Committed(error=str(e)))
+            return
+        self.post_message(Committed(verdict=v))
+
+    def on_committed(self, msg: Committed) -> None:
+        rp = self.query_one(RubricPanel)
+        if msg.error:
+            rp.set_status(msg.error)
+            self.notify(msg.error, severity="error", timeout=10)
+            return
+        v = msg.verdict
+        text = f"committed verdict {v.verdict_id} ({v.overall}) as {v.path}"
+        rp.set_status(text)
+        self.notify(f"verdict {v.verdict_id[:8]} committed: {v.overall}", timeout=6)
+        self.app.queue.drafts.discard(self.task_id)
+        self.app.reload_records()
+        self.load_history()
+
+    # -- disputes --------------------------------------------------------------------------------
+
+    def action_dispute(self) -> None:
+        from workstation.tui.dialogs import DisputeScreen
+
+        if not self.verdicts:
+            self.notify("this task has no verdict to dispute yet", timeout=4)
+            return
+        if self.session is None:
+            return
+        self.app.push_screen(DisputeScreen(self.task_id, self.verdicts, self.session.rubric), self._dispute_done)
+
+    def _dispute_done(self, result: Any) -> None:
+        if not result:
+            return
+        self._dispute_worker(*result)
+
+    @work(thread=True, exclusive=True, group="commit")
+    def _dispute_worker(self, verdict: Any, fields: dict[str, str], rationale: str) -> None:
+        from workstation.gitqueue import QueueError, open_queue
+        from workstation.records import commit_dispute
+
+        try:
+            repo = open_queue(self.app.queue.root)
+            try:
+                d = commit_dispute(repo, verdict, fields, rationale, self.session.rubric if self.session else None)
+            finally:
+                repo.close()
+        except QueueError as e:
+            self.app.call_from_thread(self.notify, str(e), severity="error", timeout=10)
+            return
+        self.app.call_from_thread(self.notify, f"dispute {d.dispute_id[:8]} committed on verdict {verdict.verdict_id[:8]}",
+                                  timeout=6)
+        self.app.call_from_thread(self.app.reload_records)
+        self.app.call_from_thread(self.load_history)
+
+    # -- leaving ---------------------------------------------------------------------------------
+
+    def action_back(self) -> None:
+        if self.maximized is not None:
+            self.minimize()
+            return
+        self.app.pop_screen()
+
+
+def _read(path: Path) -> str:
+    try:
+        return path.read_text(encoding="utf-8", errors="replace")
+    except OSError as e:
+        return f"(cannot read {path.name}: {e})"
