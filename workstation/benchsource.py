@@ -876,7 +876,11 @@ def _do_bench_misuse(sc: _Scanner, fn: ast.AST, call: ast.Call) -> list[BenchIss
         targets = [t.id for t in parent.targets if isinstance(t, ast.Name)]
     exprs: list[ast.AST] = [parent] if isinstance(parent, ast.BinOp) else []
     for t in targets:
-        exprs += [sc.parents.get(u) for u in _uses_of_name(fn, t)]
+        # uses reached by this assignment: before the name is assigned again
+        later = [n.lineno for n in ast.walk(fn) if isinstance(n, ast.Assign) and n.lineno > call.lineno
+                 and any(isinstance(x, ast.Name) and x.id == t for tt in n.targets for x in ast.walk(tt))]
+        until = min(later, default=10 ** 9)
+        exprs += [sc.parents.get(u) for u in _uses_of_name(fn, t) if call.lineno <= u.lineno < until]
     for e in exprs:
         if isinstance(e, ast.BinOp) and isinstance(e.op, ast.Mult | ast.Div):
             other = e.right if (e.left is call or isinstance(e.left, ast.Name) and e.left.id in targets) else e.left

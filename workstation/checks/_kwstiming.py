@@ -36,6 +36,18 @@ def compile_timeout_s() -> float:
     return float(os.environ.get("KWS_COMPILE_TIMEOUT", "90"))
 
 
+def torch_compile_enabled() -> bool:
+    """``KWS_TORCH_COMPILE=0`` leaves the torch.compile baseline out (reported as such)."""
+    return os.environ.get("KWS_TORCH_COMPILE", "1") != "0"
+
+
+def cache_bytes_override() -> int | None:
+    """``KWS_LLC_BYTES``: the cache size the flush must evict, instead of the one the
+    child reads (sysfs, the GPU's L2): for machines whose sysfs misreports it."""
+    v = os.environ.get("KWS_LLC_BYTES")
+    return int(v) if v else None
+
+
 def _product(case: dict[str, Any]) -> int:
     p = 1
     for k, v in case.items():
@@ -56,7 +68,8 @@ class Plan:
     ``cases``: the ``[benchmark]`` cases (else the largest declared case; ``--case`` when
     given); ``baseline_role``: ``"baseline"`` or, without one, ``"reference"``;
     ``over_pytorch``: that side is PyTorch code, so a ``torch.compile`` side is timed
-    too; ``representative``/``reason``: False where a side would run in the Triton
+    too (unless ``compile_enabled`` is False: ``KWS_TORCH_COMPILE=0``);
+    ``representative``/``reason``: False where a side would run in the Triton
     interpreter.
     """
 
@@ -68,10 +81,11 @@ class Plan:
     representative: bool
     reason: str
     fallback_case: dict[str, Any] | None = None
+    compile_enabled: bool = True
 
     def sides(self) -> list[dict[str, Any]]:
         s = [{"name": "baseline", "role": self.baseline_role}, {"name": "candidate", "role": "candidate"}]
-        if self.over_pytorch:
+        if self.over_pytorch and self.compile_enabled:
             s.append({"name": "torch_compile", "role": self.baseline_role, "compile": True})
         return s
 
@@ -95,7 +109,8 @@ def plan(ctx: CheckContext) -> Plan:
                   "(Python/numpy emulation on the CPU): its timings say nothing about GPU speed")
     fallback = largest_case(task.cases) if src == "[benchmark] cases" else None
     return Plan(cases=cases, case_source=src, baseline_role=role, over_pytorch=kinds[role] == "pytorch",
-                kinds=kinds, representative=not interp, reason=reason, fallback_case=fallback)
+                kinds=kinds, representative=not interp, reason=reason, fallback_case=fallback,
+                compile_enabled=torch_compile_enabled())
 
 
 @dataclass
@@ -243,8 +258,8 @@ def measure(ctx: CheckContext) -> Measurement:
 def _run_timing(ctx: CheckContext, p: Plan, cases: list[dict[str, Any]]) -> dict[str, Any]:
     spec = {"kind": "timing", "cases": cases, "seed": ctx.seeds[0] if ctx.seeds else 0,
             "sides": p.sides(), "compile_timeout_s": compile_timeout_s(), "stop_if_interpreted": True,
-            "workload": True, "bandwidth": not ctx.on_gpu}
-    budget = 60.0 + compile_timeout_s() * p.over_pytorch + 20.0 * len(cases)
+            "workload": True, "bandwidth": not ctx.on_gpu, "cache_bytes": cache_bytes_override()}
+    budget = 60.0 + compile_timeout_s() * (p.over_pytorch and p.compile_enabled) + 20.0 * len(cases)
     job = ctx.run_job([spec], exclusive=True, step_timeout=budget)
     st = job.steps[0] if job.steps else None
     if st is None:

@@ -125,6 +125,9 @@ class SpeedupClaim(Check):
                        ev: dict[str, Any]) -> list[Finding]:
         if not m.plan.over_pytorch:
             return []
+        if not m.plan.compile_enabled:
+            return [self.finding(ctx, "info", f"the {m.plan.baseline_role} is PyTorch code; torch.compile of it was "
+                                 "not measured (KWS_TORCH_COMPILE=0): only eager PyTorch", ev, case=ct.case)]
         role = m.plan.baseline_role
         label = case_label(ct.case)
         tc = ct.sides.get("torch_compile")

@@ -16,8 +16,9 @@ bootstrap interval of the speedup. The protocol (documented in ``docs/timing.md`
    ``warmup_min_calls``); none of them is a sample.
 4. Rounds, sides interleaved (A B A B ...; drift hits every side alike): per round and
    side, one *cold* sample (the cache flushed first), one untimed call, then *warm*
-   samples (no flush: steady state, the data in cache) for at least ``warm_per_round``
-   calls and ``warm_round_s`` seconds.
+   samples (no flush: steady state, the data in cache): the same number for every side,
+   enough calls of the slowest side (from its warm-up) to fill ``warm_round_s``, at
+   least ``warm_per_round``, at most 100.
 5. Stop (nvbench's ``stdrel`` criterion): once every side has ``min_samples`` cold samples
    and the relative noise of its cold samples (sample stdev / mean) is below
    ``target_stdrel``; or when ``time_cap_s`` has passed (after ``min_samples``); or at
@@ -33,7 +34,8 @@ Clocks and cache flush:
 - CPU: ``time.perf_counter_ns`` around the call (torch CPU ops are synchronous); the flush
   fills an int64 buffer of ``2 *`` the last-level cache size, read from
   ``/sys/devices/system/cpu/cpu0/cache/index*/size`` (the highest-level data/unified
-  cache; ``KWS_LLC_BYTES`` overrides, 64 MiB when neither is available).
+  cache; ``spec["cache_bytes"]`` overrides it (the parent passes ``KWS_LLC_BYTES``),
+  64 MiB when neither is available).
 
 On the CPU the step first makes freed heap memory stay in the process
 (:func:`steady_allocator`), so calls do not page-fault their temporaries back in.
@@ -90,12 +92,9 @@ def cpu_llc() -> dict[str, Any]:
     """The CPU's last-level cache: ``{"bytes", "level", "source"}``.
 
     The highest-level data or unified cache listed under
-    ``/sys/devices/system/cpu/cpu0/cache/index*`` (``level``, ``type``, ``size``);
-    ``KWS_LLC_BYTES`` overrides it; 64 MiB when sysfs has no cache entries.
+    ``/sys/devices/system/cpu/cpu0/cache/index*`` (``level``, ``type``, ``size``); 64 MiB
+    when sysfs has no cache entries.
     """
-    env = os.environ.get("KWS_LLC_BYTES")
-    if env:
-        return {"bytes": int(env), "level": None, "source": "KWS_LLC_BYTES"}
     best: tuple[int, int] | None = None
     for d in sorted(_SYS_CACHE.glob("index*")):
         try:
@@ -111,8 +110,11 @@ def cpu_llc() -> dict[str, Any]:
     return {"bytes": best[1], "level": best[0], "source": str(_SYS_CACHE / "index*")}
 
 
-def device_cache(device: torch.device) -> dict[str, Any]:
-    """The cache a flush must evict: the GPU's L2 or the CPU's last-level cache."""
+def device_cache(device: torch.device, override: int | None = None) -> dict[str, Any]:
+    """The cache a flush must evict: the GPU's L2 or the CPU's last-level cache
+    (``override`` bytes instead, when given: ``KWS_LLC_BYTES`` in the parent)."""
+    if override:
+        return {"bytes": int(override), "level": None, "source": "KWS_LLC_BYTES"}
     if device.type == "cuda":
         props = torch.cuda.get_device_properties(device)
         return {"bytes": int(props.L2_cache_size), "level": 2,
@@ -360,6 +362,7 @@ class _Side:
         self.cold: list[int] = []
         self.warm: list[int] = []
         self.preempted = 0
+        self.call_s = 0.0
         self.report: dict[str, Any] = {"role": self.role, "compile": self.compile}
         self.active = True
         self.outputs: list[Any] = []
@@ -435,7 +438,13 @@ def time_case(ctx: JobContext, case: dict[str, Any], spec: dict[str, Any], flush
             sd.active = False
             errors[sd.name] = error_info(e, "warm-up")
         sd.report["warmup_calls"] = n
+        sd.call_s = (time.perf_counter() - t0) / max(n, 1)
     active = [sd for sd in active if sd.active]
+    # warm samples per round, the same for every side (so rounds pair up): enough calls
+    # of the slowest side to fill warm_round_s, at least warm_per_round, at most 100
+    slowest = max((sd.call_s for sd in active), default=0.0)
+    n_warm = int(min(100, max(p["warm_per_round"], math.ceil(p["warm_round_s"] / max(slowest, 1e-9)))))
+    doc["warm_per_round"] = n_warm
     # 4. interleaved rounds; 5. stop rule
     t_start = time.perf_counter()
     stop = "no side to time"
@@ -450,11 +459,9 @@ def time_case(ctx: JobContext, case: dict[str, Any], spec: dict[str, Any], flush
                 sd.restore()
                 sd.call()
                 ctx.sync()
-                t_round, k = time.perf_counter(), 0
-                while k < p["warm_per_round"] or (time.perf_counter() - t_round < p["warm_round_s"] and k < 100):
+                for _ in range(n_warm):
                     sd.warm.append(clock.measure(sd.call, before=sd.restore if sd.pristine else None))
                     sd.preempted += _descheduled(sd.warm[-1], clock)
-                    k += 1
             except BaseException as e:  # noqa: BLE001
                 sd.active = False
                 errors[sd.name] = error_info(e, "sample")
@@ -521,7 +528,7 @@ def timing_step(ctx: JobContext, spec: dict[str, Any]) -> StepOutput:
          "sides": [{"name": "baseline", "role": "baseline"},
                    {"name": "candidate", "role": "candidate"},
                    {"name": "torch_compile", "role": "baseline", "compile": true}],
-         "params": {...overrides of DEFAULTS...}, "compile_timeout_s": 60,
+         "params": {...overrides of DEFAULTS...}, "compile_timeout_s": 60, "cache_bytes": None,
          "stop_if_interpreted": true, "workload": true, "bandwidth": true}
 
     ``extra``: ``device``, ``device_name``, ``interpreter``, ``cache`` (the flushed cache),
@@ -530,7 +537,7 @@ def timing_step(ctx: JobContext, spec: dict[str, Any]) -> StepOutput:
     ``interpreter_launches``; ``rounds``, ``stop``, ``errors``, ``workload``).
     """
     allocator = steady_allocator() if ctx.device.type == "cpu" else {}
-    cache = device_cache(ctx.device)
+    cache = device_cache(ctx.device, spec.get("cache_bytes"))
     flusher = CacheFlusher(ctx.device, cache["bytes"])
     clock = make_clock(ctx.device)
     extra: dict[str, Any] = {
