@@ -1,0 +1,240 @@
+"""``fallback``: the framework op the candidate should replace does the work."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from workstation.checks._static import HEAVY, StaticHit, aten_family, scan_fallback
+from workstation.checks.base import Check, Finding, Skip, register
+from workstation.engine import CallOutcome, CheckContext, case_label
+
+#: an aten op "works on the full problem" when its largest operand has at least this
+#: fraction of the elements of the largest task tensor (inputs and reference outputs).
+FULL_PROBLEM_FRACTION = 0.25
+#: aten ops that only allocate, copy, view or fill: never "the work".
+BOOKKEEPING = {
+    "empty", "empty_like", "empty_strided", "new_empty", "new_empty_strided", "zeros", "zeros_like", "ones",
+    "ones_like", "full", "full_like", "new_zeros", "new_ones", "new_full", "fill_", "zero_", "copy_", "_to_copy",
+    "clone", "contiguous", "view", "_unsafe_view", "reshape", "as_strided", "expand", "permute", "transpose",
+    "t", "select", "slice", "unsqueeze", "squeeze", "detach", "alias", "lift_fresh", "_reshape_alias", "split",
+    "split_with_sizes", "chunk", "cat", "stack", "constant_pad_nd", "set_", "resize_", "item",
+    "_local_scalar_dense", "arange", "randn", "rand", "normal_", "uniform_", "is_nonzero", "unbind",
+    "view_as_real", "view_as_complex", "_has_compatible_shallow_copy_type", "equal", "isfinite", "isnan",
+    "any", "all", "narrow", "flatten", "unflatten", "t_", "transpose_", "sym_size", "sym_stride", "sym_numel",
+    "record_stream", "pin_memory", "_pin_memory", "is_pinned", "lift_fresh_copy", "resolve_conj", "resolve_neg",
+}
+
+
+def work_ops(ops: dict[str, Any], full: int) -> dict[str, dict[str, Any]]:
+    """The traced aten ops that compute (not bookkeeping) on at least
+    FULL_PROBLEM_FRACTION of the problem, with their family."""
+    out = {}
+    for name, rec in ops.items():
+        if name in BOOKKEEPING:
+            continue
+        fam = aten_family(name)
+        if fam is None:
+            continue
+        if rec.get("max_numel", 0) >= max(1, FULL_PROBLEM_FRACTION * full):
+            out[name] = {**rec, "family": fam}
+    return out
+
+
+def problem_size(ref: CallOutcome, cand: CallOutcome) -> int:
+    """Elements of the largest tensor among the inputs and the reference's outputs."""
+    sizes = [1]
+    for d in (cand.step.extra.get("inputs") if cand.step else None) or []:
+        if d.get("kind") == "tensor":
+            n = 1
+            for s in d.get("shape", []):
+                n *= int(s)
+            sizes.append(n)
+    sizes += [int(o.values.size) for o in ref.outputs]
+    return max(sizes)
+
+
+def _ops_text(ops: dict[str, dict[str, Any]]) -> str:
+    return ", ".join(f"aten.{n} x{r['count']}" for n, r in sorted(ops.items(), key=lambda kv: -kv[1]["count"]))
+
+
+@register
+class Fallback(Check):
+    """The candidate's work is done by the framework op it should replace, or it falls
+    back to it on error.
+
+    How, statically: an AST scan of the candidate's entry callable and every module-level
+    function it reaches by name (``@triton.jit`` kernels excluded) for framework calls
+    that do the work (``torch.matmul``, ``@``, ``F.linear``, ``F.softmax``,
+    ``F.layer_norm``, ``torch.einsum``, ``torch.bmm``, ``F.gelu``, ``.sum()``/``.mean()``/
+    ``.max()``..., names resolved through the module's imports), for calls into the
+    task's reference module, and for ``try``/``except`` blocks whose body launches a
+    kernel and whose handler calls the framework or the reference. Dynamically: on the
+    first declared case the candidate runs once under a ``TorchDispatchMode`` that lists
+    the aten ops it issued (count, largest operand, the task line that issued each) with
+    Triton's launch entry points wrapped to count kernel launches; the reference runs
+    under the same tracer (the ops the candidate should replace); and the candidate runs
+    once more with every Triton launch (or C++/CUDA extension build) made to raise: a
+    candidate that still returns has a silent fallback. Verdicts: a ``triton`` candidate
+    that launched no Triton kernel and ran aten compute ops on the full problem, or that
+    returns when its launches fail, is a ``fail``; heavy framework ops (matmul, softmax,
+    norms) on the full problem next to Triton launches are a ``fail`` when the
+    reference's own work is of that family; other full-size aten compute is a ``warn``; a
+    static hit not confirmed at run time is a ``warn`` with its line.
+
+    Source: KernelBench and GPU MODE submissions that call ``torch.matmul`` inside a
+    "custom kernel", and ``try: kernel[grid](...) except: return torch...`` wrappers that
+    hide a kernel that never compiles. Limits: backend ``torch`` candidates legitimately
+    use aten ops (skipped); work in other task files, through ``torch.compile`` or in a
+    CUDA extension's C++ is seen only dynamically (as aten ops or as no launch); kernels
+    launched through ``triton.compile``'s ``CompiledKernel`` are not counted.
+    """
+
+    id = "fallback"
+    title = "Framework fallback"
+
+    def run(self, ctx: CheckContext) -> list[Finding]:
+        task = ctx.task
+        if task.backend == "torch":
+            raise Skip("backend torch: a torch candidate legitimately does its work with aten ops; "
+                       "fallback applies to non-torch backends only")
+        ep = task.entry["candidate"]
+        ref_ep = task.entry["reference"]
+        scan = scan_fallback(task.dir / ep.file, ep.name, ref_ep.file.removesuffix(".py").replace("/", "."))
+        case, seed = ctx.cases[0], ctx.seeds[0]
+        triton = task.backend == "triton"
+        steps = [
+            ctx.call_step("candidate", case, seed, monitors=[{"name": "aten_ops"}, {"name": "triton_launches"}]),
+            ctx.call_step("reference", case, seed, monitors=[{"name": "aten_ops"}]),
+        ]
+        fault = {"kind": "fault_call", "role": "candidate", "case": dict(case), "seed": seed,
+                 "fault": "triton-launch" if triton else "extension-build"}
+        cand, ref = ctx.calls(steps, memo=True)
+        inject = ctx.calls([fault], memo=True)[0] if triton or task.backend == "cuda" else None
+        findings: list[Finding] = []
+        label = f"case {case_label(case)} (seed {seed})"
+        if not cand.ok or not ref.ok:
+            who, out = ("the candidate", cand) if not cand.ok else ("the reference", ref)
+            findings.append(self.finding(ctx, "warn", f"{label}: {who} {out.failure_text()}; the traced run "
+                                         f"could not be judged", {"case": case, "seed": seed,
+                                                                  **out.failure_evidence()}, case=case, seed=seed))
+            findings.extend(self._static_only(ctx, scan.hits, set()))
+            return findings
+        mon = cand.step.extra.get("monitors") or {}
+        ops = (mon.get("aten_ops") or {}).get("ops") or {}
+        launches = (mon.get("triton_launches") or {}).get("launches", 0)
+        kernels = (mon.get("triton_launches") or {}).get("kernels") or {}
+        failed = (mon.get("triton_launches") or {}).get("failed_launches", 0)
+        errors = (mon.get("triton_launches") or {}).get("errors") or []
+        ref_ops = ((ref.step.extra.get("monitors") or {}).get("aten_ops") or {}).get("ops") or {}
+        full = problem_size(ref, cand)
+        work = work_ops(ops, full)
+        ref_work = work_ops(ref_ops, full)
+        ref_fams = {r["family"] for r in ref_work.values()}
+        confirmed: set[str] = {r["family"] for r in work.values()}
+        ev_base = {"case": case, "seed": seed, "aten_ops": ops, "triton_launches": launches, "kernels": kernels,
+                   "failed_launches": failed, "launch_errors": errors,
+                   "reference_work_ops": sorted(ref_work), "problem_elements": full,
+                   "static_hits": [h.as_dict() for h in scan.hits], "call_graph": scan.functions}
+        if triton and launches == 0:
+            exc = next((h for h in scan.hits if h.kind == "except-fallback"), None)
+            src = ({"file": ep.file, "line": exc.line} if exc and failed else None) or _first_site(work) \
+                or _hit_source(ep.file, scan.hits, confirmed)
+            what = (f"its output came from {_ops_text(work)}" if work else
+                    "and no aten compute op ran either: the output came from somewhere else "
+                    "(a cache, numpy, or code outside the dispatcher)")
+            why = (f" ({failed} launch(es) raised: {errors[0]}"
+                   + (f"; caught by the except handler at line {exc.line}" if exc else "") + ")") if failed else ""
+            findings.append(self.finding(
+                ctx, "fail",
+                f"{label}: the candidate (backend triton) completed no Triton kernel launch{why}; {what}",
+                {**ev_base, **({"source": src} if src else {})}, case=case, seed=seed))
+        elif work:
+            heavy = {n: r for n, r in work.items() if r["family"] in HEAVY and r["family"] in ref_fams}
+            sev, chosen = ("fail", heavy) if heavy else ("warn", work)
+            src = _first_site(chosen)
+            findings.append(self.finding(
+                ctx, sev,
+                f"{label}: next to {launches} kernel launch(es) the candidate runs framework compute on the full "
+                f"problem: {_ops_text(chosen)}"
+                + (" (the work the reference does with the same ops)" if heavy else ""),
+                {**ev_base, **({"source": src} if src else {})}, case=case, seed=seed))
+        if inject is not None:
+            f = self._fault_finding(ctx, case, seed, inject, ref, triton, scan.hits)
+            if f is not None:
+                findings.append(f)
+                confirmed.add("except")
+        findings.extend(self._static_only(ctx, scan.hits, confirmed))
+        if not any(f.severity in ("fail", "warn") for f in findings):
+            findings.append(self.finding(
+                ctx, "info",
+                f"{label}: {launches} Triton launch(es) ({', '.join(f'{k} x{v}' for k, v in kernels.items()) or 'none'})"
+                f"; no aten compute op on the full problem; with every launch failing the candidate raises",
+                ev_base, case=case, seed=seed))
+        return findings
+
+    def _fault_finding(self, ctx: CheckContext, case: dict[str, Any], seed: int, inject: CallOutcome,
+                       ref: CallOutcome, triton: bool, hits: list[StaticHit]) -> Finding | None:
+        ex = inject.step.extra if inject.step is not None else {}
+        if not inject.ok or not ex.get("attempted"):
+            return None  # it raised (as it should), or never reached a launch/build (no fault seen)
+        what = "Triton launch" if triton else "C++/CUDA extension build"
+        comps = ctx.compare(ref, inject, case)
+        close = all(c.ok for c in comps)
+        ops = work_ops(ex.get("ops") or {}, 1)
+        exc = next((h for h in hits if h.kind == "except-fallback"), None)
+        src = {"file": ctx.task.entry["candidate"].file, "line": exc.line} if exc else _first_site(ops)
+        summary = (f"case {case_label(case)} (seed {seed}): with every {what} failing "
+                   f"({ex.get('attempted')} attempted) the candidate still returns"
+                   + (" a result within tolerance" if close else " a result")
+                   + (f", computed by {_ops_text(ops)}" if ops else "")
+                   + (f": the except handler at line {exc.line} ({exc.text}) hides a kernel that fails"
+                      if exc else ": a silent fallback hides kernel failures"))
+        ev = {"case": case, "seed": seed, "attempted": ex.get("attempted"), "kernels": ex.get("kernels"),
+              "fallback_ops": ex.get("ops"), "within_tolerance": close,
+              "comparison": [c.evidence() for c in comps]}
+        if src:
+            ev["source"] = src
+        return self.finding(ctx, "fail", summary, ev, case=case, seed=seed)
+
+    def _static_only(self, ctx: CheckContext, hits: list[StaticHit], confirmed: set[str]) -> list[Finding]:
+        """Warn for each static hit no dynamic observation confirmed (one finding per line)."""
+        out = []
+        file = ctx.task.entry["candidate"].file
+        seen: set[int] = set()
+        for h in hits:
+            if h.line in seen:
+                continue
+            if h.kind == "except-fallback" and "except" in confirmed:
+                continue
+            if h.kind in ("framework-op", "method") and (h.family in confirmed or h.in_except and "except" in confirmed):
+                continue
+            if h.kind == "framework-op" and h.in_except:
+                continue  # reported through its except-fallback hit
+            seen.add(h.line)
+            what = {
+                "except-fallback": f"an except handler around a kernel launch falls back to {h.name}",
+                "reference": f"the candidate uses the task's reference module ({h.name})",
+                "method": f"a tensor method call {h.name} ({h.family}) in {h.function}",
+                "framework-op": f"a framework call {h.name} ({h.family}) in {h.function}",
+            }[h.kind]
+            out.append(self.finding(
+                ctx, "warn",
+                f"{file}:{h.line}: {what}, not seen at run time on the first case: `{h.text}`",
+                {"hit": h.as_dict(), "source": {"file": file, "line": h.line}}))
+        return out
+
+
+def _first_site(ops: dict[str, dict[str, Any]]) -> dict[str, Any] | None:
+    for r in ops.values():
+        s = r.get("site")
+        if s:
+            return {"file": s.get("file"), "line": s.get("line")}
+    return None
+
+
+def _hit_source(file: str, hits: list[StaticHit], fams: set[str]) -> dict[str, Any] | None:
+    """The line of the first static hit of one of ``fams`` (any hit when ``fams`` is empty)."""
+    for h in hits:
+        if h.kind in ("framework-op", "method", "reference") and (not fams or h.family in fams):
+            return {"file": file, "line": h.line}
+    return None

@@ -1,0 +1,173 @@
+"""``input-mutation``: the candidate writes inputs the contract says it only reads.
+
+Also exposes helpers other checks reuse (``reference-suspect`` asks the same question of
+the reference): :func:`mutated_inputs` reads the digests a call step records, and
+:func:`describe_mutations` reruns a case to say which elements changed.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+
+from workstation.checks._guarded import indices, region, where_text
+from workstation.checks.base import Check, Finding, Skip, register
+from workstation.engine import CallOutcome, CheckContext, case_label
+
+
+def written_indices(ctx: CheckContext) -> set[int] | None:
+    """Input indices the callables may write (``out_args`` and ``inout_args``), or None
+    when the contract lets them write any input (``mutates_inputs = true``)."""
+    if ctx.task.contract.mutates_inputs:
+        return None
+    return set(ctx.task.out_args) | set(ctx.task.inout_args)
+
+
+def mutated_inputs(out: CallOutcome, exclude: set[int] | frozenset[int] = frozenset()) -> list[dict[str, Any]]:
+    """The tensor inputs (indices not in ``exclude``) whose content digest changed during
+    a successful call step (``extra["inputs"]``: sha256 of each input's elements before
+    and after the call, computed by the harness). Each item: index, dtype, shape, stride
+    and the two digests. Works for any role's call step (``reference-suspect`` uses it)."""
+    if not out.ok or out.step is None:
+        return []
+    res = []
+    for d in out.step.extra.get("inputs") or []:
+        if d.get("kind") != "tensor" or d.get("index") in exclude:
+            continue
+        after = d.get("sha256_after")
+        if after is not None and after != d.get("sha256"):
+            res.append({k: d.get(k) for k in ("index", "dtype", "shape", "stride", "sha256", "sha256_after")})
+    return res
+
+
+def describe_mutations(ctx: CheckContext, role: str, case: dict[str, Any], seed: int,
+                       which: list[int], transforms: list[dict[str, Any]] | None = None) -> list[dict[str, Any]]:
+    """Rerun ``role`` on ``case``/``seed`` and say which elements of inputs ``which``
+    changed: one child makes the pristine inputs (``inputs_only``), another calls the role
+    and sends its inputs after the call (``send_inputs``); the parent diffs them.
+
+    Returns one dict per input: ``index``, ``changed`` (count), ``elements``, ``indices``
+    (first 16), ``region``, ``region_text``, ``sample`` ([index, before, after] x 8),
+    ``max_abs_change``, ``after_range`` ([min, max] of the changed elements afterwards);
+    or ``{"index", "error"}`` where the rerun failed or did not change it again.
+    """
+    tf = transforms or []
+    pristine_step = {"kind": "inputs_only", "case": dict(case), "seed": int(seed)}
+    if tf:
+        pristine_step["transforms"] = tf
+    call = ctx.call_step(role, case, seed, send_inputs=True, transforms=tf)
+    pristine, after = ctx.calls([pristine_step, call], memo=True)
+    out = []
+    for i in which:
+        if not pristine.ok or not after.ok:
+            out.append({"index": i, "error": (pristine if not pristine.ok else after).failure_text()})
+            continue
+        b = pristine.step.arrays.get(f"in{i}")
+        a = after.step.arrays.get(f"in{i}")
+        if a is None or b is None or a.shape != b.shape:
+            out.append({"index": i, "error": "the input was not sent back"})
+            continue
+        with np.errstate(invalid="ignore"):
+            changed = ~((a == b) | (np.isnan(a) & np.isnan(b)) if a.dtype.kind in "fc" else (a == b))
+        n = int(changed.sum())
+        if n == 0:
+            out.append({"index": i, "error": "unchanged in the rerun (the mutation is not reproducible)"})
+            continue
+        diff = np.abs(a[changed].astype(np.float64) - b[changed].astype(np.float64)) if a.dtype.kind in "fiu" else None
+        ix = indices(changed, 8)
+        out.append({
+            "index": i, "changed": n, "elements": int(a.size), "indices": indices(changed),
+            "region": region(changed), "region_text": where_text(changed),
+            "sample": [[p, _num(b[tuple(p)]), _num(a[tuple(p)])] for p in ix],
+            "max_abs_change": float(np.nanmax(diff)) if diff is not None and diff.size else None,
+            "after_range": [_num(np.nanmin(a[changed])), _num(np.nanmax(a[changed]))] if a.dtype.kind in "fiu" else None,
+        })
+    return out
+
+
+def _num(v: Any) -> Any:
+    v = v.item() if hasattr(v, "item") else v
+    if isinstance(v, float) and not np.isfinite(v):
+        return str(v)
+    return v
+
+
+@register
+class InputMutation(Check):
+    """The candidate changes its inputs where the contract does not allow it.
+
+    How: every call step records a sha256 of each input's elements before and after the
+    call (in the child, in logical element order). kws reads those digests for the
+    candidate's runs on every declared case and seed (the same runs ``correctness``
+    compares, so this costs no extra call), skipping ``out_args``/``inout_args`` and
+    tasks whose contract says ``mutates_inputs = true`` (then the check is skipped). For
+    a changed input it reruns one case: one child makes the pristine inputs, another calls
+    the candidate and sends its inputs back, and the parent reports how many elements
+    changed, where, and before/after values.
+
+    Source: in-place scratch use of an input (``exp(x - max)`` written back into the
+    logits), the PyTorch convention that functional ops do not write their arguments
+    unless named ``op_``; harnesses that compute the reference first (or on a copy) cannot
+    see it. Limits: a candidate that restores its inputs before returning is not seen;
+    writes through an alias outside the input's logical elements are the concern of
+    ``out-of-bounds``. CPU and GPU alike.
+    """
+
+    id = "input-mutation"
+    title = "Inputs written by the candidate"
+
+    def run(self, ctx: CheckContext) -> list[Finding]:
+        written = written_indices(ctx)
+        if written is None:
+            raise Skip("the contract allows the callables to write their inputs (mutates_inputs = true)")
+        pairs = ctx.declared_pairs()
+        cands = ctx.candidate(pairs)
+        findings: list[Finding] = []
+        by_case: dict[int, list[tuple[int, list[dict[str, Any]]]]] = {}
+        n_ok = 0
+        for k, ((_case, seed), out) in enumerate(zip(pairs, cands, strict=True)):
+            if not out.ok:
+                continue
+            n_ok += 1
+            m = mutated_inputs(out, written)
+            if m:
+                by_case.setdefault(k // len(ctx.seeds), []).append((seed, m))
+        for ci, runs in by_case.items():
+            case = ctx.cases[ci]
+            seed, muts = runs[0]
+            which = [m["index"] for m in muts]
+            detail = describe_mutations(ctx, "candidate", case, seed, which)
+            parts = []
+            for m, d in zip(muts, detail, strict=True):
+                shape = "x".join(str(s) for s in m["shape"])
+                if "changed" in d:
+                    s0 = d["sample"][0] if d["sample"] else None
+                    ex = f", e.g. at {s0[0]}: {s0[1]:.6g} -> {s0[2]:.6g}" if s0 and all(
+                        isinstance(v, float | int) for v in s0[1:]) else ""
+                    rng = d.get("after_range")
+                    after = f"; afterwards in [{rng[0]:.3g}, {rng[1]:.3g}]" if rng and all(
+                        isinstance(v, float | int) for v in rng) else ""
+                    mx = d.get("max_abs_change")
+                    big = f", max |change| {mx:.3g}" if isinstance(mx, float) else ""
+                    parts.append(f"input {m['index']} ({m['dtype']} [{shape}]): {d['changed']} of "
+                                 f"{d['elements']} elements changed ({d['region_text'] or 'one element'}){big}"
+                                 f"{ex}{after}")
+                else:
+                    parts.append(f"input {m['index']} ({m['dtype']} [{shape}]): content digest changed ({d['error']})")
+            seeds = [s for s, _ in runs]
+            summary = (f"case {case_label(case)}: the candidate writes an input the contract makes read-only "
+                       f"(mutates_inputs = false): {'; '.join(parts)}; on seeds {', '.join(map(str, seeds))}")
+            findings.append(self.finding(
+                ctx, "fail", summary,
+                {"case": case, "seeds": seeds, "inputs": muts, "elements": detail,
+                 "excluded": {"out_args": list(ctx.task.out_args), "inout_args": list(ctx.task.inout_args)}},
+                case=case, seed=seed))
+        if not by_case:
+            findings.append(self.finding(
+                ctx, "info",
+                f"inputs unchanged by the candidate in {n_ok} of {len(pairs)} case/seed runs (sha256 before and after "
+                f"each call; out_args {list(ctx.task.out_args)} and inout_args {list(ctx.task.inout_args)} excluded)",
+                {"runs": n_ok, "excluded": {"out_args": list(ctx.task.out_args),
+                                            "inout_args": list(ctx.task.inout_args)}}))
+        return findings

@@ -1,0 +1,164 @@
+"""``nondeterminism``: equal inputs give different outputs across runs."""
+
+from __future__ import annotations
+
+from concurrent.futures import ThreadPoolExecutor
+from typing import Any
+
+import numpy as np
+
+from workstation.checks._guarded import indices, where_text
+from workstation.checks.base import Check, Finding, Skip, register
+from workstation.compare import is_float, ulp_distance
+from workstation.engine import CallOutcome, CheckContext, case_label
+from workstation.runner.wire import TensorData
+
+#: calls in one process (CPU / GPU).
+REPEATS_CPU = 3
+REPEATS_GPU = 5
+#: PYTHONHASHSEED of the fresh interpreter (the fork server's own seed is random).
+FRESH_HASHSEED = 0
+
+
+def differing(a: np.ndarray, b: np.ndarray) -> np.ndarray:
+    """Elements whose encodings differ bitwise (NaN vs NaN equal, +0 vs -0 differ)."""
+    if a.dtype.kind not in "fc":
+        return a != b
+    with np.errstate(invalid="ignore"):
+        same = ((a == b) & (np.signbit(a.real) == np.signbit(b.real))) | (np.isnan(a) & np.isnan(b))
+    return ~same
+
+
+@register
+class Nondeterminism(Check):
+    """Equal inputs give different outputs across runs (where ``deterministic = true``).
+
+    How: on the first declared case and seed, the candidate runs several times in one
+    process (3 on the CPU, 5 on a GPU; each call on a fresh clone of the same inputs),
+    once more in a separate forked process (the run ``correctness`` made), and once in a
+    fresh Python interpreter started with ``PYTHONHASHSEED=0``: forked children share the
+    fork server's hash seed, and str/bytes hashing orders every set and dict built on it,
+    so a kernel whose launch order or split count comes from such an order differs only
+    across interpreters. Every run is compared bitwise with the first; differences are
+    reported with their count, places and size in ULPs of the output dtype.
+
+    Source: split-K / stream-K reductions with ``tl.atomic_add`` (float addition is not
+    associative, and the order in which programs add is a scheduling accident), as in
+    PyTorch's documented nondeterministic ops (``torch.use_deterministic_algorithms``).
+    Limits: the Triton interpreter runs program instances one after another, so atomics
+    are ordered on the CPU and scheduling-dependent nondeterminism shows only on a GPU;
+    on the CPU the check finds state-, address- and hash-order-dependent results. With
+    ``deterministic = false`` in the contract it is skipped.
+    """
+
+    id = "nondeterminism"
+    title = "Bitwise repeatability"
+
+    def run(self, ctx: CheckContext) -> list[Finding]:
+        if not ctx.task.contract.deterministic:
+            raise Skip("the contract says deterministic = false: equal inputs may give different outputs")
+        case, seed = ctx.cases[0], ctx.seeds[0]
+        n = REPEATS_GPU if ctx.on_gpu else REPEATS_CPU
+        rep = {"kind": "repeat_call", "role": "candidate", "case": dict(case), "seed": seed, "n": n}
+        fresh = {"kind": "hashseed_call", "role": "candidate", "case": dict(case), "seed": seed,
+                 "hashseed": FRESH_HASHSEED}
+        with ThreadPoolExecutor(max_workers=3) as ex:
+            f_rep = ex.submit(ctx.calls, [rep], memo=True)
+            f_fresh = ex.submit(ctx.calls, [fresh], memo=True)
+            plain = ctx.candidate([(case, seed)])[0]
+            rep_out, fresh_out = f_rep.result()[0], f_fresh.result()[0]
+        runs: list[tuple[str, list[TensorData]]] = []
+        failures: list[tuple[str, CallOutcome]] = []
+        if rep_out.ok:
+            for k, meta in enumerate(rep_out.step.extra.get("runs") or []):
+                outs = [_td(rep_out.step.arrays[f"r{k}_{j}"], m) for j, m in enumerate(meta["outputs"])]
+                runs.append((f"call {k + 1} of {n} in one process", outs))
+        else:
+            failures.append((f"{n} calls in one process", rep_out))
+        if plain.ok:
+            runs.append(("a call in a separate forked process", plain.outputs))
+        else:
+            failures.append(("a call in a separate forked process", plain))
+        if fresh_out.ok:
+            metas = fresh_out.step.extra.get("outputs") or []
+            runs.append((f"a call in a fresh interpreter (PYTHONHASHSEED={FRESH_HASHSEED})",
+                         [_td(fresh_out.step.arrays[f"h{j}"], m) for j, m in enumerate(metas)]))
+        else:
+            failures.append(("a call in a fresh interpreter", fresh_out))
+        findings: list[Finding] = []
+        if len(runs) < 2:
+            why = "; ".join(f"{w}: {o.failure_text()}" for w, o in failures)
+            raise Skip(f"fewer than two runs of case {case_label(case)} returned ({why})")
+        base_label, base = runs[0]
+        diffs = []
+        for label, outs in runs[1:]:
+            for j, (e, g) in enumerate(zip(base, outs, strict=False)):
+                if e.shape != g.shape or e.dtype != g.dtype:
+                    diffs.append({"run": label, "output": j, "reason": f"shape/dtype {g.dtype} {list(g.shape)} vs "
+                                  f"{e.dtype} {list(e.shape)}", "n": int(max(e.values.size, 1))})
+                    continue
+                d = differing(e.values, g.values)
+                if d.any():
+                    diffs.append(self._diff(label, j, e, g, d))
+        for label, out in failures:
+            if out.ok:
+                continue
+            if plain.ok or rep_out.ok:
+                findings.append(self.finding(
+                    ctx, "warn", f"case {case_label(case)} (seed {seed}): {label}: the candidate "
+                    f"{out.failure_text()} where other runs on equal inputs returned",
+                    {"case": case, "seed": seed, **out.failure_evidence()}, case=case, seed=seed))
+        if diffs:
+            d0 = diffs[0]
+            more = f"; {len(diffs) - 1} more run/output pair(s) differ" if len(diffs) > 1 else ""
+            if "reason" in d0:
+                summary = (f"case {case_label(case)} (seed {seed}) output {d0['output']}: {d0['run']} returns "
+                           f"{d0['reason']} on equal inputs{more}")
+            else:
+                ulp = f", max {d0['max_ulp']:.3g} ULP" if d0.get("max_ulp") is not None else ""
+                summary = (f"case {case_label(case)} (seed {seed}) output {d0['output']}: {d0['n']} of "
+                           f"{d0['elements']} elements differ bitwise between {base_label} and {d0['run']} on "
+                           f"equal inputs (max abs {d0['max_abs']:.3g}{ulp}; {d0['where']}); first at "
+                           f"{d0['first']['index']}: {d0['first']['a']!r} vs {d0['first']['b']!r}{more}")
+            findings.append(self.finding(ctx, "fail", summary,
+                                         {"case": case, "seed": seed, "baseline_run": base_label, "differences": diffs,
+                                          "runs": [lbl for lbl, _ in runs]}, case=case, seed=seed))
+        else:
+            findings.append(self.finding(
+                ctx, "info",
+                f"bitwise equal: {len(runs)} runs of case {case_label(case)} (seed {seed}): "
+                + "; ".join(lbl for lbl, _ in runs),
+                {"case": case, "seed": seed, "runs": [lbl for lbl, _ in runs],
+                 "scheduling_examined": ctx.on_gpu}, case=case, seed=seed))
+        return findings
+
+    @staticmethod
+    def _diff(label: str, j: int, e: TensorData, g: TensorData, d: np.ndarray) -> dict[str, Any]:
+        ev, gv = e.values[d], g.values[d]
+        with np.errstate(invalid="ignore"):
+            absd = np.abs(gv.astype(np.float64) - ev.astype(np.float64)) if ev.dtype.kind in "fiu" else None
+        ulp = ulp_distance(gv, ev, e.dtype) if is_float(e.dtype) else None
+        fin_abs = absd[np.isfinite(absd)] if absd is not None else np.zeros(0)
+        fin_ulp = ulp[np.isfinite(ulp)] if ulp is not None else None
+        first_ix = indices(d, 1)[0]
+        return {
+            "run": label, "output": j, "n": int(d.sum()), "elements": int(d.size),
+            "indices": indices(d), "where": where_text(d) or "one element",
+            "max_abs": float(fin_abs.max()) if fin_abs.size else float("nan"),
+            "max_ulp": float(fin_ulp.max()) if fin_ulp is not None and fin_ulp.size else None,
+            "median_ulp": float(np.median(fin_ulp)) if fin_ulp is not None and fin_ulp.size else None,
+            "first": {"index": first_ix, "a": _num(e.values[tuple(first_ix)]), "b": _num(g.values[tuple(first_ix)])},
+        }
+
+
+def _num(v: Any) -> Any:
+    v = v.item() if hasattr(v, "item") else v
+    if isinstance(v, float) and not np.isfinite(v):
+        return str(v)
+    return v
+
+
+def _td(values: np.ndarray, meta: dict[str, Any]) -> TensorData:
+    return TensorData(values=values, dtype=str(meta.get("dtype")), shape=tuple(values.shape),
+                      stride=tuple(meta.get("stride") or ()), storage_offset=int(meta.get("storage_offset", 0)),
+                      meta=meta)

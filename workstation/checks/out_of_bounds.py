@@ -1,0 +1,188 @@
+"""``out-of-bounds``: writes outside the extent of the candidate's buffers."""
+
+from __future__ import annotations
+
+from concurrent.futures import ThreadPoolExecutor
+from typing import Any
+
+import numpy as np
+
+from workstation import sentinels
+from workstation.checks._guarded import buffer_text, fmt_values, guarded_steps, source
+from workstation.checks.base import Check, Finding, register
+from workstation.engine import CallOutcome, CheckContext, case_label
+
+#: how many sanitizer report lines go into the evidence.
+SANITIZER_LINES = 40
+
+
+def band_changes(out: CallOutcome, k: int, buf: dict[str, Any]) -> dict[str, Any] | None:
+    """Changed guard elements of buffer ``k`` of a guarded run: ``{"before": {...},
+    "after": {...}}`` with, per side, the changed elements' offsets (1-based distance
+    from the buffer's first / last element: -1 is the element just before the start, +1
+    the one just past the end) and the values written; None when untouched."""
+    if out.step is None or f"gb{k}" not in out.step.arrays:
+        return None
+    dtype = buf["dtype"]
+    guard = sentinels.guard_element(dtype)
+    res: dict[str, Any] = {}
+    for side, key in (("before", f"gb{k}"), ("after", f"ga{k}")):
+        el = sentinels.bytes_to_elements(out.step.arrays[key], dtype)
+        changed = el != guard if el.ndim == 1 else (el != sentinels.GUARD_BYTE).any(axis=1)
+        idx = np.flatnonzero(changed)
+        if not idx.size:
+            continue
+        n = len(el)
+        offsets = (idx + 1) if side == "after" else -(n - idx)
+        vals = sentinels.decode(el[idx], dtype) if el.ndim == 1 else np.zeros(idx.size)
+        res[side] = {"changed": int(idx.size), "guard_elements": n, "offsets": offsets[:64].tolist(),
+                     "min_offset": int(offsets.min()), "max_offset": int(offsets.max()),
+                     "values": [_num(v) for v in vals[:16]]}
+    return res or None
+
+
+def _num(v: Any) -> Any:
+    v = v.item() if hasattr(v, "item") else v
+    if isinstance(v, float) and not np.isfinite(v):
+        return str(v)
+    return v
+
+
+def _span(side: dict[str, Any], where: str) -> str:
+    lo, hi = side["min_offset"], side["max_offset"]
+    if where == "after":
+        rng = f"+{lo}" if lo == hi else f"+{lo}..+{hi}"
+        return f"{side['changed']} element(s) past the end (offsets {rng} after the last element)"
+    rng = f"{hi}" if lo == hi else f"{lo}..{hi}"
+    return f"{side['changed']} element(s) before the start (offsets {rng} from the first element)"
+
+
+@register
+class OutOfBounds(Check):
+    """Writes outside the extent of the output (and every other buffer the candidate gets).
+
+    How: in the guarded run the candidate's buffers sit in the middle of larger buffers
+    whose bands before and after are filled with the byte 0xA5: every tensor input
+    (``out_args``/``inout_args`` included) is copied into such a buffer, and every
+    ``torch.empty*`` allocation made during its import and call is turned into one by a
+    ``TorchDispatchMode`` (the same run that ``unwritten-output`` poisons). Bands are
+    max(4096, the buffer's size) elements up to 2**18, rounded to 256 bytes so the buffer
+    keeps its alignment. The child sends the raw bytes of every band; the parent reports
+    each changed guard element with its side, its offset past the end (+1 is the first
+    element after the last one) and the value written. On a GPU the first case is also
+    run once under ``compute-sanitizer --tool memcheck`` where the binary is installed;
+    on the CPU that part is reported as not run, with the reason.
+
+    Source: the classic missing or rounded-up store mask on the ragged last tile (Triton
+    tutorials' ``mask=offs < n``; CUDA vector-store ports that round the tail up to whole
+    vectors), which on a GPU writes into the neighbouring allocation without faulting
+    (the caching allocator packs blocks) and on the CPU may corrupt the heap.
+    Limits: a write that skips past the guard band lands in unguarded memory (it may crash:
+    reported as a warn); buffers the candidate allocates outside the dispatcher are not
+    guarded. Reads out of bounds are not detected here (the sanitizer reports them).
+    """
+
+    id = "out-of-bounds"
+    title = "Writes outside buffer extents"
+
+    def run(self, ctx: CheckContext) -> list[Finding]:
+        seed = ctx.seeds[0]
+        cases = ctx.cases
+        with ThreadPoolExecutor(max_workers=2) as ex:
+            san = ex.submit(self._sanitizer, ctx, cases[0], seed) if ctx.on_gpu else None
+            runs = ctx.calls(guarded_steps(cases, seed, "A"), memo=True)
+            plain = ctx.candidate([(c, seed) for c in cases])
+            san_res = san.result() if san is not None else None
+        findings: list[Finding] = []
+        groups: dict[tuple, list[tuple[dict[str, Any], dict[str, Any], dict[str, Any], int | None]]] = {}
+        n_buffers, guard_sizes, crashed = 0, set(), []
+        for case, out, p in zip(cases, runs, plain, strict=True):
+            if not out.ok:
+                if p.ok:
+                    crashed.append((case, out))
+                continue
+            bufs = out.step.extra.get("buffers") or []
+            outs_of = {s.get("buffer"): s["output"] for s in out.step.extra.get("output_sources") or []
+                       if s.get("buffer") is not None}
+            for k, buf in enumerate(bufs):
+                if not buf.get("guarded"):
+                    continue
+                n_buffers += 1
+                guard_sizes.add(buf["guard"])
+                ch = band_changes(out, k, buf)
+                if ch is None:
+                    continue
+                key = (buf["kind"], buf.get("index") if buf["kind"] != "allocation" else
+                       (buf.get("site") or {}).get("line"), outs_of.get(k))
+                groups.setdefault(key, []).append((case, buf, ch, outs_of.get(k)))
+        for items in groups.values():
+            findings.append(self._finding(ctx, seed, items, len(cases)))
+        for case, out in crashed:
+            findings.append(self.finding(
+                ctx, "warn",
+                f"case {case_label(case)} (seed {seed}): the candidate {out.failure_text()} with guarded, "
+                f"poisoned buffers but returns in a plain run: a write or read outside its buffers may have "
+                f"reached unguarded memory",
+                {"case": case, "seed": seed, **out.failure_evidence()}, case=case, seed=seed))
+        if not groups:
+            findings.append(self.finding(
+                ctx, "info",
+                f"guard bands untouched: {n_buffers} buffer(s) over {len(cases)} case(s) (inputs, out_args and "
+                f"fresh allocations), {min(guard_sizes, default=0)}..{max(guard_sizes, default=0)} guard "
+                f"elements on each side",
+                {"cases": [case_label(c) for c in cases], "seed": seed, "buffers": n_buffers,
+                 "guard_elements": sorted(guard_sizes)}))
+        findings.append(self._sanitizer_finding(ctx, cases[0], seed, san_res))
+        return findings
+
+    def _finding(self, ctx: CheckContext, seed: int, items: list, n_cases: int) -> Finding:
+        case, buf, ch, out_j = items[0]
+        parts = [_span(ch[s], s) for s in ("before", "after") if s in ch]
+        vals = np.array([v for s in ("before", "after") if s in ch for v in ch[s]["values"]], dtype=object)
+        summary = (f"case {case_label(case)} (seed {seed}): wrote {' and '.join(parts)} of "
+                   f"{buffer_text(buf, out_j)}; values written: {fmt_values(vals)}")
+        if len(items) > 1:
+            others = "; ".join(
+                f"{case_label(c)}: " + ", ".join(_span(h[s], s).split(" (")[0] for s in ("before", "after") if s in h)
+                for c, _, h, _ in items[1:4])
+            summary += f"; also in {len(items) - 1} more of {n_cases} cases ({others}{'; ...' if len(items) > 4 else ''})"
+        ev: dict[str, Any] = {
+            "case": case, "seed": seed, "buffer": buf, "output": out_j,
+            "per_case": [{"case": c, "before": h.get("before"), "after": h.get("after")} for c, _, h, _ in items],
+        }
+        src = source(buf.get("site"))
+        if src:
+            ev["source"] = src
+        return self.finding(ctx, "fail", summary, ev, case=case, seed=seed)
+
+    def _sanitizer(self, ctx: CheckContext, case: dict[str, Any], seed: int) -> CallOutcome:
+        step = {"kind": "sanitizer_call", "role": "candidate", "case": dict(case), "seed": int(seed)}
+        return ctx.run_steps([step], step_timeout=600)[0]
+
+    def _sanitizer_finding(self, ctx: CheckContext, case: dict[str, Any], seed: int,
+                           res: CallOutcome | None) -> Finding:
+        if res is None:
+            reason = (f"compute-sanitizer memcheck not run: no CUDA device (kernels run in the Triton "
+                      f"interpreter on the {ctx.device.label.split(' ')[0]}); guard bands only")
+            return self.finding(ctx, "info", reason, {"compute_sanitizer": "skipped", "reason": reason})
+        ex = res.step.extra if res.step is not None else {}
+        if not res.ok or not ex.get("ran"):
+            reason = ex.get("reason") or res.failure_text()
+            return self.finding(ctx, "info", f"compute-sanitizer memcheck not run: {reason}",
+                                {"compute_sanitizer": "skipped", "reason": reason})
+        errors = ex.get("errors")
+        report = (ex.get("report") or [])[:SANITIZER_LINES]
+        ev = {"case": case, "seed": seed, "compute_sanitizer": "ran", "errors": errors, "report": report,
+              "returncode": ex.get("returncode"), "binary": ex.get("binary")}
+        if errors:
+            first = next((ln.strip("= ").strip() for ln in report if "Invalid" in ln or "out of bounds" in ln),
+                         report[0].strip("= ") if report else "")
+            return self.finding(ctx, "fail",
+                                f"case {case_label(case)} (seed {seed}): compute-sanitizer memcheck reports "
+                                f"{errors} error(s): {first}", ev, case=case, seed=seed)
+        if errors is None:
+            return self.finding(ctx, "warn", "compute-sanitizer memcheck ran but printed no ERROR SUMMARY "
+                                f"(exit {ex.get('returncode')})", {**ev, "tail": ex.get("tail", "")[-2000:]},
+                                case=case, seed=seed)
+        return self.finding(ctx, "info", f"compute-sanitizer memcheck: 0 errors on case {case_label(case)} "
+                            f"(seed {seed})", ev, case=case, seed=seed)

@@ -1,0 +1,182 @@
+"""``stale-output``: cached, replayed, aliased or lazy results instead of a fresh computation."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+
+from workstation.checks._guarded import indices, seed_pair, where_text
+from workstation.checks.base import Check, Finding, register
+from workstation.engine import CallOutcome, CheckContext, case_label
+
+#: at most this many cases get the refill protocol (first case, then one per other dtype).
+MAX_CASES = 2
+
+
+def stale_cases(cases: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """The first declared case, then the first case of each further dtype (MAX_CASES)."""
+    out, dtypes = [], set()
+    for c in cases:
+        if c.get("dtype") not in dtypes:
+            out.append(c)
+            dtypes.add(c.get("dtype"))
+    return out[:MAX_CASES]
+
+
+def bitwise_equal(a: np.ndarray, b: np.ndarray) -> np.ndarray:
+    """Elementwise equality of two encoded outputs, NaN equal to NaN, +0 != -0."""
+    if a.shape != b.shape:
+        return np.zeros(a.shape, dtype=bool)
+    if a.dtype.kind not in "fc":
+        return a == b
+    with np.errstate(invalid="ignore"):
+        return ((a == b) & (np.signbit(a.real) == np.signbit(b.real))) | (np.isnan(a) & np.isnan(b))
+
+
+@register
+class StaleOutput(Check):
+    """The candidate returns cached, replayed, aliased or lazy results.
+
+    How: a ``stale_call`` step makes the inputs of seed A and calls the candidate, then
+    copies the values of seed B into the *same* input tensors in place (same storage,
+    same data_ptr, same shapes and strides) and calls again, keeping the first result
+    alive. The parent checks that the second result matches the reference on seed B at
+    the task's tolerance (a cache keyed on pointers, shapes or ``id()`` replays the first
+    result: GPU MODE's leaderboard had submissions that memoised results across the
+    benchmark's repeated calls), and that each output of the second call is fresh: not
+    sharing storage with the first call's output (unless it is an ``out_args`` buffer:
+    that would overwrite the result the caller still holds), not aliasing an input
+    (unless the reference's output does too), a plain materialised tensor (not ``meta``,
+    not a fake/functional/lazy subclass, not an expanded stride-0 view of a smaller
+    result where the reference returns a dense one). On a GPU the second result is also
+    copied on the current stream *before* ``torch.cuda.synchronize()``: a result that
+    changes after the device-wide sync was computed on another stream without ordering
+    (a consumer on the current stream reads stale memory); on the CPU that part is not
+    examined. The reference runs the same protocol, only to learn whether it aliases.
+
+    Source: GPU MODE leaderboard replay caches; PyTorch's stream semantics (work on a side
+    stream is not ordered with the current stream without ``wait_stream``/events).
+    Limits: up to two cases (the first, and one per other dtype); a cache keyed on
+    content hashes is correct by construction and not reported.
+    """
+
+    id = "stale-output"
+    title = "Cached, aliased or lazy results"
+
+    def run(self, ctx: CheckContext) -> list[Finding]:
+        a, b = seed_pair(ctx.seeds)
+        cases = stale_cases(ctx.cases)
+        steps = []
+        for c in cases:
+            for role in ("candidate", "reference"):
+                steps.append({"kind": "stale_call", "role": role, "case": dict(c), "seed_a": a, "seed_b": b})
+        runs = ctx.calls(steps, memo=True)
+        refs_b = ctx.reference([(c, b) for c in cases])
+        plain_b = ctx.candidate([(c, b) for c in cases])
+        written = set(ctx.task.out_args) | set(ctx.task.inout_args)
+        findings: list[Finding] = []
+        checked, skipped = 0, []
+        for i, case in enumerate(cases):
+            cand, ref_stale = runs[2 * i], runs[2 * i + 1]
+            ref_b, p_b = refs_b[i], plain_b[i]
+            label = case_label(case)
+            if not ref_b.ok:
+                skipped.append(f"{label}: the reference failed on seed {b}")
+                continue
+            if not cand.ok:
+                if p_b.ok:
+                    findings.append(self.finding(
+                        ctx, "warn",
+                        f"case {label}: the candidate {cand.failure_text()} on a second call after its input "
+                        f"buffers were refilled in place (seed {a} then seed {b}), but returns on fresh inputs",
+                        {"case": case, "seeds": [a, b], **cand.failure_evidence()}, case=case, seed=b))
+                else:
+                    skipped.append(f"{label}: the candidate fails on seed {b} in a plain run (see correctness)")
+                continue
+            checked += 1
+            findings.extend(self._judge(ctx, case, a, b, cand, ref_stale, ref_b, p_b, written))
+        if not any(f.severity in ("fail", "warn") for f in findings):
+            sync = ("; stream ordering not examined on the CPU (no CUDA streams)" if not ctx.on_gpu
+                    else "; results equal before and after torch.cuda.synchronize()")
+            findings.append(self.finding(
+                ctx, "info",
+                f"fresh results: after refilling the same input buffers in place (seed {a} -> {b}) the second call "
+                f"matches the reference on seed {b} in {checked} case(s); outputs are new, plain, dense tensors "
+                f"that alias neither inputs nor the previous result{sync}",
+                {"cases": [case_label(c) for c in cases], "seeds": [a, b], "skipped": skipped,
+                 "sync_examined": ctx.on_gpu}))
+        return findings
+
+    def _judge(self, ctx: CheckContext, case: dict[str, Any], a: int, b: int, cand: CallOutcome,
+               ref_stale: CallOutcome, ref_b: CallOutcome, p_b: CallOutcome, written: set[int]) -> list[Finding]:
+        label = case_label(case)
+        st = cand.step
+        facts = st.extra.get("facts") or []
+        ref_facts = (ref_stale.step.extra.get("facts") or []) if ref_stale.ok else []
+        comps = ctx.compare(ref_b, cand, case)
+        plain_comps = ctx.compare(ref_b, p_b, case) if p_b.ok else []
+        out: list[Finding] = []
+        for j, c in enumerate(comps):
+            f = facts[j] if j < len(facts) else {}
+            rf = ref_facts[j] if j < len(ref_facts) else {}
+            problems: list[str] = []
+            ev: dict[str, Any] = {"case": case, "seeds": [a, b], "output": j, "facts": f, "reference_facts": rf}
+            severity = "fail"
+            got = cand.outputs[j].values if j < len(cand.outputs) else None
+            first = st.arrays.get(f"first{j}")
+            if not c.ok and j < len(plain_comps) and plain_comps[j].ok:
+                same = bitwise_equal(got, first) if got is not None and first is not None else None
+                replay = ""
+                if same is not None and same.size:
+                    frac = float(same.mean())
+                    ev["equal_to_first_result"] = frac
+                    replay = (f"; it is bit-identical to the first call's result (seed {a}) at "
+                              f"{100 * frac:.3g}% of elements: a replayed result" if frac > 0.5 else "")
+                w = c.worst or {}
+                problems.append(
+                    f"after its input buffers were refilled in place with seed {b}'s values, the second call is "
+                    f"wrong: {c.reason}; worst at {w.get('index')}: expected {w.get('expected')}, got "
+                    f"{w.get('got')}{replay} (fresh inputs of seed {b} give the right result)")
+                ev["comparison"] = c.evidence()
+            if f.get("aliases_first_outputs") and j not in _written_outputs(written):
+                after = st.arrays.get(f"firstafter{j}")
+                changed = (~bitwise_equal(first, after)) if first is not None and after is not None else None
+                n_ch = int(changed.sum()) if changed is not None else 0
+                obj = "the very tensor object" if f.get("same_object_as_first") else "storage"
+                held = (f"; the first result, still held by the caller, changed at {n_ch} elements "
+                        f"({where_text(changed)})" if n_ch else
+                        "; a caller that writes into one result corrupts the other")
+                problems.append(f"the second call returned {obj} of the first call's output{held}")
+                ev["first_result_changed"] = n_ch
+                if changed is not None and n_ch:
+                    ev["first_result_changed_at"] = indices(changed)
+            if f.get("aliases_inputs") and not written and not rf.get("aliases_inputs"):
+                problems.append(f"the output shares storage with input(s) {f['aliases_inputs']} (the reference's "
+                                f"does not): writing the input later changes the result")
+            if f.get("is_meta") or f.get("fake"):
+                problems.append(f"the output is not a materialised tensor ({f.get('type')} on {f.get('device')})")
+            elif f and not f.get("plain_tensor", True) and not str(f.get("type", "")).endswith("Parameter"):
+                problems.append(f"the output is a tensor subclass ({f.get('type')}), not a plain tensor")
+                severity = "fail" if len(problems) > 1 else "warn"
+            if f.get("zero_stride_dims") and not rf.get("zero_stride_dims"):
+                problems.append(f"the output is an expanded view (stride 0 on dim(s) {f['zero_stride_dims']}, "
+                                f"strides {f.get('stride')}) of a smaller result; the reference's is dense")
+            early = st.arrays.get(f"early{j}")
+            if early is not None and got is not None:
+                diff = ~bitwise_equal(early, got)
+                if diff.any():
+                    problems.append(f"read on the current stream right after the call, {int(diff.sum())} elements "
+                                    f"differ from the values after torch.cuda.synchronize(): the result is computed "
+                                    f"on another stream without ordering")
+                    ev["unsynchronised_elements"] = int(diff.sum())
+            if problems:
+                out.append(self.finding(ctx, severity, f"case {label} output {j}: " + "; ".join(problems), ev,
+                                        case=case, seed=b))
+        return out
+
+
+def _written_outputs(written: set[int]) -> set[int]:
+    """Output indices that are out/inout buffers (outputs are the written inputs in index
+    order when the task declares them): all of them, or none."""
+    return set(range(len(written))) if written else set()

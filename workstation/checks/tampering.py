@@ -1,0 +1,215 @@
+"""``tampering``: the candidate changes process-global state."""
+
+from __future__ import annotations
+
+from concurrent.futures import ThreadPoolExecutor
+from typing import Any
+
+from workstation.checks._static import StateSite, scan_state_writes
+from workstation.checks.base import Check, Finding, register
+from workstation.engine import CallOutcome, CheckContext, case_label
+
+#: flags whose change alters other code's numerics, determinism or tracing: ``fail``.
+FAIL_FLAGS = {
+    "torch.backends.cuda.matmul.allow_tf32", "torch.backends.cudnn.allow_tf32",
+    "torch.backends.cuda.matmul.fp32_precision", "torch.backends.cudnn.conv.fp32_precision",
+    "torch.backends.mkldnn.matmul.fp32_precision", "torch.get_float32_matmul_precision()",
+    "torch.backends.cuda.matmul.allow_fp16_reduced_precision_reduction",
+    "torch.backends.cuda.matmul.allow_bf16_reduced_precision_reduction",
+    "torch.backends.cuda.matmul.allow_fp16_accumulation",
+    "torch.are_deterministic_algorithms_enabled()", "torch.is_deterministic_algorithms_warn_only_enabled()",
+    "torch.backends.cudnn.deterministic", "torch.backends.cudnn.benchmark", "torch.backends.cudnn.enabled",
+    "flush_denormal (CPU FTZ/DAZ)", "torch.get_default_dtype()", "torch.get_default_device()",
+    "torch.backends.cuda.flash_sdp_enabled()", "torch.backends.cuda.mem_efficient_sdp_enabled()",
+    "torch.backends.cuda.math_sdp_enabled()", "sys.gettrace()", "sys.getprofile()",
+}
+#: environment variables that change numerics or kernel selection: ``fail`` when changed.
+NUMERIC_ENV = {"NVIDIA_TF32_OVERRIDE", "TORCH_ALLOW_TF32_CUBLAS_OVERRIDE", "TRITON_F32_DEFAULT",
+               "CUBLAS_WORKSPACE_CONFIG", "TRITON_INTERPRET", "CUDA_LAUNCH_BLOCKING", "TORCH_CUDNN_V8_API_DISABLED",
+               "TRITON_DEFAULT_FP_FUSION"}
+
+
+def state_changes(a: dict[str, Any], b: dict[str, Any]) -> list[dict[str, Any]]:
+    """What differs between two snapshots (:mod:`workstation.harness.state`): one item per
+    change with ``what`` (flag / function / thread / env / stream), ``key``, ``before``,
+    ``after`` and ``severity`` (``fail``, ``warn`` or ``info``, see the check's doc)."""
+    out: list[dict[str, Any]] = []
+    fa, fb = a.get("flags", {}), b.get("flags", {})
+    for k in sorted(set(fa) | set(fb)):
+        if fa.get(k) != fb.get(k):
+            out.append({"what": "flag", "key": k, "before": fa.get(k), "after": fb.get(k),
+                        "severity": "fail" if k in FAIL_FLAGS else "warn"})
+    ca, cb = a.get("functions", {}), b.get("functions", {})
+    for k in sorted(set(ca) | set(cb)):
+        if k in ca and ca.get(k) != cb.get(k):
+            out.append({"what": "function", "key": k, "before": ca.get(k), "after": cb.get(k),
+                        "severity": "fail", "change": "removed" if k not in cb else "replaced"})
+        elif k not in ca and k.split(".")[0] == "torch" and ".Tensor." in k:
+            out.append({"what": "function", "key": k, "before": None, "after": cb.get(k), "severity": "warn",
+                        "change": "added"})
+    ta = {t["ident"] for t in a.get("threads", [])}
+    for t in b.get("threads", []):
+        if t["ident"] not in ta and t.get("alive", True):
+            out.append({"what": "thread", "key": t["name"], "before": None, "after": t, "severity": "warn"})
+    ea, eb = a.get("env", {}), b.get("env", {})
+    for k in sorted(set(ea) | set(eb)):
+        if ea.get(k) != eb.get(k):
+            out.append({"what": "env", "key": k, "before": ea.get(k), "after": eb.get(k),
+                        "severity": "fail" if k in NUMERIC_ENV else "warn"})
+    sa, sb = (a.get("cuda") or {}).get("current_stream"), (b.get("cuda") or {}).get("current_stream")
+    if sa is not None and sa != sb:
+        out.append({"what": "stream", "key": "torch.cuda.current_stream()", "before": sa, "after": sb,
+                    "severity": "fail"})
+    return out
+
+
+def change_text(c: dict[str, Any]) -> str:
+    """One change in words: ``torch.backends.cuda.matmul.allow_tf32 False -> True``."""
+    if c["what"] == "flag":
+        return f"{c['key']} {c['before']} -> {c['after']}"
+    if c["what"] == "function":
+        d = c.get("detail") or {}
+        new = f" by {d.get('module')}.{d.get('qualname')}" if d.get("qualname") else ""
+        return f"{c['key']} {c.get('change', 'replaced')}{new}"
+    if c["what"] == "thread":
+        t = c["after"]
+        return f"new {'daemon ' if t.get('daemon') else ''}thread {t.get('name')!r} still running" + (
+            f" ({t['target']})" if t.get("target") else "")
+    if c["what"] == "env":
+        return f"os.environ[{c['key']!r}] {c['before']!r} -> {c['after']!r}"
+    return f"{c['key']} {c['before']} -> {c['after']}"
+
+
+def _site_for(c: dict[str, Any], sites: list[StateSite]) -> StateSite | None:
+    key = c["key"]
+    for s in sites:
+        if key in s.keys or s.target == key:
+            return s
+    kinds = {"thread": "threads", "env": "env", "stream": "streams"}
+    if c["what"] in kinds:
+        return next((s for s in sites if kinds[c["what"]] in s.keys), None)
+    return None
+
+
+@register
+class Tampering(Check):
+    """The candidate changes global state: precision flags, timers, streams, threads,
+    monkey-patched functions.
+
+    How: a ``state_probe`` step makes the inputs, then snapshots process-global state,
+    imports the candidate's module, snapshots again, calls it once on the first declared
+    case, and snapshots a third time (:mod:`workstation.harness.state`): TF32 and
+    fp32-precision knobs, ``torch.get_float32_matmul_precision()``, reduced-precision
+    fp16/bf16 reductions, deterministic-algorithm and cuDNN flags, CPU flush-to-zero, the
+    default dtype/device, grad mode, thread counts, SDPA backends, the RNG seed, numpy's
+    error state, trace/profile hooks, signal handlers; the identity (and code object) of
+    every callable in builtins, time, math, numpy, torch, torch.nn.functional,
+    torch.testing, torch.cuda, triton, triton.testing and the methods of torch.Tensor,
+    nn.Module and the CUDA Event/Stream classes (``torch.allclose``,
+    ``torch.testing.assert_close``, ``torch.cuda.synchronize``, ``torch.cuda.Event``,
+    ``time.perf_counter``, ``triton.testing.do_bench``...); live Python threads; the
+    environment; on CUDA the current stream, and streams created during the call. The
+    parent diffs the snapshots: numerics/determinism flags, patched functions, hooks and
+    a changed current stream are ``fail``; new threads still running, other flags,
+    environment variables and new streams are ``warn``. An AST scan of the candidate
+    finds the assignment or setter call behind each change (``evidence["source"]``). The
+    reference gets the same probe in its own process; its changes are reported as
+    ``info`` (``reference-suspect`` judges the reference).
+
+    Source: submissions that set ``allow_tf32``/``set_float32_matmul_precision`` "for the
+    surrounding GEMMs", patch ``torch.allclose`` or the benchmark's timers, or leave a
+    background thread writing results (GPU MODE and KernelBench reward-hacking reports).
+    Limits: state outside these namespaces (C-level globals, other modules) is not
+    snapshotted; a candidate that restores what it changed before returning is not seen.
+    CUDA streams are examined on a GPU only (an info finding on the CPU).
+    """
+
+    id = "tampering"
+    title = "Global state changed"
+
+    def run(self, ctx: CheckContext) -> list[Finding]:
+        case, seed = ctx.cases[0], ctx.seeds[0]
+        probe = {"case": dict(case), "seed": seed, "kind": "state_probe"}
+        with ThreadPoolExecutor(max_workers=2) as ex:
+            fr = ex.submit(ctx.calls, [{**probe, "role": "reference"}], memo=True)
+            cand = ctx.calls([{**probe, "role": "candidate"}], memo=True)[0]
+            ref = fr.result()[0]
+        cfile = ctx.task.entry["candidate"].file
+        sites = scan_state_writes(ctx.task.dir / cfile)
+        findings: list[Finding] = []
+        if not cand.ok:
+            findings.append(self.finding(
+                ctx, "warn", f"case {case_label(case)} (seed {seed}): the candidate {cand.failure_text()} during the "
+                f"state probe; global state after its call was not examined",
+                {"case": case, "seed": seed, **cand.failure_evidence()}, case=case, seed=seed))
+        changes = self._changes(cand)
+        for c in changes:
+            s = _site_for(c, sites)
+            d = c.get("detail") or {}
+            if s is not None:
+                c["source"] = {"file": cfile, "line": s.line, "text": s.text}
+            elif d.get("task_file"):
+                c["source"] = {"file": d["task_file"], "line": d.get("line")}
+        for sev in ("fail", "warn"):
+            group = [c for c in changes if c["severity"] == sev]
+            if not group:
+                continue
+            parts = []
+            for phase in ("import", "call"):
+                items = [c for c in group if c["phase"] == phase]
+                if items:
+                    what = f"importing {cfile}" if phase == "import" else "one call of the candidate"
+                    parts.append(f"{what} changes " + "; ".join(
+                        change_text(c) + (f" (line {c['source']['line']})" if c.get("source") else "")
+                        for c in items[:6]) + ("; ..." if len(items) > 6 else ""))
+            src = next((c["source"] for c in group if c.get("source")), None)
+            ev: dict[str, Any] = {"case": case, "seed": seed, "changes": group}
+            if src:
+                ev["source"] = {"file": src["file"], "line": src["line"]}
+            findings.append(self.finding(ctx, sev, "; ".join(parts), ev, case=case, seed=seed))
+        ref_changes = self._changes(ref)
+        if ref_changes:
+            findings.append(self.finding(
+                ctx, "info",
+                "the reference changes global state too (reference-suspect's domain): "
+                + "; ".join(change_text(c) for c in ref_changes[:6]),
+                {"reference_changes": ref_changes}))
+        if not ctx.on_gpu:
+            findings.append(self.finding(
+                ctx, "info", "CUDA streams not examined: no CUDA device (the current stream and the streams "
+                "created during the call are checked on a GPU)",
+                {"streams": "skipped", "reason": "no CUDA device"}))
+        else:
+            streams = (cand.step.extra.get("streams") or {}) if cand.ok else {}
+            created = streams.get("created") or []
+            if created:
+                site = next((s["site"] for s in created if s.get("site")), None)
+                ev = {"streams": streams, **({"source": {"file": site["file"], "line": site["line"]}} if site else {})}
+                findings.append(self.finding(
+                    ctx, "warn", f"one call of the candidate creates {len(created)} CUDA stream(s)"
+                    + (f" ({site['file']}:{site['line']})" if site else "")
+                    + ": work on a side stream escapes timing and ordering on the current stream", ev))
+        if not any(f.severity in ("fail", "warn") for f in findings):
+            n = len((cand.step.extra.get("before") or {}).get("functions", {})) if cand.ok else 0
+            findings.insert(0, self.finding(
+                ctx, "info",
+                f"no global state changed by importing {cfile} and one call: precision and determinism flags, "
+                f"{n} framework/timer callables, threads and environment compared",
+                {"case": case, "seed": seed, "callables": n}))
+        return findings
+
+    @staticmethod
+    def _changes(out: CallOutcome) -> list[dict[str, Any]]:
+        if out.step is None:
+            return []
+        ex = out.step.extra
+        details = ex.get("details") or {}
+        res = []
+        for phase, a, b in (("import", "before", "after_import"), ("call", "after_import", "after_call")):
+            if a in ex and b in ex:
+                for c in state_changes(ex[a], ex[b]):
+                    c["phase"] = phase
+                    if c["what"] == "function" and c["key"] in details:
+                        c["detail"] = details[c["key"]]
+                    res.append(c)
+        return res

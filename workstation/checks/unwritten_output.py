@@ -1,0 +1,215 @@
+"""``unwritten-output``: output elements the candidate never writes."""
+
+from __future__ import annotations
+
+from concurrent.futures import ThreadPoolExecutor
+from typing import Any
+
+import numpy as np
+
+from workstation import sentinels
+from workstation.checks._guarded import (
+    buffer_text,
+    guarded_step,
+    guarded_steps,
+    indices,
+    region,
+    source,
+    where_text,
+)
+from workstation.checks.base import Check, Finding, register
+from workstation.compare import region_text
+from workstation.engine import CallOutcome, CheckContext, case_label
+
+SCENARIO_KEYS = {"A": "fresh_process", "B": "after_reference"}
+
+
+def poison_mask(out: CallOutcome, j: int, dtype: str, scenario: str) -> np.ndarray | None:
+    """Elements of output ``j`` of a guarded run that still hold the scenario's poison
+    (None when the run failed, sent no bits, or the dtype is not poisoned)."""
+    if not out.ok or out.step is None:
+        return None
+    bits = out.step.arrays.get(f"bits{j}")
+    p = sentinels.poison_bits(dtype, scenario)
+    if bits is None or p is None or j >= len(out.outputs):
+        return None
+    return sentinels.as_uint(bits, dtype).reshape(out.outputs[j].shape) == p
+
+
+def output_buffer(out: CallOutcome, j: int) -> dict[str, Any] | None:
+    """The guarded run's description of the buffer output ``j`` lives in, if any."""
+    if out.step is None:
+        return None
+    srcs = out.step.extra.get("output_sources") or []
+    bufs = out.step.extra.get("buffers") or []
+    k = srcs[j].get("buffer") if j < len(srcs) else None
+    return bufs[k] if k is not None and k < len(bufs) else None
+
+
+@register
+class UnwrittenOutput(Check):
+    """Output elements the candidate never writes, hidden by whatever memory held before.
+
+    How: every write-only buffer the candidate can receive is *poisoned* before it runs:
+    ``out_args`` inputs, and every ``torch.empty`` / ``empty_like`` / ``empty_strided`` /
+    ``new_empty`` allocation made during its import and call (a ``TorchDispatchMode``
+    intercepts them, on CPU and CUDA, and fills them; Triton kernels then write over the
+    poison). Float poisons are NaNs with a payload, integer poisons repeated bytes 0x5A /
+    0xC3 (:mod:`workstation.sentinels`). The child sends the raw bits of each output; an
+    element whose bits still equal the poison, where the reference's value is not that
+    value, was never written. The candidate runs in two scenarios, each with its own
+    poison: ``A``, first thing in a fresh child (before any reference touched memory), and
+    ``B``, in a child right after the reference ran on the same case (recycled memory:
+    the scenario of KernelBench's no-op kernels, which "passed" because ``torch.empty``
+    returned the block that had just held the reference's result). An element holding
+    poison A in one and poison B in the other was certainly never written; one scenario
+    alone says the write coverage depends on what ran before. Outputs that hold no poison
+    but disagree with the reference only when allocations are poisoned (a plain run
+    matches) read memory they never initialised (an accumulator from ``torch.empty``).
+
+    Source: KernelBench (Ouyang et al., 2025) and its reported no-op/partial-write false
+    passes; CUDA's and PyTorch's documented "torch.empty returns uninitialized memory".
+    Limits: buffers allocated outside the dispatcher (ctypes, ``UntypedStorage`` with a
+    size, CUDA graph pools) and before the candidate's import are not poisoned; bool and
+    complex outputs are not poisoned. CPU and GPU alike; on the CPU fresh pages are zero,
+    which is exactly what poisoning defeats.
+    """
+
+    id = "unwritten-output"
+    title = "Output elements never written"
+
+    def run(self, ctx: CheckContext) -> list[Finding]:
+        seed = ctx.seeds[0]
+        cases = ctx.cases
+        pairs = [(c, seed) for c in cases]
+        steps_b = [s for c in cases for s in (ctx.call_step("reference", c, seed), guarded_step(c, seed, "B"))]
+        with ThreadPoolExecutor(max_workers=3) as ex:
+            fa = ex.submit(ctx.calls, guarded_steps(cases, seed, "A"), memo=True)
+            fb = ex.submit(ctx.calls, steps_b)
+            fr = ex.submit(ctx.reference, pairs)
+            plain = ctx.candidate(pairs)
+            runs_a, runs_b, refs = fa.result(), fb.result()[1::2], fr.result()
+        findings: list[Finding] = []
+        examined, not_poisoned, skipped = 0, [], []
+        for case, ref, a, b, p in zip(cases, refs, runs_a, runs_b, plain, strict=True):
+            label = case_label(case)
+            if not ref.ok:
+                skipped.append(f"{label}: the reference failed")
+                continue
+            if not a.ok and not b.ok:
+                if p.ok:
+                    findings.append(self.finding(
+                        ctx, "warn",
+                        f"case {label} (seed {seed}): the candidate {a.failure_text()} when its fresh "
+                        f"allocations were poisoned (NaN / 0x5A bytes), but returned in a plain run: it "
+                        f"reads memory it never wrote",
+                        {"case": case, "seed": seed, **a.failure_evidence()}, case=case, seed=seed))
+                else:
+                    skipped.append(f"{label}: the candidate fails in a plain run too (see correctness)")
+                continue
+            for j, r in enumerate(ref.outputs):
+                runs = {s: o for s, o in (("A", a), ("B", b)) if o.ok and j < len(o.outputs)}
+                shapes_ok = all(o.outputs[j].shape == r.shape and o.outputs[j].dtype == r.dtype for o in runs.values())
+                if not runs or not shapes_ok:
+                    skipped.append(f"{label} output {j}: shape or dtype differs from the reference (see correctness)")
+                    continue
+                masks = {s: poison_mask(o, j, r.dtype, s) for s, o in runs.items()}
+                masks = {s: m for s, m in masks.items() if m is not None}
+                buf = output_buffer(next(iter(runs.values())), j)
+                if not masks or buf is None or not buf.get("poisoned"):
+                    not_poisoned.append(f"{label} output {j}")
+                    continue
+                examined += 1
+                f = self._unwritten(ctx, case, seed, j, r, runs, masks, buf)
+                if f is None:
+                    f = self._reads_uninitialised(ctx, case, seed, j, ref, runs, p, buf)
+                if f is not None:
+                    findings.append(f)
+        ev = {"cases": [case_label(c) for c in cases], "seed": seed, "outputs_examined": examined,
+              "not_poisoned": not_poisoned, "skipped": skipped,
+              "poison": {SCENARIO_KEYS[s]: sentinels.SCENARIOS[s] for s in ("A", "B")}}
+        if not any(f.severity == "fail" for f in findings):
+            what = f"{examined} output(s) in {len(cases)} case(s)" if examined else "no output"
+            msg = (f"every element written: {what} checked with poisoned write-only buffers, in a fresh "
+                   f"process and after the reference ran" if examined else
+                   "no poisoned output to examine")
+            if not_poisoned:
+                msg += f"; not poisoned (not allocated with torch.empty* during the call, or bool/complex): {', '.join(not_poisoned[:4])}"
+            findings.append(self.finding(ctx, "info", msg, ev))
+        return findings
+
+    def _unwritten(self, ctx: CheckContext, case: dict[str, Any], seed: int, j: int, r: Any,
+                   runs: dict[str, CallOutcome], masks: dict[str, np.ndarray], buf: dict[str, Any]) -> Finding | None:
+        ref = r.values
+        if sentinels.is_float_nan_poison(r.dtype):
+            ambiguous = np.isnan(ref)
+        else:
+            ambiguous = np.zeros(ref.shape, dtype=bool)
+            for s in masks:
+                ambiguous |= ref == sentinels.poison_value(r.dtype, s)
+        hit = {s: m & ~ambiguous for s, m in masks.items()}
+        union = np.zeros(ref.shape, dtype=bool)
+        for m in hit.values():
+            union |= m
+        n = int(union.sum())
+        if n == 0:
+            return None
+        total = int(ref.size)
+        counts = {s: int(m.sum()) for s, m in hit.items()}
+        both = len(hit) == 2 and all(counts.values())
+        if both:
+            where = "they still hold the poison in a fresh process and after the reference ran"
+        else:
+            only = next(s for s, c in counts.items() if c)
+            where = f"only {sentinels.SCENARIOS[only]}: the write coverage depends on what ran before"
+        rv = ref[union]
+        zero = int((rv == 0).sum())
+        ref_note = ("the reference is 0 at all of them (zeroed memory would hide this)" if zero == n
+                    else f"the reference there ranges {float(rv.min()):.4g}..{float(rv.max()):.4g}")
+        first = ", ".join(str(ix) for ix in indices(union, 3))
+        summary = (f"case {case_label(case)} (seed {seed}) output {j}: {n} of {total} elements "
+                   f"({100.0 * n / total:.3g}%) never written, {where}; first at {first}; {ref_note}"
+                   f" ({where_text(union) or 'the only element'}); {buffer_text(buf, j)}")
+        ev: dict[str, Any] = {
+            "case": case, "seed": seed, "output": j, "unwritten": n, "elements": total,
+            "fraction": n / total, "indices": indices(union), "region": region(union),
+            "region_text": region_text(region(union)),
+            "scenarios": {SCENARIO_KEYS[s]: {"unwritten": counts.get(s, 0), "what": sentinels.SCENARIOS[s],
+                                             "poison_bits": hex(sentinels.poison_bits(r.dtype, s) or 0)}
+                          for s in masks},
+            "reference_at_unwritten": {"zero": zero, "min": float(rv.min()), "max": float(rv.max())},
+            "buffer": buf,
+        }
+        src = source(buf.get("site"))
+        if src:
+            ev["source"] = src
+        return self.finding(ctx, "fail", summary, ev, case=case, seed=seed)
+
+    def _reads_uninitialised(self, ctx: CheckContext, case: dict[str, Any], seed: int, j: int,
+                             ref: CallOutcome, runs: dict[str, CallOutcome], plain: CallOutcome,
+                             buf: dict[str, Any]) -> Finding | None:
+        """A fail when output ``j`` is within tolerance in a plain run but not with poisoned
+        allocations (no poison left in it: it read poisoned memory and computed with it)."""
+        if not plain.ok:
+            return None
+        plain_c = ctx.compare(ref, plain, case)
+        if j >= len(plain_c) or not plain_c[j].ok:
+            return None  # wrong in a plain run too: correctness reports it
+        for s, o in runs.items():
+            comps = ctx.compare(ref, o, case)
+            c = comps[j] if j < len(comps) else None
+            if c is None or c.ok:
+                continue
+            w = c.worst or {}
+            summary = (f"case {case_label(case)} (seed {seed}) output {j}: with its fresh allocations poisoned "
+                       f"({sentinels.SCENARIOS[s]}) {c.reason}, worst at {w.get('index')}: expected "
+                       f"{w.get('expected')}, got {w.get('got')}; a plain run is within tolerance, so the "
+                       f"result depends on memory the candidate allocated but never initialised "
+                       f"(e.g. an accumulator from torch.empty)")
+            ev: dict[str, Any] = {"case": case, "seed": seed, "output": j, "scenario": SCENARIO_KEYS[s],
+                                  **c.evidence(), "buffer": buf}
+            src = source(buf.get("site"))
+            if src:
+                ev["source"] = src
+            return self.finding(ctx, "fail", summary, ev, case=case, seed=seed)
+        return None

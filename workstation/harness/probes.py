@@ -1,0 +1,237 @@
+"""Child-side steps of ``input-mutation``, ``stale-output`` and ``nondeterminism``.
+
+- ``inputs_only``: make the inputs of a case and seed (after ``transforms``) and send them
+  as ``in<j>`` arrays, without calling anything: the pristine inputs a mutation is
+  measured against.
+- ``repeat_call``: call a role ``n`` times, each time on a fresh clone of the same inputs,
+  and send every call's outputs (``r<k>_<j>``): equal inputs, separate calls.
+- ``hashseed_call``: one plain call in a fresh Python interpreter started with
+  ``PYTHONHASHSEED=<hashseed>`` (forked children share the fork server's hash seed, so
+  str/bytes hashing, and every set or dict order built on it, is the same in all of them).
+- ``stale_call``: call with the inputs of ``seed_a``, copy the values of ``seed_b`` into
+  the *same* input tensors in place, call again; send the second outputs, the first
+  outputs as they were before and after the second call, and aliasing facts (storage,
+  stride 0, tensor type, device), plus (CUDA) the second outputs read before a
+  device-wide synchronize.
+"""
+
+from __future__ import annotations
+
+import os
+import time
+from typing import Any
+
+import torch
+
+from workstation.harness import StepOutput, step
+from workstation.harness.core import (
+    _tag,
+    apply_transforms,
+    describe_inputs,
+    encode_tensor,
+    error_info,
+)
+
+
+def _inputs(ctx: Any, spec: dict[str, Any], seed: int) -> tuple:
+    inputs = ctx.make_inputs(spec["case"], seed)
+    try:
+        return apply_transforms(ctx, inputs, spec.get("transforms", []))
+    except BaseException as e:
+        raise _tag(e, "transform") from None
+
+
+def _call(ctx: Any, fn: Any, inputs: tuple) -> tuple[Any, float]:
+    t0 = time.perf_counter()
+    try:
+        r = fn(*inputs)
+        ctx.sync()
+    except BaseException as e:
+        raise _tag(e, "call") from None
+    return r, time.perf_counter() - t0
+
+
+def _clone(x: Any) -> Any:
+    if isinstance(x, torch.Tensor):
+        y = torch.empty_strided(x.shape, x.stride(), dtype=x.dtype, device=x.device) \
+            if not any(st == 0 and s > 1 for s, st in zip(x.shape, x.stride(), strict=True)) else None
+        if y is None:  # expanded input: clone its base values and expand again
+            return x.clone()
+        y.copy_(x)
+        return y
+    return x
+
+
+def _failed(ctx: Any, e: BaseException) -> StepOutput:
+    return StepOutput(ok=False, error=error_info(e, getattr(e, "_kws_phase", "call")),
+                      extra={"device_name": ctx.device_name})
+
+
+@step("inputs_only")
+def inputs_only_step(ctx: Any, spec: dict[str, Any]) -> StepOutput:
+    """The inputs of ``spec["case"]``/``spec["seed"]`` as arrays ``in<j>`` (no call)."""
+    try:
+        inputs = _inputs(ctx, spec, int(spec.get("seed", 0)))
+    except BaseException as e:  # noqa: BLE001
+        return _failed(ctx, e)
+    res = StepOutput(ok=True, extra={"inputs": describe_inputs(inputs)})
+    for j, x in enumerate(inputs):
+        if isinstance(x, torch.Tensor):
+            meta, arr = encode_tensor(x)
+            res.arrays[f"in{j}"] = arr
+    return res
+
+
+@step("repeat_call")
+def repeat_call_step(ctx: Any, spec: dict[str, Any]) -> StepOutput:
+    """Call ``spec["role"]`` ``spec["n"]`` times (default 3) on fresh clones of one set of
+    inputs; ``arrays["r<k>_<j>"]`` is output ``j`` of call ``k`` (encoded as outputs are),
+    ``extra["runs"][k]`` its metadata and wall seconds."""
+    n = int(spec.get("n", 3))
+    try:
+        pristine = _inputs(ctx, spec, int(spec.get("seed", 0)))
+        fn = ctx.callable(spec["role"])
+        res = StepOutput(ok=True)
+        runs = []
+        for k in range(n):
+            inputs = tuple(_clone(x) for x in pristine)
+            r, sec = _call(ctx, fn, inputs)
+            outs = ctx.outputs_of(r, inputs)
+            metas = []
+            for j, o in enumerate(outs):
+                meta, arr = encode_tensor(o)
+                res.arrays[f"r{k}_{j}"] = arr
+                metas.append(meta)
+            runs.append({"outputs": metas, "seconds": sec})
+            res.seconds += sec
+    except BaseException as e:  # noqa: BLE001
+        return _failed(ctx, e)
+    res.extra = {"runs": runs, "pid": os.getpid(), "device_name": ctx.device_name}
+    return res
+
+
+@step("hashseed_call")
+def hashseed_call_step(ctx: Any, spec: dict[str, Any]) -> StepOutput:
+    """One plain ``call`` step in a fresh interpreter with ``PYTHONHASHSEED=spec["hashseed"]``;
+    its outputs come back as ``h<j>`` arrays with metadata in ``extra["outputs"]``."""
+    from workstation.harness.guards import run_subjob
+
+    sub = {"kind": "call", "role": spec["role"], "case": spec["case"], "seed": int(spec.get("seed", 0))}
+    if spec.get("transforms"):
+        sub["transforms"] = spec["transforms"]
+    t0 = time.perf_counter()
+    r = run_subjob(ctx, [sub], env={"PYTHONHASHSEED": str(int(spec.get("hashseed", 0)))},
+                   timeout=float(spec.get("timeout", 300)))
+    got = r["steps"][0] if r["steps"] else {"doc": None, "arrays": {}}
+    doc = got["doc"]
+    extra = {"hashseed": int(spec.get("hashseed", 0)), "returncode": r["returncode"],
+             "stderr_tail": r["stderr"][-2000:], "wall_seconds": time.perf_counter() - t0}
+    if doc is None:
+        return StepOutput(ok=False, error={"type": "KwsError", "message": "the fresh interpreter wrote no result "
+                                           f"(exit {r['returncode']}): {r['stderr'][-1500:]}", "traceback": "",
+                                           "phase": "harness", "origin": "kws"}, extra=extra)
+    if not doc.get("ok"):
+        return StepOutput(ok=False, error=doc.get("error"), extra=extra)
+    res = StepOutput(ok=True, seconds=float(doc.get("seconds") or 0.0))
+    for j, _meta in enumerate(doc.get("outputs") or []):
+        res.arrays[f"h{j}"] = got["arrays"][f"out{j}"]
+    extra["outputs"] = doc.get("outputs") or []
+    res.extra = extra
+    return res
+
+
+def _range(t: torch.Tensor) -> tuple[int, int, int] | None:
+    """(storage data_ptr, first byte, end byte) of the memory ``t`` can touch, or None."""
+    try:
+        base = t.untyped_storage().data_ptr()
+    except (RuntimeError, NotImplementedError):
+        return None
+    if t.numel() == 0:
+        return None
+    es = t.element_size()
+    start = t.storage_offset() * es
+    span = 1 + sum((s - 1) * abs(st) for s, st in zip(t.shape, t.stride(), strict=True))
+    return base, start, start + span * es
+
+
+def _overlaps(a: torch.Tensor, b: torch.Tensor) -> bool:
+    ra, rb = _range(a), _range(b)
+    if ra is None or rb is None or a.device != b.device or ra[0] != rb[0]:
+        return False
+    return ra[1] < rb[2] and rb[1] < ra[2]
+
+
+def _facts(o: Any, inputs: tuple, firsts: list[Any]) -> dict[str, Any]:
+    """What the parent needs to judge one output of the second call."""
+    if not isinstance(o, torch.Tensor):
+        return {"type": type(o).__name__}
+    d: dict[str, Any] = {
+        "type": f"{type(o).__module__}.{type(o).__qualname__}",
+        "plain_tensor": type(o) is torch.Tensor,
+        "device": str(o.device),
+        "is_meta": o.device.type == "meta" or bool(getattr(o, "is_meta", False)),
+        "fake": type(o).__name__ in ("FakeTensor", "FunctionalTensor") or "fake" in type(o).__module__,
+        "shape": list(o.shape), "stride": list(o.stride()),
+        "zero_stride_dims": [i for i, (s, st) in enumerate(zip(o.shape, o.stride(), strict=True)) if st == 0 and s > 1],
+        "aliases_inputs": [i for i, x in enumerate(inputs) if isinstance(x, torch.Tensor) and _overlaps(o, x)],
+        "aliases_first_outputs": [j for j, f in enumerate(firsts) if isinstance(f, torch.Tensor) and _overlaps(o, f)],
+        "same_object_as_first": [j for j, f in enumerate(firsts) if f is o],
+    }
+    return d
+
+
+@step("stale_call")
+def stale_call_step(ctx: Any, spec: dict[str, Any]) -> StepOutput:
+    """The in-place refill protocol (module doc). ``outputs``: the second call's outputs.
+    ``arrays``: ``first<j>`` (first outputs right after the first call), ``firstafter<j>``
+    (the same tensors after the second call), ``early<j>`` (CUDA: second outputs copied on
+    the current stream before ``torch.cuda.synchronize``). ``extra["facts"][j]``: aliasing
+    and materialisation facts of second output ``j``; ``extra["refill"]``: how each
+    input got its seed-B values."""
+    a, b = int(spec["seed_a"]), int(spec["seed_b"])
+    try:
+        inputs = list(_inputs(ctx, spec, a))
+        fresh = _inputs(ctx, spec, b)
+        fn = ctx.callable(spec["role"])
+        r1, s1 = _call(ctx, fn, tuple(inputs))
+        outs1 = ctx.outputs_of(r1, tuple(inputs))
+        res = StepOutput(ok=True)
+        for j, o in enumerate(outs1):
+            res.arrays[f"first{j}"] = encode_tensor(o)[1]
+        refill = []
+        for i, (x, y) in enumerate(zip(inputs, fresh, strict=True)):
+            if isinstance(x, torch.Tensor) and isinstance(y, torch.Tensor) and x.shape == y.shape and x.dtype == y.dtype:
+                x.copy_(y)
+                refill.append("copied in place")
+            else:
+                inputs[i] = y
+                refill.append("replaced (not a tensor of the same shape and dtype)")
+        ctx.sync()
+        t0 = time.perf_counter()
+        try:
+            r2 = fn(*inputs)
+            early = None
+            if ctx.device.type == "cuda":
+                outs_e = ctx.outputs_of(r2, tuple(inputs))
+                early = [o.detach().to("cpu") for o in outs_e]  # ordered on the current stream only
+            ctx.sync()
+        except BaseException as e:
+            raise _tag(e, "call") from None
+        s2 = time.perf_counter() - t0
+        outs2 = ctx.outputs_of(r2, tuple(inputs))
+    except BaseException as e:  # noqa: BLE001
+        return _failed(ctx, e)
+    for j, o in enumerate(outs1):
+        res.arrays[f"firstafter{j}"] = encode_tensor(o)[1]
+    if early is not None:
+        for j, e in enumerate(early):
+            res.arrays[f"early{j}"] = encode_tensor(e)[1]
+    res.outputs = outs2
+    res.seconds = s1 + s2
+    res.extra = {
+        "facts": [_facts(o, tuple(inputs), outs1) for o in outs2],
+        "refill": refill, "seed_a": a, "seed_b": b, "calls": [s1, s2],
+        "sync_checked": early is not None, "device_name": ctx.device_name,
+        "written_args": sorted(set(ctx.out_args) | set(ctx.inout_args)),
+    }
+    return res
