@@ -1,0 +1,521 @@
+"""``precision-regime``: validation that misses the precision the kernel serves in."""
+
+from __future__ import annotations
+
+import threading
+from typing import Any
+
+import numpy as np
+
+from workstation.checks._numaudit import (
+    INTERPRETER_NOTE,
+    LONG_K_FACTOR,
+    REF_FAIL_RATIO,
+    REF_WARN_RATIO,
+    OutData,
+    Run,
+    audit,
+    fa_rule,
+    suggest,
+)
+from workstation.checks.base import Check, Finding, register
+from workstation.compare import FORMATS, ResolvedTolerance, compare, region_text
+from workstation.engine import CheckContext, case_label
+from workstation.numerics import FA_FACTOR, HALF_DTYPES, error_stats, num, pow2_text, unit_roundoff
+
+_FP8_IR = ("f8E4M3FN", "f8E5M2", "f8E4M3FNUZ", "f8E5M2FNUZ", "f8E4M3", "e4m3", "e5m2")
+
+
+def _src(d: dict[str, Any] | None) -> str:
+    return f"{d['file']}:{d['line']}" if d else "(no source line)"
+
+
+@register
+class PrecisionRegime(Check):
+    """Validation that misses the precision the kernel serves in: fp32-only validation of a
+    kernel served in fp16/bf16, an fp32 ``tl.dot`` that lowers to TF32 on NVIDIA GPUs,
+    half-precision or unpromoted fp8 accumulation.
+
+    How:
+
+    - *Served dtypes.* Every ``[contract] dtypes`` entry that no declared case uses is run:
+      the declared cases (up to 3) with the dtype swapped, candidate and reference in
+      separate children, judged at the task's ``[tolerance.<dtype>]`` when given, else at the
+      tolerance kws derives from the error budget. A contract that serves float16/bfloat16
+      with no half-precision case declared is a ``warn`` by itself.
+    - *Accuracy against a float64 oracle.* On every declared and derived run, and on one
+      declared case with a 4x longer reduction, the candidate's error against the oracle
+      must satisfy FlashAttention's rule, at most 2x the reference's error plus the floor
+      ``2*max|fl(fl(o + 0.3) - 0.3) - o|`` (Dao-AILab/flash-attention, hopper/test_flash_attn.py),
+      or stay within its error budget (``workstation.numerics``); breaking both by more than
+      2x the budget is a ``fail`` (low-precision accumulation, a lost upcast).
+    - *Lowered IR* (Triton candidates). The kernels a declared case launches are compiled
+      ahead of time for sm_90 (``workstation.harness.aot``; under the interpreter in a second
+      process without ``TRITON_INTERPRET``) and their TTIR/TTGIR/PTX read: an fp32 ``tl.dot``
+      with ``inputPrecision = tf32`` lowered to ``mma``/``wgmma ... .tf32`` is emulated (the
+      reference on TF32-rounded inputs) and is a ``fail`` when that misses the declared fp32
+      tolerance; dots accumulating in f16/bf16, fp8 dots without promotion
+      (``maxNumImpreciseAcc`` >= K) and f16/bf16 loop-carried accumulators or reductions are
+      ``warn``; FMA contraction is ``info``.
+
+    Source of the defect class: tl.dot's default ``input_precision`` is TF32 on NVIDIA sm80+
+    (Triton docs), which keeps 10 mantissa bits; fp16 sums overflow at 65504 and lose
+    precision past 2048 (IEEE 754 binary16); Hopper's fp8 MMA accumulator is narrower than
+    fp32, hence promotion (DeepSeek-V3 report, sec. 3.3.2).
+    Limits on the CPU: numerics come from the Triton interpreter, whose tl.dot is a numpy
+    matmul in true fp32 and whose reductions run in numpy's order, so TF32 and reduction-order
+    effects are read from the IR, not measured; on a GPU the kernels the launch compiled are
+    read from the JIT instead.
+    """
+
+    id = "precision-regime"
+    title = "Validation outside the served precision; TF32, half or fp8 accumulation"
+
+    def run(self, ctx: CheckContext) -> list[Finding]:
+        a = audit(ctx)
+        aot_box: dict[str, Any] = {}
+
+        def get_aot() -> None:
+            try:
+                aot_box["out"] = a.aot()
+            except Exception as e:  # noqa: BLE001  (reported as an info finding below)
+                aot_box["err"] = f"{type(e).__name__}: {e}"
+
+        th = threading.Thread(target=get_aot, daemon=True)
+        th.start()
+        runs = a.with_candidate()
+        th.join()
+        findings: list[Finding] = []
+        findings += self._coverage(ctx, a, runs)
+        bad_runs: set[int] = set()
+        self._untrusted = self._untrusted_dtypes(a, aot_box)
+        findings += self._derived(ctx, a, runs, bad_runs)
+        findings += self._accuracy(ctx, a, runs, bad_runs)
+        findings += self._ir(ctx, a, runs, aot_box)
+        return findings
+
+    @staticmethod
+    def _untrusted_dtypes(a: Any, box: dict[str, Any]) -> dict[str, str]:
+        """Dtypes whose interpreter numerics the self-test of the AOT step found wrong
+        (``tl.sum`` of ones), with the reason; empty off the interpreter."""
+        if not a.interpreter:
+            return {}
+        outc = box.get("out")
+        st = outc.step.extra.get("interpreter_selftest", {}) if outc is not None and outc.ok else {}
+        bad = {}
+        for dt, v in st.items():
+            if isinstance(v, dict) and not v.get("ok", True):
+                bad[dt] = (f"the Triton interpreter's own tl.sum over {dt} is wrong (1024 ones summed to "
+                           f"{v.get('got', v.get('error'))}), so a {dt} mismatch measured under it may be the "
+                           f"interpreter's, not the kernel's")
+        return bad
+
+    def _sev(self, dtype: str) -> str:
+        return "warn" if dtype in self._untrusted else "fail"
+
+    # -- served dtypes ---------------------------------------------------------------------
+
+    def _coverage(self, ctx: CheckContext, a: Any, runs: list[Run]) -> list[Finding]:
+        served = list(ctx.task.contract.dtypes)
+        declared = sorted({c["dtype"] for c in ctx.cases})
+        halves = [d for d in served if d in HALF_DTYPES]
+        if not halves or any(d in HALF_DTYPES for d in declared):
+            return []
+        derived = [r for r in runs if r.kind == "dtype"]
+        deriv = (
+            f"[contract] dtypes says the kernel serves {', '.join(served)}; every declared case is "
+            f"{', '.join(declared)}. Half-precision inputs change what the kernel computes: loads, products and any "
+            f"accumulator or reduction kept in the input dtype round at u = {pow2_text(unit_roundoff(halves[0]))} "
+            f"instead of 2^-24, and float16 overflows above 65504. None of that is exercised by the author's cases. "
+            f"kws re-ran {len(derived)} declared case(s) at {', '.join(halves)} (findings below)."
+        )
+        return [self.finding(
+            ctx, "warn",
+            f"fp32-only validation: [contract] dtypes serves {', '.join(halves)} but no declared case uses a "
+            f"half-precision dtype (declared: {', '.join(declared)})",
+            {"contract_dtypes": served, "declared_dtypes": declared, "derived_runs": len(derived),
+             "derivation": deriv})]
+
+    def _derived(self, ctx: CheckContext, a: Any, runs: list[Run], bad: set[int]) -> list[Finding]:
+        out: list[Finding] = []
+        by_dtype: dict[str, list[Run]] = {}
+        for r in runs:
+            if r.kind == "dtype":
+                by_dtype.setdefault(r.case["dtype"], []).append(r)
+        for dtype, rs in by_dtype.items():
+            declared_tol = dtype in ctx.task.tolerance_by_dtype
+            sug = None if declared_tol else suggest(rs, dtype)
+            raised = [r for r in rs if r.ref.ok and r.cand is not None and not r.cand.ok]
+            fails: list[tuple[Run, OutData, Any, Any]] = []
+            passed = 0
+            for r in rs:
+                if not r.ref.ok or r.cand is None or not r.cand.ok:
+                    continue
+                good = True
+                for o in r.outs:
+                    tol = o.tol if declared_tol else ResolvedTolerance(
+                        sug["atol"], sug["rtol"], None, o.dtype, "kws error budget (no [tolerance." + dtype + "])")
+                    if o.j >= len(r.cand.outputs):
+                        continue
+                    g = r.cand.outputs[o.j]
+                    c = compare(o.ref, g.values, tol, expected_dtype=o.dtype, got_dtype=g.dtype,
+                                nonfinite_ok=ctx.task.contract.nonfinite_inputs)
+                    if c.ok:
+                        continue
+                    good = False
+                    st = error_stats(g.values, o.oracle, o.dtype, o.B) if o.oracle is not None else None
+                    if st is None or (st.budget_ratio or 0) > REF_WARN_RATIO or st.nonfinite:
+                        fails.append((r, o, c, st))
+                passed += good
+            if raised:
+                r = raised[0]
+                out.append(self.finding(
+                    ctx, "fail",
+                    f"at {dtype} (a [contract] dtype no declared case uses) the candidate {r.cand.failure_text()} on "
+                    f"case {case_label(r.case)} seed {r.seed}; {len(raised)} of {len(rs)} derived runs",
+                    {"case": r.case, "seed": r.seed, "dtype": dtype, **r.cand.failure_evidence(),
+                     "derivation": f"[contract] dtypes lists {dtype}; kws re-ran the declared case with dtype = {dtype} "
+                                   "(make_inputs and the reference accept it) and the candidate raised."},
+                    case=r.case, seed=r.seed))
+            bad.update(id(x[0]) for x in fails)
+            for r, o, c, st in fails[:1]:
+                w = c.worst or {}
+                region = region_text(c.bad_region)
+                zero_rows = _zero_rows(r.cand.outputs[o.j].values, o.ref)
+                tol_src = (f"the task's [tolerance.{dtype}] ({_tol(o.tol)})" if declared_tol else
+                           f"the budget-derived tolerance atol = {num(sug['atol'])}, rtol = {num(sug['rtol'])} "
+                           f"(no [tolerance.{dtype}] is declared)")
+                ratio_txt = (f"; against the float64 oracle the candidate's error is {num(st.max_abs)}, "
+                             f"{num(st.budget_ratio)}x its budget (the reference's: {num(o.ref_err.max_abs)}, "
+                             f"{num(o.ref_err.budget_ratio)}x)") if st is not None else ""
+                deriv = (
+                    f"[contract] dtypes serves {dtype}, which no declared case uses. kws ran case {case_label(r.case)} "
+                    f"(a declared case with dtype = {dtype}), seed {r.seed}: candidate and reference in separate "
+                    f"children, compared at {tol_src}. {c.n_bad} of {c.numel} elements are outside it"
+                    f"{f' ({region})' if region else ''}; worst at {w.get('index')}: reference "
+                    f"{num(w.get('expected'), 6)}, candidate {num(w.get('got'), 6)}"
+                    f"{f'; {zero_rows} rows of the output are entirely zero' if zero_rows else ''}{ratio_txt}. "
+                    f"{o.bud.formula_text()}. The declared {', '.join(sorted({x['dtype'] for x in ctx.cases}))} "
+                    f"cases cannot show this. ({INTERPRETER_NOTE}.)"
+                )
+                if dtype in self._untrusted:
+                    deriv += f" Not trusted: {self._untrusted[dtype]}; the lowered IR (below) is the evidence that holds."
+                out.append(self.finding(
+                    ctx, self._sev(dtype),
+                    f"at {dtype} (served per [contract], never declared) the candidate misses the reference on case "
+                    f"{case_label(r.case)} seed {r.seed}: {c.n_bad}/{c.numel} elements outside {_tol(c.tolerance)}"
+                    f"{f' ({region})' if region else ''}"
+                    f"{f', {zero_rows} all-zero rows' if zero_rows else ''}"
+                    f"{f', max error vs float64 oracle {num(st.max_abs)} = {num(st.budget_ratio)}x budget' if st else ''}"
+                    f"; {len({id(x[0]) for x in fails})} of {len(rs)} {dtype} runs [interpreter numerics"
+                    f"{'; the interpreter mis-sums ' + dtype if dtype in self._untrusted else ''}]",
+                    {"case": r.case, "seed": r.seed, "dtype": dtype, "output": o.j, "comparison": c.evidence(),
+                     "candidate_vs_oracle": st.as_dict() if st else None,
+                     "reference_vs_oracle": o.ref_err.as_dict() if o.ref_err else None,
+                     "tolerance_source": "declared" if declared_tol else "budget", "zero_rows": zero_rows,
+                     "interpreter": a.interpreter, "untrusted": self._untrusted.get(dtype), "derivation": deriv},
+                    case=r.case, seed=r.seed))
+            if not raised and not fails:
+                out.append(self.finding(
+                    ctx, "info",
+                    f"{dtype} (a [contract] dtype no declared case uses): the candidate matches the reference on "
+                    f"{passed} of {len(rs)} derived runs at "
+                    + (f"[tolerance.{dtype}]" if declared_tol else
+                       f"the budget-derived atol = {num(sug['atol'])}, rtol = {num(sug['rtol'])}"),
+                    {"dtype": dtype, "runs": len(rs), "passed": passed, "interpreter": a.interpreter,
+                     "derivation": "kws re-ran the declared cases with this dtype; "
+                                   + (sug["derivation"] if sug else "judged at the task's per-dtype tolerance.")}))
+        return out
+
+    # -- accuracy against the oracle (FlashAttention's rule) -----------------------------------
+
+    def _accuracy(self, ctx: CheckContext, a: Any, runs: list[Run], bad: set[int]) -> list[Finding]:
+        out: list[Finding] = []
+        viol: list[tuple[float, Run, OutData, dict[str, Any]]] = []
+        passing: list[tuple[Run, OutData, dict[str, Any]]] = []
+        long_k: list[tuple[Run, OutData, dict[str, Any]]] = []
+        for r in runs:
+            if r.cand is None or not r.cand.ok or not r.ref.ok:
+                continue
+            for o in r.outs:
+                if o.oracle is None or o.j >= len(r.cand.outputs):
+                    continue
+                g = r.cand.outputs[o.j]
+                if g.values.shape != o.oracle.shape:
+                    continue
+                fa = fa_rule(o, g.values)
+                if r.kind == "long-K":
+                    long_k.append((r, o, fa))
+                ce = fa["candidate"]
+                ref_ok = (o.ref_err.budget_ratio or 0) <= REF_FAIL_RATIO
+                if not fa["ok"] and (ce.budget_ratio or 0) > REF_WARN_RATIO and ref_ok:
+                    if id(r) not in bad:
+                        viol.append((ce.budget_ratio if ce.budget_ratio is not None else float("inf"), r, o, fa))
+                else:
+                    passing.append((r, o, fa))
+        for group, sev in ((["t"], "fail"), (["u"], "warn")):
+            pick = [v for v in viol if (v[1].case["dtype"] in self._untrusted) == (group == ["u"])]
+            if not pick:
+                continue
+            pick.sort(key=lambda t: -t[0])
+            ratio, r, o, fa = pick[0]
+            ce, re_ = fa["candidate"], fa["reference"]
+            w = ce.worst or {}
+            nonfin = f" and {ce.nonfinite} non-finite outputs" if ce.nonfinite else ""
+            deriv = (
+                f"On {r.label} ({r.kind} run) the candidate's largest error against the float64 oracle is "
+                f"{num(ce.max_abs)}{nonfin} (worst at {w.get('index')}: oracle {num(w.get('oracle'), 6)}, candidate "
+                f"{num(w.get('got'), 6)}); the reference's is {num(re_.max_abs)}. FlashAttention's rule allows "
+                f"{num(FA_FACTOR)}x the reference's error plus the floor 2*max|fl(fl(o + 0.3) - 0.3) - o| = "
+                f"{num(fa['floor'])}, i.e. {num(fa['limit'])}; the candidate exceeds that, and its error budget "
+                f"({o.bud.formula_text()}) by {num(ratio)}x at its worst element ({ce.beyond} of {ce.numel} "
+                f"elements beyond budget). A kernel that keeps the accumulator (or the loaded inputs) in the "
+                f"input's precision behaves like this. ({INTERPRETER_NOTE}.)"
+            )
+            if sev == "warn":
+                deriv += f" Not trusted: {self._untrusted[r.case['dtype']]}."
+            out.append(self.finding(
+                ctx, sev,
+                f"the candidate is less accurate than the reference beyond FlashAttention's 2x rule and {num(ratio)}x "
+                f"its error budget on {r.label} ({r.kind} run): max error vs float64 oracle {num(ce.max_abs)}{nonfin}, "
+                f"reference {num(re_.max_abs)}; {len(pick)} output/run(s) [interpreter numerics"
+                f"{'; the interpreter mis-sums ' + r.case['dtype'] if sev == 'warn' else ''}]",
+                {"case": r.case, "seed": r.seed, "kind": r.kind, "output": o.j, "candidate_vs_oracle": ce.as_dict(),
+                 "reference_vs_oracle": re_.as_dict(), "fa_floor": fa["floor"], "fa_limit": fa["limit"],
+                 "budget": o.bud.as_dict(), "interpreter": a.interpreter,
+                 "untrusted": self._untrusted.get(r.case["dtype"]), "derivation": deriv},
+                case=r.case, seed=r.seed))
+        if passing:
+            r, o, fa = max(passing, key=lambda t: t[2]["candidate_err"] / t[2]["limit"] if t[2]["limit"] > 0 else 0.0)
+            growth, ev_growth = "", None
+            if long_k:
+                lr, lo, lfa = long_k[0]
+                growth = (f"; at a {LONG_K_FACTOR}x longer reduction (K = {lr.red.k}, {case_label(lr.case)}) the candidate's "
+                          f"error is {num(lfa['candidate_err'])} vs the reference's {num(lfa['reference_err'])}")
+                ev_growth = {"case": lr.case, "K": lr.red.k, "candidate_err": lfa["candidate_err"],
+                             "reference_err": lfa["reference_err"], "ok": lfa["ok"]}
+            total = len(passing) + len(viol)
+            out.append(self.finding(
+                ctx, "info",
+                f"candidate vs float64 oracle: FlashAttention's bound (2x the reference's error + floor) or the error "
+                f"budget holds on {len(passing)} of {total} output/run(s); closest: {r.label}, "
+                f"{num(fa['candidate_err'])} vs bound {num(fa['limit'])}{growth}",
+                {"checked": total, "passing": len(passing),
+                 "closest": {"case": r.case, "seed": r.seed, "kind": r.kind, "candidate_err": fa["candidate_err"],
+                             "reference_err": fa["reference_err"], "limit": fa["limit"]},
+                 "long_reduction": ev_growth, "interpreter": a.interpreter,
+                 "derivation": f"FlashAttention's rule (hopper/test_flash_attn.py): max|candidate - oracle| <= "
+                               f"{num(FA_FACTOR)} * max|reference - oracle| + 2*max|fl(fl(o + 0.3) - 0.3) - o|. "
+                               f"{INTERPRETER_NOTE if a.interpreter else 'Measured on the GPU.'}"},
+                case=r.case, seed=r.seed))
+        return out
+
+    # -- lowered IR ---------------------------------------------------------------------------
+
+    def _ir(self, ctx: CheckContext, a: Any, runs: list[Run], box: dict[str, Any]) -> list[Finding]:
+        if ctx.task.backend != "triton":
+            return [self.finding(ctx, "info", f"the candidate's backend is {ctx.task.backend}: no Triton IR to read",
+                                 {"backend": ctx.task.backend})]
+        if "err" in box:
+            return [self.finding(ctx, "info", f"kws could not compile the Triton kernels ahead of time: {box['err']}",
+                                 {"error": box["err"]})]
+        outc = box.get("out")
+        if outc is None or not outc.ok:
+            why = outc.failure_text() if outc is not None else "no result"
+            return [self.finding(ctx, "info", f"the Triton IR was not examined: the AOT step {why}",
+                                 {"error": outc.failure_evidence() if outc is not None else None})]
+        ex = outc.step.extra
+        launches = ex.get("launches", [])
+        kernels = ex.get("kernels", [])
+        cases = self._aot_cases(ctx)
+        out: list[Finding] = []
+        ok_k = [k for k in kernels if "analysis" in k]
+        errs = [k for k in kernels if "error" in k]
+        if not launches:
+            return [self.finding(ctx, "info", "the candidate launched no Triton kernel on the smallest declared case "
+                                 "(IR not examined)", {"cases": cases})]
+        tf32, half_acc, fp8, lowp, contract = [], [], [], [], []
+        for k in ok_k:
+            an = k["analysis"]
+            rec = launches[k["launch"]] if isinstance(k.get("launch"), int) and k["launch"] < len(launches) else {}
+            dt = [cases[i]["dtype"] for i in rec.get("cases", []) if i < len(cases)]
+            for d in an["dots"]:
+                if d.get("a") == "f32" and d.get("b") == "f32" and d.get("input_precision") == "tf32" \
+                        and d.get("lowering") in ("mma", "wgmma"):
+                    tf32.append((k, d, dt))
+                if d.get("d") in ("f16", "bf16"):
+                    half_acc.append((k, d, dt))
+                if d.get("a") in _FP8_IR or d.get("b") in _FP8_IR:
+                    fp8.append((k, d, dt))
+            for item in an["low_precision_accumulators"] + an["low_precision_reductions"]:
+                lowp.append((k, item, dt))
+            n_fma = sum(an["fma"].values())
+            if n_fma and not an["fma_dots"] and not an["explicit_fma"]:
+                contract.append((k, n_fma, dt))
+        out += self._tf32(ctx, a, tf32, launches, ex)
+        for k, d, dt in half_acc[:1]:
+            mma = [m["instr"] for m in k["analysis"]["mma"] if m.get("d") in ("f16", "bf16")]
+            out.append(self.finding(
+                ctx, "warn",
+                f"tl.dot at {_src(d['source'])} accumulates in {d['d']} ({k['target']}: "
+                f"{mma[0] if mma else d['text'][:120]}); {dt or ''}",
+                {"kernel": k["qualname"], "target": k["target"], "dot": d, "mma": mma, "dtypes": dt,
+                 "source": d["source"],
+                 "derivation": f"The TTIR dot's result type is {d['d']}: every MMA adds its products into a "
+                               f"{d['d']} accumulator (u = {pow2_text(FORMATS[_torch(d['d'])].unit_roundoff)}), so the "
+                               f"error grows like sqrt(K)*u_{d['d']}*|a|ᵀ|b| instead of sqrt(K)*2^-24*|a|ᵀ|b|; "
+                               "out_dtype=tl.float32 (the default) keeps fp32."},
+            ))
+        for k, d, _dt in fp8[:1]:
+            kmax = max((r.red.k for r in runs), default=0)
+            nimp = d.get("max_num_imprecise_acc")
+            if nimp is not None and nimp >= max(kmax, 1):
+                out.append(self.finding(
+                    ctx, "warn",
+                    f"fp8 tl.dot at {_src(d['source'])} accumulates without promotion on {k['target']} "
+                    f"(maxNumImpreciseAcc = {nimp} >= K = {kmax})",
+                    {"kernel": k["qualname"], "dot": d, "K": kmax, "source": d["source"],
+                     "derivation": "Hopper's fp8 wgmma accumulates into a register narrower than fp32; Triton "
+                                   "promotes the partial sum to fp32 every max_num_imprecise_acc elements of K. "
+                                   f"Here it is {nimp}, not below K = {kmax}, so the whole reduction stays in the "
+                                   "narrow accumulator."}))
+        seen_src: set[str] = set()
+        for k, item, dt in lowp:
+            key = _src(item["source"])
+            if key in seen_src:
+                continue
+            seen_src.add(key)
+            what = "reduction" if "tt.reduce" in item.get("text", "") else "loop-carried accumulator"
+            out.append(self.finding(
+                ctx, "warn",
+                f"{item['dtype']} {what} at {key} ({k['qualname']}, {k['target']}, {'/'.join(dt)} inputs): the sum is "
+                f"kept in {item['dtype']}",
+                {"kernel": k["qualname"], "target": k["target"], "ir": item["text"], "dtypes": dt,
+                 "source": item["source"],
+                 "derivation": f"The TTGIR adds in {item['dtype']} ({item['text'][:160]}). A sum kept in "
+                               f"{item['dtype']} rounds every partial sum at u = "
+                               f"{pow2_text(FORMATS[_torch(item['dtype'])].unit_roundoff)}, stagnates once the partial "
+                               "sum is 2/u times the addends"
+                               + (", and overflows past 65504" if item["dtype"] == "f16" else "")
+                               + "; accumulate in tl.float32 (.to(tl.float32) before the sum, or an fp32 "
+                                 "accumulator)."}))
+        for k, n_fma, dt in contract[:1]:
+            out.append(self.finding(
+                ctx, "info",
+                f"{k['qualname']} ({k['target']}): {n_fma} fused multiply-adds in the PTX with no tl.fma in the source: "
+                "the GPU build contracts a*b + c (one rounding) where the interpreter rounds twice",
+                {"kernel": k["qualname"], "fma": k["analysis"]["fma"], "dtypes": dt,
+                 "derivation": "Triton compiles with FP fusion enabled (TRITON_DEFAULT_FP_FUSION=1), so LLVM contracts "
+                               "a multiply followed by an add into fma.rn; results can differ from the interpreter's "
+                               "by up to one rounding per contraction (usually closer to the exact value)."}))
+        mm = sorted({m["instr"] for k in ok_k for m in k["analysis"]["mma"]})
+        summary = (f"compiled {len(ok_k)} kernel launch(es) ahead of time for {', '.join(sorted({k['target'] for k in ok_k}))} "
+                   f"({'cached' if ex.get('cached') else ex.get('mode')}): "
+                   + (f"MMA {', '.join(mm)}" if mm else "no MMA instructions")
+                   + (f"; {len(errs)} failed to compile" if errs else ""))
+        out.append(self.finding(
+            ctx, "info", summary,
+            {"kernels": [{"qualname": k["qualname"], "target": k["target"], "file": k.get("file"),
+                          "dtypes": [cases[i]["dtype"] for i in launches[k["launch"]].get("cases", [])]
+                          if isinstance(k.get("launch"), int) and k["launch"] < len(launches) else [],
+                          **({"dots": k["analysis"]["dots"], "mma": k["analysis"]["mma"],
+                              "fma": k["analysis"]["fma"]} if "analysis" in k else {"error": k.get("error")})}
+                         for k in kernels],
+             "mode": ex.get("mode"), "cached": ex.get("cached"), "seconds": ex.get("seconds"),
+             "derivation": "Each launch's signature and constexprs were captured in the interpreter and the kernel "
+                           "compiled with triton.compile(ASTSource(...), target=GPUTarget('cuda', 90, 32)) in a "
+                           "process without TRITON_INTERPRET; the TTIR, TTGIR and PTX were read."
+                           if ex.get("mode") == "aot" else "The IR was read from the kernels the GPU launch compiled."}))
+        return out
+
+    def _aot_cases(self, ctx: CheckContext) -> list[dict[str, Any]]:
+        from workstation.checks._numaudit import _size
+        from workstation.compare import is_float
+
+        base = min(ctx.cases, key=_size)
+        dts: list[str] = []
+        for d in [*(c["dtype"] for c in ctx.cases), *ctx.task.contract.dtypes]:
+            if d not in dts and is_float(d):
+                dts.append(d)
+        return [dict(base, dtype=d) for d in dts]
+
+    def _tf32(self, ctx: CheckContext, a: Any, tf32: list, launches: list, ex: dict[str, Any]) -> list[Finding]:
+        if not tf32:
+            return []
+        k, d, dt = tf32[0]
+        mma = [m["instr"] for m in k["analysis"]["mma"] if m.get("a") == "tf32"]
+        mode = "rna" if k["analysis"].get("cvt_rna_tf32") else "trunc"
+        emu = a.tf32_emulation(mode)
+        worst = None
+        for r, outc in emu:
+            if not outc.ok:
+                continue
+            for o in r.outs:
+                if o.j >= len(outc.outputs):
+                    continue
+                g = outc.outputs[o.j]
+                c = compare(o.ref, g.values, o.tol, expected_dtype=o.dtype, got_dtype=g.dtype)
+                ratio = _excess(c)
+                if worst is None or ratio > worst[0]:
+                    worst = (ratio, r, o, c)
+        how = ("operands rounded to TF32 (cvt.rna.tf32.f32)" if mode == "rna"
+               else "operands truncated to TF32 (the MMA reads fp32 registers and ignores their low 13 bits)")
+        base = (f"tl.dot at {_src(d['source'])} ({k['qualname']}) has fp32 operands and inputPrecision = tf32 "
+                f"(tl.dot's default): on {k['target']} it lowers to {mma[0] if mma else d.get('lowering')}, so each "
+                f"operand keeps 10 of its 23 mantissa bits (u_tf32 = 2^-11 instead of 2^-24). The interpreter "
+                f"computes this dot in true fp32, so the declared fp32 cases pass on the CPU and say nothing about "
+                f"the GPU.")
+        if worst is None:
+            return [self.finding(ctx, "warn", f"tl.dot at {_src(d['source'])} lowers to TF32 MMA for fp32 inputs "
+                                 f"({mma[0] if mma else ''}); kws could not emulate it on the declared cases",
+                                 {"kernel": k["qualname"], "dot": d, "mma": mma, "source": d["source"],
+                                  "derivation": base})]
+        ratio, r, o, c = worst
+        w = c.worst or {}
+        deriv = (base + f" Emulating it (the reference run on the declared inputs with {how}; products of TF32 values "
+                 f"are exact in fp32 and accumulate in fp32 as on the tensor core) on {r.label} gives outputs that "
+                 f"differ from the fp32 reference by up to {num(c.max_abs)} (at {w.get('index')}: reference "
+                 f"{num(w.get('expected'), 6)}, TF32 {num(w.get('got'), 6)}), {num(ratio)}x the declared "
+                 f"{_tol(o.tol)}; {c.n_bad} of {c.numel} elements fail it. Fix: tl.dot(a, b, input_precision=\"ieee\") "
+                 f"(or \"tf32x3\"), or a tolerance that admits TF32.")
+        sev = "fail" if not c.ok else "info"
+        summ = (f"tl.dot at {_src(d['source'])} lowers to TF32 on {k['target']} ({mma[0] if mma else 'MMA'}) for fp32 "
+                f"inputs: emulated TF32 misses the declared {_tol(o.tol)} on {r.label} by {num(ratio)}x "
+                f"({c.n_bad}/{c.numel} elements; the interpreter's dot is true fp32, so the declared cases pass on "
+                f"the CPU)" if not c.ok else
+                f"tl.dot at {_src(d['source'])} lowers to TF32 on {k['target']} for fp32 inputs; emulated TF32 stays "
+                f"within the declared {_tol(o.tol)} on the declared cases (max difference {num(c.max_abs)})")
+        return [self.finding(ctx, sev, summ,
+                             {"kernel": k["qualname"], "target": k["target"], "dot": d, "mma": mma,
+                              "emulation": mode, "case": r.case, "seed": r.seed, "comparison": c.evidence(),
+                              "source": d["source"], "derivation": deriv}, case=r.case, seed=r.seed)]
+
+
+def _tol(t: ResolvedTolerance | None) -> str:
+    if t is None:
+        return "the tolerance"
+    if t.ulp is not None:
+        return f"ulp = {num(t.ulp)}"
+    return f"atol = {num(t.atol)}, rtol = {num(t.rtol)}"
+
+
+def _torch(ir_dtype: str) -> str:
+    return {"f16": "float16", "bf16": "bfloat16", "f32": "float32"}.get(ir_dtype, "float32")
+
+
+def _excess(c: Any) -> float:
+    w = c.worst or {}
+    err, allowed = w.get("abs_err"), w.get("allowed")
+    if not isinstance(err, float) or not isinstance(allowed, float):
+        return 0.0
+    return err / allowed if allowed > 0 else (0.0 if err == 0 else float("inf"))
+
+
+def _zero_rows(got: np.ndarray, ref: np.ndarray) -> int:
+    """Rows (last dimension) that are entirely zero in ``got`` but not in ``ref``."""
+    if got.ndim < 2 or got.shape != ref.shape:
+        return 0
+    g = got.reshape(-1, got.shape[-1])
+    r = ref.reshape(-1, ref.shape[-1])
+    return int(((g == 0).all(axis=1) & ~(r == 0).all(axis=1)).sum())
+

@@ -1,0 +1,234 @@
+"""Child-side support of the numerics checks (tolerance-loose, tolerance-tight,
+precision-regime, reference-suspect).
+
+Registers:
+
+- step ``num-oracle``: the float64 oracle of one case/seed, i.e. the reference on inputs
+  upcast to float64, plus the probes the parent's error budget needs, each run of the
+  reference on a variant of the upcast inputs (spec keys):
+
+  - ``abs``: the reference on ``|inputs|`` (``|a|ᵀ|b|`` for a multilinear op), arrays
+    ``abs<j>``;
+  - ``scale``: for every floating tensor input ``i``, the reference with input ``i``
+    doubled (``scale<i>_<j>``): the parent checks homogeneity of degree 1 (multilinearity);
+  - ``bump``: the reference with the largest element of the largest floating input changed
+    by a relative 2^-20 (``bump_<j>``): the parent counts the outputs that moved (fan-out);
+  - ``skip``: input indices the probes leave alone (out_args: the callable overwrites them).
+
+  ``outputs`` are the oracle's outputs; ``extra["inputs"]`` describes the case's own
+  (not upcast) inputs; ``extra["probe_errors"]`` lists probes the reference raised on.
+- transforms ``num-fresh`` (a copy of the inputs: a second, separately memoised run) and
+  ``num-tf32`` (fp32 tensors rounded to TF32's 10 explicit mantissa bits, as a TF32 MMA
+  reads its operands; ``mode``: ``"rna"`` (cvt.rna.tf32.f32, ties away from zero) or
+  ``"trunc"`` (the low 13 bits dropped)).
+- monitor ``num-callers``: traces Python calls into a task file (``spec["file"]``) while
+  the role runs (``sys.setprofile``/``threading.setprofile``); reports
+  ``{"calls": {"name:line": n}, "total": n}``.
+
+The Triton launch capture and ahead-of-time compilation live in
+:mod:`workstation.harness.aot`.
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+import threading
+from contextlib import contextmanager
+from typing import Any
+
+import torch
+
+from workstation.harness import StepOutput, monitor, step, transform
+from workstation.harness.core import (
+    JobContext,
+    _tag,
+    apply_transforms,
+    describe_inputs,
+    encode_tensor,
+    error_info,
+    run_role,
+)
+
+BUMP_REL = 2.0 ** -20
+
+
+def _float_tensor(x: Any) -> bool:
+    return isinstance(x, torch.Tensor) and x.is_floating_point()
+
+
+@transform("num-fresh")
+def _fresh(ctx: JobContext, inputs: tuple, spec: dict[str, Any]) -> tuple:
+    """A copy of every tensor input (same values, same strides): the call runs again."""
+    return tuple(x.clone() if isinstance(x, torch.Tensor) else x for x in inputs)
+
+
+def tf32_round(x: torch.Tensor, mode: str = "rna") -> torch.Tensor:
+    """fp32 ``x`` with 10 explicit mantissa bits (TF32), as fp32. ``rna``: round to
+    nearest, ties away from zero (PTX ``cvt.rna.tf32.f32``); ``trunc``: drop the low 13
+    bits (what a TF32 MMA does with fp32 registers it was given unconverted)."""
+    bits = x.contiguous().view(torch.int32)
+    if mode == "rna":
+        finite = torch.isfinite(x)
+        rounded = (bits + 0x1000) & ~0x1FFF
+        bits = torch.where(finite, rounded, bits)
+    else:
+        bits = bits & ~0x1FFF
+    return bits.view(torch.float32).reshape(x.shape)
+
+
+@transform("num-tf32")
+def _tf32(ctx: JobContext, inputs: tuple, spec: dict[str, Any]) -> tuple:
+    """Round fp32 tensor inputs to TF32 (see :func:`tf32_round`), keeping their layout."""
+    mode = spec.get("mode", "rna")
+    skip = set(spec.get("skip", []))
+    out = []
+    for i, x in enumerate(inputs):
+        if i not in skip and isinstance(x, torch.Tensor) and x.dtype == torch.float32:
+            y = torch.empty_strided(x.shape, x.stride(), dtype=x.dtype, device=x.device)
+            y.copy_(tf32_round(x, mode))
+            out.append(y)
+        else:
+            out.append(x)
+    return tuple(out)
+
+
+@monitor("num-callers")
+def _callers(ctx: JobContext, spec: dict[str, Any], report: dict[str, Any]):
+    """Record Python-level calls of functions defined in the task file ``spec["file"]``
+    (matched by the code object's file name, so a copy loaded by path under another module
+    name counts too)."""
+    target = os.path.realpath(str(ctx.task_dir / spec["file"]))
+    counts: dict[str, int] = {}
+    seen: dict[str, bool] = {}
+
+    def is_target(fname: str) -> bool:
+        r = seen.get(fname)
+        if r is None:
+            r = seen[fname] = os.path.realpath(fname) == target if fname and not fname.startswith("<") else False
+        return r
+
+    def prof(frame: Any, event: str, arg: Any) -> None:
+        if event == "call":
+            code = frame.f_code
+            if is_target(code.co_filename):
+                key = f"{code.co_name}:{code.co_firstlineno}"
+                counts[key] = counts.get(key, 0) + 1
+
+    @contextmanager
+    def cm():
+        old, old_t = sys.getprofile(), threading.getprofile() if hasattr(threading, "getprofile") else None
+        sys.setprofile(prof)
+        threading.setprofile(prof)
+        try:
+            yield
+        finally:
+            sys.setprofile(old)
+            threading.setprofile(old_t)
+            report["calls"] = dict(counts)
+            report["total"] = sum(counts.values())
+            report["file"] = spec["file"]
+
+    return cm()
+
+
+def _outputs(ctx: JobContext, result: Any, inputs: tuple) -> list[torch.Tensor]:
+    return ctx.outputs_of(result, inputs)
+
+
+def _call_ref(ctx: JobContext, inputs: tuple) -> list[torch.Tensor]:
+    fn = ctx.callable("reference")
+    try:
+        res = fn(*inputs)
+        ctx.sync()
+    except BaseException as e:
+        raise _tag(e, "call") from None
+    return _outputs(ctx, res, inputs)
+
+
+def _upcast(x: Any) -> Any:
+    return x.to(torch.float64) if _float_tensor(x) else x
+
+
+@step("num-oracle")
+def oracle_step(ctx: JobContext, spec: dict[str, Any]) -> StepOutput:
+    """The float64 oracle of one case/seed and the budget probes (module doc)."""
+    try:
+        native = ctx.make_inputs(spec["case"], int(spec.get("seed", 0)))
+        described = describe_inputs(native)
+        try:
+            up = apply_transforms(ctx, native, [{"name": "upcast", "dtype": "float64"}])
+        except BaseException as e:
+            raise _tag(e, "transform") from None
+        pristine = tuple(x.clone() if isinstance(x, torch.Tensor) else x for x in up)
+        res = run_role(ctx, "reference", up, {})
+    except BaseException as e:  # noqa: BLE001
+        return StepOutput(ok=False, error=error_info(e, getattr(e, "_kws_phase", "call")),
+                          extra={"device_name": ctx.device_name})
+    res.extra["inputs"] = described
+    res.extra["oracle_inputs"] = [{"index": d["index"], "dtype": d.get("dtype")} for d in describe_inputs(up)]
+    skip = set(spec.get("skip", []))
+    floats = [i for i, x in enumerate(pristine) if _float_tensor(x) and i not in skip]
+    res.extra["float_inputs"] = floats
+    # how many of each input's values a narrower format holds exactly (the parent tells a
+    # reference that quantises internally from an op that only selects input values)
+    frac: dict[str, dict[str, float]] = {}
+    for i in floats:
+        x = native[i].detach()
+        nz = torch.isfinite(x) & (x != 0)
+        n = int(nz.sum())
+        if n and x.dtype in (torch.float64, torch.float32, torch.float16):
+            frac[str(i)] = {name: float((x[nz].to(dt).to(x.dtype) == x[nz]).sum()) / n
+                            for name, dt in (("float32", torch.float32), ("float16", torch.float16),
+                                             ("bfloat16", torch.bfloat16)) if dt != x.dtype}
+    res.extra["input_representable"] = frac
+    probe_errors: dict[str, str] = {}
+
+    def probe(name: str, variant: tuple) -> list[torch.Tensor] | None:
+        try:
+            return _call_ref(ctx, variant)
+        except BaseException as e:  # noqa: BLE001  (a probe the op does not admit)
+            probe_errors[name] = f"{type(e).__name__}: {str(e)[:300]}"
+            return None
+
+    def fresh(i_change: int | None = None, fn: Any = None) -> tuple:
+        # the upcast inputs again (the reference may have written to out_args)
+        base = [x.clone() if isinstance(x, torch.Tensor) else x for x in pristine]
+        if i_change is not None:
+            base[i_change] = fn(base[i_change])
+        return tuple(base)
+
+    if spec.get("abs"):
+        v = list(fresh())
+        for i in floats:
+            v[i] = v[i].abs()
+        outs = probe("abs", tuple(v))
+        for j, t in enumerate(outs or []):
+            res.arrays[f"abs{j}"] = encode_tensor(t)[1]
+    if spec.get("scale"):
+        for i in floats:
+            outs = probe(f"scale{i}", fresh(i, lambda x: x * 2.0))
+            for j, t in enumerate(outs or []):
+                res.arrays[f"scale{i}_{j}"] = encode_tensor(t)[1]
+    if spec.get("bump") and floats:
+        i = max(floats, key=lambda k: (pristine[k].numel(), -k))
+        x0 = pristine[i]
+        if x0.numel():
+            # the largest element: a positive value moves the output of every op that
+            # passes it through (relu, max, gelu), whatever the sign convention
+            finite = torch.where(torch.isfinite(x0), x0, torch.zeros_like(x0))
+            flat_index = int(torch.argmax(finite.reshape(-1)))
+
+            def bump(x: torch.Tensor) -> torch.Tensor:
+                y = x.clone(memory_format=torch.contiguous_format)
+                flat = y.view(-1)
+                v0 = float(flat[flat_index])
+                flat[flat_index] = v0 * (1 + BUMP_REL) if v0 != 0 else BUMP_REL
+                return y
+
+            outs = probe("bump", fresh(i, bump))
+            res.extra["bump"] = {"input": i, "flat_index": flat_index, "rel": BUMP_REL}
+            for j, t in enumerate(outs or []):
+                res.arrays[f"bump_{j}"] = encode_tensor(t)[1]
+    res.extra["probe_errors"] = probe_errors
+    return res
