@@ -24,6 +24,7 @@ from __future__ import annotations
 
 import json
 import math
+import os
 import threading
 import time
 from collections.abc import Callable, Iterable, Mapping, Sequence
@@ -42,6 +43,7 @@ __all__ = [
     "ReplayCheckSource",
     "ReviewSession",
     "RunnerCheckSource",
+    "TaskView",
     "TimingSide",
     "TimingView",
     "case_label",
@@ -49,6 +51,7 @@ __all__ = [
     "finding_source",
     "histogram",
     "histogram_blocks",
+    "load_task_view",
     "normalise_event",
     "rationale_from_findings",
 ]
@@ -335,7 +338,11 @@ class ReviewSession:
             self.versions = dict(rep.get("versions") or {})
             self.seeds = list(rep.get("seeds") or [])
             self.report_tree = rep.get("task_tree")
-            self.run_seconds = (time.monotonic() - self.run_started) if self.run_started else None
+            secs = rep.get("seconds")  # the engine's own wall time (kws extension of the report)
+            if isinstance(secs, int | float):
+                self.run_seconds = float(secs)
+            elif self.run_started:
+                self.run_seconds = time.monotonic() - self.run_started
             # a partial run (one check re-run) merges into the rows; the full report is rebuilt
             for c in rep.get("checks") or []:
                 row = self.rows.get(c["check"])
@@ -833,12 +840,16 @@ def timing_views(findings: Iterable[Mapping[str, Any]]) -> list[TimingView]:
     return [v for f in findings if (v := TimingView.from_finding(f)) is not None]
 
 
-def histogram(samples: Sequence[float], lo: float, hi: float, bins: int) -> list[int]:
+def histogram(samples: Sequence[float], lo: float, hi: float, bins: int, *, log: bool = False) -> list[int]:
     """Counts of ``samples`` in ``bins`` equal-width bins over ``[lo, hi]`` (the last bin
-    closed). With ``hi == lo`` every sample falls in the middle bin."""
+    closed); with ``log`` the bins are equal in log10 (for sides that differ by orders of
+    magnitude; needs ``lo > 0``). With ``hi == lo`` every sample falls in the middle bin."""
     counts = [0] * bins
     if bins <= 0:
         return counts
+    if log and lo > 0:
+        lo, hi = math.log10(lo), math.log10(hi)
+        samples = [math.log10(x) for x in samples if x > 0]
     width = (hi - lo) / bins
     for x in samples:
         if width <= 0:
@@ -867,3 +878,88 @@ def histogram_blocks(counts: Sequence[int], peak: int | None = None) -> str:
         else:
             out.append(_BLOCKS[max(1, min(8, round(8 * c / top)))])
     return "".join(out)
+
+
+# --------------------------------------------------------------------------------------------
+# the task's files for the spec and source panels
+
+
+@dataclass
+class TaskView:
+    """What the spec and source panels show of a task.
+
+    ``files`` are (label, :class:`~workstation.diffmodel.FileDiff`) pairs: first the
+    candidate against its baseline (``[entry] baseline``) or the translation's original
+    (``original``, a kws extension key), or a plain listing without either; then the other
+    task files (reference, inputs, baseline/original, test, bench) as listings.
+    ``sources[label]`` is ``(old name, old text, new name, new text)`` for highlighting.
+    ``problem`` is set (and the rest empty) when the task does not load.
+    """
+
+    title: str = ""
+    spec: str = ""
+    files: list[tuple[str, Any]] = field(default_factory=list)
+    sources: dict[str, tuple[str | None, str, str, str]] = field(default_factory=dict)
+    problem: str = ""
+    bytes: int = 0
+
+
+def _read_text(path: Path) -> str:
+    try:
+        return path.read_text(encoding="utf-8", errors="replace")
+    except OSError as e:
+        return f"(cannot read {path.name}: {e})"
+
+
+def load_task_view(task_dir: Path | str) -> TaskView:
+    """Read a task's spec and sources and build its diffs (no git, no task code run)."""
+    from workstation.diffmodel import diff_files, listing
+    from workstation.taskfmt import TaskError, load_task
+
+    task_dir = Path(task_dir)
+    try:
+        task = load_task(task_dir)
+    except TaskError as e:
+        return TaskView(problem=str(e))
+    view = TaskView(title=task.title, spec=_read_text(task_dir / task.spec) or "*(empty spec)*")
+    cand = task.entry["candidate"].file
+    has_base = "baseline" in task.entry
+    base_name = task.entry["baseline"].file if has_base else task.original
+    new = _read_text(task_dir / cand)
+    old = _read_text(task_dir / base_name) if base_name else None
+    label = "candidate" + (f" vs {'baseline' if has_base else 'original'}" if base_name else "")
+    view.files.append((label, diff_files(old, new, base_name, cand)))
+    view.sources[label] = (base_name, old or "", cand, new)
+    view.bytes = len(new) + len(old or "")
+    others = [("reference", task.entry["reference"].file), ("inputs", task.entry["inputs"].file)]
+    if base_name:
+        others.append(("baseline" if has_base else "original", base_name))
+    if task.original and task.original != base_name:
+        others.append(("original", task.original))
+    for role in ("test", "bench"):
+        if role in task.entry:
+            others.append((role, task.entry[role].file))
+    seen = {cand}
+    for role, name in others:
+        if name in seen:
+            continue
+        seen.add(name)
+        text = _read_text(task_dir / name)
+        lbl = f"{role}: {name}"
+        view.files.append((lbl, listing(text, name)))
+        view.sources[lbl] = (None, "", name, text)
+        view.bytes += len(text)
+    return view
+
+
+def task_files_size(task_dir: Path | str) -> int:
+    """Total bytes of the files in a task folder (one level), to decide whether its view
+    is cheap enough to build on the UI thread."""
+    total = 0
+    try:
+        for e in os.scandir(task_dir):
+            if e.is_file():
+                total += e.stat().st_size
+    except OSError:
+        return 1 << 30
+    return total

@@ -77,9 +77,13 @@ class KwsCommands(Provider):
         after = app.screen.task_id if isinstance(app.screen, ReviewScreen) else None
         qs = next((s for s in app.screen_stack if isinstance(s, QueueScreen)), None)
         rows = qs.shown if qs is not None else app.queue.rows
+        nxt = None
         if after is None and qs is not None and qs.table.current is not None:
-            after = qs.table.current.id
-        nxt = next_unreviewed(rows, after)
+            cur = qs.table.current  # on the queue screen the row under the cursor counts too
+            if cur.mine is None and (not cur.reserved_by or cur.reserved_by_me):
+                nxt = cur
+            after = cur.id
+        nxt = nxt or next_unreviewed(rows, after)
         if nxt is None:
             app.notify("no unreviewed task left", timeout=4)
             return

@@ -72,9 +72,9 @@ class ActionSpec:
 ACTIONS: tuple[ActionSpec, ...] = (
     # the whole app
     ActionSpec("app.help", "show_keys", "Keys", "f1,question_mark"),
-    ActionSpec("app.palette", "command_palette", "Commands", "ctrl+p"),
+    ActionSpec("app.palette", "command_palette", "Commands", "ctrl+p", show=False),
     ActionSpec("app.switch_keymap", "switch_keymap", "Switch keymap", "f2", show=False),
-    ActionSpec("app.quit", "quit", "Quit", "ctrl+q", priority=True),
+    ActionSpec("app.quit", "quit", "Quit", "ctrl+q", show=False, priority=True),
     # queue screen
     ActionSpec("queue.open", "open_task", "Open", "enter"),
     ActionSpec("queue.next_unreviewed", "next_unreviewed", "Next unreviewed", "n"),
@@ -89,18 +89,18 @@ ACTIONS: tuple[ActionSpec, ...] = (
     ActionSpec("queue.page_up", "page_up", "Page up", "pageup", show=False),
     ActionSpec("queue.top", "cursor_top", "First task", "home", show=False),
     ActionSpec("queue.bottom", "cursor_bottom", "Last task", "end", show=False),
-    ActionSpec("queue.quit", "quit", "Quit", "q"),
+    ActionSpec("queue.quit", "quit", "Quit", "q", show=False),
     # review screen
     ActionSpec("review.back", "back", "Queue", "escape"),
     ActionSpec("review.commit", "commit", "Commit", "ctrl+s"),
     ActionSpec("review.accept_all", "accept_all", "Accept all", "A"),
-    ActionSpec("review.undo", "undo", "Undo", "ctrl+z"),
+    ActionSpec("review.undo", "undo", "Undo", "ctrl+z", show=False),
     ActionSpec("review.redo", "redo", "Redo", "ctrl+y", show=False),
-    ActionSpec("review.rerun_all", "rerun_all", "Re-run all", "R"),
+    ActionSpec("review.rerun_all", "rerun_all", "Re-run all", "R", show=False),
     ActionSpec("review.rerun_timing", "rerun_timing", "Re-run timing", "T", show=False),
     ActionSpec("review.dispute", "dispute", "Dispute", "D", show=False),
     ActionSpec("review.prefill", "prefill_rationale", "Cite findings", "P", show=False),
-    ActionSpec("review.maximize", "toggle_maximize", "Max/restore", "z"),
+    ActionSpec("review.maximize", "toggle_maximize", "Max/restore", "z", show=False),
     ActionSpec("review.layout", "toggle_layout", "Tabs/columns", "f3", show=False),
     ActionSpec("review.grow", "grow_panel", "Grow panel", "plus,equals_sign", show=False),
     ActionSpec("review.shrink", "shrink_panel", "Shrink panel", "minus", show=False),
@@ -306,7 +306,7 @@ def resolve_keymap(choice: str | None = None, *, user_file: Path | None = None) 
             user_keys, _uname, user_base = load_keymap_file(ufile, user=True)
         except KeymapError as e:
             out.problems.append(e)
-            user_keys, user_base = {}, None
+            return out  # the default keymap, never half of the user's
     base = choice or user_base or "default"
     path = Path(base) if base not in BUNDLED else _bundled_path(base)
     if path is None:

@@ -202,7 +202,7 @@ class QueueTable(CursorList):
 
     def columns(self, width: int) -> list[_Col]:
         idw = min(34, max([8] + [cell_len(r.id) for r in self.rows[:2000]]) + 1)
-        cols = [_Col("", 2), _Col("task", idw), _Col("kind", 13), _Col("backend", 8),
+        cols = [_Col("", 2), _Col("task", idw + 1), _Col("kind", 13), _Col("backend", 8),
                 _Col("claims", 20), _Col("reserved by", 14), _Col("disp", 5), _Col("my verdict", 12)]
         used = sum(c.width for c in cols)
         if width - used >= 12:
@@ -220,7 +220,7 @@ class QueueTable(CursorList):
 
     def render_header(self, y: int, width: int) -> Strip:
         cols = self.columns(width)
-        text = "".join(fit(c.title, c.width) for c in cols)
+        text = "".join(fit(c.title, c.width - 1) + " " for c in cols)
         return Strip([Segment(fit(text, width), self._style("cursorlist--header"))])
 
     def render_row(self, index: int, width: int, selected: bool) -> Strip:
@@ -240,7 +240,7 @@ class QueueTable(CursorList):
             "my verdict": r.mine or "-",
             "title": s.title,
         }
-        text = "".join(fit(cells[c.title], c.width) for c in self.columns(width))
+        text = "".join(fit(cells[c.title], c.width - 1) + " " for c in self.columns(width))
         style = self._style("cursorlist--cursor") if selected else Style()
         return Strip([Segment(fit(text, width), style)])
 

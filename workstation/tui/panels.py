@@ -64,6 +64,8 @@ class SpecPanel(Panel):
     """The task's spec (Markdown) or, switched with the History key, the task's history
     of verdicts, disputes and resolutions."""
 
+    history_text = ""
+
     def compose(self) -> ComposeResult:
         with ContentSwitcher(initial="spec-scroll"):
             with VerticalScroll(id="spec-scroll", can_focus=True):
@@ -85,6 +87,7 @@ class SpecPanel(Panel):
         self.query_one("#spec-md", Markdown).update(text)
 
     def set_history(self, text: str) -> None:
+        self.history_text = text
         self.query_one("#history-text", Static).update(text)
 
 
@@ -364,28 +367,25 @@ class TimingPanel(Panel):
 
 
 def render_timing(tv: TimingView, width: int) -> Text:
-    """The timing view as text lines (see :class:`TimingPanel`)."""
-    out = Text()
-    head = f"{tv.device or 'device ?'}"
-    if tv.protocol:
-        head += f" · {tv.protocol}"
-    if tv.case:
-        from workstation.review import case_label
+    """The timing view as text: the verdict line first (speedup, interval, claim), then
+    representativeness, a histogram per side on a common axis (log10 when the sides
+    differ by more than 10x), each side's statistics, the device and the protocol."""
+    from workstation.review import case_label
 
-        head += f" · {case_label(tv.case)}"
-    out.append(fit(head, width).rstrip() + "\n", style="bold")
+    out = Text()
+    out.append(tv.speedup_line() + "\n", style="bold")
     if not tv.representative:
-        out.append(fit(f"not representative: {tv.reason}", width).rstrip() + "\n", style="bold reverse")
+        out.append(f"not representative: {tv.reason}\n", style="bold reverse")
     rng = tv.range_ms()
     label_w = max((len(s.name) for s in tv.sides), default=8) + 1
-    bins = max(8, min(40, width - label_w - 2))
+    bins = max(8, min(48, width - label_w - 2))
     if rng is not None:
         lo, hi = rng
-        axis = f"{lo:.3g} ms"
-        axis_hi = f"{hi:.3g} ms"
-        out.append(" " * label_w + fit(axis + " " * max(1, bins - len(axis) - len(axis_hi)) + axis_hi, bins) + "\n",
-                   style="dim")
-        counts = [histogram(s.samples_ms, lo, hi, bins) for s in tv.sides]
+        log = lo > 0 and hi / lo > 10
+        axis_lo, axis_hi = f"{lo:.3g} ms", f"{hi:.3g} ms" + (" (log)" if log else "")
+        gap = max(1, bins + 2 - len(axis_lo) - len(axis_hi))
+        out.append(" " * label_w + axis_lo + " " * gap + axis_hi + "\n", style="dim")
+        counts = [histogram(s.samples_ms, lo, hi, bins, log=log) for s in tv.sides]
         peak = max((max(c, default=0) for c in counts), default=0)
         for s, c in zip(tv.sides, counts, strict=True):
             out.append(f"{s.name:<{label_w}}", style="bold")
@@ -393,18 +393,23 @@ def render_timing(tv: TimingView, width: int) -> Text:
     for s in tv.sides:
         parts = [f"{s.name:<{label_w}}"]
         if s.median_ms is not None:
-            parts.append(f"median {s.median_ms:.4g}")
+            parts.append(f"median {s.median_ms:.3g}")
         if s.iqr_ms is not None:
-            parts.append(f"IQR {s.iqr_ms[0]:.4g}–{s.iqr_ms[1]:.4g}")
+            parts.append(f"IQR {s.iqr_ms[0]:.3g}–{s.iqr_ms[1]:.3g}")
         if s.cold_ms is not None:
-            parts.append(f"cold {s.cold_ms:.4g}")
+            parts.append(f"cold {s.cold_ms:.3g}")
         if s.warm_ms is not None:
-            parts.append(f"warm {s.warm_ms:.4g}")
+            parts.append(f"warm {s.warm_ms:.3g}")
         parts.append(f"ms n={s.n}")
-        out.append(fit(" ".join(parts), width).rstrip() + "\n")
-    out.append(tv.speedup_line() + "\n", style="bold")
+        out.append(" ".join(parts) + "\n")
+    where = tv.device or "device ?"
+    if tv.case:
+        where += f" · case {case_label(tv.case)}"
+    out.append(where + "\n", style="dim")
     if tv.summary:
-        out.append(f"{tv.severity}: {tv.summary}", style="dim")
+        out.append(f"{tv.severity}: {tv.summary}\n", style="dim")
+    if tv.protocol:
+        out.append(f"protocol: {tv.protocol}", style="dim")
     return out
 
 
@@ -464,8 +469,10 @@ class RubricForm(Widget, can_focus=True, inherit_bindings=False):
             return Text("loading the rubric…")
         sugg = s.suggestions()
         width = max(20, self.size.width)
-        label_w = min(26, max(12, width // 3))
-        value_w = 14
+        longest = max((len(f.label) for f in self.fields), default=12)
+        value_w = 15
+        agree_w = 7
+        label_w = max(12, min(longest + 1, width - 2 - value_w - agree_w - 20))
         out = Text()
         for i, f in enumerate(self.fields):
             sel = i == self.cursor and self.has_focus
@@ -477,16 +484,16 @@ class RubricForm(Widget, can_focus=True, inherit_bindings=False):
             elif v and sv:
                 agree = "≠ kws"
             elif not v and f.required:
-                agree = "required"
+                agree = "needed"
             else:
                 agree = ""
             kws = f"kws: {sv}" if sv else ("kws: -" if sg is not None else "")
             line = Text()
             line.append("▶ " if i == self.cursor else "  ", style="bold")
-            line.append(fit(f.label, label_w), style="bold" if sel else "")
-            line.append(fit(v or "—", value_w), style="bold" if v else "dim")
-            line.append(fit(agree, 9), style="bold" if agree == "≠ kws" else "dim")
-            line.append(fit(kws, max(0, width - label_w - value_w - 11)), style="dim")
+            line.append(fit(f.label, label_w - 1) + " ", style="bold" if sel else "")
+            line.append(fit(v or "—", value_w - 1) + " ", style="bold" if v else "dim")
+            line.append(fit(agree, agree_w), style="bold" if agree == "≠ kws" else "dim")
+            line.append(fit(kws, max(0, width - 2 - label_w - value_w - agree_w)), style="dim")
             if sel:
                 line.stylize("reverse")
             out.append_text(line)

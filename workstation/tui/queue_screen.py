@@ -106,7 +106,7 @@ class QueueScreen(Screen):
         box.set_class(not errs, "-empty")
         if errs:
             lines = [f"Malformed tasks ({len(errs)}): file: key: problem"]
-            lines += [f"  {e.task}: {e}" for e in errs]
+            lines += [f"  {_relative(e.file, q.root)}: {e.key + ': ' if e.key else ''}{e.problem}" for e in errs]
             self.query_one("#malformed", Static).update("\n".join(lines))
 
     def on_resize(self) -> None:
@@ -197,3 +197,13 @@ class QueueScreen(Screen):
 
     def action_quit(self) -> None:
         self.app.exit()
+
+
+def _relative(file: str, root: Any) -> str:
+    """``file`` relative to the queue root when it is inside it."""
+    from pathlib import Path
+
+    try:
+        return str(Path(file).resolve().relative_to(Path(root).resolve()))
+    except ValueError:
+        return file

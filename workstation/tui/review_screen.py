@@ -9,17 +9,23 @@ the shown panel on screen. Any panel can be maximised and restored with one key;
 
 from __future__ import annotations
 
-from pathlib import Path
 from typing import Any
 
+from rich.text import Text
 from textual import work
 from textual.app import ComposeResult
 from textual.containers import Horizontal, Vertical
 from textual.message import Message
 from textual.screen import Screen
-from textual.widgets import Footer, Static, Tab, Tabs
+from textual.widgets import Footer, Static
 
-from workstation.review import ReviewSession, finding_source
+from workstation.review import (
+    ReviewSession,
+    TaskView,
+    finding_source,
+    load_task_view,
+    task_files_size,
+)
 from workstation.tui.keymap import bindings_for
 from workstation.tui.listview import fit
 from workstation.tui.panels import (
@@ -36,17 +42,20 @@ from workstation.tui.panels import (
 #: the narrowest / lowest terminal that shows every panel side by side.
 WIDE_MIN = 120
 TALL_MIN = 36
+#: tasks whose files total at most this many bytes are read and diffed on the UI thread
+#: (a few ms), so the first paint already shows them; larger ones load in a worker.
+INLINE_VIEW_BYTES = 256 * 1024
 PANELS = ("spec", "diff", "checks", "timing", "rubric")
 TAB_LABELS = {"spec": "1 Spec", "diff": "2 Source", "checks": "3 Checks", "timing": "4 Timing",
               "rubric": "5 Rubric", "history": "6 History"}
 
 
-class FilesLoaded(Message):
-    def __init__(self, spec: str, files: list[tuple[str, Any]], sources: dict[str, tuple[str | None, str, str | None, str]],
-                 title: str, tree: str | None, dirty: tuple[str, ...], problem: str = "") -> None:
+class TreeKnown(Message):
+    """The git tree id of the task in HEAD, and the paths where the work tree differs."""
+
+    def __init__(self, tree: str | None, dirty: tuple[str, ...]) -> None:
         super().__init__()
-        self.spec, self.files, self.sources = spec, files, sources
-        self.title, self.tree, self.dirty, self.problem = title, tree, dirty, problem
+        self.tree, self.dirty = tree, dirty
 
 
 class TokensLoaded(Message):
@@ -74,7 +83,7 @@ class ReviewScreen(Screen):
     BINDINGS = bindings_for("review")
     DEFAULT_CSS = """
     ReviewScreen #review-title { height: 1; background: $panel; text-style: bold; }
-    ReviewScreen #panel-tabs { display: none; height: 2; }
+    ReviewScreen #panel-tabs { display: none; height: 1; background: $panel; }
     ReviewScreen.-narrow #panel-tabs { display: block; }
     ReviewScreen #columns { height: 1fr; }
     ReviewScreen #col-left { width: 1fr; }
@@ -82,8 +91,8 @@ class ReviewScreen(Screen):
     ReviewScreen #spec { height: 14; }
     ReviewScreen #diff { height: 1fr; }
     ReviewScreen #checks { height: 1fr; }
-    ReviewScreen #timing { height: 10; }
-    ReviewScreen #rubric { height: 20; }
+    ReviewScreen #timing { height: 12; }
+    ReviewScreen #rubric { height: 19; }
     ReviewScreen.-narrow #col-left, ReviewScreen.-narrow #col-right { width: 1fr; }
     ReviewScreen.-narrow Panel { height: 1fr; }
     ReviewScreen .-hidden { display: none; }
@@ -96,7 +105,7 @@ class ReviewScreen(Screen):
         self.active = "checks"
         self.forced_layout: str | None = None
         self.narrow = False
-        self.sizes = {"right": 0, "spec": 0, "timing": 10, "rubric": 20}
+        self.sizes = {"right": 0, "spec": 0, "timing": 12, "rubric": 19}
         self.verdicts: list[Any] = []
         self.commit_armed = False
         self.task_title = ""
@@ -104,7 +113,7 @@ class ReviewScreen(Screen):
 
     def compose(self) -> ComposeResult:
         yield Static(f" {self.task_id}", id="review-title", markup=False)
-        yield Tabs(*[Tab(TAB_LABELS[p], id=f"tab-{p}") for p in (*PANELS, "history")], id="panel-tabs")
+        yield Static("", id="panel-tabs")
         with Horizontal(id="columns"):
             with Vertical(id="col-left"):
                 yield SpecPanel("Spec", id="spec")
@@ -116,8 +125,6 @@ class ReviewScreen(Screen):
         yield Footer()
 
     def on_mount(self) -> None:
-        tabs = self.query_one(Tabs)
-        tabs.can_focus = False
         app = self.app
         self.session = app.session_for(self.task_id)
         self.query_one(ChecksPanel).bind_session(self.session)
@@ -126,7 +133,11 @@ class ReviewScreen(Screen):
         self._title()
         self.apply_layout()
         self.query_one(ChecksPanel).focus_main()
-        self.load_files()
+        task_dir = app.queue.root / "tasks" / self.task_id
+        if task_files_size(task_dir) <= INLINE_VIEW_BYTES:
+            self.show_view(load_task_view(task_dir))  # small: on screen with the first paint
+        else:
+            self.load_files()
         self.load_history()
         if not self.session.rows and self.session.run_started is None:
             app.run_checks(self.session)
@@ -156,7 +167,7 @@ class ReviewScreen(Screen):
             for p in PANELS:
                 self.query_one(f"#{p}").styles.height = "1fr"
             tab = "history" if active == "spec" and self.query_one(SpecPanel).showing == "history" else active
-            self.query_one(Tabs).active = f"tab-{tab}"
+            self._tab_bar(tab)
         else:
             for p in PANELS:
                 self.query_one(f"#{p}").remove_class("-hidden")
@@ -214,10 +225,17 @@ class ReviewScreen(Screen):
         i = PANELS.index(cur) if cur in PANELS else 0
         self.action_show_panel(PANELS[(i + step) % len(PANELS)])
 
-    def on_tabs_tab_activated(self, event: Tabs.TabActivated) -> None:
-        name = event.tab.id.removeprefix("tab-") if event.tab and event.tab.id else None
-        if name and self.narrow and name != self.active and not (name == "history" and self.active == "spec"):
-            self.action_show_panel(name)
+    def _tab_bar(self, active: str) -> None:
+        """The narrow layout's tab bar: every panel with its key, the shown one in
+        reverse video and brackets (readable without colour)."""
+        bar = Text()
+        for p in (*PANELS, "history"):
+            label = TAB_LABELS[p]
+            if p == active:
+                bar.append(f"[{label}]", style="reverse bold")
+            else:
+                bar.append(f" {label} ")
+        self.query_one("#panel-tabs", Static).update(bar)
 
     def action_toggle_maximize(self) -> None:
         if self.maximized is not None:
@@ -290,71 +308,48 @@ class ReviewScreen(Screen):
 
     # -- loading ---------------------------------------------------------------------------------
 
+    def show_view(self, view: TaskView) -> None:
+        """Put the spec and the diffs on screen, then look up the task version and
+        highlight the sources in a worker."""
+        if view.problem:
+            self.query_one(SpecPanel).set_spec(f"**This task does not load:** {view.problem}")
+            return
+        self.task_title = view.title
+        self.files_ready = True
+        self.query_one(SpecPanel).set_spec(view.spec)
+        self.query_one(DiffPanel).set_files(view.files)
+        self._title()
+        self.load_meta(view)
+
     @work(thread=True, exclusive=True, group="files")
     def load_files(self) -> None:
-        """Read the spec and the task's sources, build the diffs, then highlight them."""
-        from workstation.diffmodel import diff_files, listing
-        from workstation.gitqueue import QueueError, open_queue, task_version
-        from workstation.taskfmt import TaskError, load_task
+        """Build the task view off the UI thread (large tasks)."""
+        view = load_task_view(self.app.queue.root / "tasks" / self.task_id)
+        self.app.call_from_thread(self.show_view, view)
 
-        root = self.app.queue.root
-        task_dir = root / "tasks" / self.task_id
-        try:
-            task = load_task(task_dir)
-        except TaskError as e:
-            self.post_message(FilesLoaded("", [], {}, "", None, (), problem=str(e)))
-            return
-        spec = _read(task_dir / task.spec) or "*(empty spec)*"
-        cand = task.entry["candidate"].file
-        base_name = task.entry["baseline"].file if "baseline" in task.entry else task.original
-        files: list[tuple[str, Any]] = []
-        sources: dict[str, tuple[str | None, str, str | None, str]] = {}
-        new = _read(task_dir / cand)
-        old = _read(task_dir / base_name) if base_name else None
-        label = "candidate" + (f" vs {'baseline' if 'baseline' in task.entry else 'original'}" if base_name else "")
-        files.append((label, diff_files(old, new, base_name, cand)))
-        sources[label] = (base_name, old or "", cand, new)
-        seen = {cand}
-        others = [("reference", task.entry["reference"].file), ("inputs", task.entry["inputs"].file)]
-        if base_name:
-            others.append(("baseline" if "baseline" in task.entry else "original", base_name))
-        if task.original and task.original != base_name:
-            others.append(("original", task.original))
-        for role in ("test", "bench"):
-            if role in task.entry:
-                others.append((role, task.entry[role].file))
-        for role, name in others:
-            if name in seen:
-                continue
-            seen.add(name)
-            text = _read(task_dir / name)
-            files.append((f"{role}: {name}", listing(text, name)))
-            sources[f"{role}: {name}"] = (None, "", name, text)
+    @work(thread=True, exclusive=True, group="meta")
+    def load_meta(self, view: TaskView) -> None:
+        """The task's git tree id (the version a verdict names), then syntax tokens."""
+        from workstation.gitqueue import QueueError, open_queue, task_version
+
         tree, dirty = None, ()
         try:
-            repo = open_queue(root)
+            repo = open_queue(self.app.queue.root)
             tv = task_version(repo, self.task_id)
             tree, dirty = tv.tree, tv.dirty
             repo.close()
         except QueueError:
             pass
-        self.post_message(FilesLoaded(spec, files, sources, task.title, tree, dirty))
+        self.post_message(TreeKnown(tree, dirty))
         if self.app.highlight:
             from workstation.diffmodel import highlight_lines
 
-            for lbl, (oname, otext, nname, ntext) in sources.items():
+            for lbl, (oname, otext, nname, ntext) in view.sources.items():
                 old_t = highlight_lines(otext, oname) if oname else None
                 new_t = highlight_lines(ntext, nname) if nname else None
                 self.post_message(TokensLoaded(lbl, old_t, new_t))
 
-    def on_files_loaded(self, msg: FilesLoaded) -> None:
-        if msg.problem:
-            self.query_one(SpecPanel).set_spec(f"**This task does not load:** {msg.problem}")
-            return
-        self.task_title = msg.title
-        self.files_ready = True
-        self.query_one(SpecPanel).set_spec(msg.spec)
-        self.query_one(DiffPanel).set_files(msg.files)
+    def on_tree_known(self, msg: TreeKnown) -> None:
         s = self.session
         if s is not None and not msg.dirty and msg.tree:
             s.task_tree = msg.tree
@@ -362,7 +357,6 @@ class ReviewScreen(Screen):
             self.query_one(RubricPanel).set_status(
                 "the task folder has uncommitted changes: a verdict needs a committed version ("
                 + ", ".join(msg.dirty[:3]) + ")")
-        self._title()
 
     def on_tokens_loaded(self, msg: TokensLoaded) -> None:
         self.query_one(DiffPanel).set_tokens(msg.label, msg.old, msg.new)
@@ -599,9 +593,3 @@ class ReviewScreen(Screen):
             return
         self.app.pop_screen()
 
-
-def _read(path: Path) -> str:
-    try:
-        return path.read_text(encoding="utf-8", errors="replace")
-    except OSError as e:
-        return f"(cannot read {path.name}: {e})"
