@@ -34,7 +34,7 @@ import torch
 
 from workstation.harness import StepOutput, step
 from workstation.harness.core import JobContext, error_info
-from workstation.harness.timing import steady_allocator
+from workstation.harness.timing import steady_allocator, timing_priority
 
 MAX_EVENTS = 20000
 MAX_ARG_RECORDS = 4
@@ -148,7 +148,7 @@ def author_bench_step(ctx: JobContext, spec: dict[str, Any]) -> StepOutput:
     bench_file = os.path.realpath(ctx.task_dir / bench_ep.rpartition(":")[0]) if bench_ep else ""
     tracer = BenchTracer(targets, bench_file)
     allocator = steady_allocator() if ctx.device.type == "cpu" else {}
-    extra: dict[str, Any] = {"allocator": allocator, "case": case, "targets": {f"{Path(f).name}:{n}": s for (f, n), s in targets.items()},
+    extra: dict[str, Any] = {"allocator": allocator, "priority": timing_priority(), "case": case, "targets": {f"{Path(f).name}:{n}": s for (f, n), s in targets.items()},
                              "bench_file": Path(bench_file).name, "device_name": ctx.device_name}
     t0 = time.perf_counter()
     try:

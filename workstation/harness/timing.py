@@ -14,15 +14,18 @@ bootstrap interval of the speedup. The protocol (documented in ``docs/timing.md`
    ``torch.compile`` side compiles here, inside a time box (``compile_timeout_s``).
 3. Warm-up: further untimed calls until ``warmup_s`` has passed (at least
    ``warmup_min_calls``); none of them is a sample.
-4. Rounds, sides interleaved (A B A B ...; drift hits every side alike): per round and
-   side, one *cold* sample (the cache flushed first), one untimed call, then *warm*
-   samples (no flush: steady state, the data in cache): the same number for every side,
-   enough calls of the slowest side (from its warm-up) to fill ``warm_round_s``, at
-   least ``warm_per_round``, at most 100.
-5. Stop (nvbench's ``stdrel`` criterion): once every side has ``min_samples`` cold samples
-   and the relative noise of its cold samples (sample stdev / mean) is below
-   ``target_stdrel``; or when ``time_cap_s`` has passed (after ``min_samples``); or at
-   ``max_samples``; or, whatever the sample count, at ``hard_cap_s``.
+4. Two phases, each in rounds with the sides interleaved (A B A B ...; drift hits every
+   side alike). *Cold* phase: per round and side, the cache is flushed, then one call is
+   timed. *Warm* phase (after a few untimed calls per side; no flush anywhere in it, so
+   the samples are the steady state a back-to-back loop sees, as
+   ``torch.utils.benchmark.Timer`` measures): per round and side, the same number of
+   back-to-back timed calls for every side, enough calls of the slowest side (from its
+   warm-up) to fill ``warm_round_s``, at least ``warm_per_round``, at most 100.
+5. Stop, per phase (nvbench's ``stdrel`` criterion): once every side has
+   ``min_samples`` rounds and the relative noise of its samples of that phase (sample
+   stdev / mean) is below ``target_stdrel``; or when the phase's time cap
+   (``time_cap_s`` cold, ``warm_time_cap_s`` warm) has passed (after ``min_samples``
+   rounds); or at ``max_samples``; or, whatever the count, at ``hard_cap_s``.
 
 Clocks and cache flush:
 
@@ -38,7 +41,9 @@ Clocks and cache flush:
   64 MiB when neither is available).
 
 On the CPU the step first makes freed heap memory stay in the process
-(:func:`steady_allocator`), so calls do not page-fault their temporaries back in.
+(:func:`steady_allocator`), so calls do not page-fault their temporaries back in; on
+every device it undoes the fork server's ``nice`` where permitted
+(:func:`timing_priority`).
 
 Under the Triton interpreter a side whose calls launch Triton kernels is timed as
 Python/numpy emulation: :func:`count_interpreter_launches` counts the launches of its
@@ -70,10 +75,12 @@ _SYS_CACHE = Path("/sys/devices/system/cpu/cpu0/cache")
 #: defaults per device kind: (target_stdrel, min_samples, time_cap_s, hard_cap_s)
 DEFAULTS = {
     "cpu": {"target_stdrel": 0.02, "min_samples": 10, "max_samples": 500, "time_cap_s": 3.0,
-            "hard_cap_s": 12.0, "warm_per_round": 3, "warm_round_s": 0.005, "warmup_s": 0.05, "warmup_min_calls": 2,
+            "hard_cap_s": 12.0, "warm_per_round": 3, "warm_round_s": 0.005, "warm_time_cap_s": 1.0,
+            "warmup_s": 0.05, "warmup_min_calls": 2,
             "max_call_s": 0.5},
     "cuda": {"target_stdrel": 0.005, "min_samples": 25, "max_samples": 500, "time_cap_s": 2.0,
-             "hard_cap_s": 10.0, "warm_per_round": 3, "warm_round_s": 0.002, "warmup_s": 0.1, "warmup_min_calls": 3,
+             "hard_cap_s": 10.0, "warm_per_round": 3, "warm_round_s": 0.002, "warm_time_cap_s": 1.0,
+             "warmup_s": 0.1, "warmup_min_calls": 3,
              "max_call_s": 0.5},
 }
 
@@ -292,6 +299,21 @@ def steady_allocator() -> dict[str, Any]:
     return {"M_MMAP_THRESHOLD": 32 * 2 ** 20 if ok_mmap else None, "M_TRIM_THRESHOLD": 2 ** 30 if ok_trim else None}
 
 
+def timing_priority() -> dict[str, Any]:
+    """Undo the fork server's ``nice`` for a timing child (timing jobs run alone, so
+    they slow no other check; at a lower priority than the machine's other processes a
+    timed call is descheduled more often). Needs permission to lower the niceness
+    (``CAP_SYS_NICE`` or ``RLIMIT_NICE``); without it the niceness stays. Returns
+    ``{"nice_before", "nice"}``."""
+    before = os.getpriority(os.PRIO_PROCESS, 0)
+    if before > 0:
+        try:
+            os.setpriority(os.PRIO_PROCESS, 0, 0)
+        except OSError:
+            pass
+    return {"nice_before": before, "nice": os.getpriority(os.PRIO_PROCESS, 0)}
+
+
 def _prepare_compile_env(ctx: JobContext) -> None:
     """Inductor: compile in-process, cache next to Triton's kws cache (reused by later runs)."""
     os.environ.setdefault("TORCHINDUCTOR_COMPILE_THREADS", "1")
@@ -445,29 +467,62 @@ def time_case(ctx: JobContext, case: dict[str, Any], spec: dict[str, Any], flush
     slowest = max((sd.call_s for sd in active), default=0.0)
     n_warm = int(min(100, max(p["warm_per_round"], math.ceil(p["warm_round_s"] / max(slowest, 1e-9)))))
     doc["warm_per_round"] = n_warm
-    # 4. interleaved rounds; 5. stop rule
+
+    def cold_round(sd: _Side) -> None:
+        sd.cold.append(clock.measure(sd.call, before=lambda: (sd.restore(), flusher.flush())))
+        sd.preempted += _descheduled(sd.cold[-1], clock)
+
+    def warm_round(sd: _Side) -> None:
+        for _ in range(n_warm):
+            sd.warm.append(clock.measure(sd.call, before=sd.restore if sd.pristine else None))
+            sd.preempted += _descheduled(sd.warm[-1], clock)
+
+    # 4. cold phase, then warm phase (no flush anywhere in it, so warm samples are the
+    #    steady state a back-to-back loop sees); each phase interleaves the sides
+    doc["phases"] = {}
+    for phase, one_round, key, cap in (("cold", cold_round, "cold", p["time_cap_s"]),
+                                       ("warm", warm_round, "warm", p["warm_time_cap_s"])):
+        if phase == "warm":
+            for sd in active:  # leave the cold phase's state: a few untimed calls per side
+                try:
+                    for _ in range(p["warmup_min_calls"]):
+                        sd.restore()
+                        sd.call()
+                        ctx.sync()
+                except BaseException as e:  # noqa: BLE001
+                    sd.active = False
+                    errors[sd.name] = error_info(e, "warm-up")
+            active = [sd for sd in active if sd.active]
+        doc["phases"][phase] = _sample_phase(active, one_round, key, cap, p, errors)
+        active = [sd for sd in active if sd.active]
+    cold = doc["phases"]["cold"]
+    doc["rounds"] = cold["rounds"]
+    doc["stop"] = cold["stop"]
+    doc["sampling_s"] = cold["seconds"] + doc["phases"]["warm"]["seconds"]
+    for sd in sides:
+        doc["sides"][sd.name] = {**sd.report, "cold_ns": sd.cold, "warm_ns": sd.warm, "descheduled": sd.preempted,
+                                 "stdrel_cold": _stdrel(sd.cold) if len(sd.cold) > 1 else None,
+                                 "stdrel_warm": _stdrel(sd.warm) if len(sd.warm) > 1 else None}
+    return doc
+
+
+def _sample_phase(active: list[_Side], one_round: Callable[[_Side], None], key: str, cap: float,
+                  p: dict[str, Any], errors: dict[str, Any]) -> dict[str, Any]:
+    """Interleaved rounds (A B A B ...) of one phase until the stop rule (module doc, 5.)
+    holds for the samples in ``key`` (``cold``/``warm``); returns rounds, stop, seconds."""
     t_start = time.perf_counter()
     stop = "no side to time"
     rounds = 0
     while active:
         for sd in active:
             try:
-                sd.cold.append(clock.measure(sd.call, before=lambda sd=sd: (sd.restore(), flusher.flush())))
-                sd.preempted += _descheduled(sd.cold[-1], clock)
-                # one untimed call first: it writes back the dirty lines the flush left
-                # and re-touches the side's temporaries, so warm samples are steady state
-                sd.restore()
-                sd.call()
-                ctx.sync()
-                for _ in range(n_warm):
-                    sd.warm.append(clock.measure(sd.call, before=sd.restore if sd.pristine else None))
-                    sd.preempted += _descheduled(sd.warm[-1], clock)
+                one_round(sd)
             except BaseException as e:  # noqa: BLE001
                 sd.active = False
                 errors[sd.name] = error_info(e, "sample")
         rounds += 1
         active = [sd for sd in active if sd.active]
-        n = min((len(sd.cold) for sd in active), default=0)
+        n = min((len(getattr(sd, key)) for sd in active), default=0)
         elapsed = time.perf_counter() - t_start
         if n >= p["max_samples"]:
             stop = "max_samples"
@@ -475,20 +530,14 @@ def time_case(ctx: JobContext, case: dict[str, Any], spec: dict[str, Any], flush
         if elapsed >= p["hard_cap_s"]:
             stop = "hard_cap_s"
             break
-        if n >= p["min_samples"]:
-            if all(_stdrel(sd.cold) < p["target_stdrel"] for sd in active):
+        if rounds >= p["min_samples"]:
+            if all(_stdrel(getattr(sd, key)) < p["target_stdrel"] for sd in active):
                 stop = "stdrel"
                 break
-            if elapsed >= p["time_cap_s"]:
+            if elapsed >= cap:
                 stop = "time_cap_s"
                 break
-    doc["rounds"] = rounds
-    doc["stop"] = stop
-    doc["sampling_s"] = time.perf_counter() - t_start
-    for sd in sides:
-        doc["sides"][sd.name] = {**sd.report, "cold_ns": sd.cold, "warm_ns": sd.warm, "descheduled": sd.preempted,
-                                 "stdrel_cold": _stdrel(sd.cold) if len(sd.cold) > 1 else None}
-    return doc
+    return {"rounds": rounds, "stop": stop, "seconds": time.perf_counter() - t_start}
 
 
 def _descheduled(wall_ns: int, clock: CpuClock | CudaClock) -> int:
@@ -537,6 +586,7 @@ def timing_step(ctx: JobContext, spec: dict[str, Any]) -> StepOutput:
     ``interpreter_launches``; ``rounds``, ``stop``, ``errors``, ``workload``).
     """
     allocator = steady_allocator() if ctx.device.type == "cpu" else {}
+    priority = timing_priority()
     cache = device_cache(ctx.device, spec.get("cache_bytes"))
     flusher = CacheFlusher(ctx.device, cache["bytes"])
     clock = make_clock(ctx.device)
@@ -544,6 +594,7 @@ def timing_step(ctx: JobContext, spec: dict[str, Any]) -> StepOutput:
         "device": ctx.device.type, "device_name": ctx.device_name, "interpreter": INTERPRETER,
         "cache": cache, "flush_bytes": flusher.nbytes, "clock": type(clock).__name__,
         "torch_threads": torch.get_num_threads(), "cpu_model": cpu_model(), "allocator": allocator,
+        "priority": priority,
         "cases": [],
     }
     if spec.get("bandwidth"):
@@ -564,6 +615,7 @@ def torch_timer_step(ctx: JobContext, spec: dict[str, Any]) -> StepOutput:
 
     if ctx.device.type == "cpu":
         steady_allocator()
+    timing_priority()
     inputs = ctx.make_inputs(spec["case"], int(spec.get("seed", 0)))
     fn = ctx.callable(spec.get("role", "candidate"))
     m = benchmark.Timer(stmt="fn(*inputs)", globals={"fn": fn, "inputs": inputs},
