@@ -18,8 +18,9 @@ rounds the result once to the output format (unit roundoff ``u_out``):
 where ``S = |a|ᵀ|b|`` for an inner product (the op applied to absolute values, for a
 multilinear op) and ``|y|`` otherwise. kws picks ``λ`` so that the bound holds at every
 element of the output at once with probability ``1 - DELTA`` (union bound), uses the
-smaller of the two bounds, and adds a floor ``τ`` (one rounding in the accumulator format
-at the output's largest magnitude, plus half the smallest subnormal of the output format).
+smaller of the two bounds, and adds a floor ``τ`` (roundings in the accumulator format at
+the output's largest magnitude, for up to ``TAU_OPS`` = 8 operations, plus half the
+smallest subnormal of the output format).
 
 Unit roundoffs come from :data:`workstation.compare.FORMATS` (IEEE 754 binary formats,
 ``u = 2^-p``): fp16 2^-11, bf16 2^-8, fp32 2^-24, fp64 2^-53, tf32 2^-11 (inputs of TF32
@@ -41,6 +42,8 @@ from workstation.compare import FORMATS, TORCH_TESTING_DEFAULTS, ResolvedToleran
 DELTA = 1e-3
 #: a declared tolerance wider than this multiple of the budget at every element is loose.
 LOOSE_FACTOR = 10.0
+#: roundings in the accumulator's format the floor τ allows at the output's largest magnitude.
+TAU_OPS = 8
 #: FlashAttention's rule: candidate error <= FA_FACTOR * reference error + floor
 #: (Dao-AILab/flash-attention, hopper/test_flash_attn.py: ``rtol = 2``,
 #: ``fwd_atol = 2 * (out_ref + 0.3 - 0.3 - out_ref).abs().max()``).
@@ -230,10 +233,13 @@ class Budget:
 
 
 def budget_floor(y_absmax: float, acc_dtype: str, out_dtype: str) -> float:
-    """τ: one rounding in the accumulator at the output's largest magnitude (a cancellation
-    in the compute format), plus half the smallest subnormal of the output format."""
+    """τ = TAU_OPS·u_acc·max|y| + 2^(emin_out - p_out): the roundings of up to
+    :data:`TAU_OPS` operations in the accumulator's format at the output's largest magnitude
+    (an elementwise epilogue, a cancellation such as ``1 + tanh(u)`` in a GELU tail or
+    ``x - mean`` in a norm, whose absolute error scales with the operands, not with the
+    small result), plus half the smallest subnormal of the output format."""
     f = FORMATS[out_dtype]
-    return unit_roundoff(acc_dtype) * float(y_absmax) + 2.0 ** (f.emin - f.p)
+    return TAU_OPS * unit_roundoff(acc_dtype) * float(y_absmax) + 2.0 ** (f.emin - f.p)
 
 
 # ----------------------------------------------------------------------------- errors
@@ -358,9 +364,10 @@ def fit_tolerance(mag: np.ndarray, need: np.ndarray, bins: int = 512) -> tuple[f
     least error in total (minimises ``Σ (atol + rtol·mag_i) / need_i``).
 
     A two-variable linear program: the optimum is a line through an edge of the upper
-    convex hull of the points ``(mag_i, need_i)`` or one of the two axis-aligned lines
-    (rtol = 0, or atol = 0). Points are first reduced to the largest need per log-spaced
-    magnitude bin, taken at the bin's smallest magnitude (conservative).
+    convex hull of the points ``(mag_i, need_i)``, or one of the axis-aligned lines (rtol = 0
+    or atol = 0). The hull is taken over the largest-need point of each log-spaced magnitude
+    bin; each candidate line's atol is then raised to cover every element exactly, so the
+    result is always feasible (and optimal up to the binning).
 
     Args:
         mag: ``|expected|`` per element (float64, any shape).
@@ -375,23 +382,21 @@ def fit_tolerance(mag: np.ndarray, need: np.ndarray, bins: int = 512) -> tuple[f
     x, y = x[ok], y[ok]
     if not y.size:
         return 0.0, 0.0
-    # reduce: per log-magnitude bin, the largest need at the bin's smallest magnitude
-    pos = x > 0
     pts: list[tuple[float, float]] = []
-    if (~pos).any():
-        pts.append((0.0, float(y[~pos].max())))
+    zero = x == 0
+    if zero.any():
+        pts.append((0.0, float(y[zero].max())))
+    pos = ~zero
     if pos.any():
-        lx = np.log2(x[pos])
+        xp, yp = x[pos], y[pos]
+        lx = np.log2(xp)
         lo, hi = float(lx.min()), float(lx.max())
-        nb = max(1, min(bins, int((hi - lo) * 8) + 1))
+        nb = max(1, min(bins, int((hi - lo) * 16) + 1))
         idx = np.minimum(((lx - lo) / max(hi - lo, 1e-300) * nb).astype(int), nb - 1)
-        ymax = np.full(nb, -np.inf)
-        np.maximum.at(ymax, idx, y[pos])
-        xmin = np.full(nb, np.inf)
-        np.minimum.at(xmin, idx, x[pos])
-        for xi, yi in zip(xmin, ymax, strict=True):
-            if np.isfinite(yi):
-                pts.append((float(xi), float(yi)))
+        order = np.lexsort((yp, idx))  # by bin, then need: the last of each bin has the largest need
+        last = np.r_[idx[order][1:] != idx[order][:-1], True]
+        for k in order[last]:
+            pts.append((float(xp[k]), float(yp[k])))
     pts.sort()
     hull: list[tuple[float, float]] = []
     for p in pts:  # upper hull, monotone chain
@@ -402,23 +407,23 @@ def fit_tolerance(mag: np.ndarray, need: np.ndarray, bins: int = 512) -> tuple[f
             else:
                 break
         hull.append(p)
+    slopes = [0.0]
+    if x.min() > 0:
+        slopes.append(float((y / x).max()))
+    for (x1, y1), (x2, y2) in zip(hull, hull[1:], strict=False):
+        if x2 > x1 and y2 >= y1:
+            slopes.append((y2 - y1) / (x2 - x1))
     w = 1.0 / y
     w0, w1 = float(w.sum()), float((x * w).sum())
-    cands: list[tuple[float, float]] = [(max(p[1] for p in pts), 0.0)]
-    if all(px > 0 for px, _ in pts):
-        cands.append((0.0, max(py / px for px, py in pts)))
-    for (x1, y1), (x2, y2) in zip(hull, hull[1:], strict=False):
-        if x2 > x1:
-            s = (y2 - y1) / (x2 - x1)
-            a = y1 - s * x1
-            if s >= 0 and a >= 0:
-                cands.append((a, s))
-    feas = []
-    for a, s in cands:
-        if all(a + s * px >= py * (1 - 1e-9) for px, py in pts):
-            feas.append((a * w0 + s * w1, a, s))
-    _, a, s = min(feas)
-    return a, s
+    best = None
+    for s in slopes:
+        a = max(float((y - s * x).max()), 0.0)
+        cost = a * w0 + s * w1
+        if best is None or cost < best[0]:
+            best = (cost, a, s)
+    assert best is not None
+    # a relative 1e-9 margin absorbs the rounding of atol + rtol*mag in float64
+    return best[1] * (1 + 1e-9), best[2] * (1 + 1e-9)
 
 
 def torch_default(dtype: str) -> tuple[float, float]:

@@ -21,8 +21,9 @@ from workstation.numerics import error_stats, num, pow2_text, round_to
 
 #: fraction of oracle values a narrower format must hold exactly to call the oracle quantised.
 QUANTISED_FRACTION = 0.999
-#: fewest nonzero oracle values the quantisation test looks at.
+#: fewest nonzero oracle values, and distinct ones, the quantisation test looks at.
 QUANTISED_MIN_VALUES = 64
+QUANTISED_MIN_DISTINCT = 16
 
 
 @register
@@ -220,7 +221,7 @@ class ReferenceSuspect(Check):
     def _quantised(self, items: list[tuple[Run, OutData]]) -> tuple | None:
         for r, o in items:
             vals = o.oracle[np.isfinite(o.oracle) & (o.oracle != 0)]
-            if vals.size < QUANTISED_MIN_VALUES:
+            if vals.size < QUANTISED_MIN_VALUES or np.unique(vals).size < QUANTISED_MIN_DISTINCT:
                 continue
             p_case = FORMATS.get(r.case.get("dtype", ""), FORMATS["float64"]).p
             rep = (r.probe.step.extra.get("input_representable") or {}) if r.probe is not None and r.probe.ok else {}
