@@ -436,7 +436,7 @@ def test_speedup_claim_on_a_synthetic_torch_task(tmp_path, runner, quick_timing,
     main = next(f for f in fs if "verdict" in f.evidence)
     t = main.evidence["timing"]
     # 64 sliced adds per call against one vectorised add: several times faster, far from 1000x
-    assert 2.5 < t["ratio"] < 500
+    assert 4.0 < t["ratio"] < 500
     assert main.severity == severity
     position = "below" if speedup == 1.0 else "above"
     assert main.evidence["verdict"]["position"] == position

@@ -194,7 +194,7 @@ class ClaimVerdict:
 
 
 #: an understated claim within this factor of the measured interval is "conservative".
-CONSERVATIVE_FACTOR = 2.0
+CONSERVATIVE_FACTOR = 3.0
 
 
 def judge_claim(claimed: float, primary: RatioCI, other: RatioCI | None = None, *,
@@ -210,7 +210,7 @@ def judge_claim(claimed: float, primary: RatioCI, other: RatioCI | None = None, 
       ``warn`` when it is above by at most ``margin`` (relative; machine and run
       differences); else ``fail``: the claim overstates the speedup beyond noise and
       margin;
-    - below ``lo``: ``info`` (a conservative claim) when ``lo / claimed <= 2``, else
+    - below ``lo``: ``info`` (a conservative claim) when ``lo / claimed <= 3``, else
       ``warn`` (the claim was probably made for another case or device).
     """
     holds = other is not None and consistent_with(claimed, other, margin)
@@ -224,8 +224,8 @@ def judge_claim(claimed: float, primary: RatioCI, other: RatioCI | None = None, 
     if claimed < primary.lo:
         d = primary.lo / claimed - 1.0
         if d + 1.0 <= CONSERVATIVE_FACTOR:
-            return ClaimVerdict("below", d, holds, "info", "conservative: below the interval by at most 2x", margin)
-        return ClaimVerdict("below", d, holds, "warn", "below the interval by more than 2x", margin)
+            return ClaimVerdict("below", d, holds, "info", f"conservative: below the interval by at most {CONSERVATIVE_FACTOR:g}x", margin)
+        return ClaimVerdict("below", d, holds, "warn", f"below the interval by more than {CONSERVATIVE_FACTOR:g}x", margin)
     return ClaimVerdict("inside", 0.0, holds, None, "inside the interval", margin)
 
 

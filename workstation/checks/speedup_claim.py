@@ -32,7 +32,7 @@ class SpeedupClaim(Check):
     above it but inside the other condition's interval, ``warn`` (the speedup holds
     only with a cold, or a warm, cache); above it by more than 10% (relative), ``fail``;
     above by less, ``warn``; below it (an understated claim), ``info`` (conservative,
-    within 2x) or ``warn``. Where the baseline is PyTorch code, a ``torch.compile`` of
+    within 3x) or ``warn``. Where the baseline is PyTorch code, a ``torch.compile`` of
     it is timed beside it (time-boxed; the report says when it could not be compiled)
     and the candidate's speedup over it is reported: ``warn`` when the candidate is
     slower than the compiled baseline. Roofline: the case's bytes (inputs read, outputs
