@@ -228,7 +228,8 @@ class Autotune(Check):
         seed = ctx.seeds[0] if ctx.seeds else 0
         cases = ctx.cases
         spec = {"kind": "autotune_probe", "cases": cases, "seed": seed}
-        job = ctx.run_job([spec], step_timeout=step_timeout_s() * max(2, len(cases) * 2))
+        # on a GPU the autotuner times configs: nothing else may run meanwhile
+        job = ctx.run_job([spec], step_timeout=step_timeout_s() * max(2, len(cases) * 2), exclusive=ctx.on_gpu)
         st = job.steps[0] if job.steps else None
         if st is None:
             raise RuntimeError(f"the autotune probe {job.describe_death()}: {job.stderr_tail[-1500:]}")

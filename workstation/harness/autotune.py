@@ -88,13 +88,13 @@ def describe(at: Any) -> dict[str, Any]:
         "line": code.co_firstlineno if code else 0,
         "arg_names": list(at.arg_names),
         "configs": [_config_doc(c) for c in at.configs],
-        "key": list(at.keys),
-        "reset_to_zero": list(at.reset_to_zero),
-        "restore_value": list(at.restore_value),
-        "user_pre_hook": bool(at.user_defined_pre_hook),
-        "user_post_hook": bool(at.user_defined_post_hook),
-        "early_config_prune": at.early_config_prune is not None,
-        "perf_model": at.perf_model is not None,
+        "key": list(getattr(at, "keys", []) or []),
+        "reset_to_zero": list(getattr(at, "reset_to_zero", []) or []),
+        "restore_value": list(getattr(at, "restore_value", []) or []),
+        "user_pre_hook": bool(getattr(at, "user_defined_pre_hook", False)),
+        "user_post_hook": bool(getattr(at, "user_defined_post_hook", False)),
+        "early_config_prune": getattr(at, "early_config_prune", None) is not None,
+        "perf_model": getattr(at, "perf_model", None) is not None,
     }
 
 

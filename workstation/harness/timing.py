@@ -442,8 +442,17 @@ def time_case(ctx: JobContext, case: dict[str, Any], spec: dict[str, Any], flush
             sd.active = False
             sd.report["stopped"] = "the call launches Triton kernels under the interpreter"
         elif t_first > p["max_call_s"] * 1e9 and not sd.compile:
-            sd.active = False
-            sd.report["stopped"] = f"one call takes {t_first / 1e9:.2f} s > max_call_s {p['max_call_s']:g} s"
+            # the first call may be compiling (Triton JIT, autotuning): time a second one
+            try:
+                t_second = clock.measure(sd.call, before=sd.restore)
+            except BaseException as e:  # noqa: BLE001
+                sd.active = False
+                errors[sd.name] = error_info(e, "call")
+                continue
+            sd.report["second_call_ns"] = t_second
+            if t_second > p["max_call_s"] * 1e9:
+                sd.active = False
+                sd.report["stopped"] = f"one call takes {t_second / 1e9:.2f} s > max_call_s {p['max_call_s']:g} s"
     if spec.get("workload") and sides and sides[0].outputs:
         doc["workload"] = workload(ctx, sides[0].inputs, sides[0].outputs)
     active = [sd for sd in sides if sd.active]
