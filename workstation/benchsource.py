@@ -806,7 +806,8 @@ def _fresh_inputs(sc: _Scanner, node: ast.AST, fn: ast.AST, args: list[ast.expr]
 _BOOKKEEPING = {"append", "extend", "range", "len", "print", "float", "int", "min", "max", "sum", "enumerate",
                 "zip", "record", "elapsed_time", "Event", "time", "perf_counter", "perf_counter_ns", "monotonic",
                 "monotonic_ns", "time_ns", "default_timer", "process_time", "format", "join", "add_", "mean",
-                "median", "fmean", "isinstance", "getattr"}
+                "median", "fmean", "isinstance", "getattr", "no_grad", "inference_mode", "autocast",
+                "nullcontext", "record_function", "enable_grad", "set_grad_enabled"}
 
 
 def _setup_calls(sc: _Scanner, stmts: list[ast.stmt], call: ast.Call, env: dict[str, set[str]]) -> tuple[str, ...]:

@@ -360,8 +360,10 @@ class Autotune(Check):
                    f"has no reset_to_zero=[{arg!r}] or restore_value=[{arg!r}]")
             src = {"file": ks.file, "line": line}
         elif not at["reset_to_zero"] and not at["restore_value"]:
+            written = sorted(set(ctx.task.out_args) | set(ctx.task.inout_args))
+            what = f"the inputs it writes ({', '.join(map(str, written))})" if written else "the output"
             why = (f": {at['kernel']}'s @triton.autotune declares no reset_to_zero / restore_value, and the tuning "
-                   "launches write the output")
+                   f"launches write {what} again and again")
         w = c.worst or {}
         scale = first.get("scale")
         per_launch = f" ({n_launch} launches of {len(at['configs'])} configs" + \
