@@ -258,7 +258,7 @@ def measure(ctx: CheckContext) -> Measurement:
 def _run_timing(ctx: CheckContext, p: Plan, cases: list[dict[str, Any]]) -> dict[str, Any]:
     spec = {"kind": "timing", "cases": cases, "seed": ctx.seeds[0] if ctx.seeds else 0,
             "sides": p.sides(), "compile_timeout_s": compile_timeout_s(), "stop_if_interpreted": True,
-            "workload": True, "bandwidth": not ctx.on_gpu, "cache_bytes": cache_bytes_override()}
+            "workload": True, "bandwidth": True, "cache_bytes": cache_bytes_override()}
     budget = 60.0 + compile_timeout_s() * (p.over_pytorch and p.compile_enabled) + 20.0 * len(cases)
     job = ctx.run_job([spec], exclusive=True, step_timeout=budget)
     st = job.steps[0] if job.steps else None
