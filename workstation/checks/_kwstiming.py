@@ -107,6 +107,9 @@ def plan(ctx: CheckContext) -> Plan:
         who = " and ".join(f"the {r}" for r in interp)
         reason = (f"{who} {'is' if len(interp) == 1 else 'are'} Triton code, run here by the Triton interpreter "
                   "(Python/numpy emulation on the CPU): its timings say nothing about GPU speed")
+    if task.backend == "cuda" and not ctx.on_gpu:
+        interp = interp or ["candidate"]
+        reason = "the candidate is a CUDA kernel and this machine has no GPU: there is nothing to time"
     fallback = largest_case(task.cases) if src == "[benchmark] cases" else None
     return Plan(cases=cases, case_source=src, baseline_role=role, over_pytorch=kinds[role] == "pytorch",
                 kinds=kinds, representative=not interp, reason=reason, fallback_case=fallback,

@@ -61,8 +61,8 @@ class SpeedupClaim(Check):
             raise Skip("the task makes no speedup claim ([claims] speedup = 0)")
         p = plan(ctx)
         if not p.representative:
-            raise Skip(f"not representative here: {p.reason}; the claimed {claim:g}x is not judged from "
-                       "interpreter timings (run kws on a GPU)")
+            raise Skip(f"not representative here: {p.reason}; the claimed {claim:g}x is not judged "
+                       "(run kws on a GPU)")
         m = measure(ctx)
         findings: list[Finding] = []
         for ct in m.cases:
