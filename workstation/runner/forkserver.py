@@ -111,16 +111,23 @@ def main() -> None:
            "versions": versions})
 
     running: dict[int, int] = {}  # pid -> job id
-    stdin = sys.stdin
+    # Read stdin unbuffered: select() reports the fd, so a buffered readline() could pull
+    # two requests from the pipe and leave the second in Python's buffer, unseen by the
+    # next select() (a job that never starts when two are submitted at once).
+    pending = b""
     open_in = True
     while open_in or running:
         if open_in:
-            r, _, _ = select.select([stdin], [], [], 0.02)
+            r, _, _ = select.select([0], [], [], 0.02)
             if r:
-                line = stdin.readline()
-                if not line:
+                chunk = os.read(0, 1 << 16)
+                if not chunk:
                     open_in = False
-                else:
+                pending += chunk
+                while b"\n" in pending:
+                    line, pending = pending.split(b"\n", 1)
+                    if not line.strip():
+                        continue
                     req = json.loads(line)
                     if req.get("op") == "run":
                         pid = os.fork()
