@@ -1,0 +1,215 @@
+"""``edge-shapes`` and ``noncontiguous``: derivation rules, layouts, and the sample tasks."""
+
+from __future__ import annotations
+
+import pytest
+
+from tests.conftest import SAMPLE_QUEUE, TASK_TOML, write_task
+from workstation.checks._trials import region_phrase
+from workstation.checks.edge_shapes import (
+    CostModel,
+    _patterns,
+    elements,
+    int_params,
+    shrink_values,
+    snap,
+    value_plan,
+)
+from workstation.checks.noncontiguous import expand_eligible
+from workstation.compare import Comparison
+from workstation.engine import run_checks
+from workstation.harness.layout_kinds import KINDS, applies
+from workstation.report import to_json_dict
+from workstation.taskfmt import ParamSpec, load_task
+
+
+def check(runner, task_dir, cid: str) -> dict:
+    """Run one check; return (status, findings of that check) from the JSON report."""
+    doc = to_json_dict(run_checks(load_task(task_dir), runner, only=[cid]))
+    st = next(c for c in doc["checks"] if c["check"] == cid)
+    assert st["status"] != "error", st["reason"]
+    return {"status": st["status"], "reason": st["reason"], "findings": [f for f in doc["findings"] if f["check"] == cid]}
+
+
+def fails(res: dict) -> list[dict]:
+    return [f for f in res["findings"] if f["severity"] == "fail"]
+
+
+# -- derivation rules (no task code) ------------------------------------------------------------
+
+
+def test_snap_respects_min_max_multiple_and_choices():
+    s = ParamSpec(min=8, max=1024, multiple_of=8)
+    assert snap(1, s, "up") == 8
+    assert snap(127, s, "down") == 120 and snap(129, s, "up") == 136
+    assert snap(2000, s, "up") is None and snap(2000, s, "nearest") == 1024
+    assert snap(3, ParamSpec(min=1), "down") == 3
+    c = ParamSpec(choices=(32, 64, 128))
+    assert snap(100, c, "up") == 128 and snap(100, c, "down") == 64 and snap(16, c, "down") is None
+
+
+@pytest.mark.parametrize("spec", [ParamSpec(min=1, max=65536), ParamSpec(min=8, max=4096, multiple_of=8),
+                                  ParamSpec(min=100, max=300), ParamSpec(choices=(64, 128, 256, 1000))])
+def test_value_plan_is_legal_new_and_has_the_edge_classes(spec):
+    declared = [128, 256] if spec.choices is None or 128 in spec.choices else [64]
+    plan = value_plan(declared, spec)
+    values = [v.value for v in plan]
+    assert values and all(spec.allows(v) for v in values)
+    assert not set(values) & set(declared) and len(values) == len(set(values))
+    if spec == ParamSpec(min=1, max=65536):
+        assert {1, 127, 129, 255, 257}.issubset(values) and any(v.why == "a small prime" for v in plan)
+        assert 384 in values  # an odd block multiple: tells "% 128" from "% 256"
+        assert values[0] in (257, 255, 129, 127)  # a just-past-a-power-of-two size comes first
+    if spec.multiple_of:
+        assert all(v % 8 == 0 for v in values) and 8 in values
+    if spec.min == 100:
+        assert min(values) >= 100 and max(values) <= 300
+
+
+def test_int_params_ignore_non_integers():
+    cases = [{"M": 4, "N": 8, "causal": True, "scale": 0.5, "mode": "x", "dtype": "float16"}]
+    assert int_params(cases) == ["M", "N"]
+    assert elements({"M": 4, "N": 8}, ["M", "N"]) == 32
+
+
+def test_shrink_values_are_smaller_legal_and_simplest_first():
+    assert shrink_values(1000, ParamSpec(min=1)) == [1, 2, 3, 500, 999]
+    assert shrink_values(96, ParamSpec(min=8, max=1024, multiple_of=8)) == [8, 48, 88]
+    assert shrink_values(1, ParamSpec(min=1)) == []
+
+
+def test_cost_model_is_conservative_and_quantised():
+    m = CostModel.fit([(1000, 0.11), (4000, 0.41)], on_gpu=False)
+    assert m.seconds(4000) >= 0.41  # never under-predicts a measured case
+    m2 = CostModel.fit([(1000, 0.115), (4000, 0.42)], on_gpu=False)
+    assert m.b == m2.b  # timing noise within a factor 2 does not change the plan
+    assert CostModel.fit([], on_gpu=True).fits(1 << 20)
+
+
+def test_divisibility_pattern_from_results():
+    from workstation.checks._trials import Trial, TrialResult
+
+    def r(k, status):
+        return TrialResult(Trial({"M": 8, "K": k, "dtype": "float32"}, 0), None, None, status)  # type: ignore[arg-type]
+
+    res = [r(k, "mismatch") for k in (1, 127, 129, 192)] + [r(k, "pass") for k in (128, 256, 384, 1024)]
+    p = _patterns(res, ["M", "K"], [{"M": 8, "K": 1024, "dtype": "float32"}])
+    assert p["rules"] == {"K": 128} and "K % 128 != 0" in p["text"]
+
+
+def test_region_phrase_names_the_ragged_tile():
+    c = Comparison(ok=False, reason="", shape=(4, 1030), dtype="float32", numel=4120, n_bad=24,
+                   bad_region={"dim0": [0, 3], "dim1": [1024, 1029]})
+    assert region_phrase(c) == "all 4 rows, cols 1024..1029 of 1030 (the ragged last tile past 1024)"
+    c1 = Comparison(ok=False, reason="", shape=(1,), dtype="float32", numel=1, n_bad=1, bad_region={"dim0": [0, 0]})
+    assert region_phrase(c1) == "the only element"
+
+
+# -- layouts ----------------------------------------------------------------------------------
+
+
+def test_layout_kinds_apply_where_they_change_strides():
+    assert all(applies(k, (4, 8)) for k in KINDS)
+    assert not applies("transposed", (8,)) and not applies("padded-rows", (8,))
+    assert applies("column-slice", (8,)) and applies("misaligned", (8,))
+    assert not applies("row-step", (1, 8)) and not any(applies(k, ()) for k in KINDS)
+
+
+def test_relayout_keeps_values_and_changes_strides():
+    torch = pytest.importorskip("torch")
+    from workstation.harness.layouts import relayout
+
+    x = torch.randn(6, 10)
+    want = {"padded-rows": (128, 1), "column-slice": (30, 1), "row-step": (20, 1), "col-step": (20, 2),
+            "transposed": (1, 6), "misaligned": (10, 1)}
+    for kind, stride in want.items():
+        y = relayout(x, kind)
+        assert torch.equal(y, x) and y.stride() == stride, kind
+    assert relayout(x, "misaligned").data_ptr() % 16 != 0
+    assert relayout(x, "column-slice").storage_offset() == 10
+    e = relayout(x, "expand")
+    assert e.stride(0) == 0 and torch.equal(e, x[:1].expand(6, 10))
+    # padding outside the view is NaN, so a kernel reading it shows
+    base = relayout(x, "padded-rows")
+    assert torch.isnan(torch.as_strided(base, (1, 1), (1, 1), base.storage_offset() + 10)).all()
+
+
+def test_expand_rule_only_broadcast_operands():
+    reads = [{"index": 0, "dtype": "float16", "shape": [64, 128]},
+             {"index": 1, "dtype": "float16", "shape": [128]},
+             {"index": 2, "dtype": "int64", "shape": [64]},
+             {"index": 3, "dtype": "float32", "shape": [1]}]
+    assert expand_eligible(reads) == [1]
+
+
+# -- the checks on tasks ------------------------------------------------------------------------
+
+DROP_TAIL = """\
+def add(x, y):
+    out = x + y
+    n = x.shape[0] // 4 * 4
+    out[n:] = 0  # drops the ragged tail
+    return out
+"""
+
+AS_STRIDED = """\
+import torch
+
+def add(x, y):
+    # assumes unit stride: wrong for strided views
+    return torch.as_strided(x, x.shape, (1,)) + y
+"""
+
+
+def test_edge_shapes_shrinks_a_synthetic_tail_bug(runner, tmp_path):
+    d = write_task(tmp_path, candidate=DROP_TAIL)
+    res = check(runner, d, "edge-shapes")
+    [f] = [f for f in fails(res) if f["evidence"]["class"] == "mismatch"]
+    ev = f["evidence"]
+    assert ev["case"]["N"] == 1 and ev["class"] == "mismatch"  # shrunk to the smallest failing size
+    assert "N % 4 != 0" in f["summary"] and "--case" in f["repro"]
+    assert ev["smallest_failing"]["outputs"][0]["mismatched"] == 1
+
+
+def test_edge_shapes_rowsum_edge_fails_with_the_tail_pattern(runner):
+    res = check(runner, SAMPLE_QUEUE / "tasks" / "rowsum-edge", "edge-shapes")
+    [f] = [f for f in fails(res) if f["evidence"]["class"] == "mismatch"]
+    ev = f["evidence"]
+    assert ev["case"]["K"] % 128 and ev["case"]["M"] == 1
+    assert "K % 128 != 0" in f["summary"]
+    assert ev["smallest_failing"]["outputs"][0]["worst"]["got"] == 0.0
+    info = next(x for x in res["findings"] if x["severity"] == "info")
+    derived = info["evidence"]["derived"]
+    assert len(derived) <= 24 and all(1 <= c["case"]["K"] <= 65536 for c in derived)
+
+
+def test_edge_shapes_clean_task_has_no_fail(runner):
+    res = check(runner, SAMPLE_QUEUE / "tasks" / "softmax-gen", "edge-shapes")
+    assert not fails(res) and res["status"] == "pass"
+
+
+def test_noncontiguous_scale_rows_reports_layout_and_strides(runner):
+    res = check(runner, SAMPLE_QUEUE / "tasks" / "scale-rows-noncontig", "noncontiguous")
+    by_layout = {f["evidence"]["layout"]: f for f in fails(res)}
+    assert {"column-slice", "transposed", "padded-rows"} <= set(by_layout)
+    f = by_layout["column-slice"]
+    assert f["evidence"]["inputs_at_fault"] == [0]  # x, not the scale vector s
+    ins = {d["index"]: d for d in f["evidence"]["failing"]["candidate_inputs"]}
+    assert ins[0]["storage_offset"] > 0 and ins[0]["stride"][0] == 3 * ins[0]["shape"][1]
+    assert "stride" in f["summary"] and "read outside the view" in f["summary"]
+    assert "expand" not in by_layout  # s honours its own stride, stride 0 included
+
+
+def test_noncontiguous_synthetic_unit_stride_assumption(runner, tmp_path):
+    d = write_task(tmp_path, candidate=AS_STRIDED)
+    res = check(runner, d, "noncontiguous")
+    kinds = {f["evidence"]["layout"] for f in fails(res)}
+    assert "row-step" in kinds and "column-slice" not in kinds
+
+
+def test_noncontiguous_clean_task_and_contiguous_only_skip(runner, tmp_path):
+    assert not fails(check(runner, SAMPLE_QUEUE / "tasks" / "softmax-gen", "noncontiguous"))
+    toml = TASK_TOML.format(id="add", status="pass", failure_class="") + "\n[contract]\ncontiguous_only = true\n"
+    d = write_task(tmp_path, toml=toml)
+    res = check(runner, d, "noncontiguous")
+    assert res["status"] == "skip" and "contiguous_only = true" in res["reason"]

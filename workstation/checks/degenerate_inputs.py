@@ -1,0 +1,235 @@
+"""``degenerate-inputs``: the task's own inputs or outputs cannot tell a wrong kernel from
+a right one."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+
+from workstation.checks._trials import Trial, evidence_of, failure_text, run_trials
+from workstation.checks.base import Check, Finding, register
+from workstation.compare import compare
+from workstation.engine import CallOutcome, CheckContext, case_label
+
+#: distributions of the replacement inputs (:mod:`workstation.harness.values`, ``diverse``).
+DISTRIBUTIONS = ("normal", "uniform", "heavy", "mixed")
+#: a relative perturbation this small must change some output bit of a live computation.
+SLIGHT = 1e-2
+#: a perturbation this large must move the output beyond the tolerance for an input to count.
+COARSE = 0.5
+#: rerun at most this many flagged cases with diverse inputs.
+MAX_RERUN_CASES = 2
+#: a share of constant rows at or above this flags the input.
+ROW_SHARE = 0.5
+
+
+def _rows(v: np.ndarray) -> np.ndarray:
+    return v.reshape(-1, v.shape[-1])
+
+
+def input_indicators(v: np.ndarray, atol: float) -> list[str]:
+    """Degeneracy of one floating-point input (any shape): constant, constant rows (along
+    the last dim), identical rows, all within ``atol`` of zero. Texts do not depend on the
+    values drawn, so the seeds of one case merge."""
+    out: list[str] = []
+    if v.size <= 1 or not np.isfinite(v).all():
+        return out
+    if np.ptp(v) == 0:
+        out.append("constant (one value throughout)")
+        return out
+    if v.ndim >= 2 and v.shape[-1] > 1:
+        r = _rows(v)
+        const = np.ptp(r, axis=1) == 0
+        share = float(const.mean())
+        if share >= ROW_SHARE:
+            out.append(f"{int(const.sum())} of {r.shape[0]} rows constant along the last dim")
+        if r.shape[0] > 1 and (r == r[0]).all():
+            out.append(f"all {r.shape[0]} rows identical")
+    if float(np.abs(v).max()) <= atol:
+        out.append(f"every value within atol = {atol:g} of zero")
+    return out
+
+
+def output_indicators(ctx: CheckContext, case: dict[str, Any], ref: CallOutcome) -> list[str]:
+    """Degeneracy of the reference's outputs: constant, or so close to zero that an
+    all-zero output passes the declared tolerance. The texts do not depend on the seed,
+    so runs of one case merge."""
+    out: list[str] = []
+    for j, t in enumerate(ref.outputs):
+        v = t.values
+        name = f"output {j}" if len(ref.outputs) > 1 else "the output"
+        if v.dtype.kind != "f" or v.size <= 1 or not np.isfinite(v).all():
+            continue
+        if np.ptp(v) == 0:
+            out.append(f"{name} is constant ({float(v.flat[0]):.6g} everywhere)")
+            continue
+        tol = ctx.tolerance(case, t.dtype)
+        c = compare(v, np.zeros_like(v), tol, expected_dtype=t.dtype, got_dtype=t.dtype)
+        if c.ok:
+            out.append(f"{name} is within the tolerance of zero (atol {tol.atol:g}): an all-zero result passes")
+    return out
+
+
+def _within(ctx: CheckContext, case: dict[str, Any], a: CallOutcome, b: CallOutcome) -> tuple[bool, bool]:
+    """(bitwise equal, within the declared tolerance) of two reference results."""
+    if len(a.outputs) != len(b.outputs):
+        return False, False
+    exact = within = True
+    for x, y in zip(a.outputs, b.outputs, strict=True):
+        if x.values.shape != y.values.shape:
+            return False, False
+        if not np.array_equal(x.values, y.values, equal_nan=True):
+            exact = False
+        c = compare(x.values, y.values, ctx.tolerance(case, x.dtype), expected_dtype=x.dtype, got_dtype=y.dtype)
+        within = within and c.ok
+    return exact, within
+
+
+@register
+class DegenerateInputs(Check):
+    """The task's inputs or outputs are degenerate, so wrong kernels can pass.
+
+    A test that feeds constant rows to a softmax, zeros to a bias, ones to a norm weight, or
+    values so small that every output is within atol of zero, passes kernels that ignore
+    what the test cannot see. KernelBench's "zero-output" false passes and inputs built
+    with ``expand`` (one value per row) are public examples.
+
+    How: kws runs the reference on every declared case and seed with the inputs sent back
+    and inspects each floating-point input the callables read (constant; at least half of
+    the rows constant along the last dim; all rows identical; every value within atol of
+    zero) and each output (constant; an all-zero output passing the declared tolerance).
+    It then perturbs each such input in the reference, slightly (relative 1e-2: an output
+    that does not change in a single bit is saturated or ignores the input) and coarsely
+    (relative 0.5: an output that stays within the tolerance cannot see the input). Where
+    something is degenerate, the candidate and the reference rerun (first seed, up to two
+    cases) on diverse inputs of the same shapes and dtypes made by the harness (normal,
+    uniform, Student-t with 2 degrees of freedom clipped at 20, log-uniform magnitudes with
+    mixed signs; scaled to each input's RMS; non-negative inputs stay non-negative;
+    integer inputs and scalars unchanged). A mismatch there is a ``fail``; degenerate
+    inputs without one are a ``warn``: a wrong kernel could pass these cases.
+
+    Limits: only floating-point inputs are inspected and replaced; integer inputs (indices)
+    keep their values. Replacement values ignore relations between inputs that the spec
+    may require (a positive-definite matrix, sorted indices); where the reference raises or
+    goes non-finite on them the rerun is dropped.
+    """
+
+    id = "degenerate-inputs"
+    title = "Degenerate inputs or outputs"
+
+    def run(self, ctx: CheckContext) -> list[Finding]:
+        pairs = ctx.declared_pairs()
+        refs = ctx.reference(pairs, send_inputs=True)
+        written = set(ctx.task.out_args)
+        per_case: dict[int, dict[str, Any]] = {}
+        inspected = 0
+        for k, ((case, seed), ref) in enumerate(zip(pairs, refs, strict=True)):
+            if not ref.ok or ref.step is None:
+                continue
+            inspected += 1
+            ci = k // len(ctx.seeds)
+            info = per_case.setdefault(ci, {"case": case, "seed": seed, "inputs": {}, "outputs": [], "args": [],
+                                            "n_seeds": len(ctx.seeds)})
+            for d in ref.step.extra.get("inputs") or []:
+                i = d["index"]
+                if d.get("kind") != "tensor" or i in written or not str(d.get("dtype", "")).startswith(("float", "bfloat")):
+                    continue
+                arr = ref.step.arrays.get(f"in{i}")
+                if arr is None:
+                    continue
+                if i not in info["args"]:
+                    info["args"].append(i)
+                atol = ctx.tolerance(case, d["dtype"]).atol
+                for ind in input_indicators(arr, atol):
+                    info["inputs"].setdefault(i, {}).setdefault(ind, []).append(seed)
+            for ind in output_indicators(ctx, case, ref):
+                if ind not in info["outputs"]:
+                    info["outputs"].append(ind)
+        if not per_case:
+            return [self.finding(ctx, "warn", "the reference fails on every declared case: nothing to inspect", {})]
+        self._sensitivity(ctx, per_case)
+        flagged = [ci for ci, info in per_case.items() if self._indicators(info)]
+        findings: list[Finding] = []
+        if flagged:
+            findings += self._rerun(ctx, [per_case[ci] for ci in flagged])
+        examined = {case_label(info["case"]): self._indicators(info) for info in per_case.values()}
+        findings.append(self.finding(
+            ctx, "info",
+            f"inspected the inputs and outputs of {inspected} case/seed runs of the reference: "
+            + (f"degenerate in {len(flagged)} of {len(per_case)} cases" if flagged else "no degenerate input or output"),
+            {"per_case": examined, "perturbation": {"slight_rel": SLIGHT, "coarse_rel": COARSE}}))
+        return findings
+
+    @staticmethod
+    def _indicators(info: dict[str, Any]) -> list[str]:
+        out = [f"input {i}: {ind}" + (f" (seeds {', '.join(map(str, seeds))})" if len(seeds) < info["n_seeds"] else "")
+               for i, inds in sorted(info["inputs"].items()) for ind, seeds in inds.items()]
+        return out + list(info["outputs"]) + list(info.get("insensitive", []))
+
+    def _sensitivity(self, ctx: CheckContext, per_case: dict[int, dict[str, Any]]) -> None:
+        """Perturb each input of each case (first seed) in the reference; record inputs the
+        output does not respond to."""
+        steps, keys = [], []
+        for ci, info in per_case.items():
+            for i in info["args"]:
+                for mode, rel in (("slight", SLIGHT), ("coarse", COARSE)):
+                    t = {"name": "perturb", "args": [i], "rel": rel, "seed": info["seed"]}
+                    steps.append(ctx.call_step("reference", info["case"], info["seed"], transforms=[t]))
+                    keys.append((ci, i, mode))
+        if not steps:
+            return
+        base = {ci: o for ci, o in zip(per_case, ctx.reference([(info["case"], info["seed"]) for info in per_case.values()]),
+                                       strict=True)}
+        for (ci, i, mode), out in zip(keys, ctx.calls(steps, memo=True), strict=True):
+            b = base[ci]
+            if not out.ok or not b.ok or not all(t.values.dtype.kind == "f" for t in b.outputs):
+                continue
+            exact, within = _within(ctx, per_case[ci]["case"], b, out)
+            ins = per_case[ci].setdefault("insensitive", [])
+            if mode == "slight" and exact:
+                ins.append(f"input {i}: a relative {SLIGHT:g} perturbation leaves every output bit unchanged")
+            elif mode == "coarse" and within:
+                ins.append(f"input {i}: a relative {COARSE:g} perturbation keeps the output within the declared tolerance")
+
+    def _rerun(self, ctx: CheckContext, infos: list[dict[str, Any]]) -> list[Finding]:
+        chosen: list[dict[str, Any]] = []
+        for info in infos:  # prefer distinct dtypes
+            if len(chosen) < MAX_RERUN_CASES and info["case"].get("dtype") not in {c["case"].get("dtype") for c in chosen}:
+                chosen.append(info)
+        for info in infos:
+            if len(chosen) < MAX_RERUN_CASES and info not in chosen:
+                chosen.append(info)
+        trials = []
+        for info in chosen:
+            for dist in DISTRIBUTIONS:
+                t = {"name": "diverse", "dist": dist, "args": info["args"], "seed": info["seed"]}
+                trials.append(Trial(info["case"], info["seed"], f"{dist} inputs", [t], [t], {"dist": dist}))
+        results = run_trials(ctx, trials)
+        findings = []
+        for info in chosen:
+            rs = [r for r in results if r.trial.case == info["case"]]
+            bad = [r for r in rs if r.failed]
+            inds = self._indicators(info)
+            ev: dict[str, Any] = {"case": info["case"], "seed": info["seed"], "degenerate": inds,
+                                  "inputs_replaced": info["args"],
+                                  "reruns": [{"dist": r.trial.info["dist"], "status": r.status,
+                                              **({"reason": r.reason} if r.reason else {})} for r in rs]}
+            head = f"case {case_label(info['case'])}: the task's inputs/outputs are degenerate ({'; '.join(inds)})"
+            if bad:
+                lead = bad[0]
+                ev["failing"] = evidence_of(lead)
+                findings.append(self.finding(
+                    ctx, "fail",
+                    f"{head}; with {', '.join(r.trial.info['dist'] for r in bad)} inputs of the same shapes the "
+                    f"candidate mismatches: {failure_text(lead)}",
+                    ev, case=info["case"], seed=info["seed"]))
+            else:
+                ran = [r.trial.info["dist"] for r in rs if r.status == "pass"]
+                tail = (f"the candidate matches the reference on {', '.join(ran)} inputs of the same shapes"
+                        if ran else "every rerun with diverse inputs was dropped: "
+                        + "; ".join(f"{r.trial.info['dist']}: {r.reason}" for r in rs))
+                findings.append(self.finding(ctx, "warn", f"{head}: a wrong kernel could pass these cases; {tail}",
+                                             ev, case=info["case"], seed=info["seed"]))
+        return findings
+

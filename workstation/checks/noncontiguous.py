@@ -1,0 +1,177 @@
+"""``noncontiguous``: mismatches on strided, sliced, transposed, broadcast or misaligned
+views of legal inputs."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from workstation.checks._trials import (
+    Trial,
+    TrialResult,
+    cheapest_per_dtype,
+    evidence_of,
+    failure_text,
+    run_trials,
+)
+from workstation.checks.base import Check, Finding, Skip, register
+from workstation.engine import CheckContext, case_label
+from workstation.harness.layout_kinds import DESCRIPTIONS, KINDS, PADDED, applies
+
+
+def read_tensor_inputs(ctx: CheckContext, inputs: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """The tensor inputs the callables only read (not ``out_args``, not ``inout_args``),
+    from a call step's ``extra["inputs"]``."""
+    written = set(ctx.task.out_args) | set(ctx.task.inout_args)
+    return [d for d in inputs if d.get("kind") == "tensor" and d["index"] not in written]
+
+
+def expand_eligible(reads: list[dict[str, Any]]) -> list[int]:
+    """Inputs that may be handed over as stride-0 (expanded) views.
+
+    Rule: a floating-point tensor the callables only read, whose rank is lower than the
+    highest-rank tensor input (a broadcast operand: a bias, a per-row scale, a norm
+    weight), with dim 0 larger than 1. Every element of such an operand plays the same
+    role, so equal values along dim 0 are still a legal input, while the primary
+    operands keep their values (an all-equal-rows matrix is a different test:
+    ``degenerate-inputs``). Index and integer tensors are never expanded: repeated
+    indices change the semantics of a gather or scatter.
+    """
+    top = max((len(d["shape"]) for d in reads), default=0)
+    return [d["index"] for d in reads
+            if d["dtype"].startswith(("float", "bfloat")) and len(d["shape"]) < top and d["shape"] and d["shape"][0] > 1]
+
+
+def _layout_of(r: TrialResult, args: list[int]) -> str:
+    """``"input 0: stride (3072, 1), offset 1024; input 1: ..."`` from the candidate's call."""
+    ins = (r.cand.step.extra.get("inputs") if r.cand is not None and r.cand.step is not None else None) or []
+    parts = []
+    for d in ins:
+        if d.get("index") in args and d.get("kind") == "tensor":
+            s = f"input {d['index']} {tuple(d['shape'])}: stride {tuple(d['stride'])}, offset {d['storage_offset']}"
+            if d.get("data_ptr"):
+                s += f", data_ptr % 16 = {d['data_ptr'] % 16}"
+            parts.append(s)
+    return "; ".join(parts)
+
+
+@register
+class Noncontiguous(Check):
+    """Mismatch on strided, sliced, transposed, broadcast or misaligned views of legal inputs.
+
+    A kernel that takes ``x`` and passes ``x.shape[-1]`` (or the output's strides) where it
+    should pass ``x.stride(0)``, or that assumes ``stride(-1) == 1``, is right on every
+    contiguous test input and wrong on the column slice of a fused QKV buffer, a transposed
+    weight or an expanded bias, which production code passes without a copy. Transposed
+    views that keep ``stride(-1) == 1`` on a padded buffer and misaligned storage offsets
+    (Triton specialises pointer arguments on divisibility by 16) are the classic cases.
+
+    How: unless the contract sets ``contiguous_only = true`` (then the check is skipped),
+    kws takes the cheapest declared case of each dtype (first seed) and, for each layout
+    of :mod:`workstation.harness.layouts` (padded rows, a column slice with a storage
+    offset, every other row, every other column, column-major, a one-element misaligned
+    offset, a stride-0 expand), rebuilds every tensor input the callables only read (never
+    ``out_args``/``inout_args``) as a view of that layout with the same values, in the
+    child, and runs the candidate on it. The reference runs on the contiguous inputs, so
+    its results are the ones ``correctness`` already has; for ``expand`` (which changes
+    values) it gets a contiguous copy of the expanded values. Padding around a view is
+    NaN, so a kernel that reads outside its view shows NaN. When a layout fails with more
+    than one input transformed, each input is retried alone to say which one the kernel
+    mishandles. Evidence: the strides, storage offsets and ``data_ptr % 16`` of every
+    transformed input, and the comparison.
+
+    Limits: one seed and one case per dtype. On the CPU (Triton interpreter) pointer
+    alignment does not change the generated code, so ``misaligned`` only catches offset
+    arithmetic bugs there; on a GPU it exercises the unaligned specialisation too.
+    """
+
+    id = "noncontiguous"
+    title = "Strided, sliced, transposed and misaligned views"
+
+    def run(self, ctx: CheckContext) -> list[Finding]:
+        if ctx.task.contract.contiguous_only:
+            raise Skip("the contract sets contiguous_only = true: the spec admits only contiguous inputs")
+        seed = ctx.seeds[0]
+        cases = cheapest_per_dtype(ctx)
+        refs = ctx.reference([(c, seed) for c in cases])
+        trials: list[Trial] = []
+        skipped: list[str] = []
+        for case, ref in zip(cases, refs, strict=True):
+            if not ref.ok or ref.step is None:
+                skipped.append(f"{case_label(case)}: the reference {ref.failure_text()}")
+                continue
+            reads = read_tensor_inputs(ctx, ref.step.extra.get("inputs") or [])
+            trials += self._trials_for(case, seed, reads)
+        if not trials:
+            raise Skip("no tensor input the candidate reads can take another layout"
+                       + (f" ({'; '.join(skipped)})" if skipped else ""))
+        results = run_trials(ctx, trials)
+        # attribute multi-input failures to single inputs
+        follow = []
+        for r in results:
+            if r.failed and len(r.trial.info["args"]) > 1:
+                for i in r.trial.info["args"]:
+                    follow.append(self._trial(r.trial.case, seed, r.trial.info["kind"], [i]))
+        single = run_trials(ctx, follow) if follow else []
+        findings = self._findings(ctx, results, single)
+        n_pass = sum(r.status == "pass" for r in results)
+        n_drop = sum(r.status == "dropped" for r in results)
+        kinds = sorted({r.trial.info["kind"] for r in results}, key=KINDS.index)
+        summary = (f"checked {len(results)} layouts ({', '.join(kinds)}) on {len(cases)} case(s): "
+                   f"{n_pass} match, {sum(r.failed for r in results)} fail, {n_drop} dropped")
+        findings.append(self.finding(ctx, "info", summary, {
+            "seed": seed,
+            "trials": [{"case": r.trial.case, "layout": r.trial.info["kind"], "args": r.trial.info["args"],
+                        "status": r.status, "inputs": _layout_of(r, r.trial.info["args"])} for r in results],
+            "layouts": {k: DESCRIPTIONS[k] for k in kinds},
+            "expand_rule": expand_eligible.__doc__.split("\n\n")[1].strip() if expand_eligible.__doc__ else "",
+            "skipped_cases": skipped}))
+        return findings
+
+    @staticmethod
+    def _trial(case: dict[str, Any], seed: int, kind: str, args: list[int]) -> Trial:
+        layout = {"name": "layout", "kind": kind, "args": args}
+        ref_t = [dict(layout, materialize=True)] if kind == "expand" else []
+        return Trial(dict(case), seed, f"layout {kind}", ref_t, [layout], {"kind": kind, "args": args})
+
+    def _trials_for(self, case: dict[str, Any], seed: int, reads: list[dict[str, Any]]) -> list[Trial]:
+        out = []
+        for kind in KINDS:
+            if kind == "expand":
+                args = expand_eligible(reads)
+            else:
+                args = [d["index"] for d in reads if applies(kind, d["shape"])]
+            if args:
+                out.append(self._trial(case, seed, kind, args))
+        return out
+
+    def _findings(self, ctx: CheckContext, results: list[TrialResult], single: list[TrialResult]) -> list[Finding]:
+        by_kind: dict[str, list[TrialResult]] = {}
+        for r in results:
+            if r.failed:
+                by_kind.setdefault(r.trial.info["kind"], []).append(r)
+        findings = []
+        for kind, rs in by_kind.items():
+            r = rs[0]
+            culprits = [s for s in single if s.trial.info["kind"] == kind and s.trial.case == r.trial.case and s.failed]
+            lead = culprits[0] if culprits else r
+            args = lead.trial.info["args"]
+            layout = _layout_of(lead, args)
+            summary = (f"layout {kind} ({layout}): case {case_label(lead.trial.case)}, seed {lead.trial.seed}: "
+                       f"{failure_text(lead)}")
+            if lead.status == "nonfinite" and kind in PADDED:
+                summary += "; the padding around the view is NaN, so the kernel read outside the view it was given"
+            if len(rs) > 1:
+                summary += f"; also fails on {', '.join(case_label(x.trial.case) for x in rs[1:])}"
+            ev: dict[str, Any] = {
+                "layout": kind, "layout_description": DESCRIPTIONS[kind],
+                "case": lead.trial.case, "seed": lead.trial.seed,
+                "failing": evidence_of(lead),
+                "inputs_at_fault": [s.trial.info["args"][0] for s in culprits],
+                "other_failing_cases": [evidence_of(x) for x in rs[1:]],
+            }
+            if culprits and len(r.trial.info["args"]) > 1:
+                ok_alone = [s.trial.info["args"][0] for s in single
+                            if s.trial.info["kind"] == kind and s.trial.case == r.trial.case and s.status == "pass"]
+                ev["inputs_fine_alone"] = ok_alone
+            findings.append(self.finding(ctx, "fail", summary, ev, case=lead.trial.case, seed=lead.trial.seed))
+        return findings

@@ -1,0 +1,244 @@
+"""``special-values``: mismatches on legal inputs of large magnitude, signed zeros, tiny
+(subnormal) values and, where the contract admits them, inf and nan."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+
+from workstation.checks._trials import (
+    Trial,
+    TrialResult,
+    cheapest_per_dtype,
+    evidence_of,
+    failure_text,
+    run_trials,
+)
+from workstation.checks.base import Check, Finding, Skip, register
+from workstation.compare import FORMATS
+from workstation.engine import CallOutcome, CheckContext, case_label
+
+#: magnitudes tried when the contract states no bound (``max_abs_input = 0``), per input
+#: dtype: well inside each format's range (fp16 max 65504, e4m3 448), large enough that
+#: exp, squares and long sums of them overflow or lose precision in a careless kernel.
+DEFAULT_MAGNITUDES: dict[str, tuple[float, ...]] = {
+    "float64": (1e2, 1e8),
+    "float32": (1e2, 1e4),
+    "bfloat16": (1e2, 1e4),
+    "float16": (1e2, 1e4),
+    "float8_e4m3fn": (1e2,),
+    "float8_e4m3fnuz": (1e2,),
+    "float8_e5m2": (1e2, 1e4),
+    "float8_e5m2fnuz": (1e2, 1e4),
+}
+#: a finite mismatch is the candidate's fault when its error against the float64 oracle
+#: exceeds the declared tolerance plus this many times the reference's own largest error
+#: against the oracle (the rounding noise of an fp32/fp16 computation at this magnitude).
+NOISE_FACTOR = 8.0
+
+
+def float_read_inputs(ctx: CheckContext, ref: CallOutcome) -> list[int]:
+    """Indices of the floating-point tensor inputs the callables read (everything but
+    ``out_args``), from the reference call's ``extra["inputs"]``."""
+    ins = (ref.step.extra.get("inputs") if ref.step is not None else None) or []
+    return [d["index"] for d in ins if d.get("kind") == "tensor" and d["index"] not in ctx.task.out_args
+            and str(d.get("dtype", "")).startswith(("float", "bfloat"))]
+
+
+def variants(dtype: str, max_abs: float, nonfinite: bool) -> list[tuple[str, dict[str, Any], str]]:
+    """(name, transform spec without ``args``/``seed``, description) of every value variant
+    for inputs of ``dtype`` (see :mod:`workstation.harness.values`)."""
+    out: list[tuple[str, dict[str, Any], str]] = []
+    if max_abs > 0:
+        src = f"max_abs_input = {max_abs:g}"
+        out += [
+            (f"spikes {max_abs:g}", {"name": "magnitude", "mode": "spikes", "amax": max_abs},
+             f"one +{max_abs:g} and one -{max_abs:g} per row ({src})"),
+            (f"scale {max_abs:g}", {"name": "magnitude", "mode": "scale", "amax": max_abs},
+             f"inputs scaled so that max |x| = {max_abs:g} ({src})"),
+            (f"shift {max_abs:g}", {"name": "magnitude", "mode": "shift", "amax": max_abs},
+             f"every input in [0.85, 0.95] x {max_abs:g}, one sign ({src})"),
+        ]
+    else:
+        mags = DEFAULT_MAGNITUDES.get(dtype, (1e2,))
+        src = "no max_abs_input stated: kws's magnitudes for " + dtype
+        for a in mags:
+            out.append((f"spikes {a:g}", {"name": "magnitude", "mode": "spikes", "amax": a},
+                        f"one +{a:g} and one -{a:g} per row ({src})"))
+            out.append((f"scale {a:g}", {"name": "magnitude", "mode": "scale", "amax": a},
+                        f"inputs scaled so that max |x| = {a:g} ({src})"))
+        out.append((f"shift {mags[0]:g}", {"name": "magnitude", "mode": "shift", "amax": mags[0]},
+                    f"every input in [0.85, 0.95] x {mags[0]:g}, one sign ({src})"))
+    out.append(("signed zeros", {"name": "signed-zeros"},
+                "every third element -0.0, row 0 all -0.0, row 1 all +0.0"))
+    out.append(("tiny", {"name": "tiny"}, "magnitudes within 4x the smallest normal, mostly subnormal"))
+    if nonfinite:
+        out.append(("nonfinite", {"name": "nonfinite"},
+                    "one nan, +inf and -inf per row (the contract admits non-finite inputs)"))
+    return out
+
+
+def oracle_verdict(ctx: CheckContext, r: TrialResult, oracle: CallOutcome | None) -> dict[str, Any]:
+    """Whether a finite mismatch is beyond the rounding noise of the computation at these
+    magnitudes: the candidate's error against the float64 oracle vs the declared
+    tolerance plus :data:`NOISE_FACTOR` times the reference's own largest error there."""
+    if oracle is None or not oracle.ok or len(oracle.outputs) != len(r.ref.outputs):
+        return {"available": False, "why": oracle.failure_text() if oracle is not None and not oracle.ok
+                else "the reference gave no float64 result"}
+    worst_excess, ref_err_max = 0.0, 0.0
+    per = []
+    for j, (e, g, o) in enumerate(zip(r.ref.outputs, r.cand.outputs, oracle.outputs, strict=False)):
+        if e.values.dtype.kind not in "f" or g.values.shape != o.values.shape:
+            continue
+        tol = ctx.tolerance(r.trial.case, e.dtype)
+        ov = o.values.astype(np.float64)
+        fin = np.isfinite(ov) & np.isfinite(e.values) & np.isfinite(g.values)
+        if not fin.any():
+            continue
+        ref_err = float(np.abs(e.values - ov)[fin].max())
+        cand_err = np.abs(g.values - ov)
+        allowed = tol.atol + tol.rtol * np.abs(ov) + NOISE_FACTOR * ref_err
+        excess = float(np.max((cand_err - allowed)[fin]))
+        per.append({"output": j, "reference_max_err_vs_oracle": ref_err,
+                    "candidate_max_err_vs_oracle": float(cand_err[fin].max()), "noise_factor": NOISE_FACTOR})
+        worst_excess = max(worst_excess, excess)
+        ref_err_max = max(ref_err_max, ref_err)
+    return {"available": True, "beyond_noise": worst_excess > 0, "reference_max_err_vs_oracle": ref_err_max,
+            "outputs": per}
+
+
+def _subnormal_only(r: TrialResult) -> bool:
+    """Every mismatching element has a subnormal (or zero) expected and got value: a
+    flush-to-zero difference, not a wrong result."""
+    for c, e, g in zip(r.comps, r.ref.outputs, r.cand.outputs, strict=False):
+        if c.ok:
+            continue
+        fmt = FORMATS.get(e.dtype)
+        if fmt is None or e.values.shape != g.values.shape:
+            return False
+        tol = c.tolerance
+        bad = ~(np.abs(g.values - e.values) <= (tol.atol + tol.rtol * np.abs(e.values) if tol else 0))
+        if not (np.abs(e.values[bad]) < fmt.tiny).all() or not (np.abs(g.values[bad]) < fmt.tiny).all():
+            return False
+    return True
+
+
+@register
+class SpecialValues(Check):
+    """Mismatch on legal inputs of large magnitude, signed zeros, subnormals, and (where
+    the contract admits them) inf and nan.
+
+    Test inputs drawn from N(0, 1) never reach the values where kernels break: ``exp``
+    of a logit above 88.7 overflows fp32 (softmax without the max subtraction), a sum of
+    squares overflows fp16 above 65504 (RMSNorm without an fp32 upcast), a one-pass
+    variance ``E[x^2] - E[x]^2`` cancels catastrophically on large values of one sign,
+    ``1/x`` turns ``-0.0`` into ``-inf``, and subnormals are flushed to zero. These are
+    the classic failure modes of "fast" softmax/norm kernels (the Triton fused-softmax
+    tutorial subtracts the row max for exactly this reason; FlashAttention's online
+    softmax rescales for it).
+
+    How: for the cheapest declared case of each dtype (first seed), the floating-point
+    inputs the callables read are transformed in the child (:mod:`workstation.harness.values`):
+    one ``+A`` and one ``-A`` per row (spikes), the whole tensor scaled to ``max |x| = A``,
+    all values in ``[0.85, 0.95] A`` (shift), signed zeros, tiny (mostly subnormal) values,
+    and inf/nan only where ``nonfinite_inputs``. ``A`` is the contract's
+    ``max_abs_input``; when it is 0, kws uses :data:`DEFAULT_MAGNITUDES` (fp32 1e2 and
+    1e4, fp16 1e2 and 1e4, ...). Reference and candidate get the same inputs and are
+    compared at the declared tolerance; a case where the reference raises or goes
+    non-finite is dropped (unless the contract admits non-finite inputs). Verdicts: NaN/inf
+    in the candidate where the reference is finite, or a candidate error, is a ``fail``.
+    A finite mismatch is judged against a float64 oracle (the reference on upcast
+    inputs): when the candidate is further from it than the tolerance plus 8x the
+    reference's own error, it is a ``fail``; when it is as close to the oracle as the
+    reference, the declared tolerance simply does not scale to these magnitudes (an
+    ``info`` for the tolerance checks). Without an oracle, a finite mismatch is a
+    ``fail`` within a declared ``max_abs_input`` and a ``warn`` at kws's own magnitudes.
+    Mismatches only between subnormal values are a ``warn`` (flush-to-zero).
+
+    Limits: one case per dtype, one seed. On the CPU the interpreter computes in numpy
+    (IEEE, no flush-to-zero, ``exp`` from numpy), so fast-math approximations of a GPU
+    (``ex2.approx``, FTZ) are only exercised on a GPU.
+    """
+
+    id = "special-values"
+    title = "Large magnitudes, signed zeros, subnormals, inf and nan"
+
+    def run(self, ctx: CheckContext) -> list[Finding]:
+        contract = ctx.task.contract
+        seed = ctx.seeds[0]
+        cases = cheapest_per_dtype(ctx)
+        refs = ctx.reference([(c, seed) for c in cases])
+        trials: list[Trial] = []
+        for case, ref in zip(cases, refs, strict=True):
+            if not ref.ok:
+                continue
+            args = float_read_inputs(ctx, ref)
+            if not args:
+                continue
+            for name, spec, desc in variants(case.get("dtype", ""), contract.max_abs_input, contract.nonfinite_inputs):
+                t = dict(spec, args=args, seed=seed)
+                trials.append(Trial(dict(case), seed, name, [t], [t],
+                                    {"variant": name, "inputs_changed": args, "values": desc}))
+        if not trials:
+            raise Skip("no floating-point tensor input the callables read (or the reference fails on every declared case)")
+        results = run_trials(ctx, trials, drop_nonfinite_ref=not contract.nonfinite_inputs)
+        mism = [r for r in results if r.status == "mismatch"]
+        oracles: dict[int, CallOutcome] = {}
+        if mism:
+            steps = [ctx.call_step("reference", r.trial.case, r.trial.seed,
+                                   transforms=[*r.trial.ref_transforms, {"name": "upcast", "dtype": "float64"}])
+                     for r in mism]
+            for r, o in zip(mism, ctx.calls(steps, memo=True), strict=True):
+                oracles[id(r)] = o
+        findings: list[Finding] = []
+        for r in results:
+            if r.status in ("nonfinite", "error"):
+                findings.append(self._finding(ctx, "fail", r, None))
+            elif r.status == "mismatch":
+                if r.trial.info["variant"] == "tiny" and _subnormal_only(r):
+                    findings.append(self._finding(ctx, "warn", r, None, "only subnormal outputs differ (flush-to-zero)"))
+                    continue
+                verdict = oracle_verdict(ctx, r, oracles.get(id(r)))
+                if verdict["available"] and not verdict["beyond_noise"]:
+                    findings.append(self._finding(
+                        ctx, "info", r, verdict,
+                        f"the candidate is as close to the float64 oracle as the reference "
+                        f"(reference error {verdict['reference_max_err_vs_oracle']:.3g}): the declared tolerance "
+                        f"does not scale to these magnitudes"))
+                elif verdict["available"]:
+                    findings.append(self._finding(
+                        ctx, "fail", r, verdict,
+                        f"beyond {NOISE_FACTOR:g}x the reference's own error against the float64 oracle "
+                        f"({verdict['reference_max_err_vs_oracle']:.3g})"))
+                else:
+                    sev = "fail" if contract.max_abs_input > 0 else "warn"
+                    findings.append(self._finding(ctx, sev, r, verdict, "no float64 oracle to tell rounding from error"))
+        n_drop = [r for r in results if r.status == "dropped"]
+        summary = (f"checked {len(results)} value variants on {len(cases)} case(s) "
+                   f"({', '.join(sorted({r.trial.info['variant'] for r in results}))}): "
+                   f"{sum(r.status == 'pass' for r in results)} match, {sum(r.failed for r in results)} differ, "
+                   f"{len(n_drop)} dropped")
+        if n_drop:
+            summary += " (" + "; ".join(f"{r.trial.label} on {case_label(r.trial.case)}: {r.reason}" for r in n_drop[:3]) + ")"
+        findings.append(self.finding(ctx, "info", summary, {
+            "seed": seed,
+            "magnitudes": (f"max_abs_input = {contract.max_abs_input:g} (contract)" if contract.max_abs_input > 0
+                           else {d: list(m) for d, m in DEFAULT_MAGNITUDES.items()}),
+            "trials": [{"case": r.trial.case, "variant": r.trial.info["variant"], "values": r.trial.info["values"],
+                        "status": r.status, **({"reason": r.reason} if r.reason else {})} for r in results]}))
+        return findings
+
+    def _finding(self, ctx: CheckContext, severity: str, r: TrialResult, verdict: dict[str, Any] | None,
+                 note: str = "") -> Finding:
+        summary = (f"{r.trial.info['variant']} ({r.trial.info['values']}): case {case_label(r.trial.case)}, "
+                   f"seed {r.trial.seed}: {failure_text(r)}")
+        if r.status == "nonfinite":
+            summary += "; the reference is finite there"
+        if note:
+            summary += f"; {note}"
+        ev = evidence_of(r)
+        if verdict is not None:
+            ev["oracle"] = verdict
+        return self.finding(ctx, severity, summary, ev, case=r.trial.case, seed=r.trial.seed)
+
