@@ -62,8 +62,10 @@ class UnwrittenOutput(Check):
     ``B``, in a child right after the reference ran on the same case (recycled memory:
     the scenario of KernelBench's no-op kernels, which "passed" because ``torch.empty``
     returned the block that had just held the reference's result). An element holding
-    poison A in one and poison B in the other was certainly never written; one scenario
-    alone says the write coverage depends on what ran before. Outputs that hold no poison
+    poison A in one and poison B in the other was never written, or only read-modify-
+    written (x86 and CUDA propagate a NaN operand's payload, so an accumulator that was
+    never initialised keeps the poison's bits too; both are the same defect); one
+    scenario alone says the write coverage depends on what ran before. Outputs that hold no poison
     but disagree with the reference only when allocations are poisoned (a plain run
     matches) read memory they never initialised (an accumulator from ``torch.empty``).
 
@@ -167,8 +169,10 @@ class UnwrittenOutput(Check):
         ref_note = ("the reference is 0 at all of them (zeroed memory would hide this)" if zero == n
                     else f"the reference there ranges {float(rv.min()):.4g}..{float(rv.max()):.4g}")
         first = ", ".join(str(ix) for ix in indices(union, 3))
+        acc_note = (" (or only accumulated into: a NaN's payload survives arithmetic)"
+                    if sentinels.is_float_nan_poison(r.dtype) else "")
         summary = (f"case {case_label(case)} (seed {seed}) output {j}: {n} of {total} elements "
-                   f"({100.0 * n / total:.3g}%) never written, {where}; first at {first}; {ref_note}"
+                   f"({100.0 * n / total:.3g}%) never written{acc_note}, {where}; first at {first}; {ref_note}"
                    f" ({where_text(union) or 'the only element'}); {buffer_text(buf, j)}")
         ev: dict[str, Any] = {
             "case": case, "seed": seed, "output": j, "unwritten": n, "elements": total,
