@@ -308,13 +308,14 @@ class NumericsAudit:
         for j, td in enumerate(ref.outputs):
             if not is_float(td.dtype):
                 continue
-            oracle, odt, mag = None, None, None
+            oracle, odt, mag, used_abs = None, None, None, False
             if poke is not None and j < len(poke.outputs) and poke.outputs[j].values.shape == td.values.shape:
                 odt = poke.outputs[j].dtype
                 if odt == "float64":
                     oracle = poke.outputs[j].values
                     absv = poke.step.arrays.get(f"abs{j}")
-                    mag = absv if multi and absv is not None and absv.shape == oracle.shape else np.abs(oracle)
+                    used_abs = bool(multi and absv is not None and absv.shape == oracle.shape)
+                    mag = absv if used_abs else np.abs(oracle)
                 else:
                     run.note = (f"no float64 oracle: for float64 inputs the reference returns {odt} "
                                 f"(output {j}), so it computes at a fixed precision")
@@ -323,7 +324,7 @@ class NumericsAudit:
                 mag = np.abs(truth)
             fin = np.abs(truth[np.isfinite(truth)])
             bud = Budget(red.k, red.source, acc, td.dtype, max(td.values.size, 1),
-                         "|a|ᵀ|b| (the op on |inputs|)" if multi else "|y|",
+                         "|a|ᵀ|b| (the op on |inputs|)" if used_abs else "|y|",
                          budget_floor(float(fin.max()) if fin.size else 0.0, acc, td.dtype))
             B = bud.per_element(mag, truth)
             tol = self.ctx.tolerance(case, td.dtype)
@@ -457,12 +458,7 @@ class NumericsAudit:
     def _aot(self) -> CallOutcome | None:
         if self.task.backend != "triton":
             return None
-        base = min(self.ctx.cases, key=_size)
-        dts = []
-        for d in [*(c["dtype"] for c in self.ctx.cases), *self.task.contract.dtypes]:
-            if d not in dts and is_float(d):
-                dts.append(d)
-        cases = [dict(base, dtype=d) for d in dts]
+        cases = aot_cases(self.ctx.cases, self.task.contract.dtypes)
         step = {"kind": "triton-aot", "cases": cases, "seed": int(self.ctx.seeds[0]),
                 "targets": [["cuda", 90, 32]]}
         return self.ctx.calls([step], memo=True)[0]
@@ -511,6 +507,24 @@ def suggest(runs: list[Run], dtype: str) -> dict[str, Any] | None:
     )
     return {"atol": atol, "rtol": rtol, "fit": {"atol": fa, "rtol": fr}, "dtype": dtype,
             "runs": len(runs), "derivation": deriv, "budget": b.as_dict()}
+
+
+def aot_cases(cases: list[dict[str, Any]], served: tuple[str, ...] | list[str]) -> list[dict[str, Any]]:
+    """The cases the AOT step compiles for: the smallest declared case at one dtype of each
+    precision class among the declared and ``[contract]`` dtypes (float32: the TF32
+    question; the first of float16/bfloat16: half-precision accumulators; the first fp8),
+    declared dtypes first. float16 and bfloat16 take the same code path in a kernel, so one
+    stands for both."""
+    base = min(cases, key=_size)
+    picked: list[str] = []
+    classes: set[str] = set()
+    for d in [*(c["dtype"] for c in cases), *served]:
+        cls = "half" if d in HALF_DTYPES else ("fp8" if d.startswith("float8") else d)
+        if cls in classes or not is_float(d) or d == "float64":
+            continue
+        classes.add(cls)
+        picked.append(d)
+    return [dict(base, dtype=d) for d in picked]
 
 
 def _size(case: dict[str, Any]) -> int:

@@ -19,9 +19,10 @@ from workstation.checks._numaudit import (
     suggest,
 )
 from workstation.checks.base import Check, Finding, register
-from workstation.compare import FORMATS, ResolvedTolerance, compare, region_text
+from workstation.compare import FORMATS, ResolvedTolerance, compare, region_text, resolve_tolerance
 from workstation.engine import CheckContext, case_label
 from workstation.numerics import FA_FACTOR, HALF_DTYPES, error_stats, num, pow2_text, unit_roundoff
+from workstation.taskfmt import Tolerance
 
 _FP8_IR = ("f8E4M3FN", "f8E5M2", "f8E4M3FNUZ", "f8E5M2FNUZ", "f8E4M3", "e4m3", "e5m2")
 
@@ -166,6 +167,9 @@ class PrecisionRegime(Check):
         for dtype, rs in by_dtype.items():
             declared_tol = dtype in ctx.task.tolerance_by_dtype
             sug = None if declared_tol else suggest(rs, dtype)
+            judged_at = (f"[tolerance.{dtype}]" if declared_tol else
+                         f"the budget-derived atol = {num(sug['atol'])}, rtol = {num(sug['rtol'])}" if sug else
+                         f"torch.testing's defaults for {dtype}")
             raised = [r for r in rs if r.ref.ok and r.cand is not None and not r.cand.ok]
             fails: list[tuple[Run, OutData, Any, Any]] = []
             passed = 0
@@ -174,8 +178,13 @@ class PrecisionRegime(Check):
                     continue
                 good = True
                 for o in r.outs:
-                    tol = o.tol if declared_tol else ResolvedTolerance(
-                        sug["atol"], sug["rtol"], None, o.dtype, "kws error budget (no [tolerance." + dtype + "])")
+                    if declared_tol:
+                        tol = o.tol
+                    elif sug is not None:
+                        tol = ResolvedTolerance(sug["atol"], sug["rtol"], None, o.dtype,
+                                                f"kws error budget (no [tolerance.{dtype}])")
+                    else:
+                        tol = resolve_tolerance(Tolerance(), o.dtype)
                     if o.j >= len(r.cand.outputs):
                         continue
                     g = r.cand.outputs[o.j]
@@ -204,8 +213,7 @@ class PrecisionRegime(Check):
                 region = region_text(c.bad_region)
                 zero_rows = _zero_rows(r.cand.outputs[o.j].values, o.ref)
                 tol_src = (f"the task's [tolerance.{dtype}] ({_tol(o.tol)})" if declared_tol else
-                           f"the budget-derived tolerance atol = {num(sug['atol'])}, rtol = {num(sug['rtol'])} "
-                           f"(no [tolerance.{dtype}] is declared)")
+                           f"{judged_at} (no [tolerance.{dtype}] is declared)")
                 ratio_txt = (f"; against the float64 oracle the candidate's error is {num(st.max_abs)}, "
                              f"{num(st.budget_ratio)}x its budget (the reference's: {num(o.ref_err.max_abs)}, "
                              f"{num(o.ref_err.budget_ratio)}x)") if st is not None else ""
@@ -240,9 +248,7 @@ class PrecisionRegime(Check):
                 out.append(self.finding(
                     ctx, "info",
                     f"{dtype} (a [contract] dtype no declared case uses): the candidate matches the reference on "
-                    f"{passed} of {len(rs)} derived runs at "
-                    + (f"[tolerance.{dtype}]" if declared_tol else
-                       f"the budget-derived atol = {num(sug['atol'])}, rtol = {num(sug['rtol'])}"),
+                    f"{passed} of {len(rs)} derived runs at {judged_at}",
                     {"dtype": dtype, "runs": len(rs), "passed": passed, "interpreter": a.interpreter,
                      "derivation": "kws re-ran the declared cases with this dtype; "
                                    + (sug["derivation"] if sug else "judged at the task's per-dtype tolerance.")}))
@@ -472,15 +478,9 @@ class PrecisionRegime(Check):
         return out
 
     def _aot_cases(self, ctx: CheckContext) -> list[dict[str, Any]]:
-        from workstation.checks._numaudit import _size
-        from workstation.compare import is_float
+        from workstation.checks._numaudit import aot_cases
 
-        base = min(ctx.cases, key=_size)
-        dts: list[str] = []
-        for d in [*(c["dtype"] for c in ctx.cases), *ctx.task.contract.dtypes]:
-            if d not in dts and is_float(d):
-                dts.append(d)
-        return [dict(base, dtype=d) for d in dts]
+        return aot_cases(ctx.cases, ctx.task.contract.dtypes)
 
     def _tf32(self, ctx: CheckContext, a: Any, tf32: list, launches: list, ex: dict[str, Any]) -> list[Finding]:
         if not tf32:

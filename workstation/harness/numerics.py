@@ -7,10 +7,11 @@ Registers:
   upcast to float64, plus the probes the parent's error budget needs, each run of the
   reference on a variant of the upcast inputs (spec keys):
 
-  - ``abs``: the reference on ``|inputs|`` (``|a|ᵀ|b|`` for a multilinear op), arrays
-    ``abs<j>``;
   - ``scale``: for every floating tensor input ``i``, the reference with input ``i``
     doubled (``scale<i>_<j>``): the parent checks homogeneity of degree 1 (multilinearity);
+  - ``abs``: the reference on ``|inputs|`` (``|a|ᵀ|b|`` for a multilinear op), arrays
+    ``abs<j>``; skipped when an earlier ``scale`` probe of the same job found the op not
+    homogeneous (the parent then uses ``|y|`` anyway);
   - ``bump``: the reference with the largest element of the largest floating input changed
     by a relative 2^-20 (``bump_<j>``): the parent counts the outputs that moved (fan-out);
   - ``skip``: input indices the probes leave alone (out_args: the callable overwrites them).
@@ -198,18 +199,27 @@ def oracle_step(ctx: JobContext, spec: dict[str, Any]) -> StepOutput:
             base[i_change] = fn(base[i_change])
         return tuple(base)
 
-    if spec.get("abs"):
+    if spec.get("scale"):
+        homogeneous = True
+        for i in floats:
+            outs = probe(f"scale{i}", fresh(i, lambda x: x * 2.0))
+            if outs is None:
+                homogeneous = False
+            for j, t in enumerate(outs or []):
+                res.arrays[f"scale{i}_{j}"] = encode_tensor(t)[1]
+                o = res.outputs[j] if j < len(res.outputs) else None
+                homogeneous &= (o is not None and t.shape == o.shape
+                                and bool(torch.equal(torch.nan_to_num(t), torch.nan_to_num(2.0 * o))))
+        # later steps of this job skip the |inputs| run of an op that is not multilinear (the
+        # parent re-derives the verdict from the arrays above; this only saves work)
+        ctx._kws_homogeneous = homogeneous and bool(floats)
+    if spec.get("abs") and getattr(ctx, "_kws_homogeneous", True):
         v = list(fresh())
         for i in floats:
             v[i] = v[i].abs()
         outs = probe("abs", tuple(v))
         for j, t in enumerate(outs or []):
             res.arrays[f"abs{j}"] = encode_tensor(t)[1]
-    if spec.get("scale"):
-        for i in floats:
-            outs = probe(f"scale{i}", fresh(i, lambda x: x * 2.0))
-            for j, t in enumerate(outs or []):
-                res.arrays[f"scale{i}_{j}"] = encode_tensor(t)[1]
     if spec.get("bump") and floats:
         i = max(floats, key=lambda k: (pristine[k].numel(), -k))
         x0 = pristine[i]
