@@ -40,6 +40,19 @@ def mm(a_ptr, b_ptr, c_ptr, K, PREC: tl.constexpr, BM: tl.constexpr, BN: tl.cons
 
 
 @triton.jit
+def mm16(a_ptr, b_ptr, c_ptr, K, BM: tl.constexpr, BN: tl.constexpr, BK: tl.constexpr):
+    offs_m = tl.arange(0, BM)
+    offs_n = tl.arange(0, BN)
+    offs_k = tl.arange(0, BK)
+    acc = tl.zeros((BM, BN), dtype=tl.float16)
+    for k0 in range(0, K, BK):
+        a = tl.load(a_ptr + offs_m[:, None] * K + (k0 + offs_k)[None, :])
+        b = tl.load(b_ptr + (k0 + offs_k)[:, None] * BN + offs_n[None, :])
+        acc = tl.dot(a, b, acc, out_dtype=tl.float16)
+    tl.store(c_ptr + offs_m[:, None] * BN + offs_n[None, :], acc)
+
+
+@triton.jit
 def sumsq(x_ptr, y_ptr, n, BLOCK: tl.constexpr):
     cols = tl.arange(0, BLOCK)
     acc = tl.zeros([BLOCK], dtype=x_ptr.dtype.element_ty)
@@ -65,6 +78,10 @@ def compiled(tmp_path_factory):
         _launch("mm", mm_sig, {"PREC": "tf32", "BM": 64, "BN": 64, "BK": 32}, d / "kern.py"),
         _launch("mm", mm_sig, {"PREC": "ieee", "BM": 64, "BN": 64, "BK": 32}, d / "kern.py"),
         _launch("sumsq", {"x_ptr": "*fp16", "y_ptr": "*fp16", "n": "i32", "BLOCK": "constexpr"}, {"BLOCK": 256},
+                d / "kern.py"),
+        _launch("mm16", dict({k: v for k, v in mm_sig.items() if k != "PREC"}, a_ptr="*fp16", b_ptr="*fp16",
+                             c_ptr="*fp16"), {"BM": 64, "BN": 64, "BK": 32}, d / "kern.py"),
+        _launch("mm", dict(mm_sig, a_ptr="*fp8e4nv", b_ptr="*fp8e4nv"), {"PREC": "tf32", "BM": 64, "BN": 64, "BK": 32},
                 d / "kern.py"),
     ]
     env = {k: v for k, v in os.environ.items() if k != "TRITON_INTERPRET"}
@@ -101,8 +118,22 @@ def test_fp16_loop_accumulator_and_reduction(compiled):
     an = compiled[2]["analysis"]
     accs = an["low_precision_accumulators"]
     reds = an["low_precision_reductions"]
-    assert accs and accs[0]["dtype"] == "f16" and accs[0]["source"] == {"file": "kern.py", "line": 25}
-    assert reds and reds[0]["dtype"] == "f16" and reds[0]["source"]["line"] == 26
+    assert accs and accs[0]["dtype"] == "f16" and accs[0]["source"] == {"file": "kern.py", "line": 38}
+    assert reds and reds[0]["dtype"] == "f16" and reds[0]["source"]["line"] == 39
+
+
+def test_half_precision_mma_accumulator(compiled):
+    an = compiled[3]["analysis"]
+    (dot,) = an["dots"]
+    assert (dot["a"], dot["d"]) == ("f16", "f16")
+    assert any(m["d"] == "f16" and m["a"] == "f16" for m in an["mma"])
+
+
+def test_fp8_dot_without_promotion(compiled):
+    an = compiled[4]["analysis"]
+    (dot,) = an["dots"]
+    assert dot["a"] == "f8E4M3FN" and dot["max_num_imprecise_acc"] == 2**30  # sm_90 default: never promote
+    assert any(m["a"] == "e4m3" and m["d"] == "f32" for m in an["mma"])
 
 
 def test_loc_resolution_prefers_task_files():

@@ -351,15 +351,18 @@ def aot_step(ctx: Any, spec: dict[str, Any]) -> StepOutput:
                                                    f"with {proc.returncode} without a result", "traceback": err[-4000:],
                                                    "phase": "aot", "origin": "kws"})
     else:
+        missing = []
         for li, rec in enumerate(recs):
             asm = compiled.get(_launch_key(rec))
             entry: dict[str, Any] = {"launch": li, "target": f"device ({ctx.device_name})",
                                      "qualname": rec["qualname"], "file": _relative(rec["file"], task_dir)}
             if asm:
                 entry["analysis"] = analyze(asm, str(task_dir))
+                kernels.append(entry)
             else:
-                entry["error"] = "the launch returned no compiled kernel to read"
-            kernels.append(entry)
+                missing.append((li, rec))
+        if missing:  # no IR from the JIT: compile the same launches for the device's own target
+            kernels += _compile_for_device(ctx, task_dir, missing)
     for rec in recs:
         rec["file"] = _relative(rec["file"], task_dir)
     data = {"launches": recs, "kernels": kernels, "mode": mode, "targets": targets, "case_errors": case_errors}
@@ -378,6 +381,27 @@ def aot_step(ctx: Any, spec: dict[str, Any]) -> StepOutput:
             pass
     data.update(cached=False, seconds=time.perf_counter() - t0)
     return StepOutput(ok=True, extra=data, seconds=seconds)
+
+
+def _compile_for_device(ctx: Any, task_dir: Path, missing: list[tuple[int, dict[str, Any]]]) -> list[dict[str, Any]]:
+    """On a GPU, launches whose compiled kernel the JIT did not hand back: compiled in the
+    AOT child for the device's own target (``torch.cuda.get_device_capability``)."""
+    import torch
+
+    major, minor = torch.cuda.get_device_capability(ctx.device)
+    target = ["cuda", major * 10 + minor, 32]
+    req = {"task_dir": str(task_dir), "launches": [r for _, r in missing], "targets": [target]}
+    env = {k: v for k, v in os.environ.items() if k != "TRITON_INTERPRET"}
+    try:
+        p = subprocess.run([sys.executable, "-m", "workstation.harness.aot"], input=json.dumps(req), text=True,
+                           capture_output=True, env=env, cwd=str(task_dir), timeout=AOT_TIMEOUT_S)
+        got = json.loads(p.stdout)["kernels"]
+    except (subprocess.TimeoutExpired, ValueError, KeyError, TypeError) as e:
+        return [{"launch": li, "target": f"cuda sm_{target[1]}", "qualname": r["qualname"],
+                 "file": _relative(r["file"], task_dir), "error": f"{type(e).__name__}: {e}"} for li, r in missing]
+    for k in got:  # re-index into the step's launch list
+        k["launch"] = missing[k["launch"]][0]
+    return got
 
 
 # ----------------------------------------------------------------------------- IR analysis
