@@ -180,6 +180,7 @@ def test_reduction_sources():
     assert reduction_from_shapes([[37, 256]], [[37]]).k == 256
     assert reduction_from_shapes([[37, 256]], [[37, 256]]) is None
     assert reduction_from_perturbation(1024, 0, 65536).k == 1024
+    assert reduction_from_perturbation(0, 0, 65536).k == 1
 
 
 def test_parent_side_modules_do_not_import_torch():

@@ -18,9 +18,9 @@ rounds the result once to the output format (unit roundoff ``u_out``):
 where ``S = |a|ᵀ|b|`` for an inner product (the op applied to absolute values, for a
 multilinear op) and ``|y|`` otherwise. kws picks ``λ`` so that the bound holds at every
 element of the output at once with probability ``1 - DELTA`` (union bound), uses the
-smaller of the two bounds, and adds a floor ``τ`` (roundings in the accumulator format at
-the output's largest magnitude, for up to ``TAU_OPS`` = 8 operations, plus half the
-smallest subnormal of the output format).
+smaller of the two bounds, and adds a floor ``τ`` (for ops that are not multilinear, the
+roundings of up to ``TAU_OPS`` = 8 operations in the accumulator format at the output's
+largest magnitude; plus half the smallest subnormal of the output format).
 
 Unit roundoffs come from :data:`workstation.compare.FORMATS` (IEEE 754 binary formats,
 ``u = 2^-p``): fp16 2^-11, bf16 2^-8, fp32 2^-24, fp64 2^-53, tf32 2^-11 (inputs of TF32
@@ -232,14 +232,15 @@ class Budget:
         )
 
 
-def budget_floor(y_absmax: float, acc_dtype: str, out_dtype: str) -> float:
-    """τ = TAU_OPS·u_acc·max|y| + 2^(emin_out - p_out): the roundings of up to
-    :data:`TAU_OPS` operations in the accumulator's format at the output's largest magnitude
-    (an elementwise epilogue, a cancellation such as ``1 + tanh(u)`` in a GELU tail or
-    ``x - mean`` in a norm, whose absolute error scales with the operands, not with the
-    small result), plus half the smallest subnormal of the output format."""
+def budget_floor(y_absmax: float, acc_dtype: str, out_dtype: str, ops: int = TAU_OPS) -> float:
+    """τ = ops·u_acc·max|y| + 2^(emin_out - p_out): the roundings of up to ``ops``
+    (:data:`TAU_OPS`) operations in the accumulator's format at the output's largest
+    magnitude (an elementwise epilogue, a cancellation such as ``1 + tanh(u)`` in a GELU tail
+    or ``x - mean`` in a norm, whose absolute error scales with the operands, not with the
+    small result), plus half the smallest subnormal of the output format. For a multilinear
+    op ``S = |a|ᵀ|b|`` already carries the operands' magnitudes and kws passes ``ops = 0``."""
     f = FORMATS[out_dtype]
-    return TAU_OPS * unit_roundoff(acc_dtype) * float(y_absmax) + 2.0 ** (f.emin - f.p)
+    return ops * unit_roundoff(acc_dtype) * float(y_absmax) + 2.0 ** (f.emin - f.p)
 
 
 # ----------------------------------------------------------------------------- errors
@@ -505,5 +506,8 @@ def reduction_from_perturbation(changed: int, input_index: int, numel: int) -> R
     """K from a perturbation of one input element: the number of outputs that changed
     (the element's fan-out, equal to the fan-in of row-local reductions such as softmax,
     norms and scans)."""
-    return Reduction(max(int(changed), 1), f"inferred by perturbation: one element of input {input_index} "
+    if changed <= 0:
+        return Reduction(1, f"inferred by perturbation: no output of the float64 reference moved when one "
+                         f"element of input {input_index} changed; taken as elementwise")
+    return Reduction(int(changed), f"inferred by perturbation: one element of input {input_index} "
                      f"changed {changed} of {numel} outputs of the float64 reference")

@@ -259,11 +259,12 @@ class ToleranceLoose(Check):
                                          f"{passes} of {total} runs." if total else "")
             if decl is not None:
                 deriv += f" Declared: {_tol_text(decl)}."
+            basis = ("the op is exact in this dtype" if sug.get("exact") else
+                     f"2x the error budget at every element of {sug['runs']} runs")
             out.append(self.finding(
                 ctx, "info",
                 f"{dtype}: kws would accept atol = {num(sug['atol'])}, rtol = {num(sug['rtol'])} "
-                f"(2x the error budget at every element of {sug['runs']} runs; declared "
-                f"{_tol_text(decl) if decl else 'none'}){cand_txt}",
+                f"({basis}; declared {_tol_text(decl) if decl else 'none'}){cand_txt}",
                 {"dtype": dtype, "suggested": {"atol": sug["atol"], "rtol": sug["rtol"]}, "fit": sug["fit"],
                  "declared": decl.as_dict() if decl else None, "candidate_passes": [passes, total],
                  "budget": sug["budget"], "derivation": deriv}))
