@@ -364,15 +364,22 @@ class PrecisionRegime(Check):
     def _ir(self, ctx: CheckContext, a: Any, runs: list[Run], box: dict[str, Any]) -> list[Finding]:
         if ctx.task.backend != "triton":
             return [self.finding(ctx, "info", f"the candidate's backend is {ctx.task.backend}: no Triton IR to read",
-                                 {"backend": ctx.task.backend})]
+                                 {"backend": ctx.task.backend,
+                                  "derivation": "kws reads lowered IR only for Triton candidates; the precision "
+                                                "of other backends is judged from their numerics alone."})]
         if "err" in box:
             return [self.finding(ctx, "info", f"kws could not compile the Triton kernels ahead of time: {box['err']}",
-                                 {"error": box["err"]})]
+                                 {"error": box["err"], "derivation": "A failure of kws's AOT step is a limitation of "
+                                  "kws, not a verdict on the kernel: TF32 lowering and low-precision accumulators "
+                                  "were not examined."})]
         outc = box.get("out")
         if outc is None or not outc.ok:
             why = outc.failure_text() if outc is not None else "no result"
             return [self.finding(ctx, "info", f"the Triton IR was not examined: the AOT step {why}",
-                                 {"error": outc.failure_evidence() if outc is not None else None})]
+                                 {"error": outc.failure_evidence() if outc is not None else None,
+                                  "derivation": "The AOT step runs the candidate on the smallest declared case to "
+                                                "capture its launches; it did not complete, so TF32 lowering and "
+                                                "low-precision accumulators were not examined."})]
         ex = outc.step.extra
         launches = ex.get("launches", [])
         kernels = ex.get("kernels", [])
@@ -382,7 +389,8 @@ class PrecisionRegime(Check):
         errs = [k for k in kernels if "error" in k]
         if not launches:
             return [self.finding(ctx, "info", "the candidate launched no Triton kernel on the smallest declared case "
-                                 "(IR not examined)", {"cases": cases})]
+                                 "(IR not examined)", {"cases": cases, "derivation": "The launch monitor saw no "
+                                 "Triton launch, so there is no kernel to compile ahead of time."})]
         tf32, half_acc, fp8, lowp, contract = [], [], [], [], []
         for k in ok_k:
             an = k["analysis"]

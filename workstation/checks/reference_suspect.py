@@ -303,5 +303,7 @@ class ReferenceSuspect(Check):
             out.append(self.finding(
                 ctx, "info", f"the reference is deterministic (bitwise equal on a second run, {compared} output/run(s))"
                 + ("" if mutated or task.contract.mutates_inputs else " and leaves its inputs unchanged"),
-                {"compared": compared}))
+                {"compared": compared,
+                 "derivation": "kws ran the reference twice on copies of the same inputs (separate calls) and "
+                               "compared the outputs bitwise, and hashed every input before and after the call."}))
         return out

@@ -308,7 +308,9 @@ def aot_step(ctx: Any, spec: dict[str, Any]) -> StepOutput:
     proc = None
     if INTERPRETER:
         env = {k: v for k, v in os.environ.items() if k != "TRITON_INTERPRET"}
-        proc = subprocess.Popen([sys.executable, "-m", "workstation.harness.aot"], stdin=subprocess.PIPE,
+        cand = str(task_dir / ctx.entry["candidate"].rpartition(":")[0]) if ctx.entry.get("candidate") else ""
+        proc = subprocess.Popen([sys.executable, "-m", "workstation.harness.aot", *(["--preload", cand] if cand else [])],
+                                stdin=subprocess.PIPE,
                                 stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=env, cwd=str(task_dir),
                                 text=True)
     launches: dict[str, dict[str, Any]] = {}
@@ -685,10 +687,18 @@ def main() -> None:
     """The AOT child: a JSON request on stdin (``task_dir``, ``launches``, ``targets``), a
     JSON result on stdout (``{"kernels": [...]}``). Must run without TRITON_INTERPRET."""
     os.environ.pop("TRITON_INTERPRET", None)
+    modules: dict[str, Any] = {}
+    if len(sys.argv) > 2 and sys.argv[1] == "--preload":
+        # import the candidate (torch, triton, its kernels) while the job child is still
+        # capturing launches; a failure here is reported per kernel below
+        sys.path.insert(0, str(Path(sys.argv[2]).parent))
+        try:
+            _import_by_path(os.path.realpath(sys.argv[2]), modules)
+        except BaseException:  # noqa: BLE001
+            modules.clear()
     req = json.loads(sys.stdin.read())
     task_dir = req["task_dir"]
     sys.path.insert(0, task_dir)
-    modules: dict[str, Any] = {}
     kernels = []
     for li, rec in enumerate(req["launches"]):
         for target in req["targets"]:
