@@ -199,7 +199,7 @@ class BenchmarkBias(Check):
         if dyn is not None and not dyn.get("error"):
             findings.append(self._dynamic_finding(ctx, dyn, issues, bench_file))
         elif dyn_note:
-            sev = "warn" if dyn and dyn.get("error") else "info"
+            sev = (dyn or {}).get("error_severity", "info")
             findings.append(self.finding(ctx, sev, dyn_note, {"uses": [u.as_dict() for u in uses]}))
         if not issues:
             sides = sorted({u.side for u in uses})
@@ -215,16 +215,20 @@ class BenchmarkBias(Check):
         spec = {"kind": "author_bench", "case": ct.case, "trace": True, "baseline_role": m.plan.baseline_role}
         job = ctx.run_job([spec], exclusive=True, step_timeout=120.0)
         st = job.steps[0] if job.steps else None
+        tail = "; the source alone is judged"
         if st is None:
-            return {"error": f"the author's bench {job.describe_death()} on case {case_label(ct.case)}"}
+            return {"error": f"the author's bench {job.describe_death()} on case {case_label(ct.case)}{tail}",
+                    "error_severity": "info"}
         if not st.ok:
             err = st.error or {}
             return {"error": f"the author's bench raised {err.get('type')}: {(err.get('message') or '')[:300]} on "
-                             f"case {case_label(ct.case)} ({m.device_text()})"}
+                             f"case {case_label(ct.case)} ({m.device_text()}){tail}", "error_severity": "info"}
         res = st.extra.get("result") or {}
         a_c, a_b = res.get("candidate_ms"), res.get("baseline_ms")
         if not all(isinstance(x, float) and x > 0 and math.isfinite(x) for x in (a_c, a_b)):
-            return {"error": f"the author's bench returned {res!r}, not positive candidate_ms and baseline_ms"}
+            return {"error": f"the author's bench returned {res!r}, not positive candidate_ms and baseline_ms "
+                             "(task format: run(case, device) -> {\"candidate_ms\", \"baseline_ms\"})",
+                    "error_severity": "warn"}
         trace = analyse_trace(st.extra.get("events") or [], uses)
         r_a = a_b / a_c
         cons = any(r is not None and consistent_with(r_a, r) for r in (ct.ratio, ct.cold_ratio, ct.warm_ratio))
