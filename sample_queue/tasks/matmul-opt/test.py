@@ -20,5 +20,5 @@ def check(case: dict, device: torch.device, seed: int) -> None:
     """Compare candidate (and baseline) with reference on one case; AssertionError on mismatch."""
     a, b = _load("inputs").make_inputs(case, device, seed)
     want = _load("reference").matmul(a, b)
-    torch.testing.assert_close(_load("candidate").matmul(a, b), want, atol=2e-2, rtol=1e-2)
-    torch.testing.assert_close(_load("baseline").matmul(a, b), want, atol=2e-2, rtol=1e-2)
+    torch.testing.assert_close(_load("candidate").matmul(a, b), want, atol=1e-2, rtol=5e-3)
+    torch.testing.assert_close(_load("baseline").matmul(a, b), want, atol=1e-2, rtol=5e-3)
