@@ -338,6 +338,9 @@ def test_nondeterminism_within_one_process(runner, tmp_path):
     d = make_task(tmp_path, "counter", CALL_COUNTER, atol=1e-5)
     (f,) = findings(check(runner, d, "nondeterminism"), "nondeterminism", "fail")
     assert any("one process" in x["run"] for x in f.evidence["differences"])
+    # no set/hash in candidate.py: the hash seed cannot reach it, no fresh interpreter
+    assert "no fresh-interpreter run" in f.evidence["hash_seed"]
+    assert not any("fresh interpreter" in r for r in f.evidence["runs"])
 
 
 def test_nondeterminism_across_hash_seeds_needs_a_fresh_interpreter(runner, tmp_path):
@@ -347,6 +350,7 @@ def test_nondeterminism_across_hash_seeds_needs_a_fresh_interpreter(runner, tmp_
     # equal within the fork server's hash seed (in-process calls, forked children) ...
     assert all("fresh interpreter" in r for r in runs), runs
     assert "PYTHONHASHSEED=0" in f.summary
+    assert f.evidence["hash_sites"][0]["line"] == 8  # for name in set(_SCALE)
 
 
 def test_nondeterminism_skipped_where_the_contract_allows_it(runner, tmp_path):

@@ -284,3 +284,15 @@ def test_tampering_by_the_reference_is_only_reported(runner, tmp_path):
     infos = findings(res, "tampering", "info")
     rinfo = next(f for f in infos if "reference changes global state" in f.summary)
     assert any(c["key"] == "torch.are_deterministic_algorithms_enabled()" for c in rinfo.evidence["reference_changes"])
+
+
+def test_scan_hash_order_follows_task_local_imports(tmp_path):
+    from workstation.checks._static import scan_hash_order
+
+    (tmp_path / "candidate.py").write_text("import helpers\nfrom torch import nn\n\ndef f(x):\n"
+                                           "    return helpers.g(x)\n")
+    (tmp_path / "helpers.py").write_text("ORDER = {'a', 'b'}\n\ndef g(x):\n    return [hash(k) for k in ORDER]\n")
+    hits = scan_hash_order(tmp_path, "candidate.py")
+    assert {(h["file"], h["line"]) for h in hits} == {("helpers.py", 1), ("helpers.py", 4)}
+    (tmp_path / "plain.py").write_text("d = {'a': 1}\n\ndef f(x):\n    return sorted(d)\n")
+    assert scan_hash_order(tmp_path, "plain.py") == []

@@ -369,3 +369,40 @@ def scan_state_writes(path: Path) -> list[StateSite]:
                 if obj and attr and obj.split(".")[0] in roots:
                     sites.append(StateSite(f"{obj}.{attr}", (f"{obj}.{attr}",), node.lineno, mod.text(node)))
     return sites
+
+
+def scan_hash_order(task_dir: Path, entry_file: str) -> list[dict[str, Any]]:
+    """Places in ``entry_file`` and the task-local modules it imports (transitively) where
+    Python's hash seed can reach the order of work: set/frozenset displays,
+    comprehensions and constructors, and ``hash()`` calls.
+
+    ``PYTHONHASHSEED`` randomises the hashes of str, bytes and datetime objects (and of
+    tuples and frozensets holding them); among the built-in containers only set and
+    frozenset iteration order follows hashes (dicts keep insertion order, Python 3.7+).
+    Each item: ``{"file", "line", "text"}``.
+    """
+    hits: list[dict[str, Any]] = []
+    todo, seen = [entry_file], set()
+    while todo:
+        rel = todo.pop()
+        if rel in seen:
+            continue
+        seen.add(rel)
+        path = task_dir / rel
+        try:
+            mod = _Module(path.read_text(encoding="utf-8"), str(path))
+        except (SyntaxError, UnicodeDecodeError, OSError):
+            continue
+        for node in ast.walk(mod.tree):
+            if isinstance(node, ast.Import | ast.ImportFrom):
+                names = [a.name for a in node.names] if isinstance(node, ast.Import) else [node.module or ""]
+                for n in names:
+                    cand = n.replace(".", "/") + ".py"
+                    if n and (task_dir / cand).is_file():
+                        todo.append(cand)
+            elif isinstance(node, ast.Set | ast.SetComp):
+                hits.append({"file": rel, "line": node.lineno, "text": mod.text(node)})
+            elif isinstance(node, ast.Call) and isinstance(node.func, ast.Name) \
+                    and node.func.id in ("set", "frozenset", "hash"):
+                hits.append({"file": rel, "line": node.lineno, "text": mod.text(node)})
+    return hits

@@ -8,6 +8,7 @@ from typing import Any
 import numpy as np
 
 from workstation.checks._guarded import indices, where_text
+from workstation.checks._static import scan_hash_order
 from workstation.checks.base import Check, Finding, Skip, register
 from workstation.compare import is_float, ulp_distance
 from workstation.engine import CallOutcome, CheckContext, case_label
@@ -37,10 +38,14 @@ class Nondeterminism(Check):
     process (3 on the CPU, 5 on a GPU; each call on a fresh clone of the same inputs),
     once more in a separate forked process (the run ``correctness`` made), and once in a
     fresh Python interpreter started with ``PYTHONHASHSEED=0``: forked children share the
-    fork server's hash seed, and str/bytes hashing orders every set and dict built on it,
-    so a kernel whose launch order or split count comes from such an order differs only
-    across interpreters. Every run is compared bitwise with the first; differences are
-    reported with their count, places and size in ULPs of the output dtype.
+    fork server's hash seed, and str/bytes hashing orders every set built on it, so work
+    whose order comes from such a set differs only across interpreters. The fresh
+    interpreter (an import of torch and triton, ~2 s of CPU) runs only where the
+    candidate's file or a task module it imports iterates a set/frozenset or calls
+    ``hash()`` (dicts keep insertion order): elsewhere the hash seed cannot reach the
+    order of task code, and the info says so. Every run is compared bitwise with the
+    first; differences are reported with their count, places and size in ULPs of the
+    output dtype.
 
     Source: split-K / stream-K reductions with ``tl.atomic_add`` (float addition is not
     associative, and the order in which programs add is a scheduling accident), as in
@@ -62,11 +67,13 @@ class Nondeterminism(Check):
         rep = {"kind": "repeat_call", "role": "candidate", "case": dict(case), "seed": seed, "n": n}
         fresh = {"kind": "hashseed_call", "role": "candidate", "case": dict(case), "seed": seed,
                  "hashseed": FRESH_HASHSEED}
+        hash_sites = scan_hash_order(ctx.task.dir, ctx.task.entry["candidate"].file)
         with ThreadPoolExecutor(max_workers=3) as ex:
             f_rep = ex.submit(ctx.calls, [rep], memo=True)
-            f_fresh = ex.submit(ctx.calls, [fresh], memo=True)
+            f_fresh = ex.submit(ctx.calls, [fresh], memo=True) if hash_sites else None
             plain = ctx.candidate([(case, seed)])[0]
-            rep_out, fresh_out = f_rep.result()[0], f_fresh.result()[0]
+            rep_out = f_rep.result()[0]
+            fresh_out = f_fresh.result()[0] if f_fresh is not None else None
         runs: list[tuple[str, list[TensorData]]] = []
         failures: list[tuple[str, CallOutcome]] = []
         if rep_out.ok:
@@ -79,11 +86,18 @@ class Nondeterminism(Check):
             runs.append(("a call in a separate forked process", plain.outputs))
         else:
             failures.append(("a call in a separate forked process", plain))
-        if fresh_out.ok:
+        if fresh_out is None:
+            hash_note = (f"no fresh-interpreter run: {ctx.task.entry['candidate'].file} and the task modules it "
+                         f"imports iterate no set/frozenset and call no hash(), the only ways the hash seed "
+                         f"reaches the order of their work")
+        elif fresh_out.ok:
+            hash_note = f"hash-seed run: {len(hash_sites)} set/hash site(s), e.g. {hash_sites[0]['file']}:" \
+                        f"{hash_sites[0]['line']}"
             metas = fresh_out.step.extra.get("outputs") or []
             runs.append((f"a call in a fresh interpreter (PYTHONHASHSEED={FRESH_HASHSEED})",
                          [_td(fresh_out.step.arrays[f"h{j}"], m) for j, m in enumerate(metas)]))
         else:
+            hash_note = "the fresh-interpreter run failed"
             failures.append(("a call in a fresh interpreter", fresh_out))
         findings: list[Finding] = []
         if len(runs) < 2:
@@ -122,14 +136,15 @@ class Nondeterminism(Check):
                            f"{d0['first']['index']}: {d0['first']['a']!r} vs {d0['first']['b']!r}{more}")
             findings.append(self.finding(ctx, "fail", summary,
                                          {"case": case, "seed": seed, "baseline_run": base_label, "differences": diffs,
-                                          "runs": [lbl for lbl, _ in runs]}, case=case, seed=seed))
+                                          "runs": [lbl for lbl, _ in runs], "hash_seed": hash_note,
+                                          "hash_sites": hash_sites[:8]}, case=case, seed=seed))
         else:
             findings.append(self.finding(
                 ctx, "info",
                 f"bitwise equal: {len(runs)} runs of case {case_label(case)} (seed {seed}): "
-                + "; ".join(lbl for lbl, _ in runs),
-                {"case": case, "seed": seed, "runs": [lbl for lbl, _ in runs],
-                 "scheduling_examined": ctx.on_gpu}, case=case, seed=seed))
+                + "; ".join(lbl for lbl, _ in runs) + f"; {hash_note}",
+                {"case": case, "seed": seed, "runs": [lbl for lbl, _ in runs], "hash_seed": hash_note,
+                 "hash_sites": hash_sites[:8], "scheduling_examined": ctx.on_gpu}, case=case, seed=seed))
         return findings
 
     @staticmethod
