@@ -37,7 +37,7 @@ import subprocess
 import sys
 import tempfile
 import time
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -59,8 +59,9 @@ ALLOC_OPS = (
 GUARD_MIN_ELEMENTS = 4096
 #: ...at least the buffer's own size (a whole extra tile grid), at most this many.
 GUARD_MAX_ELEMENTS = 1 << 18
-#: allocations larger than this are poisoned but not guarded (Triton's L2-flush buffer).
-GUARD_MAX_BUFFER_BYTES = 1 << 28
+#: allocations larger than this are poisoned but neither guarded nor kept (Triton's
+#: 256 MiB L2-flush buffer in do_bench).
+GUARD_MAX_BUFFER_BYTES = 1 << 26
 #: guard bands of at most this many buffers per call are kept and sent.
 MAX_GUARDED_BUFFERS = 64
 #: guard byte length is a multiple of this, so the guarded view keeps the allocator's
@@ -149,8 +150,9 @@ def task_site(task_dir: Path, depth: int = 2) -> dict[str, Any] | None:
 
 @dataclass
 class Buffer:
-    """One guarded (and maybe poisoned) buffer: ``tensor`` is what task code sees, a view
-    into ``base`` at element offset ``guard``."""
+    """One guarded (and maybe poisoned) buffer: ``tensor`` is what task code sees; it
+    shares ``base``'s storage from element offset ``guard`` on (``base`` is None for a
+    buffer that is poisoned but not guarded)."""
 
     kind: str  # input | out_arg | inout_arg | allocation
     index: int
@@ -162,7 +164,6 @@ class Buffer:
     site: dict[str, Any] | None = None
     op: str = ""
     note: str = ""
-    info: dict[str, Any] = field(default_factory=dict)
 
     def describe(self) -> dict[str, Any]:
         t = self.tensor
@@ -253,7 +254,9 @@ class GuardedAllocMode(TorchDispatchMode):
             t, base, g, extent = out, None, 0, storage_extent(shape, stride)
             self.unguarded += 1
         poisoned = poison(t, self.scenario)
-        if keep or len(self.buffers) < MAX_GUARDED_BUFFERS:
+        # guarded buffers are kept (their bands are read after the call); a small
+        # unguarded one is kept for its description; a large one is not kept alive
+        if keep or (len(self.buffers) < MAX_GUARDED_BUFFERS and nbytes <= GUARD_MAX_BUFFER_BYTES):
             self.buffers.append(Buffer("allocation", self.count - 1, t, base, g, extent, poisoned,
                                        site, str(func.overloadpacket).removeprefix("aten.")))
         return t
@@ -391,7 +394,8 @@ def run_subjob(ctx: Any, steps: list[dict[str, Any]], *, prefix: list[str] | Non
         p = subprocess.run(cmd, cwd=work, env=full_env, capture_output=True, text=True, timeout=timeout)
         rc, so, se = p.returncode, p.stdout, p.stderr
     except subprocess.TimeoutExpired as e:
-        rc, so, se = None, (e.stdout or b"").decode("utf-8", "replace") if isinstance(e.stdout, bytes) else (e.stdout or ""), "timeout"
+        out_text = e.stdout.decode("utf-8", "replace") if isinstance(e.stdout, bytes) else (e.stdout or "")
+        rc, so, se = None, out_text, "timeout"
     docs = []
     for i in range(len(steps)):
         js = out / f"step-{i}.json"
@@ -421,7 +425,11 @@ def sanitizer_call_step(ctx: Any, spec: dict[str, Any]) -> StepOutput:
     sub = {"kind": "call", "role": spec.get("role", "candidate"), "case": spec["case"], "seed": int(spec.get("seed", 0))}
     t0 = time.perf_counter()
     r = run_subjob(ctx, [sub], prefix=[binary, "--tool", "memcheck", "--error-exitcode", "97", "--print-limit", "40"],
-                   timeout=float(spec.get("timeout", 600)))
+                   timeout=float(spec.get("timeout", 240)))
+    if r["returncode"] is None:
+        return StepOutput(ok=True, seconds=time.perf_counter() - t0, extra={
+            "ran": False, "reason": f"memcheck did not finish within {spec.get('timeout', 240)} s",
+            "tail": (r["stdout"] + r["stderr"])[-4000:]})
     text = r["stdout"] + "\n" + r["stderr"]
     m = re.search(r"ERROR SUMMARY: (\d+) error", text)
     lines = [ln for ln in text.splitlines() if _ERR_LINE.match(ln)]
