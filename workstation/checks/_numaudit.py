@@ -341,6 +341,11 @@ class NumericsAudit:
 
     # -- reference-side extras ------------------------------------------------------------
 
+    def magnitude_basis(self) -> dict[str, Any]:
+        """Whether the op is multilinear (S = the op on |inputs|) or not (S = |y|), and why."""
+        self.declared()
+        return dict(self._multi)
+
     def lower_precision(self) -> list[tuple[Run, str, CallOutcome]]:
         """(run, lower dtype, outcome) for the first seed of every declared case."""
         runs = self.declared()

@@ -62,7 +62,8 @@ class PrecisionRegime(Check):
     Source of the defect class: tl.dot's default ``input_precision`` is TF32 on NVIDIA sm80+
     (Triton docs), which keeps 10 mantissa bits; fp16 sums overflow at 65504 and lose
     precision past 2048 (IEEE 754 binary16); Hopper's fp8 MMA accumulator is narrower than
-    fp32, hence promotion (DeepSeek-V3 report, sec. 3.3.2).
+    fp32, hence periodic promotion (DeepSeek-V3 technical report, 2024, on FP8 GEMM
+    accumulation; Triton's ``max_num_imprecise_acc``).
     Limits on the CPU: numerics come from the Triton interpreter, whose tl.dot is a numpy
     matmul in true fp32 and whose reductions run in numpy's order, so TF32 and reduction-order
     effects are read from the IR, not measured; on a GPU the kernels the launch compiled are

@@ -267,5 +267,6 @@ class ToleranceLoose(Check):
                 f"({basis}; declared {_tol_text(decl) if decl else 'none'}){cand_txt}",
                 {"dtype": dtype, "suggested": {"atol": sug["atol"], "rtol": sug["rtol"]}, "fit": sug["fit"],
                  "declared": decl.as_dict() if decl else None, "candidate_passes": [passes, total],
-                 "budget": sug["budget"], "derivation": deriv}))
+                 "budget": sug["budget"], "magnitude_basis": a.magnitude_basis(), "exact": bool(sug.get("exact")),
+                 "derivation": deriv}))
         return out
