@@ -6,6 +6,7 @@ import git
 import pytest
 
 from tests.tuikit import (
+    burst,
     replay_app,
     run_async,
     tui_env,
@@ -151,7 +152,7 @@ async def test_checks_stream_in_while_the_rubric_stays_responsive(tmp_path, monk
         await wait_for(pilot, lambda: bool(s.rows), what="the start event")
         assert s.running and all(not r.done for r in s.rows.values())
         await pilot.press("5", "l")  # the rubric works while every check is still running
-        assert s.values["reference"] == "legitimate"
+        assert s.values.get("reference") == "legitimate", s.values
         gate.set()
         await wait_for(pilot, lambda: s.final_report is not None, what="the run to finish")
         assert not s.running
@@ -338,3 +339,31 @@ async def test_command_palette_offers_the_actions(tmp_path, monkeypatch):
         for want in ("Next unreviewed task", "Re-run all checks", "Commit verdict", "Dispute a verdict",
                      "Switch keymap: default", "Open task: matmul-opt", "Re-run check: correctness"):
             assert want in names
+
+
+@run_async
+async def test_keys_typed_in_a_burst_reach_the_widget_focused_by_the_key_before(tmp_path, monkeypatch):
+    """Over SSH several keystrokes arrive in one packet: "/relu", "5l", "e" + a sentence.
+    The keys after one that moves focus must land where the reviewer now types."""
+    root = tui_env(monkeypatch, tmp_path)
+    app = replay_app(root)
+    async with app.run_test(size=(160, 48)) as pilot:
+        await wait_queue(pilot)
+        burst(app, ["slash", *"relu"])
+        await wait_for(pilot, lambda: app.screen.query_one("#filter").value == "relu", what="the filter text")
+        burst(app, ["enter"])
+        await pilot.pause(0.2)
+        burst(app, ["enter"])
+        await wait_review_ready(pilot)
+        s = app.screen.session
+        # "5" moves to the rubric, "l" picks a value there, "e" moves to the rationale and
+        # the words go into it, not into the rubric fields (where a, n, r... are value keys)
+        burst(app, ["5", "l", "e", *"an unwritten output"])
+        await wait_for(pilot, lambda: s.rationale == "an unwritten output", what="the rationale text")
+        assert s.values.get("reference") == "legitimate", s.values
+        assert set(s.values) == {"reference", "rationale"}
+        # escape back to the form, then "3" to the checks and "r": a re-run, not "reject"
+        checks_runs = len(app.check_source.runs)
+        burst(app, ["escape", "down", "down", "down", "down", "down", "3", "r"])
+        await wait_for(pilot, lambda: len(app.check_source.runs) == checks_runs + 1, what="the re-run")
+        assert "overall" not in s.values

@@ -78,3 +78,14 @@ def widget_text(widget) -> str:
 
     h = max(widget.size.height, widget.virtual_size.height)
     return "\n".join(s.text.rstrip() for s in widget.render_lines(Region(0, 0, widget.size.width, h)))
+
+
+def burst(app, keys) -> None:
+    """Queue key events all at once, as they arrive when an SSH packet carries several
+    keystrokes (Pilot.press waits for the app between keys; this does not)."""
+    from textual import events
+
+    for k in keys:
+        ev = events.Key(k, k if len(k) == 1 else None)
+        ev.set_sender(app)
+        app._driver.send_message(ev)

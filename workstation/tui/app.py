@@ -17,9 +17,10 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from textual import work
+from textual import events, work
 from textual.app import App
 from textual.message import Message
+from textual.widgets import Input, TextArea
 
 from workstation.queueview import QueueIndex, QueueRow, build_rows, scan_queue, validate_index
 from workstation.review import CheckSource, DraftSaver, ReviewSession, RunnerCheckSource
@@ -117,6 +118,35 @@ class KwsApp(App):
     def on_unmount(self) -> None:
         self.saver.close()
         self.check_source.close()
+
+    # -- keys typed in a burst ---------------------------------------------------------------
+
+    async def on_event(self, event: events.Event) -> None:
+        """Resolve a key when the app reads it, before routing it to a widget.
+
+        Textual routes a key to the widget focused when the app reads it and runs the
+        (non-priority) bindings only after the key has bubbled back up from there. Over
+        SSH keys often arrive in bursts ("/" and "relu" in one packet, "5" and "l", "e" and
+        a sentence): the keys after one whose binding moves focus would go to the widget
+        that had focus before. So, unless a text editor has focus (it takes the keys in
+        order itself; its ``EARLY_KEYS``, such as Escape, are resolved here too): a widget's synchronous key handler (``handle_key_now``: the rubric's
+        value keys) or the key's bindings run right here, and the next key already goes
+        where the reviewer is typing."""
+        if isinstance(event, events.Key) and not event.is_forwarded:
+            focused = self.focused
+            maximized_escape = (self.screen.maximized is not None and event.key == "escape"
+                                and self.escape_to_minimize)
+            editor = isinstance(focused, Input | TextArea) and event.key not in getattr(focused, "EARLY_KEYS", ())
+            if not maximized_escape and not editor:
+                if await self._check_bindings(event.key, priority=True):
+                    return
+                now = getattr(focused, "handle_key_now", None)
+                if now is not None and now(event):
+                    return
+                consumed = focused is not None and focused.check_consume_key(event.key, event.character)
+                if not consumed and await self._check_bindings(event.key):
+                    return
+        await super().on_event(event)
 
     # -- keymaps -------------------------------------------------------------------------------
 

@@ -118,19 +118,24 @@ class _DisputeFields(Widget, can_focus=True):
         f = self.fields[self.cursor] if self.fields else None
         return bool(f is not None and character and f.by_key(character) is not None)
 
-    def on_key(self, event: events.Key) -> None:
+    def handle_key_now(self, event: events.Key) -> bool:
+        """A value key picks the disputer's value for the focused field (see KwsApp.on_event)."""
         f = self.fields[self.cursor] if self.fields else None
         if f is None or not event.character:
-            return
+            return False
         v = f.by_key(event.character)
         if v is None:
-            return
-        event.stop()
+            return False
         if self.verdict.values().get(f.key) == v.value:
             self.values.pop(f.key, None)
         else:
             self.values[f.key] = v.value
         self.refresh(layout=True)
+        return True
+
+    def on_key(self, event: events.Key) -> None:
+        if self.handle_key_now(event):
+            event.stop()
 
     def action_move(self, d: int) -> None:
         self.cursor = min(max(0, self.cursor + d), len(self.fields) - 1)

@@ -75,10 +75,10 @@ class CursorList(ScrollView, can_focus=True, inherit_bindings=False):
         return 0
 
     def render_row(self, index: int, width: int, selected: bool) -> Strip:
-        return Strip.blank(width)
+        return Strip.blank(width, self.rich_style)
 
     def render_header(self, y: int, width: int) -> Strip:
-        return Strip.blank(width)
+        return Strip.blank(width, self.rich_style)
 
     # -- geometry ------------------------------------------------------------------------
 
@@ -100,11 +100,15 @@ class CursorList(ScrollView, can_focus=True, inherit_bindings=False):
     def render_line(self, y: int) -> Strip:
         width = self.size.width
         if y < self.header_lines:
-            return self.render_header(y, width)
-        index = int(self.scroll_offset.y) + y - self.header_lines
-        if index >= self.row_count():
-            return Strip.blank(width)
-        return self.render_row(index, width, index == self.cursor).crop(0, width)
+            strip = self.render_header(y, width)
+        else:
+            index = int(self.scroll_offset.y) + y - self.header_lines
+            if index >= self.row_count():
+                return Strip.blank(width, self.rich_style)
+            strip = self.render_row(index, width, index == self.cursor).crop(0, width)
+        # every segment gets the widget's base style (line filters such as NO_COLOR's
+        # monochrome filter need a style on each segment)
+        return strip.apply_style(self.rich_style)
 
     def watch_cursor(self, old: int, new: int) -> None:
         n = self.row_count()
@@ -210,7 +214,7 @@ class QueueTable(CursorList):
         elif width < used:
             # narrow terminal: shrink claims and reserved first, then kind
             over = used - width
-            for name, floor in (("claims", 11), ("reserved by", 9), ("kind", 11), ("task", 14)):
+            for name, floor in (("claims", 11), ("reserved by", 9), ("task", 18), ("kind", 11)):
                 for i, c in enumerate(cols):
                     if c.title == name and over > 0:
                         cut = min(over, c.width - floor)
@@ -289,11 +293,12 @@ class ChecksList(CursorList):
         self.message = "starting the check runner…"
 
     def set_checks(self, rows: list[CheckRow]) -> None:
-        """Show ``rows``; the cursor stays on the same check or finding."""
+        """Show ``rows``, the ones that need the reviewer first (fail, error, warn), then
+        the rest in report order; the cursor stays on the same check or finding."""
         keep = self.entries[self.cursor] if 0 <= self.cursor < len(self.entries) else None
-        self.checks = rows
+        self.checks = sorted(rows, key=lambda r: _ATTENTION.get(r.status, 3))
         self.entries = []
-        for r in rows:
+        for r in self.checks:
             self.entries.append(ChecksEntry(r.check))
             for i, _f in enumerate(_ordered(r.findings)):
                 self.entries.append(ChecksEntry(r.check, i))
@@ -353,6 +358,9 @@ class ChecksList(CursorList):
             Segment(head, sev_style + cur),
             Segment(fit(str(f.get("summary", "")), max(0, width - cell_len(head))), cur),
         ])
+
+
+_ATTENTION = {"fail": 0, "error": 1, "warn": 2}
 
 
 def _ordered(findings: list[dict[str, Any]]) -> list[dict[str, Any]]:

@@ -12,6 +12,7 @@ from rich.table import Table
 from rich.text import Text
 from textual import events
 from textual.app import ComposeResult
+from textual.binding import Binding
 from textual.containers import Vertical, VerticalScroll
 from textual.message import Message
 from textual.reactive import reactive
@@ -52,7 +53,7 @@ class Panel(Vertical):
         """Focus the panel's main widget."""
         for w in self.query("*"):
             if w.focusable:
-                w.focus()
+                self.screen.set_focus(w)  # now: keys typed right after go there
                 return
 
 
@@ -77,7 +78,7 @@ class SpecPanel(Panel):
         sw = self.query_one(ContentSwitcher)
         sw.current = "history-scroll" if which == "history" else "spec-scroll"
         self.border_title = "History" if which == "history" else self.base_title
-        self.query_one(f"#{sw.current}").focus()
+        self.screen.set_focus(self.query_one(f"#{sw.current}"))
 
     @property
     def showing(self) -> str:
@@ -420,13 +421,13 @@ def render_timing(tv: TimingView, width: int) -> Text:
 class RationaleArea(TextArea):
     """The rationale editor; Escape returns to the rubric fields."""
 
-    def _on_key(self, event: events.Key) -> None:
-        if event.key == "escape":
-            event.stop()
-            event.prevent_default()
-            form = self.screen.query("RubricForm")
-            if form:
-                form.first().focus()
+    BINDINGS = [Binding("escape", "leave", "Back to the fields", show=False)]
+    EARLY_KEYS = ("escape",)  # resolved when read (KwsApp.on_event): keys after it go to the new focus
+
+    def action_leave(self) -> None:
+        form = self.screen.query("RubricForm")
+        if form:
+            self.screen.set_focus(form.first())
 
 
 class RubricForm(Widget, can_focus=True, inherit_bindings=False):
@@ -517,16 +518,21 @@ class RubricForm(Widget, can_focus=True, inherit_bindings=False):
         f = self.current_field
         return bool(f is not None and character and len(character) == 1 and f.by_key(character) is not None)
 
-    def on_key(self, event: events.Key) -> None:
+    def handle_key_now(self, event: events.Key) -> bool:
+        """A value key of the focused field picks that value (called by the app when it
+        reads the key, so picks and the bound keys around them keep their order)."""
         f = self.current_field
-        if f is None or self.session is None or not event.character or len(event.character) != 1:
-            return
-        if f.by_key(event.character) is None:
-            return
-        event.stop()
-        event.prevent_default()
-        if self.session.pick_by_key(f.key, event.character):
+        ch = event.character
+        if f is None or self.session is None or not ch or len(ch) != 1 or f.by_key(ch) is None:
+            return False
+        if self.session.pick_by_key(f.key, ch):
             self._changed(advance=True)
+        return True
+
+    def on_key(self, event: events.Key) -> None:
+        if self.handle_key_now(event):  # keys that reach the form another way (tests, palette)
+            event.stop()
+            event.prevent_default()
 
     def _changed(self, advance: bool = False) -> None:
         if advance and self.cursor < len(self.fields) - 1:
@@ -555,7 +561,9 @@ class RubricForm(Widget, can_focus=True, inherit_bindings=False):
             self._changed()
 
     def action_edit_rationale(self) -> None:
-        self.screen.query_one(RationaleArea).focus()
+        area = self.screen.query_one(RationaleArea)
+        self.screen.set_focus(area)
+        area.move_cursor(area.document.end)  # continue a restored or prefilled rationale
 
 
 class RubricPanel(Panel):
@@ -566,6 +574,7 @@ class RubricPanel(Panel):
     RubricPanel #rubric-detail { height: auto; max-height: 4; color: $text-muted; }
     RubricPanel #rationale-label { height: 1; }
     RubricPanel RationaleArea { height: 1fr; min-height: 3; border: none; padding: 0; }
+    RubricPanel RationaleArea:focus { border: none; background: $boost; }
     RubricPanel #rubric-status { height: auto; max-height: 2; }
     """
 

@@ -6,6 +6,7 @@ from __future__ import annotations
 from typing import Any
 
 from textual.app import ComposeResult
+from textual.binding import Binding
 from textual.containers import VerticalScroll
 from textual.screen import Screen
 from textual.widgets import Footer, Input, Static
@@ -15,6 +16,16 @@ from workstation.tui.keymap import bindings_for
 from workstation.tui.listview import QueueTable, fit
 
 FILTER_HINT = "filter: kind:fusion backend:triton claimed:fail reserved:me disputed:yes mine:no  (/ to type)"
+
+
+class FilterInput(Input):
+    """The filter line; Escape (or Enter) returns to the table."""
+
+    BINDINGS = [Binding("escape", "leave", "Back to the table", show=False)]
+    EARLY_KEYS = ("escape",)  # resolved when read (KwsApp.on_event): keys after it go to the new focus
+
+    def action_leave(self) -> None:
+        self.screen.set_focus(self.screen.query_one(QueueTable))
 
 
 class QueueScreen(Screen):
@@ -39,7 +50,7 @@ class QueueScreen(Screen):
 
     def compose(self) -> ComposeResult:
         yield Static("kws", id="queue-title", markup=False)
-        yield Input(placeholder=FILTER_HINT, id="filter")
+        yield FilterInput(placeholder=FILTER_HINT, id="filter")
         yield Static("loading the queue…", id="queue-status", markup=False)
         yield QueueTable(id="queue-table")
         with VerticalScroll(id="malformed-box", classes="-empty"):
@@ -81,9 +92,9 @@ class QueueScreen(Screen):
         n = len(q.rows)
         unreviewed = sum(1 for r in q.rows if r.mine is None)
         bad = len(idx.errors) if idx else 0
-        who = f"you: {q.me.name}" if q.me else "no git identity"
+        who = q.me.name if q.me else "no git identity"
         parts = [f" kws · {name}", f"{n} tasks" + (f", {bad} malformed" if bad else ""),
-                 f"{unreviewed} not reviewed by you", who, f"keymap {self.app.keymap_load.name}"]
+                 f"{unreviewed} to review", f"keys: {self.app.keymap_load.name}", who]
         self.query_one("#queue-title", Static).update(fit(" │ ".join(parts), max(1, self.size.width)))
 
     def _status(self, problems: tuple[str, ...] = ()) -> None:
@@ -122,15 +133,10 @@ class QueueScreen(Screen):
             self.apply_view()
 
     def on_input_submitted(self, event: Input.Submitted) -> None:
-        self.table.focus()
-
-    def on_key(self, event: Any) -> None:
-        if event.key == "escape" and self.focused is self.query_one("#filter"):
-            event.stop()
-            self.table.focus()
+        self.set_focus(self.table)
 
     def action_focus_filter(self) -> None:
-        self.query_one("#filter", Input).focus()
+        self.set_focus(self.query_one("#filter", Input))
 
     def action_clear_filter(self) -> None:
         self.query_one("#filter", Input).value = ""

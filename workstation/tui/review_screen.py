@@ -208,7 +208,7 @@ class ReviewScreen(Screen):
         self.apply_layout()
         panel = self.query_one(f"#{name}", Panel)
         if name == "rubric":
-            self.query_one(RubricForm).focus()
+            self.set_focus(self.query_one(RubricForm))
         elif name != "spec":
             panel.focus_main()
 
@@ -507,7 +507,7 @@ class ReviewScreen(Screen):
                 self.action_show_panel("rubric")
             elif first == s.rubric.rationale_field:
                 self.action_show_panel("rubric")
-                self.query_one(RationaleArea).focus()
+                self.set_focus(self.query_one(RationaleArea))
             return
         if s.running and not self.commit_armed:
             self.commit_armed = True

@@ -258,12 +258,13 @@ class SourceView(ScrollView, can_focus=True, inherit_bindings=False):
         index = int(self.scroll_offset.y) + y
         rows = self.rows
         if self.diff is None or index >= len(rows):
-            return Strip.blank(width)
+            return Strip.blank(width, self.rich_style)
         key = (index, self.split, width, self.hscroll, self.target, self.old_tokens is not None)
         strip = self._cache.get(key)
         if strip is None:
             row = rows[index]
             strip = self._render_split(row, width) if self.split else self._render_unified(row, width)
+            strip = strip.apply_style(self.rich_style)  # a style on every segment (NO_COLOR filter)
             self._cache[key] = strip
             if len(self._cache) > 2000:
                 self._cache.popitem(last=False)
