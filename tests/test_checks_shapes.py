@@ -9,6 +9,7 @@ from workstation.checks._trials import region_phrase
 from workstation.checks.edge_shapes import (
     CostModel,
     _patterns,
+    cost_units,
     elements,
     int_params,
     shrink_values,
@@ -79,11 +80,15 @@ def test_shrink_values_are_smaller_legal_and_simplest_first():
 
 
 def test_cost_model_is_conservative_and_quantised():
-    m = CostModel.fit([(1000, 0.11), (4000, 0.41)], on_gpu=False)
-    assert m.seconds(4000) >= 0.41  # never under-predicts a measured case
-    m2 = CostModel.fit([(1000, 0.115), (4000, 0.42)], on_gpu=False)
+    m = CostModel.fit([(1024, 0.11), (4096, 0.41)], on_gpu=False)
+    assert m.seconds(4096) >= 0.41  # never under-predicts a measured case
+    m2 = CostModel.fit([(1024, 0.115), (4096, 0.42)], on_gpu=False)
     assert m.b == m2.b  # timing noise within a factor 2 does not change the plan
-    assert CostModel.fit([], on_gpu=True).fits(1 << 20)
+    assert cost_units({"M": 1, "N": 17}, ["M", "N"]) == 16 * 32  # whole 16-wide tiles
+    assert m.fits({"N": 1000}, ["N"]) and not m.fits({"N": 100000}, ["N"])
+    slow = CostModel.fit([(1024, 1.5)], on_gpu=False)  # autotuned: slow at any size
+    assert slow.fits({"N": 16}, ["N"]) and slow.call_limit_s > 2.0
+    assert CostModel.fit([], on_gpu=True).fits({"N": 1 << 20}, ["N"])
 
 
 def test_divisibility_pattern_from_results():
@@ -180,7 +185,9 @@ def test_edge_shapes_rowsum_edge_fails_with_the_tail_pattern(runner):
     assert ev["smallest_failing"]["outputs"][0]["worst"]["got"] == 0.0
     info = next(x for x in res["findings"] if x["severity"] == "info")
     derived = info["evidence"]["derived"]
-    assert len(derived) <= 24 and all(1 <= c["case"]["K"] <= 65536 for c in derived)
+    planned = [c for c in derived if "block that divides" not in c["why"]]  # not the refinement probes
+    assert len(planned) <= 24 and all(1 <= c["case"]["K"] <= 65536 for c in derived)
+    assert any(c["case"]["K"] == 384 and c["status"] == "pass" for c in derived)  # tells % 128 from % 256
 
 
 def test_edge_shapes_clean_task_has_no_fail(runner):

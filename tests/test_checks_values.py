@@ -93,12 +93,13 @@ def test_special_values_clean_task_has_no_fail(runner):
 
 
 def test_special_values_rounding_at_large_magnitude_is_not_a_fail(runner, tmp_path):
-    """A candidate more accurate than the fp32 reference differs from it beyond a tight
-    tolerance at |x| = 1e4; the float64 oracle shows the reference is the noisier one."""
+    """A candidate more accurate than the fp32 reference differs from it beyond an
+    absolute-only tolerance at |x| = 1e4 (one fp32 ULP there is ~1e-3; the declared
+    cases pass at 1e-6); the float64 oracle shows the reference is the noisier one."""
     ref = "def add(x, y):\n    return x * 3.0 + y * 1e-3\n"
     d = write_task(tmp_path, candidate=MORE_ACCURATE)
     (d / "reference.py").write_text(ref)
-    (d / "task.toml").write_text((d / "task.toml").read_text().replace("atol = 1e-6\nrtol = 1e-6", "atol = 0\nrtol = 0"))
+    (d / "task.toml").write_text((d / "task.toml").read_text().replace("atol = 1e-6\nrtol = 1e-6", "atol = 1e-6\nrtol = 0"))
     res = check(runner, d, "special-values")
     assert not fails(res), [f["summary"] for f in fails(res)]
     infos = [f for f in res["findings"] if f["severity"] == "info" and "oracle" in f["evidence"]]
@@ -106,11 +107,13 @@ def test_special_values_rounding_at_large_magnitude_is_not_a_fail(runner, tmp_pa
 
 
 def test_special_values_gross_error_at_large_magnitude_fails(runner, tmp_path):
-    cand = "import torch\ndef add(x, y):\n    return (x.half() + y.half()).float()\n"  # fp16 intermediate
+    # saturates its operands at +-1000 (a fixed-range conversion): exact on N(0, 1) inputs
+    cand = "def add(x, y):\n    return x.clamp(-1000, 1000) + y.clamp(-1000, 1000)\n"
     d = write_task(tmp_path, candidate=cand)
     res = check(runner, d, "special-values")
     fs = fails(res)
-    assert fs and any("float64 oracle" in f["summary"] or f["evidence"]["status"] == "nonfinite" for f in fs)
+    assert fs and all("float64 oracle" in f["summary"] for f in fs)
+    assert {f["evidence"]["variant"] for f in fs} >= {"scale 10000", "spikes 10000"}
 
 
 # -- degenerate-inputs on tasks -------------------------------------------------------------------

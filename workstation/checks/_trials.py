@@ -26,7 +26,7 @@ from workstation.compare import Comparison
 from workstation.engine import CallOutcome, CheckContext, case_label
 
 
-@dataclass
+@dataclass(eq=False)
 class Trial:
     """One run of both roles: ``case``/``seed`` with per-role transforms; ``label`` names
     the variation in findings; ``info`` is check-specific JSON-ready detail."""
@@ -39,11 +39,12 @@ class Trial:
     info: dict[str, Any] = field(default_factory=dict)
 
 
-@dataclass
+@dataclass(eq=False)
 class TrialResult:
     """A classified trial (module doc): ``status`` is ``pass`` / ``dropped`` / ``mismatch``
     / ``nonfinite`` / ``error``; ``klass`` refines a failure for grouping and shrinking
-    (``mismatch``, ``nan``, ``runtime-error:ValueError``, ``crash``, ``timeout``...)."""
+    (``mismatch``, ``nan``, ``runtime-error:ValueError``, ``crash``, ``timeout``...).
+    Compared by identity (``eq=False``)."""
 
     trial: Trial
     ref: CallOutcome
@@ -104,32 +105,70 @@ def _classify(ctx: CheckContext, t: Trial, ref: CallOutcome, cand: CallOutcome |
 
 
 def run_trials(ctx: CheckContext, trials: list[Trial], *, drop_nonfinite_ref: bool = True,
-               ref_extra: dict[str, Any] | None = None) -> list[TrialResult]:
+               ref_extra: dict[str, Any] | None = None, budget_timeout: float | None = None) -> list[TrialResult]:
     """Run every trial's reference and candidate (two children at once) and classify.
 
     ``drop_nonfinite_ref``: drop a trial whose reference output holds NaN/inf (the
     special-values rule unless the contract admits non-finite inputs). ``ref_extra``: more
-    call-step keys for the reference (``send_inputs``...).
+    call-step keys for the reference (``send_inputs``...). ``budget_timeout``: a per-call
+    wall-clock limit (s) of kws's own choosing (derived cases on the CPU, where the
+    interpreter's cost is hard to predict); a call that exceeds it is dropped ("over the
+    budget"), not charged to the candidate, and results are not memoised.
     """
     if not trials:
         return []
     rkw = dict(ref_extra or {})
     ref_steps = [ctx.call_step("reference", t.case, t.seed, transforms=t.ref_transforms, **rkw) for t in trials]
     cand_steps = [ctx.call_step("candidate", t.case, t.seed, transforms=t.cand_transforms) for t in trials]
+    if budget_timeout is not None:
+        def go(steps):
+            return ctx.run_steps(steps, step_timeout=budget_timeout)
+    else:
+        def go(steps):
+            return ctx.calls(steps, memo=True)
     with ThreadPoolExecutor(max_workers=2) as pool:
-        fr = pool.submit(ctx.calls, ref_steps, memo=True)
-        fc = pool.submit(ctx.calls, cand_steps, memo=True)
+        fr = pool.submit(go, ref_steps)
+        fc = pool.submit(go, cand_steps)
         refs, cands = fr.result(), fc.result()
-        # A timeout can be the machine's load rather than the code (children run at a
-        # lower priority): rerun those calls once in a fresh child before believing it.
-        for outs, steps in ((refs, ref_steps), (cands, cand_steps)):
-            late = [i for i, o in enumerate(outs) if o.death_status == "timeout"]
+    if budget_timeout is not None:
+        out = []
+        for t, r, c in zip(trials, refs, cands, strict=True):
+            late = [who for who, o in (("reference", r), ("candidate", c)) if o.death_status == "timeout"]
             if late:
-                again = ctx.calls([steps[i] for i in late], memo=False)
-                for i, o in zip(late, again, strict=True):
-                    if o.death_status != "timeout":
-                        outs[i] = o
+                out.append(TrialResult(t, r, c, "dropped", reason=f"the {' and '.join(late)} did not finish within "
+                                       f"the {budget_timeout:.1f} s budget of one derived case (slow under the "
+                                       f"interpreter, or a hang)"))
+            else:
+                out.append(_classify(ctx, t, r, c, drop_nonfinite_ref))
+        return out
+    # A timeout can be the machine's load rather than the code (children run at a lower
+    # priority): rerun those calls once in a fresh child before believing it.
+    for outs, steps in ((refs, ref_steps), (cands, cand_steps)):
+        late = [i for i, o in enumerate(outs) if o.death_status == "timeout"]
+        if late:
+            again = ctx.calls([steps[i] for i in late], memo=False)
+            for i, o in zip(late, again, strict=True):
+                if o.death_status != "timeout":
+                    outs[i] = o
     return [_classify(ctx, t, r, c, drop_nonfinite_ref) for t, r, c in zip(trials, refs, cands, strict=True)]
+
+
+def same_failure(r: TrialResult, base: TrialResult | None) -> bool:
+    """True when ``r`` fails the way its declared ``base`` case already fails (same class):
+    the variation did not cause it, and ``correctness`` reports the declared case."""
+    return base is not None and base.failed and r.failed and r.klass == base.klass
+
+
+def declared_baselines(ctx: CheckContext, cases: list[dict[str, Any]], seed: int) -> dict[str, TrialResult]:
+    """Each declared case's own run at ``seed`` (the steps ``correctness`` runs, shared by
+    memo), keyed by :func:`case_key`."""
+    res = run_trials(ctx, [Trial(dict(c), seed, "declared") for c in cases])
+    return {case_key(r.trial.case): r for r in res}
+
+
+def case_key(case: dict[str, Any]) -> str:
+    """A hashable, order-independent key of a case."""
+    return repr(sorted(case.items()))
 
 
 def cheapest_per_dtype(ctx: CheckContext) -> list[dict[str, Any]]:
@@ -196,6 +235,8 @@ def _fmt(x: Any) -> str:
 def failure_text(r: TrialResult) -> str:
     """One clause for a failed trial: what went wrong, the worst element and where."""
     if r.status == "error":
+        if r.cand is not None and r.cand.step is None:  # the child died or timed out
+            return f"the candidate's call never returned: {r.reason} [{r.klass}]"
         return f"the candidate {r.reason} [{r.klass.split(':')[0]}]"
     hit = r.first_bad()
     if hit is None:

@@ -7,7 +7,14 @@ from typing import Any
 
 import numpy as np
 
-from workstation.checks._trials import Trial, evidence_of, failure_text, run_trials
+from workstation.checks._trials import (
+    Trial,
+    case_key,
+    cheapest_per_dtype,
+    evidence_of,
+    failure_text,
+    run_trials,
+)
 from workstation.checks.base import Check, Finding, register
 from workstation.compare import compare
 from workstation.engine import CallOutcome, CheckContext, case_label
@@ -31,7 +38,7 @@ def _rows(v: np.ndarray) -> np.ndarray:
 def input_indicators(v: np.ndarray, atol: float) -> list[str]:
     """Degeneracy of one floating-point input (any shape): constant, constant rows (along
     the last dim), identical rows, all within ``atol`` of zero. Texts do not depend on the
-    values drawn, so the seeds of one case merge."""
+    values drawn."""
     out: list[str] = []
     if v.size <= 1 or not np.isfinite(v).all():
         return out
@@ -95,11 +102,12 @@ class DegenerateInputs(Check):
     what the test cannot see. KernelBench's "zero-output" false passes and inputs built
     with ``expand`` (one value per row) are public examples.
 
-    How: kws runs the reference on every declared case and seed with the inputs sent back
-    and inspects each floating-point input the callables read (constant; at least half of
-    the rows constant along the last dim; all rows identical; every value within atol of
-    zero) and each output (constant; an all-zero output passing the declared tolerance).
-    It then perturbs each such input in the reference, slightly (relative 1e-2: an output
+    How: kws runs the reference on every declared case (first seed) with the inputs sent
+    back and inspects each floating-point input the callables read (constant; at least
+    half of the rows constant along the last dim; all rows identical; every value within
+    atol of zero), and every seed's reference output (constant; an all-zero output passing
+    the declared tolerance; these runs are ``correctness``'s). On the cheapest case of each
+    dtype it then perturbs each such input in the reference, slightly (relative 1e-2: an output
     that does not change in a single bit is saturated or ignores the input) and coarsely
     (relative 0.5: an output that stays within the tolerance cannot see the input). Where
     something is degenerate, the candidate and the reference rerun (first seed, up to two
@@ -120,17 +128,16 @@ class DegenerateInputs(Check):
 
     def run(self, ctx: CheckContext) -> list[Finding]:
         pairs = ctx.declared_pairs()
-        refs = ctx.reference(pairs, send_inputs=True)
+        refs = ctx.reference(pairs)  # the outputs of every seed (shared with correctness)
+        seed0 = ctx.seeds[0]
+        with_inputs = ctx.reference([(c, seed0) for c in ctx.cases], send_inputs=True)
         written = set(ctx.task.out_args)
         per_case: dict[int, dict[str, Any]] = {}
         inspected = 0
-        for k, ((case, seed), ref) in enumerate(zip(pairs, refs, strict=True)):
+        for ci, (case, ref) in enumerate(zip(ctx.cases, with_inputs, strict=True)):
             if not ref.ok or ref.step is None:
                 continue
-            inspected += 1
-            ci = k // len(ctx.seeds)
-            info = per_case.setdefault(ci, {"case": case, "seed": seed, "inputs": {}, "outputs": [], "args": [],
-                                            "n_seeds": len(ctx.seeds)})
+            info = per_case.setdefault(ci, {"case": case, "seed": seed0, "inputs": {}, "outputs": [], "args": []})
             for d in ref.step.extra.get("inputs") or []:
                 i = d["index"]
                 if d.get("kind") != "tensor" or i in written or not str(d.get("dtype", "")).startswith(("float", "bfloat")):
@@ -138,14 +145,18 @@ class DegenerateInputs(Check):
                 arr = ref.step.arrays.get(f"in{i}")
                 if arr is None:
                     continue
-                if i not in info["args"]:
-                    info["args"].append(i)
+                info["args"].append(i)
                 atol = ctx.tolerance(case, d["dtype"]).atol
                 for ind in input_indicators(arr, atol):
-                    info["inputs"].setdefault(i, {}).setdefault(ind, []).append(seed)
+                    info["inputs"].setdefault(i, {}).setdefault(ind, []).append(seed0)
+        for k, ((case, _seed), ref) in enumerate(zip(pairs, refs, strict=True)):
+            ci = k // len(ctx.seeds)
+            if not ref.ok or ci not in per_case:
+                continue
+            inspected += 1
             for ind in output_indicators(ctx, case, ref):
-                if ind not in info["outputs"]:
-                    info["outputs"].append(ind)
+                if ind not in per_case[ci]["outputs"]:
+                    per_case[ci]["outputs"].append(ind)
         if not per_case:
             return [self.finding(ctx, "warn", "the reference fails on every declared case: nothing to inspect", {})]
         self._sensitivity(ctx, per_case)
@@ -163,15 +174,17 @@ class DegenerateInputs(Check):
 
     @staticmethod
     def _indicators(info: dict[str, Any]) -> list[str]:
-        out = [f"input {i}: {ind}" + (f" (seeds {', '.join(map(str, seeds))})" if len(seeds) < info["n_seeds"] else "")
-               for i, inds in sorted(info["inputs"].items()) for ind, seeds in inds.items()]
+        out = [f"input {i}: {ind}" for i, inds in sorted(info["inputs"].items()) for ind in inds]
         return out + list(info["outputs"]) + list(info.get("insensitive", []))
 
     def _sensitivity(self, ctx: CheckContext, per_case: dict[int, dict[str, Any]]) -> None:
         """Perturb each input of each case (first seed) in the reference; record inputs the
         output does not respond to."""
         steps, keys = [], []
+        cheapest = {case_key(c) for c in cheapest_per_dtype(ctx)}
         for ci, info in per_case.items():
+            if case_key(info["case"]) not in cheapest:
+                continue
             for i in info["args"]:
                 for mode, rel in (("slight", SLIGHT), ("coarse", COARSE)):
                     t = {"name": "perturb", "args": [i], "rel": rel, "seed": info["seed"]}
@@ -179,8 +192,8 @@ class DegenerateInputs(Check):
                     keys.append((ci, i, mode))
         if not steps:
             return
-        base = {ci: o for ci, o in zip(per_case, ctx.reference([(info["case"], info["seed"]) for info in per_case.values()]),
-                                       strict=True)}
+        todo = sorted({ci for ci, _, _ in keys})
+        base = dict(zip(todo, ctx.reference([(per_case[ci]["case"], per_case[ci]["seed"]) for ci in todo]), strict=True))
         for (ci, i, mode), out in zip(keys, ctx.calls(steps, memo=True), strict=True):
             b = base[ci]
             if not out.ok or not b.ok or not all(t.values.dtype.kind == "f" for t in b.outputs):

@@ -10,10 +10,13 @@ import numpy as np
 from workstation.checks._trials import (
     Trial,
     TrialResult,
+    case_key,
     cheapest_per_dtype,
+    declared_baselines,
     evidence_of,
     failure_text,
     run_trials,
+    same_failure,
 )
 from workstation.checks.base import Check, Finding, Skip, register
 from workstation.compare import FORMATS
@@ -154,7 +157,9 @@ class SpecialValues(Check):
     reference, the declared tolerance simply does not scale to these magnitudes (an
     ``info`` for the tolerance checks). Without an oracle, a finite mismatch is a
     ``fail`` within a declared ``max_abs_input`` and a ``warn`` at kws's own magnitudes.
-    Mismatches only between subnormal values are a ``warn`` (flush-to-zero).
+    Mismatches only between subnormal values are a ``warn`` (flush-to-zero). A variant
+    that fails the way the declared case itself already fails (same class; ``correctness``
+    reports that) is an ``info``.
 
     Limits: one case per dtype, one seed. On the CPU the interpreter computes in numpy
     (IEEE, no flush-to-zero, ``exp`` from numpy), so fast-math approximations of a GPU
@@ -168,9 +173,10 @@ class SpecialValues(Check):
         contract = ctx.task.contract
         seed = ctx.seeds[0]
         cases = cheapest_per_dtype(ctx)
-        refs = ctx.reference([(c, seed) for c in cases])
+        base = declared_baselines(ctx, cases, seed)
         trials: list[Trial] = []
-        for case, ref in zip(cases, refs, strict=True):
+        for case in cases:
+            ref = base[case_key(case)].ref
             if not ref.ok:
                 continue
             args = float_read_inputs(ctx, ref)
@@ -183,7 +189,8 @@ class SpecialValues(Check):
         if not trials:
             raise Skip("no floating-point tensor input the callables read (or the reference fails on every declared case)")
         results = run_trials(ctx, trials, drop_nonfinite_ref=not contract.nonfinite_inputs)
-        mism = [r for r in results if r.status == "mismatch"]
+        inherited = [r for r in results if same_failure(r, base[case_key(r.trial.case)])]
+        mism = [r for r in results if r.status == "mismatch" and r not in inherited]
         oracles: dict[int, CallOutcome] = {}
         if mism:
             steps = [ctx.call_step("reference", r.trial.case, r.trial.seed,
@@ -192,7 +199,17 @@ class SpecialValues(Check):
             for r, o in zip(mism, ctx.calls(steps, memo=True), strict=True):
                 oracles[id(r)] = o
         findings: list[Finding] = []
+        if inherited:
+            r = inherited[0]
+            findings.append(self.finding(
+                ctx, "info",
+                f"{len(inherited)} variant(s) fail the way the declared case {case_label(r.trial.case)} already "
+                f"fails ({r.klass}; correctness reports it): "
+                + ", ".join(x.trial.info["variant"] for x in inherited),
+                {"variants": [evidence_of(x) for x in inherited[:3]]}, case=r.trial.case, seed=r.trial.seed))
         for r in results:
+            if r in inherited:
+                continue
             if r.status in ("nonfinite", "error"):
                 findings.append(self._finding(ctx, "fail", r, None))
             elif r.status == "mismatch":
