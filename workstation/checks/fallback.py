@@ -113,10 +113,14 @@ class Fallback(Check):
         findings: list[Finding] = []
         label = f"case {case_label(case)} (seed {seed})"
         if not cand.ok or not ref.ok:
+            # a task whose candidate (or reference) fails anyway is correctness's finding;
+            # only a failure that appears under tracing is worth a look here
             who, out = ("the candidate", cand) if not cand.ok else ("the reference", ref)
-            findings.append(self.finding(ctx, "warn", f"{label}: {who} {out.failure_text()}; the traced run "
-                                         f"could not be judged", {"case": case, "seed": seed,
-                                                                  **out.failure_evidence()}, case=case, seed=seed))
+            plain = (ctx.candidate if not cand.ok else ctx.reference)([(case, seed)])[0]
+            sev = "warn" if plain.ok else "info"
+            findings.append(self.finding(ctx, sev, f"{label}: {who} {out.failure_text()} in the traced run"
+                                         + ("" if plain.ok else " (as in a plain run)") + ": no dynamic verdict",
+                                         {"case": case, "seed": seed, **out.failure_evidence()}, case=case, seed=seed))
             findings.extend(self._static_only(ctx, scan.hits, set()))
             return findings
         mon = cand.step.extra.get("monitors") or {}

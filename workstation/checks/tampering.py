@@ -138,9 +138,12 @@ class Tampering(Check):
         sites = scan_state_writes(ctx.task.dir / cfile)
         findings: list[Finding] = []
         if not cand.ok:
+            plain = ctx.candidate([(case, seed)])[0]
             findings.append(self.finding(
-                ctx, "warn", f"case {case_label(case)} (seed {seed}): the candidate {cand.failure_text()} during the "
-                f"state probe; global state after its call was not examined",
+                ctx, "warn" if plain.ok else "info",
+                f"case {case_label(case)} (seed {seed}): the candidate {cand.failure_text()} during the state probe"
+                + ("" if plain.ok else " (as in a plain run)")
+                + "; global state after the failing step was not examined",
                 {"case": case, "seed": seed, **cand.failure_evidence()}, case=case, seed=seed))
         changes = self._changes(cand)
         for c in changes:
