@@ -36,6 +36,14 @@ def poison_mask(out: CallOutcome, j: int, dtype: str, scenario: str) -> np.ndarr
     return sentinels.as_uint(bits, dtype).reshape(out.outputs[j].shape) == p
 
 
+def _any_poison(out: CallOutcome, scenario: str) -> bool:
+    """True when some output of a guarded run still holds the scenario's poison bits."""
+    if not out.ok:
+        return False
+    return any((m := poison_mask(out, j, o.dtype, scenario)) is not None and bool(m.any())
+               for j, o in enumerate(out.outputs))
+
+
 def output_buffer(out: CallOutcome, j: int) -> dict[str, Any] | None:
     """The guarded run's description of the buffer output ``j`` lives in, if any."""
     if out.step is None:
@@ -58,8 +66,9 @@ class UnwrittenOutput(Check):
     0xC3 (:mod:`workstation.sentinels`). The child sends the raw bits of each output; an
     element whose bits still equal the poison, where the reference's value is not that
     value, was never written. The candidate runs in two scenarios, each with its own
-    poison: ``A``, first thing in a fresh child (before any reference touched memory), and
-    ``B``, in a child right after the reference ran on the same case (recycled memory:
+    poison: ``A``, on every declared case, first thing in a fresh child (before any
+    reference touched memory), and ``B``, on the first case and on every case where ``A``
+    left poison, in a child right after the reference ran on the same case (recycled memory:
     the scenario of KernelBench's no-op kernels, which "passed" because ``torch.empty``
     returned the block that had just held the reference's result). An element holding
     poison A in one and poison B in the other was never written, or only read-modify-
@@ -84,13 +93,27 @@ class UnwrittenOutput(Check):
         seed = ctx.seeds[0]
         cases = ctx.cases
         pairs = [(c, seed) for c in cases]
-        steps_b = [s for c in cases for s in (ctx.call_step("reference", c, seed), guarded_step(c, seed, "B"))]
+
+        def scenario_b(idx: list[int]) -> list[CallOutcome]:
+            steps = [s for i in idx for s in (ctx.call_step("reference", cases[i], seed),
+                                              guarded_step(cases[i], seed, "B"))]
+            return ctx.calls(steps)[1::2] if steps else []
+
         with ThreadPoolExecutor(max_workers=3) as ex:
             fa = ex.submit(ctx.calls, guarded_steps(cases, seed, "A"), memo=True)
-            fb = ex.submit(ctx.calls, steps_b)
+            fb = ex.submit(scenario_b, [0])
             fr = ex.submit(ctx.reference, pairs)
             plain = ctx.candidate(pairs)
-            runs_a, runs_b, refs = fa.result(), fb.result()[1::2], fr.result()
+            runs_a, refs = fa.result(), fr.result()
+            # scenario B runs on the first case always, and on every case where scenario A
+            # left poison in an output (to say whether the second scenario shows it too)
+            more = [i for i in range(1, len(cases)) if _any_poison(runs_a[i], "A")]
+            b_more = scenario_b(more)
+            b_first = fb.result()
+        runs_b: list[CallOutcome | None] = [None] * len(cases)
+        runs_b[0] = b_first[0]
+        for i, o in zip(more, b_more, strict=True):
+            runs_b[i] = o
         findings: list[Finding] = []
         examined, not_poisoned, skipped = 0, [], []
         for case, ref, a, b, p in zip(cases, refs, runs_a, runs_b, plain, strict=True):
@@ -98,7 +121,7 @@ class UnwrittenOutput(Check):
             if not ref.ok:
                 skipped.append(f"{label}: the reference failed")
                 continue
-            if not a.ok and not b.ok:
+            if not a.ok and (b is None or not b.ok):
                 if p.ok:
                     findings.append(self.finding(
                         ctx, "warn",
@@ -110,7 +133,7 @@ class UnwrittenOutput(Check):
                     skipped.append(f"{label}: the candidate fails in a plain run too (see correctness)")
                 continue
             for j, r in enumerate(ref.outputs):
-                runs = {s: o for s, o in (("A", a), ("B", b)) if o.ok and j < len(o.outputs)}
+                runs = {s: o for s, o in (("A", a), ("B", b)) if o is not None and o.ok and j < len(o.outputs)}
                 shapes_ok = all(o.outputs[j].shape == r.shape and o.outputs[j].dtype == r.dtype for o in runs.values())
                 if not runs or not shapes_ok:
                     skipped.append(f"{label} output {j}: shape or dtype differs from the reference (see correctness)")
@@ -161,6 +184,9 @@ class UnwrittenOutput(Check):
         both = len(hit) == 2 and all(counts.values())
         if both:
             where = "they still hold the poison in a fresh process and after the reference ran"
+        elif len(hit) == 1:
+            s0 = next(iter(hit))
+            where = f"they still hold the poison ({sentinels.SCENARIOS[s0]}; the other scenario failed)"
         else:
             only = next(s for s, c in counts.items() if c)
             where = f"only {sentinels.SCENARIOS[only]}: the write coverage depends on what ran before"
