@@ -88,6 +88,8 @@ def test_bench_biased_fails_speedup_claim_with_the_timing_panel_evidence(reports
         assert q1 <= s["median_ms"] <= q3
     # over PyTorch: the torch.compile side is reported beside it (or why it is not)
     assert any("torch.compile" in f.summary for f in findings(res, "speedup-claim"))
+    # the panel shows every finding with timing evidence: exactly one per timed case
+    assert [f.check for f in res.findings if "timing" in f.evidence] == ["speedup-claim"]
     json.dumps(finite_json(fail[0].evidence))  # JSON-ready
 
 
