@@ -116,3 +116,14 @@ def test_synthetic_gap_explained_by_a_reduction(runner, tmp_path):
     res = check(runner, d, "test-gap")
     [f, *_] = fails(res)
     assert "sum" in f["summary"] and f["evidence"]["source"]["file"] == "test.py"
+
+
+def test_scan_ignores_subscripts_of_the_callables_inputs(tmp_path):
+    src = scan(tmp_path, """
+        import torch
+        def check(case, device, seed):
+            inputs = make_inputs(case, device, seed)
+            got = candidate(inputs[0], inputs[1])
+            torch.testing.assert_close(got, reference(inputs[0], inputs[1]), atol=1e-5, rtol=1e-5)
+        """)
+    assert src.observations((1e-5, 1e-5)) == []

@@ -9,6 +9,7 @@ from typing import Any
 from workstation.checks._trials import (
     Trial,
     TrialResult,
+    case_key,
     evidence_of,
     failure_text,
     run_trials,
@@ -251,10 +252,6 @@ class CostModel:
 # -- the check -----------------------------------------------------------------------------------
 
 
-def _key(case: dict[str, Any]) -> str:
-    return repr(sorted(case.items()))
-
-
 @register
 class EdgeShapes(Check):
     """Mismatch at legal shapes beyond the task's cases.
@@ -310,7 +307,13 @@ class EdgeShapes(Check):
                               for r in declared], ctx.on_gpu)
         trials = self._derive(ctx, params, cost)
         results, not_run = self._run_budgeted(ctx, trials, CPU_DERIVED_BUDGET_S, cost.call_limit_s)
-        known: dict[str, TrialResult] = {_key(r.trial.case): r for r in results}
+        if not results:
+            raise Skip("no legal derived case fits the CPU budget: the declared cases take "
+                       f"{cost.a * 2:.2g} s or more per call under the Triton interpreter (a GPU runs them)")
+        if all(r.status == "dropped" for r in results):
+            raise Skip(f"every derived case was dropped ({len(results)}); first: "
+                       f"{case_label(results[0].trial.case)}: {results[0].reason}")
+        known: dict[str, TrialResult] = {case_key(r.trial.case): r for r in results}
         findings: list[Finding] = []
 
         def inherited(r: TrialResult) -> bool:
@@ -337,12 +340,6 @@ class EdgeShapes(Check):
             shrink_left -= spent
             findings.append(self._fail(ctx, klass, best, start, rs, results + declared, params, path))
         n_drop = sum(r.status == "dropped" for r in results)
-        if not results:
-            raise Skip("no legal derived case fits the CPU budget: the declared cases take "
-                       f"{cost.a * 2:.2g} s or more per call under the Triton interpreter (a GPU runs them)")
-        if n_drop == len(results):
-            raise Skip(f"every derived case was dropped ({len(results)}); first: "
-                       f"{case_label(results[0].trial.case)}: {results[0].reason}")
         n_pass = sum(r.status == "pass" for r in results)
         table = [{"case": r.trial.case, "why": r.trial.label, "status": r.status,
                   "candidate_s": round(r.cand.step.seconds, 4) if r.cand is not None and r.cand.step is not None else None,
@@ -368,7 +365,7 @@ class EdgeShapes(Check):
 
     def _derive(self, ctx: CheckContext, params: list[str], cost: CostModel) -> list[Trial]:
         task, seed = ctx.task, ctx.seeds[0]
-        declared = {_key(c) for c in ctx.cases}
+        declared = {case_key(c) for c in ctx.cases}
         bases: list[dict[str, Any]] = []
         for dt in dict.fromkeys(c.get("dtype") for c in ctx.cases):
             same = [c for c in ctx.cases if c.get("dtype") == dt]
@@ -405,7 +402,7 @@ class EdgeShapes(Check):
         seen = set(declared)
         limit = GPU_MAX_CASES if ctx.on_gpu else CPU_MAX_CASES
         for case, why in queue:
-            k = _key(case)
+            k = case_key(case)
             if k in seen or not all(specs[p].allows(case[p]) for p in params) or not cost.fits(case, params):
                 continue
             seen.add(k)
@@ -492,13 +489,13 @@ class EdgeShapes(Check):
             for p, b in rules.items():
                 for v in (b // 2, 3 * b // 2):
                     c = {**base, p: v}
-                    if b >= 4 and specs[p].allows(v) and _key(c) not in known:
+                    if b >= 4 and specs[p].allows(v) and case_key(c) not in known:
                         tries.append(Trial(c, base_seed(ctx), f"{p}={v} (is {b // 2} the block that divides?)"))
             if not tries:
                 break
             res = run_trials(ctx, tries, budget_timeout=None if ctx.on_gpu else cost.call_limit_s)
             for r in res:
-                known[_key(r.trial.case)] = r
+                known[case_key(r.trial.case)] = r
             extra += res
         return extra
 
@@ -518,13 +515,13 @@ class EdgeShapes(Check):
             for p in params:
                 for w in shrink_values(best.trial.case[p], specs[p]):
                     c = {**best.trial.case, p: w}
-                    if _key(c) not in known:
+                    if case_key(c) not in known:
                         tries.append(Trial(c, best.trial.seed, f"shrinking {p}: {best.trial.case[p]} -> {w}"))
             if not tries or (not ctx.on_gpu and spent >= budget_s):
                 break
             res = run_trials(ctx, tries, budget_timeout=None if ctx.on_gpu else cost.call_limit_s)
             for r in res:
-                known[_key(r.trial.case)] = r
+                known[case_key(r.trial.case)] = r
                 ok = r.cand is not None and r.cand.step is not None
                 spent += r.cand.step.seconds if ok else (limit if r.status == "dropped" else 0.0)
             same = [r for r in res if r.failed and r.klass == start.klass]

@@ -28,17 +28,20 @@ def read_tensor_inputs(ctx: CheckContext, inputs: list[dict[str, Any]]) -> list[
     return [d for d in inputs if d.get("kind") == "tensor" and d["index"] not in written]
 
 
-def expand_eligible(reads: list[dict[str, Any]]) -> list[int]:
-    """Inputs that may be handed over as stride-0 (expanded) views.
+#: which inputs may be handed over as stride-0 (expanded) views (documented in docs/checks.md).
+EXPAND_RULE = (
+    "a floating-point tensor the callables only read, whose rank is lower than the highest-rank "
+    "tensor input (a broadcast operand: a bias, a per-row scale, a norm weight), with dim 0 larger "
+    "than 1. Every element of such an operand plays the same role, so equal values along dim 0 are "
+    "still a legal input, while the primary operands keep their values (all-equal rows are "
+    "degenerate-inputs' subject). Index and integer tensors are never expanded: repeated indices "
+    "change the semantics of a gather or scatter."
+)
 
-    Rule: a floating-point tensor the callables only read, whose rank is lower than the
-    highest-rank tensor input (a broadcast operand: a bias, a per-row scale, a norm
-    weight), with dim 0 larger than 1. Every element of such an operand plays the same
-    role, so equal values along dim 0 are still a legal input, while the primary
-    operands keep their values (an all-equal-rows matrix is a different test:
-    ``degenerate-inputs``). Index and integer tensors are never expanded: repeated
-    indices change the semantics of a gather or scatter.
-    """
+
+def expand_eligible(reads: list[dict[str, Any]]) -> list[int]:
+    """Indices of the inputs (``extra["inputs"]`` entries of the ones the callables read)
+    that :data:`EXPAND_RULE` admits as stride-0 views."""
     top = max((len(d["shape"]) for d in reads), default=0)
     return [d["index"] for d in reads
             if d["dtype"].startswith(("float", "bfloat")) and len(d["shape"]) < top and d["shape"] and d["shape"][0] > 1]
@@ -146,7 +149,7 @@ class Noncontiguous(Check):
             "trials": [{"case": r.trial.case, "layout": r.trial.info["kind"], "args": r.trial.info["args"],
                         "status": r.status, "inputs": _layout_of(r, r.trial.info["args"])} for r in results],
             "layouts": {k: DESCRIPTIONS[k] for k in kinds},
-            "expand_rule": expand_eligible.__doc__.split("\n\n")[1].strip() if expand_eligible.__doc__ else "",
+            "expand_rule": EXPAND_RULE,
             "skipped_cases": skipped}))
         return findings
 

@@ -21,6 +21,14 @@ COMPARE_FUNCS = {"assert_close", "assert_allclose", "allclose", "isclose", "equa
 REDUCTIONS = {"sum", "mean", "norm", "std", "var", "prod", "nansum", "nanmean"}
 #: calls and names that select or neutralise elements before a comparison.
 MASKING = {"where", "masked_select", "masked_fill", "nan_to_num", "isfinite", "isnan", "nonzero", "masked_scatter"}
+#: calls whose arguments are (parts of) the compared tensors: comparisons, reductions,
+#: masks and elementwise tensor operations. Other calls (the callables, make_inputs) are
+#: not entered: what they are given is not what the test compares.
+PASS_THROUGH = COMPARE_FUNCS | REDUCTIONS | MASKING | {
+    "abs", "sub", "add", "mul", "div", "float", "double", "half", "to", "cpu", "detach", "max", "amax",
+    "min", "amin", "all", "any", "item", "eq", "ne", "le", "lt", "ge", "gt", "flatten", "reshape", "view",
+    "contiguous", "clone", "squeeze", "unsqueeze", "narrow", "select", "index_select", "gather", "diff",
+}
 #: a test tolerance this many times the declared one is reported as loose.
 LOOSE_FACTOR = 10.0
 
@@ -276,14 +284,25 @@ class AuthorTestScan:
         return obs
 
     def _walk_following_names(self, expr: ast.AST, depth: int = 0):
-        """Every node of ``expr``, and of the expressions assigned to names it uses (so
-        ``part = got[:, :256]`` ... ``assert_close(part, ...)`` is seen)."""
-        for n in ast.walk(expr):
+        """The nodes of a compared expression, and of the expressions assigned to names it
+        uses (so ``part = got[:, :256]`` ... ``assert_close(part, ...)`` is seen). The
+        arguments of a call are entered only for tensor operations (:data:`PASS_THROUGH`):
+        ``ref(x[0])`` selects an input, not the compared output."""
+        stack = [expr]
+        while stack:
+            n = stack.pop()
             yield n
             if isinstance(n, ast.Name) and depth < 3 and n.id in self.env:
                 v = self.env[n.id]
                 if not (isinstance(v, ast.Call) and self._loaded_file(v)):
                     yield from self._walk_following_names(v, depth + 1)
+            if isinstance(n, ast.Call):
+                stack.append(n.func)
+                if _name(n.func) in PASS_THROUGH:
+                    stack.extend(n.args)
+                    stack.extend(k.value for k in n.keywords)
+            else:
+                stack.extend(ast.iter_child_nodes(n))
 
     def _inspect(self, n: ast.AST, add) -> None:
         if isinstance(n, ast.Subscript) and not (isinstance(n.slice, ast.Constant) and isinstance(n.slice.value, str)):
