@@ -263,8 +263,9 @@ class EdgeShapes(Check):
     kernels through.
 
     How: from ``[params]`` (min / max / multiple_of / choices) and the declared cases,
-    kws derives legal cases by varying one integer shape parameter at a time from a
-    declared case (the cheapest one per dtype): sizes just above and below the powers of
+    kws derives legal cases by varying one integer shape parameter at a time (the
+    contract's ``reduction`` parameters first) from a declared case (the cheapest one per
+    dtype): sizes just above and below the powers of
     two near the declared values (``P +- 1``: past any power-of-two block multiple), 1,
     small primes, odd block multiples and powers of two (they tell a divisibility pattern
     apart), declared values +-1 and a larger size (2-4x the largest declared value),
@@ -297,6 +298,9 @@ class EdgeShapes(Check):
             return self._report_single(ctx, res[0])
         task = ctx.task
         params = int_params(ctx.cases)
+        # reduction lengths first: a dropped or double-counted tail tile in the reduction
+        # loop is the most common edge-shape defect
+        params.sort(key=lambda p: p not in task.contract.reduction)
         if not params:
             return [self.finding(ctx, "info", "no integer shape parameter in the declared cases: nothing to vary")]
         # the declared cases' own runs (shared with `correctness`) calibrate the cost model
