@@ -208,6 +208,17 @@ class JobContext:
         file, _, name = ep.rpartition(":")
         return getattr(self.module(file), name)
 
+    def timed_call(self, fn: Any, inputs: tuple) -> tuple[Any, float]:
+        """``fn(*inputs)`` followed by a device synchronize; returns (result, wall seconds).
+        An exception escapes tagged with phase ``"call"``."""
+        t0 = time.perf_counter()
+        try:
+            result = fn(*inputs)
+            self.sync()
+        except BaseException as e:
+            raise _tag(e, "call") from None
+        return result, time.perf_counter() - t0
+
     def make_inputs(self, case: dict[str, Any], seed: int) -> tuple:
         """``make_inputs(case, device, seed)`` as a tuple."""
         fn = self.callable("inputs")
@@ -300,13 +311,8 @@ def run_role(ctx: JobContext, role: str, inputs: tuple, spec: dict[str, Any]) ->
             report[m["name"]] = {}
             stack.enter_context(factory(ctx, m, report[m["name"]]))
         for _ in range(int(spec.get("repeat", 1))):
-            t0 = time.perf_counter()
-            try:
-                result = fn(*inputs)
-                ctx.sync()
-            except BaseException as e:
-                raise _tag(e, "call") from None
-            calls.append(time.perf_counter() - t0)
+            result, seconds = ctx.timed_call(fn, inputs)
+            calls.append(seconds)
     outputs = ctx.outputs_of(result, inputs)
     after = describe_inputs(inputs)
     for b, a in zip(before, after, strict=True):

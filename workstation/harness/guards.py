@@ -311,14 +311,7 @@ def guarded_call_step(ctx: Any, spec: dict[str, Any]) -> StepOutput:
         before = describe_inputs(inputs)
         mode = GuardedAllocMode(scenario, bool(spec.get("guard", True)), ctx.task_dir)
         with mode:
-            fn = ctx.callable(spec["role"])
-            t0 = time.perf_counter()
-            try:
-                result = fn(*inputs)
-                ctx.sync()
-            except BaseException as e:
-                raise _tag(e, "call") from None
-            seconds = time.perf_counter() - t0
+            result, seconds = ctx.timed_call(ctx.callable(spec["role"]), inputs)
         outputs = ctx.outputs_of(result, inputs)
     except BaseException as e:  # noqa: BLE001
         return StepOutput(ok=False, error=error_info(e, getattr(e, "_kws_phase", "call")),

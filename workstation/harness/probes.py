@@ -41,16 +41,6 @@ def _inputs(ctx: Any, spec: dict[str, Any], seed: int) -> tuple:
         raise _tag(e, "transform") from None
 
 
-def _call(ctx: Any, fn: Any, inputs: tuple) -> tuple[Any, float]:
-    t0 = time.perf_counter()
-    try:
-        r = fn(*inputs)
-        ctx.sync()
-    except BaseException as e:
-        raise _tag(e, "call") from None
-    return r, time.perf_counter() - t0
-
-
 def _clone(x: Any) -> Any:
     if isinstance(x, torch.Tensor):
         y = torch.empty_strided(x.shape, x.stride(), dtype=x.dtype, device=x.device) \
@@ -95,7 +85,7 @@ def repeat_call_step(ctx: Any, spec: dict[str, Any]) -> StepOutput:
         runs = []
         for k in range(n):
             inputs = tuple(_clone(x) for x in pristine)
-            r, sec = _call(ctx, fn, inputs)
+            r, sec = ctx.timed_call(fn, inputs)
             outs = ctx.outputs_of(r, inputs)
             metas = []
             for j, o in enumerate(outs):
@@ -193,7 +183,7 @@ def stale_call_step(ctx: Any, spec: dict[str, Any]) -> StepOutput:
         inputs = list(_inputs(ctx, spec, a))
         fresh = _inputs(ctx, spec, b)
         fn = ctx.callable(spec["role"])
-        r1, s1 = _call(ctx, fn, tuple(inputs))
+        r1, s1 = ctx.timed_call(fn, tuple(inputs))
         outs1 = ctx.outputs_of(r1, tuple(inputs))
         res = StepOutput(ok=True)
         for j, o in enumerate(outs1):

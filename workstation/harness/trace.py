@@ -24,7 +24,6 @@ imported under the fault). A candidate that still returns has a silent fallback.
 from __future__ import annotations
 
 import contextlib
-import time
 from collections.abc import Iterator
 from typing import Any
 
@@ -32,7 +31,7 @@ import torch
 from torch.utils._python_dispatch import TorchDispatchMode
 
 from workstation.harness import StepOutput, monitor, step
-from workstation.harness.core import _tag, apply_transforms, describe_inputs, error_info
+from workstation.harness.core import apply_transforms, describe_inputs, error_info
 from workstation.harness.guards import task_site
 
 
@@ -218,14 +217,7 @@ def fault_call_step(ctx: Any, spec: dict[str, Any]) -> StepOutput:
         extra["inputs"] = describe_inputs(inputs)
         patch = patched_launches(on_launch) if fault == "triton-launch" else _fail_builds(attempts)
         with patch, _aten_ops(ctx, report):
-            fn = ctx.callable(spec["role"])
-            t0 = time.perf_counter()
-            try:
-                result = fn(*inputs)
-                ctx.sync()
-            except BaseException as e:
-                raise _tag(e, "call") from None
-            seconds = time.perf_counter() - t0
+            result, seconds = ctx.timed_call(ctx.callable(spec["role"]), inputs)
         outputs = ctx.outputs_of(result, inputs)
     except BaseException as e:  # noqa: BLE001
         extra.update(attempted=attempts["n"], kernels=attempts["kernels"], ops=report.get("ops", {}))
