@@ -121,59 +121,135 @@ class CheckSource(Protocol):
 
 
 class RunnerCheckSource:
-    """The real battery: :func:`workstation.engine.run_checks` on one shared
-    :class:`workstation.runner.Runner` (a fork server started on first use, closed by
-    :meth:`close`). Task code runs in niced child processes; this process imports neither
-    torch nor triton."""
+    """The real battery, in a check server process of its own
+    (:mod:`workstation.checkserver`: the engine and one fork-server
+    :class:`~workstation.runner.Runner`), started on first use.
+
+    The app's process only reads the server's events (a reader thread, blocked on a pipe),
+    so the engine's own work (imports, numpy comparisons) never competes with the UI for
+    the GIL, and this process imports neither torch nor triton nor the engine. Task code
+    runs in the runner's niced child processes. :meth:`close` ends the server's stdin and
+    returns at once; the server closes the runner (killing jobs) on its own.
+    """
 
     def __init__(self, device: str | None = None) -> None:
         self._device = device
-        self._runner: Any = None
+        self._proc: Any = None
         self._lock = threading.Lock()
+        self._runs: dict[int, tuple[Emit, threading.Event, list[Any]]] = {}
+        self._next = 0
         self._closed = False
-
-    def warm_up(self) -> str:
-        """Start the fork server now (blocking; call from a worker). Returns the device label."""
-        return self._ensure().device.label
+        self._warm = threading.Event()
+        self._warm_reply: dict[str, Any] = {}
+        self._log: Path | None = None
 
     def _ensure(self) -> Any:
+        import subprocess
+        import sys
+        import tempfile
+
         with self._lock:
             if self._closed:
                 raise RuntimeError("the check runner is closed")
-            if self._runner is None:
-                from workstation.runner import Runner
+            if self._proc is not None and self._proc.poll() is None:
+                return self._proc
+            env = dict(os.environ)
+            if self._device:
+                env["KWS_CHECKSERVER_DEVICE"] = self._device
+            fd, log = tempfile.mkstemp(prefix="kws-checkserver-", suffix=".log")
+            self._log = Path(log)
+            self._proc = subprocess.Popen(
+                [sys.executable, "-m", "workstation.checkserver"],
+                stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=fd, env=env, text=True,
+                bufsize=1, start_new_session=True,  # a dropped SSH session's SIGHUP spares it: it cleans up
+            )
+            os.close(fd)
+            threading.Thread(target=self._read, args=(self._proc,), name="kws-checkserver-reader",
+                             daemon=True).start()
+            return self._proc
 
-                r = Runner(device=self._device)
-                r.start()
-                self._runner = r
-            return self._runner
+    def _send(self, obj: dict[str, Any]) -> None:
+        proc = self._ensure()
+        with self._lock:
+            assert proc.stdin is not None
+            proc.stdin.write(json.dumps(obj) + "\n")
+            proc.stdin.flush()
+
+    def _read(self, proc: Any) -> None:
+        assert proc.stdout is not None
+        for line in proc.stdout:
+            try:
+                msg = json.loads(line)
+            except ValueError:
+                continue
+            if msg.get("op") == "warm":
+                self._warm_reply = msg
+                self._warm.set()
+                continue
+            with self._lock:
+                entry = self._runs.get(msg.get("run"))
+            if entry is None:
+                continue
+            emit, done, result = entry
+            kind, data = msg["kind"], msg["data"]
+            emit(kind, data)
+            if kind in ("done", "error"):
+                result.append(data.get("report") if kind == "done" else None)
+                done.set()
+        # the server is gone: fail whatever still waits
+        tail = ""
+        if self._log is not None:
+            try:
+                tail = self._log.read_text(errors="replace")[-1500:]
+            except OSError:
+                pass
+        with self._lock:
+            pending = list(self._runs.values())
+        for emit, done, result in pending:
+            if not done.is_set():
+                emit("error", {"message": "the kws check server exited" + (f": {tail}" if tail else "")})
+                result.append(None)
+                done.set()
+        self._warm_reply = self._warm_reply or {"error": "the kws check server exited"}
+        self._warm.set()
+
+    def warm_up(self) -> str:
+        """Start the server and its fork server now (blocking; call from a worker).
+        Returns the device label. Raises RuntimeError when it could not start."""
+        self._send({"op": "warm"})
+        self._warm.wait(300)
+        if "error" in self._warm_reply:
+            raise RuntimeError(self._warm_reply["error"])
+        return str(self._warm_reply.get("device", ""))
 
     def run(self, task_dir: Path, only: Sequence[str] | None, emit: Emit) -> dict[str, Any] | None:
-        from workstation.engine import run_checks
-        from workstation.report import to_json_dict
-        from workstation.taskfmt import TaskError, load_task
-
+        done = threading.Event()
+        result: list[Any] = []
+        with self._lock:
+            self._next += 1
+            rid = self._next
+            self._runs[rid] = (emit, done, result)
         try:
-            task = load_task(task_dir)
-        except TaskError as e:
-            emit("error", {"message": str(e)})
+            self._send({"op": "run", "run": rid, "task_dir": str(task_dir),
+                        "only": list(only) if only else None})
+            done.wait()
+        except (OSError, RuntimeError) as e:
+            emit("error", {"message": f"the kws check server is not available: {e}"})
             return None
-        try:
-            runner = self._ensure()
-            res = run_checks(task, runner, only=list(only) if only else None,
-                             on_event=lambda k, d: emit(*normalise_event(k, d)),
-                             task_arg=str(task_dir))
-        except Exception as e:  # noqa: BLE001  (the runner died, or kws has a bug: shown, never fatal)
-            emit("error", {"message": f"{type(e).__name__}: {e}"})
-            return None
-        return to_json_dict(res)
+        finally:
+            with self._lock:
+                self._runs.pop(rid, None)
+        return result[0] if result else None
 
     def close(self) -> None:
         with self._lock:
             self._closed = True
-            r, self._runner = self._runner, None
-        if r is not None:
-            r.close()
+            proc, self._proc = self._proc, None
+        if proc is not None and proc.stdin is not None:
+            try:
+                proc.stdin.close()  # the server closes its runner and exits by itself
+            except OSError:
+                pass
 
 
 class ReplayCheckSource:

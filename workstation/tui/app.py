@@ -82,7 +82,7 @@ class KwsApp(App):
         warm_runner: start the fork server in the background once the queue shows.
     """
 
-    CSS_PATH = "kws.tcss"
+    CSS_PATH = Path(__file__).with_name("kws.tcss")  # absolute: subclasses elsewhere find it too
     TITLE = "kws"
     BINDINGS = bindings_for("app")
     COMMANDS = App.COMMANDS | {KwsCommands}
@@ -173,10 +173,10 @@ class KwsApp(App):
 
     @work(thread=True, exclusive=True, group="queue-load")
     def load_queue(self, validate: bool = True) -> None:
-        """Index the queue, read its records and the reviewer's identity (a worker)."""
+        """Index the queue (a worker), in stages, each posted as soon as it is ready:
+        the task rows (file reads only), then the review flags (git identity, records),
+        then the validation of tasks the index cache did not vouch for."""
         from workstation.drafts import draft_path
-        from workstation.gitqueue import QueueError, open_queue, reviewer_identity
-        from workstation.records import load_records
         from workstation.rubric import RubricError, queue_rubric
         from workstation.taskfmt import TaskError
 
@@ -187,6 +187,21 @@ class KwsApp(App):
             self.call_from_thread(self.notify, str(e), severity="error", timeout=30)
             return
         try:
+            st.rubric = queue_rubric(st.root)
+        except RubricError as e:
+            st.rubric_problem = str(e)
+        folder = draft_path(st.root, "x").parent
+        st.drafts = {p.stem for p in folder.glob("*.json")} if folder.is_dir() else set()
+        st.rows = build_rows(st.index, None, None, st.drafts)
+        st.loaded = True
+        st.validating = validate and bool(st.index.pending)
+        self.post_message(QueueLoaded(st, validated=not st.validating))
+
+        from workstation.gitqueue import QueueError, open_queue, reviewer_identity
+        from workstation.records import load_records
+
+        st = QueueState(**{**st.__dict__})
+        try:
             repo = open_queue(st.root)
             try:
                 st.me = reviewer_identity(repo)
@@ -195,23 +210,18 @@ class KwsApp(App):
             repo.close()
         except QueueError as e:
             st.identity_problem = str(e)
-        try:
-            st.rubric = queue_rubric(st.root)
-        except RubricError as e:
-            st.rubric_problem = str(e)
         st.records = load_records(st.root)
-        folder = draft_path(st.root, "x").parent
-        st.drafts = {p.stem for p in folder.glob("*.json")} if folder.is_dir() else set()
         st.rows = build_rows(st.index, st.records, st.me, st.drafts)
-        st.loaded = True
-        st.validating = validate and bool(st.index.pending)
         self.post_message(QueueLoaded(st, validated=not st.validating))
         if st.validating:
-            validate_index(st.index)
-            st2 = QueueState(**{**st.__dict__})
-            st2.rows = build_rows(st.index, st.records, st.me, st.drafts)
-            st2.validating = False
-            self.post_message(QueueLoaded(st2, validated=True))
+            ix = st.index
+            ix = QueueIndex(ix.root, ix.name, ix.rubric_id, dict(ix.tasks), dict(ix.errors), dict(ix.signatures))
+            validate_index(ix)  # on a copy: the UI thread reads the posted one
+            st = QueueState(**{**st.__dict__})
+            st.index = ix
+            st.rows = build_rows(st.index, st.records, st.me, st.drafts)
+            st.validating = False
+            self.post_message(QueueLoaded(st, validated=True))
         if self.warm_runner and isinstance(self.check_source, RunnerCheckSource):
             self.warm_runner = False
             try:
@@ -223,7 +233,7 @@ class KwsApp(App):
         self.queue = msg.state
         for screen in self.screen_stack:
             hook = getattr(screen, "queue_changed", None)
-            if hook is not None:
+            if hook is not None and screen.is_attached:
                 hook()
 
     @work(thread=True, exclusive=True, group="records")
@@ -285,6 +295,8 @@ class KwsApp(App):
         cid = s.apply_event(msg.kind, msg.data)
         if msg.kind in ("check_finished", "done"):
             self._autosave(s)
+        if not self.screen_stack:
+            return  # the app is closing
         screen = self.screen
         hook = getattr(screen, "session_event", None)
         if hook is not None and getattr(screen, "session", None) is s:

@@ -186,10 +186,14 @@ class QueueTable(CursorList):
     def __init__(self, **kw: Any) -> None:
         super().__init__(**kw)
         self.rows: list[QueueRow] = []
+        self._id_width = 8
+        self._columns: tuple[int, list[_Col]] | None = None
 
     def set_rows(self, rows: list[QueueRow], keep: str | None = None) -> None:
         """Show ``rows``; the cursor stays on task ``keep`` (by id) when it is still shown."""
         self.rows = rows
+        self._id_width = max([8] + [cell_len(r.id) for r in rows])
+        self._columns = None
         if keep is not None:
             for i, r in enumerate(rows):
                 if r.id == keep:
@@ -205,7 +209,15 @@ class QueueTable(CursorList):
         return len(self.rows)
 
     def columns(self, width: int) -> list[_Col]:
-        idw = min(34, max([8] + [cell_len(r.id) for r in self.rows[:2000]]) + 1)
+        """The columns at ``width`` cells (cached until the rows or the width change)."""
+        if self._columns is not None and self._columns[0] == width:
+            return self._columns[1]
+        cols = self._layout(width)
+        self._columns = (width, cols)
+        return cols
+
+    def _layout(self, width: int) -> list[_Col]:
+        idw = min(34, self._id_width + 1)
         cols = [_Col("", 2), _Col("task", idw + 1), _Col("kind", 13), _Col("backend", 8),
                 _Col("claims", 20), _Col("reserved by", 14), _Col("disp", 5), _Col("my verdict", 12)]
         used = sum(c.width for c in cols)

@@ -17,7 +17,7 @@ from textual.containers import Vertical, VerticalScroll
 from textual.message import Message
 from textual.reactive import reactive
 from textual.widget import Widget
-from textual.widgets import ContentSwitcher, Markdown, Static, TextArea
+from textual.widgets import ContentSwitcher, Static, TextArea
 
 from workstation.diffmodel import FileDiff
 from workstation.review import (
@@ -31,6 +31,18 @@ from workstation.review import (
 from workstation.tui.keymap import bindings_for
 from workstation.tui.listview import ChecksList, fit
 from workstation.tui.sourceview import SourceView
+
+
+def set_static(widget: Static, content: Any, key: Any = None) -> None:
+    """``widget.update(content)`` unless it already shows the same thing (``key``; for a
+    string, the string itself). Every update of a Static re-lays the whole screen out,
+    so periodic status lines and per-keystroke hints update only when they change."""
+    k = key if key is not None else (content if isinstance(content, str) else (
+        content.plain, tuple(content.spans)) if isinstance(content, Text) else None)
+    if k is not None and getattr(widget, "_kws_key", None) == k:
+        return
+    widget._kws_key = k  # type: ignore[attr-defined]
+    widget.update(content)
 
 
 class Panel(Vertical):
@@ -70,7 +82,9 @@ class SpecPanel(Panel):
     def compose(self) -> ComposeResult:
         with ContentSwitcher(initial="spec-scroll"):
             with VerticalScroll(id="spec-scroll", can_focus=True):
-                yield Markdown("*loading the spec…*", id="spec-md")
+                # Rich's Markdown in one Static: Textual's Markdown widget mounts a widget
+                # per block, which costs a few hundred ms on the way to the first paint
+                yield Static("loading the spec…", id="spec-md", markup=False)
             with VerticalScroll(id="history-scroll", can_focus=True):
                 yield Static("loading the history…", id="history-text", markup=False)
 
@@ -85,7 +99,9 @@ class SpecPanel(Panel):
         return "history" if self.query_one(ContentSwitcher).current == "history-scroll" else "spec"
 
     def set_spec(self, text: str) -> None:
-        self.query_one("#spec-md", Markdown).update(text)
+        from rich.markdown import Markdown as RichMarkdown
+
+        self.query_one("#spec-md", Static).update(RichMarkdown(text, code_theme="ansi_dark", hyperlinks=False))
 
     def set_history(self, text: str) -> None:
         self.history_text = text
@@ -164,7 +180,7 @@ class DiffPanel(Panel):
             stats = f"+{fd.added} −{fd.removed}, hunk {h or '-'}/{len(fd.hunks)}, {mode}"
         files = f"file {self.index + 1}/{len(self.files)}"
         text = f"{what}  {stats}  {files}"
-        self.query_one("#diff-status", Static).update(fit(text, max(1, self.size.width)))
+        set_static(self.query_one("#diff-status", Static), fit(text, max(1, self.size.width)))
         self.border_title = f"{self.base_title}: {label}"
 
 
@@ -243,7 +259,7 @@ class ChecksPanel(Panel):
             parts.append(f"in {s.run_seconds:.1f}s")
         if s.device:
             parts.append(s.device)
-        self.query_one("#checks-status", Static).update(fit(" · ".join(parts), max(1, self.size.width)))
+        set_static(self.query_one("#checks-status", Static), fit(" · ".join(parts), max(1, self.size.width)))
 
     def _tick(self) -> None:
         if self.session is not None and self.session.running:
@@ -260,7 +276,7 @@ class ChecksPanel(Panel):
         e = lst.current
         box = self.query_one("#evidence-text", Static)
         if e is None:
-            box.update("Select a finding to see its evidence.")
+            set_static(box, "Select a finding to see its evidence.")
             return
         f = lst.finding_at(e)
         if f is None:
@@ -273,10 +289,11 @@ class ChecksPanel(Panel):
             if row.reason:
                 lines.append(("reason", row.reason))
             lines.append(("findings", str(len(row.findings)) + (" (↓ to read them)" if row.findings else "")))
-            box.update(_grid(lines))
+            set_static(box, _grid(lines), key=("check", tuple(lines)))
             self.post_message(self.Selected(row.check, None))
             return
-        box.update(_grid(evidence_lines(f)))
+        ev = evidence_lines(f)
+        set_static(box, _grid(ev), key=("finding", tuple(ev)))
         self.post_message(self.Selected(e.check, f))
 
     def selected_findings(self) -> list[dict[str, Any]]:
@@ -351,7 +368,7 @@ class TimingPanel(Panel):
         views = timing_views(s.findings)
         width = max(20, self.size.width - 2)
         if views:
-            box.update(render_timing(views[0], width))
+            set_static(box, render_timing(views[0], width))
             return
         row = s.rows.get("speedup-claim")
         if row is None:
@@ -364,7 +381,7 @@ class TimingPanel(Panel):
             msg = f"timing failed: {row.reason.splitlines()[0] if row.reason else 'error'}"
         else:
             msg = "no timing evidence in this run" + (f" ({row.findings[0]['summary']})" if row.findings else "")
-        box.update(Text(msg, style="dim"))
+        set_static(box, Text(msg, style="dim"))
 
 
 def render_timing(tv: TimingView, width: int) -> Text:
@@ -461,8 +478,33 @@ class RubricForm(Widget, can_focus=True, inherit_bindings=False):
         fs = self.fields
         return fs[self.cursor] if 0 <= self.cursor < len(fs) else None
 
+    #: lines under the fields: the focused field's keys, then kws's suggestion and why
+    DETAIL_LINES = 3
+
     def get_content_height(self, container: Any, viewport: Any, width: int) -> int:
-        return max(1, len(self.fields))
+        return max(1, len(self.fields)) + self.DETAIL_LINES
+
+    def _detail(self, width: int, sugg: dict[str, Any]) -> Text:
+        """The focused field's value keys and kws's suggestion with the findings behind
+        it (the reason names the worst informing finding), in DETAIL_LINES lines."""
+        f = self.current_field
+        out = Text()
+        if f is None:
+            return out
+        out.append(fit("  ".join(f"{v.key} {v.label}" for v in f.values), width).rstrip(), style="bold")
+        sg = sugg.get(f.key)
+        why = f"kws: {sg.value or '-'} ({sg.outcome})" + (f" — {sg.reason}" if sg.reason else "") if sg else \
+            "kws: no suggestion for this field"
+        import textwrap
+
+        rest = self.DETAIL_LINES - 1
+        lines = textwrap.wrap(why, width, break_on_hyphens=False) or [""]
+        if len(lines) > rest:
+            lines = lines[:rest]
+            lines[-1] = fit(lines[-1] + " …", width).rstrip()
+        for ln in lines + [""] * (rest - len(lines)):
+            out.append("\n" + ln, style="dim")
+        return out
 
     def render(self) -> Text:
         s = self.session
@@ -498,8 +540,8 @@ class RubricForm(Widget, can_focus=True, inherit_bindings=False):
             if sel:
                 line.stylize("reverse")
             out.append_text(line)
-            if i < len(self.fields) - 1:
-                out.append("\n")
+            out.append("\n")
+        out.append_text(self._detail(width, sugg))
         return out
 
     def on_focus(self) -> None:
@@ -571,7 +613,6 @@ class RubricPanel(Panel):
     and the rationale editor."""
 
     DEFAULT_CSS = """
-    RubricPanel #rubric-detail { height: auto; max-height: 4; color: $text-muted; }
     RubricPanel #rationale-label { height: 1; }
     RubricPanel RationaleArea { height: 1fr; min-height: 3; border: none; padding: 0; }
     RubricPanel RationaleArea:focus { border: none; background: $boost; }
@@ -580,7 +621,6 @@ class RubricPanel(Panel):
 
     def compose(self) -> ComposeResult:
         yield RubricForm(id="rubric-form")
-        yield Static("", id="rubric-detail", markup=False)
         yield Static("", id="rationale-label", markup=False)
         yield RationaleArea(id="rationale", soft_wrap=True, show_line_numbers=False)
         yield Static("", id="rubric-status", markup=False)
@@ -617,29 +657,18 @@ class RubricPanel(Panel):
             self.refresh_rubric(form=False)
 
     def set_status(self, text: str) -> None:
-        self.query_one("#rubric-status", Static).update(text)
+        set_static(self.query_one("#rubric-status", Static), text)
 
     def refresh_rubric(self, form: bool = True) -> None:
         s = self.session
         if s is None:
             return
         if form:
-            self.form.refresh(layout=True)
-        f = self.form.current_field
-        detail = Text()
-        if f is not None:
-            keys = "  ".join(f"{v.key} {v.label}" for v in f.values)
-            detail.append(f"{keys}", style="bold")
-            sg = s.suggestions().get(f.key)
-            if sg is not None:
-                detail.append(f"\nkws: {sg.value or '-'} ({sg.outcome})", style="")
-                if sg.reason:
-                    detail.append(f" — {sg.reason}")
-        self.query_one("#rubric-detail", Static).update(detail)
+            self.form.refresh()
         rf = s.rubric.field(s.rubric.rationale_field)
         need = [f"{x.key} is {s.values[x.key]}" for x in s.rubric.choice_fields if s.values.get(x.key) in x.rationale_for]
         label = f"{rf.label if rf else 'Rationale'}" + (f" (required: {', '.join(need)})" if need else "") + ":"
-        self.query_one("#rationale-label", Static).update(label)
+        set_static(self.query_one("#rationale-label", Static), label)
 
     def on_rubric_form_changed(self, event: RubricForm.Changed) -> None:
         self.refresh_rubric(form=False)

@@ -14,6 +14,7 @@ from textual.widgets import Footer, Input, Static
 from workstation.queueview import SORT_KEYS, QueueRow, next_unreviewed, parse_filter, sort_rows
 from workstation.tui.keymap import bindings_for
 from workstation.tui.listview import QueueTable, fit
+from workstation.tui.panels import set_static
 
 FILTER_HINT = "filter: kind:fusion backend:triton claimed:fail reserved:me disputed:yes mine:no  (/ to type)"
 
@@ -95,7 +96,7 @@ class QueueScreen(Screen):
         who = q.me.name if q.me else "no git identity"
         parts = [f" kws · {name}", f"{n} tasks" + (f", {bad} malformed" if bad else ""),
                  f"{unreviewed} to review", f"keys: {self.app.keymap_load.name}", who]
-        self.query_one("#queue-title", Static).update(fit(" │ ".join(parts), max(1, self.size.width)))
+        set_static(self.query_one("#queue-title", Static), fit(" │ ".join(parts), max(1, self.size.width)))
 
     def _status(self, problems: tuple[str, ...] = ()) -> None:
         q = self.app.queue
@@ -108,7 +109,7 @@ class QueueScreen(Screen):
         if q.rubric_problem:
             parts.append(f"rubric: {q.rubric_problem}")
         parts.extend(problems)
-        self.query_one("#queue-status", Static).update(fit(" · ".join(parts), max(1, self.size.width)))
+        set_static(self.query_one("#queue-status", Static), fit(" · ".join(parts), max(1, self.size.width)))
 
     def _malformed(self) -> None:
         q = self.app.queue

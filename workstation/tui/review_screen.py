@@ -37,6 +37,7 @@ from workstation.tui.panels import (
     RubricPanel,
     SpecPanel,
     TimingPanel,
+    set_static,
 )
 
 #: the narrowest / lowest terminal that shows every panel side by side.
@@ -110,6 +111,8 @@ class ReviewScreen(Screen):
         self.commit_armed = False
         self.task_title = ""
         self.files_ready = False
+        self._view: TaskView | None = None
+        self._painted = False
 
     def compose(self) -> ComposeResult:
         yield Static(f" {self.task_id}", id="review-title", markup=False)
@@ -138,9 +141,18 @@ class ReviewScreen(Screen):
             self.show_view(load_task_view(task_dir))  # small: on screen with the first paint
         else:
             self.load_files()
+        # everything else starts once the first frame is out: worker threads compete with
+        # the UI thread for the GIL (syntax highlighting, git)
+        self.call_after_refresh(self._after_first_paint)
+
+    def _after_first_paint(self) -> None:
+        self._painted = True
         self.load_history()
-        if not self.session.rows and self.session.run_started is None:
-            app.run_checks(self.session)
+        if self._view is not None:
+            self.load_meta(self._view)
+        s = self.session
+        if s is not None and not s.rows and s.run_started is None:
+            self.app.run_checks(s)
 
     # -- layout ----------------------------------------------------------------------------------
 
@@ -235,7 +247,7 @@ class ReviewScreen(Screen):
                 bar.append(f"[{label}]", style="reverse bold")
             else:
                 bar.append(f" {label} ")
-        self.query_one("#panel-tabs", Static).update(bar)
+        set_static(self.query_one("#panel-tabs", Static), bar)
 
     def action_toggle_maximize(self) -> None:
         if self.maximized is not None:
@@ -301,7 +313,7 @@ class ReviewScreen(Screen):
                 parts.append(f"your verdict: {row.mine}")
             if row.open_disputes:
                 parts.append(f"⚑ {row.open_disputes} open dispute(s)")
-        self.query_one("#review-title", Static).update(fit(" │ ".join(parts), max(1, self.size.width)))
+        set_static(self.query_one("#review-title", Static), fit(" │ ".join(parts), max(1, self.size.width)))
 
     def queue_changed(self) -> None:
         self._title()
@@ -319,7 +331,9 @@ class ReviewScreen(Screen):
         self.query_one(SpecPanel).set_spec(view.spec)
         self.query_one(DiffPanel).set_files(view.files)
         self._title()
-        self.load_meta(view)
+        if self._view is None and self.is_mounted and self._painted:
+            self.load_meta(view)  # a large task's view arrived from its worker
+        self._view = view
 
     @work(thread=True, exclusive=True, group="files")
     def load_files(self) -> None:
@@ -387,6 +401,8 @@ class ReviewScreen(Screen):
 
     def session_event(self, kind: str, check: str | None) -> None:
         """A check event for this screen's session was applied (from the app)."""
+        if not self.is_attached or self.app.screen is not self:
+            return  # leaving: the session keeps the events, a reopened screen shows them
         self.query_one(ChecksPanel).refresh_checks()
         if kind in ("check_finished", "done", "error"):
             self.query_one(TimingPanel).refresh_timing()

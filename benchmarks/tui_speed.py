@@ -1,0 +1,267 @@
+"""How fast the review app responds (prints figures; not a timed test).
+
+Targets (keyboard-driven workstation issue, "Speed"):
+
+- the queue shows within 1.0 s of launch on the sample queue, 2.0 s on 5,000 tasks;
+- opening a task paints within 150 ms (checks then stream in);
+- a keystroke in the rubric is handled within 50 ms while checks run.
+
+Measured:
+
+1. **launch -> queue**, in a fresh process (Python start-up and imports included): the
+   app runs headless and records the wall time of the first frame that shows task rows
+   (``App.post_display_hook``). Sample queue, and a generated queue of 5,000 tasks with a
+   cold index cache (first open) and a warm one (every later open). With ``--tmux``, also
+   the real ``kws`` in a tmux pane, until ``capture-pane`` shows the first task id.
+2. **open -> paint**: from the Enter key to the first frame of the review screen that
+   shows the task's spec and diff, with the real check engine starting in the background;
+   then the time until the first check result arrives.
+3. **keystroke while checks run**: rubric value keys sent while the real battery runs,
+   from the key to the first frame that shows the new value (median, p95, max).
+
+Usage: ``.venv/bin/python benchmarks/tui_speed.py [--tasks 5000] [--keys 40] [--tmux]``.
+Everything runs in a temporary folder with its own KWS_* folders and git identity.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import os
+import shutil
+import statistics
+import subprocess
+import sys
+import tempfile
+import textwrap
+import time
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parents[1]
+PY = sys.executable
+
+CHILD = textwrap.dedent("""
+    import asyncio, json, sys, time
+    T0 = time.time()
+    sys.path.insert(0, {repo!r})
+    from workstation.tui.app import KwsApp
+
+    class Timed(KwsApp):
+        first_rows = None
+        def post_display_hook(self):
+            if self.first_rows is None and self.queue.loaded and self.queue.rows:
+                try:
+                    if self.screen.query_one("QueueTable").rows:
+                        self.first_rows = time.time()
+                except Exception:
+                    pass
+
+    async def main():
+        app = Timed({queue!r}, warm_runner=False)
+        async with app.run_test(size=(160, 48)) as pilot:
+            while app.first_rows is None:
+                await pilot.pause(0.01)
+            while {wait_validated!r} and app.queue.validating:  # let pass 2 write the index cache
+                await pilot.pause(0.1)
+            print(json.dumps({{"import_s": None, "first_rows": app.first_rows,
+                              "rows": len(app.queue.rows), "child_start": T0}}))
+
+    asyncio.run(main())
+""")
+
+
+def env_for(tmp: Path) -> dict[str, str]:
+    e = dict(os.environ)
+    e.update(KWS_DATA_DIR=str(tmp / "data"), KWS_STATE_DIR=str(tmp / "state"),
+             KWS_CONFIG_DIR=str(tmp / "config"), KWS_CACHE_DIR=str(tmp / "cache"),
+             GIT_AUTHOR_NAME="Bench Reviewer", GIT_AUTHOR_EMAIL="bench@example.com",
+             GIT_COMMITTER_NAME="Bench Reviewer", GIT_COMMITTER_EMAIL="bench@example.com",
+             GIT_CONFIG_NOSYSTEM="1", GIT_CONFIG_GLOBAL=str(tmp / "gitconfig"))
+    e.pop("COLUMNS", None)
+    e.pop("LINES", None)
+    (tmp / "gitconfig").write_text("")
+    return e
+
+
+def make_sample_queue(tmp: Path, env: dict[str, str]) -> Path:
+    code = ("from workstation.gitqueue import ensure_default_queue; "
+            f"print(ensure_default_queue(source={str(REPO / 'sample_queue')!r}, dest={str(tmp / 'sample')!r}))")
+    subprocess.run([PY, "-c", code], env=env, check=True, cwd=REPO, capture_output=True)
+    return tmp / "sample"
+
+
+def make_big_queue(tmp: Path, n: int, env: dict[str, str]) -> Path:
+    """``n`` tasks: copies of sample_queue/tasks/softmax-gen with their own ids, one git
+    commit."""
+    src = REPO / "sample_queue" / "tasks" / "softmax-gen"
+    root = tmp / f"queue{n}"
+    (root / "tasks").mkdir(parents=True)
+    (root / "queue.toml").write_text(f'name = "generated {n}"\nrubric = "kernel-review"\n')
+    toml = (src / "task.toml").read_text()
+    files = [p for p in src.iterdir() if p.is_file() and p.name != "task.toml"]
+    for i in range(n):
+        tid = f"gen-{i:05d}"
+        d = root / "tasks" / tid
+        d.mkdir()
+        for p in files:
+            shutil.copyfile(p, d / p.name)
+        (d / "task.toml").write_text(toml.replace('id = "softmax-gen"', f'id = "{tid}"'))
+    subprocess.run(["git", "init", "-q", "-b", "main"], cwd=root, env=env, check=True)
+    subprocess.run(["git", "add", "-A"], cwd=root, env=env, check=True)
+    subprocess.run(["git", "commit", "-q", "-m", "generated"], cwd=root, env=env, check=True)
+    return root
+
+
+def launch_to_queue(queue: Path, env: dict[str, str], wait_validated: bool = False) -> tuple[float, int]:
+    """Seconds from spawning a fresh Python process to the first frame showing rows
+    (with ``wait_validated`` the process then stays until every task is validated, so
+    the index cache is written for the next launch)."""
+    script = Path(tempfile.mkdtemp()) / "child.py"
+    script.write_text(CHILD.format(repo=str(REPO), queue=str(queue), wait_validated=wait_validated))
+    t0 = time.time()
+    out = subprocess.run([PY, str(script)], env=env, cwd=REPO, capture_output=True, text=True, timeout=300)
+    if out.returncode != 0:
+        raise RuntimeError(out.stderr[-3000:])
+    doc = json.loads(out.stdout.strip().splitlines()[-1])
+    return doc["first_rows"] - t0, doc["rows"]
+
+
+def tmux_launch(queue: Path, env: dict[str, str], needle: str) -> float | None:
+    """Seconds from starting ``kws`` in a tmux pane until the pane shows ``needle``."""
+    if shutil.which("tmux") is None:
+        return None
+    sock = f"kws-bench-{os.getpid()}"
+    keep = {k: v for k, v in env.items() if k.startswith(("KWS_", "GIT_", "PATH", "HOME", "LANG"))}
+    keep["TERM"] = "xterm-256color"
+    assigns = " ".join(f"{k}={subprocess.list2cmdline([v])}" for k, v in keep.items())
+    cmd = f"env -i {assigns} {Path(PY).parent / 'kws'} --queue {queue}"
+    t0 = time.time()
+    subprocess.run(["tmux", "-L", sock, "new-session", "-d", "-s", "b", "-x", "160", "-y", "48", cmd], check=True)
+    try:
+        while time.time() - t0 < 60:
+            s = subprocess.run(["tmux", "-L", sock, "capture-pane", "-p", "-t", "b"], capture_output=True,
+                               text=True).stdout
+            if needle in s:
+                return time.time() - t0
+            time.sleep(0.01)
+        return None
+    finally:
+        subprocess.run(["tmux", "-L", sock, "kill-server"], capture_output=True)
+
+
+async def open_and_type(queue: Path, task: str, n_keys: int) -> dict[str, object]:
+    """Open ``task`` with the real engine, time the paint, then type rubric keys while
+    the checks run."""
+    from textual import events
+
+    from workstation.tui.app import KwsApp
+
+    frames: list[float] = []
+
+    class Timed(KwsApp):
+        def post_display_hook(self) -> None:
+            frames.append(time.perf_counter())
+
+    app = Timed(queue)
+    res: dict[str, object] = {}
+    async with app.run_test(size=(160, 48)) as pilot:
+        while not app.queue.loaded:
+            await pilot.pause(0.05)
+        # let the fork server come up first, as it does while the reviewer reads the queue
+        await asyncio.to_thread(app.check_source.warm_up)
+        table = app.screen.query_one("QueueTable")
+        table.cursor = next(i for i, r in enumerate(table.rows) if r.id == task)
+        await pilot.pause(0.2)
+        n0 = len(frames)
+        t0 = time.perf_counter()
+        ev = events.Key("enter", None)
+        ev.set_sender(app)
+        app._driver.send_message(ev)
+        while not (getattr(app.screen, "files_ready", False) and len(frames) > n0 and frames[-1] > t0):
+            await asyncio.sleep(0.001)
+        # the first frame drawn after the view is in place
+        mark = time.perf_counter()
+        while not frames or frames[-1] < mark:
+            await asyncio.sleep(0.001)
+        res["open_paint_ms"] = 1000 * (frames[-1] - t0)
+        s = app.screen.session
+        while not any(r.done for r in s.rows.values()) and not s.error:
+            await asyncio.sleep(0.01)
+        res["first_check_s"] = time.perf_counter() - t0
+        # rubric keystrokes while the battery runs
+        ev = events.Key("5", "5")
+        ev.set_sender(app)
+        app._driver.send_message(ev)
+        await pilot.pause(0.2)
+        form = app.screen.query_one("RubricForm")
+        lat = []
+        running_during = 0
+        for i in range(n_keys):
+            form.cursor = 0
+            key = "l" if i % 2 == 0 else "q"  # reference: legitimate / questionable
+            want = "legitimate" if key == "l" else "questionable"
+            running_during += s.running
+            n0 = len(frames)
+            t0 = time.perf_counter()
+            ev = events.Key(key, key)
+            ev.set_sender(app)
+            app._driver.send_message(ev)
+            while s.values.get("reference") != want:
+                await asyncio.sleep(0.0005)
+            changed = time.perf_counter()
+            while len(frames) == n0 or frames[-1] < changed:
+                await asyncio.sleep(0.0005)
+            lat.append(1000 * (frames[-1] - t0))
+            await asyncio.sleep(0.05)
+        res["key_ms"] = lat
+        res["keys_while_running"] = running_during
+        while s.running:
+            await asyncio.sleep(0.2)
+        res["run_s"] = s.run_seconds
+    return res
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--tasks", type=int, default=5000, help="size of the generated queue")
+    ap.add_argument("--keys", type=int, default=40, help="rubric keystrokes to time")
+    ap.add_argument("--task", default="relu-unwritten", help="sample task to open")
+    ap.add_argument("--tmux", action="store_true", help="also time the real kws in a tmux pane")
+    args = ap.parse_args()
+    tmp = Path(tempfile.mkdtemp(prefix="kws-bench-"))
+    env = env_for(tmp)
+    os.environ.update({k: v for k, v in env.items() if k.startswith(("KWS_", "GIT_"))})
+    try:
+        print(f"machine: {os.cpu_count()} CPUs, load average {os.getloadavg()[0]:.1f}")
+        sample = make_sample_queue(tmp, env)
+        for i in range(2):
+            secs, n = launch_to_queue(sample, env)
+            print(f"launch -> queue shown, sample queue ({n} tasks), run {i + 1}: {secs:.3f} s   (target 1.0 s)")
+        t = time.time()
+        big = make_big_queue(tmp, args.tasks, env)
+        print(f"(generated {args.tasks} tasks and committed them in {time.time() - t:.1f} s)")
+        secs, n = launch_to_queue(big, env, wait_validated=True)
+        print(f"launch -> queue shown, {n} tasks, cold index cache: {secs:.3f} s   (target 2.0 s)")
+        secs2, n = launch_to_queue(big, env)
+        print(f"launch -> queue shown, {n} tasks, warm index cache: {secs2:.3f} s   (target 2.0 s)")
+        if args.tmux:
+            r = tmux_launch(sample, env, "bench-biased")
+            print(f"tmux: kws launch -> first task row on screen, sample queue: {r:.3f} s" if r else "tmux: n/a")
+            r = tmux_launch(big, env, "gen-00000")
+            print(f"tmux: kws launch -> first task row on screen, {args.tasks} tasks: {r:.3f} s" if r else "tmux: n/a")
+        res = asyncio.run(open_and_type(sample, args.task, args.keys))
+        print(f"open {args.task} -> review screen painted with spec and diff: {res['open_paint_ms']:.1f} ms   "
+              f"(target 150 ms); first check result after {res['first_check_s']:.2f} s")
+        lat = sorted(res["key_ms"])
+        p95 = lat[min(len(lat) - 1, int(0.95 * len(lat)))]
+        print(f"rubric keystroke -> new value on screen while checks run ({res['keys_while_running']} of "
+              f"{len(lat)} keys during the run): median {statistics.median(lat):.1f} ms, p95 {p95:.1f} ms, "
+              f"max {lat[-1]:.1f} ms   (target 50 ms)")
+        print(f"(the battery took {res['run_s']:.1f} s on this machine)")
+    finally:
+        shutil.rmtree(tmp, ignore_errors=True)
+
+
+if __name__ == "__main__":
+    main()
