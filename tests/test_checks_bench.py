@@ -548,3 +548,45 @@ def test_autotune_skips_a_candidate_without_autotuner(runner):
     res = run_checks(sample("softmax-gen"), runner, only=["autotune"])
     r = result(res, "autotune")
     assert r.status == "skip" and "no autotuned kernel" in r.reason
+
+
+LAZY_BASELINE = """\
+import time
+
+_READY = []
+
+
+def add(x, y):
+    if not _READY:  # a one-off cost on the first call: lazy initialisation, a JIT compile
+        time.sleep(0.05)
+        _READY.append(True)
+    return x + y
+"""
+
+FIRST_CALL_BENCH = """
+def run(case, device):
+    x, y = make_inputs(case, device, 0)
+    for _ in range(5):
+        candidate(x, y)
+    cs = []
+    for _ in range(20):
+        t0 = time.perf_counter()
+        candidate(x, y)
+        cs.append(time.perf_counter() - t0)
+    t0 = time.perf_counter()
+    baseline(x, y)
+    b = time.perf_counter() - t0
+    return {"candidate_ms": sorted(cs)[10] * 1e3, "baseline_ms": b * 1e3}
+"""
+
+
+def test_benchmark_bias_names_a_timed_first_call(tmp_path, runner, quick_timing):
+    d = bench_task(tmp_path, FIRST_CALL_BENCH, task_id="lazyfirst", baseline=LAZY_BASELINE)
+    res = run_checks(load_task(d), runner, only=["benchmark-bias"])
+    fails = findings(res, "benchmark-bias", "fail")
+    static = [f for f in fails if f.evidence.get("issue", {}).get("kind") == "first-call-timed"]
+    assert static and static[0].evidence["issue"]["sides"] == ["baseline"]
+    dyn = next(f for f in fails if "author" in f.evidence)
+    assert "the author's baseline_ms includes the first call: kws's cold first-call time" in dyn.summary
+    assert dyn.evidence["explanation"]["baseline"]["kws_first_call_ms"] > 40
+    assert "timing" in dyn.evidence  # no claim: this finding carries the timing panel's evidence
