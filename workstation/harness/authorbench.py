@@ -17,9 +17,12 @@ in order and with ``time.perf_counter_ns`` stamps:
 On the CPU the step sets the same allocator behaviour as kws's own timing
 (:func:`workstation.harness.timing.steady_allocator`), so both measure the same thing.
 The parent (``benchmark-bias``) pairs clock reads into the author's timed intervals and
-decomposes the author's numbers. The tracer costs about a microsecond per Python call
-event, negligible next to the millisecond calls it watches; it runs only on sides that
-are not interpreted (the parent does not run the bench under the Triton interpreter).
+decomposes the author's numbers. The tracer is not free: Python calls a profile function
+on every call and C call, also inside the sides (a per-row Python loop makes thousands
+per call; the tracer ignores them, but the callback still runs), so a Python-heavy side
+runs slower traced. The parent therefore runs the bench twice, untraced for the numbers
+it compares with kws's, traced for the decomposition, which compares the traced run's
+numbers only with its own trace.
 """
 
 from __future__ import annotations
@@ -73,6 +76,7 @@ class BenchTracer:
         self.dropped = 0
         self._code_side: dict[Any, str | None] = {}
         self._open: dict[int, tuple[str, int, int]] = {}  # frame id -> (side, t0, call index)
+        self._depth = 0  # side calls in progress
         self._arg_records: dict[str, int] = {}
         self._real: dict[str, str] = {}
 
@@ -103,6 +107,12 @@ class BenchTracer:
         return len(self.events) - 1
 
     def __call__(self, frame: Any, event: str, arg: Any) -> None:
+        # hot path first: inside a side's call nothing but its own return matters (a
+        # Python loop in a baseline makes thousands of C calls per call)
+        if self._depth:
+            if event == "return" and id(frame) in self._open:
+                self._close(frame)
+            return
         t = time.perf_counter_ns()
         if event == "call":
             side = self._side(frame.f_code)
@@ -117,10 +127,11 @@ class BenchTracer:
                 ev["args"] = [describe_arg(frame.f_locals.get(n)) for n in names]
             idx = self._add(ev)
             self._open[id(frame)] = (side, t, idx)
+            if side in ("candidate", "baseline"):
+                self._depth += 1
         elif event == "return":
-            o = self._open.pop(id(frame), None)
-            if o is not None and o[2] >= 0:
-                self.events[o[2]]["t_end"] = t
+            if id(frame) in self._open:
+                self._close(frame)
         elif event == "c_call":
             name = self.clocks.get(id(arg))
             if name is not None:
@@ -129,6 +140,14 @@ class BenchTracer:
             elif self._real_path(frame.f_code.co_filename) == self.bench_file:
                 q = getattr(arg, "__qualname__", None) or getattr(arg, "__name__", "?")
                 self._add({"kind": "c_call", "name": str(q), "t": t, "line": frame.f_lineno})
+
+    def _close(self, frame: Any) -> None:
+        t = time.perf_counter_ns()
+        side, _, idx = self._open.pop(id(frame))
+        if idx >= 0:
+            self.events[idx]["t_end"] = t
+        if side in ("candidate", "baseline"):
+            self._depth = max(0, self._depth - 1)
 
 
 @step("author_bench")
