@@ -367,3 +367,29 @@ async def test_keys_typed_in_a_burst_reach_the_widget_focused_by_the_key_before(
         burst(app, ["escape", "down", "down", "down", "down", "down", "3", "r"])
         await wait_for(pilot, lambda: len(app.check_source.runs) == checks_runs + 1, what="the re-run")
         assert "overall" not in s.values
+
+
+@run_async
+async def test_panels_resize_and_switch_to_tabs(tmp_path, monkeypatch):
+    root = tui_env(monkeypatch, tmp_path)
+    app = replay_app(root)
+    async with app.run_test(size=(160, 48)) as pilot:
+        await wait_queue(pilot)
+        await open_task(pilot, "matmul-opt")
+        await wait_review_ready(pilot)
+        screen = app.screen
+        await pilot.press("1")  # spec
+        spec_h = screen.query_one("#spec").size.height
+        await pilot.press("plus", "plus")
+        await pilot.pause()
+        assert screen.query_one("#spec").size.height == spec_h + 4
+        right_w = screen.query_one("#col-right").size.width
+        await pilot.press("3", "greater_than_sign")  # checks panel: its column gets wider
+        await pilot.pause()
+        assert screen.query_one("#col-right").size.width == right_w + 4
+        await pilot.press("f3")  # tabs by hand on a wide terminal
+        await pilot.pause()
+        assert screen.narrow and screen.query_one("#spec").has_class("-hidden")
+        assert not screen.query_one("#checks").has_class("-hidden")
+        await pilot.press("tab")
+        assert screen.active == "timing" and screen.query_one("#checks").has_class("-hidden")

@@ -5,7 +5,7 @@ numpy, statistics on timings). Run in threads of the app's process it would hold
 and the import lock while the reviewer types; run here, the app's process only reads
 events. The app starts this server once (:class:`workstation.review.RunnerCheckSource`)
 as ``python -m workstation.checkserver`` in a session of its own, at a lower CPU
-priority than the app; the server keeps one :class:`~workstation.runner.Runner` (fork
+priority than the app (nice +10, ``KWS_CHECKSERVER_NICE``); the server keeps one :class:`~workstation.runner.Runner` (fork
 server) for every run.
 
 Protocol, one JSON object per line. Requests on stdin: ``{"op": "run", "run": N,
@@ -95,7 +95,7 @@ class _Server:
 
 
 def main() -> None:
-    nice = int(os.environ.get("KWS_CHECKSERVER_NICE", "5"))
+    nice = int(os.environ.get("KWS_CHECKSERVER_NICE", "10"))
     if nice:
         os.nice(nice)
     _Server().serve()

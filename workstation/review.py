@@ -367,6 +367,8 @@ class ReviewSession:
         self.on_change = on_change
         self._undo: list[list[Change]] = []
         self._redo: list[list[Change]] = []
+        self._version = 0  # bumped by every check event (see suggestions())
+        self._suggested: tuple[int, dict[str, Suggestion]] | None = None
         if draft is not None:
             self.values = {k: v for k, v in draft.values.items() if rubric.field(k) is not None}
             self.task_tree = draft.task_tree
@@ -380,6 +382,7 @@ class ReviewSession:
     def begin_run(self, only: Iterable[str] | None = None) -> None:
         """Mark a run as started: with ``only``, those rows go back to queued; otherwise
         the table is cleared until the ``start`` event lists the checks."""
+        self._version += 1
         self.error = ""
         self.run_started = time.monotonic()
         self.run_seconds = None
@@ -392,6 +395,7 @@ class ReviewSession:
 
     def apply_event(self, kind: str, data: Mapping[str, Any]) -> str | None:
         """Apply one normalised event; returns the check id it concerns (or None)."""
+        self._version += 1
         if kind == "start":
             self.device = str(data.get("device") or "")
             for cid in data.get("checks") or []:
@@ -469,9 +473,12 @@ class ReviewSession:
     # ---- rubric values -------------------------------------------------------------------
 
     def suggestions(self) -> dict[str, Suggestion]:
-        """kws's suggestion per choice field from the findings so far."""
-        rep = self.report()
-        return suggest(self.rubric, rep["findings"], rep["checks"])
+        """kws's suggestion per choice field from the findings so far (recomputed only
+        when a check event changed the report: the rubric form asks on every repaint)."""
+        if self._suggested is None or self._suggested[0] != self._version:
+            rep = self.report()
+            self._suggested = (self._version, suggest(self.rubric, rep["findings"], rep["checks"]))
+        return self._suggested[1]
 
     @property
     def rationale(self) -> str:

@@ -16,6 +16,7 @@ from textual.binding import Binding
 from textual.containers import Vertical, VerticalScroll
 from textual.message import Message
 from textual.reactive import reactive
+from textual.strip import Strip
 from textual.widget import Widget
 from textual.widgets import ContentSwitcher, Static, TextArea
 
@@ -464,6 +465,8 @@ class RubricForm(Widget, can_focus=True, inherit_bindings=False):
     def __init__(self, **kw: Any) -> None:
         super().__init__(**kw)
         self.session: ReviewSession | None = None
+        self._strip_key: Any = None
+        self._strips: list[Strip] = []
 
     def bind_session(self, session: ReviewSession) -> None:
         self.session = session
@@ -484,39 +487,36 @@ class RubricForm(Widget, can_focus=True, inherit_bindings=False):
     def get_content_height(self, container: Any, viewport: Any, width: int) -> int:
         return max(1, len(self.fields)) + self.DETAIL_LINES
 
-    def _detail(self, width: int, sugg: dict[str, Any]) -> Text:
+    def _detail(self, width: int, sugg: dict[str, Any]) -> list[Text]:
         """The focused field's value keys and kws's suggestion with the findings behind
         it (the reason names the worst informing finding), in DETAIL_LINES lines."""
+        import textwrap
+
         f = self.current_field
-        out = Text()
         if f is None:
-            return out
-        out.append(fit("  ".join(f"{v.key} {v.label}" for v in f.values), width).rstrip(), style="bold")
+            return [Text("")] * self.DETAIL_LINES
+        out = [Text(fit("  ".join(f"{v.key} {v.label}" for v in f.values), width).rstrip(), style="bold")]
         sg = sugg.get(f.key)
         why = f"kws: {sg.value or '-'} ({sg.outcome})" + (f" — {sg.reason}" if sg.reason else "") if sg else \
             "kws: no suggestion for this field"
-        import textwrap
-
         rest = self.DETAIL_LINES - 1
         lines = textwrap.wrap(why, width, break_on_hyphens=False) or [""]
         if len(lines) > rest:
             lines = lines[:rest]
             lines[-1] = fit(lines[-1] + " …", width).rstrip()
-        for ln in lines + [""] * (rest - len(lines)):
-            out.append("\n" + ln, style="dim")
+        out += [Text(ln, style="dim") for ln in lines + [""] * (rest - len(lines))]
         return out
 
-    def render(self) -> Text:
+    def _lines(self, width: int) -> list[Text]:
         s = self.session
         if s is None:
-            return Text("loading the rubric…")
+            return [Text("loading the rubric…")]
         sugg = s.suggestions()
-        width = max(20, self.size.width)
         longest = max((len(f.label) for f in self.fields), default=12)
         value_w = 15
         agree_w = 7
         label_w = max(12, min(longest + 1, width - 2 - value_w - agree_w - 20))
-        out = Text()
+        out = []
         for i, f in enumerate(self.fields):
             sel = i == self.cursor and self.has_focus
             v = s.values.get(f.key)
@@ -539,21 +539,31 @@ class RubricForm(Widget, can_focus=True, inherit_bindings=False):
             line.append(fit(kws, max(0, width - 2 - label_w - value_w - agree_w)), style="dim")
             if sel:
                 line.stylize("reverse")
-            out.append_text(line)
-            out.append("\n")
-        out.append_text(self._detail(width, sugg))
-        return out
+            out.append(line)
+        return out + self._detail(width, sugg)
+
+    def render_line(self, y: int) -> Strip:
+        """Line API: the form's lines are built once per change and kept as strips
+        (a repaint per keystroke then costs next to nothing)."""
+        width = max(20, self.size.width)
+        s = self.session
+        key = (width, self.cursor, self.has_focus, id(s),
+               tuple(sorted(s.values.items())) if s else (), s._version if s else -1)
+        if key != self._strip_key:
+            console = self.app.console
+            self._strips = [Strip(list(t.render(console)), t.cell_len).extend_cell_length(width)
+                            .crop(0, width).apply_style(self.rich_style) for t in self._lines(width)]
+            self._strip_key = key
+        return self._strips[y] if y < len(self._strips) else Strip.blank(width, self.rich_style)
 
     def on_focus(self) -> None:
         self.refresh()
-        self.post_message(self.Changed())
 
     def on_blur(self) -> None:
         self.refresh()
 
     def watch_cursor(self) -> None:
         self.refresh()
-        self.post_message(self.Changed())
 
     # value keys: consumed before any binding of the screen or app
     def check_consume_key(self, key: str, character: str | None) -> bool:
@@ -577,10 +587,15 @@ class RubricForm(Widget, can_focus=True, inherit_bindings=False):
             event.prevent_default()
 
     def _changed(self, advance: bool = False) -> None:
+        """After a value change: move on, repaint, and update the panel and the screen
+        in this same cycle (one frame per keystroke; a message would cost a second)."""
         if advance and self.cursor < len(self.fields) - 1:
             self.cursor += 1
         self.refresh()
-        self.post_message(self.Changed())
+        panel = self.parent
+        if isinstance(panel, RubricPanel):
+            panel.refresh_rubric(form=False)
+        self.screen.commit_armed = False  # type: ignore[attr-defined]
 
     def action_field(self, delta: int) -> None:
         n = len(self.fields)
@@ -671,4 +686,4 @@ class RubricPanel(Panel):
         set_static(self.query_one("#rationale-label", Static), label)
 
     def on_rubric_form_changed(self, event: RubricForm.Changed) -> None:
-        self.refresh_rubric(form=False)
+        event.stop()  # handled in RubricForm._changed already
