@@ -216,14 +216,16 @@ class BenchmarkBias(Check):
     # -- dynamic ---------------------------------------------------------------------
 
     def _dynamic(self, ctx: CheckContext, m: Measurement, ct: CaseTiming, uses: list[TimedUse]) -> dict[str, Any]:
-        """Run the author's bench twice in one exclusive child: untraced (the numbers kws
-        compares with its own) and traced (the decomposition; the tracer slows
-        Python-heavy sides, so the traced run is only compared with its own trace)."""
+        """Run the author's bench twice, each in a fresh exclusive child (as the author
+        would: first calls are first calls): untraced (the numbers kws compares with its
+        own) and traced (the decomposition; the tracer slows Python-heavy sides, so the
+        traced run is only compared with its own trace)."""
         base = {"kind": "author_bench", "case": ct.case, "baseline_role": m.plan.baseline_role}
-        job = ctx.run_job([{**base, "trace": False}, {**base, "trace": True}], exclusive=True, step_timeout=120.0)
+        jobs = [ctx.run_job([{**base, "trace": tr}], exclusive=True, step_timeout=120.0) for tr in (False, True)]
         tail = "; the source alone is judged"
         runs = []
-        for st in job.steps:
+        for job in jobs:
+            st = job.steps[0] if job.steps else None
             if st is None:
                 return {"error": f"the author's bench {job.describe_death()} on case {case_label(ct.case)}{tail}",
                         "error_severity": "info"}
@@ -239,7 +241,7 @@ class BenchmarkBias(Check):
                         "error_severity": "warn"}
             runs.append({"candidate_ms": a_c, "baseline_ms": a_b, "ratio": a_b / a_c})
         plain, traced_run = runs
-        trace = analyse_trace(job.steps[1].extra.get("events") or [], uses)
+        trace = analyse_trace(jobs[1].steps[0].extra.get("events") or [], uses)
         cons = any(r is not None and consistent_with(plain["ratio"], r) for r in (ct.ratio, ct.cold_ratio, ct.warm_ratio))
         return {"author": plain, "author_traced": traced_run, "trace": trace, "consistent": cons, "timing": m,
                 "ct": ct}
