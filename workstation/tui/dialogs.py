@@ -42,31 +42,38 @@ class HelpScreen(ModalScreen[None]):
         self.query_one(VerticalScroll).focus()
 
     def _render_help(self) -> Any:
+        from rich.console import Group
+
         app = self.app
         load = app.keymap_load
-        t = Table.grid(padding=(0, 2))
-        t.add_column(style="bold", no_wrap=True)
-        t.add_column(no_wrap=True)
-        t.add_column(style="dim")
-        scope = None
+        parts: list[Any] = [
+            Text(f"keymap: {load.name}; files: {', '.join(str(p) for p in load.files) or 'built-in'}"),
+            Text(f"user keymap file: {user_keymap_path()} (binding id = keys; see docs/tui.md)", style="dim"),
+        ]
+        parts += [Text(f"ignored: {p}", style="bold") for p in load.problems]
+
+        def table() -> Table:
+            t = Table.grid(padding=(0, 2))
+            t.add_column(style="bold", no_wrap=True, min_width=16)
+            t.add_column(no_wrap=True, min_width=16)
+            t.add_column(style="dim")
+            return t
+
+        scope, t = None, None
         for a in ACTIONS:
             if a.scope != scope:
                 scope = a.scope
-                t.add_row(Text(_SCOPES.get(scope, scope), style="bold underline"), "", "")
+                t = table()
+                parts += [Text(""), Text(_SCOPES.get(scope, scope), style="bold underline"), t]
             t.add_row("  " + key_display(load.keys.get(a.id, a.default)), a.description, a.id)
         rubric = app.queue.rubric
         if rubric is not None:
-            t.add_row(Text(f"Rubric {rubric.id} (value keys, on the focused field)", style="bold underline"), "", "")
+            t = table()
+            parts += [Text(""), Text(f"Rubric {rubric.id}: value keys on the focused field", style="bold underline"), t]
             for f in rubric.choice_fields:
                 t.add_row("  " + " ".join(v.key for v in f.values), f.label,
                           ", ".join(f"{v.key}={v.value}" for v in f.values))
-        out = Table.grid()
-        out.add_row(Text(f"keymap: {load.name}; files: {', '.join(str(p) for p in load.files) or 'built-in'}"))
-        out.add_row(Text(f"user keymap file: {user_keymap_path()} (binding id = keys; see docs/tui.md)", style="dim"))
-        for p in load.problems:
-            out.add_row(Text(f"ignored: {p}", style="bold"))
-        out.add_row(t)
-        return out
+        return Group(*parts)
 
     async def action_dismiss(self, result: Any = None) -> None:
         self.dismiss(None)

@@ -262,6 +262,9 @@ class ChecksPanel(Panel):
             parts.append(s.device)
         set_static(self.query_one("#checks-status", Static), fit(" · ".join(parts), max(1, self.size.width)))
 
+    def on_resize(self) -> None:
+        self._status()
+
     def _tick(self) -> None:
         if self.session is not None and self.session.running:
             self._status()
@@ -397,7 +400,7 @@ def render_timing(tv: TimingView, width: int) -> Text:
         out.append(f"not representative: {tv.reason}\n", style="bold reverse")
     rng = tv.range_ms()
     label_w = max((len(s.name) for s in tv.sides), default=8) + 1
-    bins = max(8, min(48, width - label_w - 2))
+    bins = max(8, min(64, width - label_w - 2))
     if rng is not None:
         lo, hi = rng
         log = lo > 0 and hi / lo > 10

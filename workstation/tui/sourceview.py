@@ -94,6 +94,11 @@ class SourceView(ScrollView, can_focus=True, inherit_bindings=False):
     def on_resize(self) -> None:
         self._cache.clear()
         self._resize_virtual()
+        if self.target is not None and self.diff is not None:
+            row = self.diff.row_of_line(self.target[1], split=self.split, side=self.target[0])
+            top = int(self.scroll_offset.y)
+            if row is not None and not top <= row < top + self.size.height:
+                self.scroll_to(y=max(0, row - self.size.height // 3), animate=False)
 
     def watch_split(self) -> None:
         self._cache.clear()
