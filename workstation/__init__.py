@@ -8,8 +8,16 @@ Modules, one per concern:
 - :mod:`workstation.checks`      the check battery, one module per check id
 - :mod:`workstation.engine`      runs a battery of checks on a task and builds the report
 - :mod:`workstation.report`      JSON and text rendering of a check report
+- :mod:`workstation.numerics`    error budget, unit roundoffs, suggested tolerances
+- :mod:`workstation.timingstats` timing statistics (median, IQR, bootstrap ratio intervals)
 - :mod:`workstation.rubric`      rubric files and suggestions from findings
-- :mod:`workstation.records`     verdicts, disputes and resolutions in the git-backed queue
+- :mod:`workstation.gitqueue`    the queue as a git repository, first-run copy, identities
+- :mod:`workstation.records`     verdicts, disputes, resolutions, reservations (with drafts,
+  sync, history, recheck, calibration, reportmd)
+- :mod:`workstation.review`      the review-session model the TUI displays
+- :mod:`workstation.queueview`   the queue index, filters and sort keys
+- :mod:`workstation.diffmodel`   unified/split diff rows, hunks, word spans
+- :mod:`workstation.checkserver` runs the engine in its own process for the TUI
 - :mod:`workstation.tui`         the Textual review app (displays and dispatches only)
 - :mod:`workstation.cli`         the ``kws`` command
 """
