@@ -2,12 +2,11 @@
 
 from __future__ import annotations
 
-import shutil
-from pathlib import Path
-
 import pytest
 
+from tests.conftest import SAMPLE_QUEUE  # noqa: E402
 from tests.recordkit import ALICE, BOB, isolate, make_queue, use_identity, verdict
+from tests.tuikit import build_fixture_queue  # noqa: E402
 from workstation.queueview import (
     QueueRow,
     TaskSummary,
@@ -22,19 +21,15 @@ from workstation.queueview import (
 )
 from workstation.records import load_records, reserve
 
-FIXTURE_QUEUE = Path(__file__).parent / "fixtures" / "tui_queue"
-
 
 @pytest.fixture
 def queue_copy(tmp_path, monkeypatch):
     monkeypatch.setenv("KWS_CACHE_DIR", str(tmp_path / "cache"))
-    dest = tmp_path / "q"
-    shutil.copytree(FIXTURE_QUEUE, dest)
-    return dest
+    return build_fixture_queue(tmp_path / "q")
 
 
 def test_quick_summary_reads_top_level_and_claims():
-    text = (FIXTURE_QUEUE / "tasks" / "layernorm-debug" / "task.toml").read_text()
+    text = (SAMPLE_QUEUE / "tasks" / "layernorm-debug" / "task.toml").read_text()
     s = quick_summary(text, "layernorm-debug", "/x")
     assert (s.id, s.kind, s.backend, s.claimed, s.failure_class) == (
         "layernorm-debug", "debugging", "triton", "fail", "mismatch")

@@ -11,6 +11,7 @@ from pathlib import Path
 import pytest
 
 from tests.recordkit import ALICE, isolate, use_identity
+from tests.tuikit import build_fixture_queue
 from workstation.drafts import Draft, load_draft
 from workstation.gitqueue import ensure_default_queue
 from workstation.records import RecordError, load_records
@@ -210,7 +211,7 @@ def test_draft_saver_newest_wins_and_flush(tmp_path, monkeypatch):
 def test_session_draft_roundtrip_and_commit(tmp_path, monkeypatch):
     isolate(monkeypatch, tmp_path)
     use_identity(monkeypatch, ALICE)
-    root = ensure_default_queue(source=FIXTURES / "tui_queue", dest=tmp_path / "queue")
+    root = ensure_default_queue(source=build_fixture_queue(tmp_path / "fixture-src"), dest=tmp_path / "queue")
     import git
 
     repo = git.Repo(root)

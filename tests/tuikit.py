@@ -3,16 +3,32 @@ app that replays recorded check runs, and waiting on app state."""
 
 from __future__ import annotations
 
+import shutil
 import time
 from collections.abc import Callable
 from pathlib import Path
 
+from tests.conftest import SAMPLE_QUEUE
 from tests.recordkit import ALICE, isolate, use_identity
 from workstation.gitqueue import ensure_default_queue
 from workstation.review import ReplayCheckSource
 
 FIXTURES = Path(__file__).parent / "fixtures"
 EVENTS = FIXTURES / "events"
+#: sample tasks the TUI fixture queue takes from sample_queue/ (the recorded event streams
+#: in tests/fixtures/events are runs of these); tests/fixtures/tui_queue adds queue.toml and
+#: a malformed task.
+FIXTURE_TASKS = ("bench-honest", "gemm-cuda2triton", "layernorm-debug", "matmul-opt", "relu-unwritten")
+
+
+def build_fixture_queue(dest: Path) -> Path:
+    """Assemble the TUI test queue at ``dest`` (a plain folder, not yet a git repo):
+    ``tests/fixtures/tui_queue`` plus :data:`FIXTURE_TASKS` copied from ``sample_queue/``."""
+    shutil.copytree(FIXTURES / "tui_queue", dest)
+    for task in FIXTURE_TASKS:
+        shutil.copytree(SAMPLE_QUEUE / "tasks" / task, dest / "tasks" / task,
+                        ignore=shutil.ignore_patterns("__pycache__"))
+    return dest
 
 
 def tui_env(monkeypatch, tmp_path: Path) -> Path:
@@ -22,7 +38,7 @@ def tui_env(monkeypatch, tmp_path: Path) -> Path:
     use_identity(monkeypatch, ALICE)
     monkeypatch.setenv("KWS_CONFIG_DIR", str(tmp_path / "config"))
     monkeypatch.setenv("KWS_CACHE_DIR", str(tmp_path / "cache"))
-    return ensure_default_queue(source=FIXTURES / "tui_queue", dest=tmp_path / "queue")
+    return ensure_default_queue(source=build_fixture_queue(tmp_path / "fixture-src"), dest=tmp_path / "queue")
 
 
 def replay_app(root: Path, keymap: str | None = None, **kw):
