@@ -23,9 +23,9 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 
-from workstation.engine import run_checks  # noqa: E402
+from workstation.engine.run import run_checks  # noqa: E402
 from workstation.runner import Runner  # noqa: E402
-from workstation.taskfmt import load_queue  # noqa: E402
+from workstation.task.format import load_queue  # noqa: E402
 
 NUMERICS = ("tolerance-loose", "tolerance-tight", "precision-regime", "reference-suspect")
 

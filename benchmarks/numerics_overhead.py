@@ -37,9 +37,9 @@ def main() -> None:
     args = ap.parse_args()
     if args.cold:
         os.environ["KWS_CACHE_DIR"] = tempfile.mkdtemp(prefix="kws-bench-cache-")
-    from workstation.engine import run_checks
+    from workstation.engine.run import run_checks
     from workstation.runner import Runner
-    from workstation.taskfmt import load_task
+    from workstation.task.format import load_task
 
     root = REPO / "sample_queue" / "tasks"
     ids = args.tasks or sorted(p.name for p in root.iterdir() if (p / "task.toml").is_file())

@@ -30,10 +30,10 @@ import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from workstation.engine import CheckContext  # noqa: E402
+from workstation.analysis.timingstats import summarize  # noqa: E402
+from workstation.engine.context import CheckContext  # noqa: E402
 from workstation.runner import Runner  # noqa: E402
-from workstation.taskfmt import load_task  # noqa: E402
-from workstation.timingstats import summarize  # noqa: E402
+from workstation.task.format import load_task  # noqa: E402
 
 #: op name -> (torch expression of (x, y), case)
 OPS = {

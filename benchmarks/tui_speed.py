@@ -85,7 +85,7 @@ def env_for(tmp: Path) -> dict[str, str]:
 
 
 def make_sample_queue(tmp: Path, env: dict[str, str]) -> Path:
-    code = ("from workstation.gitqueue import ensure_default_queue; "
+    code = ("from workstation.repo.gitqueue import ensure_default_queue; "
             f"print(ensure_default_queue(source={str(REPO / 'sample_queue')!r}, dest={str(tmp / 'sample')!r}))")
     subprocess.run([PY, "-c", code], env=env, check=True, cwd=REPO, capture_output=True)
     return tmp / "sample"

@@ -13,10 +13,10 @@ from pathlib import Path
 
 import git
 
-from workstation.drafts import Draft
-from workstation.gitqueue import Identity
-from workstation.records import commit_verdict
-from workstation.rubric import find_rubric
+from workstation.records.drafts import Draft
+from workstation.records.store import commit_verdict
+from workstation.repo.gitqueue import Identity
+from workstation.rubric.model import find_rubric
 
 ALICE = Identity("Alice Reviewer", "alice@example.com")
 BOB = Identity("Bob Reviewer", "bob@example.com")

@@ -1,5 +1,5 @@
 """Reading Triton IR for precision facts (workstation.harness.aot) and the static scan of a
-reference for imports of the candidate (workstation.checks._numaudit).
+reference for imports of the candidate (workstation.checks.support.numaudit).
 
 The AOT test compiles real kernels for sm_90 in ``python -m workstation.harness.aot`` (no
 GPU needed, no TRITON_INTERPRET), exactly as the ``triton-aot`` step does.
@@ -16,7 +16,7 @@ from pathlib import Path
 
 import pytest
 
-from workstation.checks._numaudit import scan_reference_imports
+from workstation.checks.support.numaudit import scan_reference_imports
 from workstation.harness.aot import _Locs, _low_precision_accumulators, analyze
 
 REPO = Path(__file__).resolve().parents[1]

@@ -13,9 +13,9 @@ import pytest
 from click.testing import CliRunner
 
 from tests.recordkit import ALICE, BOB, CAROL, RUBRIC, isolate, make_queue, verdict
-from workstation import cli_records
-from workstation.calibration import calibrate, format_calibration, load_gold
-from workstation.records import load_records
+from workstation.cli import records as cli_records
+from workstation.records.calibration import calibrate, format_calibration, load_gold
+from workstation.records.store import load_records
 
 REPO = Path(__file__).resolve().parent.parent
 
@@ -108,9 +108,9 @@ def test_alpha_nominal_for_unordered_fields(env, tmp_path):
     root = Path(repo.working_tree_dir)
     (root / "rubrics").mkdir()
     (root / "rubrics" / "nominal-review.toml").write_text(text)
-    from workstation.drafts import Draft
-    from workstation.records import commit_verdict
-    from workstation.rubric import find_rubric
+    from workstation.records.drafts import Draft
+    from workstation.records.store import commit_verdict
+    from workstation.rubric.model import find_rubric
 
     rub = find_rubric("nominal-review", root)
     assert not rub["correctness"].ordered
@@ -167,7 +167,8 @@ def test_cli_calibrate(rated):
     def main() -> None:
         pass
 
-    cli_records.register(main)
+    for cmd in cli_records.COMMANDS:
+        main.add_command(cmd)
     r = CliRunner().invoke(main, ["calibrate", "--queue", rated.working_tree_dir])
     assert r.exit_code == 0, r.output
     assert "Agreement with gold" in r.output and "Krippendorff's alpha" in r.output

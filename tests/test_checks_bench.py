@@ -10,12 +10,12 @@ from pathlib import Path
 import pytest
 
 from tests.conftest import SAMPLE_QUEUE
-from workstation.benchsource import scan_bench, source_kind
 from workstation.checks.autotune import scan_autotune
 from workstation.checks.benchmark_bias import analyse_trace
-from workstation.engine import run_checks
-from workstation.report import finite_json
-from workstation.taskfmt import load_task
+from workstation.checks.support.benchsource import scan_bench, source_kind
+from workstation.engine.report import finite_json
+from workstation.engine.run import run_checks
+from workstation.task.format import load_task
 
 TIMING_CHECKS = ["benchmark-bias", "speedup-claim"]
 
@@ -387,7 +387,7 @@ def test_sample_benches_read_statically():
 
 
 def test_trace_pairs_clock_reads_by_the_scanned_lines():
-    from workstation.benchsource import TimedUse
+    from workstation.checks.support.benchsource import TimedUse
 
     ms = 1_000_000
     events = [

@@ -9,9 +9,9 @@ import pytest
 
 from tests.conftest import SAMPLE_QUEUE
 from tests.hostile import findings, make_task, result
-from workstation import sentinels
-from workstation.engine import run_checks
-from workstation.taskfmt import load_task
+from workstation.engine.run import run_checks
+from workstation.protocol import sentinels
+from workstation.task.format import load_task
 
 MEMORY_CHECKS = ["unwritten-output", "out-of-bounds", "input-mutation", "stale-output", "nondeterminism"]
 CLEAN = ["softmax-gen", "gemm-cuda2triton", "matmul-opt", "bias-gelu-fusion", "bench-honest"]
@@ -364,7 +364,7 @@ def test_nondeterminism_skipped_where_the_contract_allows_it(runner, tmp_path):
 
 def test_mutated_inputs_and_describe_mutations_work_for_the_reference(runner, tmp_path):
     from workstation.checks.input_mutation import describe_mutations, mutated_inputs
-    from workstation.engine import CheckContext
+    from workstation.engine.context import CheckContext
 
     ref = "def add(x, y):\n    x.add_(1.0)\n    return x + y - 1.0\n"
     d = make_task(tmp_path, "refmut", "def add(x, y):\n    return x + y\n", reference=ref, atol=1e-5)
@@ -378,8 +378,8 @@ def test_mutated_inputs_and_describe_mutations_work_for_the_reference(runner, tm
 
 
 def _outcome(values, dtype, *, arrays=None, extra=None):
-    from workstation.engine import CallOutcome
-    from workstation.runner.wire import StepResult, TensorData
+    from workstation.engine.context import CallOutcome
+    from workstation.protocol.wire import StepResult, TensorData
 
     v = np.asarray(values, dtype=np.int64 if dtype.startswith("int") else np.float64)
     td = TensorData(values=v, dtype=dtype, shape=v.shape, stride=(1,), storage_offset=0, meta={})
@@ -391,7 +391,7 @@ def test_output_that_depends_on_poisoned_scratch_is_a_fail(tmp_path):
     """An int accumulator from torch.empty: poison + sum is no longer the poison's bits,
     but differs from the reference while the plain run matches."""
     from workstation.checks.unwritten_output import UnwrittenOutput, poison_mask
-    from workstation.engine import CheckContext
+    from workstation.engine.context import CheckContext
 
     d = make_task(tmp_path, "acc", TAIL_UNWRITTEN, cases=[{"N": 4, "dtype": "int32"}], atol=0, rtol=0)
     ctx = CheckContext(load_task(d), runner=None)
@@ -416,7 +416,7 @@ def test_output_that_depends_on_poisoned_scratch_is_a_fail(tmp_path):
 
 def test_sanitizer_step_says_why_it_does_not_run_on_the_cpu(runner, tmp_path):
     from workstation.checks.out_of_bounds import smallest_case
-    from workstation.engine import CheckContext
+    from workstation.engine.context import CheckContext
 
     d = make_task(tmp_path, "san", "def add(x, y):\n    return x + y\n",
                   cases=[{"N": 64, "dtype": "float32"}, {"N": 8, "dtype": "float32"}])

@@ -10,9 +10,9 @@ from pathlib import Path
 import pytest
 
 from tests.conftest import SAMPLE_QUEUE, write_task
-from workstation.engine import run_checks
-from workstation.report import dumps, to_json_dict
-from workstation.taskfmt import load_task
+from workstation.engine.report import dumps, to_json_dict
+from workstation.engine.run import run_checks
+from workstation.task.format import load_task
 
 NUMERICS = ("tolerance-loose", "tolerance-tight", "precision-regime", "reference-suspect")
 EXPECT_DIR = Path(__file__).parent / "sample_expectations.d"

@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from tests.conftest import SAMPLE_QUEUE, TASK_TOML, write_task
-from workstation.checks._trials import region_phrase
+from workstation.analysis.compare import Comparison
 from workstation.checks.edge_shapes import (
     CostModel,
     _patterns,
@@ -17,11 +17,11 @@ from workstation.checks.edge_shapes import (
     value_plan,
 )
 from workstation.checks.noncontiguous import expand_eligible
-from workstation.compare import Comparison
-from workstation.engine import run_checks
-from workstation.harness.layout_kinds import KINDS, applies
-from workstation.report import to_json_dict
-from workstation.taskfmt import ParamSpec, load_task
+from workstation.checks.support.trials import region_phrase
+from workstation.engine.report import to_json_dict
+from workstation.engine.run import run_checks
+from workstation.protocol.layouts import KINDS, applies
+from workstation.task.format import ParamSpec, load_task
 
 
 def check(runner, task_dir, cid: str) -> dict:
@@ -92,7 +92,7 @@ def test_cost_model_is_conservative_and_quantised():
 
 
 def test_divisibility_pattern_from_results():
-    from workstation.checks._trials import Trial, TrialResult
+    from workstation.checks.support.trials import Trial, TrialResult
 
     def r(k, status):
         return TrialResult(Trial({"M": 8, "K": k, "dtype": "float32"}, 0), None, None, status)  # type: ignore[arg-type]

@@ -9,9 +9,9 @@ import pytest
 
 from tests.conftest import SAMPLE_QUEUE
 from tests.hostile import findings, make_task, result
-from workstation.checks._static import scan_fallback, scan_state_writes
-from workstation.engine import run_checks
-from workstation.taskfmt import load_task
+from workstation.checks.support.static import scan_fallback, scan_state_writes
+from workstation.engine.run import run_checks
+from workstation.task.format import load_task
 
 STATE_CHECKS = ["fallback", "tampering"]
 CLEAN = ["softmax-gen", "gemm-cuda2triton", "matmul-opt", "bias-gelu-fusion", "bench-honest"]
@@ -287,7 +287,7 @@ def test_tampering_by_the_reference_is_only_reported(runner, tmp_path):
 
 
 def test_scan_hash_order_follows_task_local_imports(tmp_path):
-    from workstation.checks._static import scan_hash_order
+    from workstation.checks.support.static import scan_hash_order
 
     (tmp_path / "candidate.py").write_text("import helpers\nfrom torch import nn\n\ndef f(x):\n"
                                            "    return helpers.g(x)\n")

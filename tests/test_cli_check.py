@@ -8,7 +8,7 @@ import sys
 
 from tests.conftest import REPO, TASK_TOML, write_task
 
-KWS = [sys.executable, "-m", "workstation.cli"]
+KWS = [sys.executable, "-m", "workstation.cli.main"]
 
 
 def kws(*args: str) -> subprocess.CompletedProcess:

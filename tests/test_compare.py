@@ -5,8 +5,8 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from workstation.compare import compare, ordinal, resolve_tolerance, ulp_distance
-from workstation.taskfmt import Tolerance
+from workstation.analysis.compare import compare, ordinal, resolve_tolerance, ulp_distance
+from workstation.task.format import Tolerance
 
 
 def test_ordinal_matches_ieee_bit_patterns():

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from workstation.diffmodel import diff_files, highlight_lines, listing, word_spans
+from workstation.review.diff import diff_files, highlight_lines, listing, word_spans
 
 OLD = """import triton
 BLOCK_M = 64

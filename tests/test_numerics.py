@@ -1,4 +1,4 @@
-"""The error-budget math of :mod:`workstation.numerics`, against hand-computed values.
+"""The error-budget math of :mod:`workstation.analysis.numerics`, against hand-computed values.
 
 Every expected number below is worked out in the comment next to it (IEEE 754 binary
 formats, Higham's γ_k, Higham and Mary's γ̃_k(λ)), not recomputed with the code under test.
@@ -12,8 +12,8 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from workstation.compare import ResolvedTolerance
-from workstation.numerics import (
+from workstation.analysis.compare import ResolvedTolerance
+from workstation.analysis.numerics import (
     Budget,
     allowed_error,
     budget_floor,
@@ -187,7 +187,7 @@ def test_parent_side_modules_do_not_import_torch():
     import subprocess
     import sys
 
-    code = ("import sys; import workstation.numerics, workstation.checks._numaudit, "
+    code = ("import sys; import workstation.analysis.numerics, workstation.checks.support.numaudit, "
             "workstation.checks.tolerance_loose, workstation.checks.tolerance_tight, "
             "workstation.checks.precision_regime, workstation.checks.reference_suspect; "
             "assert 'torch' not in sys.modules and 'triton' not in sys.modules")

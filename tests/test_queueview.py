@@ -7,7 +7,8 @@ import pytest
 from tests.conftest import SAMPLE_QUEUE  # noqa: E402
 from tests.recordkit import ALICE, BOB, isolate, make_queue, use_identity, verdict
 from tests.tuikit import build_fixture_queue  # noqa: E402
-from workstation.queueview import (
+from workstation.records.store import load_records, reserve
+from workstation.review.queueview import (
     QueueRow,
     TaskSummary,
     build_rows,
@@ -19,7 +20,6 @@ from workstation.queueview import (
     sort_rows,
     validate_index,
 )
-from workstation.records import load_records, reserve
 
 
 @pytest.fixture

@@ -29,19 +29,18 @@ from tests.recordkit import (
     values,
     verdict,
 )
-from workstation import cli_records
-from workstation.drafts import Draft, delete_draft, draft_path, list_drafts, load_draft, save_draft
-from workstation.gitqueue import (
-    FALLBACK_IDENTITY,
-    IdentityError,
-    QueueError,
-    ensure_default_queue,
-    open_queue,
-    reviewer_identity,
-    task_version,
+from workstation.cli import records as cli_records
+from workstation.records.drafts import (
+    Draft,
+    delete_draft,
+    draft_path,
+    list_drafts,
+    load_draft,
+    save_draft,
 )
-from workstation.history import task_history
-from workstation.records import (
+from workstation.records.history import task_history
+from workstation.records.report import render_report
+from workstation.records.store import (
     RecordError,
     commit_dispute,
     commit_resolution,
@@ -50,7 +49,15 @@ from workstation.records import (
     release,
     reserve,
 )
-from workstation.reportmd import render_report
+from workstation.repo.gitqueue import (
+    FALLBACK_IDENTITY,
+    IdentityError,
+    QueueError,
+    ensure_default_queue,
+    open_queue,
+    reviewer_identity,
+    task_version,
+)
 
 
 @pytest.fixture
@@ -70,7 +77,8 @@ def cli():
     def main() -> None:
         pass
 
-    cli_records.register(main)
+    for cmd in cli_records.COMMANDS:
+        main.add_command(cmd)
     return main
 
 
@@ -140,7 +148,7 @@ def test_two_first_runs_at_once_make_one_queue(env):
     (src / "tasks" / "t1").mkdir(parents=True)
     (src / "tasks" / "t1" / "task.toml").write_text("schema = 1\n")
     code = (
-        "import sys; from workstation.gitqueue import ensure_default_queue; "
+        "import sys; from workstation.repo.gitqueue import ensure_default_queue; "
         "print(ensure_default_queue(source=sys.argv[1]))"
     )
     penv = dict(os.environ, PYTHONPATH=str(Path(__file__).resolve().parent.parent))
@@ -563,9 +571,9 @@ def test_report_markdown_has_fields_rationale_and_evidence(queue):
 
 
 def _fake_engine(monkeypatch, fn):
-    mod = types.ModuleType("workstation.engine")
+    mod = types.ModuleType("workstation.engine.run")
     mod.check_task = fn
-    monkeypatch.setitem(sys.modules, "workstation.engine", mod)
+    monkeypatch.setitem(sys.modules, "workstation.engine.run", mod)
 
 
 def test_cli_verdict_history_dispute_resolve_report(queue, cli, tmp_path):

@@ -12,10 +12,10 @@ import pytest
 
 from tests.recordkit import ALICE, isolate, use_identity
 from tests.tuikit import build_fixture_queue
-from workstation.drafts import Draft, load_draft
-from workstation.gitqueue import ensure_default_queue
-from workstation.records import RecordError, load_records
-from workstation.review import (
+from workstation.records.drafts import Draft, load_draft
+from workstation.records.store import RecordError, load_records
+from workstation.repo.gitqueue import ensure_default_queue
+from workstation.review.session import (
     DraftSaver,
     ReplayCheckSource,
     ReviewSession,
@@ -28,7 +28,7 @@ from workstation.review import (
     rationale_from_findings,
     timing_views,
 )
-from workstation.rubric import find_rubric
+from workstation.rubric.model import find_rubric
 
 FIXTURES = Path(__file__).parent / "fixtures"
 EVENTS = FIXTURES / "events"
@@ -166,7 +166,7 @@ def test_rationale_from_findings_orders_worst_first():
 
 
 def test_normalise_event_turns_nonfinite_into_strings():
-    from workstation.checks.base import CheckResult, Finding
+    from workstation.engine.check import CheckResult, Finding
 
     r = CheckResult("x", "fail", 1.0, "", [Finding("x", "fail", "s", {"v": float("nan")})])
     kind, data = normalise_event("check_finished", {"result": r})
@@ -215,8 +215,8 @@ def test_session_draft_roundtrip_and_commit(tmp_path, monkeypatch):
     import git
 
     repo = git.Repo(root)
-    from workstation.drafts import save_draft
-    from workstation.gitqueue import task_version
+    from workstation.records.drafts import save_draft
+    from workstation.repo.gitqueue import task_version
 
     s = session_after("layernorm-debug")
     s.queue_root = root

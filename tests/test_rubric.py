@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 import tomli_w
 
-from workstation.rubric import (
+from workstation.rubric.model import (
     CHECK_IDS,
     RubricError,
     field_values_from_pairs,

@@ -11,9 +11,9 @@ import time
 import pytest
 
 from tests.conftest import REPO
-from workstation.engine import run_checks
+from workstation.engine.run import run_checks
 from workstation.runner import Runner
-from workstation.taskfmt import load_task
+from workstation.task.format import load_task
 
 HOSTILE = {
     "abort": ("import os\ndef add(x, y):\n    os.abort()\n", "crash", "SIGABRT"),
@@ -102,8 +102,8 @@ def test_device_is_reported(runner):
 
 def test_parent_never_imports_torch():
     code = (
-        "import sys; from workstation.runner import Runner; from workstation.engine import run_checks;"
-        "from workstation.taskfmt import load_task; import workstation.cli;"
+        "import sys; from workstation.runner import Runner; from workstation.engine.run import run_checks;"
+        "from workstation.task.format import load_task; import workstation.cli.main;"
         "t = load_task(sys.argv[1]);\n"
         "with Runner() as r: run_checks(t, r, only=['correctness'], seeds=[0])\n"
         "assert 'torch' not in sys.modules and 'triton' not in sys.modules, 'parent imported torch'"

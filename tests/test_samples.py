@@ -15,9 +15,9 @@ from pathlib import Path
 import pytest
 
 from tests.conftest import SAMPLE_QUEUE
-from workstation.engine import run_checks
-from workstation.report import to_json_dict
-from workstation.taskfmt import load_task
+from workstation.engine.report import to_json_dict
+from workstation.engine.run import run_checks
+from workstation.task.format import load_task
 
 EXPECT_DIR = Path(__file__).parent / "sample_expectations.d"
 EXPECTATIONS = {p.stem: tomllib.loads(p.read_text()) for p in sorted(EXPECT_DIR.glob("*.toml"))}

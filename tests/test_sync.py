@@ -28,11 +28,10 @@ from tests.recordkit import (
     values,
     verdict,
 )
-from workstation import cli_records
-from workstation.drafts import Draft, load_draft, save_draft
-from workstation.gitqueue import IdentityError
-from workstation.history import task_history
-from workstation.records import (
+from workstation.cli import records as cli_records
+from workstation.records.drafts import Draft, load_draft, save_draft
+from workstation.records.history import task_history
+from workstation.records.store import (
     RecordError,
     commit_dispute,
     commit_resolution,
@@ -40,7 +39,8 @@ from workstation.records import (
     load_records,
     reserve,
 )
-from workstation.sync import SyncError, sync, unsent
+from workstation.records.sync import SyncError, sync, unsent
+from workstation.repo.gitqueue import IdentityError
 
 REPO_ROOT = Path(__file__).resolve().parent.parent
 
@@ -57,7 +57,8 @@ def cli():
     def main() -> None:
         pass
 
-    cli_records.register(main)
+    for cmd in cli_records.COMMANDS:
+        main.add_command(cmd)
     return main
 
 
@@ -123,11 +124,11 @@ WORKER = textwrap.dedent(
     import json, os, sys, time
     from pathlib import Path
     import git
-    from workstation.drafts import Draft, save_draft
-    from workstation.gitqueue import Identity
-    from workstation.records import commit_verdict
-    from workstation.rubric import find_rubric
-    from workstation.sync import SyncError, sync
+    from workstation.records.drafts import Draft, save_draft
+    from workstation.repo.gitqueue import Identity
+    from workstation.records.store import commit_verdict
+    from workstation.rubric.model import find_rubric
+    from workstation.records.sync import SyncError, sync
 
     clone, name, email, count, go = sys.argv[1], sys.argv[2], sys.argv[3], int(sys.argv[4]), sys.argv[5]
     who = Identity(name, email)

@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from tests.conftest import SAMPLE_QUEUE, TASK_TOML, write_task
-from workstation.taskfmt import TaskError, load_queue, load_task
+from workstation.task.format import TaskError, load_queue, load_task
 
 
 def _toml(**kw) -> str:

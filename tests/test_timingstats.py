@@ -8,8 +8,8 @@ import math
 import numpy as np
 import pytest
 
-from workstation import roofline
-from workstation.timingstats import (
+from workstation.analysis import roofline
+from workstation.analysis.timingstats import (
     MAX_STORED_SAMPLES,
     RatioCI,
     consistent_with,

@@ -15,8 +15,8 @@ from tests.tuikit import (
     wait_review_ready,
     widget_text,
 )
-from workstation.drafts import load_draft
-from workstation.records import load_records
+from workstation.records.drafts import load_draft
+from workstation.records.store import load_records
 
 # per keymap: the keys this test presses for each step
 KEYS = {

@@ -17,7 +17,7 @@ import git
 import pytest
 
 from tests.tuikit import tui_env
-from workstation.rubric import find_rubric
+from workstation.rubric.model import find_rubric
 
 pytestmark = [
     pytest.mark.slow,

@@ -10,8 +10,8 @@ from pathlib import Path
 
 from tests.conftest import SAMPLE_QUEUE
 from tests.recordkit import ALICE, isolate, use_identity
-from workstation.gitqueue import ensure_default_queue
-from workstation.review import ReplayCheckSource
+from workstation.repo.gitqueue import ensure_default_queue
+from workstation.review.session import ReplayCheckSource
 
 FIXTURES = Path(__file__).parent / "fixtures"
 EVENTS = FIXTURES / "events"

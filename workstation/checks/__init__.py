@@ -1,7 +1,7 @@
 """The check battery: one module per contract check id.
 
 :func:`load_battery` imports every module of this package (except ``base``); each module
-registers its check with :func:`workstation.checks.base.register`. Reports list checks in
+registers its check with :func:`workstation.engine.check.register`. Reports list checks in
 :data:`ORDER` (the contract's table order), then any others by id. Importing this package
 alone loads nothing (check modules import the engine).
 """
@@ -24,5 +24,5 @@ ORDER = [
 def load_battery() -> None:
     """Import every check module of this package (idempotent)."""
     for info in pkgutil.iter_modules(__path__):
-        if info.name != "base" and not info.name.startswith("_"):
+        if not info.ispkg and not info.name.startswith("_"):
             importlib.import_module(f"{__name__}.{info.name}")

@@ -8,12 +8,12 @@ from typing import Any
 
 import numpy as np
 
-from workstation.benchsource import _dotted
-from workstation.checks.base import Check, Finding, Skip, register
-from workstation.compare import Comparison, compare, region_text
-from workstation.engine import CheckContext, case_label, step_timeout_s
-from workstation.runner.wire import TensorData, WireError, tensor_from
-from workstation.taskfmt import Task
+from workstation.analysis.compare import Comparison, compare, region_text
+from workstation.checks.support.benchsource import _dotted
+from workstation.engine.check import Check, Finding, Skip, register
+from workstation.engine.context import CheckContext, case_label, step_timeout_s
+from workstation.protocol.wire import TensorData, WireError, tensor_from
+from workstation.task.format import Task
 
 ATOMICS = ("atomic_add", "atomic_max", "atomic_min", "atomic_xchg", "atomic_cas", "atomic_and", "atomic_or",
            "atomic_xor")

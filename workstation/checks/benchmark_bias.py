@@ -9,11 +9,11 @@ from typing import Any
 
 import numpy as np
 
-from workstation.benchsource import BenchIssue, TimedUse, scan_bench
-from workstation.checks._kwstiming import CaseTiming, Measurement, measure, plan
-from workstation.checks.base import Check, Finding, Skip, register
-from workstation.engine import CheckContext, case_label
-from workstation.timingstats import consistent_with, log_distance
+from workstation.analysis.timingstats import consistent_with, log_distance
+from workstation.checks.support.benchsource import BenchIssue, TimedUse, scan_bench
+from workstation.checks.support.timing import CaseTiming, Measurement, measure, plan
+from workstation.engine.check import Check, Finding, Skip, register
+from workstation.engine.context import CheckContext, case_label
 
 #: two times "match" when within this factor of each other.
 MATCH_FACTOR = 1.25
@@ -119,7 +119,7 @@ class BenchmarkBias(Check):
     or autotune time on one side only, different inputs, shapes or dtypes between sides,
     different statistics per side, timing utilities used against their documentation.
 
-    How: (1) the bench source is read (``ast``, :mod:`workstation.benchsource`): where
+    How: (1) the bench source is read (``ast``, :mod:`workstation.checks.support.benchsource`): where
     each side is timed (host clock pairs, CUDA events, ``triton.testing.do_bench``,
     ``torch.utils.benchmark.Timer``, also through helper functions), on which device
     path (``if device.type == "cuda"`` branches, early returns), whether a warm-up call

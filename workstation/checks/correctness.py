@@ -4,9 +4,9 @@ from __future__ import annotations
 
 from typing import Any
 
-from workstation.checks.base import Check, Finding, register
-from workstation.compare import region_text
-from workstation.engine import CallOutcome, CheckContext, case_label
+from workstation.analysis.compare import region_text
+from workstation.engine.check import Check, Finding, register
+from workstation.engine.context import CallOutcome, CheckContext, case_label
 
 
 def failed_call_finding(check: Check, ctx: CheckContext, who: str, case: dict[str, Any], seed: int,

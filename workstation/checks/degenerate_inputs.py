@@ -7,7 +7,8 @@ from typing import Any
 
 import numpy as np
 
-from workstation.checks._trials import (
+from workstation.analysis.compare import compare
+from workstation.checks.support.trials import (
     Trial,
     case_key,
     cheapest_per_dtype,
@@ -15,9 +16,8 @@ from workstation.checks._trials import (
     failure_text,
     run_trials,
 )
-from workstation.checks.base import Check, Finding, register
-from workstation.compare import compare
-from workstation.engine import CallOutcome, CheckContext, case_label
+from workstation.engine.check import Check, Finding, register
+from workstation.engine.context import CallOutcome, CheckContext, case_label
 
 #: distributions of the replacement inputs (:mod:`workstation.harness.values`, ``diverse``).
 DISTRIBUTIONS = ("normal", "uniform", "heavy", "mixed")

@@ -6,7 +6,7 @@ import math
 from dataclasses import dataclass
 from typing import Any
 
-from workstation.checks._trials import (
+from workstation.checks.support.trials import (
     Trial,
     TrialResult,
     case_key,
@@ -15,9 +15,9 @@ from workstation.checks._trials import (
     run_trials,
     same_failure,
 )
-from workstation.checks.base import Check, Finding, Skip, register
-from workstation.engine import CheckContext, case_label
-from workstation.taskfmt import ParamSpec
+from workstation.engine.check import Check, Finding, Skip, register
+from workstation.engine.context import CheckContext, case_label
+from workstation.task.format import ParamSpec
 
 #: small primes tried for every integer shape parameter (odd sizes no block divides).
 SMALL_PRIMES = (3, 7, 13, 37, 97)

@@ -6,8 +6,8 @@ import math
 import re
 from typing import Any
 
-from workstation.checks.base import Check, Finding, Skip, register
-from workstation.engine import CheckContext, case_label
+from workstation.engine.check import Check, Finding, Skip, register
+from workstation.engine.context import CheckContext, case_label
 
 #: words in a free-text failure report that name a failure class (used when
 #: ``failure_class`` is empty); first match wins, most specific first.

@@ -4,9 +4,9 @@ from __future__ import annotations
 
 from typing import Any
 
-from workstation.checks._static import HEAVY, StaticHit, aten_family, scan_fallback
-from workstation.checks.base import Check, Finding, Skip, register
-from workstation.engine import CallOutcome, CheckContext, case_label
+from workstation.checks.support.static import HEAVY, StaticHit, aten_family, scan_fallback
+from workstation.engine.check import Check, Finding, Skip, register
+from workstation.engine.context import CallOutcome, CheckContext, case_label
 
 #: an aten op "works on the full problem" when its largest operand has at least this
 #: fraction of the elements of the largest task tensor (inputs and reference outputs).

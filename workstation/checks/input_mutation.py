@@ -11,9 +11,9 @@ from typing import Any
 
 import numpy as np
 
-from workstation.checks._guarded import indices, region, where_text
-from workstation.checks.base import Check, Finding, Skip, register
-from workstation.engine import CallOutcome, CheckContext, case_label
+from workstation.checks.support.guarded import indices, region, where_text
+from workstation.engine.check import Check, Finding, Skip, register
+from workstation.engine.context import CallOutcome, CheckContext, case_label
 
 
 def written_indices(ctx: CheckContext) -> set[int] | None:

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from workstation.checks._trials import (
+from workstation.checks.support.trials import (
     Trial,
     TrialResult,
     case_key,
@@ -16,9 +16,9 @@ from workstation.checks._trials import (
     run_trials,
     same_failure,
 )
-from workstation.checks.base import Check, Finding, Skip, register
-from workstation.engine import CheckContext, case_label
-from workstation.harness.layout_kinds import DESCRIPTIONS, KINDS, PADDED, applies
+from workstation.engine.check import Check, Finding, Skip, register
+from workstation.engine.context import CheckContext, case_label
+from workstation.protocol.layouts import DESCRIPTIONS, KINDS, PADDED, applies
 
 
 def read_tensor_inputs(ctx: CheckContext, inputs: list[dict[str, Any]]) -> list[dict[str, Any]]:

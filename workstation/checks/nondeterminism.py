@@ -7,12 +7,12 @@ from typing import Any
 
 import numpy as np
 
-from workstation.checks._guarded import indices, where_text
-from workstation.checks._static import scan_hash_order
-from workstation.checks.base import Check, Finding, Skip, register
-from workstation.compare import is_float, ulp_distance
-from workstation.engine import CallOutcome, CheckContext, case_label
-from workstation.runner.wire import TensorData
+from workstation.analysis.compare import is_float, ulp_distance
+from workstation.checks.support.guarded import indices, where_text
+from workstation.checks.support.static import scan_hash_order
+from workstation.engine.check import Check, Finding, Skip, register
+from workstation.engine.context import CallOutcome, CheckContext, case_label
+from workstation.protocol.wire import TensorData
 
 #: calls in one process (CPU / GPU).
 REPEATS_CPU = 3

@@ -7,10 +7,10 @@ from typing import Any
 
 import numpy as np
 
-from workstation import sentinels
-from workstation.checks._guarded import buffer_text, fmt_values, guarded_steps, source
-from workstation.checks.base import Check, Finding, register
-from workstation.engine import CallOutcome, CheckContext, case_label
+from workstation.checks.support.guarded import buffer_text, fmt_values, guarded_steps, source
+from workstation.engine.check import Check, Finding, register
+from workstation.engine.context import CallOutcome, CheckContext, case_label
+from workstation.protocol import sentinels
 
 #: how many sanitizer report lines go into the evidence.
 SANITIZER_LINES = 40

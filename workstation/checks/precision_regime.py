@@ -7,7 +7,22 @@ from typing import Any
 
 import numpy as np
 
-from workstation.checks._numaudit import (
+from workstation.analysis.compare import (
+    FORMATS,
+    ResolvedTolerance,
+    compare,
+    region_text,
+    resolve_tolerance,
+)
+from workstation.analysis.numerics import (
+    FA_FACTOR,
+    HALF_DTYPES,
+    error_stats,
+    num,
+    pow2_text,
+    unit_roundoff,
+)
+from workstation.checks.support.numaudit import (
     INTERPRETER_NOTE,
     LONG_K_FACTOR,
     REF_FAIL_RATIO,
@@ -18,11 +33,9 @@ from workstation.checks._numaudit import (
     fa_rule,
     suggest,
 )
-from workstation.checks.base import Check, Finding, register
-from workstation.compare import FORMATS, ResolvedTolerance, compare, region_text, resolve_tolerance
-from workstation.engine import CheckContext, case_label
-from workstation.numerics import FA_FACTOR, HALF_DTYPES, error_stats, num, pow2_text, unit_roundoff
-from workstation.taskfmt import Tolerance
+from workstation.engine.check import Check, Finding, register
+from workstation.engine.context import CheckContext, case_label
+from workstation.task.format import Tolerance
 
 _FP8_IR = ("f8E4M3FN", "f8E5M2", "f8E4M3FNUZ", "f8E5M2FNUZ", "f8E4M3", "e4m3", "e5m2")
 
@@ -48,7 +61,7 @@ class PrecisionRegime(Check):
       declared case with a 4x longer reduction, the candidate's error against the oracle
       must satisfy FlashAttention's rule, at most 2x the reference's error plus the floor
       ``2*max|fl(fl(o + 0.3) - 0.3) - o|`` (Dao-AILab/flash-attention, hopper/test_flash_attn.py),
-      or stay within its error budget (``workstation.numerics``); breaking both by more than
+      or stay within its error budget (``workstation.analysis.numerics``); breaking both by more than
       2x the budget is a ``fail`` (low-precision accumulation, a lost upcast).
     - *Lowered IR* (Triton candidates). The kernels a declared case launches are compiled
       ahead of time for sm_90 (``workstation.harness.aot``; under the interpreter in a second
@@ -487,7 +500,7 @@ class PrecisionRegime(Check):
         return out
 
     def _aot_cases(self, ctx: CheckContext) -> list[dict[str, Any]]:
-        from workstation.checks._numaudit import aot_cases
+        from workstation.checks.support.numaudit import aot_cases
 
         return aot_cases(ctx.cases, ctx.task.contract.dtypes)
 

@@ -6,7 +6,9 @@ from typing import Any
 
 import numpy as np
 
-from workstation.checks._numaudit import (
+from workstation.analysis.compare import FORMATS
+from workstation.analysis.numerics import error_stats, num, pow2_text, round_to
+from workstation.checks.support.numaudit import (
     REF_FAIL_RATIO,
     REF_WARN_RATIO,
     OutData,
@@ -14,10 +16,8 @@ from workstation.checks._numaudit import (
     audit,
     scan_reference_imports,
 )
-from workstation.checks.base import Check, Finding, register
-from workstation.compare import FORMATS
-from workstation.engine import CheckContext, case_label
-from workstation.numerics import error_stats, num, pow2_text, round_to
+from workstation.engine.check import Check, Finding, register
+from workstation.engine.context import CheckContext, case_label
 
 #: fraction of oracle values a narrower format must hold exactly to call the oracle quantised.
 QUANTISED_FRACTION = 0.999
@@ -36,7 +36,7 @@ class ReferenceSuspect(Check):
 
     - *Accuracy.* The reference's output on every declared case and seed is compared with a
       float64 oracle (the same reference on inputs upcast to float64, in its own child)
-      against the per-element error budget of ``workstation.numerics`` (fp32 accumulation,
+      against the per-element error budget of ``workstation.analysis.numerics`` (fp32 accumulation,
       one rounding to the output dtype). Beyond 8x the budget is a ``fail``, beyond 2x a
       ``warn``. A reference whose float64 outputs are all exactly representable in a
       narrower format (fp16/bf16/fp32) although its inputs are not computes at that

@@ -7,7 +7,8 @@ from typing import Any
 
 import numpy as np
 
-from workstation.checks._trials import (
+from workstation.analysis.compare import FORMATS
+from workstation.checks.support.trials import (
     Trial,
     TrialResult,
     case_key,
@@ -18,9 +19,8 @@ from workstation.checks._trials import (
     run_trials,
     same_failure,
 )
-from workstation.checks.base import Check, Finding, Skip, register
-from workstation.compare import FORMATS
-from workstation.engine import CallOutcome, CheckContext, case_label
+from workstation.engine.check import Check, Finding, Skip, register
+from workstation.engine.context import CallOutcome, CheckContext, case_label
 
 #: magnitudes tried when the contract states no bound (``max_abs_input = 0``), per input
 #: dtype: well inside each format's range (fp16 max 65504, e4m3 448), large enough that

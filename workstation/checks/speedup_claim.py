@@ -5,11 +5,11 @@ from __future__ import annotations
 import math
 from typing import Any
 
-from workstation.checks._kwstiming import CaseTiming, Measurement, measure, plan
-from workstation.checks.base import Check, Finding, Skip, register
-from workstation.engine import CheckContext, case_label
-from workstation.roofline import beats
-from workstation.timingstats import CLAIM_MARGIN, judge_claim
+from workstation.analysis.roofline import beats
+from workstation.analysis.timingstats import CLAIM_MARGIN, judge_claim
+from workstation.checks.support.timing import CaseTiming, Measurement, measure, plan
+from workstation.engine.check import Check, Finding, Skip, register
+from workstation.engine.context import CheckContext, case_label
 
 
 def fmt_ci(lo: float, hi: float) -> str:

@@ -6,9 +6,9 @@ from typing import Any
 
 import numpy as np
 
-from workstation.checks._guarded import indices, seed_pair, where_text
-from workstation.checks.base import Check, Finding, register
-from workstation.engine import CallOutcome, CheckContext, case_label
+from workstation.checks.support.guarded import indices, seed_pair, where_text
+from workstation.engine.check import Check, Finding, register
+from workstation.engine.context import CallOutcome, CheckContext, case_label
 
 #: at most this many cases get the refill protocol (first case, then one per other dtype).
 MAX_CASES = 2

@@ -5,9 +5,9 @@ from __future__ import annotations
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
-from workstation.checks._static import StateSite, scan_state_writes
-from workstation.checks.base import Check, Finding, register
-from workstation.engine import CallOutcome, CheckContext, case_label
+from workstation.checks.support.static import StateSite, scan_state_writes
+from workstation.engine.check import Check, Finding, register
+from workstation.engine.context import CallOutcome, CheckContext, case_label
 
 #: flags whose change alters other code's numerics, determinism or tracing: ``fail``.
 FAIL_FLAGS = {

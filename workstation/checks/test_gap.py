@@ -9,10 +9,10 @@ from typing import Any
 
 import numpy as np
 
-from workstation.checks._trials import region_phrase
-from workstation.checks.base import Check, Finding, Skip, register
-from workstation.compare import Comparison, compare
-from workstation.engine import CallOutcome, CheckContext, case_label
+from workstation.analysis.compare import Comparison, compare
+from workstation.checks.support.trials import region_phrase
+from workstation.engine.check import Check, Finding, Skip, register
+from workstation.engine.context import CallOutcome, CheckContext, case_label
 
 #: calls that compare two tensors (by the last part of their dotted name).
 COMPARE_FUNCS = {"assert_close", "assert_allclose", "allclose", "isclose", "equal", "assert_equal",

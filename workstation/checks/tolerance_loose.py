@@ -7,11 +7,11 @@ from typing import Any
 
 import numpy as np
 
-from workstation.checks._numaudit import OutData, Run, accepts, audit
-from workstation.checks.base import Check, Finding, Skip, register
-from workstation.compare import ResolvedTolerance, compare
-from workstation.engine import CheckContext, case_label
-from workstation.numerics import LOOSE_FACTOR, error_stats, num, round_to
+from workstation.analysis.compare import ResolvedTolerance, compare
+from workstation.analysis.numerics import LOOSE_FACTOR, error_stats, num, round_to
+from workstation.checks.support.numaudit import OutData, Run, accepts, audit
+from workstation.engine.check import Check, Finding, Skip, register
+from workstation.engine.context import CheckContext, case_label
 
 CONTROL_SEED = 20240617
 
@@ -54,7 +54,7 @@ class ToleranceLoose(Check):
 
     How: for every declared case and seed the reference's output, a float64 oracle (the
     reference on inputs upcast to float64) and a per-element error budget ``B`` are computed
-    (``workstation.numerics``: the accumulator's and the output's unit roundoffs, the
+    (``workstation.analysis.numerics``: the accumulator's and the output's unit roundoffs, the
     reduction length K, Higham's worst-case γ_K and Higham and Mary's probabilistic
     γ̃_K(λ); docs/numerics.md). Negative controls are put in place of the candidate and
     judged at the declared tolerance against the reference, exactly as the candidate is: an

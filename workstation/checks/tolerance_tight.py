@@ -6,11 +6,11 @@ from typing import Any
 
 import numpy as np
 
-from workstation.checks._numaudit import REF_FAIL_RATIO, OutData, Run, audit
-from workstation.checks.base import Check, Finding, Skip, register
-from workstation.compare import compare
-from workstation.engine import CheckContext, case_label
-from workstation.numerics import num, pow2_text, round_to, ulp, unit_roundoff
+from workstation.analysis.compare import compare
+from workstation.analysis.numerics import num, pow2_text, round_to, ulp, unit_roundoff
+from workstation.checks.support.numaudit import REF_FAIL_RATIO, OutData, Run, audit
+from workstation.engine.check import Check, Finding, Skip, register
+from workstation.engine.context import CheckContext, case_label
 
 
 def _tol_text(o: OutData) -> str:
@@ -38,7 +38,7 @@ class ToleranceTight(Check):
     torch.testing would, to (1) the oracle correctly rounded to the output dtype (IEEE 754
     round to nearest: the best output any kernel can return) and (2) the reference's own
     output. If (1) fails, no kernel can pass (``fail``); if (2) fails while the reference is
-    within its error budget (``workstation.numerics``), the tolerance is impossible for a
+    within its error budget (``workstation.analysis.numerics``), the tolerance is impossible for a
     correct implementation (``fail``, with the numbers); a reference beyond its budget is
     left to ``reference-suspect``. A tolerance whose atol is below half an ULP of the typical
     output and whose rtol is below the output's unit roundoff (or a ULP tolerance below 0.5)

@@ -7,8 +7,8 @@ from typing import Any
 
 import numpy as np
 
-from workstation import sentinels
-from workstation.checks._guarded import (
+from workstation.analysis.compare import region_text
+from workstation.checks.support.guarded import (
     buffer_text,
     guarded_step,
     guarded_steps,
@@ -17,9 +17,9 @@ from workstation.checks._guarded import (
     source,
     where_text,
 )
-from workstation.checks.base import Check, Finding, register
-from workstation.compare import region_text
-from workstation.engine import CallOutcome, CheckContext, case_label
+from workstation.engine.check import Check, Finding, register
+from workstation.engine.context import CallOutcome, CheckContext, case_label
+from workstation.protocol import sentinels
 
 SCENARIO_KEYS = {"A": "fresh_process", "B": "after_reference"}
 
@@ -63,7 +63,7 @@ class UnwrittenOutput(Check):
     ``new_empty`` allocation made during its import and call (a ``TorchDispatchMode``
     intercepts them, on CPU and CUDA, and fills them; Triton kernels then write over the
     poison). Float poisons are NaNs with a payload, integer poisons repeated bytes 0x5A /
-    0xC3 (:mod:`workstation.sentinels`). The child sends the raw bits of each output; an
+    0xC3 (:mod:`workstation.protocol.sentinels`). The child sends the raw bits of each output; an
     element whose bits still equal the poison, where the reference's value is not that
     value, was never written. The candidate runs in two scenarios, each with its own
     poison: ``A``, on every declared case, first thing in a fresh child (before any

@@ -12,7 +12,7 @@ transforms, monitors and step kinds in modules under this package; every module 
 package is imported at start-up (:func:`load_plugins`, preloaded by the fork server).
 
 For every step ``i`` the harness writes ``step-<i>.start`` first and ``step-<i>.json`` /
-``step-<i>.npz`` when the step ends (see :mod:`workstation.runner.wire`), so the parent
+``step-<i>.npz`` when the step ends (see :mod:`workstation.protocol.wire`), so the parent
 can tell which step a crash or a timeout hit.
 """
 
@@ -85,7 +85,8 @@ def load_plugins() -> None:
     import pkgutil
 
     for info in pkgutil.iter_modules(__path__):
-        importlib.import_module(f"{__name__}.{info.name}")
+        if info.name != "forkserver":
+            importlib.import_module(f"{__name__}.{info.name}")
 
 
 def _write_atomic(path: Path, data: bytes) -> None:

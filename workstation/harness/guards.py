@@ -3,12 +3,12 @@
 Step ``guarded_call``::
 
     {"kind": "guarded_call", "role": "candidate", "case": {...}, "seed": 0,
-     "scenario": "A" | "B",      # which poison (workstation.sentinels.POISON)
+     "scenario": "A" | "B",      # which poison (workstation.protocol.sentinels.POISON)
      "guard": true,              # surround buffers with guard bands (else poison only)
      "transforms": [...]}
 
 It makes the inputs, replaces every tensor input by a copy that sits in the middle of a
-larger buffer whose bands before and after hold :data:`~workstation.sentinels.GUARD_BYTE`
+larger buffer whose bands before and after hold :data:`~workstation.protocol.sentinels.GUARD_BYTE`
 (``out_args`` copies are filled with the poison instead of their values: they are
 write-only), imports and calls the role inside :class:`GuardedAllocMode`, a
 ``TorchDispatchMode`` that turns every ``aten.empty*`` / ``empty_like`` /
@@ -44,9 +44,9 @@ from typing import Any
 import torch
 from torch.utils._python_dispatch import TorchDispatchMode
 
-from workstation import sentinels
 from workstation.harness import StepOutput, step
 from workstation.harness.core import _tag, apply_transforms, describe_inputs, error_info
+from workstation.protocol import sentinels
 
 aten = torch.ops.aten
 

@@ -45,7 +45,7 @@ from typing import Any
 import torch
 
 from workstation.harness import transform
-from workstation.harness.layout_kinds import KINDS, applies
+from workstation.protocol.layouts import KINDS, applies
 
 
 def _fill_value(dtype: torch.dtype) -> Any:

@@ -2,7 +2,7 @@
 
 The ``timing`` step measures several *sides* (the candidate, the baseline, the reference,
 a ``torch.compile`` of the baseline) on one or more cases, interleaved, and sends every
-sample back; the parent (:mod:`workstation.timingstats`) computes medians, IQRs and the
+sample back; the parent (:mod:`workstation.analysis.timingstats`) computes medians, IQRs and the
 bootstrap interval of the speedup. The protocol (documented in ``docs/timing.md``):
 
 1. Inputs: each side gets its own inputs from ``make_inputs(case, device, seed)`` (equal

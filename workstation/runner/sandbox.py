@@ -36,7 +36,7 @@ from typing import Any
 
 import platformdirs
 
-from workstation.runner.wire import StepResult, WireError, read_step, step_started
+from workstation.protocol.wire import StepResult, WireError, read_step, step_started
 
 #: environment variables a child may inherit (everything else is dropped).
 ENV_ALLOW = (
@@ -219,7 +219,7 @@ class Runner:
             (kws_cache_dir() / "triton").mkdir(parents=True, exist_ok=True)
             errlog = self._home / "forkserver.stderr"
             self._proc = subprocess.Popen(
-                [sys.executable, "-m", "workstation.runner.forkserver", str(self._nice)],
+                [sys.executable, "-m", "workstation.harness.forkserver", str(self._nice)],
                 stdin=subprocess.PIPE,
                 stdout=subprocess.PIPE,
                 stderr=errlog.open("wb"),

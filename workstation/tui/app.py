@@ -1,8 +1,8 @@
 """The kws review app (Textual): a queue screen and a review screen per task.
 
-The app only displays and dispatches. Queue indexing (:mod:`workstation.queueview`),
-review state, suggestions and drafts (:mod:`workstation.review`), diffs
-(:mod:`workstation.diffmodel`), records (:mod:`workstation.records`) and the check
+The app only displays and dispatches. Queue indexing (:mod:`workstation.review.queueview`),
+review state, suggestions and drafts (:mod:`workstation.review.session`), diffs
+(:mod:`workstation.review.diff`), records (:mod:`workstation.records.store`) and the check
 engine do the work, always in worker threads: the UI thread never waits on git, the
 file system at scale, or a check. Task code runs in the runner's niced child processes;
 this process never imports torch or triton.
@@ -22,8 +22,14 @@ from textual.app import App
 from textual.message import Message
 from textual.widgets import Input, TextArea
 
-from workstation.queueview import QueueIndex, QueueRow, build_rows, scan_queue, validate_index
-from workstation.review import CheckSource, DraftSaver, ReviewSession, RunnerCheckSource
+from workstation.review.queueview import (
+    QueueIndex,
+    QueueRow,
+    build_rows,
+    scan_queue,
+    validate_index,
+)
+from workstation.review.session import CheckSource, DraftSaver, ReviewSession, RunnerCheckSource
 from workstation.tui.commands import KwsCommands
 from workstation.tui.keymap import KeymapLoad, bindings_for, resolve_keymap
 
@@ -75,8 +81,8 @@ class KwsApp(App):
         keymap: ``"default"``, ``"vim"``, a keymap file, or an already resolved
             :class:`~workstation.tui.keymap.KeymapLoad`.
         check_source: what runs checks (default: the real engine in an isolated fork
-            server, :class:`~workstation.review.RunnerCheckSource`); tests inject a
-            :class:`~workstation.review.ReplayCheckSource`.
+            server, :class:`~workstation.review.session.RunnerCheckSource`); tests inject a
+            :class:`~workstation.review.session.ReplayCheckSource`.
         highlight: syntax-highlight sources (off in snapshot tests is not needed: the
             highlighting is deterministic).
         warm_runner: start the fork server in the background once the queue shows.
@@ -176,9 +182,9 @@ class KwsApp(App):
         """Index the queue (a worker), in stages, each posted as soon as it is ready:
         the task rows (file reads only), then the review flags (git identity, records),
         then the validation of tasks the index cache did not vouch for."""
-        from workstation.drafts import draft_path
-        from workstation.rubric import RubricError, queue_rubric
-        from workstation.taskfmt import TaskError
+        from workstation.records.drafts import draft_path
+        from workstation.rubric.model import RubricError, queue_rubric
+        from workstation.task.format import TaskError
 
         st = QueueState(root=self.queue.root)
         try:
@@ -197,8 +203,8 @@ class KwsApp(App):
         st.validating = validate and bool(st.index.pending)
         self.post_message(QueueLoaded(st, validated=not st.validating))
 
-        from workstation.gitqueue import QueueError, open_queue, reviewer_identity
-        from workstation.records import load_records
+        from workstation.records.store import load_records
+        from workstation.repo.gitqueue import QueueError, open_queue, reviewer_identity
 
         st = QueueState(**{**st.__dict__})
         try:
@@ -239,7 +245,7 @@ class KwsApp(App):
     @work(thread=True, exclusive=True, group="records")
     def reload_records(self) -> None:
         """Re-read records (after a commit or dispute) and rebuild the rows."""
-        from workstation.records import load_records
+        from workstation.records.store import load_records
 
         st = QueueState(**{**self.queue.__dict__})
         st.records = load_records(st.root)
@@ -257,7 +263,7 @@ class KwsApp(App):
         and coming back keeps its checks), created with its saved draft."""
         s = self.sessions.get(task_id)
         if s is None:
-            from workstation.drafts import load_draft
+            from workstation.records.drafts import load_draft
 
             draft = load_draft(self.queue.root, task_id)
             s = ReviewSession(task_id, self.queue.root, self.queue.rubric, draft=draft,
@@ -306,7 +312,7 @@ class KwsApp(App):
 def run_app(queue: Path | None, keymap: str | None) -> None:
     """Open the review app on ``queue`` (default: the per-user sample queue, created on
     first run) with ``keymap`` (default, vim, or a keymap file)."""
-    from workstation.gitqueue import QueueError, ensure_default_queue
+    from workstation.repo.gitqueue import QueueError, ensure_default_queue
 
     try:
         root = Path(queue) if queue is not None else ensure_default_queue()

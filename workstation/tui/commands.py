@@ -69,7 +69,7 @@ class KwsCommands(Provider):
             qs.open_task(task_id)
 
     def _open_next_unreviewed(self) -> None:
-        from workstation.queueview import next_unreviewed
+        from workstation.review.queueview import next_unreviewed
         from workstation.tui.queue_screen import QueueScreen
         from workstation.tui.review_screen import ReviewScreen
 

@@ -25,8 +25,8 @@ from textual.reactive import reactive
 from textual.scroll_view import ScrollView
 from textual.strip import Strip
 
-from workstation.queueview import QueueRow
-from workstation.review import CheckRow
+from workstation.review.queueview import QueueRow
+from workstation.review.session import CheckRow
 from workstation.tui.keymap import bindings_for
 
 

@@ -1,6 +1,6 @@
 """The review screen's panels: spec (and history), source diff, checks (with evidence),
 timing, rubric. Each is a :class:`Panel` that can be maximised; each only displays the
-:class:`~workstation.review.ReviewSession` and forwards keys to it.
+:class:`~workstation.review.session.ReviewSession` and forwards keys to it.
 """
 
 from __future__ import annotations
@@ -20,8 +20,8 @@ from textual.strip import Strip
 from textual.widget import Widget
 from textual.widgets import ContentSwitcher, Static, TextArea
 
-from workstation.diffmodel import FileDiff
-from workstation.review import (
+from workstation.review.diff import FileDiff
+from workstation.review.session import (
     ReviewSession,
     TimingView,
     evidence_lines,
@@ -392,7 +392,7 @@ def render_timing(tv: TimingView, width: int) -> Text:
     """The timing view as text: the verdict line first (speedup, interval, claim), then
     representativeness, a histogram per side on a common axis (log10 when the sides
     differ by more than 10x), each side's statistics, the device and the protocol."""
-    from workstation.review import case_label
+    from workstation.review.session import case_label
 
     out = Text()
     out.append(tv.speedup_line() + "\n", style="bold")

@@ -11,7 +11,13 @@ from textual.containers import VerticalScroll
 from textual.screen import Screen
 from textual.widgets import Footer, Input, Static
 
-from workstation.queueview import SORT_KEYS, QueueRow, next_unreviewed, parse_filter, sort_rows
+from workstation.review.queueview import (
+    SORT_KEYS,
+    QueueRow,
+    next_unreviewed,
+    parse_filter,
+    sort_rows,
+)
 from workstation.tui.keymap import bindings_for
 from workstation.tui.listview import QueueTable, fit
 from workstation.tui.panels import set_static

@@ -19,7 +19,7 @@ from textual.message import Message
 from textual.screen import Screen
 from textual.widgets import Footer, Static
 
-from workstation.review import (
+from workstation.review.session import (
     ReviewSession,
     TaskView,
     finding_source,
@@ -344,7 +344,7 @@ class ReviewScreen(Screen):
     @work(thread=True, exclusive=True, group="meta")
     def load_meta(self, view: TaskView) -> None:
         """The task's git tree id (the version a verdict names), then syntax tokens."""
-        from workstation.gitqueue import QueueError, open_queue, task_version
+        from workstation.repo.gitqueue import QueueError, open_queue, task_version
 
         tree, dirty = None, ()
         try:
@@ -356,7 +356,7 @@ class ReviewScreen(Screen):
             pass
         self.post_message(TreeKnown(tree, dirty))
         if self.app.highlight:
-            from workstation.diffmodel import highlight_lines
+            from workstation.review.diff import highlight_lines
 
             for lbl, (oname, otext, nname, ntext) in view.sources.items():
                 old_t = highlight_lines(otext, oname) if oname else None
@@ -377,9 +377,9 @@ class ReviewScreen(Screen):
 
     @work(thread=True, exclusive=True, group="history")
     def load_history(self) -> None:
-        from workstation.gitqueue import QueueError, open_queue
-        from workstation.history import format_history, task_history
-        from workstation.records import load_records
+        from workstation.records.history import format_history, task_history
+        from workstation.records.store import load_records
+        from workstation.repo.gitqueue import QueueError, open_queue
 
         root = self.app.queue.root
         try:
@@ -538,7 +538,7 @@ class ReviewScreen(Screen):
 
     @work(thread=True, exclusive=True, group="commit")
     def _commit_worker(self, s: ReviewSession) -> None:
-        from workstation.gitqueue import QueueError, open_queue
+        from workstation.repo.gitqueue import QueueError, open_queue
 
         try:
             repo = open_queue(self.app.queue.root)
@@ -584,8 +584,8 @@ class ReviewScreen(Screen):
 
     @work(thread=True, exclusive=True, group="commit")
     def _dispute_worker(self, verdict: Any, fields: dict[str, str], rationale: str) -> None:
-        from workstation.gitqueue import QueueError, open_queue
-        from workstation.records import commit_dispute
+        from workstation.records.store import commit_dispute
+        from workstation.repo.gitqueue import QueueError, open_queue
 
         try:
             repo = open_queue(self.app.queue.root)

@@ -2,7 +2,7 @@
 ``+``/``-`` markers, syntax colours and word-level change highlights.
 
 Virtualised (Textual's Line API): :meth:`SourceView.render_line` renders only the rows on
-screen, from rows computed once by :mod:`workstation.diffmodel`; rendered strips are
+screen, from rows computed once by :mod:`workstation.review.diff`; rendered strips are
 cached per row, so scrolling a 20,000-line diff costs the same as a 20-line one.
 
 Markers carry the meaning without colour: ``-`` / ``+`` in the gutter, changed words in
@@ -23,7 +23,7 @@ from textual.reactive import reactive
 from textual.scroll_view import ScrollView
 from textual.strip import Strip
 
-from workstation.diffmodel import FileDiff, SplitRow, UnifiedRow
+from workstation.review.diff import FileDiff, SplitRow, UnifiedRow
 from workstation.tui.keymap import bindings_for
 from workstation.tui.listview import fit
 
@@ -40,10 +40,10 @@ _MARK_DEL = Style(color="red", bold=True)
 
 
 class SourceView(ScrollView, can_focus=True, inherit_bindings=False):
-    """Shows one :class:`~workstation.diffmodel.FileDiff`.
+    """Shows one :class:`~workstation.review.diff.FileDiff`.
 
     ``split`` toggles the side-by-side view; ``hscroll`` shifts the text (not the
-    gutters) left. Syntax tokens (:func:`workstation.diffmodel.highlight_lines`) may
+    gutters) left. Syntax tokens (:func:`workstation.review.diff.highlight_lines`) may
     arrive later (:meth:`set_tokens`): until then lines are plain.
     """
 

@@ -1,0 +1,290 @@
+"""Shared machinery of the checks that rerun reference and candidate on varied inputs
+(``edge-shapes``, ``noncontiguous``, ``special-values``, ``degenerate-inputs``).
+
+A :class:`Trial` is one case and seed plus the harness transforms each role gets; the
+reference and the candidate run in separate children (two jobs started together, each
+memoised by step so equal steps are shared with other checks), and the parent classifies
+the pair (:func:`run_trials`): ``dropped`` (the reference or ``make_inputs`` raised, or the
+reference went non-finite where that drops a case: task format v1, "if it or the reference
+raises on a case that kws derived, kws drops that case"), ``pass``, ``mismatch`` (finite
+errors beyond the tolerance), ``nonfinite`` (NaN/inf in the candidate where the reference
+is finite) or ``error`` (the candidate raised, crashed or timed out on a legal input).
+
+This module is private to the battery (``load_battery`` skips modules starting with ``_``).
+"""
+
+from __future__ import annotations
+
+import math
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+
+from workstation.analysis.compare import Comparison
+from workstation.engine.context import CallOutcome, CheckContext, case_label
+
+
+@dataclass(eq=False)
+class Trial:
+    """One run of both roles: ``case``/``seed`` with per-role transforms; ``label`` names
+    the variation in findings; ``info`` is check-specific JSON-ready detail."""
+
+    case: dict[str, Any]
+    seed: int
+    label: str = ""
+    ref_transforms: list[dict[str, Any]] = field(default_factory=list)
+    cand_transforms: list[dict[str, Any]] = field(default_factory=list)
+    info: dict[str, Any] = field(default_factory=dict)
+
+
+@dataclass(eq=False)
+class TrialResult:
+    """A classified trial (module doc): ``status`` is ``pass`` / ``dropped`` / ``mismatch``
+    / ``nonfinite`` / ``error``; ``klass`` refines a failure for grouping and shrinking
+    (``mismatch``, ``nan``, ``runtime-error:ValueError``, ``crash``, ``timeout``...).
+    Compared by identity (``eq=False``)."""
+
+    trial: Trial
+    ref: CallOutcome
+    cand: CallOutcome | None
+    status: str
+    klass: str = ""
+    comps: list[Comparison] = field(default_factory=list)
+    reason: str = ""
+
+    @property
+    def failed(self) -> bool:
+        return self.status in ("mismatch", "nonfinite", "error")
+
+    def first_bad(self) -> tuple[int, Comparison] | None:
+        """(output index, comparison) of the first failing output."""
+        return next(((j, c) for j, c in enumerate(self.comps) if not c.ok), None)
+
+
+def output_finite(out: CallOutcome) -> bool:
+    """True when every floating output of a successful call is finite."""
+    for t in out.outputs:
+        v = t.values
+        if v.dtype.kind in "fc" and not np.isfinite(v).all():
+            return False
+    return True
+
+
+def _classify(ctx: CheckContext, t: Trial, ref: CallOutcome, cand: CallOutcome | None,
+              drop_nonfinite_ref: bool) -> TrialResult:
+    if not ref.ok:
+        err = ref.error or {}
+        who = "make_inputs" if err.get("phase") == "make_inputs" else "the reference"
+        if err.get("phase") == "transform":
+            who = "the kws input transform"
+        return TrialResult(t, ref, cand, "dropped", reason=f"{who} {ref.failure_text()}")
+    if drop_nonfinite_ref and not output_finite(ref):
+        return TrialResult(t, ref, cand, "dropped", reason="the reference's output is not finite")
+    if cand is None:
+        return TrialResult(t, ref, cand, "dropped", reason="the candidate was not run")
+    if not cand.ok:
+        cls = cand.failure_class() or "runtime-error"
+        if cls == "runtime-error":
+            cls += ":" + str((cand.error or {}).get("type", "")).rsplit(".", 1)[-1]
+        return TrialResult(t, ref, cand, "error", cls, reason=cand.failure_text())
+    comps = ctx.compare(ref, cand, t.case)
+    if all(c.ok for c in comps):
+        return TrialResult(t, ref, cand, "pass", comps=comps)
+    nonfinite = False
+    for c, e, g in zip(comps, ref.outputs, cand.outputs, strict=False):
+        if c.ok or e.values.dtype.kind not in "fc" or g.values.shape != e.values.shape:
+            continue
+        if (np.isfinite(e.values) & ~np.isfinite(g.values)).any():
+            nonfinite = True
+    bad = next(c for c in comps if not c.ok)
+    if nonfinite:
+        return TrialResult(t, ref, cand, "nonfinite", "nan", comps, bad.reason)
+    return TrialResult(t, ref, cand, "mismatch", "mismatch", comps, bad.reason)
+
+
+def run_trials(ctx: CheckContext, trials: list[Trial], *, drop_nonfinite_ref: bool = True,
+               ref_extra: dict[str, Any] | None = None, budget_timeout: float | None = None) -> list[TrialResult]:
+    """Run every trial's reference and candidate (two children at once) and classify.
+
+    ``drop_nonfinite_ref``: drop a trial whose reference output holds NaN/inf (the
+    special-values rule unless the contract admits non-finite inputs). ``ref_extra``: more
+    call-step keys for the reference (``send_inputs``...). ``budget_timeout``: a per-call
+    wall-clock limit (s) of kws's own choosing (derived cases on the CPU, where the
+    interpreter's cost is hard to predict); a call that exceeds it is dropped ("over the
+    budget"), not charged to the candidate, and results are not memoised.
+    """
+    if not trials:
+        return []
+    rkw = dict(ref_extra or {})
+    ref_steps = [ctx.call_step("reference", t.case, t.seed, transforms=t.ref_transforms, **rkw) for t in trials]
+    cand_steps = [ctx.call_step("candidate", t.case, t.seed, transforms=t.cand_transforms) for t in trials]
+    if budget_timeout is not None:
+        def go(steps):
+            return ctx.run_steps(steps, step_timeout=budget_timeout)
+    else:
+        def go(steps):
+            return ctx.calls(steps, memo=True)
+    with ThreadPoolExecutor(max_workers=2) as pool:
+        fr = pool.submit(go, ref_steps)
+        fc = pool.submit(go, cand_steps)
+        refs, cands = fr.result(), fc.result()
+    if budget_timeout is not None:
+        out = []
+        for t, r, c in zip(trials, refs, cands, strict=True):
+            late = [who for who, o in (("reference", r), ("candidate", c)) if o.death_status == "timeout"]
+            if late:
+                out.append(TrialResult(t, r, c, "dropped", reason=f"the {' and '.join(late)} did not finish within "
+                                       f"the {budget_timeout:.1f} s budget of one derived case (slow under the "
+                                       f"interpreter, or a hang)"))
+            else:
+                out.append(_classify(ctx, t, r, c, drop_nonfinite_ref))
+        return out
+    # A timeout can be the machine's load rather than the code (children run at a lower
+    # priority): rerun those calls once in a fresh child before believing it.
+    for outs, steps in ((refs, ref_steps), (cands, cand_steps)):
+        late = [i for i, o in enumerate(outs) if o.death_status == "timeout"]
+        if late:
+            again = ctx.calls([steps[i] for i in late], memo=False)
+            for i, o in zip(late, again, strict=True):
+                if o.death_status != "timeout":
+                    outs[i] = o
+    return [_classify(ctx, t, r, c, drop_nonfinite_ref) for t, r, c in zip(trials, refs, cands, strict=True)]
+
+
+def same_failure(r: TrialResult, base: TrialResult | None) -> bool:
+    """True when ``r`` fails the way its declared ``base`` case already fails (same class):
+    the variation did not cause it, and ``correctness`` reports the declared case."""
+    return base is not None and base.failed and r.failed and r.klass == base.klass
+
+
+def declared_baselines(ctx: CheckContext, cases: list[dict[str, Any]], seed: int) -> dict[str, TrialResult]:
+    """Each declared case's own run at ``seed`` (the steps ``correctness`` runs, shared by
+    memo), keyed by :func:`case_key`."""
+    res = run_trials(ctx, [Trial(dict(c), seed, "declared") for c in cases])
+    return {case_key(r.trial.case): r for r in res}
+
+
+def case_key(case: dict[str, Any]) -> str:
+    """A hashable, order-independent key of a case."""
+    return repr(sorted(case.items()))
+
+
+def cheapest_per_dtype(ctx: CheckContext) -> list[dict[str, Any]]:
+    """The cheapest declared case (smallest product of integer parameters) of each dtype,
+    in declaration order (with ``--case``, that case)."""
+    best: dict[Any, tuple[int, dict[str, Any]]] = {}
+    for c in ctx.cases:
+        size = 1
+        for k, v in c.items():
+            if k != "dtype" and isinstance(v, int) and not isinstance(v, bool):
+                size *= max(v, 1)
+        dt = c.get("dtype")
+        if dt not in best or size < best[dt][0]:
+            best[dt] = (size, c)
+    return [dict(c) for _, c in best.values()]
+
+
+# -- describing mismatches -------------------------------------------------------------------
+
+
+def _dim_names(ndim: int) -> list[str]:
+    if ndim == 1:
+        return ["elements"]
+    if ndim == 2:
+        return ["rows", "cols"]
+    return [f"dim{i}" for i in range(ndim)]
+
+
+def region_phrase(c: Comparison) -> str:
+    """Where the mismatches of ``c`` lie, in the output's terms: ``"cols 1024..1029 of 1030
+    (the ragged last tile past 1024)"``, ``"every element"``, ``"rows 1..63 of 64"``."""
+    reg, shape = c.bad_region, c.shape
+    if not reg or not shape:
+        return ""
+    names = _dim_names(len(shape))
+    parts = []
+    full = 0
+    for (lo, hi), n, nm in zip(reg.values(), shape, names, strict=False):
+        if lo == 0 and hi == n - 1:
+            full += 1
+            if n > 1:
+                parts.append(f"all {n} {nm}")
+            continue
+        p = f"{nm} {lo}..{hi} of {n}"
+        if hi == n - 1 and lo > 0 and lo % 16 == 0:
+            b = lo & -lo  # largest power of two dividing lo: the block size it is a multiple of
+            p += f" (the ragged last tile past {lo})" if n - lo < b else f" (everything past the first {lo})"
+        parts.append(p)
+    if full == len(shape):
+        if c.n_bad == c.numel:
+            return "every element" if c.numel > 1 else "the only element"
+        return f"{c.n_bad} elements spread over the whole output" + (f" ({', '.join(parts)})" if parts else "")
+    return ", ".join(parts)
+
+
+def _fmt(x: Any) -> str:
+    if isinstance(x, float):
+        if math.isnan(x):
+            return "nan"
+        return f"{x:.6g}"
+    return str(x)
+
+
+def failure_text(r: TrialResult) -> str:
+    """One clause for a failed trial: what went wrong, the worst element and where."""
+    if r.status == "error":
+        if r.cand is not None and r.cand.step is None:  # the child died or timed out
+            return f"the candidate's call never returned: {r.reason} [{r.klass}]"
+        return f"the candidate {r.reason} [{r.klass.split(':')[0]}]"
+    hit = r.first_bad()
+    if hit is None:
+        return r.reason
+    j, c = hit
+    w = c.worst or {}
+    out = f" output {j}:" if len(r.comps) > 1 else ""
+    s = f"{out} {c.reason}"
+    if "expected" in w and "got" in w:
+        s += f"; worst at {w.get('index')}: expected {_fmt(w['expected'])}, got {_fmt(w['got'])}"
+    where = region_phrase(c)
+    if where:
+        s += f"; mismatches in {where}"
+    return s.strip()
+
+
+def evidence_of(r: TrialResult) -> dict[str, Any]:
+    """JSON-ready evidence of a trial: case, seed, transforms, inputs' layouts, comparisons."""
+    t = r.trial
+    ev: dict[str, Any] = {"case": t.case, "seed": t.seed, "label": t.label, "status": r.status}
+    if t.info:
+        ev.update(t.info)
+    if t.cand_transforms:
+        ev["candidate_transforms"] = t.cand_transforms
+    if t.ref_transforms != t.cand_transforms:
+        ev["reference_transforms"] = t.ref_transforms
+    if r.cand is not None and r.cand.step is not None:
+        ins = r.cand.step.extra.get("inputs") or []
+        ev["candidate_inputs"] = [
+            {k: v for k, v in d.items() if k in ("index", "kind", "dtype", "shape", "stride", "storage_offset",
+                                                  "contiguous", "value")}
+            | ({"data_ptr_mod_16": d["data_ptr"] % 16} if d.get("data_ptr") else {})
+            for d in ins
+        ]
+    if r.status == "error" and r.cand is not None:
+        ev["failure_class"] = r.klass.split(":")[0]
+        ev["error"] = r.cand.failure_evidence()
+    if r.comps:
+        ev["outputs"] = [c.evidence() for c in r.comps]
+        hit = r.first_bad()
+        if hit is not None:
+            ev["mismatch_where"] = region_phrase(hit[1])
+    if r.status == "dropped":
+        ev["dropped_because"] = r.reason
+    return ev
+
+
+def trial_line(r: TrialResult) -> str:
+    """``"M=64 K=1000 float32 seed 0"`` plus the trial's label."""
+    s = f"case {case_label(r.trial.case)}, seed {r.trial.seed}"
+    return f"{r.trial.label}: {s}" if r.trial.label else s

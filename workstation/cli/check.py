@@ -1,0 +1,99 @@
+"""``kws check`` (the battery on one task folder) and ``kws queue`` (a queue's tasks).
+
+Exit codes of ``kws check``: 0 no ``fail`` finding, 1 at least one, 2 the task could not be
+loaded (the message names the file, the key and the problem) or the arguments are wrong,
+3 the isolated runner itself failed.
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+from pathlib import Path
+
+import click
+
+
+@click.command("check")
+@click.argument("task_dir", type=click.Path(path_type=Path))
+@click.option("--json", "as_json", is_flag=True, help="Print the contract's JSON report (only JSON on stdout).")
+@click.option("--only", default=None, help="Comma-separated check ids to run (default: all).")
+@click.option("--seeds", default="0,1,2", show_default=True, help="Comma-separated input seeds.")
+@click.option("--case", "case_json", default=None, help="Run on this one case (JSON table) instead of the declared ones.")
+@click.option("--device", type=click.Choice(["cpu", "cuda"]), default=None,
+              help="Force a device (default: CUDA when present, else CPU with the Triton interpreter).")
+@click.option("-v", "--verbose", is_flag=True, help="Also list info findings in the text report.")
+def check_cmd(task_dir: Path, as_json: bool, only: str | None, seeds: str, case_json: str | None,
+              device: str | None, verbose: bool) -> None:
+    """Run the check battery on TASK_DIR and report findings."""
+    from workstation.engine.report import dumps, exit_code, to_json_dict, to_text
+    from workstation.engine.run import run_checks, select_checks
+    from workstation.runner import Runner, RunnerError
+    from workstation.task.format import TaskError, load_task
+
+    try:
+        task = load_task(task_dir)
+    except TaskError as e:
+        _fail_load(str(e), e.as_dict(), as_json)
+        return
+    try:
+        ids = select_checks(only.split(",") if only else None)
+        seed_list = [int(s) for s in seeds.split(",") if s.strip()]
+        case = json.loads(case_json) if case_json else None
+        if case is not None and not isinstance(case, dict):
+            raise ValueError("--case must be a JSON table, e.g. '{\"N\": 1000, \"dtype\": \"float32\"}'")
+    except (KeyError, ValueError) as e:
+        _fail_load(str(e), {"file": "", "key": "", "problem": str(e)}, as_json)
+        return
+    progress = None
+    if not as_json and sys.stderr.isatty():
+        def progress(kind: str, data: dict) -> None:
+            if kind == "check_finished":
+                r = data["result"]
+                click.echo(f"  {r.check:<18} {r.status:5} {r.seconds:6.2f}s", err=True)
+    try:
+        with Runner(device=device) as runner:
+            res = run_checks(task, runner, only=ids, seeds=seed_list, on_event=progress,
+                             task_arg=str(task_dir), case=case)
+    except RunnerError as e:
+        click.echo(f"kws: the isolated runner failed: {e}", err=True)
+        sys.exit(3)
+    doc = to_json_dict(res)
+    click.echo(dumps(doc) if as_json else to_text(doc, verbose=verbose))
+    sys.exit(exit_code(doc))
+
+
+def _fail_load(message: str, data: dict, as_json: bool) -> None:
+    if as_json:
+        click.echo(json.dumps({"error": data}))
+    click.echo(f"kws: {message}", err=True)
+    sys.exit(2)
+
+
+@click.command("queue")
+@click.option("--queue", "queue", type=click.Path(path_type=Path), default=None)
+def queue_cmd(queue: Path | None) -> None:
+    """List the tasks of a queue and the tasks that do not load."""
+    from workstation.task.format import TaskError, load_queue
+
+    root = queue or _default_queue()
+    try:
+        q = load_queue(root)
+    except TaskError as e:
+        click.echo(f"kws: {e}", err=True)
+        sys.exit(2)
+    click.echo(f"{q.name}: {len(q.tasks)} tasks at {q.root}")
+    for t in q.tasks:
+        click.echo(f"  {t.id:<32} {t.kind:<13} {t.backend:<7} claims {t.claims.status}")
+    for e in q.errors:
+        click.echo(f"  ! {e}")
+    sys.exit(2 if q.errors else 0)
+
+
+def _default_queue() -> Path:
+    from workstation.repo.gitqueue import ensure_default_queue
+
+    return Path(ensure_default_queue())
+
+
+COMMANDS = (check_cmd, queue_cmd)

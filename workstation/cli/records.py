@@ -1,0 +1,380 @@
+"""The record commands of ``kws``: verdict, sync, reserve, release, history, dispute,
+resolve, recheck, calibrate, report.
+
+``workstation.cli.main`` adds :data:`COMMANDS` to its top-level click group. Every command
+takes ``--queue PATH`` (default: the first-run copy of the sample queue, see
+:func:`workstation.repo.gitqueue.ensure_default_queue`). Errors print one message naming the
+problem and the fix, and exit with status 1; nothing is committed then, and an unsent
+verdict stays in its draft.
+"""
+
+from __future__ import annotations
+
+import functools
+import sys
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import click
+import git
+
+from workstation.records.calibration import calibrate, format_calibration
+from workstation.records.drafts import Draft, draft_path, save_draft
+from workstation.records.history import format_history, task_history
+from workstation.records.store import (
+    OUTCOMES,
+    RecordSet,
+    commit_dispute,
+    commit_resolution,
+    commit_verdict,
+    load_records,
+    release,
+    reserve,
+)
+from workstation.records.sync import SyncError, sync
+from workstation.repo.gitqueue import QueueError, resolve_queue, reviewer_identity, task_version
+from workstation.rubric.model import (
+    Rubric,
+    RubricError,
+    field_values_from_pairs,
+    find_rubric,
+    queue_rubric,
+    suggest,
+)
+
+__all__ = ["COMMANDS"]
+
+_queue_option = click.option(
+    "--queue",
+    "queue",
+    type=click.Path(file_okay=False, path_type=Path),
+    default=None,
+    help="The queue (a git repository). Default: the per-user copy of the sample queue.",
+)
+
+
+def _fails_cleanly(fn: Callable[..., Any]) -> Callable[..., Any]:
+    """Turn kws's own errors into one clear message and exit status 1."""
+
+    @functools.wraps(fn)
+    def wrapper(*args: Any, **kwargs: Any) -> Any:
+        try:
+            return fn(*args, **kwargs)
+        except (QueueError, RubricError) as exc:
+            raise click.ClickException(str(exc)) from exc
+        except ValueError as exc:
+            raise click.UsageError(str(exc)) from exc
+        except git.GitCommandError as exc:
+            raise click.ClickException(f"git failed: {exc}") from exc
+
+    return wrapper
+
+
+def _root(repo: git.Repo) -> Path:
+    return Path(repo.working_tree_dir)
+
+
+def _problems(rs: RecordSet) -> None:
+    for p in rs.problems:
+        click.echo(f"kws: skipped {p}", err=True)
+
+
+def _rubric_for(root: Path, rubric_id: str) -> Rubric | None:
+    try:
+        return find_rubric(rubric_id, root)
+    except RubricError as exc:
+        click.echo(f"kws: warning: {exc}; field values are not checked against it", err=True)
+        return None
+
+
+# ------------------------------------------------------------------------------------------
+
+
+@click.command("verdict")
+@click.argument("task")
+@click.option("--overall", type=click.Choice(["accept", "reject", "needs-work"]), required=True)
+@click.option("--field", "fields", multiple=True, metavar="KEY=VALUE", help="A rubric field value (repeatable).")
+@click.option("--rationale", default="", help="Why (required to reject).")
+@click.option("--with-checks", is_flag=True, help="Run the checks first and record their findings.")
+@click.option(
+    "--accept-suggestions",
+    is_flag=True,
+    help="With --with-checks: fill fields not given with kws's suggestions.",
+)
+@_queue_option
+@_fails_cleanly
+def verdict_cmd(
+    task: str,
+    overall: str,
+    fields: tuple[str, ...],
+    rationale: str,
+    with_checks: bool,
+    accept_suggestions: bool,
+    queue: Path | None,
+) -> None:
+    """Commit a verdict on TASK without the review app.
+
+    Runs no checks unless --with-checks. The verdict is a new file under
+    verdicts/TASK/ and one git commit; run `kws sync` to share it.
+    """
+    if accept_suggestions and not with_checks:
+        raise click.UsageError("--accept-suggestions needs --with-checks (suggestions come from findings)")
+    repo = resolve_queue(queue)
+    root = _root(repo)
+    rubric = queue_rubric(root)
+    values = field_values_from_pairs(rubric, fields)
+    for k in ("overall", rubric.rationale_field):
+        if k in values:
+            raise click.UsageError(f"give {k} with --{k}, not --field")
+    values["overall"] = overall
+    if rationale:
+        values[rubric.rationale_field] = rationale
+    tv = task_version(repo, task)
+    if tv.tree is None:
+        raise click.ClickException(f"no task {task!r} in HEAD of {root}")
+    draft = Draft(task=task, queue=str(root), values=values, rubric_id=rubric.id, rubric_version=rubric.version)
+    if with_checks:
+        try:
+            from workstation.engine.run import check_task
+        except ImportError as exc:
+            raise click.ClickException(f"the check engine is not available: {exc}") from exc
+        click.echo(f"kws: running the checks on {task} ...", err=True)
+        try:
+            report = dict(check_task(root / "tasks" / task))
+        except Exception as exc:  # a task that does not load (TaskError names file and key)
+            raise click.ClickException(f"the checks could not run on {task}: {exc}") from exc
+        draft.report = report
+        draft.task_tree = tv.tree
+        if accept_suggestions:
+            for key, s in suggest(rubric, report.get("findings") or [], report.get("checks") or []).items():
+                if key not in values and s.value is not None:
+                    values[key] = s.value
+                    click.echo(f"kws: {key} = {s.value} (suggested: {s.reason})", err=True)
+    save_draft(draft)  # from here on, a refusal keeps what was given
+    try:
+        v = commit_verdict(repo, draft, rubric)
+    except QueueError as exc:
+        raise click.ClickException(
+            f"{exc}\nyour verdict is saved as a draft: {draft_path(root, task)}"
+        ) from exc
+    click.echo(f"committed verdict {v.verdict_id} ({v.overall}) on {task}")
+    click.echo(f"  {v.path}")
+    click.echo(f"  task version {v.task_tree}; commit {repo.head.commit.hexsha[:12]}; run kws sync to share it")
+
+
+@click.command("sync")
+@click.option("--attempts", type=click.IntRange(1, 50), default=6, show_default=True,
+              help="Fetch-rebase-push rounds before giving up on a remote that keeps moving.")
+@_queue_option
+@_fails_cleanly
+def sync_cmd(attempts: int, queue: Path | None) -> None:
+    """Pull (rebase) and push the queue's records; never forces."""
+    repo = resolve_queue(queue)
+    click.echo(str(sync(repo, attempts=attempts)))
+
+
+def _share(repo: git.Repo, no_sync: bool) -> bool:
+    if no_sync or not repo.remotes:
+        if not repo.remotes:
+            click.echo("kws: this queue has no remote; the record is local", err=True)
+        return False
+    try:
+        click.echo(str(sync(repo)))
+        return True
+    except SyncError as exc:
+        click.echo(f"kws: committed locally but not shared yet: {exc}", err=True)
+        return False
+
+
+@click.command("reserve")
+@click.argument("task")
+@click.option("--hours", type=click.FloatRange(min=0, min_open=True, max=336), default=4.0, show_default=True)
+@click.option("--no-sync", is_flag=True, help="Commit locally only; do not sync.")
+@_queue_option
+@_fails_cleanly
+def reserve_cmd(task: str, hours: float, no_sync: bool, queue: Path | None) -> None:
+    """Reserve TASK for HOURS so that other reviewers see it taken, then sync."""
+    repo = resolve_queue(queue)
+    who = reviewer_identity(repo)
+    r = reserve(repo, task, hours, identity=who)
+    click.echo(f"reserved {task} until {r.expires:%Y-%m-%d %H:%MZ}")
+    if _share(repo, no_sync):
+        holder = load_records(_root(repo), ("reservation",)).reservation(task)
+        if holder is not None and holder.reviewer.email.lower() != who.email.lower():
+            raise click.ClickException(
+                f"{holder.reviewer} reserved {task} first (until {holder.expires:%Y-%m-%d %H:%MZ}); "
+                "yours does not hold"
+            )
+
+
+@click.command("release")
+@click.argument("task")
+@click.option("--no-sync", is_flag=True, help="Commit locally only; do not sync.")
+@_queue_option
+@_fails_cleanly
+def release_cmd(task: str, no_sync: bool, queue: Path | None) -> None:
+    """Release your reservation of TASK, then sync."""
+    repo = resolve_queue(queue)
+    release(repo, task)
+    click.echo(f"released {task}")
+    _share(repo, no_sync)
+
+
+@click.command("history")
+@click.argument("task")
+@_queue_option
+@_fails_cleanly
+def history_cmd(task: str, queue: Path | None) -> None:
+    """Every verdict, dispute and resolution on TASK, oldest first."""
+    repo = resolve_queue(queue)
+    rs = load_records(_root(repo))
+    h = task_history(repo, task, rs)
+    if not h.entries and h.head.tree is None and not h.problems:
+        raise click.ClickException(f"no task {task!r} and no records of it in {_root(repo)}")
+    click.echo(format_history(h, rs))
+
+
+@click.command("dispute")
+@click.argument("verdict_id")
+@click.option("--field", "fields", multiple=True, required=True, metavar="KEY=VALUE",
+              help="Your value for a field of the verdict (repeatable).")
+@click.option("--rationale", required=True, help="Why the verdict is wrong on these fields.")
+@_queue_option
+@_fails_cleanly
+def dispute_cmd(verdict_id: str, fields: tuple[str, ...], rationale: str, queue: Path | None) -> None:
+    """Dispute fields of the verdict VERDICT_ID (its id or a unique prefix)."""
+    repo = resolve_queue(queue)
+    root = _root(repo)
+    rs = load_records(root)
+    v = rs.verdict(verdict_id)
+    rubric = _rubric_for(root, v.rubric_id)
+    if rubric is not None:
+        values = field_values_from_pairs(rubric, fields)
+    else:
+        values = dict(p.partition("=")[::2] for p in fields)
+    d = commit_dispute(repo, v, values, rationale, rubric)
+    click.echo(f"committed dispute {d.dispute_id} of verdict {v.verdict_id[:8]} on {v.task}")
+    click.echo(f"  {d.path}")
+
+
+@click.command("resolve")
+@click.argument("dispute_id")
+@click.option("--outcome", type=click.Choice(OUTCOMES), required=True,
+              help="What happens to the disputed verdict: upheld (stands), overturned (the "
+                   "dispute's values replace it), amended (your --field values replace it).")
+@click.option("--field", "fields", multiple=True, metavar="KEY=VALUE", help="With amended: the new values.")
+@click.option("--rationale", required=True, help="The adjudication, citing both sides.")
+@click.option("--supersede", is_flag=True, help="Replace an earlier resolution of this dispute.")
+@_queue_option
+@_fails_cleanly
+def resolve_cmd(
+    dispute_id: str,
+    outcome: str,
+    fields: tuple[str, ...],
+    rationale: str,
+    supersede: bool,
+    queue: Path | None,
+) -> None:
+    """Resolve the dispute DISPUTE_ID (its id or a unique prefix)."""
+    repo = resolve_queue(queue)
+    root = _root(repo)
+    rs = load_records(root)
+    d = rs.dispute(dispute_id)
+    v = rs.verdict(d.verdict_id)
+    rubric = _rubric_for(root, v.rubric_id)
+    values = field_values_from_pairs(rubric, fields) if rubric is not None else dict(
+        p.partition("=")[::2] for p in fields
+    )
+    who = reviewer_identity(repo)
+    for party, role in ((v.reviewer, "made the verdict"), (d.reviewer, "raised the dispute")):
+        if party.email.lower() == who.email.lower():
+            click.echo(f"kws: note: you {role}; the resolution records that", err=True)
+    r = commit_resolution(repo, rs, d, outcome, rationale, values, rubric, identity=who, supersede=supersede)
+    click.echo(f"committed resolution {r.resolution_id}: verdict {v.verdict_id[:8]} {outcome}")
+    if r.fields:
+        click.echo("  verdict now: " + ", ".join(f"{k}={val}" for k, val in r.fields.items()))
+    click.echo(f"  {r.path}")
+
+
+@click.command("recheck")
+@click.argument("verdict_id")
+@click.option("-v", "--verbose", is_flag=True, help="Also list info findings that differ.")
+@_queue_option
+@_fails_cleanly
+def recheck_cmd(verdict_id: str, verbose: bool, queue: Path | None) -> None:
+    """Re-run the checks on the task version VERDICT_ID judged; show what differs."""
+    from workstation.records.recheck import format_recheck, recheck
+
+    repo = resolve_queue(queue)
+    rs = load_records(_root(repo))
+    v = rs.verdict(verdict_id)
+    try:
+        import workstation.engine.run  # noqa: F401  (fail early with a clear message)
+    except ImportError as exc:
+        raise click.ClickException(f"the check engine is not available: {exc}") from exc
+    click.echo(f"kws: checking {v.task} at version {v.task_tree[:10]} ...", err=True)
+    try:
+        _, diff = recheck(repo, v)
+    except QueueError:
+        raise
+    except Exception as exc:  # a task version that does not load (TaskError names file and key)
+        raise click.ClickException(f"the checks could not run on version {v.task_tree[:10]}: {exc}") from exc
+    click.echo(format_recheck(v, diff, verbose))
+
+
+@click.command("calibrate")
+@_queue_option
+@_fails_cleanly
+def calibrate_cmd(queue: Path | None) -> None:
+    """Agreement with gold verdicts per reviewer and field; Krippendorff's alpha per field."""
+    repo = resolve_queue(queue)
+    root = _root(repo)
+    click.echo(format_calibration(calibrate(root, queue_rubric(root))))
+
+
+@click.command("report")
+@click.argument("task")
+@click.option("-o", "--output", type=click.Path(dir_okay=False, path_type=Path), default=None,
+              help="Write the Markdown here instead of stdout.")
+@click.option("--verdict", "verdict_id", default=None, help="A verdict id (default: the task's latest).")
+@_queue_option
+@_fails_cleanly
+def report_cmd(task: str, output: Path | None, verdict_id: str | None, queue: Path | None) -> None:
+    """A Markdown report of TASK's verdict with its evidence."""
+    from workstation.records.report import render_report
+
+    repo = resolve_queue(queue)
+    root = _root(repo)
+    rs = load_records(root)
+    _problems(rs)
+    if verdict_id:
+        v = rs.verdict(verdict_id)
+        if v.task != task:
+            raise click.ClickException(f"verdict {verdict_id} is on {v.task}, not {task}")
+    else:
+        v = rs.current_verdict(task)
+        if v is None:
+            raise click.ClickException(f"no verdict on {task!r} in {root}")
+    rubric = _rubric_for(root, v.rubric_id)
+    md = render_report(repo, rs, v, rubric)
+    if output is None:
+        sys.stdout.write(md)
+    else:
+        output.write_text(md, encoding="utf-8")
+        click.echo(f"wrote {output}")
+
+
+COMMANDS = (
+    verdict_cmd,
+    sync_cmd,
+    reserve_cmd,
+    release_cmd,
+    history_cmd,
+    dispute_cmd,
+    resolve_cmd,
+    recheck_cmd,
+    calibrate_cmd,
+    report_cmd,
+)
+

@@ -1,0 +1,261 @@
+"""What a check may use while it runs: :class:`CheckContext` and :class:`CallOutcome`.
+
+A check never runs task code itself: it asks its context to run harness steps in isolated
+children (:class:`~workstation.runner.sandbox.Runner`) and gets back :class:`CallOutcome`
+data, which it compares here in the parent (:mod:`workstation.analysis.compare`).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shlex
+import threading
+from collections.abc import Callable, Iterable
+from concurrent.futures import Future
+from dataclasses import dataclass
+from typing import Any
+
+from workstation.analysis.compare import Comparison, ResolvedTolerance, compare, resolve_tolerance
+from workstation.runner import JobResult, Runner, StepResult
+from workstation.task.format import Task
+
+DEFAULT_SEEDS = (0, 1, 2)
+Event = Callable[[str, dict[str, Any]], None]
+
+
+def step_timeout_s() -> float:
+    """Per-step wall-clock limit (s): ``KWS_STEP_TIMEOUT``, default 30."""
+    return float(os.environ.get("KWS_STEP_TIMEOUT", "30"))
+
+
+def case_label(case: dict[str, Any]) -> str:
+    """``{"M": 64, "N": 1000, "dtype": "float16"}`` -> ``"M=64 N=1000 float16"``."""
+    parts = [f"{k}={v}" for k, v in case.items() if k != "dtype"]
+    if "dtype" in case:
+        parts.append(str(case["dtype"]))
+    return " ".join(parts)
+
+
+@dataclass
+class CallOutcome:
+    """One call of a role on one case and seed, as the parent sees it.
+
+    ``step`` is the child's result (``None`` when the process died or timed out during
+    it); ``death`` then says how (``JobResult.describe_death``) and ``death_status`` is
+    ``"timeout"``, ``"signal"`` or ``"exit"``.
+    """
+
+    spec: dict[str, Any]
+    step: StepResult | None
+    death: str = ""
+    death_status: str = ""
+    signal_name: str | None = None
+    stdout_tail: str = ""
+    stderr_tail: str = ""
+    stdout_bytes: int = 0
+
+    @property
+    def ok(self) -> bool:
+        return self.step is not None and self.step.ok
+
+    @property
+    def outputs(self):
+        return self.step.outputs if self.step is not None else []
+
+    @property
+    def error(self) -> dict[str, Any] | None:
+        return self.step.error if self.step is not None else None
+
+    def failure_class(self) -> str | None:
+        """The contract's failure class of this call, or None when it returned:
+        ``compile-error`` (Triton or an extension build rejected it), ``runtime-error``
+        (it raised), ``crash`` (the process died), ``timeout``."""
+        if self.step is None:
+            return "timeout" if self.death_status == "timeout" else "crash"
+        if self.step.ok:
+            return None
+        origin = (self.step.error or {}).get("origin")
+        return "compile-error" if origin in ("triton-compile", "build") else "runtime-error"
+
+    def failure_evidence(self) -> dict[str, Any]:
+        """Evidence for a call that did not return: the exception or the death."""
+        if self.step is None:
+            ev: dict[str, Any] = {"death": self.death, "status": self.death_status}
+            if self.signal_name:
+                ev["signal"] = self.signal_name
+            if self.stderr_tail:
+                ev["stderr_tail"] = self.stderr_tail[-2000:]
+            if self.stdout_bytes > 65536:
+                ev["stdout_bytes"] = self.stdout_bytes
+            return ev
+        err = dict(self.step.error or {})
+        tb = err.pop("traceback", "")
+        err["traceback_tail"] = "\n".join(tb.strip().splitlines()[-12:])
+        return err
+
+    def failure_text(self) -> str:
+        """One line: ``raised ValueError: ...`` / ``the process died from SIGABRT``."""
+        if self.step is None:
+            return self.death
+        err = self.step.error or {}
+        where = err.get("where") or {}
+        loc = f" ({where.get('file')}:{where.get('line')})" if where else ""
+        msg = (err.get("message") or "").strip().splitlines()
+        return f"raised {err.get('type')}: {msg[0][:200] if msg else ''}{loc}"
+
+
+class CheckContext:
+    """What a check may use: the task, the device, seeds, and ways to run task code.
+
+    Thread-safe; shared by every check of one engine run, so reference results and the
+    candidate's results on the declared cases are computed once (memoised by step).
+    """
+
+    def __init__(self, task: Task, runner: Runner, *, seeds: Iterable[int] = DEFAULT_SEEDS,
+                 task_arg: str | None = None, case_filter: dict[str, Any] | None = None):
+        self.task = task
+        self.runner = runner
+        self.seeds = tuple(seeds)
+        self.task_arg = task_arg or str(task.dir)
+        self.case_filter = case_filter
+        self._memo: dict[str, Future[CallOutcome]] = {}
+        self._memo_lock = threading.Lock()
+        self.notes: list[str] = []
+
+    # -- task facts --------------------------------------------------------------------
+
+    @property
+    def device(self):
+        return self.runner.device
+
+    @property
+    def on_gpu(self) -> bool:
+        return self.runner.device.kind == "cuda"
+
+    @property
+    def cases(self) -> list[dict[str, Any]]:
+        """The declared cases (or the one case given with ``--case``)."""
+        return [dict(self.case_filter)] if self.case_filter else [dict(c) for c in self.task.cases]
+
+    def job_spec(self) -> dict[str, Any]:
+        t = self.task
+        return {"entry": {k: str(v) for k, v in t.entry.items()},
+                "out_args": list(t.out_args), "inout_args": list(t.inout_args)}
+
+    def tolerance(self, case: dict[str, Any], out_dtype: str) -> ResolvedTolerance:
+        """The declared tolerance for ``case`` (per-dtype override by the case dtype),
+        completed with torch.testing's defaults for ``out_dtype``."""
+        return resolve_tolerance(self.task.tolerance_for(case.get("dtype", "")), out_dtype)
+
+    def repro(self, check: str, case: dict[str, Any] | None = None, seed: int | None = None) -> str:
+        """A shell command that reruns ``check`` (on ``case`` and ``seed`` when given)."""
+        cmd = ["kws", "check", self.task_arg, "--only", check]
+        if case is not None:
+            cmd += ["--case", json.dumps(case, sort_keys=True)]
+        if seed is not None:
+            cmd += ["--seeds", str(seed)]
+        return shlex.join(cmd)
+
+    # -- running task code -------------------------------------------------------------
+
+    def run_job(self, steps: list[dict[str, Any]], *, exclusive: bool = False,
+                step_timeout: float | None = None) -> JobResult:
+        """Run raw harness steps in one child (see :mod:`workstation.harness`)."""
+        st = step_timeout or step_timeout_s()
+        return self.runner.run(self.task.dir, steps, timeout=60 + st * len(steps) * 1.5,
+                               exclusive=exclusive, job=self.job_spec(), step_timeout=st)
+
+    def run_steps(self, steps: list[dict[str, Any]], *, step_timeout: float | None = None) -> list[CallOutcome]:
+        """Run steps in as few children as possible: when a child dies in step k, step k
+        becomes a death outcome and the remaining steps continue in a fresh child."""
+        outcomes: list[CallOutcome | None] = [None] * len(steps)
+        start = 0
+        while start < len(steps):
+            job = self.run_job(steps[start:], step_timeout=step_timeout)
+            died = None
+            for i, st in enumerate(job.steps):
+                if st is not None:
+                    outcomes[start + i] = CallOutcome(steps[start + i], st, stdout_tail=job.stdout_tail,
+                                                      stderr_tail=job.stderr_tail, stdout_bytes=job.stdout_bytes)
+                elif died is None:
+                    died = i
+            if died is None:
+                break
+            if not job.died:  # the child ended normally without writing a step: a kws bug
+                raise RuntimeError(f"harness wrote no result for step {start + died}: {job.stderr_tail[-2000:]}")
+            outcomes[start + died] = CallOutcome(
+                steps[start + died], None, death=job.describe_death(), death_status=job.status,
+                signal_name=job.signal_name, stdout_tail=job.stdout_tail, stderr_tail=job.stderr_tail,
+                stdout_bytes=job.stdout_bytes)
+            start += died + 1
+        return [o for o in outcomes if o is not None]
+
+    def calls(self, steps: list[dict[str, Any]], *, memo: bool = False) -> list[CallOutcome]:
+        """Run ``steps``; with ``memo`` the results are shared with every other check
+        that asks for the same step (same role, case, seed, transforms, monitors)."""
+        if not memo:
+            return self.run_steps(steps)
+        keys = [json.dumps(s, sort_keys=True) for s in steps]
+        mine: list[int] = []
+        with self._memo_lock:
+            futs = []
+            for i, k in enumerate(keys):
+                f = self._memo.get(k)
+                if f is None:
+                    f = self._memo[k] = Future()
+                    mine.append(i)
+                futs.append(f)
+        if mine:
+            try:
+                got = self.run_steps([steps[i] for i in mine])
+                for i, o in zip(mine, got, strict=True):
+                    futs[i].set_result(o)
+            except BaseException as e:
+                for i in mine:
+                    if not futs[i].done():
+                        futs[i].set_exception(e)
+                with self._memo_lock:
+                    for i in mine:
+                        self._memo.pop(keys[i], None)
+                raise
+        return [f.result() for f in futs]
+
+    @staticmethod
+    def call_step(role: str, case: dict[str, Any], seed: int, **kw: Any) -> dict[str, Any]:
+        """A ``call`` step dict (see :mod:`workstation.harness.core`)."""
+        spec: dict[str, Any] = {"kind": "call", "role": role, "case": dict(case), "seed": int(seed)}
+        spec.update({k: v for k, v in kw.items() if v})
+        return spec
+
+    def reference(self, pairs: list[tuple[dict[str, Any], int]], **kw: Any) -> list[CallOutcome]:
+        """The reference's outcomes for (case, seed) pairs, memoised."""
+        return self.calls([self.call_step("reference", c, s, **kw) for c, s in pairs], memo=True)
+
+    def candidate(self, pairs: list[tuple[dict[str, Any], int]], **kw: Any) -> list[CallOutcome]:
+        """The candidate's outcomes for (case, seed) pairs, memoised."""
+        return self.calls([self.call_step("candidate", c, s, **kw) for c, s in pairs], memo=True)
+
+    def declared_pairs(self) -> list[tuple[dict[str, Any], int]]:
+        """Every declared case with every seed."""
+        return [(c, s) for c in self.cases for s in self.seeds]
+
+    def compare(self, ref: CallOutcome, cand: CallOutcome, case: dict[str, Any],
+                tol: ResolvedTolerance | None = None) -> list[Comparison]:
+        """Compare every output of two successful calls at the task's tolerance (or
+        ``tol``); a different number of outputs is a mismatch on the missing ones."""
+        out: list[Comparison] = []
+        r, c = ref.outputs, cand.outputs
+        for j in range(max(len(r), len(c))):
+            if j >= len(r) or j >= len(c):
+                dtype = (r[j] if j < len(r) else c[j]).dtype
+                out.append(Comparison(ok=False, reason=f"the reference returns {len(r)} outputs, the candidate {len(c)}",
+                                      shape=(), dtype=dtype))
+                continue
+            e, g = r[j], c[j]
+            t = tol or self.tolerance(case, e.dtype)
+            out.append(compare(e.values, g.values, t, expected_dtype=e.dtype, got_dtype=g.dtype,
+                               nonfinite_ok=self.task.contract.nonfinite_inputs))
+        return out
+
+

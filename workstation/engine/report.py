@@ -1,0 +1,97 @@
+"""Rendering of a check run: the contract's JSON, and a readable text report.
+
+JSON shape (``kws check --json``, task format v1)::
+
+    {"task", "task_tree", "device", "complete", "versions", "seeds", "findings", "checks"}
+
+plus kws extensions: ``title``, ``seconds``, ``warnings`` (task-file warnings). Non-finite
+numbers anywhere in the evidence are written as the strings "nan", "inf", "-inf".
+``complete`` is false when any check ended in ``error`` or ``skip``.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from typing import Any
+
+from workstation import __version__
+from workstation.engine.run import EngineResult
+
+_SEV_MARK = {"fail": "FAIL", "warn": "WARN", "info": "info"}
+_STATUS_MARK = {"pass": "pass", "fail": "FAIL", "warn": "WARN", "skip": "skip", "error": "ERROR"}
+
+
+def finite_json(obj: Any) -> Any:
+    """``obj`` with every non-finite float replaced by "nan" / "inf" / "-inf"."""
+    if isinstance(obj, float):
+        if math.isnan(obj):
+            return "nan"
+        if math.isinf(obj):
+            return "inf" if obj > 0 else "-inf"
+        return obj
+    if isinstance(obj, dict):
+        return {str(k): finite_json(v) for k, v in obj.items()}
+    if isinstance(obj, list | tuple):
+        return [finite_json(v) for v in obj]
+    return obj
+
+
+def to_json_dict(res: EngineResult) -> dict[str, Any]:
+    """The contract's report object for an engine run."""
+    versions = {"kws": __version__, **{k: v for k, v in res.versions.items() if k != "kws"}}
+    doc = {
+        "task": res.task.id,
+        "task_tree": res.task_tree,
+        "device": res.device,
+        "complete": all(r.status not in ("error", "skip") for r in res.results),
+        "versions": versions,
+        "seeds": list(res.seeds),
+        "findings": [f.as_dict() for f in res.findings],
+        "checks": [r.as_dict() for r in res.results],
+        "title": res.task.title,
+        "seconds": round(res.seconds, 3),
+        "warnings": [str(w) for w in res.task.warnings],
+    }
+    return finite_json(doc)
+
+
+def dumps(doc: dict[str, Any]) -> str:
+    """JSON text of a report (strict JSON: no NaN literals)."""
+    return json.dumps(finite_json(doc), indent=2, allow_nan=False)
+
+
+def exit_code(doc: dict[str, Any]) -> int:
+    """0 when no finding has severity ``fail``, 1 when one has (2 is for load errors)."""
+    return 1 if any(f["severity"] == "fail" for f in doc["findings"]) else 0
+
+
+def to_text(doc: dict[str, Any], *, verbose: bool = False) -> str:
+    """A readable report: one line per check, then each finding with its repro."""
+    lines = [
+        f"kws check: {doc['task']} — {doc.get('title', '')}",
+        f"device: {doc['device']}   seeds: {doc['seeds']}   tree: {doc.get('task_tree') or '-'}"
+        f"   kws {doc['versions'].get('kws')}",
+    ]
+    for w in doc.get("warnings", []):
+        lines.append(f"warning: {w}")
+    lines.append("")
+    for c in doc["checks"]:
+        reason = f"  ({c['reason'].splitlines()[0]})" if c.get("reason") else ""
+        lines.append(f"  {_STATUS_MARK.get(c['status'], c['status']):5}  {c['check']:<18} {c['seconds']:7.2f}s{reason}")
+    shown = [f for f in doc["findings"] if verbose or f["severity"] != "info"]
+    if shown:
+        lines.append("")
+        lines.append("findings:")
+    for f in shown:
+        lines.append(f"  [{_SEV_MARK[f['severity']]}] {f['check']}: {f['summary']}")
+        if f.get("repro"):
+            lines.append(f"         repro: {f['repro']}")
+    n_fail = sum(f["severity"] == "fail" for f in doc["findings"])
+    n_warn = sum(f["severity"] == "warn" for f in doc["findings"])
+    lines.append("")
+    verdict = "does not hold up" if n_fail else ("needs a look" if n_warn else "no fail finding")
+    not_run = [f"{c['check']} {c['status']}" for c in doc["checks"] if c["status"] in ("skip", "error")]
+    complete = "" if doc["complete"] else f" (incomplete: {', '.join(not_run)})"
+    lines.append(f"{n_fail} fail, {n_warn} warn: {verdict}{complete}")
+    return "\n".join(lines)

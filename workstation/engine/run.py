@@ -1,0 +1,150 @@
+"""Runs a battery of checks on one task and builds the contract's report.
+
+The engine owns a :class:`~workstation.runner.sandbox.Runner` (or borrows one), gives each
+check a :class:`~workstation.engine.context.CheckContext`, runs independent checks in
+parallel threads (their child jobs share the runner's slots, one per core), then
+``exclusive`` checks (timing) alone. It emits events as checks start and finish, so the TUI
+can fill in live, and returns the results (``kws check --json``'s shape, see
+:mod:`workstation.engine.report`).
+"""
+
+from __future__ import annotations
+
+import time
+import traceback
+from collections.abc import Iterable
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from workstation.engine.check import REGISTRY, CheckResult, Finding, Skip, status_of
+from workstation.engine.context import DEFAULT_SEEDS, CheckContext, Event
+from workstation.runner import Runner
+from workstation.runner.sandbox import tree_digest
+from workstation.task.format import Task, load_task
+
+
+@dataclass
+class EngineResult:
+    """The results of one engine run, before rendering."""
+
+    task: Task
+    device: str
+    versions: dict[str, str]
+    seeds: tuple[int, ...]
+    results: list[CheckResult]
+    task_tree: str | None
+    seconds: float
+
+    @property
+    def findings(self) -> list[Finding]:
+        return [f for r in self.results for f in r.findings]
+
+
+def task_tree(task: Task) -> str | None:
+    """The git tree id of the task folder in its queue's HEAD (``None`` outside a queue
+    repository). Where the work tree differs from HEAD, the id has ``+dirty`` appended,
+    so a report never claims a version it did not see."""
+    import git
+
+    from workstation.repo.gitqueue import QueueError, open_queue, task_version
+    from workstation.task.format import find_queue_root
+
+    root = find_queue_root(task.dir)
+    if root is None or task.dir.resolve().parent != (root / "tasks").resolve():
+        return None
+    try:
+        v = task_version(open_queue(root), task.id)
+    except (QueueError, git.GitError):
+        return None
+    if v.tree is None:
+        return None
+    return v.tree + ("+dirty" if v.dirty else "")
+
+
+def select_checks(only: Iterable[str] | None) -> list[str]:
+    """Check ids to run, in report order.
+
+    Raises:
+        KeyError: an id that is not a registered check.
+    """
+    from workstation.checks import ORDER, load_battery
+
+    load_battery()
+    known = [i for i in ORDER if i in REGISTRY] + sorted(i for i in REGISTRY if i not in ORDER)
+    if not only:
+        return known
+    ids = [i.strip() for i in only if i.strip()]
+    unknown = [i for i in ids if i not in REGISTRY]
+    if unknown:
+        raise KeyError(f"unknown check id(s): {', '.join(unknown)}; known: {', '.join(known)}")
+    return [i for i in known if i in ids]
+
+
+def run_checks(task: Task, runner: Runner, *, only: Iterable[str] | None = None,
+               seeds: Iterable[int] = DEFAULT_SEEDS, on_event: Event | None = None,
+               task_arg: str | None = None, case: dict[str, Any] | None = None) -> EngineResult:
+    """Run the selected checks on ``task`` and return their results.
+
+    Events (``on_event(kind, data)``): ``"start"`` {checks, device}, ``"check_started"``
+    {check}, ``"check_finished"`` {result: CheckResult}, ``"done"`` {result: EngineResult}.
+    """
+    emit = on_event or (lambda kind, data: None)
+    t0 = time.monotonic()
+    ids = select_checks(only)
+    ctx = CheckContext(task, runner, seeds=seeds, task_arg=task_arg, case_filter=case)
+    device = runner.device
+    emit("start", {"checks": ids, "device": device.label})
+    digest_before = tree_digest(task.dir)
+    results: dict[str, CheckResult] = {}
+
+    def one(cid: str) -> CheckResult:
+        emit("check_started", {"check": cid})
+        check = REGISTRY[cid]()
+        s = time.monotonic()
+        try:
+            findings = check.run(ctx)
+            res = CheckResult(cid, status_of(findings), time.monotonic() - s, "", findings)
+        except Skip as e:
+            res = CheckResult(cid, "skip", time.monotonic() - s, str(e))
+        except Exception as e:  # noqa: BLE001  (a bug in kws: reported, never a verdict)
+            tb = traceback.format_exc(limit=8)
+            res = CheckResult(cid, "error", time.monotonic() - s, f"{type(e).__name__}: {e}\n{tb}")
+        emit("check_finished", {"result": res})
+        return res
+
+    parallel = [c for c in ids if not REGISTRY[c].exclusive]
+    exclusive = [c for c in ids if REGISTRY[c].exclusive]
+    with ThreadPoolExecutor(max_workers=max(2, runner.max_parallel * 2)) as pool:
+        for cid, res in zip(parallel, pool.map(one, parallel), strict=True):
+            results[cid] = res
+    for cid in exclusive:
+        results[cid] = one(cid)
+    if tree_digest(task.dir) != digest_before:
+        tam = results.setdefault("tampering", CheckResult("tampering", "fail", 0.0))
+        tam.findings.append(Finding("tampering", "fail",
+                                    "the task folder changed on disk while its code ran (kws ran it on a copy)",
+                                    {"task_dir": str(task.dir)}, ctx.repro("tampering")))
+        tam.status = status_of(tam.findings)
+    res = EngineResult(task=task, device=device.label, versions=dict(device.versions),
+                       seeds=tuple(seeds), results=[results[c] for c in ids if c in results]
+                       + [r for c, r in results.items() if c not in ids],
+                       task_tree=task_tree(task), seconds=time.monotonic() - t0)
+    emit("done", {"result": res})
+    return res
+
+
+def check_task(task_dir: Path | str, *, only: Iterable[str] | None = None,
+               seeds: Iterable[int] = DEFAULT_SEEDS, device: str | None = None,
+               on_event: Event | None = None) -> dict[str, Any]:
+    """Load a task, run the battery in a fresh runner, return the JSON report as a dict.
+
+    Raises:
+        TaskError: the task does not load.
+    """
+    from workstation.engine.report import to_json_dict
+
+    task = load_task(task_dir)
+    with Runner(device=device) as runner:
+        return to_json_dict(run_checks(task, runner, only=only, seeds=seeds, on_event=on_event))

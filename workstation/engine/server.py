@@ -1,0 +1,107 @@
+"""The review app's check server: the check engine in a process of its own.
+
+The engine's parent side does real work (loading check modules, comparing outputs with
+numpy, statistics on timings). Run in threads of the app's process it would hold the GIL
+and the import lock while the reviewer types; run here, the app's process only reads
+events. The app starts this server once (:class:`workstation.review.session.RunnerCheckSource`)
+as ``python -m workstation.engine.server`` in a session of its own, at a lower CPU
+priority than the app (nice +10, ``KWS_CHECKSERVER_NICE``); the server keeps one :class:`~workstation.runner.Runner` (fork
+server) for every run.
+
+Protocol, one JSON object per line. Requests on stdin: ``{"op": "run", "run": N,
+"task_dir": path, "only": [ids] | null}`` and ``{"op": "warm"}``. Replies on stdout:
+``{"op": "warm", "device": label}`` or ``{"op": "warm", "error": message}``, and per run
+``{"run": N, "kind": k, "data": d}`` with the events of
+:func:`workstation.review.session.normalise_event`, ending with ``done`` or ``error``. Runs
+proceed concurrently (their child jobs share the runner's slots). End of stdin (the app
+exited, or its SSH session dropped) closes the runner, killing any job still running,
+and ends the server.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import sys
+import threading
+from typing import Any
+
+
+class _Server:
+    def __init__(self) -> None:
+        self._out = threading.Lock()
+        self._runner_lock = threading.Lock()
+        self._runner: Any = None
+
+    def send(self, obj: dict[str, Any]) -> None:
+        line = json.dumps(obj, default=str)
+        with self._out:
+            sys.stdout.write(line + "\n")
+            sys.stdout.flush()
+
+    def runner(self) -> Any:
+        with self._runner_lock:
+            if self._runner is None:
+                from workstation.runner import Runner
+
+                r = Runner(device=os.environ.get("KWS_CHECKSERVER_DEVICE") or None)
+                r.start()
+                self._runner = r
+            return self._runner
+
+    def warm(self) -> None:
+        try:
+            self.send({"op": "warm", "device": self.runner().device.label})
+        except Exception as e:  # noqa: BLE001  (reported to the app)
+            self.send({"op": "warm", "error": f"{type(e).__name__}: {e}"})
+
+    def run(self, req: dict[str, Any]) -> None:
+        from workstation.review.session import normalise_event
+
+        rid = req["run"]
+
+        def emit(kind: str, data: dict[str, Any]) -> None:
+            k, d = normalise_event(kind, data)
+            self.send({"run": rid, "kind": k, "data": d})
+
+        try:
+            from workstation.engine.run import run_checks
+            from workstation.task.format import TaskError, load_task
+
+            try:
+                task = load_task(req["task_dir"])
+            except TaskError as e:
+                self.send({"run": rid, "kind": "error", "data": {"message": str(e)}})
+                return
+            run_checks(task, self.runner(), only=req.get("only") or None, on_event=emit,
+                       task_arg=str(req["task_dir"]))
+        except Exception as e:  # noqa: BLE001  (the runner died, or kws has a bug: shown, never fatal)
+            self.send({"run": rid, "kind": "error", "data": {"message": f"{type(e).__name__}: {e}"}})
+
+    def serve(self) -> None:
+        for line in sys.stdin:
+            if not line.strip():
+                continue
+            req = json.loads(line)
+            op = req.get("op")
+            if op == "run":
+                threading.Thread(target=self.run, args=(req,), daemon=True).start()
+            elif op == "warm":
+                threading.Thread(target=self.warm, daemon=True).start()
+        with self._runner_lock:
+            r, self._runner = self._runner, None
+        if r is not None:
+            r.close()
+
+
+def main() -> None:
+    nice = int(os.environ.get("KWS_CHECKSERVER_NICE", "10"))
+    if nice:
+        os.nice(nice)
+    _Server().serve()
+    sys.stdout.flush()
+    os._exit(0)  # daemon run threads may still be unwinding after the runner closed
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,274 @@
+"""``kws calibrate``: reviewers against gold verdicts, and against each other.
+
+Gold verdicts live at the queue root in ``gold/<task-id>.toml`` (format:
+``docs/records.md``). The review screen never reads that folder, so a reviewer does not see
+the expected answer while judging; the bundled sample queue ships its gold files in
+``sample_queue/gold/``.
+
+For each reviewer, their current verdict on each gold task (their latest, by the records'
+tie-break) is compared with gold field by field: agreement = equal values / gold tasks
+they judged, per field that gold states.
+
+Across reviewers, Krippendorff's alpha per rubric field is computed by the
+``krippendorff`` package (Krippendorff 2011, "Computing Krippendorff's Alpha-Reliability"):
+units are tasks, coders are reviewers, each reviewer's current verdict gives their rating;
+a task a reviewer did not judge is a missing rating. Ordered fields use the ordinal
+metric on the field's scale (worst to best; a value marked ``outside_order`` such as
+"not-applicable" counts as missing on that scale), other fields the nominal metric. Alpha
+is undefined (reported as such) when no task has two ratings, or when every rating is the
+same value (no variation to agree on).
+"""
+
+from __future__ import annotations
+
+import math
+import re
+import tomllib
+import warnings
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import krippendorff
+import numpy as np
+
+from workstation.records.store import RecordProblem, RecordSet, Verdict, load_records
+from workstation.repo.gitqueue import Identity
+from workstation.rubric.model import OVERALL_VALUES, Rubric
+
+__all__ = ["Agreement", "Alpha", "Calibration", "Gold", "calibrate", "format_calibration", "load_gold"]
+
+_TASK_ID_RE = re.compile(r"^[a-z0-9][a-z0-9._-]*$")
+
+
+@dataclass(frozen=True)
+class Gold:
+    """The expected verdict on ``task``: ``values`` maps rubric field keys (``overall``
+    always) to expected values. ``note`` says why (for the calibration session, not for
+    the reviewer during review)."""
+
+    task: str
+    values: dict[str, str]
+    note: str = ""
+    path: Path | None = None
+
+
+@dataclass
+class Agreement:
+    """One reviewer on one field: ``agree`` of ``total`` gold tasks they judged matched.
+    ``misses`` lists ``(task, gold value, their value)``."""
+
+    reviewer: Identity
+    field: str
+    agree: int = 0
+    total: int = 0
+    misses: list[tuple[str, str, str]] = field(default_factory=list)
+
+    @property
+    def rate(self) -> float | None:
+        return self.agree / self.total if self.total else None
+
+
+@dataclass(frozen=True)
+class Alpha:
+    """Krippendorff's alpha for one field: ``level`` "ordinal" or "nominal"; ``alpha`` None
+    when undefined (``note`` says why); ``units`` tasks with at least two ratings;
+    ``ratings`` ratings in those units."""
+
+    field: str
+    level: str
+    alpha: float | None
+    units: int
+    ratings: int
+    note: str = ""
+
+
+@dataclass
+class Calibration:
+    rubric: Rubric
+    gold: dict[str, Gold]
+    reviewers: list[Identity]
+    agreements: list[Agreement]
+    alphas: list[Alpha]
+    problems: list[RecordProblem] = field(default_factory=list)
+    notes: list[str] = field(default_factory=list)
+
+
+def load_gold(root: Path | str, rubric: Rubric | None = None) -> tuple[dict[str, Gold], list[RecordProblem]]:
+    """Read ``gold/<task-id>.toml`` files; malformed ones are reported and skipped.
+
+    A gold file: ``schema = 1`` (optional), ``task`` (optional; must equal the file name),
+    ``overall`` (accept / reject / needs-work), optional ``note`` and an optional
+    ``[fields]`` table with other rubric field values. With ``rubric``, every value must
+    be an allowed value of that field.
+    """
+    root = Path(root)
+    gold: dict[str, Gold] = {}
+    problems: list[RecordProblem] = []
+    folder = root / "gold"
+    if not folder.is_dir():
+        return gold, problems
+    for p in sorted(folder.glob("*.toml")):
+        rel = p.relative_to(root)
+
+        def bad(key: str, problem: str, rel: Path = rel) -> None:
+            problems.append(RecordProblem(rel, key, problem))
+
+        task = p.stem
+        if not _TASK_ID_RE.match(task):
+            bad("", "file name is not a task id")
+            continue
+        try:
+            data = tomllib.loads(p.read_text(encoding="utf-8"))
+        except (OSError, UnicodeDecodeError, tomllib.TOMLDecodeError) as exc:
+            bad("", f"not valid TOML: {exc}")
+            continue
+        schema = data.get("schema", 1)
+        if type(schema) is not int or schema > 1:
+            bad("schema", f"unsupported schema {schema!r}")
+            continue
+        if data.get("task", task) != task:
+            bad("task", f"{data.get('task')!r} differs from the file name ({task!r})")
+            continue
+        overall = data.get("overall")
+        if overall not in OVERALL_VALUES:
+            bad("overall", f"{overall!r} is not one of accept, reject, needs-work")
+            continue
+        fields = data.get("fields", {})
+        if not isinstance(fields, dict) or not all(isinstance(v, str) for v in fields.values()):
+            bad("fields", "must be a table of strings")
+            continue
+        if "overall" in fields:
+            bad("fields.overall", "overall is a top-level key")
+            continue
+        values = dict(fields)
+        values["overall"] = overall
+        if rubric is not None:
+            wrong = [
+                k for k, v in values.items()
+                if rubric.field(k) is None or rubric[k].kind != "choice" or v not in rubric[k].allowed
+            ]
+            if wrong:
+                k = wrong[0]
+                where = "overall" if k == "overall" else f"fields.{k}"
+                bad(where, f"{values[k]!r} is not a value of rubric {rubric.id} field {k!r}")
+                continue
+        note = data.get("note", "")
+        gold[task] = Gold(task, values, note if isinstance(note, str) else "", rel)
+    return gold, problems
+
+
+def _ratings(rs: RecordSet, rubric: Rubric) -> tuple[dict[str, dict[str, Verdict]], dict[str, Identity], int]:
+    """``{reviewer email: {task: latest verdict}}`` for verdicts made with ``rubric``."""
+    out: dict[str, dict[str, Verdict]] = {}
+    who: dict[str, Identity] = {}
+    other = 0
+    for v in rs.verdicts:  # (timestamp, id) order: later overwrites
+        if v.rubric_id != rubric.id:
+            other += 1
+            continue
+        key = v.reviewer.email.lower()
+        out.setdefault(key, {})[v.task] = v
+        who[key] = v.reviewer
+    return out, who, other
+
+
+def _alpha(rubric: Rubric, key: str, ratings: dict[str, dict[str, Verdict]]) -> Alpha:
+    f = rubric[key]
+    level = "ordinal" if f.ordered else "nominal"
+    domain = list(f.scale()) if f.ordered else list(f.allowed)
+    reviewers = sorted(ratings)
+    tasks = sorted({t for per in ratings.values() for t in per})
+    data = np.full((len(reviewers), len(tasks)), np.nan)
+    for i, r in enumerate(reviewers):
+        for j, t in enumerate(tasks):
+            v = ratings[r].get(t)
+            val = v.values().get(key) if v is not None else None
+            if val in domain:
+                data[i, j] = domain.index(val)
+    counts = (~np.isnan(data)).sum(axis=0) if tasks else np.zeros(0)
+    pairable = counts >= 2
+    units = int(pairable.sum())
+    n = int(counts[pairable].sum()) if units else 0
+    if units == 0:
+        return Alpha(key, level, None, 0, 0, "undefined: no task has ratings from two reviewers")
+    vals = data[:, pairable]
+    present = vals[~np.isnan(vals)]
+    if np.unique(present).size < 2:
+        return Alpha(key, level, None, units, n, "undefined: every rating is the same value")
+    with warnings.catch_warnings(), np.errstate(all="ignore"):
+        warnings.simplefilter("ignore")
+        a = float(
+            krippendorff.alpha(
+                reliability_data=data,
+                level_of_measurement=level,
+                value_domain=list(range(len(domain))),
+            )
+        )
+    if math.isnan(a):
+        return Alpha(key, level, None, units, n, "undefined")
+    return Alpha(key, level, a, units, n)
+
+
+def calibrate(root: Path | str, rubric: Rubric, records: RecordSet | None = None) -> Calibration:
+    """Agreement with gold per reviewer and field, and alpha per field (see the module)."""
+    rs = records if records is not None else load_records(root, ("verdict",))
+    gold, problems = load_gold(root, rubric)
+    ratings, who, other = _ratings(rs, rubric)
+    notes = []
+    if other:
+        notes.append(f"{other} verdict(s) made with another rubric than {rubric.id} are not counted")
+    reviewers = [who[k] for k in sorted(ratings)]
+    agreements: list[Agreement] = []
+    for key in sorted(ratings):
+        per = ratings[key]
+        for f in rubric.choice_fields:
+            ag = Agreement(who[key], f.key)
+            for task, g in sorted(gold.items()):
+                if f.key not in g.values or task not in per:
+                    continue
+                theirs = per[task].values().get(f.key, "")
+                ag.total += 1
+                if theirs == g.values[f.key]:
+                    ag.agree += 1
+                else:
+                    ag.misses.append((task, g.values[f.key], theirs or "-"))
+            if ag.total:
+                agreements.append(ag)
+    alphas = [_alpha(rubric, f.key, ratings) for f in rubric.choice_fields]
+    return Calibration(rubric, gold, reviewers, agreements, alphas, list(rs.problems) + problems, notes)
+
+
+def format_calibration(cal: Calibration) -> str:
+    """Plain-text rendering for ``kws calibrate``."""
+    lines: list[str] = []
+    for p in cal.problems:
+        lines.append(f"skipped {p}")
+    for n in cal.notes:
+        lines.append(f"note: {n}")
+    lines.append(
+        f"rubric {cal.rubric.id} v{cal.rubric.version}; {len(cal.gold)} gold task(s); "
+        f"{len(cal.reviewers)} reviewer(s)"
+    )
+    lines.append("")
+    lines.append("Agreement with gold (reviewer's latest verdict per gold task)")
+    if not cal.agreements:
+        lines.append("  no reviewer has judged a gold task yet")
+    else:
+        width = max(len(str(a.reviewer)) for a in cal.agreements)
+        fw = max(len(a.field) for a in cal.agreements)
+        for a in cal.agreements:
+            rate = f"{100 * a.rate:5.1f}%" if a.rate is not None else "   - "
+            miss = ""
+            if a.misses:
+                miss = "  missed: " + "; ".join(f"{t} (gold {g}, said {s})" for t, g, s in a.misses)
+            lines.append(f"  {str(a.reviewer):<{width}}  {a.field:<{fw}}  {a.agree:>3}/{a.total:<3} {rate}{miss}")
+    lines.append("")
+    lines.append("Krippendorff's alpha across reviewers (units: tasks; missing ratings allowed)")
+    fw = max(len(a.field) for a in cal.alphas) if cal.alphas else 5
+    for a in cal.alphas:
+        val = f"{a.alpha:6.3f}" if a.alpha is not None else "     -"
+        lines.append(
+            f"  {a.field:<{fw}}  {a.level:<8} alpha {val}  tasks {a.units:>3}  ratings {a.ratings:>4}"
+            + (f"  ({a.note})" if a.note else "")
+        )
+    return "\n".join(lines)

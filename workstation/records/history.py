@@ -1,0 +1,182 @@
+"""A task's history: every verdict, dispute and resolution, oldest first, with the task
+version each one judged and what changed between those versions.
+
+Task versions are git tree ids of ``tasks/<id>`` (see :mod:`workstation.repo.gitqueue`); "what
+changed" is the list of files that differ between two judged trees (``git diff-tree``),
+paths relative to the task folder.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
+
+import git
+
+from workstation.records.store import (
+    Dispute,
+    RecordProblem,
+    RecordSet,
+    Resolution,
+    Verdict,
+    load_records,
+)
+from workstation.repo.gitqueue import TaskVersion, task_version
+
+__all__ = ["History", "HistoryEntry", "format_history", "task_history", "tree_changes"]
+
+
+@dataclass(frozen=True)
+class HistoryEntry:
+    """One record in a task's history.
+
+    ``task_tree`` is the version it concerns (a dispute or resolution: its verdict's). For a
+    verdict, ``changed_from`` is the version the previous verdict judged when that differs,
+    and ``changes`` the files that differ from it (``"M candidate.py"``, status letters as ``git diff --name-status``:
+    A added, D deleted, M modified, T type changed); ``changes`` is None when this clone
+    lacks one of the trees (run ``kws sync``).
+    """
+
+    record: Verdict | Dispute | Resolution
+    task_tree: str | None
+    changed_from: str | None = None
+    changes: tuple[str, ...] | None = ()
+
+    @property
+    def kind(self) -> str:
+        return self.record.kind
+
+    @property
+    def timestamp(self) -> datetime:
+        return self.record.timestamp
+
+
+@dataclass
+class History:
+    """``entries`` oldest first by ``(timestamp, id)``. ``head`` is the task's version in
+    HEAD now; ``head_changes`` the files that differ between the last judged version and
+    HEAD's (None when either is unknown, empty when equal). ``problems``: record files of
+    this task (or anywhere, when they could not be attributed) that were skipped."""
+
+    task: str
+    entries: list[HistoryEntry]
+    head: TaskVersion
+    last_judged: str | None = None
+    head_changes: tuple[str, ...] | None = None
+    problems: list[RecordProblem] = field(default_factory=list)
+
+
+def tree_changes(repo: git.Repo, a: str, b: str) -> tuple[str, ...] | None:
+    """Files that differ between trees ``a`` and ``b`` as ``"<status> <path>"``; None when
+    either tree is not in this repository."""
+    if a == b:
+        return ()
+    try:
+        out = repo.git.diff_tree("-r", "--name-status", "--no-renames", a, b)
+    except git.GitCommandError:
+        return None
+    rows = []
+    for line in out.splitlines():
+        status, _, path = line.partition("\t")
+        if path:
+            rows.append(f"{status} {path}")
+    return tuple(rows)
+
+
+def task_history(repo: git.Repo, task_id: str, records: RecordSet | None = None) -> History:
+    """The history of ``task_id`` in the queue ``repo`` (records read from its work tree)."""
+    rs = records if records is not None else load_records(repo.working_tree_dir)
+    verdict_tree = {v.verdict_id: v.task_tree for v in rs.verdicts}
+    recs: list[Verdict | Dispute | Resolution] = []
+    recs += [v for v in rs.verdicts if v.task == task_id]
+    recs += [d for d in rs.disputes if d.task == task_id]
+    recs += [r for r in rs.resolutions if r.task == task_id]
+    recs.sort(key=lambda r: r.sort_key)
+    entries: list[HistoryEntry] = []
+    last: str | None = None
+    for r in recs:
+        tree = r.task_tree if not isinstance(r, Resolution) else verdict_tree.get(r.verdict_id)
+        changed_from = None
+        changes: tuple[str, ...] | None = ()
+        if isinstance(r, Verdict):
+            if last is not None and r.task_tree != last:
+                changed_from = last
+                changes = tree_changes(repo, last, r.task_tree)
+            last = r.task_tree
+        entries.append(HistoryEntry(r, tree, changed_from, changes))
+    head = task_version(repo, task_id)
+    head_changes = None
+    if last is not None and head.tree is not None:
+        head_changes = tree_changes(repo, last, head.tree)
+    prefix = (f"verdicts/{task_id}/", f"disputes/{task_id}/", f"resolutions/{task_id}/")
+    problems = [p for p in rs.problems if p.path.as_posix().startswith(prefix)]
+    return History(task_id, entries, head, last, head_changes, problems)
+
+
+def _when(ts: datetime) -> str:
+    return ts.astimezone(UTC).strftime("%Y-%m-%d %H:%M:%SZ")
+
+
+def format_history(h: History, records: RecordSet | None = None) -> str:
+    """Plain-text rendering of ``h`` for ``kws history`` (one block per record)."""
+    lines = [f"history of {h.task}: {len(h.entries)} record(s)"]
+    for p in h.problems:
+        lines.append(f"  skipped {p}")
+    for e in h.entries:
+        r = e.record
+        tree = (e.task_tree or "?")[:10]
+        head = f"{_when(r.timestamp)}  {r.kind:<10} {r.id[:8]}  {r.reviewer}"
+        if isinstance(r, Verdict):
+            lines.append(f"{head}  {r.overall}  (task version {tree})")
+            if e.changed_from is not None:
+                lines.append(f"    task changed since version {e.changed_from[:10]}:")
+                if e.changes is None:
+                    lines.append("      (a version is not in this clone; run kws sync)")
+                else:
+                    lines.extend(f"      {c}" for c in e.changes)
+            lines.append("    " + ", ".join(f"{k}={v}" for k, v in r.fields.items()))
+            if r.rationale:
+                lines.append(f"    rationale: {r.rationale}")
+            if records is not None:
+                eff = records.effective_values(r)
+                changed = {k: v for k, v in eff.items() if r.values().get(k) != v}
+                if changed:
+                    lines.append(
+                        "    after resolutions: " + ", ".join(f"{k}={v}" for k, v in changed.items())
+                    )
+        elif isinstance(r, Dispute):
+            state = ""
+            if records is not None:
+                res = records.resolution_of(r.dispute_id)
+                state = f"  [{'open' if res is None else res.outcome}]"
+            lines.append(f"{head}  on verdict {r.verdict_id[:8]}{state}")
+            lines.append("    " + ", ".join(f"{k}={v}" for k, v in r.fields.items()))
+            lines.append(f"    rationale: {r.rationale}")
+        else:
+            lines.append(
+                f"{head}  {r.outcome}: verdict {r.verdict_id[:8]}, dispute {r.dispute_id[:8]}"
+            )
+            sides = ", ".join(
+                f"{k}: verdict {r.verdict_values.get(k, '-')} / dispute {r.dispute_values.get(k, '-')}"
+                for k in sorted(set(r.verdict_values) | set(r.dispute_values))
+            )
+            if sides:
+                lines.append(f"    {sides}")
+            if r.fields:
+                lines.append("    verdict now: " + ", ".join(f"{k}={v}" for k, v in r.fields.items()))
+            lines.append(f"    rationale: {r.rationale}")
+    if h.head.tree is None:
+        lines.append(f"tasks/{h.task} is not in HEAD")
+    elif h.last_judged is None:
+        lines.append(f"current task version {h.head.tree[:10]}: not judged yet")
+    elif h.head_changes == ():
+        lines.append(f"current task version {h.head.tree[:10]}: the one last judged")
+    else:
+        lines.append(f"current task version {h.head.tree[:10]} differs from the last judged {h.last_judged[:10]}:")
+        if h.head_changes is None:
+            lines.append("  (the judged version is not in this clone; run kws sync)")
+        else:
+            lines.extend(f"  {c}" for c in h.head_changes)
+    if h.head.dirty:
+        lines.append("uncommitted changes in the work tree: " + ", ".join(h.head.dirty))
+    return "\n".join(lines)

@@ -1,0 +1,538 @@
+"""The queue screen's model: a fast, cached index of a queue's tasks, their review flags,
+and filtering / sorting / "next unreviewed" over them.
+
+Pure Python (no Textual, no torch): the TUI only displays what this module computes.
+
+Speed. Validating a task (:func:`workstation.task.format.load_task`) parses its TOML and every
+entry file with :mod:`ast`; for a queue of 5,000 tasks that takes seconds. The index
+therefore works in two passes:
+
+1. :func:`scan_queue` (fast, for the first paint): one ``scandir`` per task folder gives a
+   *signature* (name, size and mtime of every file in it). A task whose signature matches
+   the on-disk index cache reuses its cached validation result (summary or error). Any
+   other task gets a display summary read from ``task.toml`` by a line scanner
+   (:func:`quick_summary`: top-level ``key = "string"`` lines and ``[claims] status``),
+   marked ``validated = False``.
+2. :func:`validate_index` (in a worker thread): runs :func:`load_task` on every
+   unvalidated task, replaces its summary with the validated one or moves it to
+   ``errors`` (file, key, problem), and writes the cache.
+
+The cache lives at ``<cache dir>/queue-index/<queue key>.json`` (cache dir:
+``$KWS_CACHE_DIR`` or ``platformdirs.user_cache_dir("kws")``). It is only a speed-up:
+deleting it loses nothing.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import re
+import tempfile
+from collections.abc import Callable, Iterable, Mapping
+from dataclasses import asdict, dataclass, field, replace
+from pathlib import Path
+from typing import Any
+
+import platformdirs
+
+__all__ = [
+    "FILTER_KEYS",
+    "SORT_KEYS",
+    "QueueFilter",
+    "QueueIndex",
+    "QueueRow",
+    "TaskProblem",
+    "TaskSummary",
+    "build_rows",
+    "next_unreviewed",
+    "parse_filter",
+    "quick_summary",
+    "scan_queue",
+    "sort_rows",
+    "validate_index",
+]
+
+_CACHE_SCHEMA = 2
+
+
+@dataclass(frozen=True)
+class TaskSummary:
+    """What the queue table shows of one task.
+
+    ``claimed`` is ``[claims] status`` ("pass" / "fail"), ``failure_class`` the claimed
+    class (may be ""). ``validated`` is True once :func:`load_task` accepted the task
+    (or the cache says it did for these exact files).
+    """
+
+    id: str
+    title: str
+    kind: str
+    backend: str
+    claimed: str
+    failure_class: str
+    dir: str
+    validated: bool = False
+
+
+@dataclass(frozen=True)
+class TaskProblem:
+    """A task folder that does not load: the file, the dotted key and the problem."""
+
+    task: str
+    file: str
+    key: str
+    problem: str
+
+    def __str__(self) -> str:
+        where = f"{self.file}: {self.key}" if self.key else self.file
+        return f"{where}: {self.problem}"
+
+
+@dataclass
+class QueueIndex:
+    """The tasks of a queue, by folder name. A folder is either in ``tasks`` (loads, or not
+    yet validated) or in ``errors`` (does not load)."""
+
+    root: Path
+    name: str
+    rubric_id: str
+    tasks: dict[str, TaskSummary] = field(default_factory=dict)
+    errors: dict[str, TaskProblem] = field(default_factory=dict)
+    signatures: dict[str, str] = field(default_factory=dict)
+
+    @property
+    def pending(self) -> list[str]:
+        """Folder names still to validate."""
+        return [k for k, s in self.tasks.items() if not s.validated]
+
+
+# --------------------------------------------------------------------------------------------
+# cache
+
+
+def cache_file(root: Path | str) -> Path:
+    """The index cache file of the queue at ``root``."""
+    base = os.environ.get("KWS_CACHE_DIR") or platformdirs.user_cache_dir("kws")
+    p = Path(root).expanduser().resolve()
+    key = hashlib.sha256(str(p).encode()).hexdigest()[:16]
+    return Path(base) / "queue-index" / f"{re.sub(r'[^A-Za-z0-9._-]+', '-', p.name)}-{key}.json"
+
+
+def _load_cache(root: Path) -> dict[str, Any]:
+    try:
+        data = json.loads(cache_file(root).read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return {}
+    if not isinstance(data, dict) or data.get("schema") != _CACHE_SCHEMA:
+        return {}
+    entries = data.get("tasks")
+    return entries if isinstance(entries, dict) else {}
+
+
+def _save_cache(index: QueueIndex) -> None:
+    entries: dict[str, Any] = {}
+    for name, sig in index.signatures.items():
+        s = index.tasks.get(name)
+        if s is not None and s.validated:
+            entries[name] = {"sig": sig, "summary": asdict(s)}
+        elif name in index.errors:
+            entries[name] = {"sig": sig, "error": asdict(index.errors[name])}
+    path = cache_file(index.root)
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        fd, tmp = tempfile.mkstemp(prefix=".index-", dir=path.parent)
+        with os.fdopen(fd, "w", encoding="utf-8") as fh:
+            json.dump({"schema": _CACHE_SCHEMA, "tasks": entries}, fh)
+        os.replace(tmp, path)
+    except OSError:
+        pass  # a cache that cannot be written only costs speed next time
+
+
+def folder_signature(folder: Path | str) -> str:
+    """A digest of the names, sizes and mtimes (ns) of the files in ``folder`` (one level:
+    task files are flat; entry files must be inside the folder). Any edit, added or removed
+    file changes it."""
+    h = hashlib.blake2b(digest_size=12)
+    try:
+        entries = sorted(os.scandir(folder), key=lambda e: e.name)
+    except OSError:
+        return ""
+    for e in entries:
+        if e.name == "__pycache__" or e.name.startswith("."):
+            continue
+        try:
+            st = e.stat()
+        except OSError:
+            continue
+        h.update(f"{e.name}\0{st.st_size}\0{st.st_mtime_ns}\0{e.is_dir()}\n".encode())
+    return h.hexdigest()
+
+
+# --------------------------------------------------------------------------------------------
+# pass 1: fast scan
+
+_KV = re.compile(r'^[ \t]*([A-Za-z_][A-Za-z0-9_-]*)[ \t]*=[ \t]*"((?:[^"\\\n]|\\.)*)"', re.MULTILINE)
+_FIRST_HEADER = re.compile(r"^[ \t]*\[", re.MULTILINE)
+_CLAIMS = re.compile(r"^[ \t]*\[[ \t]*claims[ \t]*\][^\n]*\n(.*?)(?=^[ \t]*\[|\Z)", re.MULTILINE | re.DOTALL)
+
+
+def quick_summary(text: str, folder: str, dir_: str) -> TaskSummary:
+    """A display summary of a ``task.toml`` read with two regular expressions, without a
+    TOML parser.
+
+    Reads top-level ``id``, ``title``, ``kind``, ``backend`` (``key = "basic string"``
+    lines before the first table header) and ``status`` / ``failure_class`` in ``[claims]``.
+    Anything it cannot read shows as "?"; :func:`validate_index` replaces the summary with
+    the validated one (or an error) shortly after. Never used to decide validity.
+    """
+    m = _FIRST_HEADER.search(text)
+    head = text[: m.start()] if m else text
+    top: dict[str, str] = {}
+    for k, v in _KV.findall(head):
+        top.setdefault(k, v)
+    claims: dict[str, str] = {}
+    cm = _CLAIMS.search(text)
+    if cm:
+        for k, v in _KV.findall(cm.group(1)):
+            claims.setdefault(k, v)
+    return TaskSummary(
+        id=top.get("id", folder),
+        title=top.get("title", "?"),
+        kind=top.get("kind", "?"),
+        backend=top.get("backend", "?"),
+        claimed=claims.get("status", "pass"),
+        failure_class=claims.get("failure_class", ""),
+        dir=dir_,
+        validated=False,
+    )
+
+
+def _queue_meta(root: Path) -> tuple[str, str]:
+    import tomllib
+
+    name, rubric = root.name, "kernel-review"
+    qt = root / "queue.toml"
+    if qt.is_file():
+        try:
+            q = tomllib.loads(qt.read_text(encoding="utf-8"))
+        except (tomllib.TOMLDecodeError, UnicodeDecodeError, OSError):
+            return name, rubric
+        if isinstance(q.get("name"), str):
+            name = q["name"]
+        if isinstance(q.get("rubric"), str):
+            rubric = q["rubric"]
+    return name, rubric
+
+
+def scan_queue(root: Path | str, *, use_cache: bool = True) -> QueueIndex:
+    """Pass 1: index every folder under ``<root>/tasks`` quickly (see the module docstring).
+
+    Raises:
+        workstation.task.format.TaskError: ``root`` has no ``tasks/`` folder.
+    """
+    from workstation.task.format import TaskError
+
+    root = Path(root)
+    tasks_dir = root / "tasks"
+    if not tasks_dir.is_dir():
+        raise TaskError(root, "", "not a kws queue: no tasks/ folder")
+    name, rubric = _queue_meta(root)
+    index = QueueIndex(root=root, name=name, rubric_id=rubric)
+    cache = _load_cache(root) if use_cache else {}
+    folders = sorted(e.name for e in os.scandir(tasks_dir) if e.is_dir() and not e.name.startswith("."))
+    for folder in folders:
+        d = tasks_dir / folder
+        sig = folder_signature(d)
+        index.signatures[folder] = sig
+        hit = cache.get(folder)
+        if hit and hit.get("sig") == sig:
+            try:
+                if "summary" in hit:
+                    index.tasks[folder] = TaskSummary(**{**hit["summary"], "dir": str(d)})
+                    continue
+                if "error" in hit:
+                    index.errors[folder] = TaskProblem(**hit["error"])
+                    continue
+            except TypeError:
+                pass  # an entry of another shape: re-validate
+        toml = d / "task.toml"
+        try:
+            text = toml.read_text(encoding="utf-8")
+        except FileNotFoundError:
+            index.errors[folder] = TaskProblem(folder, str(toml), "", "no task.toml in this task folder")
+            continue
+        except (OSError, UnicodeDecodeError) as e:
+            index.errors[folder] = TaskProblem(folder, str(toml), "", f"cannot read: {e}")
+            continue
+        index.tasks[folder] = quick_summary(text, folder, str(d))
+    return index
+
+
+# --------------------------------------------------------------------------------------------
+# pass 2: validation
+
+
+def summary_of(task: Any) -> TaskSummary:
+    """The summary of a validated :class:`workstation.task.format.Task`."""
+    return TaskSummary(
+        id=task.id,
+        title=task.title,
+        kind=task.kind,
+        backend=task.backend,
+        claimed=task.claims.status,
+        failure_class=task.claims.failure_class,
+        dir=str(task.dir),
+        validated=True,
+    )
+
+
+def validate_index(
+    index: QueueIndex,
+    *,
+    on_progress: Callable[[int, int], None] | None = None,
+    should_stop: Callable[[], bool] | None = None,
+    save: bool = True,
+) -> QueueIndex:
+    """Pass 2: validate every pending task with :func:`load_task` (in place; also returns
+    ``index``). ``on_progress(done, total)`` is called every 50 tasks; ``should_stop()``
+    ends early (the cache keeps what was validated)."""
+    from workstation.task.format import TaskError, load_task
+
+    pending = index.pending
+    for i, folder in enumerate(pending, 1):
+        if should_stop is not None and should_stop():
+            break
+        d = index.root / "tasks" / folder
+        try:
+            index.tasks[folder] = summary_of(load_task(d))
+        except TaskError as e:
+            index.tasks.pop(folder, None)
+            index.errors[folder] = TaskProblem(folder, str(e.file), e.key, e.problem)
+        if on_progress is not None and (i % 50 == 0 or i == len(pending)):
+            on_progress(i, len(pending))
+    if save:
+        _save_cache(index)
+    return index
+
+
+# --------------------------------------------------------------------------------------------
+# rows: summary + review flags
+
+
+@dataclass(frozen=True)
+class QueueRow:
+    """One row of the queue table.
+
+    ``mine`` is the viewer's latest verdict's overall on this task (None: not reviewed by
+    them), ``overall`` the task's effective current overall (any reviewer),
+    ``reserved_by`` the holder's name ("" when free), ``open_disputes`` the count of
+    unresolved disputes.
+    """
+
+    summary: TaskSummary
+    mine: str | None = None
+    mine_id: str | None = None
+    overall: str | None = None
+    verdicts: int = 0
+    reserved_by: str = ""
+    reserved_by_me: bool = False
+    open_disputes: int = 0
+    has_draft: bool = False
+
+    @property
+    def id(self) -> str:
+        return self.summary.id
+
+    @property
+    def claimed_label(self) -> str:
+        s = self.summary
+        return f"fail ({s.failure_class})" if s.claimed == "fail" and s.failure_class else s.claimed
+
+    @property
+    def reviewed(self) -> bool:
+        return self.mine is not None
+
+
+def build_rows(
+    index: QueueIndex,
+    records: Any | None = None,
+    me: Any | None = None,
+    drafts: Iterable[str] = (),
+) -> list[QueueRow]:
+    """Rows for every loadable task, in folder order, with flags from a
+    :class:`workstation.records.store.RecordSet` for viewer ``me`` (an Identity) when given."""
+    flags: Mapping[str, Any] = records.all_flags(me) if records is not None else {}
+    drafted = set(drafts)
+    out = []
+    for s in index.tasks.values():
+        f = flags.get(s.id)
+        if f is None:
+            out.append(QueueRow(summary=s, has_draft=s.id in drafted))
+            continue
+        reserved = f.reserved_by
+        out.append(
+            QueueRow(
+                summary=s,
+                mine=f.mine.overall if f.mine is not None else None,
+                mine_id=f.mine.verdict_id if f.mine is not None else None,
+                overall=f.overall,
+                verdicts=f.verdicts,
+                reserved_by=reserved.name if reserved is not None else "",
+                reserved_by_me=bool(
+                    reserved is not None and me is not None
+                    and reserved.email.strip().lower() == me.email.strip().lower()
+                ),
+                open_disputes=f.open_disputes,
+                has_draft=s.id in drafted,
+            )
+        )
+    return out
+
+
+# --------------------------------------------------------------------------------------------
+# filter and sort
+
+#: filter keys of the queue's filter line and what each matches.
+FILTER_KEYS: dict[str, str] = {
+    "kind": "task kind (generation, translation, ...)",
+    "backend": "candidate backend (triton, cuda, ...)",
+    "claimed": "claimed status: pass or fail, or a failure class",
+    "reserved": "yes / no / me, or part of the holder's name",
+    "disputed": "yes / no: has an open dispute",
+    "mine": "yes / no (reviewed by me), or my overall: accept / reject / needs-work",
+}
+#: sort keys, in the order the sort key cycles.
+SORT_KEYS: tuple[str, ...] = ("id", "kind", "backend", "claimed", "reserved", "disputed", "mine")
+
+_YES = {"yes", "y", "true", "1"}
+_NO = {"no", "n", "false", "0"}
+
+
+@dataclass(frozen=True)
+class QueueFilter:
+    """A parsed filter line: ``key:value[,value...]`` terms (AND across terms, OR within
+    a term's values) plus free words matched against id and title (all must match)."""
+
+    terms: tuple[tuple[str, tuple[str, ...]], ...] = ()
+    words: tuple[str, ...] = ()
+    problems: tuple[str, ...] = ()
+
+    def matches(self, row: QueueRow) -> bool:
+        s = row.summary
+        for w in self.words:
+            if w not in s.id.lower() and w not in s.title.lower():
+                return False
+        for key, values in self.terms:
+            if not any(_term_matches(key, v, row) for v in values):
+                return False
+        return True
+
+    def describe(self) -> str:
+        parts = [f"{k}:{','.join(v)}" for k, v in self.terms] + list(self.words)
+        return " ".join(parts)
+
+
+def _term_matches(key: str, v: str, row: QueueRow) -> bool:
+    s = row.summary
+    if key == "kind":
+        return s.kind.lower().startswith(v)
+    if key == "backend":
+        return s.backend.lower().startswith(v)
+    if key == "claimed":
+        return v in (s.claimed.lower(), s.failure_class.lower())
+    if key == "reserved":
+        if v in _YES:
+            return bool(row.reserved_by)
+        if v in _NO:
+            return not row.reserved_by
+        if v == "me":
+            return row.reserved_by_me
+        return v in row.reserved_by.lower()
+    if key == "disputed":
+        if v in _YES:
+            return row.open_disputes > 0
+        if v in _NO:
+            return row.open_disputes == 0
+        return False
+    if key == "mine":
+        if v in _YES:
+            return row.mine is not None
+        if v in _NO:
+            return row.mine is None
+        return (row.mine or "") == v
+    return False
+
+
+def parse_filter(text: str) -> QueueFilter:
+    """Parse a filter line such as ``kind:fusion,optimization disputed:yes softmax``.
+
+    Unknown keys and empty values become ``problems`` (shown to the reviewer) and are
+    ignored; matching is case-insensitive.
+    """
+    terms: list[tuple[str, tuple[str, ...]]] = []
+    words: list[str] = []
+    problems: list[str] = []
+    for tok in text.split():
+        key, sep, value = tok.partition(":")
+        if not sep:
+            words.append(tok.lower())
+            continue
+        key = key.lower()
+        values = tuple(v for v in value.lower().split(",") if v)
+        if key not in FILTER_KEYS:
+            problems.append(f"unknown filter key {key!r} (keys: {', '.join(FILTER_KEYS)})")
+            continue
+        if not values:
+            problems.append(f"{key}: needs a value")
+            continue
+        terms.append((key, values))
+    return QueueFilter(tuple(terms), tuple(words), tuple(problems))
+
+
+def _sort_value(key: str, row: QueueRow) -> tuple:
+    s = row.summary
+    if key == "kind":
+        return (s.kind, s.id)
+    if key == "backend":
+        return (s.backend, s.id)
+    if key == "claimed":
+        return (s.claimed, s.failure_class, s.id)
+    if key == "reserved":
+        return (row.reserved_by == "", row.reserved_by.lower(), s.id)
+    if key == "disputed":
+        return (-row.open_disputes, s.id)
+    if key == "mine":
+        return (row.mine is not None, row.mine or "", s.id)
+    return (s.id,)
+
+
+def sort_rows(rows: Iterable[QueueRow], key: str = "id", reverse: bool = False) -> list[QueueRow]:
+    """``rows`` ordered by ``key`` (one of :data:`SORT_KEYS`), ties by task id."""
+    if key not in SORT_KEYS:
+        raise ValueError(f"unknown sort key {key!r} (keys: {', '.join(SORT_KEYS)})")
+    return sorted(rows, key=lambda r: _sort_value(key, r), reverse=reverse)
+
+
+def next_unreviewed(rows: list[QueueRow], after: str | None = None) -> QueueRow | None:
+    """The first row after task ``after`` (in ``rows`` order, wrapping around) that I have
+    not reviewed and nobody else holds reserved; None when there is none."""
+    if not rows:
+        return None
+    start = 0
+    if after is not None:
+        for i, r in enumerate(rows):
+            if r.id == after:
+                start = i + 1
+                break
+    n = len(rows)
+    for k in range(n):
+        r = rows[(start + k) % n]
+        if r.mine is None and (not r.reserved_by or r.reserved_by_me):
+            return r
+    return None
+
+
+def with_summary(row: QueueRow, summary: TaskSummary) -> QueueRow:
+    """``row`` with its summary replaced (after validation)."""
+    return replace(row, summary=summary)
