@@ -1,0 +1,246 @@
+"""Declarative file schemas: parsed TOML tables into msgspec ``Struct`` s, with messages a
+reader can act on.
+
+A file kind declares its tables as ``msgspec.Struct`` classes (constraints with
+``msgspec.Meta``: ``ge``, ``gt``, ``min_length``, ``max_length``; a field's
+``Meta(description=...)`` says in words what the key holds and is quoted in messages) and
+loads with :func:`convert`. Unknown keys are not rejected by the struct: the loader asks
+:func:`unknown_keys` and decides, per file kind, whether they are errors (rubrics,
+keymaps: a typo must not be silently ignored) or warnings (task.toml, queue.toml, records:
+files written against a later format version still load).
+
+Messages follow the shape kws has always used: ``expected a number, got a string 'abc'``,
+``missing required key (the task id)``, ``unknown value 'foo'; expected one of a, b``,
+``must be >= 0, got -1``.
+"""
+
+from __future__ import annotations
+
+import math
+import re
+import typing
+from pathlib import Path
+from typing import Any, TypeVar
+
+import msgspec
+from msgspec import inspect as mi
+
+from workstation.schema.problem import Problem
+
+T = TypeVar("T")
+
+_TYPE_WORDS = {
+    "str": "a string", "int": "an integer", "float": "a number", "bool": "true or false",
+    "array": "an array", "object": "a table", "null": "nothing", "list": "an array",
+    "dict": "a table", "tuple": "an array",
+}
+_PATH_RE = re.compile(r" - at `\$(?P<path>[^`]*)`$")
+
+
+def toml_type(value: Any) -> str:
+    """``"a string"``, ``"an integer"``, ``"a table"``... for a parsed TOML value."""
+    return {bool: "a boolean", int: "an integer", float: "a float", str: "a string",
+            list: "an array", dict: "a table"}.get(type(value), type(value).__name__)
+
+
+def _segments(path: str) -> list[str | int]:
+    """``".cases[2].N"`` -> ``["cases", 2, "N"]``; ``[...]`` (a dict value) stays ``"..."``."""
+    out: list[str | int] = []
+    for m in re.finditer(r"\.([^.\[]+)|\[(\d+|\.\.\.)\]", path):
+        if m.group(1) is not None:
+            out.append(m.group(1))
+        else:
+            out.append(int(m.group(2)) if m.group(2).isdigit() else "...")
+    return out
+
+
+def dotted(segments: list[str | int], prefix: str = "") -> str:
+    """``["cases", 2, "N"]`` -> ``"cases[2].N"`` (after ``prefix``)."""
+    key = prefix
+    for s in segments:
+        if isinstance(s, int):
+            key += f"[{s}]"
+        else:
+            key = f"{key}.{s}" if key else str(s)
+    return key
+
+
+def _value_at(data: Any, segs: list[str | int]) -> tuple[Any, list[str | int]]:
+    """The value at ``segs`` and the resolved segments (a ``"..."`` segment, msgspec's mark
+    for a dict value, becomes the first key whose value fails to be a scalar)."""
+    cur, resolved = data, []
+    for s in segs:
+        if s == "..." and isinstance(cur, dict):
+            bad = next((k for k, v in cur.items() if isinstance(v, dict | list)), None)
+            if bad is None:
+                return None, resolved
+            resolved.append(bad)
+            cur = cur[bad]
+        elif isinstance(s, int) and isinstance(cur, list) and s < len(cur):
+            resolved.append(s)
+            cur = cur[s]
+        elif isinstance(s, str) and isinstance(cur, dict) and s in cur:
+            resolved.append(s)
+            cur = cur[s]
+        else:
+            return None, resolved
+    return cur, resolved
+
+
+def _unwrap(t: mi.Type) -> tuple[mi.Type, str]:
+    """(the type under any Metadata wrapper, its description or "")."""
+    desc = ""
+    while isinstance(t, mi.Metadata):
+        desc = desc or str((t.extra_json_schema or {}).get("description", ""))
+        t = t.type
+    return t, desc
+
+
+def _field_type(t: mi.Type, seg: str | int) -> mi.Type | None:
+    t, _ = _unwrap(t)
+    if isinstance(t, mi.UnionType):
+        for u in t.types:
+            got = _field_type(u, seg)
+            if got is not None:
+                return got
+        return None
+    if isinstance(t, mi.StructType) and isinstance(seg, str):
+        return next((f.type for f in t.fields if f.encode_name == seg), None)
+    if isinstance(t, mi.DictType):
+        return t.value_type
+    if isinstance(t, mi.ListType | mi.SetType | mi.FrozenSetType | mi.VarTupleType) and isinstance(seg, int):
+        return t.item_type
+    return None
+
+
+def _type_at(root: type, segs: list[str | int]) -> mi.Type | None:
+    t: mi.Type | None = mi.type_info(root)
+    for s in segs:
+        if t is None:
+            return None
+        t = _field_type(t, s)
+    return t
+
+
+def _expected_words(t: mi.Type | None) -> str:
+    if t is None:
+        return ""
+    t, desc = _unwrap(t)
+    if desc:
+        return desc
+    if isinstance(t, mi.UnionType):
+        return " or ".join(w for w in (_expected_words(u) for u in t.types if not isinstance(u, mi.NoneType)) if w)
+    if isinstance(t, mi.LiteralType):
+        return "one of " + ", ".join(map(str, t.values))
+    name = type(t).__name__.removesuffix("Type").lower()
+    if isinstance(t, mi.StructType):
+        return "a table"
+    return _TYPE_WORDS.get(name, name)
+
+
+def _constraint_text(msg: str) -> str:
+    """``"Expected `int` >= 0"`` -> ``">= 0"``; ``"Expected `str` of length <= 200"`` ->
+    ``"at most 200 characters long"``."""
+    m = re.search(r"Expected `[^`]+` (.+)$", msg)
+    if not m:
+        return ""
+    c = m.group(1)
+    c = re.sub(r"of length <= (\d+)", r"at most \1 characters long", c)
+    c = re.sub(r"of length >= (\d+)", r"at least \1 characters long", c)
+    c = re.sub(r"^(>=|<=|>|<) (\S+?)(\.0)?$", r"\1 \2", c)
+    return c
+
+
+def problem_of(err: msgspec.ValidationError, data: Any, root: type, file: Path | str, prefix: str = "") -> Problem:
+    """A :class:`Problem` (dotted key, readable sentence) for msgspec's validation error."""
+    msg = str(err)
+    m = _PATH_RE.search(msg)
+    path = m.group("path") if m else ""
+    head = msg[: m.start()] if m else msg
+    segs = _segments(path)
+    value, resolved = _value_at(data, segs)
+    if "..." in segs:  # a dict value that is not a scalar
+        segs = resolved
+    t = _type_at(root, segs)
+    expected = _expected_words(t)
+    if (mm := re.match(r"Object missing required field `([^`]+)`", head)) is not None:
+        name = mm.group(1)
+        sub = _type_at(root, [*segs, name])
+        what = _expected_words(sub)
+        return Problem(file, dotted([*segs, name], prefix), "missing required key" + (f" ({what})" if what else ""))
+    if (mm := re.match(r"Object contains unknown field `([^`]+)`", head)) is not None:
+        return Problem(file, dotted([*segs, mm.group(1)], prefix), "unknown key")
+    key = dotted(segs, prefix)
+    if head.startswith("Invalid enum value"):
+        inner, _ = _unwrap(t) if t is not None else (None, "")
+        allowed = ", ".join(map(str, inner.values)) if isinstance(inner, mi.LiteralType) else expected
+        return Problem(file, key, f"unknown value {value!r}; expected one of {allowed}")
+    if re.match(r"Expected `[^`]+`, got `", head):
+        got = toml_type(value) if value is not None else head.rsplit("got `", 1)[1].rstrip("`")
+        if isinstance(value, bool):
+            return Problem(file, key, f"expected {expected or 'another type'}, got a boolean")
+        shown = f" {value!r}" if isinstance(value, str | int | float) and len(repr(value)) <= 80 else ""
+        return Problem(file, key, f"expected {expected or 'another type'}, got {got}{shown}")
+    constraint = _constraint_text(head)
+    if constraint:
+        if isinstance(value, float) and math.isnan(value):
+            return Problem(file, key, f"must be a number {constraint}, got nan")
+        if isinstance(value, str):
+            return Problem(file, key, f"must be {constraint}, got {len(value)} characters")
+        return Problem(file, key, f"must be {constraint}, got {value!r}")
+    return Problem(file, key, head[:1].lower() + head[1:])
+
+
+def convert(data: Any, type_: type[T], *, file: Path | str, prefix: str = "") -> T:
+    """``data`` (a parsed TOML table) as an instance of ``type_`` (a msgspec Struct).
+
+    Raises:
+        Problem: the first value that does not fit the schema, naming the dotted key
+            (``prefix`` prepended) and the value.
+    """
+    try:
+        return msgspec.convert(data, type_, strict=True)
+    except msgspec.ValidationError as e:
+        raise problem_of(e, data, type_, file, prefix) from None
+
+
+def unknown_keys(data: Any, type_: type, prefix: str = "") -> list[str]:
+    """Dotted keys in ``data`` that no field of ``type_`` (and its nested structs) names.
+    Dict-typed fields take any key; their values are checked against the value type."""
+    out: list[str] = []
+    stack: list[tuple[Any, mi.Type, list[str | int]]] = [(data, mi.type_info(type_), [])]
+    while stack:
+        value, t, segs = stack.pop()
+        t, _ = _unwrap(t)
+        if isinstance(t, mi.UnionType):
+            structs = [u for u in t.types if isinstance(_unwrap(u)[0], mi.StructType | mi.DictType)]
+            if isinstance(value, dict) and structs:
+                stack.append((value, structs[0], segs))
+            elif isinstance(value, list):
+                lists = [u for u in t.types if isinstance(_unwrap(u)[0], mi.ListType | mi.VarTupleType)]
+                if lists:
+                    stack.append((value, lists[0], segs))
+            continue
+        if isinstance(t, mi.StructType) and isinstance(value, dict):
+            fields = {f.encode_name: f.type for f in t.fields}
+            for k, v in value.items():
+                if k not in fields:
+                    out.append(dotted([*segs, k], prefix))
+                else:
+                    stack.append((v, fields[k], [*segs, k]))
+        elif isinstance(t, mi.DictType) and isinstance(value, dict):
+            for k, v in value.items():
+                stack.append((v, t.value_type, [*segs, k]))
+        elif isinstance(t, mi.ListType | mi.VarTupleType) and isinstance(value, list):
+            for i, v in enumerate(value):
+                stack.append((v, t.item_type, [*segs, i]))
+    return sorted(out, key=_natural)
+
+
+def _natural(key: str) -> list[Any]:
+    return [int(p) if p.isdigit() else p for p in re.split(r"(\d+)", key)]
+
+
+def literal_values(tp: Any) -> tuple[Any, ...]:
+    """The values of a ``Literal[...]`` annotation (for docs and messages)."""
+    return typing.get_args(tp)
