@@ -25,7 +25,7 @@ sys.path.insert(0, str(REPO))
 
 from workstation.engine.run import run_checks  # noqa: E402
 from workstation.runner import Runner  # noqa: E402
-from workstation.task.format import load_queue  # noqa: E402
+from workstation.task.queue import load_queue  # noqa: E402
 
 NUMERICS = ("tolerance-loose", "tolerance-tight", "precision-regime", "reference-suspect")
 

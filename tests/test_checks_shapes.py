@@ -21,7 +21,8 @@ from workstation.checks.support.trials import region_phrase
 from workstation.engine.report import to_json_dict
 from workstation.engine.run import run_checks
 from workstation.protocol.layouts import KINDS, applies
-from workstation.task.format import ParamSpec, load_task
+from workstation.task.format import load_task
+from workstation.task.model import ParamSpec
 
 
 def check(runner, task_dir, cid: str) -> dict:

@@ -10,7 +10,7 @@ from tests.conftest import SAMPLE_QUEUE, write_task
 from tests.test_checks_shapes import check, fails
 from workstation.analysis.compare import compare, resolve_tolerance
 from workstation.checks.test_gap import AuthorTestScan, slice_coverage
-from workstation.task.format import Tolerance
+from workstation.task.model import Tolerance
 
 
 def scan(tmp_path, body: str, extra_files: dict[str, str] | None = None):

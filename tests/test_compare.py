@@ -6,7 +6,7 @@ import numpy as np
 import pytest
 
 from workstation.analysis.compare import compare, ordinal, resolve_tolerance, ulp_distance
-from workstation.task.format import Tolerance
+from workstation.task.model import Tolerance
 
 
 def test_ordinal_matches_ieee_bit_patterns():

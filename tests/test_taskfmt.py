@@ -5,7 +5,9 @@ from __future__ import annotations
 import pytest
 
 from tests.conftest import SAMPLE_QUEUE, TASK_TOML, write_task
-from workstation.task.format import TaskError, load_queue, load_task
+from workstation.schema.problem import Problem
+from workstation.task.format import load_task
+from workstation.task.queue import load_queue
 
 
 def _toml(**kw) -> str:
@@ -43,7 +45,7 @@ def test_valid_task_loads(tmp_path):
 )
 def test_malformed_task_names_file_key_problem(tmp_path, mutate, key, problem):
     d = write_task(tmp_path, toml=mutate(_toml()))
-    with pytest.raises(TaskError) as ei:
+    with pytest.raises(Problem) as ei:
         load_task(d)
     e = ei.value
     assert e.file.name == "task.toml"
@@ -55,13 +57,13 @@ def test_malformed_task_names_file_key_problem(tmp_path, mutate, key, problem):
 def test_missing_task_toml(tmp_path):
     d = tmp_path / "tasks" / "empty"
     d.mkdir(parents=True)
-    with pytest.raises(TaskError, match="no task.toml"):
+    with pytest.raises(Problem, match="no task.toml"):
         load_task(d)
 
 
 def test_syntax_error_in_entry_file_names_that_file(tmp_path):
     d = write_task(tmp_path, candidate="def add(x, y)\n    return x\n")
-    with pytest.raises(TaskError) as ei:
+    with pytest.raises(Problem) as ei:
         load_task(d)
     assert ei.value.file.name == "candidate.py" and "syntax error" in ei.value.problem
 

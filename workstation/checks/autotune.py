@@ -13,7 +13,7 @@ from workstation.checks.support.benchsource import _dotted
 from workstation.engine.check import Check, Finding, Skip, register
 from workstation.engine.context import CheckContext, case_label, step_timeout_s
 from workstation.protocol.wire import TensorData, WireError, tensor_from
-from workstation.task.format import Task
+from workstation.task.model import Task
 
 ATOMICS = ("atomic_add", "atomic_max", "atomic_min", "atomic_xchg", "atomic_cas", "atomic_and", "atomic_or",
            "atomic_xor")

@@ -17,7 +17,7 @@ from workstation.checks.support.trials import (
 )
 from workstation.engine.check import Check, Finding, Skip, register
 from workstation.engine.context import CheckContext, case_label
-from workstation.task.format import ParamSpec
+from workstation.task.model import ParamSpec
 
 #: small primes tried for every integer shape parameter (odd sizes no block divides).
 SMALL_PRIMES = (3, 7, 13, 37, 97)

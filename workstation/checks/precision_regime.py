@@ -35,7 +35,7 @@ from workstation.checks.support.numaudit import (
 )
 from workstation.engine.check import Check, Finding, register
 from workstation.engine.context import CheckContext, case_label
-from workstation.task.format import Tolerance
+from workstation.task.model import Tolerance
 
 _FP8_IR = ("f8E4M3FN", "f8E5M2", "f8E4M3FNUZ", "f8E5M2FNUZ", "f8E4M3", "e4m3", "e5m2")
 

@@ -29,11 +29,12 @@ def check_cmd(task_dir: Path, as_json: bool, only: str | None, seeds: str, case_
     from workstation.engine.report import dumps, exit_code, to_json_dict, to_text
     from workstation.engine.run import run_checks, select_checks
     from workstation.runner import Runner, RunnerError
-    from workstation.task.format import TaskError, load_task
+    from workstation.schema.problem import Problem
+    from workstation.task.format import load_task
 
     try:
         task = load_task(task_dir)
-    except TaskError as e:
+    except Problem as e:
         _fail_load(str(e), e.as_dict(), as_json)
         return
     try:
@@ -74,12 +75,13 @@ def _fail_load(message: str, data: dict, as_json: bool) -> None:
 @click.option("--queue", "queue", type=click.Path(path_type=Path), default=None)
 def queue_cmd(queue: Path | None) -> None:
     """List the tasks of a queue and the tasks that do not load."""
-    from workstation.task.format import TaskError, load_queue
+    from workstation.schema.problem import Problem
+    from workstation.task.queue import load_queue
 
     root = queue or _default_queue()
     try:
         q = load_queue(root)
-    except TaskError as e:
+    except Problem as e:
         click.echo(f"kws: {e}", err=True)
         sys.exit(2)
     click.echo(f"{q.name}: {len(q.tasks)} tasks at {q.root}")

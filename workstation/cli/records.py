@@ -142,7 +142,7 @@ def verdict_cmd(
         click.echo(f"kws: running the checks on {task} ...", err=True)
         try:
             report = dict(check_task(root / "tasks" / task))
-        except Exception as exc:  # a task that does not load (TaskError names file and key)
+        except Exception as exc:  # a task that does not load (Problem names file and key)
             raise click.ClickException(f"the checks could not run on {task}: {exc}") from exc
         draft.report = report
         draft.task_tree = tv.tree
@@ -318,7 +318,7 @@ def recheck_cmd(verdict_id: str, verbose: bool, queue: Path | None) -> None:
         _, diff = recheck(repo, v)
     except QueueError:
         raise
-    except Exception as exc:  # a task version that does not load (TaskError names file and key)
+    except Exception as exc:  # a task version that does not load (Problem names file and key)
         raise click.ClickException(f"the checks could not run on version {v.task_tree[:10]}: {exc}") from exc
     click.echo(format_recheck(v, diff, verbose))
 

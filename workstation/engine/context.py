@@ -18,7 +18,7 @@ from typing import Any
 
 from workstation.analysis.compare import Comparison, ResolvedTolerance, compare, resolve_tolerance
 from workstation.runner import JobResult, Runner, StepResult
-from workstation.task.format import Task
+from workstation.task.model import Task
 
 DEFAULT_SEEDS = (0, 1, 2)
 Event = Callable[[str, dict[str, Any]], None]

@@ -22,7 +22,8 @@ from workstation.engine.check import REGISTRY, CheckResult, Finding, Skip, statu
 from workstation.engine.context import DEFAULT_SEEDS, CheckContext, Event
 from workstation.runner import Runner
 from workstation.runner.sandbox import tree_digest
-from workstation.task.format import Task, load_task
+from workstation.task.format import load_task
+from workstation.task.model import Task
 
 
 @dataclass
@@ -49,7 +50,7 @@ def task_tree(task: Task) -> str | None:
     import git
 
     from workstation.repo.gitqueue import QueueError, open_queue, task_version
-    from workstation.task.format import find_queue_root
+    from workstation.task.queue import find_queue_root
 
     root = find_queue_root(task.dir)
     if root is None or task.dir.resolve().parent != (root / "tasks").resolve():
@@ -141,7 +142,7 @@ def check_task(task_dir: Path | str, *, only: Iterable[str] | None = None,
     """Load a task, run the battery in a fresh runner, return the JSON report as a dict.
 
     Raises:
-        TaskError: the task does not load.
+        Problem: the task does not load.
     """
     from workstation.engine.report import to_json_dict
 

@@ -66,11 +66,12 @@ class _Server:
 
         try:
             from workstation.engine.run import run_checks
-            from workstation.task.format import TaskError, load_task
+            from workstation.schema.problem import Problem
+            from workstation.task.format import load_task
 
             try:
                 task = load_task(req["task_dir"])
-            except TaskError as e:
+            except Problem as e:
                 self.send({"run": rid, "kind": "error", "data": {"message": str(e)}})
                 return
             run_checks(task, self.runner(), only=req.get("only") or None, on_event=emit,

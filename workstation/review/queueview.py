@@ -208,36 +208,21 @@ def quick_summary(text: str, folder: str, dir_: str) -> TaskSummary:
     )
 
 
-def _queue_meta(root: Path) -> tuple[str, str]:
-    import tomllib
-
-    name, rubric = root.name, "kernel-review"
-    qt = root / "queue.toml"
-    if qt.is_file():
-        try:
-            q = tomllib.loads(qt.read_text(encoding="utf-8"))
-        except (tomllib.TOMLDecodeError, UnicodeDecodeError, OSError):
-            return name, rubric
-        if isinstance(q.get("name"), str):
-            name = q["name"]
-        if isinstance(q.get("rubric"), str):
-            rubric = q["rubric"]
-    return name, rubric
-
-
 def scan_queue(root: Path | str, *, use_cache: bool = True) -> QueueIndex:
     """Pass 1: index every folder under ``<root>/tasks`` quickly (see the module docstring).
 
     Raises:
-        workstation.task.format.TaskError: ``root`` has no ``tasks/`` folder.
+        Problem: ``root`` has no ``tasks/`` folder, or its ``queue.toml`` does not load.
     """
-    from workstation.task.format import TaskError
+    from workstation.schema.problem import Problem
+    from workstation.task.queue import read_queue_config
 
     root = Path(root)
     tasks_dir = root / "tasks"
     if not tasks_dir.is_dir():
-        raise TaskError(root, "", "not a kws queue: no tasks/ folder")
-    name, rubric = _queue_meta(root)
+        raise Problem(root, "", "not a kws queue: no tasks/ folder")
+    cfg = read_queue_config(root)
+    name, rubric = cfg.name, cfg.rubric
     index = QueueIndex(root=root, name=name, rubric_id=rubric)
     cache = _load_cache(root) if use_cache else {}
     folders = sorted(e.name for e in os.scandir(tasks_dir) if e.is_dir() and not e.name.startswith("."))
@@ -297,7 +282,8 @@ def validate_index(
     """Pass 2: validate every pending task with :func:`load_task` (in place; also returns
     ``index``). ``on_progress(done, total)`` is called every 50 tasks; ``should_stop()``
     ends early (the cache keeps what was validated)."""
-    from workstation.task.format import TaskError, load_task
+    from workstation.schema.problem import Problem
+    from workstation.task.format import load_task
 
     pending = index.pending
     for i, folder in enumerate(pending, 1):
@@ -306,7 +292,7 @@ def validate_index(
         d = index.root / "tasks" / folder
         try:
             index.tasks[folder] = summary_of(load_task(d))
-        except TaskError as e:
+        except Problem as e:
             index.tasks.pop(folder, None)
             index.errors[folder] = TaskProblem(folder, str(e.file), e.key, e.problem)
         if on_progress is not None and (i % 50 == 0 or i == len(pending)):

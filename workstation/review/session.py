@@ -997,12 +997,13 @@ def _read_text(path: Path) -> str:
 def load_task_view(task_dir: Path | str) -> TaskView:
     """Read a task's spec and sources and build its diffs (no git, no task code run)."""
     from workstation.review.diff import diff_files, listing
-    from workstation.task.format import TaskError, load_task
+    from workstation.schema.problem import Problem
+    from workstation.task.format import load_task
 
     task_dir = Path(task_dir)
     try:
         task = load_task(task_dir)
-    except TaskError as e:
+    except Problem as e:
         return TaskView(problem=str(e))
     view = TaskView(title=task.title, spec=_read_text(task_dir / task.spec) or "*(empty spec)*")
     cand = task.entry["candidate"].file

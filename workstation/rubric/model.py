@@ -479,20 +479,12 @@ def find_rubric(rubric_id: str, queue_root: Path | str | None = None) -> Rubric:
 def queue_rubric(queue_root: Path | str) -> Rubric:
     """The rubric a queue names in ``queue.toml`` (``rubric = "..."``), default kernel-review.
 
-    A ``queue.toml`` that does not parse raises :class:`RubricError` naming it.
+    Raises:
+        Problem: the ``queue.toml`` does not load, or the rubric cannot be found or loaded.
     """
-    qfile = Path(queue_root) / "queue.toml"
-    rid = "kernel-review"
-    if qfile.is_file():
-        try:
-            data = tomllib.loads(qfile.read_text(encoding="utf-8"))
-        except (OSError, UnicodeDecodeError, tomllib.TOMLDecodeError) as exc:
-            raise RubricError(qfile, "", f"cannot read the queue's rubric: {exc}") from exc
-        val = data.get("rubric", rid)
-        if not isinstance(val, str):
-            raise RubricError(qfile, "rubric", f"must be a string, got {val!r}")
-        rid = val
-    return find_rubric(rid, queue_root)
+    from workstation.task.queue import read_queue_config
+
+    return find_rubric(read_queue_config(queue_root).rubric, queue_root)
 
 
 # --------------------------------------------------------------------------------------------

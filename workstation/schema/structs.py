@@ -3,7 +3,9 @@ reader can act on.
 
 A file kind declares its tables as ``msgspec.Struct`` classes (constraints with
 ``msgspec.Meta``: ``ge``, ``gt``, ``min_length``, ``max_length``; a field's
-``Meta(description=...)`` says in words what the key holds and is quoted in messages) and
+``Meta(description=...)`` says in words what the key holds and is quoted in messages;
+``Meta(extra={"noun": "kind"})`` on a ``Literal`` field names one value of it, for
+``unknown kind 'x'; expected one of ...``) and
 loads with :func:`convert`. Unknown keys are not rejected by the struct: the loader asks
 :func:`unknown_keys` and decides, per file kind, whether they are errors (rubrics,
 keymaps: a typo must not be silently ignored) or warnings (task.toml, queue.toml, records:
@@ -96,6 +98,16 @@ def _unwrap(t: mi.Type) -> tuple[mi.Type, str]:
     return t, desc
 
 
+def _noun(t: mi.Type | None) -> str:
+    """The ``Meta(extra={"noun": ...})`` of a field: what one value of it is called in
+    ``unknown <noun> 'x'`` messages (``"kind"``, ``"dtype"``)."""
+    while isinstance(t, mi.Metadata):
+        if (t.extra or {}).get("noun"):
+            return str(t.extra["noun"])
+        t = t.type
+    return ""
+
+
 def _field_type(t: mi.Type, seg: str | int) -> mi.Type | None:
     t, _ = _unwrap(t)
     if isinstance(t, mi.UnionType):
@@ -172,8 +184,13 @@ def problem_of(err: msgspec.ValidationError, data: Any, root: type, file: Path |
         return Problem(file, dotted([*segs, mm.group(1)], prefix), "unknown key")
     key = dotted(segs, prefix)
     if head.startswith("Invalid enum value"):
-        inner, _ = _unwrap(t) if t is not None else (None, "")
+        inner, desc = _unwrap(t) if t is not None else (None, "")
         allowed = ", ".join(map(str, inner.values)) if isinstance(inner, mi.LiteralType) else expected
+        noun = _noun(t)
+        if noun:
+            return Problem(file, key, f"unknown {noun} {value!r}; expected one of {allowed}")
+        if desc:
+            return Problem(file, key, f"expected {desc}, got {value!r}")
         return Problem(file, key, f"unknown value {value!r}; expected one of {allowed}")
     if re.match(r"Expected `[^`]+`, got `", head):
         got = toml_type(value) if value is not None else head.rsplit("got `", 1)[1].rstrip("`")

@@ -184,12 +184,12 @@ class KwsApp(App):
         then the validation of tasks the index cache did not vouch for."""
         from workstation.records.drafts import draft_path
         from workstation.rubric.model import RubricError, queue_rubric
-        from workstation.task.format import TaskError
+        from workstation.schema.problem import Problem
 
         st = QueueState(root=self.queue.root)
         try:
             st.index = scan_queue(st.root)
-        except TaskError as e:
+        except Problem as e:
             self.call_from_thread(self.notify, str(e), severity="error", timeout=30)
             return
         try:

@@ -18,7 +18,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from workstation.task.format import Task
+from workstation.task.model import Task
 
 _OTHER_BACKENDS = ("jax", "cupy", "numba", "ctypes", "cffi", "torch.utils.cpp_extension", "pycuda", "neuronxcc", "nki")
 

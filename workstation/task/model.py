@@ -1,0 +1,185 @@
+"""The task model (task format version 1): what a validated task says, as Python values.
+
+Loaded by :mod:`workstation.task.format` from ``task.toml``; the contract is
+``shared/spec/task-format.md``, documented for users in ``docs/task-format.md``. Nothing
+here reads files or runs task code.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from workstation.schema.problem import Problem
+
+SCHEMA = 1
+TASK_ID_RE = re.compile(r"^[a-z0-9][a-z0-9._-]*$")
+KINDS = ("generation", "translation", "migration", "debugging", "optimization", "fusion")
+BACKENDS = ("triton", "torch", "cuda", "pallas", "nki")
+ROLES_REQUIRED = ("candidate", "reference", "inputs")
+ROLES_OPTIONAL = ("baseline", "test", "bench")
+FAILURE_CLASSES = (
+    "compile-error",
+    "runtime-error",
+    "crash",
+    "timeout",
+    "mismatch",
+    "nan",
+    "nondeterministic",
+    "slow",
+)
+#: dtype names ``getattr(torch, name)`` resolves to a floating or integer dtype (torch 2.x).
+DTYPE_NAMES = (
+    "float64",
+    "float32",
+    "float16",
+    "bfloat16",
+    "float8_e4m3fn",
+    "float8_e4m3fnuz",
+    "float8_e5m2",
+    "float8_e5m2fnuz",
+    "int64",
+    "int32",
+    "int16",
+    "int8",
+    "uint8",
+    "bool",
+    "complex64",
+    "complex128",
+)
+PARAM_KEYS = ("min", "max", "multiple_of", "choices")
+CONTRACT_DEFAULTS: dict[str, Any] = {
+    "dtypes": [],
+    "contiguous_only": False,
+    "deterministic": True,
+    "mutates_inputs": False,
+    "nonfinite_inputs": False,
+    "max_abs_input": 0.0,
+    "reduction": [],
+}
+
+
+@dataclass(frozen=True)
+class EntryPoint:
+    """``"file.py:callable"`` relative to the task folder."""
+
+    file: str
+    name: str
+
+    def __str__(self) -> str:
+        return f"{self.file}:{self.name}"
+
+
+@dataclass(frozen=True)
+class ParamSpec:
+    """The legal values of one integer case parameter (``[params]``)."""
+
+    min: int | None = None
+    max: int | None = None
+    multiple_of: int | None = None
+    choices: tuple[Any, ...] | None = None
+
+    def allows(self, value: Any) -> bool:
+        """True when ``value`` is legal under this spec."""
+        if self.choices is not None:
+            return value in self.choices
+        if not isinstance(value, int) or isinstance(value, bool):
+            return False
+        if self.min is not None and value < self.min:
+            return False
+        if self.max is not None and value > self.max:
+            return False
+        if self.multiple_of and value % self.multiple_of:
+            return False
+        return True
+
+    def describe(self) -> str:
+        if self.choices is not None:
+            return f"one of {list(self.choices)}"
+        parts = []
+        if self.min is not None:
+            parts.append(f">= {self.min}")
+        if self.max is not None:
+            parts.append(f"<= {self.max}")
+        if self.multiple_of:
+            parts.append(f"a multiple of {self.multiple_of}")
+        return ", ".join(parts) or "any positive int"
+
+
+@dataclass(frozen=True)
+class Contract:
+    """``[contract]``: what the spec promises (defaults per the task format)."""
+
+    dtypes: tuple[str, ...] = ()
+    contiguous_only: bool = False
+    deterministic: bool = True
+    mutates_inputs: bool = False
+    nonfinite_inputs: bool = False
+    max_abs_input: float = 0.0
+    reduction: tuple[str, ...] = ()
+
+
+@dataclass(frozen=True)
+class Tolerance:
+    """A declared comparison tolerance; ``None`` means "torch.testing's default for the dtype"."""
+
+    atol: float | None = None
+    rtol: float | None = None
+    ulp: float | None = None
+
+
+@dataclass(frozen=True)
+class Claims:
+    """``[claims]``: what the task reports about itself."""
+
+    status: str = "pass"
+    failure: str = ""
+    failure_class: str = ""
+    speedup: float = 0.0
+
+
+@dataclass
+class Task:
+    """One validated task. ``dir`` is the task folder; every file key is relative to it."""
+
+    id: str
+    dir: Path
+    title: str
+    kind: str
+    backend: str
+    spec: str
+    entry: dict[str, EntryPoint]
+    out_args: tuple[int, ...]
+    inout_args: tuple[int, ...]
+    params: dict[str, ParamSpec]
+    contract: Contract
+    cases: list[dict[str, Any]]
+    tolerance: Tolerance
+    tolerance_by_dtype: dict[str, Tolerance]
+    claims: Claims
+    benchmark_cases: list[dict[str, Any]]
+    original: str | None = None
+    warnings: list[Problem] = field(default_factory=list)
+
+    @property
+    def task_toml(self) -> Path:
+        return self.dir / "task.toml"
+
+    def tolerance_for(self, case_dtype: str) -> Tolerance:
+        """The declared tolerance for a case of ``case_dtype``: ``[tolerance.<dtype>]`` keys
+        override ``[tolerance]`` keys; keys missing from both stay ``None``."""
+        base, over = self.tolerance, self.tolerance_by_dtype.get(case_dtype)
+        if over is None:
+            return base
+        return Tolerance(
+            atol=over.atol if over.atol is not None else base.atol,
+            rtol=over.rtol if over.rtol is not None else base.rtol,
+            ulp=over.ulp if over.ulp is not None else base.ulp,
+        )
+
+    def source_path(self, role: str) -> Path | None:
+        """The file of an entry role (``"candidate"``, ``"baseline"``...), or ``None``."""
+        ep = self.entry.get(role)
+        return self.dir / ep.file if ep else None

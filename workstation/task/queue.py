@@ -1,0 +1,118 @@
+"""A queue: ``queue.toml`` (the one reader of it), and loading every task of a queue.
+
+A queue is a git repository with ``tasks/<task-id>/task.toml`` folders (task format v1,
+"A queue"). ``queue.toml`` is optional; its keys (documented in ``docs/task-format.md``):
+
+- ``name``: the queue's display name (default: the folder's name);
+- ``rubric``: the rubric id verdicts use (default ``kernel-review``).
+
+Unknown keys are warnings, as in task.toml. Every component that needs queue settings
+(the CLI, the queue screen's index, the rubric lookup) reads them through
+:func:`read_queue_config`, so they agree.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Annotated
+
+from msgspec import Meta, Struct
+
+from workstation.schema.problem import Problem
+from workstation.schema.structs import convert, unknown_keys
+from workstation.schema.toml import read_toml
+from workstation.task.format import load_task
+from workstation.task.model import Task
+
+DEFAULT_RUBRIC = "kernel-review"
+
+
+class QueueFile(Struct, frozen=True):
+    """``queue.toml``'s keys (all optional)."""
+
+    name: Annotated[str, Meta(description="a string", max_length=200)] | None = None
+    rubric: Annotated[str, Meta(description="a rubric id", pattern=r"^[a-z0-9][a-z0-9._-]*$")] | None = None
+
+
+@dataclass(frozen=True)
+class QueueConfig:
+    """A queue's settings: ``name``, ``rubric`` (with defaults applied) and the warnings
+    reading ``queue.toml`` produced (unknown keys)."""
+
+    root: Path
+    name: str
+    rubric: str
+    warnings: tuple[Problem, ...] = ()
+
+
+def read_queue_config(root: Path | str) -> QueueConfig:
+    """The settings of the queue at ``root`` (defaults where ``queue.toml`` is absent).
+
+    Raises:
+        Problem: ``queue.toml`` exists but does not read, parse or validate.
+    """
+    root = Path(root)
+    qt = root / "queue.toml"
+    if not qt.is_file():
+        return QueueConfig(root, root.name, DEFAULT_RUBRIC)
+    data = read_toml(qt)
+    doc = convert(data, QueueFile, file=qt)
+    warnings = tuple(Problem(qt, k, "unknown key (ignored)") for k in unknown_keys(data, QueueFile))
+    return QueueConfig(root, doc.name or root.name, doc.rubric or DEFAULT_RUBRIC, warnings)
+
+
+@dataclass
+class QueueLoad:
+    """The result of loading a queue: its valid tasks (sorted by id), the tasks that do not
+    load (one :class:`Problem` each), and warnings (unknown keys in queue.toml and tasks)."""
+
+    root: Path
+    name: str
+    rubric: str
+    tasks: list[Task]
+    errors: list[Problem]
+    warnings: list[Problem] = field(default_factory=list)
+
+    def task(self, task_id: str) -> Task | None:
+        return next((t for t in self.tasks if t.id == task_id), None)
+
+
+def task_dirs(root: Path) -> list[Path]:
+    """Every task folder under ``<root>/tasks`` (sorted; hidden folders skipped)."""
+    return sorted(p for p in (root / "tasks").iterdir() if p.is_dir() and not p.name.startswith("."))
+
+
+def load_queue(root: Path | str) -> QueueLoad:
+    """Load every task under ``<root>/tasks``; malformed ones become :class:`Problem` s.
+
+    Raises:
+        Problem: only when the queue itself is unusable (no ``tasks/`` folder, a
+            ``queue.toml`` that does not parse or validate).
+    """
+    root = Path(root)
+    if not (root / "tasks").is_dir():
+        raise Problem(root, "", "not a kws queue: no tasks/ folder")
+    cfg = read_queue_config(root)
+    tasks, errors, warnings = [], [], list(cfg.warnings)
+    for d in task_dirs(root):
+        try:
+            t = load_task(d)
+        except Problem as e:
+            errors.append(e)
+            continue
+        tasks.append(t)
+        warnings.extend(t.warnings)
+    return QueueLoad(root=root, name=cfg.name, rubric=cfg.rubric, tasks=tasks, errors=errors, warnings=warnings)
+
+
+def find_queue_root(path: Path | str) -> Path | None:
+    """The queue root above ``path`` (a folder holding ``tasks/``), or ``None``."""
+    p = Path(path).resolve()
+    for cand in (p, *p.parents):
+        if (cand / "tasks").is_dir() and (cand / "queue.toml").is_file():
+            return cand
+    for cand in (p, *p.parents):
+        if (cand / "tasks").is_dir():
+            return cand
+    return None
