@@ -8,9 +8,8 @@ from pathlib import Path
 import pytest
 import tomli_w
 
+from workstation.engine.check import check_ids
 from workstation.rubric.model import (
-    CHECK_IDS,
-    RubricError,
     field_values_from_pairs,
     find_rubric,
     load_rubric,
@@ -18,6 +17,7 @@ from workstation.rubric.model import (
     suggest,
     validate_values,
 )
+from workstation.schema.problem import Problem
 
 ROOT = Path(__file__).resolve().parent.parent
 DEFAULT = ROOT / "rubrics" / "kernel-review.toml"
@@ -32,7 +32,7 @@ def _check(check: str, status: str, reason: str = "") -> dict:
 
 
 def _all_pass(except_: tuple[str, ...] = ()) -> list[dict]:
-    return [_check(c, "pass") for c in CHECK_IDS if c not in except_]
+    return [_check(c, "pass") for c in check_ids() if c not in except_]
 
 
 @pytest.fixture(scope="module")
@@ -57,7 +57,7 @@ def test_default_rubric_covers_the_review_points(rubric):
     assert overall.rationale_for == ("reject",)
     assert rubric["rationale"].kind == "text"
     # every check id of the contract informs the overall suggestion
-    assert set(overall.informed_by) == set(CHECK_IDS)
+    assert set(overall.informed_by) == set(check_ids())
     # keyboard keys are unique per field, and every choice field has a suggestion rule
     for f in rubric.choice_fields:
         assert len({v.key for v in f.values}) == len(f.values)
@@ -82,9 +82,9 @@ def _base() -> dict:
     "mutate, key, problem",
     [
         (lambda d: d.pop("title"), "title", "missing"),
-        (lambda d: d.update(version="1"), "version", "must be an integer"),
+        (lambda d: d.update(version="1"), "version", "expected a positive integer, got a string '1'"),
         (lambda d: d.update(colour="red"), "colour", "unknown key"),
-        (lambda d: d["fields"][0].update(kind="slider"), "fields[0].kind", "must be 'choice' or 'text'"),
+        (lambda d: d["fields"][0].update(kind="slider"), "fields[0].kind", "unknown field kind 'slider'; expected one of choice, text"),
         (lambda d: d["fields"][0].update(requried=True), "fields[0].requried", "unknown key"),
         (
             lambda d: d["fields"][0]["values"][1].update(key="i"),
@@ -134,10 +134,10 @@ def test_bad_rubric_names_file_key_and_problem(tmp_path, mutate, key, problem):
     data = _base()
     mutate(data)
     path = _write(tmp_path, data, "kernel-review.toml")
-    with pytest.raises(RubricError) as ei:
+    with pytest.raises(Problem) as ei:
         load_rubric(path)
     err = ei.value
-    assert err.path == path
+    assert err.file == path
     assert err.key == key
     assert problem in err.problem
     assert str(path) in str(err) and key in str(err)
@@ -146,10 +146,10 @@ def test_bad_rubric_names_file_key_and_problem(tmp_path, mutate, key, problem):
 def test_bad_toml_and_id_file_mismatch(tmp_path):
     p = tmp_path / "kernel-review.toml"
     p.write_text("id = [\n")
-    with pytest.raises(RubricError, match="not valid TOML"):
+    with pytest.raises(Problem, match="not valid TOML"):
         load_rubric(p)
     other = _write(tmp_path, _base(), "other.toml")
-    with pytest.raises(RubricError) as ei:
+    with pytest.raises(Problem) as ei:
         load_rubric(other)
     assert ei.value.key == "id" and "file name" in ei.value.problem
 
@@ -163,7 +163,7 @@ def test_queue_rubric_prefers_the_queues_own(tmp_path):
     (tmp_path / "queue.toml").write_text('name = "q"\nrubric = "strict"\n')
     assert queue_rubric(tmp_path).title == "Strict"
     (tmp_path / "queue.toml").write_text('rubric = "nonesuch"\n')
-    with pytest.raises(RubricError, match="no such rubric"):
+    with pytest.raises(Problem, match="no such rubric"):
         queue_rubric(tmp_path)
     (tmp_path / "queue.toml").unlink()
     assert queue_rubric(tmp_path).id == "kernel-review"

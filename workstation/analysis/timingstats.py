@@ -20,7 +20,6 @@ from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
-from scipy import stats
 
 CI_LEVEL = 0.95
 N_RESAMPLES = 4000
@@ -163,6 +162,8 @@ def ratio_ci(baseline_ms: Any, candidate_ms: Any, *, level: float = CI_LEVEL,
     for method in ("BCa", "percentile"):
         with warnings.catch_warnings():
             warnings.simplefilter("ignore")
+            from scipy import stats  # deferred: scipy.stats costs ~0.5 s to import
+
             res = stats.bootstrap((b, c), _ratio_of_medians, paired=paired, vectorized=True,
                                   n_resamples=n_resamples, confidence_level=level, method=method,
                                   rng=np.random.default_rng(seed))

@@ -1,28 +1,13 @@
-"""The check battery: one module per contract check id.
+"""The built-in check battery: one module per check id, shared pieces in ``support/``.
 
-:func:`load_battery` imports every module of this package (except ``base``); each module
-registers its check with :func:`workstation.engine.check.register`. Reports list checks in
-:data:`ORDER` (the contract's table order), then any others by id. Importing this package
-alone loads nothing (check modules import the engine).
+Each module defines one :class:`~workstation.engine.check.Check` subclass (its id, report
+``order``, phase, docstring) and registers it with
+:func:`~workstation.engine.check.register`; :func:`~workstation.engine.check.load_checks`
+imports every module here (and every ``kws.checks`` entry point). Adding a check is one new
+module here (plus its section in docs/checks.md), or a module of another package named by a
+``kws.checks`` entry point.
+
+May import: engine (check, context, report), analysis, task, protocol, schema. Never tui,
+review, records, runner internals or harness (the harness runs in children; checks name its
+steps through :mod:`workstation.protocol`).
 """
-
-from __future__ import annotations
-
-import importlib
-import pkgutil
-
-#: report order: the contract's check-id table.
-ORDER = [
-    "correctness", "out-of-bounds", "edge-shapes", "noncontiguous", "special-values",
-    "unwritten-output", "input-mutation", "stale-output", "nondeterminism",
-    "degenerate-inputs", "tolerance-loose", "tolerance-tight", "precision-regime",
-    "reference-suspect", "fallback", "tampering", "test-gap", "benchmark-bias",
-    "speedup-claim", "autotune", "failure-mismatch",
-]
-
-
-def load_battery() -> None:
-    """Import every check module of this package (idempotent)."""
-    for info in pkgutil.iter_modules(__path__):
-        if not info.ispkg and not info.name.startswith("_"):
-            importlib.import_module(f"{__name__}.{info.name}")

@@ -219,6 +219,7 @@ class Autotune(Check):
     """
 
     id = "autotune"
+    order = 20
     title = "Autotuned kernels: every config, tuning side effects"
 
     def run(self, ctx: CheckContext) -> list[Finding]:

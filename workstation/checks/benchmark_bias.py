@@ -162,8 +162,9 @@ class BenchmarkBias(Check):
     """
 
     id = "benchmark-bias"
+    order = 18
     title = "The author's benchmark vs kws's"
-    exclusive = True
+    phase = "exclusive"
 
     def run(self, ctx: CheckContext) -> list[Finding]:
         task = ctx.task

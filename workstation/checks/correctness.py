@@ -66,6 +66,7 @@ class Correctness(Check):
     """
 
     id = "correctness"
+    order = 1
     title = "Declared cases at the declared tolerance"
 
     def run(self, ctx: CheckContext) -> list[Finding]:

@@ -124,6 +124,7 @@ class DegenerateInputs(Check):
     """
 
     id = "degenerate-inputs"
+    order = 10
     title = "Degenerate inputs or outputs"
 
     def run(self, ctx: CheckContext) -> list[Finding]:

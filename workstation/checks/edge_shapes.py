@@ -289,6 +289,7 @@ class EdgeShapes(Check):
     """
 
     id = "edge-shapes"
+    order = 3
     title = "Legal shapes beyond the declared cases"
 
     def run(self, ctx: CheckContext) -> list[Finding]:

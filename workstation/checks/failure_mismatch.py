@@ -55,6 +55,7 @@ class FailureMismatch(Check):
     """
 
     id = "failure-mismatch"
+    order = 21
     title = "Reported failure vs observed failure"
 
     def run(self, ctx: CheckContext) -> list[Finding]:

@@ -90,6 +90,7 @@ class Fallback(Check):
     """
 
     id = "fallback"
+    order = 15
     title = "Framework fallback"
 
     def run(self, ctx: CheckContext) -> list[Finding]:

@@ -14,6 +14,7 @@ import numpy as np
 from workstation.checks.support.guarded import indices, region, where_text
 from workstation.engine.check import Check, Finding, Skip, register
 from workstation.engine.context import CallOutcome, CheckContext, case_label
+from workstation.engine.report import json_scalar
 
 
 def written_indices(ctx: CheckContext) -> set[int] | None:
@@ -79,18 +80,11 @@ def describe_mutations(ctx: CheckContext, role: str, case: dict[str, Any], seed:
         out.append({
             "index": i, "changed": n, "elements": int(a.size), "indices": indices(changed),
             "region": region(changed), "region_text": where_text(changed),
-            "sample": [[p, _num(b[tuple(p)]), _num(a[tuple(p)])] for p in ix],
+            "sample": [[p, json_scalar(b[tuple(p)]), json_scalar(a[tuple(p)])] for p in ix],
             "max_abs_change": float(np.nanmax(diff)) if diff is not None and diff.size else None,
-            "after_range": [_num(np.nanmin(a[changed])), _num(np.nanmax(a[changed]))] if a.dtype.kind in "fiu" else None,
+            "after_range": [json_scalar(np.nanmin(a[changed])), json_scalar(np.nanmax(a[changed]))] if a.dtype.kind in "fiu" else None,
         })
     return out
-
-
-def _num(v: Any) -> Any:
-    v = v.item() if hasattr(v, "item") else v
-    if isinstance(v, float) and not np.isfinite(v):
-        return str(v)
-    return v
 
 
 @register
@@ -115,6 +109,7 @@ class InputMutation(Check):
     """
 
     id = "input-mutation"
+    order = 7
     title = "Inputs written by the candidate"
 
     def run(self, ctx: CheckContext) -> list[Finding]:

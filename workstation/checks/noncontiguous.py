@@ -94,6 +94,7 @@ class Noncontiguous(Check):
     """
 
     id = "noncontiguous"
+    order = 4
     title = "Strided, sliced, transposed and misaligned views"
 
     def run(self, ctx: CheckContext) -> list[Finding]:

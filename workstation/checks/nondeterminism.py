@@ -12,6 +12,7 @@ from workstation.checks.support.guarded import indices, where_text
 from workstation.checks.support.static import scan_hash_order
 from workstation.engine.check import Check, Finding, Skip, register
 from workstation.engine.context import CallOutcome, CheckContext, case_label
+from workstation.engine.report import json_scalar
 from workstation.protocol.wire import TensorData
 
 #: calls in one process (CPU / GPU).
@@ -57,6 +58,7 @@ class Nondeterminism(Check):
     """
 
     id = "nondeterminism"
+    order = 9
     title = "Bitwise repeatability"
 
     def run(self, ctx: CheckContext) -> list[Finding]:
@@ -162,15 +164,8 @@ class Nondeterminism(Check):
             "max_abs": float(fin_abs.max()) if fin_abs.size else float("nan"),
             "max_ulp": float(fin_ulp.max()) if fin_ulp is not None and fin_ulp.size else None,
             "median_ulp": float(np.median(fin_ulp)) if fin_ulp is not None and fin_ulp.size else None,
-            "first": {"index": first_ix, "a": _num(e.values[tuple(first_ix)]), "b": _num(g.values[tuple(first_ix)])},
+            "first": {"index": first_ix, "a": json_scalar(e.values[tuple(first_ix)]), "b": json_scalar(g.values[tuple(first_ix)])},
         }
-
-
-def _num(v: Any) -> Any:
-    v = v.item() if hasattr(v, "item") else v
-    if isinstance(v, float) and not np.isfinite(v):
-        return str(v)
-    return v
 
 
 def _td(values: np.ndarray, meta: dict[str, Any]) -> TensorData:

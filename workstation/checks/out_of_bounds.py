@@ -10,6 +10,7 @@ import numpy as np
 from workstation.checks.support.guarded import buffer_text, fmt_values, guarded_steps, source
 from workstation.engine.check import Check, Finding, register
 from workstation.engine.context import CallOutcome, CheckContext, case_label
+from workstation.engine.report import json_scalar
 from workstation.protocol import sentinels
 
 #: how many sanitizer report lines go into the evidence.
@@ -50,15 +51,8 @@ def band_changes(out: CallOutcome, k: int, buf: dict[str, Any]) -> dict[str, Any
         vals = sentinels.decode(el[idx], dtype) if el.ndim == 1 else np.zeros(idx.size)
         res[side] = {"changed": int(idx.size), "guard_elements": n, "offsets": offsets[:64].tolist(),
                      "min_offset": int(offsets.min()), "max_offset": int(offsets.max()),
-                     "values": [_num(v) for v in vals[:16]]}
+                     "values": [json_scalar(v) for v in vals[:16]]}
     return res or None
-
-
-def _num(v: Any) -> Any:
-    v = v.item() if hasattr(v, "item") else v
-    if isinstance(v, float) and not np.isfinite(v):
-        return str(v)
-    return v
 
 
 def _span(side: dict[str, Any], where: str) -> str:
@@ -97,6 +91,7 @@ class OutOfBounds(Check):
     """
 
     id = "out-of-bounds"
+    order = 2
     title = "Writes outside buffer extents"
 
     def run(self, ctx: CheckContext) -> list[Finding]:

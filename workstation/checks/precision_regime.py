@@ -84,6 +84,7 @@ class PrecisionRegime(Check):
     """
 
     id = "precision-regime"
+    order = 13
     title = "Validation outside the served precision; TF32, half or fp8 accumulation"
 
     def run(self, ctx: CheckContext) -> list[Finding]:

@@ -60,6 +60,7 @@ class ReferenceSuspect(Check):
     """
 
     id = "reference-suspect"
+    order = 14
     title = "Reference that is not a legitimate yardstick"
 
     def run(self, ctx: CheckContext) -> list[Finding]:

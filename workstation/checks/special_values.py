@@ -167,6 +167,7 @@ class SpecialValues(Check):
     """
 
     id = "special-values"
+    order = 5
     title = "Large magnitudes, signed zeros, subnormals, inf and nan"
 
     def run(self, ctx: CheckContext) -> list[Finding]:

@@ -52,8 +52,10 @@ class SpeedupClaim(Check):
     """
 
     id = "speedup-claim"
+    order = 19
     title = "Claimed speedup vs kws's measurement"
-    exclusive = True
+    phase = "exclusive"
+    timing_evidence = True
 
     def run(self, ctx: CheckContext) -> list[Finding]:
         claim = float(ctx.task.claims.speedup or 0.0)

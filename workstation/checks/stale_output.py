@@ -62,6 +62,7 @@ class StaleOutput(Check):
     """
 
     id = "stale-output"
+    order = 8
     title = "Cached, aliased or lazy results"
 
     def run(self, ctx: CheckContext) -> list[Finding]:

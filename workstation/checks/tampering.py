@@ -8,6 +8,7 @@ from typing import Any
 from workstation.checks.support.static import StateSite, scan_state_writes
 from workstation.engine.check import Check, Finding, register
 from workstation.engine.context import CallOutcome, CheckContext, case_label
+from workstation.runner.sandbox import tree_digest
 
 #: flags whose change alters other code's numerics, determinism or tracing: ``fail``.
 FAIL_FLAGS = {
@@ -125,7 +126,17 @@ class Tampering(Check):
     """
 
     id = "tampering"
+    order = 16
     title = "Global state changed"
+
+    def after_all(self, ctx: CheckContext) -> list[Finding]:
+        """The task folder's content digest after every check ran, against the one taken
+        before any task code ran (jobs work on copies; a change came through a path the
+        task code guessed)."""
+        if ctx.task_digest_before is None or tree_digest(ctx.task.dir) == ctx.task_digest_before:
+            return []
+        return [Finding(self.id, "fail", "the task folder changed on disk while its code ran (kws ran it on a copy)",
+                        {"task_dir": str(ctx.task.dir)}, ctx.repro(self.id))]
 
     def run(self, ctx: CheckContext) -> list[Finding]:
         case, seed = ctx.cases[0], ctx.seeds[0]

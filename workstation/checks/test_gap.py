@@ -389,6 +389,7 @@ class TestGap(Check):
     """
 
     id = "test-gap"
+    order = 17
     title = "The author's test passes where kws fails"
 
     def run(self, ctx: CheckContext) -> list[Finding]:

@@ -77,6 +77,7 @@ class ToleranceLoose(Check):
     """
 
     id = "tolerance-loose"
+    order = 11
     title = "Tolerance that accepts wrong outputs or exceeds the error budget"
 
     def run(self, ctx: CheckContext) -> list[Finding]:

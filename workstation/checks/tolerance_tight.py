@@ -53,6 +53,7 @@ class ToleranceTight(Check):
     """
 
     id = "tolerance-tight"
+    order = 12
     title = "Tolerance tighter than the dtype or the reference allows"
 
     def run(self, ctx: CheckContext) -> list[Finding]:

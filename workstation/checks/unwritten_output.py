@@ -87,6 +87,7 @@ class UnwrittenOutput(Check):
     """
 
     id = "unwritten-output"
+    order = 6
     title = "Output elements never written"
 
     def run(self, ctx: CheckContext) -> list[Finding]:

@@ -36,12 +36,12 @@ from workstation.records.sync import SyncError, sync
 from workstation.repo.gitqueue import QueueError, resolve_queue, reviewer_identity, task_version
 from workstation.rubric.model import (
     Rubric,
-    RubricError,
     field_values_from_pairs,
     find_rubric,
     queue_rubric,
     suggest,
 )
+from workstation.schema.problem import Problem
 
 __all__ = ["COMMANDS"]
 
@@ -61,7 +61,7 @@ def _fails_cleanly(fn: Callable[..., Any]) -> Callable[..., Any]:
     def wrapper(*args: Any, **kwargs: Any) -> Any:
         try:
             return fn(*args, **kwargs)
-        except (QueueError, RubricError) as exc:
+        except (QueueError, Problem) as exc:
             raise click.ClickException(str(exc)) from exc
         except ValueError as exc:
             raise click.UsageError(str(exc)) from exc
@@ -83,7 +83,7 @@ def _problems(rs: RecordSet) -> None:
 def _rubric_for(root: Path, rubric_id: str) -> Rubric | None:
     try:
         return find_rubric(rubric_id, root)
-    except RubricError as exc:
+    except Problem as exc:
         click.echo(f"kws: warning: {exc}; field values are not checked against it", err=True)
         return None
 

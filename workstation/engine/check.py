@@ -1,19 +1,35 @@
-"""The check unit: an id, a docstring saying what it catches, and ``run`` returning findings.
+"""The check unit and the one registry of checks.
 
-A check never runs task code itself: it asks its :class:`~workstation.engine.run.CheckContext`
-to run steps in isolated children and judges the data that comes back. Severities and
-statuses are the contract's (``shared/spec/task-format.md``):
+A check is a :class:`Check` subclass in a module of its own: an id, a docstring saying what it
+catches, and ``run`` returning findings. It never runs task code itself: it asks its
+:class:`~workstation.engine.context.CheckContext` to run steps in isolated children and judges
+the data that comes back. Severities and statuses are the contract's
+(``shared/spec/task-format.md``):
 
 - finding severity: ``fail`` (the task does not hold up on this point), ``warn`` (a
   reviewer must look), ``info``;
 - check status: the worst finding's severity (``pass`` when none), ``skip`` (with the
   reason: e.g. needs a GPU), ``error`` (the check itself broke: a bug in kws).
+
+The registry follows pytest's plugin model: the engine defines what a check is and runs
+whatever registered; it never imports a check module by name. :func:`load_checks` imports
+every module of the :mod:`workstation.checks` package and every entry point of the
+``kws.checks`` group (a team's own checks, shipped as a package), and each module registers
+its class with :func:`register`. A check id is declared once, on its class; report order
+comes from the class's :attr:`Check.order` (the contract's check-id table order; new ids
+after), and every other place that needs ids (the rubric's ``informed_by`` validation, the
+TUI's timing panel, ``--only``) asks the registry.
 """
 
 from __future__ import annotations
 
+import importlib
+import importlib.metadata
+import pkgutil
+import threading
+from collections.abc import Iterable
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any, ClassVar
+from typing import TYPE_CHECKING, Any, ClassVar, Literal
 
 if TYPE_CHECKING:
     from workstation.engine.context import CheckContext
@@ -76,21 +92,49 @@ def status_of(findings: list[Finding]) -> str:
     return {0: "pass", 1: "warn", 2: "fail"}[worst]
 
 
-class Check:
-    """Base class of a check. Subclasses set :attr:`id` (a contract check id),
-    :attr:`title`, a docstring (what it catches, how, the public source of the defect
-    class, limits on CPU vs GPU) and implement :meth:`run`.
+#: when a check runs: ``parallel`` with the others; ``exclusive`` alone, after them (timing:
+#: nothing else may load the machine); ``after`` last, with every other check's result in
+#: ``ctx.results`` (a check that judges what the battery observed).
+Phase = Literal["parallel", "exclusive", "after"]
+PHASES: tuple[Phase, ...] = ("parallel", "exclusive", "after")
 
-    ``exclusive`` checks (timing) run alone, after the others, never beside another job.
+#: the entry-point group third-party checks register under (``[project.entry-points."kws.checks"]``).
+ENTRY_POINT_GROUP = "kws.checks"
+#: the package of built-in checks, loaded like a plugin (by name, never imported statically).
+BUILTIN_CHECKS = "workstation.checks"
+
+
+class Check:
+    """Base class of a check. Subclasses set :attr:`id`, :attr:`title`, :attr:`order`, a
+    docstring (what it catches, how, the public source of the defect class, limits on CPU
+    vs GPU) and implement :meth:`run`.
+
+    Attributes:
+        id: the check id (task format v1, "Check ids", or a new documented id).
+        title: a short title for tables.
+        order: position in reports (ascending): the contract's table order for its ids
+            (1..21); new ids use higher numbers.
+        phase: see :data:`Phase`.
+        kinds: task kinds the check is scheduled for (empty: every kind), so a kind-specific
+            check never changes another kind's ``complete``.
+        timing_evidence: its findings carry the timing evidence the review screen plots.
     """
 
     id: ClassVar[str] = ""
     title: ClassVar[str] = ""
-    exclusive: ClassVar[bool] = False
+    order: ClassVar[float] = 1000.0
+    phase: ClassVar[Phase] = "parallel"
+    kinds: ClassVar[tuple[str, ...]] = ()
+    timing_evidence: ClassVar[bool] = False
 
     def run(self, ctx: CheckContext) -> list[Finding]:
         """Judge the task; return findings. Raise :class:`Skip` to skip with a reason."""
         raise NotImplementedError
+
+    def after_all(self, ctx: CheckContext) -> list[Finding]:
+        """Findings about the end state, once every check of the run has finished (e.g. the
+        task folder changed on disk). Called only when :meth:`run` returned findings."""
+        return []
 
     def finding(self, ctx: CheckContext, severity: str, summary: str, evidence: dict[str, Any] | None = None,
                 *, case: dict[str, Any] | None = None, seed: int | None = None) -> Finding:
@@ -98,12 +142,82 @@ class Check:
         return Finding(self.id, severity, summary, evidence or {}, ctx.repro(self.id, case, seed))
 
 
+class RegistryError(Exception):
+    """A check that cannot be registered: no id, an unknown phase, or an id another class
+    already holds."""
+
+
 REGISTRY: dict[str, type[Check]] = {}
+#: entry points of :data:`ENTRY_POINT_GROUP` that failed to load: ``"name (value): error"``.
+PLUGIN_ERRORS: list[str] = []
+_loaded = False
+_load_lock = threading.Lock()
 
 
 def register(cls: type[Check]) -> type[Check]:
-    """Class decorator: add a check to the battery (order of registration = report order)."""
+    """Class decorator: add a check to the registry.
+
+    Re-registering the same class (the same module and qualified name, e.g. a module
+    imported again) replaces the entry.
+
+    Raises:
+        RegistryError: no id, an unknown phase, or a different class holds the id.
+    """
     if not cls.id:
-        raise ValueError(f"{cls.__name__} has no id")
+        raise RegistryError(f"{cls.__module__}.{cls.__qualname__} has no id")
+    if cls.phase not in PHASES:
+        raise RegistryError(f"{cls.__qualname__}: unknown phase {cls.phase!r}; expected one of {', '.join(PHASES)}")
+    old = REGISTRY.get(cls.id)
+    if old is not None and (old.__module__, old.__qualname__) != (cls.__module__, cls.__qualname__):
+        raise RegistryError(f"check id {cls.id!r} is taken by {old.__module__}.{old.__qualname__}; "
+                            f"{cls.__module__}.{cls.__qualname__} cannot register it too")
     REGISTRY[cls.id] = cls
     return cls
+
+
+def load_checks() -> None:
+    """Import every built-in check module and every ``kws.checks`` entry point (once).
+
+    A built-in module that fails to import is a kws bug and raises; a third-party entry
+    point that fails is recorded in :data:`PLUGIN_ERRORS` (``kws check`` prints it) and the
+    rest of the battery still loads.
+    """
+    global _loaded
+    with _load_lock:
+        if _loaded:
+            return
+        builtin = importlib.import_module(BUILTIN_CHECKS)
+        for info in pkgutil.iter_modules(builtin.__path__):
+            if not info.ispkg and not info.name.startswith("_"):
+                importlib.import_module(f"{builtin.__name__}.{info.name}")
+        for ep in importlib.metadata.entry_points(group=ENTRY_POINT_GROUP):
+            try:
+                ep.load()
+            except Exception as e:  # noqa: BLE001  (a broken plugin must not take the battery down)
+                PLUGIN_ERRORS.append(f"{ep.name} ({ep.value}): {type(e).__name__}: {e}")
+        _loaded = True
+
+
+def check_ids() -> list[str]:
+    """Every registered check id in report order (:attr:`Check.order`, then id)."""
+    load_checks()
+    return sorted(REGISTRY, key=lambda i: (REGISTRY[i].order, i))
+
+
+def check_class(check_id: str) -> type[Check]:
+    """The registered class of ``check_id``.
+
+    Raises:
+        KeyError: no such check.
+    """
+    load_checks()
+    return REGISTRY[check_id]
+
+
+def ids_where(*, phase: Phase | None = None, timing_evidence: bool | None = None,
+              among: Iterable[str] | None = None) -> list[str]:
+    """Registered ids (in report order, optionally only ``among``) whose class matches."""
+    pool = check_ids() if among is None else [i for i in check_ids() if i in set(among)]
+    return [i for i in pool
+            if (phase is None or REGISTRY[i].phase == phase)
+            and (timing_evidence is None or REGISTRY[i].timing_evidence == timing_evidence)]

@@ -105,11 +105,65 @@ class CallOutcome:
         return f"raised {err.get('type')}: {msg[0][:200] if msg else ''}{loc}"
 
 
+class Stash:
+    """The one per-run store of memoised work, shared by every check of an engine run.
+
+    Keys are hashable; the first caller of a key computes its value while later callers
+    wait for it; an exception reaches every waiter and the key is forgotten, so a later
+    caller tries again. Used for the role calls on equal steps (:meth:`CheckContext.calls`),
+    the numerics audit, kws's own timing measurement, and any other work several checks
+    share.
+    """
+
+    def __init__(self) -> None:
+        self._futures: dict[Any, Future[Any]] = {}
+        self._lock = threading.Lock()
+
+    def claim(self, keys: list[Any]) -> tuple[list[Future[Any]], list[int]]:
+        """One future per key, and the indices of the keys this caller must compute
+        (then :meth:`fulfil` or :meth:`fail` them)."""
+        futs, mine = [], []
+        with self._lock:
+            for i, k in enumerate(keys):
+                f = self._futures.get(k)
+                if f is None:
+                    f = self._futures[k] = Future()
+                    mine.append(i)
+                futs.append(f)
+        return futs, mine
+
+    def fail(self, keys: list[Any], futs: list[Future[Any]], e: BaseException) -> None:
+        """Propagate ``e`` to the waiters of ``futs`` and forget their ``keys``."""
+        for f in futs:
+            if not f.done():
+                f.set_exception(e)
+        with self._lock:
+            for k in keys:
+                self._futures.pop(k, None)
+
+    def once(self, key: Any, fn: Callable[[], Any], *, cache_errors: bool = False) -> Any:
+        """``fn()``, computed once per run for ``key`` (others wait for the first caller).
+        With ``cache_errors`` an exception is kept too (every later caller gets it without
+        recomputing); otherwise the next caller tries again."""
+        (fut,), mine = self.claim([key])
+        if mine:
+            try:
+                fut.set_result(fn())
+            except BaseException as e:
+                if cache_errors:
+                    fut.set_exception(e)
+                else:
+                    self.fail([key], [fut], e)
+                    raise
+        return fut.result()
+
+
 class CheckContext:
     """What a check may use: the task, the device, seeds, and ways to run task code.
 
-    Thread-safe; shared by every check of one engine run, so reference results and the
-    candidate's results on the declared cases are computed once (memoised by step).
+    Thread-safe; shared by every check of one engine run. Work several checks need (the
+    reference's and candidate's results on equal steps, the numerics audit, the timing
+    measurement) is computed once, in :attr:`stash`.
     """
 
     def __init__(self, task: Task, runner: Runner, *, seeds: Iterable[int] = DEFAULT_SEEDS,
@@ -119,8 +173,11 @@ class CheckContext:
         self.seeds = tuple(seeds)
         self.task_arg = task_arg or str(task.dir)
         self.case_filter = case_filter
-        self._memo: dict[str, Future[CallOutcome]] = {}
-        self._memo_lock = threading.Lock()
+        self.stash = Stash()
+        #: results of the checks finished so far in this run (``after`` checks read them).
+        self.results: dict[str, Any] = {}
+        #: content digest of the task folder before any task code ran.
+        self.task_digest_before: str | None = None
         self.notes: list[str] = []
 
     # -- task facts --------------------------------------------------------------------
@@ -196,28 +253,15 @@ class CheckContext:
         that asks for the same step (same role, case, seed, transforms, monitors)."""
         if not memo:
             return self.run_steps(steps)
-        keys = [json.dumps(s, sort_keys=True) for s in steps]
-        mine: list[int] = []
-        with self._memo_lock:
-            futs = []
-            for i, k in enumerate(keys):
-                f = self._memo.get(k)
-                if f is None:
-                    f = self._memo[k] = Future()
-                    mine.append(i)
-                futs.append(f)
+        keys = [("call", json.dumps(s, sort_keys=True)) for s in steps]
+        futs, mine = self.stash.claim(keys)
         if mine:
             try:
                 got = self.run_steps([steps[i] for i in mine])
                 for i, o in zip(mine, got, strict=True):
                     futs[i].set_result(o)
             except BaseException as e:
-                for i in mine:
-                    if not futs[i].done():
-                        futs[i].set_exception(e)
-                with self._memo_lock:
-                    for i in mine:
-                        self._memo.pop(keys[i], None)
+                self.stash.fail([keys[i] for i in mine], [futs[i] for i in mine], e)
                 raise
         return [f.result() for f in futs]
 

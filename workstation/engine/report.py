@@ -13,13 +13,22 @@ from __future__ import annotations
 
 import json
 import math
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from workstation import __version__
-from workstation.engine.run import EngineResult
+
+if TYPE_CHECKING:
+    from workstation.engine.run import EngineResult
 
 _SEV_MARK = {"fail": "FAIL", "warn": "WARN", "info": "info"}
 _STATUS_MARK = {"pass": "pass", "fail": "FAIL", "warn": "WARN", "skip": "skip", "error": "ERROR"}
+
+
+def json_scalar(v: Any) -> Any:
+    """One evidence value as plain JSON: a numpy scalar becomes its Python value, a
+    non-finite float the string "nan" / "inf" / "-inf" (task format v1, "kws check --json")."""
+    v = v.item() if hasattr(v, "item") else v
+    return finite_json(v) if isinstance(v, float) else v
 
 
 def finite_json(obj: Any) -> Any:

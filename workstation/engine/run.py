@@ -18,7 +18,15 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from workstation.engine.check import REGISTRY, CheckResult, Finding, Skip, status_of
+from workstation.engine.check import (
+    CheckResult,
+    Finding,
+    Skip,
+    check_class,
+    check_ids,
+    ids_where,
+    status_of,
+)
 from workstation.engine.context import DEFAULT_SEEDS, CheckContext, Event
 from workstation.runner import Runner
 from workstation.runner.sandbox import tree_digest
@@ -64,23 +72,23 @@ def task_tree(task: Task) -> str | None:
     return v.tree + ("+dirty" if v.dirty else "")
 
 
-def select_checks(only: Iterable[str] | None) -> list[str]:
-    """Check ids to run, in report order.
+def select_checks(only: Iterable[str] | None, task: Task | None = None) -> list[str]:
+    """Check ids to run, in report order: every registered check (or those in ``only``),
+    without the checks whose ``kinds`` exclude ``task``'s kind.
 
     Raises:
         KeyError: an id that is not a registered check.
     """
-    from workstation.checks import ORDER, load_battery
-
-    load_battery()
-    known = [i for i in ORDER if i in REGISTRY] + sorted(i for i in REGISTRY if i not in ORDER)
-    if not only:
-        return known
-    ids = [i.strip() for i in only if i.strip()]
-    unknown = [i for i in ids if i not in REGISTRY]
-    if unknown:
-        raise KeyError(f"unknown check id(s): {', '.join(unknown)}; known: {', '.join(known)}")
-    return [i for i in known if i in ids]
+    known = check_ids()
+    if only:
+        ids = [i.strip() for i in only if i.strip()]
+        unknown = [i for i in ids if i not in known]
+        if unknown:
+            raise KeyError(f"unknown check id(s): {', '.join(unknown)}; known: {', '.join(known)}")
+        known = [i for i in known if i in ids]
+    if task is not None:
+        known = [i for i in known if not check_class(i).kinds or task.kind in check_class(i).kinds]
+    return known
 
 
 def run_checks(task: Task, runner: Runner, *, only: Iterable[str] | None = None,
@@ -88,49 +96,58 @@ def run_checks(task: Task, runner: Runner, *, only: Iterable[str] | None = None,
                task_arg: str | None = None, case: dict[str, Any] | None = None) -> EngineResult:
     """Run the selected checks on ``task`` and return their results.
 
-    Events (``on_event(kind, data)``): ``"start"`` {checks, device}, ``"check_started"``
-    {check}, ``"check_finished"`` {result: CheckResult}, ``"done"`` {result: EngineResult}.
+    Phases (:data:`~workstation.engine.check.Phase`): ``parallel`` checks in threads (their
+    child jobs share the runner's slots), then ``exclusive`` ones alone, then ``after``
+    ones with every earlier result in ``ctx.results``; finally each check's
+    :meth:`~workstation.engine.check.Check.after_all` sees the end state.
+
+    Events (``on_event(kind, data)``): ``"start"`` {checks, device, timing_checks,
+    timing_evidence_checks}, ``"check_started"`` {check}, ``"check_finished"`` {result:
+    CheckResult}, ``"done"`` {result: EngineResult}.
     """
     emit = on_event or (lambda kind, data: None)
     t0 = time.monotonic()
-    ids = select_checks(only)
+    ids = select_checks(only, task)
     ctx = CheckContext(task, runner, seeds=seeds, task_arg=task_arg, case_filter=case)
     device = runner.device
-    emit("start", {"checks": ids, "device": device.label})
-    digest_before = tree_digest(task.dir)
-    results: dict[str, CheckResult] = {}
+    emit("start", {"checks": ids, "device": device.label,
+                   "timing_checks": ids_where(phase="exclusive", among=ids),
+                   "timing_evidence_checks": ids_where(timing_evidence=True, among=ids)})
+    ctx.task_digest_before = tree_digest(task.dir)
+    checks = {cid: check_class(cid)() for cid in ids}
 
     def one(cid: str) -> CheckResult:
         emit("check_started", {"check": cid})
-        check = REGISTRY[cid]()
         s = time.monotonic()
         try:
-            findings = check.run(ctx)
+            findings = checks[cid].run(ctx)
             res = CheckResult(cid, status_of(findings), time.monotonic() - s, "", findings)
         except Skip as e:
             res = CheckResult(cid, "skip", time.monotonic() - s, str(e))
         except Exception as e:  # noqa: BLE001  (a bug in kws: reported, never a verdict)
             tb = traceback.format_exc(limit=8)
             res = CheckResult(cid, "error", time.monotonic() - s, f"{type(e).__name__}: {e}\n{tb}")
+        ctx.results[cid] = res
         emit("check_finished", {"result": res})
         return res
 
-    parallel = [c for c in ids if not REGISTRY[c].exclusive]
-    exclusive = [c for c in ids if REGISTRY[c].exclusive]
+    parallel = [c for c in ids if checks[c].phase == "parallel"]
     with ThreadPoolExecutor(max_workers=max(2, runner.max_parallel * 2)) as pool:
-        for cid, res in zip(parallel, pool.map(one, parallel), strict=True):
-            results[cid] = res
-    for cid in exclusive:
-        results[cid] = one(cid)
-    if tree_digest(task.dir) != digest_before:
-        tam = results.setdefault("tampering", CheckResult("tampering", "fail", 0.0))
-        tam.findings.append(Finding("tampering", "fail",
-                                    "the task folder changed on disk while its code ran (kws ran it on a copy)",
-                                    {"task_dir": str(task.dir)}, ctx.repro("tampering")))
-        tam.status = status_of(tam.findings)
+        list(pool.map(one, parallel))
+    for phase in ("exclusive", "after"):
+        for cid in ids:
+            if checks[cid].phase == phase:
+                one(cid)
+    for cid in ids:
+        res = ctx.results[cid]
+        if res.status in ("skip", "error"):
+            continue
+        extra = checks[cid].after_all(ctx)
+        if extra:
+            res.findings.extend(extra)
+            res.status = status_of(res.findings)
     res = EngineResult(task=task, device=device.label, versions=dict(device.versions),
-                       seeds=tuple(seeds), results=[results[c] for c in ids if c in results]
-                       + [r for c, r in results.items() if c not in ids],
+                       seeds=tuple(seeds), results=[ctx.results[c] for c in ids],
                        task_tree=task_tree(task), seconds=time.monotonic() - t0)
     emit("done", {"result": res})
     return res

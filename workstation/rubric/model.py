@@ -18,20 +18,23 @@ from __future__ import annotations
 
 import os
 import re
-import tomllib
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Annotated, Any, Literal
+
+from msgspec import Meta, Struct
 
 import workstation
+from workstation.engine.check import check_ids
+from workstation.schema.problem import Problem
+from workstation.schema.structs import convert, unknown_keys
+from workstation.schema.toml import read_toml
 
 __all__ = [
-    "CHECK_IDS",
     "OUTCOMES",
     "OVERALL_VALUES",
     "Rubric",
-    "RubricError",
     "RubricField",
     "RubricValue",
     "Suggestion",
@@ -42,31 +45,6 @@ __all__ = [
     "suggest",
     "validate_values",
 ]
-
-#: The check ids of task format v1 ("Check ids"), in the contract's order.
-CHECK_IDS: tuple[str, ...] = (
-    "correctness",
-    "out-of-bounds",
-    "edge-shapes",
-    "noncontiguous",
-    "special-values",
-    "unwritten-output",
-    "input-mutation",
-    "stale-output",
-    "nondeterminism",
-    "degenerate-inputs",
-    "tolerance-loose",
-    "tolerance-tight",
-    "precision-regime",
-    "reference-suspect",
-    "fallback",
-    "tampering",
-    "test-gap",
-    "benchmark-bias",
-    "speedup-claim",
-    "autotune",
-    "failure-mismatch",
-)
 
 #: The outcome classes a ``suggest`` rule maps, from the informing checks of one field:
 #: ``fail``: some informing check has a ``fail`` finding (or status);
@@ -80,37 +58,10 @@ OUTCOMES: tuple[str, ...] = ("fail", "warn", "clean", "skipped", "not-run")
 OVERALL_VALUES: frozenset[str] = frozenset({"accept", "reject", "needs-work"})
 
 _ID_RE = re.compile(r"^[a-z0-9][a-z0-9._-]*$")
-_FIELD_KEY_RE = re.compile(r"^[a-z][a-z0-9_]*$")
 _SEVERITY_RANK = {"fail": 2, "warn": 1}
 _RAN = frozenset({"pass", "warn", "fail"})
 
-_TOP_KEYS = {"schema", "id", "title", "version", "rationale_field", "fields"}
-_FIELD_KEYS = {
-    "key",
-    "label",
-    "help",
-    "kind",
-    "values",
-    "ordered",
-    "required",
-    "rationale_for",
-    "informed_by",
-    "suggest",
-}
-_VALUE_KEYS = {"value", "key", "label", "help", "outside_order"}
 
-
-class RubricError(Exception):
-    """A rubric file that cannot be used: names the file, the key and the problem.
-
-    ``key`` is a dotted path into the file, e.g. ``fields[3].values[0].key``.
-    """
-
-    def __init__(self, path: Path | str, key: str, problem: str) -> None:
-        self.path = Path(path)
-        self.key = key
-        self.problem = problem
-        super().__init__(f"{self.path}: {key}: {problem}" if key else f"{self.path}: {problem}")
 
 
 @dataclass(frozen=True)
@@ -238,204 +189,127 @@ class Suggestion:
 # loading
 
 
+class RubricValueTable(Struct, frozen=True):
+    """One ``[[fields.values]]`` table."""
+
+    value: Annotated[str, Meta(pattern=r"^[a-z0-9][a-z0-9._-]*$", description="a value name ([a-z0-9][a-z0-9._-]*)")]
+    key: Annotated[str, Meta(description="one printable, non-space character")]
+    label: Annotated[str, Meta(description="a string")]
+    help: Annotated[str, Meta(description="a string")] = ""
+    outside_order: Annotated[bool, Meta(description="true or false")] = False
+
+
+class RubricFieldTable(Struct, frozen=True):
+    """One ``[[fields]]`` table (``values`` .. ``suggest`` only on a choice field)."""
+
+    key: Annotated[str, Meta(pattern=r"^[a-z][a-z0-9_]*$", description="a field key ([a-z][a-z0-9_]*)")]
+    label: Annotated[str, Meta(description="a string")]
+    kind: Annotated[Literal["choice", "text"], Meta(extra={"noun": "field kind"})]
+    help: Annotated[str, Meta(description="a string")] = ""
+    required: Annotated[bool, Meta(description="true or false")] = False
+    values: Annotated[list[RubricValueTable], Meta(description="an array of value tables")] | None = None
+    ordered: Annotated[bool, Meta(description="true or false")] | None = None
+    rationale_for: Annotated[list[str], Meta(description="an array of value names")] | None = None
+    informed_by: Annotated[list[str], Meta(description="an array of check ids")] | None = None
+    suggest: Annotated[dict[str, str], Meta(description="a table of outcome = value")] | None = None
+
+
+class RubricFile(Struct, frozen=True):
+    """A rubric file (format: ``docs/rubrics.md``)."""
+
+    id: Annotated[str, Meta(pattern=r"^[a-z0-9][a-z0-9._-]*$", description="a rubric id ([a-z0-9][a-z0-9._-]*)")]
+    title: Annotated[str, Meta(description="a string")]
+    version: Annotated[int, Meta(ge=1, description="a positive integer")]
+    fields: Annotated[list[RubricFieldTable], Meta(min_length=1, description="at least one [[fields]] table")]
+    schema: Annotated[int, Meta(description="the rubric schema, 1")] = 1
+    rationale_field: Annotated[str, Meta(description="a field key")] = "rationale"
+
+
 def load_rubric(path: Path | str) -> Rubric:
     """Load and validate the rubric file at ``path``.
 
-    Raises :class:`RubricError` (file, key, problem) for unreadable TOML, a missing or
-    mistyped key, an unknown key (typos are not silently ignored), duplicate field keys,
-    value keys or keyboard characters, a ``rationale_for``/``suggest`` value that is not an
-    allowed value, an unknown check id in ``informed_by``, a missing ``overall`` field with
-    exactly the values accept / reject / needs-work, or a ``rationale_field`` that does not
-    name a text field.
+    Raises:
+        Problem: (file, key, problem) for an unreadable file or TOML, a missing or mistyped
+            key, an unknown key (typos are not silently ignored), duplicate field keys,
+            value keys or keyboard characters, a ``rationale_for``/``suggest`` value that
+            is not an allowed value, a check id in ``informed_by`` that no registered check
+            has, a missing ``overall`` field with exactly the values accept / reject /
+            needs-work, or a ``rationale_field`` that does not name a text field.
     """
     path = Path(path)
-    try:
-        with path.open("rb") as fh:
-            data = tomllib.load(fh)
-    except OSError as exc:
-        raise RubricError(path, "", f"cannot read: {exc.strerror or exc}") from exc
-    except tomllib.TOMLDecodeError as exc:
-        raise RubricError(path, "", f"not valid TOML: {exc}") from exc
-    return _parse(path, data)
-
-
-def _parse(path: Path, data: Mapping[str, Any]) -> Rubric:
-    def err(key: str, problem: str) -> RubricError:
-        return RubricError(path, key, problem)
-
-    for k in data:
-        if k not in _TOP_KEYS:
-            raise err(k, f"unknown key (allowed: {', '.join(sorted(_TOP_KEYS))})")
+    data = read_toml(path)
     schema = data.get("schema", 1)
     if type(schema) is not int or schema != 1:
-        raise err("schema", f"unsupported rubric schema {schema!r} (this kws reads schema 1)")
-    rid = _req(data, "id", str, err)
-    if not _ID_RE.match(rid):
-        raise err("id", f"{rid!r} does not match [a-z0-9][a-z0-9._-]*")
-    if path.suffix == ".toml" and path.stem != rid:
-        raise err("id", f"{rid!r} differs from the file name {path.name!r} (expected {rid}.toml)")
-    title = _req(data, "title", str, err)
-    version = _req(data, "version", int, err)
-    if version < 1:
-        raise err("version", f"must be a positive integer, got {version}")
-    rationale_field = data.get("rationale_field", "rationale")
-    if not isinstance(rationale_field, str):
-        raise err("rationale_field", "must be a string")
-    raw_fields = data.get("fields")
-    if not isinstance(raw_fields, list) or not raw_fields:
-        raise err("fields", "missing or empty: a rubric needs at least one [[fields]] table")
-
+        raise Problem(path, "schema", f"unsupported rubric schema {schema!r} (this kws reads schema 1)")
+    unknown = unknown_keys(data, RubricFile)
+    if unknown:
+        raise Problem(path, unknown[0], "unknown key")
+    doc = convert(data, RubricFile, file=path)
+    if path.suffix == ".toml" and path.stem != doc.id:
+        raise Problem(path, "id", f"{doc.id!r} differs from the file name {path.name!r} (expected {doc.id}.toml)")
+    known_checks = set(check_ids())
     fields: list[RubricField] = []
-    seen: set[str] = set()
-    for i, raw in enumerate(raw_fields):
-        fields.append(_parse_field(raw, f"fields[{i}]", err))
-        if fields[-1].key in seen:
-            raise err(f"fields[{i}].key", f"duplicate field key {fields[-1].key!r}")
-        seen.add(fields[-1].key)
-
+    for i, raw in enumerate(doc.fields):
+        f = _field(path, f"fields[{i}]", raw, known_checks)
+        if any(g.key == f.key for g in fields):
+            raise Problem(path, f"fields[{i}].key", f"duplicate field key {f.key!r}")
+        fields.append(f)
     by_key = {f.key: f for f in fields}
     overall = by_key.get("overall")
     if overall is None or overall.kind != "choice":
-        raise err("fields", "needs a choice field with key 'overall' (accept / reject / needs-work)")
+        raise Problem(path, "fields", "needs a choice field with key 'overall' (accept / reject / needs-work)")
     if set(overall.allowed) != OVERALL_VALUES:
-        idx = fields.index(overall)
-        raise err(
-            f"fields[{idx}].values",
-            f"overall must have exactly the values accept, reject, needs-work; got {list(overall.allowed)}",
-        )
-    rat = by_key.get(rationale_field)
+        raise Problem(path, f"fields[{fields.index(overall)}].values",
+                      f"overall must have exactly the values accept, reject, needs-work; got {list(overall.allowed)}")
+    rat = by_key.get(doc.rationale_field)
     if rat is None or rat.kind != "text":
-        raise err("rationale_field", f"{rationale_field!r} does not name a text field of this rubric")
-    return Rubric(
-        id=rid,
-        title=title,
-        version=version,
-        fields=tuple(fields),
-        rationale_field=rationale_field,
-        path=path,
-    )
+        raise Problem(path, "rationale_field", f"{doc.rationale_field!r} does not name a text field of this rubric")
+    return Rubric(id=doc.id, title=doc.title, version=doc.version, fields=tuple(fields),
+                  rationale_field=doc.rationale_field, path=path)
 
 
-def _req(table: Mapping[str, Any], key: str, typ: type, err, where: str = "") -> Any:
-    name = f"{where}.{key}" if where else key
-    if key not in table:
-        raise err(name, "missing")
-    val = table[key]
-    if typ is int:
-        ok = type(val) is int
-    else:
-        ok = isinstance(val, typ)
-    if not ok:
-        raise err(name, f"must be {_typename(typ)}, got {type(val).__name__} {val!r}")
-    return val
-
-
-def _opt(table: Mapping[str, Any], key: str, typ: type, default: Any, err, where: str) -> Any:
-    if key not in table:
-        return default
-    return _req(table, key, typ, err, where)
-
-
-def _typename(typ: type) -> str:
-    return {str: "a string", int: "an integer", bool: "a boolean", list: "an array"}.get(
-        typ, typ.__name__
-    )
-
-
-def _str_list(table: Mapping[str, Any], key: str, err, where: str) -> tuple[str, ...]:
-    val = _opt(table, key, list, [], err, where)
-    for j, item in enumerate(val):
-        if not isinstance(item, str):
-            raise err(f"{where}.{key}[{j}]", f"must be a string, got {item!r}")
-    return tuple(val)
-
-
-def _parse_field(raw: Any, where: str, err) -> RubricField:
-    if not isinstance(raw, dict):
-        raise err(where, "must be a table")
-    for k in raw:
-        if k not in _FIELD_KEYS:
-            raise err(f"{where}.{k}", f"unknown key (allowed: {', '.join(sorted(_FIELD_KEYS))})")
-    key = _req(raw, "key", str, err, where)
-    if not _FIELD_KEY_RE.match(key):
-        raise err(f"{where}.key", f"{key!r} does not match [a-z][a-z0-9_]*")
-    label = _req(raw, "label", str, err, where)
-    help_ = _opt(raw, "help", str, "", err, where)
-    kind = _req(raw, "kind", str, err, where)
-    required = _opt(raw, "required", bool, False, err, where)
-    if kind == "text":
+def _field(path: Path, where: str, raw: RubricFieldTable, known_checks: set[str]) -> RubricField:
+    """One field's semantic checks (what the struct cannot express)."""
+    if raw.kind == "text":
         for k in ("values", "ordered", "rationale_for", "informed_by", "suggest"):
-            if k in raw:
-                raise err(f"{where}.{k}", "not allowed on a text field")
-        return RubricField(key=key, label=label, help=help_, kind="text", required=required)
-    if kind != "choice":
-        raise err(f"{where}.kind", f"must be 'choice' or 'text', got {kind!r}")
-
-    raw_values = _req(raw, "values", list, err, where)
-    if not raw_values:
-        raise err(f"{where}.values", "a choice field needs at least one value")
+            if getattr(raw, k) is not None:
+                raise Problem(path, f"{where}.{k}", "not allowed on a text field")
+        return RubricField(key=raw.key, label=raw.label, help=raw.help, kind="text", required=raw.required)
+    if not raw.values:
+        raise Problem(path, f"{where}.values", "a choice field needs at least one value" if raw.values is not None
+                      else "missing required key (an array of value tables)")
     values: list[RubricValue] = []
-    for j, rv in enumerate(raw_values):
+    for j, rv in enumerate(raw.values):
         vw = f"{where}.values[{j}]"
-        if not isinstance(rv, dict):
-            raise err(vw, "must be a table")
-        for k in rv:
-            if k not in _VALUE_KEYS:
-                raise err(f"{vw}.{k}", f"unknown key (allowed: {', '.join(sorted(_VALUE_KEYS))})")
-        value = _req(rv, "value", str, err, vw)
-        if not _ID_RE.match(value):
-            raise err(f"{vw}.value", f"{value!r} does not match [a-z0-9][a-z0-9._-]*")
-        char = _req(rv, "key", str, err, vw)
-        if len(char) != 1 or not char.isprintable() or char.isspace():
-            raise err(f"{vw}.key", f"must be one printable, non-space character, got {char!r}")
-        if any(v.value == value for v in values):
-            raise err(f"{vw}.value", f"duplicate value {value!r}")
-        if any(v.key == char for v in values):
-            raise err(f"{vw}.key", f"keyboard key {char!r} already picks another value of {key!r}")
-        values.append(
-            RubricValue(
-                value=value,
-                key=char,
-                label=_req(rv, "label", str, err, vw),
-                help=_opt(rv, "help", str, "", err, vw),
-                outside_order=_opt(rv, "outside_order", bool, False, err, vw),
-            )
-        )
+        if len(rv.key) != 1 or not rv.key.isprintable() or rv.key.isspace():
+            raise Problem(path, f"{vw}.key", f"must be one printable, non-space character, got {rv.key!r}")
+        if any(v.value == rv.value for v in values):
+            raise Problem(path, f"{vw}.value", f"duplicate value {rv.value!r}")
+        if any(v.key == rv.key for v in values):
+            raise Problem(path, f"{vw}.key", f"keyboard key {rv.key!r} already picks another value of {raw.key!r}")
+        values.append(RubricValue(value=rv.value, key=rv.key, label=rv.label, help=rv.help,
+                                  outside_order=rv.outside_order))
     allowed = {v.value for v in values}
-    ordered = _opt(raw, "ordered", bool, False, err, where)
+    ordered = bool(raw.ordered)
     if not ordered and any(v.outside_order for v in values):
-        raise err(f"{where}.values", "outside_order is only meaningful on an ordered field")
-    rationale_for = _str_list(raw, "rationale_for", err, where)
-    for j, v in enumerate(rationale_for):
+        raise Problem(path, f"{where}.values", "outside_order is only meaningful on an ordered field")
+    for j, v in enumerate(raw.rationale_for or ()):
         if v not in allowed:
-            raise err(f"{where}.rationale_for[{j}]", f"{v!r} is not a value of {key!r}")
-    informed_by = _str_list(raw, "informed_by", err, where)
-    for j, c in enumerate(informed_by):
-        if c not in CHECK_IDS:
-            raise err(f"{where}.informed_by[{j}]", f"unknown check id {c!r}")
-    rule = _opt(raw, "suggest", dict, {}, err, where)
+            raise Problem(path, f"{where}.rationale_for[{j}]", f"{v!r} is not a value of {raw.key!r}")
+    for j, c in enumerate(raw.informed_by or ()):
+        if c not in known_checks:
+            raise Problem(path, f"{where}.informed_by[{j}]", f"unknown check id {c!r} (no registered check has it)")
+    rule = dict(raw.suggest or {})
     for outcome, v in rule.items():
         if outcome not in OUTCOMES:
-            raise err(
-                f"{where}.suggest.{outcome}",
-                f"unknown outcome (allowed: {', '.join(OUTCOMES)})",
-            )
-        if not isinstance(v, str) or v not in allowed:
-            raise err(f"{where}.suggest.{outcome}", f"{v!r} is not a value of {key!r}")
-    if rule and not informed_by:
-        raise err(f"{where}.suggest", "a suggestion rule needs informed_by check ids")
-    return RubricField(
-        key=key,
-        label=label,
-        help=help_,
-        kind="choice",
-        values=tuple(values),
-        ordered=ordered,
-        required=required,
-        rationale_for=rationale_for,
-        informed_by=informed_by,
-        suggest=dict(rule),
-    )
+            raise Problem(path, f"{where}.suggest.{outcome}", f"unknown outcome (allowed: {', '.join(OUTCOMES)})")
+        if v not in allowed:
+            raise Problem(path, f"{where}.suggest.{outcome}", f"{v!r} is not a value of {raw.key!r}")
+    if rule and not raw.informed_by:
+        raise Problem(path, f"{where}.suggest", "a suggestion rule needs informed_by check ids")
+    return RubricField(key=raw.key, label=raw.label, help=raw.help, kind="choice", values=tuple(values),
+                       ordered=ordered, required=raw.required, rationale_for=tuple(raw.rationale_for or ()),
+                       informed_by=tuple(raw.informed_by or ()), suggest=rule)
 
 
 def rubric_search_path(queue_root: Path | str | None = None) -> list[Path]:
@@ -460,16 +334,16 @@ def rubric_search_path(queue_root: Path | str | None = None) -> list[Path]:
 def find_rubric(rubric_id: str, queue_root: Path | str | None = None) -> Rubric:
     """Load the rubric ``rubric_id`` from :func:`rubric_search_path`.
 
-    Raises :class:`RubricError` naming the folders searched when there is none.
+    Raises :class:`~workstation.schema.problem.Problem` naming the folders searched when there is none.
     """
     if not _ID_RE.match(rubric_id):
-        raise RubricError(f"{rubric_id}.toml", "id", f"{rubric_id!r} is not a rubric id")
+        raise Problem(f"{rubric_id}.toml", "id", f"{rubric_id!r} is not a rubric id")
     dirs = rubric_search_path(queue_root)
     for d in dirs:
         p = d / f"{rubric_id}.toml"
         if p.is_file():
             return load_rubric(p)
-    raise RubricError(
+    raise Problem(
         f"{rubric_id}.toml",
         "",
         "no such rubric; looked in " + ", ".join(str(d) for d in dirs),

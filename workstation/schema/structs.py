@@ -20,9 +20,10 @@ from __future__ import annotations
 
 import math
 import re
+import types
 import typing
 from pathlib import Path
-from typing import Any, TypeVar
+from typing import Any, Literal, TypeVar
 
 import msgspec
 from msgspec import inspect as mi
@@ -125,6 +126,38 @@ def _field_type(t: mi.Type, seg: str | int) -> mi.Type | None:
     return None
 
 
+def _literal_order(root: type, segs: list[str | int]) -> tuple[Any, ...]:
+    """The values of the ``Literal`` annotation at ``segs`` in declaration order (msgspec's
+    own type info sorts them), or ``()``."""
+    tp: Any = root
+    for s in segs:
+        tp = _strip(tp)
+        if isinstance(tp, type) and issubclass(tp, msgspec.Struct) and isinstance(s, str):
+            hints = typing.get_type_hints(tp, include_extras=True)
+            name = next((f.name for f in mi.type_info(tp).fields if f.encode_name == s), s)
+            tp = hints.get(name)
+        elif typing.get_origin(tp) in (list, tuple, dict) and typing.get_args(tp):
+            tp = typing.get_args(tp)[-1]
+        else:
+            return ()
+    tp = _strip(tp)
+    return typing.get_args(tp) if typing.get_origin(tp) is Literal else ()
+
+
+def _strip(tp: Any) -> Any:
+    """``tp`` without ``Annotated`` and ``| None`` wrappers."""
+    while True:
+        if typing.get_origin(tp) is typing.Annotated:
+            tp = typing.get_args(tp)[0]
+        elif typing.get_origin(tp) in (typing.Union, types.UnionType):
+            args = [a for a in typing.get_args(tp) if a is not type(None)]
+            if len(args) != 1:
+                return tp
+            tp = args[0]
+        else:
+            return tp
+
+
 def _type_at(root: type, segs: list[str | int]) -> mi.Type | None:
     t: mi.Type | None = mi.type_info(root)
     for s in segs:
@@ -185,7 +218,8 @@ def problem_of(err: msgspec.ValidationError, data: Any, root: type, file: Path |
     key = dotted(segs, prefix)
     if head.startswith("Invalid enum value"):
         inner, desc = _unwrap(t) if t is not None else (None, "")
-        allowed = ", ".join(map(str, inner.values)) if isinstance(inner, mi.LiteralType) else expected
+        order = _literal_order(root, segs) or (inner.values if isinstance(inner, mi.LiteralType) else ())
+        allowed = ", ".join(map(str, order)) if order else expected
         noun = _noun(t)
         if noun:
             return Problem(file, key, f"unknown {noun} {value!r}; expected one of {allowed}")

@@ -183,7 +183,7 @@ class KwsApp(App):
         the task rows (file reads only), then the review flags (git identity, records),
         then the validation of tasks the index cache did not vouch for."""
         from workstation.records.drafts import draft_path
-        from workstation.rubric.model import RubricError, queue_rubric
+        from workstation.rubric.model import queue_rubric
         from workstation.schema.problem import Problem
 
         st = QueueState(root=self.queue.root)
@@ -194,7 +194,7 @@ class KwsApp(App):
             return
         try:
             st.rubric = queue_rubric(st.root)
-        except RubricError as e:
+        except Problem as e:
             st.rubric_problem = str(e)
         folder = draft_path(st.root, "x").parent
         st.drafts = {p.stem for p in folder.glob("*.json")} if folder.is_dir() else set()

@@ -29,7 +29,6 @@ import ast
 import json
 import math
 import threading
-import weakref
 from collections.abc import Callable
 from concurrent.futures import Future
 from dataclasses import dataclass, field
@@ -74,17 +73,9 @@ REF_FAIL_RATIO = 8.0
 MAX_DERIVED_CASES = 3
 LONG_K_FACTOR = 4
 
-_AUDITS: weakref.WeakKeyDictionary[CheckContext, NumericsAudit] = weakref.WeakKeyDictionary()
-_AUDITS_LOCK = threading.Lock()
-
-
 def audit(ctx: CheckContext) -> NumericsAudit:
-    """The shared :class:`NumericsAudit` of ``ctx`` (created on first use)."""
-    with _AUDITS_LOCK:
-        a = _AUDITS.get(ctx)
-        if a is None:
-            a = _AUDITS[ctx] = NumericsAudit(ctx)
-        return a
+    """The shared :class:`NumericsAudit` of ``ctx``'s run (created on first use)."""
+    return ctx.stash.once(NumericsAudit, lambda: NumericsAudit(ctx))
 
 
 @dataclass
@@ -141,21 +132,9 @@ class NumericsAudit:
     def __init__(self, ctx: CheckContext):
         self.ctx = ctx
         self.task = ctx.task
-        self._parts: dict[str, Future[Any]] = {}
-        self._lock = threading.Lock()
 
     def _once(self, name: str, fn: Callable[[], Any]) -> Any:
-        with self._lock:
-            fut = self._parts.get(name)
-            mine = fut is None
-            if mine:
-                fut = self._parts[name] = Future()
-        if mine:
-            try:
-                fut.set_result(fn())
-            except BaseException as e:
-                fut.set_exception(e)
-        return fut.result()
+        return self.ctx.stash.once((NumericsAudit, name), fn, cache_errors=True)
 
     @property
     def interpreter(self) -> bool:

@@ -16,8 +16,6 @@ from __future__ import annotations
 
 import math
 import os
-import threading
-import weakref
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -229,18 +227,6 @@ class Measurement:
         return out
 
 
-_MEMO: weakref.WeakKeyDictionary[CheckContext, dict[str, Any]] = weakref.WeakKeyDictionary()
-_MEMO_LOCK = threading.Lock()
-
-
-def _memo(ctx: CheckContext) -> dict[str, Any]:
-    with _MEMO_LOCK:
-        d = _MEMO.get(ctx)
-        if d is None:
-            d = _MEMO[ctx] = {"lock": threading.Lock()}
-        return d
-
-
 def measure(ctx: CheckContext) -> Measurement:
     """kws's measurement of the task (memoised per engine run: ``benchmark-bias`` and
     ``speedup-claim`` share one). Runs the ``timing`` step in an exclusive job; a case
@@ -251,11 +237,7 @@ def measure(ctx: CheckContext) -> Measurement:
         ValueError: the plan is not representative (callers check :func:`plan` first).
         RuntimeError: the timing child died (its death is in the message).
     """
-    m = _memo(ctx)
-    with m["lock"]:
-        if "measurement" not in m:
-            m["measurement"] = _measure(ctx, plan(ctx))
-        return m["measurement"]
+    return ctx.stash.once(Measurement, lambda: _measure(ctx, plan(ctx)))
 
 
 def _run_timing(ctx: CheckContext, p: Plan, cases: list[dict[str, Any]]) -> dict[str, Any]:
