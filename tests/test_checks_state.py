@@ -10,6 +10,7 @@ import pytest
 from tests.conftest import SAMPLE_QUEUE
 from tests.hostile import findings, make_task, result
 from workstation.checks.support.static import scan_fallback, scan_state_writes
+from workstation.task.sources import TaskSources
 from workstation.engine.run import run_checks
 from workstation.task.format import load_task
 
@@ -121,7 +122,7 @@ def test_scan_resolves_aliases_call_graph_and_except_fallbacks(tmp_path):
             except RuntimeError:
                 return ref_softmax(y)
     """))
-    res = scan_fallback(src, "entry", "reference")
+    res = scan_fallback(TaskSources(src.parent), src.name, "entry", "reference")
     by_line = {(h.kind, h.line): h for h in res.hits}
     assert by_line[("framework-op", 22)].name == "torch.matmul"
     assert by_line[("framework-op", 23)].name == "@"
@@ -147,7 +148,7 @@ def test_scan_state_writes_finds_assignments_setters_and_setattr(tmp_path):
         def f():
             threading.Thread(target=print, daemon=True).start()
     """))
-    sites = {s.line: s for s in scan_state_writes(src)}
+    sites = {s.line: s for s in scan_state_writes(TaskSources(src.parent), src.name)}
     assert sites[3].target == "torch.backends.cuda.matmul.allow_tf32"
     assert "torch.get_float32_matmul_precision()" in sites[4].keys
     assert sites[5].target == "time.perf_counter"
@@ -292,7 +293,7 @@ def test_scan_hash_order_follows_task_local_imports(tmp_path):
     (tmp_path / "candidate.py").write_text("import helpers\nfrom torch import nn\n\ndef f(x):\n"
                                            "    return helpers.g(x)\n")
     (tmp_path / "helpers.py").write_text("ORDER = {'a', 'b'}\n\ndef g(x):\n    return [hash(k) for k in ORDER]\n")
-    hits = scan_hash_order(tmp_path, "candidate.py")
+    hits = scan_hash_order(TaskSources(tmp_path), "candidate.py")
     assert {(h["file"], h["line"]) for h in hits} == {("helpers.py", 1), ("helpers.py", 4)}
     (tmp_path / "plain.py").write_text("d = {'a': 1}\n\ndef f(x):\n    return sorted(d)\n")
-    assert scan_hash_order(tmp_path, "plain.py") == []
+    assert scan_hash_order(TaskSources(tmp_path), "plain.py") == []

@@ -14,6 +14,7 @@ from workstation.engine.check import Check, Finding, Skip, register
 from workstation.engine.context import CheckContext, case_label, step_timeout_s
 from workstation.protocol.wire import TensorData, WireError, tensor_from
 from workstation.task.model import Task
+from workstation.task.sources import TaskSources
 
 ATOMICS = ("atomic_add", "atomic_max", "atomic_min", "atomic_xchg", "atomic_cas", "atomic_and", "atomic_or",
            "atomic_xor")
@@ -106,29 +107,12 @@ def _base_params(expr: ast.AST, der: dict[str, set[str]], params: set[str]) -> s
 def scan_autotune(task: Task) -> list[KernelSource]:
     """Every ``@triton.autotune``-decorated function in the candidate's file and the task
     modules it imports, read with :mod:`ast` (never imported here)."""
-    path = task.source_path("candidate")
-    if path is None:
+    ep = task.entry.get("candidate")
+    if ep is None:
         return []
-    files, todo, seen = [], [path], set()
-    while todo:
-        p = todo.pop()
-        if p in seen or not p.is_file():
-            continue
-        seen.add(p)
-        try:
-            tree = ast.parse(p.read_text(encoding="utf-8"))
-        except (SyntaxError, UnicodeDecodeError):
-            continue
-        files.append((p, tree))
-        for n in ast.walk(tree):
-            mods = [a.name for a in n.names] if isinstance(n, ast.Import) else \
-                [n.module] if isinstance(n, ast.ImportFrom) and n.module else []
-            for m in mods:
-                sib = task.dir / (m.split(".")[0] + ".py")
-                if sib.is_file():
-                    todo.append(sib)
     out: list[KernelSource] = []
-    for p, tree in files:
+    for sf, _chain in TaskSources(task.dir).closure(ep.file):
+        tree = sf.tree
         for fn in (n for n in ast.walk(tree) if isinstance(n, ast.FunctionDef)):
             deco = next((d for d in fn.decorator_list if isinstance(d, ast.Call)
                          and _dotted(d.func).rpartition(".")[2] == "autotune"), None)
@@ -137,7 +121,7 @@ def scan_autotune(task: Task) -> list[KernelSource]:
             kw = {k.arg: k.value for k in deco.keywords if k.arg}
             configs = kw.get("configs", deco.args[0] if deco.args else None)
             ks = KernelSource(
-                name=fn.name, file=p.name, line=deco.lineno,
+                name=fn.name, file=sf.rel, line=deco.lineno,
                 n_configs=len(configs.elts) if isinstance(configs, ast.List | ast.Tuple) else None,
                 reset_to_zero=_literal_names(kw.get("reset_to_zero")) or ([] if "reset_to_zero" not in kw else None),
                 restore_value=_literal_names(kw.get("restore_value")) or ([] if "restore_value" not in kw else None),

@@ -100,7 +100,7 @@ class Fallback(Check):
                        "fallback applies to non-torch backends only")
         ep = task.entry["candidate"]
         ref_ep = task.entry["reference"]
-        scan = scan_fallback(task.dir / ep.file, ep.name, ref_ep.file.removesuffix(".py").replace("/", "."))
+        scan = scan_fallback(ctx.sources, ep.file, ep.name, ref_ep.file.removesuffix(".py").replace("/", "."))
         case, seed = ctx.cases[0], ctx.seeds[0]
         triton = task.backend == "triton"
         steps = [

@@ -69,7 +69,7 @@ class Nondeterminism(Check):
         rep = {"kind": "repeat_call", "role": "candidate", "case": dict(case), "seed": seed, "n": n}
         fresh = {"kind": "hashseed_call", "role": "candidate", "case": dict(case), "seed": seed,
                  "hashseed": FRESH_HASHSEED}
-        hash_sites = scan_hash_order(ctx.task.dir, ctx.task.entry["candidate"].file)
+        hash_sites = scan_hash_order(ctx.sources, ctx.task.entry["candidate"].file)
         with ThreadPoolExecutor(max_workers=3) as ex:
             f_rep = ex.submit(ctx.calls, [rep], memo=True)
             f_fresh = ex.submit(ctx.calls, [fresh], memo=True) if hash_sites else None

@@ -146,7 +146,7 @@ class Tampering(Check):
             cand = ctx.calls([{**probe, "role": "candidate"}], memo=True)[0]
             ref = fr.result()[0]
         cfile = ctx.task.entry["candidate"].file
-        sites = scan_state_writes(ctx.task.dir / cfile)
+        sites = scan_state_writes(ctx.sources, cfile)
         findings: list[Finding] = []
         if not cand.ok:
             plain = ctx.candidate([(case, seed)])[0]

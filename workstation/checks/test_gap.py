@@ -13,6 +13,7 @@ from workstation.analysis.compare import Comparison, compare
 from workstation.checks.support.trials import region_phrase
 from workstation.engine.check import Check, Finding, Skip, register
 from workstation.engine.context import CallOutcome, CheckContext, case_label
+from workstation.task.sources import TaskSources
 
 #: calls that compare two tensors (by the last part of their dotted name).
 COMPARE_FUNCS = {"assert_close", "assert_allclose", "allclose", "isclose", "equal", "assert_equal",
@@ -88,13 +89,16 @@ class AuthorTestScan:
         func: the test callable's name.
 
     Raises:
-        SyntaxError / OSError: the file does not parse or read.
+        SyntaxError: the file does not read or parse (the message says which).
     """
 
     def __init__(self, task_dir: Path, file: str, func: str):
         self.task_dir, self.file = task_dir, file
-        self.source = (task_dir / file).read_text(encoding="utf-8")
-        self.tree = ast.parse(self.source)
+        self.sources = TaskSources(task_dir)
+        sf = self.sources.file(file)
+        if sf is None:
+            raise SyntaxError(self.sources.problems.get(file, f"cannot read {file}"))
+        self.source, self.tree = sf.source, sf.tree
         self.module_env = _module_constants(self.tree)
         self.fn = next((n for n in ast.walk(self.tree) if isinstance(n, ast.FunctionDef | ast.AsyncFunctionDef)
                         and n.name == func), None)
@@ -126,10 +130,8 @@ class AuthorTestScan:
 
     def _sibling_env(self, file: str) -> dict[str, ast.AST]:
         if file not in self._sibling:
-            try:
-                self._sibling[file] = _module_constants(ast.parse((self.task_dir / file).read_text(encoding="utf-8")))
-            except (OSError, SyntaxError, UnicodeDecodeError):
-                self._sibling[file] = {}
+            sf = self.sources.file(file)
+            self._sibling[file] = _module_constants(sf.tree) if sf is not None else {}
         return self._sibling[file]
 
     # -- evaluation ------------------------------------------------------------------------

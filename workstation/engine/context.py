@@ -19,6 +19,7 @@ from typing import Any
 from workstation.analysis.compare import Comparison, ResolvedTolerance, compare, resolve_tolerance
 from workstation.runner import JobResult, Runner, StepResult
 from workstation.task.model import Task
+from workstation.task.sources import TaskSources
 
 DEFAULT_SEEDS = (0, 1, 2)
 Event = Callable[[str, dict[str, Any]], None]
@@ -181,6 +182,11 @@ class CheckContext:
         self.notes: list[str] = []
 
     # -- task facts --------------------------------------------------------------------
+
+    @property
+    def sources(self) -> TaskSources:
+        """The task's Python files, parsed once (:mod:`workstation.task.sources`)."""
+        return self.stash.once(TaskSources, lambda: TaskSources(self.task.dir))
 
     @property
     def device(self):

@@ -42,6 +42,7 @@ from workstation.task.model import (
     Task,
     Tolerance,
 )
+from workstation.task.sources import parse_python
 
 #: the largest task.toml kws reads (bytes).
 MAX_TASK_TOML_BYTES = 1 << 20
@@ -144,7 +145,7 @@ class TaskFile(Struct, frozen=True):
 def _defined_names(source: str) -> set[str]:
     """Top-level names a module binds (defs, classes, assignments, imports)."""
     names: set[str] = set()
-    for node in ast.parse(source).body:
+    for node in parse_python(source).body:  # type: ignore[attr-defined]
         if isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef | ast.ClassDef):
             names.add(node.name)
         elif isinstance(node, ast.Assign | ast.AnnAssign | ast.AugAssign):

@@ -19,46 +19,19 @@ from pathlib import Path
 from typing import Any
 
 from workstation.task.model import Task
+from workstation.task.sources import TaskSources, parse_python
 
 _OTHER_BACKENDS = ("jax", "cupy", "numba", "ctypes", "cffi", "torch.utils.cpp_extension", "pycuda", "neuronxcc", "nki")
-
-
-def _imports(tree: ast.AST) -> set[str]:
-    mods: set[str] = set()
-    for n in ast.walk(tree):
-        if isinstance(n, ast.Import):
-            mods.update(a.name for a in n.names)
-        elif isinstance(n, ast.ImportFrom) and n.module:
-            mods.add(n.module)
-            mods.update(f"{n.module}.{a.name}" for a in n.names)
-    return mods
 
 
 def source_kind(task: Task, role: str) -> str:
     """``"triton"`` when the role's file (or a task module it imports) imports triton,
     ``"other"`` for JAX, CuPy, Numba, ctypes, C++/CUDA extensions, NKI, else
     ``"pytorch"`` when it imports torch, else ``"other"``."""
-    path = task.source_path(role)
-    if path is None:
+    ep = task.entry.get(role)
+    if ep is None:
         return "other"
-    seen: set[Path] = set()
-    todo = [path]
-    mods: set[str] = set()
-    while todo:
-        p = todo.pop()
-        if p in seen or not p.is_file():
-            continue
-        seen.add(p)
-        try:
-            tree = ast.parse(p.read_text(encoding="utf-8"))
-        except (SyntaxError, UnicodeDecodeError):
-            continue
-        found = _imports(tree)
-        mods |= found
-        for m in found:
-            sib = task.dir / (m.split(".")[0] + ".py")
-            if sib.is_file():
-                todo.append(sib)
+    mods = TaskSources(task.dir).all_imports(ep.file)
     top = {m.split(".")[0] for m in mods}
     if "triton" in top:
         return "triton"
@@ -502,14 +475,11 @@ def scan_bench(task: Task) -> tuple[list[TimedUse], list[BenchIssue]]:
     Returns ``(uses, issues)``; both empty when the task has no bench entry or its file
     does not parse.
     """
-    path = task.source_path("bench")
-    if path is None:
+    ep = task.entry.get("bench")
+    sf = TaskSources(task.dir).file(ep.file) if ep is not None else None
+    if sf is None:
         return [], []
-    try:
-        src = path.read_text(encoding="utf-8")
-        tree = ast.parse(src)
-    except (OSError, SyntaxError, UnicodeDecodeError):
-        return [], []
+    tree = sf.tree
     stems: dict[str, str] = {}
     names: dict[str, str] = {}
     for role, side in (("candidate", "candidate"), ("baseline", "baseline"), ("reference", "baseline")):
@@ -944,7 +914,7 @@ def _dedupe(uses: list[TimedUse]) -> list[TimedUse]:
 def _strip_calls(expr: str) -> str:
     """``"x.clone()"`` -> ``"x"``: the input an argument expression starts from."""
     try:
-        node = ast.parse(expr, mode="eval").body
+        node = parse_python(expr, mode="eval").body  # type: ignore[attr-defined]
     except SyntaxError:
         return expr
     while isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute):

@@ -60,6 +60,7 @@ from workstation.analysis.numerics import (
     round_to,
 )
 from workstation.engine.context import CallOutcome, CheckContext, case_label
+from workstation.task.sources import TaskSources
 
 #: the caveat every finding drawn from interpreter numerics carries.
 INTERPRETER_NOTE = (
@@ -570,53 +571,26 @@ def scan_reference_imports(task_dir: Path, ref_file: str, cand_file: str) -> lis
     cand_stem = Path(cand_file).stem
     cand_name = Path(cand_file).name
     hits: list[dict[str, Any]] = []
-    todo: list[tuple[str, list[str]]] = [(ref_file, [ref_file])]
-    seen: set[str] = set()
-
-    def local(mod: str) -> str | None:
-        head = mod.split(".")[0]
-        for cand in (f"{head}.py", f"{head}/__init__.py"):
-            if (task_dir / cand).is_file():
-                return cand
-        return None
-
-    while todo:
-        rel, chain = todo.pop()
-        if rel in seen:
-            continue
-        seen.add(rel)
-        try:
-            tree = ast.parse((task_dir / rel).read_text(encoding="utf-8"))
-        except (OSError, SyntaxError, UnicodeDecodeError):
-            continue
-        for node in ast.walk(tree):
-            names: list[str] = []
-            if isinstance(node, ast.Import):
-                names = [a.name for a in node.names]
-            elif isinstance(node, ast.ImportFrom):
-                if node.module:
-                    names = [node.module]
-                if node.level and not node.module:
-                    names = [a.name for a in node.names]
+    for sf, chain in TaskSources(task_dir).closure(ref_file, exclude=[cand_file]):
+        rel, via = sf.rel, list(chain)
+        for imp in sf.imports:
+            names = [imp.module] if imp.module else list(imp.names)
             for n in names:
                 if n.split(".")[0] == cand_stem:
-                    hits.append({"file": rel, "line": node.lineno, "what": f"imports {n}", "via": chain})
-                else:
-                    f = local(n)
-                    if f and f != rel and f != cand_file:
-                        todo.append((f, [*chain, f]))
+                    hits.append({"file": rel, "line": imp.line, "what": f"imports {n}", "via": via})
+        for node in ast.walk(sf.tree):
             if isinstance(node, ast.Call):
                 fn = node.func
                 fname = fn.attr if isinstance(fn, ast.Attribute) else (fn.id if isinstance(fn, ast.Name) else "")
                 if fname in ("import_module", "__import__") and node.args and isinstance(node.args[0], ast.Constant) \
                         and isinstance(node.args[0].value, str) and node.args[0].value.split(".")[0] == cand_stem:
                     hits.append({"file": rel, "line": node.lineno, "what": f"{fname}({node.args[0].value!r})",
-                                 "via": chain})
+                                 "via": via})
             if isinstance(node, ast.Constant) and isinstance(node.value, str):
                 v = node.value
                 if v == cand_name or v.endswith("/" + cand_name) or v.endswith("\\" + cand_name):
                     hits.append({"file": rel, "line": node.lineno, "what": f"names the candidate's file {v!r}",
-                                 "via": chain})
+                                 "via": via})
     uniq: dict[tuple[str, int, str], dict[str, Any]] = {}
     for h in hits:
         uniq.setdefault((h["file"], h["line"], h["what"]), h)

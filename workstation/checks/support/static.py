@@ -1,4 +1,5 @@
-"""Static (AST) reading of a task's Python file for ``fallback`` and ``tampering``.
+"""Static (AST) reading of a task's Python files for ``fallback``, ``tampering`` and
+``nondeterminism`` (through :mod:`workstation.task.sources`).
 
 Nothing here imports or runs task code. Names are resolved through the module's imports
 (``import torch.nn.functional as F``, ``from torch import matmul``...), so ``F.linear``,
@@ -10,8 +11,9 @@ from __future__ import annotations
 
 import ast
 from dataclasses import dataclass, field
-from pathlib import Path
 from typing import Any
+
+from workstation.task.sources import SourceFile, TaskSources
 
 #: framework namespaces whose functions count as "the framework doing the work".
 FRAMEWORK_PREFIXES = ("torch.nn.functional.", "torch.special.", "torch.linalg.", "torch.fft.",
@@ -105,73 +107,25 @@ class StaticHit:
                 "function": self.function, "text": self.text, "in_except": self.in_except, **self.detail}
 
 
-class _Module:
-    def __init__(self, source: str, filename: str):
-        self.source = source
-        self.tree = ast.parse(source, filename)
-        self.alias: dict[str, str] = {}
-        for node in ast.walk(self.tree):
-            if isinstance(node, ast.Import):
-                for a in node.names:
-                    if a.asname:
-                        self.alias[a.asname] = a.name
-                    else:
-                        top = a.name.split(".")[0]
-                        self.alias[top] = top
-            elif isinstance(node, ast.ImportFrom) and node.module and node.level == 0:
-                for a in node.names:
-                    self.alias[a.asname or a.name] = f"{node.module}.{a.name}"
-        self.functions: dict[str, ast.AST] = {}
-        for node in self.tree.body:
-            if isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef):
-                self.functions[node.name] = node
-            elif isinstance(node, ast.ClassDef):
-                self.functions[node.name] = node
-
-    def dotted(self, node: ast.AST) -> str | None:
-        """The resolved dotted name of a Name/Attribute chain, or None."""
-        parts = []
-        while isinstance(node, ast.Attribute):
-            parts.append(node.attr)
-            node = node.value
-        if not isinstance(node, ast.Name):
-            return None
-        base = self.alias.get(node.id, node.id)
-        return ".".join([base, *reversed(parts)])
-
-    def text(self, node: ast.AST) -> str:
-        seg = ast.get_source_segment(self.source, node) or ""
-        seg = " ".join(seg.split())
-        return seg[:160]
-
-    def is_kernel_def(self, node: ast.AST) -> bool:
-        """A ``@triton.jit`` / ``@triton.autotune`` / ``@triton.heuristics`` function."""
-        for d in getattr(node, "decorator_list", []):
-            target = d.func if isinstance(d, ast.Call) else d
-            name = self.dotted(target) or ""
-            if name.startswith("triton.") or name in ("jit", "triton_jit") or name.endswith(".jit"):
-                return True
-        return False
-
-
-def _reachable(mod: _Module, entry: str) -> list[ast.AST]:
+def _reachable(mod: SourceFile, entry: str) -> list[ast.AST]:
     """Module-level functions (and classes) reachable from ``entry`` by name: calls, and
     names passed as values (``pool.submit(_partial, ...)``); kernels excluded."""
+    functions = mod.top_level_defs()
     seen: dict[str, ast.AST] = {}
     todo = [entry]
     while todo:
         name = todo.pop()
-        node = mod.functions.get(name)
+        node = functions.get(name)
         if node is None or name in seen or mod.is_kernel_def(node):
             continue
         seen[name] = node
         for sub in ast.walk(node):
-            if isinstance(sub, ast.Name) and isinstance(sub.ctx, ast.Load) and sub.id in mod.functions:
+            if isinstance(sub, ast.Name) and isinstance(sub.ctx, ast.Load) and sub.id in functions:
                 todo.append(sub.id)
     return list(seen.values())
 
 
-def _launches(mod: _Module, node: ast.AST) -> list[ast.Call]:
+def _launches(mod: SourceFile, node: ast.AST) -> list[ast.Call]:
     """Kernel launches ``kernel[grid](...)`` inside ``node``."""
     out = []
     for sub in ast.walk(node):
@@ -192,12 +146,12 @@ class ScanResult:
     error: str = ""
 
 
-def scan_fallback(path: Path, entry: str, reference_module: str | None) -> ScanResult:
-    """Framework calls and try/except fallbacks in ``entry``'s call graph in ``path``."""
-    try:
-        mod = _Module(path.read_text(encoding="utf-8"), str(path))
-    except (SyntaxError, UnicodeDecodeError, OSError) as e:
-        return ScanResult([], [], [], error=str(e))
+def scan_fallback(sources: TaskSources, rel: str, entry: str, reference_module: str | None) -> ScanResult:
+    """Framework calls and try/except fallbacks in ``entry``'s call graph in the task file
+    ``rel``."""
+    mod = sources.file(rel)
+    if mod is None:
+        return ScanResult([], [], [], error=sources.problems.get(rel, f"cannot read {rel}"))
     funcs = _reachable(mod, entry)
     launching: set[str] = set()
     for f in funcs:
@@ -245,7 +199,7 @@ def scan_fallback(path: Path, entry: str, reference_module: str | None) -> ScanR
                     hits.append(StaticHit("method", f".{sub.func.attr}()", family_of(sub.func.attr), sub.lineno,
                                           f.name, mod.text(sub), in_exc))
                 elif (name and isinstance(sub.func, ast.Attribute) and sub.func.attr in METHOD_NAMES
-                      and not name.startswith(FRAMEWORK_PREFIXES) and name.split(".")[0] not in mod.alias):
+                      and not name.startswith(FRAMEWORK_PREFIXES) and name.split(".")[0] not in mod.aliases):
                     hits.append(StaticHit("method", f".{sub.func.attr}()", family_of(sub.func.attr), sub.lineno,
                                           f.name, mod.text(sub), in_exc))
             elif isinstance(sub, ast.BinOp) and isinstance(sub.op, ast.MatMult):
@@ -334,16 +288,15 @@ class StateSite:
     text: str
 
 
-def scan_state_writes(path: Path) -> list[StateSite]:
-    """Every statement of ``path`` (import-time code and functions alike) that assigns an
-    attribute of an imported module (``torch.backends.cuda.matmul.allow_tf32 = True``,
-    ``torch.allclose = ...``, ``setattr(torch, "x", ...)``), writes ``os.environ``, or calls
-    a known global-state setter (:data:`STATE_SETTERS`)."""
-    try:
-        mod = _Module(path.read_text(encoding="utf-8"), str(path))
-    except (SyntaxError, UnicodeDecodeError, OSError):
+def scan_state_writes(sources: TaskSources, rel: str) -> list[StateSite]:
+    """Every statement of the task file ``rel`` (import-time code and functions alike) that
+    assigns an attribute of an imported module (``torch.backends.cuda.matmul.allow_tf32 =
+    True``, ``torch.allclose = ...``, ``setattr(torch, "x", ...)``), writes ``os.environ``,
+    or calls a known global-state setter (:data:`STATE_SETTERS`)."""
+    mod = sources.file(rel)
+    if mod is None:
         return []
-    roots = {v.split(".")[0] for v in mod.alias.values()} | set(mod.alias)
+    roots = {v.split(".")[0] for v in mod.aliases.values()} | set(mod.aliases)
     sites: list[StateSite] = []
     for node in ast.walk(mod.tree):
         if isinstance(node, ast.Assign | ast.AugAssign | ast.AnnAssign):
@@ -371,7 +324,7 @@ def scan_state_writes(path: Path) -> list[StateSite]:
     return sites
 
 
-def scan_hash_order(task_dir: Path, entry_file: str) -> list[dict[str, Any]]:
+def scan_hash_order(sources: TaskSources, entry_file: str) -> list[dict[str, Any]]:
     """Places in ``entry_file`` and the task-local modules it imports (transitively) where
     Python's hash seed can reach the order of work: set/frozenset displays,
     comprehensions and constructors, and ``hash()`` calls.
@@ -382,27 +335,11 @@ def scan_hash_order(task_dir: Path, entry_file: str) -> list[dict[str, Any]]:
     Each item: ``{"file", "line", "text"}``.
     """
     hits: list[dict[str, Any]] = []
-    todo, seen = [entry_file], set()
-    while todo:
-        rel = todo.pop()
-        if rel in seen:
-            continue
-        seen.add(rel)
-        path = task_dir / rel
-        try:
-            mod = _Module(path.read_text(encoding="utf-8"), str(path))
-        except (SyntaxError, UnicodeDecodeError, OSError):
-            continue
+    for mod, _chain in sources.closure(entry_file):
         for node in ast.walk(mod.tree):
-            if isinstance(node, ast.Import | ast.ImportFrom):
-                names = [a.name for a in node.names] if isinstance(node, ast.Import) else [node.module or ""]
-                for n in names:
-                    cand = n.replace(".", "/") + ".py"
-                    if n and (task_dir / cand).is_file():
-                        todo.append(cand)
-            elif isinstance(node, ast.Set | ast.SetComp):
-                hits.append({"file": rel, "line": node.lineno, "text": mod.text(node)})
+            if isinstance(node, ast.Set | ast.SetComp):
+                hits.append({"file": mod.rel, "line": node.lineno, "text": mod.text(node)})
             elif isinstance(node, ast.Call) and isinstance(node.func, ast.Name) \
                     and node.func.id in ("set", "frozenset", "hash"):
-                hits.append({"file": rel, "line": node.lineno, "text": mod.text(node)})
+                hits.append({"file": mod.rel, "line": node.lineno, "text": mod.text(node)})
     return hits
