@@ -16,7 +16,7 @@ from pathlib import Path
 
 import pytest
 
-from workstation.checks.support.numaudit import scan_reference_imports
+from workstation.checks.support.static import scan_reference_imports
 from workstation.harness.aot import _Locs, _low_precision_accumulators, analyze
 
 REPO = Path(__file__).resolve().parents[1]

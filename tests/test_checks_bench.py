@@ -12,7 +12,8 @@ import pytest
 from tests.conftest import SAMPLE_QUEUE
 from workstation.checks.autotune import scan_autotune
 from workstation.checks.benchmark_bias import analyse_trace
-from workstation.checks.support.benchsource import scan_bench, source_kind
+from workstation.checks.support.benchsource import scan_bench
+from workstation.checks.support.static import source_kind
 from workstation.engine.report import finite_json
 from workstation.engine.run import run_checks
 from workstation.task.format import load_task

@@ -6,17 +6,10 @@ import pytest
 
 from tests.conftest import SAMPLE_QUEUE, TASK_TOML, write_task
 from workstation.analysis.compare import Comparison
-from workstation.checks.edge_shapes import (
-    CostModel,
-    _patterns,
-    cost_units,
-    elements,
-    int_params,
-    shrink_values,
-    snap,
-    value_plan,
-)
+from workstation.checks.edge_shapes import _patterns
 from workstation.checks.noncontiguous import expand_eligible
+from workstation.checks.support.costmodel import CostModel, cost_units, elements
+from workstation.checks.support.legal import int_params, shrink_values, snap, value_plan
 from workstation.checks.support.trials import region_phrase
 from workstation.engine.report import to_json_dict
 from workstation.engine.run import run_checks
@@ -221,3 +214,22 @@ def test_noncontiguous_clean_task_and_contiguous_only_skip(runner, tmp_path):
     d = write_task(tmp_path, toml=toml)
     res = check(runner, d, "noncontiguous")
     assert res["status"] == "skip" and "contiguous_only = true" in res["reason"]
+
+
+def test_generic_shrinker_moves_to_the_simplest_same_failure_within_budget():
+    from workstation.checks.support.shrink import shrink
+
+    # "fails" when n is odd; simpler = smaller; candidates: n-2, n//2, 1
+    calls = []
+
+    def run(xs):
+        calls.append(list(xs))
+        return [(x, x % 2 == 1) for x in xs]
+
+    got = shrink((99, True), candidates=lambda r: [x for x in (r[0] - 2, r[0] // 2, 1) if 0 < x < r[0]],
+                 run=run, keeps_failure=lambda r: r[1], size=lambda r: r[0], cost=lambda r: 1.0)
+    assert got.best == (1, True) and got.path[0] == (99, True)
+    assert got.spent == sum(len(c) for c in calls) and got.rounds == len(calls)
+    capped = shrink((99, True), candidates=lambda r: [r[0] - 2] if r[0] > 2 else [], run=run,
+                    keeps_failure=lambda r: r[1], size=lambda r: r[0], cost=lambda r: 1.0, budget=2.0)
+    assert capped.best == (95, True) and capped.spent == 2.0

@@ -10,9 +10,9 @@ import pytest
 from tests.conftest import SAMPLE_QUEUE
 from tests.hostile import findings, make_task, result
 from workstation.checks.support.static import scan_fallback, scan_state_writes
-from workstation.task.sources import TaskSources
 from workstation.engine.run import run_checks
 from workstation.task.format import load_task
+from workstation.task.sources import TaskSources
 
 STATE_CHECKS = ["fallback", "tampering"]
 CLEAN = ["softmax-gen", "gemm-cuda2triton", "matmul-opt", "bias-gelu-fusion", "bench-honest"]

@@ -41,6 +41,7 @@ from workstation.analysis.compare import (
     TORCH_TESTING_DEFAULTS,
     ResolvedTolerance,
     is_float,
+    unit_roundoff,
 )
 
 #: failure probability of the tensor-wide probabilistic bound (all outputs at once).
@@ -64,15 +65,6 @@ LOWER_PRECISION: dict[str, tuple[str, ...]] = {
 
 
 # ----------------------------------------------------------------------------- formats
-
-
-def unit_roundoff(dtype: str) -> float:
-    """u = 2^-p of a float format name (``"float16"`` -> 2^-11 = 4.88e-4).
-
-    Raises:
-        KeyError: not a float format kws knows.
-    """
-    return FORMATS[dtype].unit_roundoff
 
 
 def pow2_text(u: float) -> str:

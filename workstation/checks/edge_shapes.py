@@ -2,10 +2,24 @@
 
 from __future__ import annotations
 
-import math
-from dataclasses import dataclass
 from typing import Any
 
+from workstation.checks.support.costmodel import (
+    CPU_CALL_LIMIT_S,
+    GPU_MAX_ELEMENTS,
+    CostModel,
+    cost_units,
+    elements,
+)
+from workstation.checks.support.legal import (
+    UNLISTED,
+    Value,
+    int_params,
+    shrink_values,
+    snap,
+    value_plan,
+)
+from workstation.checks.support.shrink import shrink
 from workstation.checks.support.trials import (
     Trial,
     TrialResult,
@@ -19,234 +33,15 @@ from workstation.engine.check import Check, Finding, Skip, register
 from workstation.engine.context import CheckContext, case_label
 from workstation.task.model import ParamSpec
 
-#: small primes tried for every integer shape parameter (odd sizes no block divides).
-SMALL_PRIMES = (3, 7, 13, 37, 97)
-#: usual Triton/CUDA block sizes; sizes around them and their odd multiples are tried.
-BLOCK_SIZES = (16, 32, 64, 128, 256)
-
 # CPU budget (Triton interpreter): measured candidate seconds for the derived cases (run in
-# batches of BATCH, in priority order), the predicted seconds of one case (cost model),
-# measured seconds for shrinking, the wall-clock limit of one call (a call past it is
-# dropped, not charged), and the derived-case count. GPU: a count and an element cap.
+# batches of BATCH, in priority order), measured seconds for shrinking, and the derived-case
+# count. GPU: a count (the element cap is the cost model's).
 CPU_DERIVED_BUDGET_S = 2.0
-CPU_CASE_CAP_S = 0.6
 CPU_SHRINK_BUDGET_S = 0.8
 CPU_MAX_CASES = 24
-CPU_CALL_LIMIT_S = 2.0
 BATCH = 8
 GPU_MAX_CASES = 48
-GPU_MAX_ELEMENTS = 1 << 27
 MAX_SHRINK_ROUNDS = 6
-UNLISTED = ParamSpec(min=1)
-
-
-# -- legal values ------------------------------------------------------------------------------
-
-
-def int_params(cases: list[dict[str, Any]]) -> list[str]:
-    """The integer shape parameters of the declared cases, in first-seen order (a bool, a
-    string or a float is a fixed value, never varied)."""
-    out: list[str] = []
-    for c in cases:
-        for k, v in c.items():
-            if k != "dtype" and isinstance(v, int) and not isinstance(v, bool) and k not in out:
-                out.append(k)
-    return out
-
-
-def snap(value: int, spec: ParamSpec, direction: str = "nearest") -> int | None:
-    """The legal value of ``spec`` nearest ``value`` in ``direction`` (``down``, ``up``,
-    ``nearest``), or ``None`` when there is none that way. Without a ``min`` the smallest
-    legal value is 1 (task format v1: an unlisted integer parameter is any positive int)."""
-    if spec.choices is not None:
-        ints = sorted(c for c in spec.choices if isinstance(c, int) and not isinstance(c, bool))
-        below = [c for c in ints if c <= value]
-        above = [c for c in ints if c >= value]
-        if direction == "down":
-            return below[-1] if below else None
-        if direction == "up":
-            return above[0] if above else None
-        opts = ([below[-1]] if below else []) + ([above[0]] if above else [])
-        return min(opts, key=lambda c: (abs(c - value), c)) if opts else None
-    lo = spec.min if spec.min is not None else 1
-    hi = spec.max
-    m = spec.multiple_of or 1
-    first = -(-lo // m) * m  # smallest multiple of m >= lo
-    down = value // m * m
-    up = -(-value // m) * m
-    if direction == "down":
-        v = down if down >= first else None
-    elif direction == "up":
-        v = max(up, first)
-    else:
-        v = down if (value - down) <= (up - value) and down >= first else max(up, first)
-    if v is None or (hi is not None and v > hi):
-        if direction == "nearest" and hi is not None:
-            top = hi // m * m
-            return top if top >= first else None
-        return None
-    return v
-
-
-@dataclass(frozen=True)
-class Value:
-    """A derived value of one parameter and why it was chosen."""
-
-    value: int
-    why: str
-
-
-def _pow2_near(declared: list[int]) -> list[int]:
-    """Powers of two around the declared values and the usual block sizes, nearest first."""
-    top = max(declared)
-    ps = {1 << k for k in range(4, max(5, math.ceil(math.log2(max(top, 2))) + 2)) if (1 << k) <= 2 * top}
-    for d in declared:
-        if d > 1:
-            ps.add(1 << math.floor(math.log2(d)))
-            ps.add(1 << math.ceil(math.log2(d)))
-    ps = {p for p in ps if p >= 16}
-
-    def dist(p: int) -> tuple[float, int]:
-        return (min(abs(math.log2(p) - math.log2(d)) for d in declared), -p)
-
-    return sorted(ps, key=dist)
-
-
-def value_plan(declared: list[int], spec: ParamSpec) -> list[Value]:
-    """Legal edge values of one parameter, in the order they are worth trying.
-
-    Categories, interleaved: just above / just below powers of two near the declared
-    values (``P + 1``, ``P - 1``, snapped to legal values; these are also the sizes just
-    past a block multiple of any power-of-two block), 1 (the smallest legal value), small
-    primes, odd multiples of block sizes and the powers of two themselves (sizes a tiled
-    kernel handles without a ragged tile: they tell a divisibility pattern apart), and
-    declared values +-1. Declared values are left out (``correctness`` runs them).
-    """
-    if spec.choices is not None:
-        ints = [c for c in spec.choices if isinstance(c, int) and not isinstance(c, bool) and c not in declared]
-        return [Value(c, "a value [params] allows") for c in sorted(ints, key=lambda c: min(abs(c - d) for d in declared))]
-    ps = _pow2_near(declared)
-    near: list[Value] = []
-    for p in ps:
-        for v, why, way in ((p + 1, f"just above {p}", "up"), (p - 1, f"just below {p}", "down")):
-            s = snap(v, spec, way)
-            if s is not None and s != p:
-                near.append(Value(s, why if s == v else f"{why} (nearest legal value)"))
-    one = snap(1, spec, "up")
-    smallest = [Value(one, "1" if one == 1 else "the smallest legal value")] if one is not None else []
-    primes = []
-    for q in SMALL_PRIMES:
-        s = snap(q, spec, "nearest")
-        if s is not None:
-            primes.append(Value(s, "a small prime" if s == q else f"near the small prime {q}"))
-    multiples = []
-    for b in sorted(BLOCK_SIZES, key=lambda b: min(abs(math.log2(3 * b) - math.log2(d)) for d in declared)):
-        for v, why in ((3 * b, f"3 x {b}, a block multiple"), (b, f"{b}, a block size")):
-            s = snap(v, spec, "nearest")
-            if s == v:
-                multiples.append(Value(s, why))
-    plus_minus = []
-    for d in declared:
-        if d & (d - 1):  # not a power of two (those have their neighbours above)
-            for v, way in ((d + 1, "up"), (d - 1, "down")):
-                s = snap(v, spec, way)
-                if s is not None:
-                    why = f"declared {d} {'+' if v > d else '-'} 1"
-                    plus_minus.append(Value(s, why if s == v else f"{why} (nearest legal value)"))
-    iters = {"near": iter(near), "one": iter(smallest), "prime": iter(primes),
-             "mult": iter(multiples), "pm": iter(plus_minus)}
-    cycle = ("near", "one", "prime", "near", "mult", "pm")
-    out: list[Value] = []
-    seen = set(declared)
-    live = set(iters)
-    while live:
-        for name in cycle:
-            if name not in live:
-                continue
-            for v in iters[name]:
-                if v.value not in seen and spec.allows(v.value):
-                    seen.add(v.value)
-                    out.append(v)
-                    break
-            else:
-                live.discard(name)
-    return out
-
-
-def shrink_values(v: int, spec: ParamSpec) -> list[int]:
-    """Smaller legal values to try for a failing ``v``, simplest first (the smallest legal
-    value, 2, 3, half, one step down), as property-based testing tools shrink integers."""
-    step = spec.multiple_of or 1
-    raw = [(1, "up"), (2, "nearest"), (3, "nearest"), (v // 2, "down"), (v - step, "down")]
-    out: list[int] = []
-    for x, way in raw:
-        s = snap(max(x, 1), spec, way)
-        if s is not None and s < v and s not in out and spec.allows(s):
-            out.append(s)
-    return out
-
-
-# -- cost model ----------------------------------------------------------------------------------
-
-
-def elements(case: dict[str, Any], params: list[str]) -> int:
-    """The product of a case's integer shape parameters (the size of the problem)."""
-    n = 1
-    for p in params:
-        n *= max(1, int(case[p]))
-    return n
-
-
-def cost_units(case: dict[str, Any], params: list[str]) -> int:
-    """The cost proxy of a case: the product of its integer parameters, each rounded up to
-    a multiple of 16 (tiled kernels pay for whole tiles: a 1 x 8 problem is not 8 times
-    cheaper than a 16 x 16 one)."""
-    n = 1
-    for p in params:
-        n *= -(-max(1, int(case[p])) // 16) * 16
-    return n
-
-
-@dataclass
-class CostModel:
-    """Predicted candidate seconds of a case: ``a + b * elements``, fitted on the declared
-    cases' measured call times (conservatively: ``b`` is the largest per-element cost seen,
-    times 1.5 for block padding, rounded up to a power of two so that the plan is stable
-    under timing noise). On a GPU the model only caps elements."""
-
-    a: float
-    b: float
-    on_gpu: bool
-    cap_s: float = 0.0
-
-    @classmethod
-    def fit(cls, points: list[tuple[int, float]], on_gpu: bool) -> CostModel:
-        pts = [(n, t) for n, t in points if n > 0 and t > 0]
-        if not pts:
-            return cls(0.02, 2e-6, on_gpu, CPU_CASE_CAP_S)
-        tmin = min(t for _, t in pts)
-        a = 0.5 * tmin  # per-call overhead (launch, autotuning) is size-independent
-        b = max(max((t - a) / n for n, t in pts), 1e-9) * 1.5
-        # rounded up to a power of two so that timing noise rarely changes the plan; a
-        # kernel whose smallest declared call is already slow (autotuning) may take as
-        # long per derived case
-        return cls(a, 2.0 ** math.ceil(math.log2(b)), on_gpu, max(CPU_CASE_CAP_S, 1.2 * tmin))
-
-    def seconds(self, n: int) -> float:
-        """Predicted seconds for ``n`` cost units (:func:`cost_units`)."""
-        return self.a + self.b * n
-
-    @property
-    def call_limit_s(self) -> float:
-        """Wall-clock limit of one derived call on the CPU: :data:`CPU_CALL_LIMIT_S`, or
-        2.5x the fastest declared call where that is slower (``a`` is half of it)."""
-        return max(CPU_CALL_LIMIT_S, 5.0 * self.a)
-
-    def fits(self, case: dict[str, Any], params: list[str]) -> bool:
-        """Whether one case is within the per-case cap (CPU: predicted seconds; GPU: elements)."""
-        if self.on_gpu:
-            return elements(case, params) <= GPU_MAX_ELEMENTS
-        return self.seconds(cost_units(case, params)) <= (self.cap_s or CPU_CASE_CAP_S)
 
 
 # -- the check -----------------------------------------------------------------------------------
@@ -508,33 +303,38 @@ class EdgeShapes(Check):
 
     def _shrink(self, ctx: CheckContext, start: TrialResult, params: list[str], cost: CostModel,
                 known: dict[str, TrialResult], budget_s: float) -> tuple[TrialResult, list[dict[str, Any]], float]:
-        """Greedy shrinking: per round, try smaller legal values of every parameter (one at a
-        time) and move to the smallest case that fails with the same class; on the CPU until
-        the candidate's measured seconds reach ``budget_s``."""
-        best = start
-        path: list[dict[str, Any]] = [dict(start.trial.case)]
-        spent, limit = 0.0, cost.call_limit_s
+        """Greedy shrinking (:func:`~workstation.checks.support.shrink.shrink`): per round,
+        smaller legal values of every parameter (one at a time), moving to the smallest case
+        that fails with the same class; on the CPU until the candidate's measured seconds
+        reach ``budget_s``."""
         specs = {p: ctx.task.params.get(p, UNLISTED) for p in params}
-        for _ in range(MAX_SHRINK_ROUNDS):
+        limit = cost.call_limit_s
+
+        def candidates(best: TrialResult) -> list[Trial]:
             tries = []
             for p in params:
                 for w in shrink_values(best.trial.case[p], specs[p]):
                     c = {**best.trial.case, p: w}
                     if case_key(c) not in known:
                         tries.append(Trial(c, best.trial.seed, f"shrinking {p}: {best.trial.case[p]} -> {w}"))
-            if not tries or (not ctx.on_gpu and spent >= budget_s):
-                break
-            res = run_trials(ctx, tries, budget_timeout=None if ctx.on_gpu else cost.call_limit_s)
+            return tries
+
+        def run(tries: list[Trial]) -> list[TrialResult]:
+            res = run_trials(ctx, tries, budget_timeout=None if ctx.on_gpu else limit)
             for r in res:
                 known[case_key(r.trial.case)] = r
-                ok = r.cand is not None and r.cand.step is not None
-                spent += r.cand.step.seconds if ok else (limit if r.status == "dropped" else 0.0)
-            same = [r for r in res if r.failed and r.klass == start.klass]
-            if not same:
-                break
-            best = min(same, key=lambda r: (elements(r.trial.case, params), sum(r.trial.case[p] for p in params)))
-            path.append(dict(best.trial.case))
-        return best, path, spent
+            return res
+
+        def spent(r: TrialResult) -> float:
+            if r.cand is not None and r.cand.step is not None:
+                return r.cand.step.seconds
+            return limit if r.status == "dropped" else 0.0
+
+        got = shrink(start, candidates=candidates, run=run,
+                     keeps_failure=lambda r: r.failed and r.klass == start.klass,
+                     size=lambda r: (elements(r.trial.case, params), sum(r.trial.case[p] for p in params)),
+                     cost=spent, budget=None if ctx.on_gpu else budget_s, max_rounds=MAX_SHRINK_ROUNDS)
+        return got.best, [dict(r.trial.case) for r in got.path], got.spent
 
     # -- findings ---------------------------------------------------------------------------------
 

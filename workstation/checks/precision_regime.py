@@ -13,6 +13,7 @@ from workstation.analysis.compare import (
     compare,
     region_text,
     resolve_tolerance,
+    unit_roundoff,
 )
 from workstation.analysis.numerics import (
     FA_FACTOR,
@@ -20,7 +21,6 @@ from workstation.analysis.numerics import (
     error_stats,
     num,
     pow2_text,
-    unit_roundoff,
 )
 from workstation.checks.support.numaudit import (
     INTERPRETER_NOTE,

@@ -14,8 +14,8 @@ from workstation.checks.support.numaudit import (
     OutData,
     Run,
     audit,
-    scan_reference_imports,
 )
+from workstation.checks.support.static import scan_reference_imports
 from workstation.engine.check import Check, Finding, register
 from workstation.engine.context import CheckContext, case_label
 

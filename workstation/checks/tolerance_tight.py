@@ -6,8 +6,8 @@ from typing import Any
 
 import numpy as np
 
-from workstation.analysis.compare import compare
-from workstation.analysis.numerics import num, pow2_text, round_to, ulp, unit_roundoff
+from workstation.analysis.compare import compare, unit_roundoff
+from workstation.analysis.numerics import num, pow2_text, round_to, ulp
 from workstation.checks.support.numaudit import REF_FAIL_RATIO, OutData, Run, audit
 from workstation.engine.check import Check, Finding, Skip, register
 from workstation.engine.context import CheckContext, case_label

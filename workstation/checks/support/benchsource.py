@@ -1,12 +1,9 @@
-"""Static reading of task sources for the timing checks (parent side: :mod:`ast` only).
+"""Static reading of the author's benchmark for ``benchmark-bias`` (parent side: :mod:`ast`).
 
-- :func:`source_kind`: what an entry role is written in (``triton``, ``pytorch``,
-  ``other``), from its imports and the task modules it imports.
-- :func:`scan_bench`: the author's benchmark (``[entry] bench``) read for the defects
-  ``benchmark-bias`` names: host clocks around CUDA work without a synchronize, no
-  warm-up (the first call, with its compilation or autotuning, inside the timed region),
-  ``do_bench`` or a cache flush on one side only, different inputs per side, and timing
-  utilities used against their documentation.
+:func:`scan_bench` reads the ``[entry] bench`` file for the defects ``benchmark-bias`` names: host
+clocks around CUDA work without a synchronize, no warm-up (the first call, with its
+compilation or autotuning, inside the timed region), ``do_bench`` or a cache flush on one
+side only, different inputs per side, and timing utilities used against their documentation.
 
 Nothing here imports or runs task code.
 """
@@ -20,25 +17,6 @@ from typing import Any
 
 from workstation.task.model import Task
 from workstation.task.sources import TaskSources, parse_python
-
-_OTHER_BACKENDS = ("jax", "cupy", "numba", "ctypes", "cffi", "torch.utils.cpp_extension", "pycuda", "neuronxcc", "nki")
-
-
-def source_kind(task: Task, role: str) -> str:
-    """``"triton"`` when the role's file (or a task module it imports) imports triton,
-    ``"other"`` for JAX, CuPy, Numba, ctypes, C++/CUDA extensions, NKI, else
-    ``"pytorch"`` when it imports torch, else ``"other"``."""
-    ep = task.entry.get(role)
-    if ep is None:
-        return "other"
-    mods = TaskSources(task.dir).all_imports(ep.file)
-    top = {m.split(".")[0] for m in mods}
-    if "triton" in top:
-        return "triton"
-    if any(m == o or m.startswith(o + ".") for m in mods for o in _OTHER_BACKENDS):
-        return "other"
-    return "pytorch" if "torch" in top else "other"
-
 
 # ----------------------------------------------------------------------------- bench scan
 

@@ -25,14 +25,12 @@ Nothing here imports torch or triton.
 
 from __future__ import annotations
 
-import ast
 import json
 import math
 import threading
 from collections.abc import Callable
 from concurrent.futures import Future
 from dataclasses import dataclass, field
-from pathlib import Path
 from typing import Any
 
 import numpy as np
@@ -60,7 +58,6 @@ from workstation.analysis.numerics import (
     round_to,
 )
 from workstation.engine.context import CallOutcome, CheckContext, case_label
-from workstation.task.sources import TaskSources
 
 #: the caveat every finding drawn from interpreter numerics carries.
 INTERPRETER_NOTE = (
@@ -557,41 +554,3 @@ def round_trip(values: np.ndarray, dtype: str) -> np.ndarray:
 
 
 # ----------------------------------------------------------------------------- static scan
-
-
-def scan_reference_imports(task_dir: Path, ref_file: str, cand_file: str) -> list[dict[str, Any]]:
-    """Places where the reference (or a task-local module it imports) imports or loads the
-    candidate's file: ``import candidate``, ``from candidate import ...``,
-    ``importlib.import_module("candidate")`` and any string literal naming the file
-    (``spec_from_file_location(..., "candidate.py")``, ``exec(open("candidate.py"))``).
-
-    Returns ``[{"file", "line", "what", "via"}]`` (``via``: the import chain from the
-    reference). Files that do not parse are skipped.
-    """
-    cand_stem = Path(cand_file).stem
-    cand_name = Path(cand_file).name
-    hits: list[dict[str, Any]] = []
-    for sf, chain in TaskSources(task_dir).closure(ref_file, exclude=[cand_file]):
-        rel, via = sf.rel, list(chain)
-        for imp in sf.imports:
-            names = [imp.module] if imp.module else list(imp.names)
-            for n in names:
-                if n.split(".")[0] == cand_stem:
-                    hits.append({"file": rel, "line": imp.line, "what": f"imports {n}", "via": via})
-        for node in ast.walk(sf.tree):
-            if isinstance(node, ast.Call):
-                fn = node.func
-                fname = fn.attr if isinstance(fn, ast.Attribute) else (fn.id if isinstance(fn, ast.Name) else "")
-                if fname in ("import_module", "__import__") and node.args and isinstance(node.args[0], ast.Constant) \
-                        and isinstance(node.args[0].value, str) and node.args[0].value.split(".")[0] == cand_stem:
-                    hits.append({"file": rel, "line": node.lineno, "what": f"{fname}({node.args[0].value!r})",
-                                 "via": via})
-            if isinstance(node, ast.Constant) and isinstance(node.value, str):
-                v = node.value
-                if v == cand_name or v.endswith("/" + cand_name) or v.endswith("\\" + cand_name):
-                    hits.append({"file": rel, "line": node.lineno, "what": f"names the candidate's file {v!r}",
-                                 "via": via})
-    uniq: dict[tuple[str, int, str], dict[str, Any]] = {}
-    for h in hits:
-        uniq.setdefault((h["file"], h["line"], h["what"]), h)
-    return sorted(uniq.values(), key=lambda h: (h["file"], h["line"]))

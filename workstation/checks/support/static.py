@@ -1,5 +1,7 @@
-"""Static (AST) reading of a task's Python files for ``fallback``, ``tampering`` and
-``nondeterminism`` (through :mod:`workstation.task.sources`).
+"""Static (AST) reading of a task's Python files (through :mod:`workstation.task.sources`):
+framework work and fallbacks (``fallback``), global-state writes (``tampering``), hash-order
+sites (``nondeterminism``), the reference importing the candidate (``reference-suspect``),
+and what language a role is written in (the timing checks).
 
 Nothing here imports or runs task code. Names are resolved through the module's imports
 (``import torch.nn.functional as F``, ``from torch import matmul``...), so ``F.linear``,
@@ -11,8 +13,10 @@ from __future__ import annotations
 
 import ast
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any
 
+from workstation.task.model import Task
 from workstation.task.sources import SourceFile, TaskSources
 
 #: framework namespaces whose functions count as "the framework doing the work".
@@ -343,3 +347,61 @@ def scan_hash_order(sources: TaskSources, entry_file: str) -> list[dict[str, Any
                     and node.func.id in ("set", "frozenset", "hash"):
                 hits.append({"file": mod.rel, "line": node.lineno, "text": mod.text(node)})
     return hits
+
+
+def scan_reference_imports(task_dir: Path, ref_file: str, cand_file: str) -> list[dict[str, Any]]:
+    """Places where the reference (or a task-local module it imports) imports or loads the
+    candidate's file: ``import candidate``, ``from candidate import ...``,
+    ``importlib.import_module("candidate")`` and any string literal naming the file
+    (``spec_from_file_location(..., "candidate.py")``, ``exec(open("candidate.py"))``).
+
+    Returns ``[{"file", "line", "what", "via"}]`` (``via``: the import chain from the
+    reference). Files that do not parse are skipped.
+    """
+    cand_stem = Path(cand_file).stem
+    cand_name = Path(cand_file).name
+    hits: list[dict[str, Any]] = []
+    for sf, chain in TaskSources(task_dir).closure(ref_file, exclude=[cand_file]):
+        rel, via = sf.rel, list(chain)
+        for imp in sf.imports:
+            names = [imp.module] if imp.module else list(imp.names)
+            for n in names:
+                if n.split(".")[0] == cand_stem:
+                    hits.append({"file": rel, "line": imp.line, "what": f"imports {n}", "via": via})
+        for node in ast.walk(sf.tree):
+            if isinstance(node, ast.Call):
+                fn = node.func
+                fname = fn.attr if isinstance(fn, ast.Attribute) else (fn.id if isinstance(fn, ast.Name) else "")
+                if fname in ("import_module", "__import__") and node.args and isinstance(node.args[0], ast.Constant) \
+                        and isinstance(node.args[0].value, str) and node.args[0].value.split(".")[0] == cand_stem:
+                    hits.append({"file": rel, "line": node.lineno, "what": f"{fname}({node.args[0].value!r})",
+                                 "via": via})
+            if isinstance(node, ast.Constant) and isinstance(node.value, str):
+                v = node.value
+                if v == cand_name or v.endswith("/" + cand_name) or v.endswith("\\" + cand_name):
+                    hits.append({"file": rel, "line": node.lineno, "what": f"names the candidate's file {v!r}",
+                                 "via": via})
+    uniq: dict[tuple[str, int, str], dict[str, Any]] = {}
+    for h in hits:
+        uniq.setdefault((h["file"], h["line"], h["what"]), h)
+    return sorted(uniq.values(), key=lambda h: (h["file"], h["line"]))
+
+
+#: imports that make a role "other" than triton/pytorch for timing purposes.
+_OTHER_BACKENDS = ("jax", "cupy", "numba", "ctypes", "cffi", "torch.utils.cpp_extension", "pycuda", "neuronxcc", "nki")
+
+
+def source_kind(task: Task, role: str) -> str:
+    """``"triton"`` when the role's file (or a task module it imports) imports triton,
+    ``"other"`` for JAX, CuPy, Numba, ctypes, C++/CUDA extensions, NKI, else
+    ``"pytorch"`` when it imports torch, else ``"other"``."""
+    ep = task.entry.get(role)
+    if ep is None:
+        return "other"
+    mods = TaskSources(task.dir).all_imports(ep.file)
+    top = {m.split(".")[0] for m in mods}
+    if "triton" in top:
+        return "triton"
+    if any(m == o or m.startswith(o + ".") for m in mods for o in _OTHER_BACKENDS):
+        return "other"
+    return "pytorch" if "torch" in top else "other"

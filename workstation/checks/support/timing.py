@@ -21,7 +21,7 @@ from typing import Any
 
 from workstation.analysis.roofline import Bound, bound
 from workstation.analysis.timingstats import CI_LEVEL, RatioCI, SideStats, ratio_ci, summarize
-from workstation.checks.support.benchsource import source_kind
+from workstation.checks.support.static import source_kind
 from workstation.engine.context import CheckContext, case_label
 
 PROTOCOL = ("kws timing v1: {clock}; cache flushed before each cold sample ({flush}); "
