@@ -6,6 +6,9 @@ server imports torch and triton once, then forks one child per job. Each child r
 :mod:`workstation.harness` on a temporary copy of the task folder, in its own process
 group, with resource limits, and writes its results as JSON plus ``.npz`` arrays that the
 parent reads without unpickling (:mod:`workstation.protocol.wire`).
+
+May import protocol and the standard library; never harness (it starts the fork server by
+module name), engine or anything above.
 """
 
 from workstation.protocol.wire import StepResult, TensorData
