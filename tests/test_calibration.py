@@ -162,6 +162,17 @@ def test_malformed_gold_and_verdicts_are_reported_calibration_goes_on(rated):
     assert "skipped gold/t4.toml: overall:" in text
 
 
+def test_gold_unknown_keys_are_warnings_and_the_gold_counts(rated):
+    root = Path(rated.working_tree_dir)
+    _gold(root, "t1", 'overall = "accept"\nconfidence = "high"\n')
+    _gold(root, "t2", 'overall = 3\n')
+    cal = calibrate(root, RUBRIC)
+    assert "t1" in cal.gold and "t2" not in cal.gold
+    assert [(p.file.as_posix(), p.key) for p in cal.warnings] == [("gold/t1.toml", "confidence")]
+    bad = {p.file.as_posix(): p for p in cal.problems}["gold/t2.toml"]
+    assert bad.key == "overall" and "got an integer 3" in bad.problem
+
+
 def test_cli_calibrate(rated):
     @click.group()
     def main() -> None:

@@ -387,6 +387,46 @@ def test_malformed_records_are_reported_and_skipped(queue):
     assert any(p.file.name == "broken.toml" for p in h.problems)
 
 
+def test_unknown_keys_are_warnings_and_the_record_loads(queue):
+    root = Path(queue.working_tree_dir)
+    good = verdict(queue, "alpha", ALICE, "accept")
+    data = tomllib.loads((root / good.path).read_text())
+    data["verdict_id"] = "0123abcd-0001"
+    data["confidence"] = "high"  # as a later kws might write
+    data["reviewer"] = {**data["reviewer"], "team": "kernels"}
+    _write_record(root, "verdicts", "alpha", "later.toml", data)
+    rs = load_records(root)
+    assert rs.problems == []
+    assert sorted(v.verdict_id for v in rs.verdicts) == sorted([good.verdict_id, "0123abcd-0001"])
+    assert sorted((p.file.as_posix(), p.key) for p in rs.warnings) == [
+        ("verdicts/alpha/later.toml", "confidence"),
+        ("verdicts/alpha/later.toml", "reviewer.team"),
+    ]
+
+
+def test_hostile_record_files_are_skipped_with_file_and_reason(queue):
+    root = Path(queue.working_tree_dir)
+    good = verdict(queue, "alpha", ALICE, "accept")
+    data = tomllib.loads((root / good.path).read_text())
+    folder = root / "verdicts" / "alpha"
+    (folder / "deep.toml").write_text("x = " + "[" * 500 + "]" * 500 + "\n")
+    (folder / "latin1.toml").write_bytes(b"schema = 1\nrationale = 'caf\xe9'\n")
+    (folder / "huge.toml").write_text("x = '" + "a" * (5 << 20) + "'\n")
+    data["fields"] = {**data["fields"], "correctness": 5}
+    data["verdict_id"] = "0123abcd-0002"
+    _write_record(root, "verdicts", "alpha", "int-field.toml", data)
+    rs = load_records(root)
+    assert [v.verdict_id for v in rs.verdicts] == [good.verdict_id]
+    by_file = {p.file.name: p for p in rs.problems}
+    assert "nested" in by_file["deep.toml"].problem
+    assert by_file["latin1.toml"].problem.startswith("not UTF-8 text (byte 0xe9")
+    assert "larger than the 4194304-byte limit" in by_file["huge.toml"].problem
+    assert (by_file["int-field.toml"].key, by_file["int-field.toml"].problem) == (
+        "fields.correctness", "expected a string, got an integer 5"
+    )
+    assert all(p.file.parent == Path("verdicts/alpha") for p in rs.problems)
+
+
 def test_current_state_tie_break_is_timestamp_then_id(queue):
     root = Path(queue.working_tree_dir)
     v = verdict(queue, "alpha", ALICE)
