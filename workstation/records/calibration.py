@@ -32,13 +32,14 @@ import numpy as np
 from msgspec import Meta, Struct
 
 from workstation.records.model import Overall, Verdict
-from workstation.records.parse import TASK_ID_RE, convert_file, load_records
+from workstation.records.parse import convert_file, load_records
 from workstation.records.state import RecordSet
 from workstation.repo.gitqueue import Identity
 from workstation.rubric.model import Rubric
 from workstation.schema.problem import Problem
 from workstation.schema.structs import unknown_keys
 from workstation.schema.toml import read_toml
+from workstation.task.format import TASK_ID_RE
 
 __all__ = ["Agreement", "Alpha", "Calibration", "Gold", "calibrate", "format_calibration", "load_gold"]
 

@@ -22,6 +22,7 @@ __all__ = [
     "FOLDERS",
     "KINDS",
     "OUTCOMES",
+    "Outcome",
     "Overall",
     "SCHEMA",
     "CheckStatus",
@@ -45,12 +46,14 @@ FOLDERS = {
 }
 #: The record kinds, in the order they are read.
 KINDS = tuple(FOLDERS)
+#: A resolution's outcome (the type; :data:`OUTCOMES` lists the values).
+Outcome = Literal["upheld", "overturned", "amended"]
 #: Resolution outcomes; each names what happens to the **disputed verdict**:
 #: ``upheld`` (it stands), ``overturned`` (the dispute's values replace it),
 #: ``amended`` (the resolver's own values replace the fields they give).
-OUTCOMES = ("upheld", "overturned", "amended")
-#: A verdict's ``overall`` value, in the order messages list them (the rubric's
-#: ``OVERALL_VALUES``, which every rubric's ``overall`` field must allow).
+OUTCOMES: tuple[str, ...] = get_args(Outcome)
+#: A verdict's ``overall`` value (the type): the rubric's ``OVERALL_VALUES``, which every
+#: rubric's ``overall`` field must allow.
 Overall = Literal["accept", "reject", "needs-work"]
 if frozenset(get_args(Overall)) != OVERALL_VALUES:  # pragma: no cover - a guard for edits
     raise ImportError("records.model.Overall differs from rubric.model.OVERALL_VALUES")

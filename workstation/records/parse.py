@@ -29,11 +29,11 @@ from msgspec import Meta, Struct
 from workstation.records.model import (
     FOLDERS,
     KINDS,
-    OUTCOMES,
     SCHEMA,
     CheckStatus,
     Dispute,
     FindingSummary,
+    Outcome,
     Overall,
     Reservation,
     Resolution,
@@ -44,14 +44,13 @@ from workstation.repo.gitqueue import Identity
 from workstation.schema.problem import Problem
 from workstation.schema.structs import convert, toml_type, unknown_keys
 from workstation.schema.toml import read_toml
+from workstation.task.format import TASK_ID_RE
 
-__all__ = ["MAX_RECORD_BYTES", "TASK_ID_RE", "convert_file", "load_records", "parse_record"]
+__all__ = ["MAX_RECORD_BYTES", "convert_file", "load_records", "parse_record"]
 
 #: Largest record file read (bytes): 4 MiB. A verdict's findings carry at most 16 KiB of
 #: evidence each, so real verdicts stay far below; a larger file is reported and skipped.
 MAX_RECORD_BYTES = 4 << 20
-#: A task id, as the folders under ``tasks/`` and the record folders name them.
-TASK_ID_RE = re.compile(r"^[a-z0-9][a-z0-9._-]*$")
 _HEX40 = re.compile(r"^[0-9a-f]{40}$")
 _RECORD_ID = re.compile(r"[0-9a-f][0-9a-f-]{7,63}")
 _UNKNOWN = "unknown key, ignored (a later kws may write it)"
@@ -66,7 +65,6 @@ _TaskId = Annotated[str, Meta(description="a task id")]
 _Tree = Annotated[str, Meta(description="a git tree id of 40 hex digits")]
 _Time = Annotated[datetime, Meta(description="an RFC 3339 date-time with a UTC offset")]
 _Values = Annotated[dict[str, str], Meta(description="a table of rubric field values, each a string")]
-_Text = Annotated[str, Meta(description="a string")]
 
 
 class _Header(Struct, kw_only=True):
@@ -93,8 +91,8 @@ class _RubricRef(Struct, kw_only=True):
 class _Finding(Struct, kw_only=True):
     check: Annotated[str, Meta(description="a check id")]
     severity: Annotated[str, Meta(description="a severity: fail, warn or info")]
-    summary: _Text = ""
-    repro: _Text = ""
+    summary: str = ""
+    repro: str = ""
     evidence: Annotated[dict[str, Any], Meta(description="a table of evidence")] = {}
 
 
@@ -102,7 +100,7 @@ class _Check(Struct, kw_only=True):
     check: Annotated[str, Meta(description="a check id")]
     status: Annotated[str, Meta(description="a check status: pass, fail, warn, skip or error")]
     seconds: Annotated[float, Meta(description="a number of seconds")] | None = None
-    reason: _Text = ""
+    reason: str = ""
 
 
 # Field order is the order missing keys are reported in: what the record says first, then
@@ -111,14 +109,14 @@ class _Check(Struct, kw_only=True):
 
 class _VerdictFile(_Header, kw_only=True):
     overall: Overall
-    rationale: _Text = ""
+    rationale: str = ""
     rubric: Annotated[_RubricRef, Meta(description="a table with the rubric's id and version")]
     fields: _Values
     findings: list[_Finding] = []
     checks: list[_Check] = []
     checks_complete: bool | None = None
-    kws_version: _Text = ""
-    device: _Text = ""
+    kws_version: str = ""
+    device: str = ""
     versions: Annotated[dict[str, str], Meta(description="a table of version strings")] = {}
     verdict_id: _Id
     task: _TaskId
@@ -139,7 +137,7 @@ class _DisputeFile(_Header, kw_only=True):
 
 
 class _ResolutionFile(_Header, kw_only=True):
-    outcome: Literal[OUTCOMES]  # upheld, overturned, amended
+    outcome: Outcome
     fields: _Values = {}
     verdict_values: _Values = {}
     dispute_values: _Values = {}
@@ -166,8 +164,8 @@ class _ReservationFile(_Header, kw_only=True):
 
 
 def convert_file(data: Mapping[str, Any], type_: type[T], file: Path) -> T:
-    """``data`` (a parsed file's top table) as a ``type_`` struct: :func:`~workstation.schema.structs.convert`
-    with two of its messages made exact (schema-layer gaps, to move there): a non-string
+    """``data`` (a parsed file's top table) as a ``type_`` struct, by
+    :func:`~workstation.schema.structs.convert` with two of its messages made exact (schema-layer gaps, to move there): a non-string
     value in a top-level table of strings is named by its own key
     (``fields.correctness: expected a string, got an integer 5``, not ``fields: expected a
     table``), and a malformed time string is quoted.
