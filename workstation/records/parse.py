@@ -361,26 +361,9 @@ def parse_record(
     spec = _KINDS[kind]
     raw = convert_file(data, spec.struct, file)
     record = spec.build(raw, task, file)
-    if warnings is not None and _has_unknown_keys(data, raw):
+    if warnings is not None:
         warnings.extend(Problem(file, key, _UNKNOWN) for key in unknown_keys(data, spec.struct))
     return record
-
-
-def _has_unknown_keys(data: Any, value: Any) -> bool:
-    """Whether the parsed ``data`` holds a key that the struct ``value`` converted from it
-    has no field for (at any depth). Exact, and cheap next to
-    :func:`~workstation.schema.structs.unknown_keys`, which inspects the struct type on
-    every call (about 0.7 ms a verdict): that walk runs only for a record that has one."""
-    if data is value:  # an Any-typed value (evidence) is passed through as it is
-        return False
-    if isinstance(value, Struct) and isinstance(data, dict):
-        names = dict(zip(value.__struct_encode_fields__, value.__struct_fields__, strict=True))
-        return any(k not in names or _has_unknown_keys(v, getattr(value, names[k])) for k, v in data.items())
-    if isinstance(value, dict) and isinstance(data, dict):
-        return any(_has_unknown_keys(v, value.get(k)) for k, v in data.items())
-    if isinstance(value, list) and isinstance(data, list):
-        return any(_has_unknown_keys(a, b) for a, b in zip(data, value, strict=False))
-    return False
 
 
 def _record_files(root: Path, kind: str, problems: list[Problem]) -> Iterator[tuple[Path, str]]:
