@@ -15,7 +15,7 @@ from click.testing import CliRunner
 from tests.recordkit import ALICE, BOB, CAROL, RUBRIC, isolate, make_queue, verdict
 from workstation.cli import records as cli_records
 from workstation.records.calibration import calibrate, format_calibration, load_gold
-from workstation.records.store import load_records
+from workstation.records.parse import load_records
 
 REPO = Path(__file__).resolve().parent.parent
 
@@ -149,17 +149,28 @@ def test_malformed_gold_and_verdicts_are_reported_calibration_goes_on(rated):
     _gold(root, "t5", 'overall = "accept"\n[fields]\ncorrectness = "flawless"\n')
     (root / "verdicts" / "t1" / "zz-broken.toml").write_text("schema = 1\nrecord = 'verdict'\n")
     cal = calibrate(root, RUBRIC)
-    where = {(p.path.as_posix(), p.key) for p in cal.problems}
+    where = {(p.file.as_posix(), p.key) for p in cal.problems}
     assert ("gold/t4.toml", "overall") in where
     assert ("gold/Bad Name.toml", "") in where
     assert ("gold/t9.toml", "task") in where
     assert ("gold/t5.toml", "fields.correctness") in where
-    assert any(p.path.name == "zz-broken.toml" and p.key for p in cal.problems)
+    assert any(p.file.name == "zz-broken.toml" and p.key for p in cal.problems)
     assert sorted(cal.gold) == ["t1", "t2", "t3"]
     a = {(x.reviewer.email, x.field): x for x in cal.agreements}[(ALICE.email, "overall")]
     assert (a.agree, a.total) == (2, 3)
     text = format_calibration(cal)
     assert "skipped gold/t4.toml: overall:" in text
+
+
+def test_gold_unknown_keys_are_warnings_and_the_gold_counts(rated):
+    root = Path(rated.working_tree_dir)
+    _gold(root, "t1", 'overall = "accept"\nconfidence = "high"\n')
+    _gold(root, "t2", 'overall = 3\n')
+    cal = calibrate(root, RUBRIC)
+    assert "t1" in cal.gold and "t2" not in cal.gold
+    assert [(p.file.as_posix(), p.key) for p in cal.warnings] == [("gold/t1.toml", "confidence")]
+    bad = {p.file.as_posix(): p for p in cal.problems}["gold/t2.toml"]
+    assert bad.key == "overall" and "got an integer 3" in bad.problem
 
 
 def test_cli_calibrate(rated):

@@ -7,7 +7,8 @@ import pytest
 from tests.conftest import SAMPLE_QUEUE  # noqa: E402
 from tests.recordkit import ALICE, BOB, isolate, make_queue, use_identity, verdict
 from tests.tuikit import build_fixture_queue  # noqa: E402
-from workstation.records.store import load_records, reserve
+from workstation.records.parse import load_records
+from workstation.records.store import reserve
 from workstation.review.queueview import (
     QueueRow,
     TaskSummary,

@@ -39,13 +39,13 @@ from workstation.records.drafts import (
     save_draft,
 )
 from workstation.records.history import task_history
+from workstation.records.model import RecordError
+from workstation.records.parse import load_records
 from workstation.records.report import render_report
 from workstation.records.store import (
-    RecordError,
     commit_dispute,
     commit_resolution,
     commit_verdict,
-    load_records,
     release,
     reserve,
 )
@@ -366,9 +366,11 @@ def test_malformed_records_are_reported_and_skipped(queue):
     (root / "verdicts" / "stray.toml").write_text("")
     rs = load_records(root)
     assert [v.verdict_id for v in rs.verdicts] == [good.verdict_id]
-    by_file = {p.path.name: p for p in rs.problems}
+    by_file = {p.file.name: p for p in rs.problems}
     assert by_file["broken.toml"].problem.startswith("not valid TOML")
-    assert by_file["no-tree.toml"].key == "task_tree" and by_file["no-tree.toml"].problem == "missing"
+    assert by_file["no-tree.toml"].key == "task_tree" and by_file["no-tree.toml"].problem == (
+        "missing required key (a git tree id of 40 hex digits)"
+    )
     assert by_file["bad-overall.toml"].key == "overall"
     assert by_file["reject-no-rationale.toml"].key == "rationale"
     assert by_file["naive-time.toml"].key == "timestamp" and "UTC offset" in by_file["naive-time.toml"].problem
@@ -376,13 +378,53 @@ def test_malformed_records_are_reported_and_skipped(queue):
     assert by_file["bad-reviewer.toml"].key == "reviewer.email"
     assert by_file["future.toml"].key == "schema"
     assert by_file["dup.toml"].key == "verdict_id" and "duplicate" in by_file["dup.toml"].problem
-    assert by_file["d.toml"].key == "fields" and by_file["d.toml"].problem == "missing"
-    assert by_file["stray.toml"].path == Path("verdicts/stray.toml")
+    assert by_file["d.toml"].key == "fields" and by_file["d.toml"].problem.startswith("missing required key")
+    assert by_file["stray.toml"].file == Path("verdicts/stray.toml")
     assert str(by_file["bad-overall.toml"]).startswith("verdicts/alpha/bad-overall.toml: overall: ")
     # history still works, and says what it skipped
     h = task_history(queue, "alpha")
     assert [e.record.id for e in h.entries] == [good.verdict_id]
-    assert any(p.path.name == "broken.toml" for p in h.problems)
+    assert any(p.file.name == "broken.toml" for p in h.problems)
+
+
+def test_unknown_keys_are_warnings_and_the_record_loads(queue):
+    root = Path(queue.working_tree_dir)
+    good = verdict(queue, "alpha", ALICE, "accept")
+    data = tomllib.loads((root / good.path).read_text())
+    data["verdict_id"] = "0123abcd-0001"
+    data["confidence"] = "high"  # as a later kws might write
+    data["reviewer"] = {**data["reviewer"], "team": "kernels"}
+    _write_record(root, "verdicts", "alpha", "later.toml", data)
+    rs = load_records(root)
+    assert rs.problems == []
+    assert sorted(v.verdict_id for v in rs.verdicts) == sorted([good.verdict_id, "0123abcd-0001"])
+    assert sorted((p.file.as_posix(), p.key) for p in rs.warnings) == [
+        ("verdicts/alpha/later.toml", "confidence"),
+        ("verdicts/alpha/later.toml", "reviewer.team"),
+    ]
+
+
+def test_hostile_record_files_are_skipped_with_file_and_reason(queue):
+    root = Path(queue.working_tree_dir)
+    good = verdict(queue, "alpha", ALICE, "accept")
+    data = tomllib.loads((root / good.path).read_text())
+    folder = root / "verdicts" / "alpha"
+    (folder / "deep.toml").write_text("x = " + "[" * 60 + "]" * 60 + "\n")
+    (folder / "latin1.toml").write_bytes(b"schema = 1\nrationale = 'caf\xe9'\n")
+    (folder / "huge.toml").write_text("x = '" + "a" * (5 << 20) + "'\n")
+    data["fields"] = {**data["fields"], "correctness": 5}
+    data["verdict_id"] = "0123abcd-0002"
+    _write_record(root, "verdicts", "alpha", "int-field.toml", data)
+    rs = load_records(root)
+    assert [v.verdict_id for v in rs.verdicts] == [good.verdict_id]
+    by_file = {p.file.name: p for p in rs.problems}
+    assert "nested more than 32 levels deep" in by_file["deep.toml"].problem
+    assert by_file["latin1.toml"].problem.startswith("not UTF-8 text (byte 0xe9")
+    assert "larger than the 4194304-byte limit" in by_file["huge.toml"].problem
+    assert (by_file["int-field.toml"].key, by_file["int-field.toml"].problem) == (
+        "fields.correctness", "expected a string, got an integer 5"
+    )
+    assert all(p.file.parent == Path("verdicts/alpha") for p in rs.problems)
 
 
 def test_current_state_tie_break_is_timestamp_then_id(queue):

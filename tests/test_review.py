@@ -13,7 +13,8 @@ import pytest
 from tests.recordkit import ALICE, isolate, use_identity
 from tests.tuikit import build_fixture_queue
 from workstation.records.drafts import Draft, load_draft
-from workstation.records.store import RecordError, load_records
+from workstation.records.model import RecordError
+from workstation.records.parse import load_records
 from workstation.repo.gitqueue import ensure_default_queue
 from workstation.review.session import (
     DraftSaver,

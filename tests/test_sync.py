@@ -31,12 +31,12 @@ from tests.recordkit import (
 from workstation.cli import records as cli_records
 from workstation.records.drafts import Draft, load_draft, save_draft
 from workstation.records.history import task_history
+from workstation.records.model import RecordError
+from workstation.records.parse import load_records
 from workstation.records.store import (
-    RecordError,
     commit_dispute,
     commit_resolution,
     commit_verdict,
-    load_records,
     reserve,
 )
 from workstation.records.sync import SyncError, sync, unsent

@@ -16,7 +16,7 @@ from tests.tuikit import (
     widget_text,
 )
 from workstation.records.drafts import load_draft
-from workstation.records.store import load_records
+from workstation.records.parse import load_records
 
 # per keymap: the keys this test presses for each step
 KEYS = {

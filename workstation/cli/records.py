@@ -22,13 +22,13 @@ import git
 from workstation.records.calibration import calibrate, format_calibration
 from workstation.records.drafts import Draft, draft_path, save_draft
 from workstation.records.history import format_history, task_history
+from workstation.records.model import OUTCOMES
+from workstation.records.parse import load_records
+from workstation.records.state import RecordSet
 from workstation.records.store import (
-    OUTCOMES,
-    RecordSet,
     commit_dispute,
     commit_resolution,
     commit_verdict,
-    load_records,
     release,
     reserve,
 )

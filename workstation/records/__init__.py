@@ -1,0 +1,28 @@
+"""Reviewers' judgments, kept as append-only records in the queue's git repository.
+
+Owns the verdicts, disputes, resolutions and reservations (one new TOML file and one git
+commit each, never edited; format: ``docs/records.md``), and what is built on them:
+
+- :mod:`~workstation.records.model`: the record types and constants (``Verdict``,
+  ``Dispute``, ``Resolution``, ``Reservation``, ``TaskFlags``, ``RecordError``, ``SCHEMA``,
+  ``FOLDERS``, ``OUTCOMES``);
+- :mod:`~workstation.records.parse`: the record files' schemas and ``load_records``
+  (malformed files skipped as ``Problem`` s, unknown keys kept as warnings);
+- :mod:`~workstation.records.state`: ``RecordSet``, the state derived from the records
+  (current verdict, tie-break, effective values, reservations, queue flags);
+- :mod:`~workstation.records.store`: the git writes (``commit_verdict``,
+  ``commit_dispute``, ``commit_resolution``, ``reserve``, ``release``);
+- :mod:`~workstation.records.drafts`: unsent verdicts, outside the work tree;
+- :mod:`~workstation.records.sync`: ``kws sync`` (fetch, rebase, push);
+- :mod:`~workstation.records.history`: a task's records and the versions they judged;
+- :mod:`~workstation.records.calibration`: reviewers against gold verdicts and each other;
+- :mod:`~workstation.records.recheck`: the checks re-run on the version a verdict judged;
+- :mod:`~workstation.records.report`: the Markdown report of a verdict.
+
+May import: :mod:`workstation.schema`, :mod:`workstation.repo`, :mod:`workstation.task`,
+:mod:`workstation.rubric`, :mod:`workstation.analysis`, and :mod:`workstation.engine` from
+``recheck`` only (to re-run the checks). Never :mod:`workstation.tui`,
+:mod:`workstation.review`, :mod:`workstation.runner`, :mod:`workstation.harness` or
+:mod:`workstation.checks`. Inside the package the order is model, state, parse, store;
+nothing imports upwards.
+"""

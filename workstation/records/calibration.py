@@ -22,23 +22,26 @@ same value (no variation to agree on).
 from __future__ import annotations
 
 import math
-import re
-import tomllib
 import warnings
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Annotated, Any
 
 import krippendorff
 import numpy as np
+from msgspec import Meta, Struct
 
-from workstation.records.store import RecordProblem, RecordSet, Verdict, load_records
+from workstation.records.model import Overall, Verdict
+from workstation.records.parse import convert_file, load_records
+from workstation.records.state import RecordSet
 from workstation.repo.gitqueue import Identity
-from workstation.rubric.model import OVERALL_VALUES, Rubric
+from workstation.rubric.model import Rubric
+from workstation.schema.problem import Problem
+from workstation.schema.structs import unknown_keys
+from workstation.schema.toml import read_toml
+from workstation.task.format import TASK_ID_RE
 
 __all__ = ["Agreement", "Alpha", "Calibration", "Gold", "calibrate", "format_calibration", "load_gold"]
-
-_TASK_ID_RE = re.compile(r"^[a-z0-9][a-z0-9._-]*$")
-
 
 @dataclass(frozen=True)
 class Gold:
@@ -84,17 +87,53 @@ class Alpha:
 
 @dataclass
 class Calibration:
+    """The result of :func:`calibrate`. ``problems``: record and gold files skipped;
+    ``warnings``: unknown keys ignored in the files that loaded."""
+
     rubric: Rubric
     gold: dict[str, Gold]
     reviewers: list[Identity]
     agreements: list[Agreement]
     alphas: list[Alpha]
-    problems: list[RecordProblem] = field(default_factory=list)
+    problems: list[Problem] = field(default_factory=list)
     notes: list[str] = field(default_factory=list)
+    warnings: list[Problem] = field(default_factory=list)
 
 
-def load_gold(root: Path | str, rubric: Rubric | None = None) -> tuple[dict[str, Gold], list[RecordProblem]]:
-    """Read ``gold/<task-id>.toml`` files; malformed ones are reported and skipped.
+class _GoldFile(Struct, kw_only=True):
+    """A ``gold/<task-id>.toml`` file (docs/records.md)."""
+
+    schema: Annotated[int, Meta(description="an integer schema version")] = 1
+    task: Annotated[str, Meta(description="the task id, the file name")] | None = None
+    overall: Overall
+    note: Annotated[str, Meta(description="a string")] = ""
+    fields: Annotated[dict[str, str], Meta(description="a table of rubric field values, each a string")] = {}
+
+
+def _gold(data: dict[str, Any], task: str, rel: Path, rubric: Rubric | None) -> Gold:
+    """The gold verdict in ``data`` (the parsed file ``rel``); Problem when it is not one."""
+    g = convert_file(data, _GoldFile, rel)
+    if g.schema > 1:
+        raise Problem(rel, "schema", f"unsupported schema {g.schema!r}")
+    if g.task is not None and g.task != task:
+        raise Problem(rel, "task", f"{g.task!r} differs from the file name ({task!r})")
+    if "overall" in g.fields:
+        raise Problem(rel, "fields.overall", "overall is a top-level key")
+    values = {**g.fields, "overall": g.overall}
+    if rubric is not None:
+        for k, v in values.items():
+            if rubric.field(k) is None or rubric[k].kind != "choice" or v not in rubric[k].allowed:
+                where = "overall" if k == "overall" else f"fields.{k}"
+                raise Problem(rel, where, f"{v!r} is not a value of rubric {rubric.id} field {k!r}")
+    return Gold(task, values, g.note, rel)
+
+
+def load_gold(
+    root: Path | str, rubric: Rubric | None = None, unknown: list[Problem] | None = None
+) -> tuple[dict[str, Gold], list[Problem]]:
+    """Read ``gold/<task-id>.toml`` files: ``({task: Gold}, problems)``; a malformed file is
+    reported as a :class:`~workstation.schema.problem.Problem` (file relative to ``root``)
+    and skipped; the unknown keys of the others are appended to ``unknown`` when given.
 
     A gold file: ``schema = 1`` (optional), ``task`` (optional; must equal the file name),
     ``overall`` (accept / reject / needs-work), optional ``note`` and an optional
@@ -103,57 +142,27 @@ def load_gold(root: Path | str, rubric: Rubric | None = None) -> tuple[dict[str,
     """
     root = Path(root)
     gold: dict[str, Gold] = {}
-    problems: list[RecordProblem] = []
+    problems: list[Problem] = []
     folder = root / "gold"
     if not folder.is_dir():
         return gold, problems
     for p in sorted(folder.glob("*.toml")):
         rel = p.relative_to(root)
-
-        def bad(key: str, problem: str, rel: Path = rel) -> None:
-            problems.append(RecordProblem(rel, key, problem))
-
-        task = p.stem
-        if not _TASK_ID_RE.match(task):
-            bad("", "file name is not a task id")
+        if not TASK_ID_RE.match(p.stem):
+            problems.append(Problem(rel, "", "file name is not a task id"))
             continue
         try:
-            data = tomllib.loads(p.read_text(encoding="utf-8"))
-        except (OSError, UnicodeDecodeError, tomllib.TOMLDecodeError) as exc:
-            bad("", f"not valid TOML: {exc}")
+            data = read_toml(p)
+        except Problem as exc:
+            problems.append(Problem(rel, exc.key, exc.problem))
             continue
-        schema = data.get("schema", 1)
-        if type(schema) is not int or schema > 1:
-            bad("schema", f"unsupported schema {schema!r}")
+        try:
+            gold[p.stem] = _gold(data, p.stem, rel, rubric)
+        except Problem as exc:
+            problems.append(exc)
             continue
-        if data.get("task", task) != task:
-            bad("task", f"{data.get('task')!r} differs from the file name ({task!r})")
-            continue
-        overall = data.get("overall")
-        if overall not in OVERALL_VALUES:
-            bad("overall", f"{overall!r} is not one of accept, reject, needs-work")
-            continue
-        fields = data.get("fields", {})
-        if not isinstance(fields, dict) or not all(isinstance(v, str) for v in fields.values()):
-            bad("fields", "must be a table of strings")
-            continue
-        if "overall" in fields:
-            bad("fields.overall", "overall is a top-level key")
-            continue
-        values = dict(fields)
-        values["overall"] = overall
-        if rubric is not None:
-            wrong = [
-                k for k, v in values.items()
-                if rubric.field(k) is None or rubric[k].kind != "choice" or v not in rubric[k].allowed
-            ]
-            if wrong:
-                k = wrong[0]
-                where = "overall" if k == "overall" else f"fields.{k}"
-                bad(where, f"{values[k]!r} is not a value of rubric {rubric.id} field {k!r}")
-                continue
-        note = data.get("note", "")
-        gold[task] = Gold(task, values, note if isinstance(note, str) else "", rel)
+        if unknown is not None:
+            unknown.extend(Problem(rel, k, "unknown key, ignored") for k in unknown_keys(data, _GoldFile))
     return gold, problems
 
 
@@ -212,7 +221,8 @@ def _alpha(rubric: Rubric, key: str, ratings: dict[str, dict[str, Verdict]]) -> 
 def calibrate(root: Path | str, rubric: Rubric, records: RecordSet | None = None) -> Calibration:
     """Agreement with gold per reviewer and field, and alpha per field (see the module)."""
     rs = records if records is not None else load_records(root, ("verdict",))
-    gold, problems = load_gold(root, rubric)
+    found: list[Problem] = list(rs.warnings)
+    gold, problems = load_gold(root, rubric, found)
     ratings, who, other = _ratings(rs, rubric)
     notes = []
     if other:
@@ -235,7 +245,9 @@ def calibrate(root: Path | str, rubric: Rubric, records: RecordSet | None = None
             if ag.total:
                 agreements.append(ag)
     alphas = [_alpha(rubric, f.key, ratings) for f in rubric.choice_fields]
-    return Calibration(rubric, gold, reviewers, agreements, alphas, list(rs.problems) + problems, notes)
+    return Calibration(
+        rubric, gold, reviewers, agreements, alphas, list(rs.problems) + problems, notes, found
+    )
 
 
 def format_calibration(cal: Calibration) -> str:

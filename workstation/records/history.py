@@ -13,15 +13,11 @@ from datetime import UTC, datetime
 
 import git
 
-from workstation.records.store import (
-    Dispute,
-    RecordProblem,
-    RecordSet,
-    Resolution,
-    Verdict,
-    load_records,
-)
+from workstation.records.model import Dispute, Resolution, Verdict
+from workstation.records.parse import load_records
+from workstation.records.state import RecordSet
 from workstation.repo.gitqueue import TaskVersion, task_version
+from workstation.schema.problem import Problem
 
 __all__ = ["History", "HistoryEntry", "format_history", "task_history", "tree_changes"]
 
@@ -63,7 +59,7 @@ class History:
     head: TaskVersion
     last_judged: str | None = None
     head_changes: tuple[str, ...] | None = None
-    problems: list[RecordProblem] = field(default_factory=list)
+    problems: list[Problem] = field(default_factory=list)
 
 
 def tree_changes(repo: git.Repo, a: str, b: str) -> tuple[str, ...] | None:
@@ -109,7 +105,7 @@ def task_history(repo: git.Repo, task_id: str, records: RecordSet | None = None)
     if last is not None and head.tree is not None:
         head_changes = tree_changes(repo, last, head.tree)
     prefix = (f"verdicts/{task_id}/", f"disputes/{task_id}/", f"resolutions/{task_id}/")
-    problems = [p for p in rs.problems if p.path.as_posix().startswith(prefix)]
+    problems = [p for p in rs.problems if p.file.as_posix().startswith(prefix)]
     return History(task_id, entries, head, last, head_changes, problems)
 
 

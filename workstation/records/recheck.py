@@ -20,7 +20,7 @@ from typing import Any
 
 import git
 
-from workstation.records.store import RecordError, Verdict
+from workstation.records.model import RecordError, Verdict
 
 __all__ = ["RecheckDiff", "compare_findings", "extract_task", "format_recheck", "recheck"]
 

@@ -10,7 +10,6 @@ them.
 from __future__ import annotations
 
 import json
-import tomllib
 from collections import Counter
 from datetime import UTC, datetime
 from pathlib import Path
@@ -18,9 +17,12 @@ from pathlib import Path
 import git
 
 from workstation.records.history import tree_changes
-from workstation.records.store import RecordSet, Verdict
+from workstation.records.model import Verdict
+from workstation.records.state import RecordSet
 from workstation.repo.gitqueue import task_version
 from workstation.rubric.model import Rubric, suggest
+from workstation.schema.problem import Problem
+from workstation.schema.toml import read_toml
 
 __all__ = ["render_report"]
 
@@ -35,8 +37,8 @@ def _when(ts: datetime) -> str:
 
 def _title(root: Path, task: str) -> str:
     try:
-        data = tomllib.loads((root / "tasks" / task / "task.toml").read_text(encoding="utf-8"))
-    except (OSError, UnicodeDecodeError, tomllib.TOMLDecodeError):
+        data = read_toml(root / "tasks" / task / "task.toml")
+    except Problem:  # the report goes on without a title; kws check names the problem
         return ""
     t = data.get("title")
     return t if isinstance(t, str) else ""

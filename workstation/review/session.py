@@ -597,7 +597,8 @@ class ReviewSession:
         """Commit the verdict through :func:`workstation.records.store.commit_verdict` (one git
         commit) and return the :class:`~workstation.records.store.Verdict`. Raises its
         RecordError / IdentityError with the reason when nothing was committed."""
-        from workstation.records.store import RecordError, commit_verdict
+        from workstation.records.model import RecordError
+        from workstation.records.store import commit_verdict
 
         problems = self.problems()
         if problems:

@@ -203,7 +203,7 @@ class KwsApp(App):
         st.validating = validate and bool(st.index.pending)
         self.post_message(QueueLoaded(st, validated=not st.validating))
 
-        from workstation.records.store import load_records
+        from workstation.records.parse import load_records
         from workstation.repo.gitqueue import QueueError, open_queue, reviewer_identity
 
         st = QueueState(**{**st.__dict__})
@@ -245,7 +245,7 @@ class KwsApp(App):
     @work(thread=True, exclusive=True, group="records")
     def reload_records(self) -> None:
         """Re-read records (after a commit or dispute) and rebuild the rows."""
-        from workstation.records.store import load_records
+        from workstation.records.parse import load_records
 
         st = QueueState(**{**self.queue.__dict__})
         st.records = load_records(st.root)

@@ -378,7 +378,7 @@ class ReviewScreen(Screen):
     @work(thread=True, exclusive=True, group="history")
     def load_history(self) -> None:
         from workstation.records.history import format_history, task_history
-        from workstation.records.store import load_records
+        from workstation.records.parse import load_records
         from workstation.repo.gitqueue import QueueError, open_queue
 
         root = self.app.queue.root

@@ -1,0 +1,430 @@
+"""Reading record files: the TOML schema of each record kind, and :func:`load_records`.
+
+A record file is read by :func:`workstation.schema.toml.read_toml` (UTF-8, at most
+:data:`MAX_RECORD_BYTES`, nesting depth guarded) and converted into the msgspec struct
+of its kind (``_VerdictFile``, ``_DisputeFile``, ``_ResolutionFile``,
+``_ReservationFile``: the format of ``docs/records.md``) by
+:func:`workstation.schema.structs.convert`; the rules a struct cannot state (RFC 3339
+times with a UTC offset, 40-hex tree ids, record ids, the task id matching its folder,
+the rules between keys) are checked after the conversion, and the result is the record
+type of :mod:`workstation.records.model`.
+
+A file that does not read, parse or validate is a
+:class:`~workstation.schema.problem.Problem` (file relative to the queue root, dotted key,
+problem) and is skipped; every other record still loads. A key no struct names is a
+warning, never a reason to skip: records written by a later kws still load.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Callable, Iterable, Iterator, Mapping
+from dataclasses import dataclass
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Annotated, Any, Literal, TypeVar
+
+from msgspec import Meta, Struct
+
+from workstation.records.model import (
+    FOLDERS,
+    KINDS,
+    SCHEMA,
+    CheckStatus,
+    Dispute,
+    FindingSummary,
+    Outcome,
+    Overall,
+    Reservation,
+    Resolution,
+    Verdict,
+)
+from workstation.records.state import RecordSet
+from workstation.repo.gitqueue import Identity
+from workstation.schema.problem import Problem
+from workstation.schema.structs import convert, toml_type, unknown_keys
+from workstation.schema.toml import read_toml
+from workstation.task.format import TASK_ID_RE
+
+__all__ = ["MAX_RECORD_BYTES", "convert_file", "load_records", "parse_record"]
+
+#: Largest record file read (bytes): 4 MiB. A verdict's findings carry at most 16 KiB of
+#: evidence each, so real verdicts stay far below; a larger file is reported and skipped.
+MAX_RECORD_BYTES = 4 << 20
+_HEX40 = re.compile(r"^[0-9a-f]{40}$")
+_RECORD_ID = re.compile(r"[0-9a-f][0-9a-f-]{7,63}")
+_UNKNOWN = "unknown key, ignored (a later kws may write it)"
+
+T = TypeVar("T")
+
+# --------------------------------------------------------------------------------------------
+# the file schemas (docs/records.md); descriptions are quoted in messages
+
+_Id = Annotated[str, Meta(description="a record id: hex digits and '-', e.g. a UUID")]
+_TaskId = Annotated[str, Meta(description="a task id")]
+_Tree = Annotated[str, Meta(description="a git tree id of 40 hex digits")]
+_Time = Annotated[datetime, Meta(description="an RFC 3339 date-time with a UTC offset")]
+_Values = Annotated[dict[str, str], Meta(description="a table of rubric field values, each a string")]
+
+
+class _Header(Struct, kw_only=True):
+    """The keys every record starts with; read first, so a record of a later schema or of
+    another kind is named as such before anything else is checked."""
+
+    schema: Annotated[int, Meta(description="an integer schema version")]
+    record: Annotated[str, Meta(description="the record kind: verdict, dispute, resolution or reservation")]
+
+
+class _Reviewer(Struct, kw_only=True):
+    name: Annotated[str, Meta(description="the reviewer's name, as git user.name")]
+    email: Annotated[str, Meta(description="the reviewer's email, as git user.email")]
+
+
+_ReviewerTable = Annotated[_Reviewer, Meta(description="a table with the reviewer's name and email")]
+
+
+class _RubricRef(Struct, kw_only=True):
+    id: Annotated[str, Meta(description="a rubric id")]
+    version: Annotated[int, Meta(description="an integer rubric version")]
+
+
+class _Finding(Struct, kw_only=True):
+    check: Annotated[str, Meta(description="a check id")]
+    severity: Annotated[str, Meta(description="a severity: fail, warn or info")]
+    summary: str = ""
+    repro: str = ""
+    evidence: Annotated[dict[str, Any], Meta(description="a table of evidence")] = {}
+
+
+class _Check(Struct, kw_only=True):
+    check: Annotated[str, Meta(description="a check id")]
+    status: Annotated[str, Meta(description="a check status: pass, fail, warn, skip or error")]
+    seconds: Annotated[float, Meta(description="a number of seconds")] | None = None
+    reason: str = ""
+
+
+# Field order is the order missing keys are reported in: what the record says first, then
+# whose it is and when.
+
+
+class _VerdictFile(_Header, kw_only=True):
+    overall: Overall
+    rationale: str = ""
+    rubric: Annotated[_RubricRef, Meta(description="a table with the rubric's id and version")]
+    fields: _Values
+    findings: list[_Finding] = []
+    checks: list[_Check] = []
+    checks_complete: bool | None = None
+    kws_version: str = ""
+    device: str = ""
+    versions: Annotated[dict[str, str], Meta(description="a table of version strings")] = {}
+    verdict_id: _Id
+    task: _TaskId
+    task_tree: _Tree
+    reviewer: _ReviewerTable
+    timestamp: _Time
+
+
+class _DisputeFile(_Header, kw_only=True):
+    fields: _Values
+    rationale: Annotated[str, Meta(description="the disputer's reasoning")]
+    dispute_id: _Id
+    verdict_id: _Id
+    task: _TaskId
+    task_tree: _Tree
+    reviewer: _ReviewerTable
+    timestamp: _Time
+
+
+class _ResolutionFile(_Header, kw_only=True):
+    outcome: Outcome
+    fields: _Values = {}
+    verdict_values: _Values = {}
+    dispute_values: _Values = {}
+    rationale: Annotated[str, Meta(description="the resolver's reasoning")]
+    resolution_id: _Id
+    dispute_id: _Id
+    verdict_id: _Id
+    task: _TaskId
+    reviewer: _ReviewerTable
+    timestamp: _Time
+
+
+class _ReservationFile(_Header, kw_only=True):
+    action: Literal["reserve", "release"]
+    timestamp: _Time
+    expires: _Time | None = None
+    reservation_id: _Id
+    task: _TaskId
+    reviewer: _ReviewerTable
+
+
+# --------------------------------------------------------------------------------------------
+# conversion, and the rules a struct cannot state
+
+
+def convert_file(data: Mapping[str, Any], type_: type[T], file: Path) -> T:
+    """``data`` (a parsed file's top table) as a ``type_`` struct, by
+    :func:`~workstation.schema.structs.convert` with two of its messages made exact (schema-layer gaps, to move there): a non-string
+    value in a top-level table of strings is named by its own key
+    (``fields.correctness: expected a string, got an integer 5``, not ``fields: expected a
+    table``), and a malformed time string is quoted.
+
+    Raises:
+        Problem: the first value that does not fit ``type_``.
+    """
+    try:
+        return convert(data, type_, file=file)
+    except Problem as p:
+        value = data.get(p.key) if "." not in p.key and "[" not in p.key else None
+        if p.problem.startswith("expected a table") and isinstance(value, dict):
+            bad = next(((k, v) for k, v in value.items() if not isinstance(v, str)), None)
+            if bad is not None:
+                k, v = bad
+                shown = f" {v!r}" if isinstance(v, int | float) else ""
+                raise Problem(file, f"{p.key}.{k}", f"expected a string, got {toml_type(v)}{shown}") from None
+        if p.problem.startswith("invalid RFC3339") and isinstance(value, str):
+            raise Problem(file, p.key, f"not an RFC 3339 date-time: {value!r}") from None
+        raise
+
+
+def _nonempty(file: Path, texts: Mapping[str, str]) -> None:
+    """Each value of ``texts`` (dotted key: value) must hold more than white space."""
+    for key, value in texts.items():
+        if not value.strip():
+            raise Problem(file, key, "must not be empty")
+
+
+def _record_id(value: str, file: Path, key: str) -> str:
+    """``value`` lower-cased and stripped; it must look like a record id."""
+    v = value.strip().lower()
+    if not _RECORD_ID.fullmatch(v):
+        raise Problem(file, key, f"{v!r} is not a record id (hex digits and '-', e.g. a UUID)")
+    return v
+
+
+def _task(value: str, folder_task: str, file: Path) -> str:
+    _nonempty(file, {"task": value})
+    if value != folder_task:
+        raise Problem(file, "task", f"{value!r} differs from the folder it is in ({folder_task!r})")
+    return value
+
+
+def _tree(value: str, file: Path, key: str = "task_tree") -> str:
+    if not _HEX40.match(value):
+        raise Problem(file, key, f"{value!r} is not a git tree id (40 hex digits)")
+    return value
+
+
+def _utc(ts: datetime, file: Path, key: str) -> datetime:
+    """``ts`` in UTC; a time without an offset is refused (whose local time would it be?)."""
+    if ts.tzinfo is None:
+        raise Problem(file, key, "must carry a UTC offset (e.g. 2025-01-31T12:00:00Z)")
+    return ts.astimezone(UTC)
+
+
+def _identity(r: _Reviewer, file: Path) -> Identity:
+    _nonempty(file, {"reviewer.name": r.name, "reviewer.email": r.email})
+    return Identity(r.name, r.email)
+
+
+def _verdict(f: _VerdictFile, task: str, file: Path) -> Verdict:
+    if f.overall == "reject" and not f.rationale.strip():
+        raise Problem(file, "rationale", "required when overall is reject")
+    _nonempty(file, {"rubric.id": f.rubric.id})
+    if "overall" in f.fields or "rationale" in f.fields:
+        raise Problem(file, "fields", "overall and rationale are top-level keys, not fields")
+    for i, x in enumerate(f.findings):
+        _nonempty(file, {f"findings[{i}].check": x.check, f"findings[{i}].severity": x.severity})
+    for i, c in enumerate(f.checks):
+        _nonempty(file, {f"checks[{i}].check": c.check, f"checks[{i}].status": c.status})
+    return Verdict(
+        verdict_id=_record_id(f.verdict_id, file, "verdict_id"),
+        task=_task(f.task, task, file),
+        task_tree=_tree(f.task_tree, file),
+        reviewer=_identity(f.reviewer, file),
+        timestamp=_utc(f.timestamp, file, "timestamp"),
+        rubric_id=f.rubric.id,
+        rubric_version=f.rubric.version,
+        overall=f.overall,
+        rationale=f.rationale,
+        fields=f.fields,
+        findings=tuple(
+            FindingSummary(x.check, x.severity, x.summary, x.repro, x.evidence) for x in f.findings
+        ),
+        checks=tuple(
+            CheckStatus(c.check, c.status, float(c.seconds) if c.seconds is not None else None, c.reason)
+            for c in f.checks
+        ),
+        checks_complete=f.checks_complete,
+        kws_version=f.kws_version,
+        device=f.device,
+        versions=f.versions,
+        path=file,
+    )
+
+
+def _dispute(f: _DisputeFile, task: str, file: Path) -> Dispute:
+    if not f.fields:
+        raise Problem(file, "fields", "a dispute names at least one field")
+    _nonempty(file, {"rationale": f.rationale})
+    return Dispute(
+        dispute_id=_record_id(f.dispute_id, file, "dispute_id"),
+        verdict_id=_record_id(f.verdict_id, file, "verdict_id"),
+        task=_task(f.task, task, file),
+        task_tree=_tree(f.task_tree, file),
+        reviewer=_identity(f.reviewer, file),
+        timestamp=_utc(f.timestamp, file, "timestamp"),
+        fields=f.fields,
+        rationale=f.rationale,
+        path=file,
+    )
+
+
+def _resolution(f: _ResolutionFile, task: str, file: Path) -> Resolution:
+    if f.outcome == "upheld" and f.fields:
+        raise Problem(file, "fields", "an upheld verdict keeps its values: fields must be empty")
+    if f.outcome != "upheld" and not f.fields:
+        raise Problem(file, "fields", f"an {f.outcome} resolution gives the values the verdict takes")
+    _nonempty(file, {"rationale": f.rationale})
+    return Resolution(
+        resolution_id=_record_id(f.resolution_id, file, "resolution_id"),
+        dispute_id=_record_id(f.dispute_id, file, "dispute_id"),
+        verdict_id=_record_id(f.verdict_id, file, "verdict_id"),
+        task=_task(f.task, task, file),
+        reviewer=_identity(f.reviewer, file),
+        timestamp=_utc(f.timestamp, file, "timestamp"),
+        outcome=f.outcome,
+        fields=f.fields,
+        verdict_values=f.verdict_values,
+        dispute_values=f.dispute_values,
+        rationale=f.rationale,
+        path=file,
+    )
+
+
+def _reservation(f: _ReservationFile, task: str, file: Path) -> Reservation:
+    ts = _utc(f.timestamp, file, "timestamp")
+    expires = _utc(f.expires, file, "expires") if f.expires is not None else None
+    if f.action == "reserve":
+        if expires is None:
+            raise Problem(file, "expires", "missing required key when action is reserve (when the reservation ends)")
+        if expires <= ts:
+            raise Problem(file, "expires", "must be later than timestamp")
+    return Reservation(
+        reservation_id=_record_id(f.reservation_id, file, "reservation_id"),
+        task=_task(f.task, task, file),
+        reviewer=_identity(f.reviewer, file),
+        timestamp=ts,
+        action=f.action,
+        expires=expires if f.action == "reserve" else None,
+        path=file,
+    )
+
+
+@dataclass(frozen=True)
+class _Kind:
+    struct: type[_Header]
+    build: Callable[[Any, str, Path], Any]
+
+
+_KINDS: dict[str, _Kind] = {
+    "verdict": _Kind(_VerdictFile, _verdict),
+    "dispute": _Kind(_DisputeFile, _dispute),
+    "resolution": _Kind(_ResolutionFile, _resolution),
+    "reservation": _Kind(_ReservationFile, _reservation),
+}
+
+
+def parse_record(
+    kind: str,
+    data: Mapping[str, Any],
+    task: str,
+    file: Path,
+    warnings: list[Problem] | None = None,
+) -> Verdict | Dispute | Resolution | Reservation:
+    """The record of ``kind`` (a key of :data:`~workstation.records.model.FOLDERS`) held
+    by ``data``, a parsed record file at ``file`` (relative to the queue root) in the
+    folder of ``task``. Unknown keys are appended to ``warnings`` (when given) as
+    :class:`~workstation.schema.problem.Problem` s.
+
+    Raises:
+        Problem: the record does not validate: a schema newer than :data:`SCHEMA`, another
+            kind, a missing key, a value of the wrong type or not allowed, or a rule
+            between keys broken (``file`` and the dotted key name where).
+    """
+    head = convert_file(data, _Header, file)
+    if head.schema > SCHEMA:
+        raise Problem(file, "schema", f"schema {head.schema} is newer than this kws reads ({SCHEMA}); update kws")
+    if head.record != kind:
+        raise Problem(file, "record", f"expected {kind!r} in {FOLDERS[kind]}/, got {head.record!r}")
+    spec = _KINDS[kind]
+    raw = convert_file(data, spec.struct, file)
+    record = spec.build(raw, task, file)
+    if warnings is not None:
+        warnings.extend(Problem(file, key, _UNKNOWN) for key in unknown_keys(data, spec.struct))
+    return record
+
+
+def _record_files(root: Path, kind: str, problems: list[Problem]) -> Iterator[tuple[Path, str]]:
+    """``(path relative to root, task id)`` of each ``<folder>/<task-id>/*.toml`` of
+    ``kind``, in path order; anything else under the folder goes to ``problems`` (names
+    starting with "." are passed over)."""
+    folder = root / FOLDERS[kind]
+    if not folder.is_dir():
+        return
+    for task_dir in sorted(folder.iterdir()):
+        rel_dir = task_dir.relative_to(root)
+        if task_dir.name.startswith("."):
+            continue
+        if not task_dir.is_dir():
+            problems.append(Problem(rel_dir, "", f"not in a task folder ({FOLDERS[kind]}/<task-id>/)"))
+            continue
+        if not TASK_ID_RE.match(task_dir.name):
+            problems.append(Problem(rel_dir, "", "folder name is not a task id"))
+            continue
+        for f in sorted(task_dir.iterdir()):
+            rel = f.relative_to(root)
+            if f.name.startswith("."):
+                continue
+            if f.suffix != ".toml" or not f.is_file():
+                problems.append(Problem(rel, "", "not a .toml record file"))
+                continue
+            yield rel, task_dir.name
+
+
+def load_records(root: Path | str, kinds: Iterable[str] = KINDS) -> RecordSet:
+    """Read every record of ``kinds`` under the queue at ``root`` (the work tree, i.e.
+    what HEAD holds plus anything not yet committed), skipping and reporting the malformed
+    ones in ``problems`` and the unknown keys of the others in ``warnings``.
+
+    Only ``<folder>/<task-id>/*.toml`` files are records; any other file or folder under a
+    record folder is reported as a problem. Two files with the same record id: the one
+    later in path order is reported and skipped. Never raises for a record's content.
+    """
+    root = Path(root)
+    rs = RecordSet()
+    seen: dict[str, Path] = {}
+    for kind in kinds:
+        out: list[Any] = []
+        for rel, task in _record_files(root, kind, rs.problems):
+            found: list[Problem] = []
+            try:
+                data = read_toml(root / rel, max_bytes=MAX_RECORD_BYTES)
+            except Problem as p:
+                rs.problems.append(Problem(rel, p.key, p.problem))
+                continue
+            try:
+                rec = parse_record(kind, data, task, rel, found)
+            except Problem as p:
+                rs.problems.append(p)
+                continue
+            if rec.id in seen:
+                rs.problems.append(Problem(rel, f"{kind}_id", f"duplicate id {rec.id} (also in {seen[rec.id]})"))
+                continue
+            seen[rec.id] = rel
+            rs.warnings.extend(found)
+            out.append(rec)
+        out.sort(key=lambda r: r.sort_key)
+        setattr(rs, FOLDERS[kind], out)
+    return rs
