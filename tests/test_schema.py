@@ -60,11 +60,19 @@ def test_read_toml_guards(tmp_path):
     with pytest.raises(Problem) as e:
         read_toml(deep)
     assert e.value.file == deep and "nested" in e.value.problem
-    shallow_but_over = tmp_path / "over.toml"
-    shallow_but_over.write_text("a = " + "[" * 40 + "]" * 40 + "\n")
+    bracketed = tmp_path / "over.toml"
+    bracketed.write_text("a = " + "[" * 40 + "]" * 40 + "\n")
     with pytest.raises(Problem) as e:
-        read_toml(shallow_but_over, max_depth=32)
-    assert e.value.key.startswith("a[0]") and "more than 32 levels" in e.value.problem
+        read_toml(bracketed, max_depth=32)
+    assert e.value.problem == "arrays or inline tables nested 40 levels deep (at most 32)"
+    dotted = tmp_path / "dotted.toml"
+    dotted.write_text(".".join(f"k{i}" for i in range(40)) + " = 1\n")
+    with pytest.raises(Problem) as e:
+        read_toml(dotted, max_depth=32)
+    assert e.value.key.startswith("k0.k1.") and "more than 32 levels" in e.value.problem
+    quoted = tmp_path / "quoted.toml"
+    quoted.write_text('s = "' + "[" * 100 + '"\n# ' + "{" * 100 + "\n")
+    assert read_toml(quoted, max_depth=32) == {"s": "[" * 100}
     latin = tmp_path / "latin.toml"
     latin.write_bytes(b'title = "caf\xe9"\n')
     with pytest.raises(Problem) as e:

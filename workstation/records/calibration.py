@@ -32,12 +32,12 @@ import numpy as np
 from msgspec import Meta, Struct
 
 from workstation.records.model import Overall, Verdict
-from workstation.records.parse import convert_file, load_records
+from workstation.records.parse import load_records
 from workstation.records.state import RecordSet
 from workstation.repo.gitqueue import Identity
 from workstation.rubric.model import Rubric
 from workstation.schema.problem import Problem
-from workstation.schema.structs import unknown_keys
+from workstation.schema.structs import convert, unknown_keys
 from workstation.schema.toml import read_toml
 from workstation.task.format import TASK_ID_RE
 
@@ -112,7 +112,7 @@ class _GoldFile(Struct, kw_only=True):
 
 def _gold(data: dict[str, Any], task: str, rel: Path, rubric: Rubric | None) -> Gold:
     """The gold verdict in ``data`` (the parsed file ``rel``); Problem when it is not one."""
-    g = convert_file(data, _GoldFile, rel)
+    g = convert(data, _GoldFile, file=rel)
     if g.schema > 1:
         raise Problem(rel, "schema", f"unsupported schema {g.schema!r}")
     if g.task is not None and g.task != task:

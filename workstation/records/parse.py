@@ -42,11 +42,11 @@ from workstation.records.model import (
 from workstation.records.state import RecordSet
 from workstation.repo.gitqueue import Identity
 from workstation.schema.problem import Problem
-from workstation.schema.structs import convert, toml_type, unknown_keys
+from workstation.schema.structs import convert, unknown_keys
 from workstation.schema.toml import read_toml
 from workstation.task.format import TASK_ID_RE
 
-__all__ = ["MAX_RECORD_BYTES", "convert_file", "load_records", "parse_record"]
+__all__ = ["MAX_RECORD_BYTES", "load_records", "parse_record"]
 
 #: Largest record file read (bytes): 4 MiB. A verdict's findings carry at most 16 KiB of
 #: evidence each, so real verdicts stay far below; a larger file is reported and skipped.
@@ -161,31 +161,6 @@ class _ReservationFile(_Header, kw_only=True):
 
 # --------------------------------------------------------------------------------------------
 # conversion, and the rules a struct cannot state
-
-
-def convert_file(data: Mapping[str, Any], type_: type[T], file: Path) -> T:
-    """``data`` (a parsed file's top table) as a ``type_`` struct, by
-    :func:`~workstation.schema.structs.convert` with two of its messages made exact (schema-layer gaps, to move there): a non-string
-    value in a top-level table of strings is named by its own key
-    (``fields.correctness: expected a string, got an integer 5``, not ``fields: expected a
-    table``), and a malformed time string is quoted.
-
-    Raises:
-        Problem: the first value that does not fit ``type_``.
-    """
-    try:
-        return convert(data, type_, file=file)
-    except Problem as p:
-        value = data.get(p.key) if "." not in p.key and "[" not in p.key else None
-        if p.problem.startswith("expected a table") and isinstance(value, dict):
-            bad = next(((k, v) for k, v in value.items() if not isinstance(v, str)), None)
-            if bad is not None:
-                k, v = bad
-                shown = f" {v!r}" if isinstance(v, int | float) else ""
-                raise Problem(file, f"{p.key}.{k}", f"expected a string, got {toml_type(v)}{shown}") from None
-        if p.problem.startswith("invalid RFC3339") and isinstance(value, str):
-            raise Problem(file, p.key, f"not an RFC 3339 date-time: {value!r}") from None
-        raise
 
 
 def _nonempty(file: Path, texts: Mapping[str, str]) -> None:
@@ -353,13 +328,13 @@ def parse_record(
             kind, a missing key, a value of the wrong type or not allowed, or a rule
             between keys broken (``file`` and the dotted key name where).
     """
-    head = convert_file(data, _Header, file)
+    head = convert(data, _Header, file=file)
     if head.schema > SCHEMA:
         raise Problem(file, "schema", f"schema {head.schema} is newer than this kws reads ({SCHEMA}); update kws")
     if head.record != kind:
         raise Problem(file, "record", f"expected {kind!r} in {FOLDERS[kind]}/, got {head.record!r}")
     spec = _KINDS[kind]
-    raw = convert_file(data, spec.struct, file)
+    raw = convert(data, spec.struct, file=file)
     record = spec.build(raw, task, file)
     if warnings is not None:
         warnings.extend(Problem(file, key, _UNKNOWN) for key in unknown_keys(data, spec.struct))

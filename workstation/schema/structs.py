@@ -78,17 +78,11 @@ def dotted(segments: list[str | int], prefix: str = "") -> str:
 
 
 def _value_at(data: Any, segs: list[str | int]) -> tuple[Any, list[str | int]]:
-    """The value at ``segs`` and the resolved segments (a ``"..."`` segment, msgspec's mark
-    for a dict value, becomes the first key whose value fails to be a scalar)."""
+    """The value at ``segs`` (None where the path leaves ``data``) and the segments that
+    resolved."""
     cur, resolved = data, []
     for s in segs:
-        if s == "..." and isinstance(cur, dict):
-            bad = next((k for k, v in cur.items() if isinstance(v, dict | list)), None)
-            if bad is None:
-                return None, resolved
-            resolved.append(bad)
-            cur = cur[bad]
-        elif isinstance(s, int) and isinstance(cur, list) and s < len(cur):
+        if isinstance(s, int) and isinstance(cur, list) and s < len(cur):
             resolved.append(s)
             cur = cur[s]
         elif isinstance(s, str) and isinstance(cur, dict) and s in cur:
@@ -135,9 +129,8 @@ def _field_type(t: mi.Type, seg: str | int) -> mi.Type | None:
     return None
 
 
-def _literal_order(root: type, segs: list[str | int]) -> tuple[Any, ...]:
-    """The values of the ``Literal`` annotation at ``segs`` in declaration order (msgspec's
-    own type info sorts them), or ``()``."""
+def _annotation_at(root: type, segs: list[str | int]) -> Any:
+    """The Python annotation at ``segs`` below the struct ``root`` (None when unknown)."""
     tp: Any = root
     for s in segs:
         tp = _strip(tp)
@@ -148,9 +141,30 @@ def _literal_order(root: type, segs: list[str | int]) -> tuple[Any, ...]:
         elif typing.get_origin(tp) in (list, tuple, dict) and typing.get_args(tp):
             tp = typing.get_args(tp)[-1]
         else:
-            return ()
-    tp = _strip(tp)
+            return None
+    return tp
+
+
+def _literal_order(root: type, segs: list[str | int]) -> tuple[Any, ...]:
+    """The values of the ``Literal`` annotation at ``segs`` in declaration order (msgspec's
+    own type info sorts them), or ``()``."""
+    tp = _strip(_annotation_at(root, segs))
     return typing.get_args(tp) if typing.get_origin(tp) is Literal else ()
+
+
+def _bad_dict_key(root: type, segs: list[str | int], table: dict[str, Any]) -> str | None:
+    """The first key of ``table`` (the dict at ``segs``) whose value does not convert to the
+    dict's value type (msgspec reports a dict value's path as ``[...]``)."""
+    tp = _strip(_annotation_at(root, segs))
+    args = typing.get_args(tp) if typing.get_origin(tp) is dict else ()
+    if len(args) != 2:
+        return None
+    for k, v in table.items():
+        try:
+            msgspec.convert(v, args[1], strict=True)
+        except msgspec.ValidationError:
+            return k
+    return None
 
 
 def _strip(tp: Any) -> Any:
@@ -212,9 +226,12 @@ def problem_of(err: msgspec.ValidationError, data: Any, root: type, file: Path |
     path = m.group("path") if m else ""
     head = msg[: m.start()] if m else msg
     segs = _segments(path)
-    value, resolved = _value_at(data, segs)
-    if "..." in segs:  # a dict value that is not a scalar
-        segs = resolved
+    if "..." in segs:  # a dict value: find which key holds the value that fails
+        at = segs.index("...")
+        table, _ = _value_at(data, segs[:at])
+        bad = _bad_dict_key(root, segs[:at], table) if isinstance(table, dict) else None
+        segs = segs[:at] + ([bad] if bad is not None else []) + (segs[at + 1:] if bad is not None else [])
+    value, _resolved = _value_at(data, segs)
     t = _type_at(root, segs)
     expected = _expected_words(t)
     if (mm := re.match(r"Object missing required field `([^`]+)`", head)) is not None:
@@ -248,7 +265,12 @@ def problem_of(err: msgspec.ValidationError, data: Any, root: type, file: Path |
         if isinstance(value, str):
             return Problem(file, key, f"must be {constraint}, got {len(value)} characters")
         return Problem(file, key, f"must be {constraint}, got {value!r}")
-    return Problem(file, key, head[:1].lower() + head[1:])
+    if head.startswith("Invalid RFC3339"):
+        return Problem(file, key, f"not an RFC 3339 date-time: {value!r}")
+    text = head[:1].lower() + head[1:]
+    if isinstance(value, str | int | float) and not isinstance(value, bool):
+        text += f", got {value!r}"
+    return Problem(file, key, text)
 
 
 def convert(data: Any, type_: type[T], *, file: Path | str, prefix: str = "") -> T:

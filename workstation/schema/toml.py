@@ -28,6 +28,9 @@ def parse_toml(text: str, file: Path | str, *, max_depth: int = MAX_DEPTH) -> di
             level, so a deeply nested value would otherwise raise ``RecursionError`` here or
             in any code that walks the result).
     """
+    depth = bracket_depth(text)
+    if depth > max_depth:
+        raise Problem(file, "", f"arrays or inline tables nested {depth} levels deep (at most {max_depth})")
     try:
         data = tomllib.loads(text)
     except tomllib.TOMLDecodeError as e:
@@ -38,6 +41,42 @@ def parse_toml(text: str, file: Path | str, *, max_depth: int = MAX_DEPTH) -> di
     if depth > max_depth:
         raise Problem(file, key, f"nested more than {max_depth} levels deep")
     return data
+
+
+def bracket_depth(text: str) -> int:
+    """The deepest nesting of ``[`` / ``{`` in ``text`` outside strings and comments (table
+    headers count as one level), found without parsing: deep nesting is refused before
+    tomllib's recursive descent can hit Python's recursion limit."""
+    depth = best = 0
+    i, n = 0, len(text)
+    while i < n:
+        c = text[i]
+        if c in "\"'":
+            triple = text.startswith(c * 3, i)
+            quote = c * 3 if triple else c
+            j = i + len(quote)
+            while j < n:
+                if c == '"' and text[j] == "\\":
+                    j += 2
+                    continue
+                if text.startswith(quote, j):
+                    break
+                if not triple and text[j] == "\n":
+                    break
+                j += 1
+            i = j + len(quote)
+            continue
+        if c == "#":
+            while i < n and text[i] != "\n":
+                i += 1
+            continue
+        if c in "[{":
+            depth += 1
+            best = max(best, depth)
+        elif c in "]}":
+            depth = max(0, depth - 1)
+        i += 1
+    return best
 
 
 def read_toml(path: Path | str, *, max_bytes: int = MAX_BYTES, max_depth: int = MAX_DEPTH) -> dict[str, Any]:
