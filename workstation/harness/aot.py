@@ -3,10 +3,10 @@ precision.
 
 Under ``TRITON_INTERPRET=1`` (the CPU), ``@triton.jit`` makes interpreter functions that
 cannot be compiled, and the interpreter's numerics are not a GPU's (its ``tl.dot`` is a
-numpy matmul in true fp32, its reductions run in numpy's order). So the ``triton-aot`` step
+numpy matmul in true fp32, its reductions run in numpy's order). So the ``triton_aot`` step
 works in two processes:
 
-1. in the job child (interpreter): the candidate runs once under the ``triton-launches``
+1. in the job child (interpreter): the candidate runs once under the ``triton_launch_records``
    monitor, which wraps the launch path (``InterpretedFunction.run``; ``JITFunction.run`` on
    a GPU) and records, per launched kernel, its file, qualified name, argument names and
    types (pointer element dtype, i32/i64, fp32, i1), constexpr values and launch options
@@ -56,6 +56,7 @@ from pathlib import Path
 from typing import Any
 
 from workstation.harness import StepOutput, monitor, step
+from workstation.protocol.steps import Case, TritonAotStep, TritonLaunchRecords
 
 ANALYSIS_VERSION = 1
 AOT_TIMEOUT_S = 120.0
@@ -167,8 +168,8 @@ def _launch_key(rec: dict[str, Any]) -> str:
                       sort_keys=True, default=str)
 
 
-@monitor("triton-launches")
-def _launches(ctx: Any, spec: dict[str, Any], report: dict[str, Any]):
+@monitor(TritonLaunchRecords)
+def _launches(ctx: Any, spec: TritonLaunchRecords, report: dict[str, Any]):
     """Record every Triton kernel launch (see :func:`launch_record`); on a GPU also keep the
     compiled kernel's IR (``asm``) in ``ctx._kws_compiled`` for :func:`analyze`."""
     from workstation.harness.core import INTERPRETER
@@ -252,12 +253,12 @@ def _cache_dir() -> Path | None:
     return Path(base).parent / "kws-aot" if base else None
 
 
-def _cache_key(task_dir: Path, spec: dict[str, Any], interpreter: bool) -> str:
+def _cache_key(task_dir: Path, cases: list[Case], seed: int, targets: list[list[Any]], interpreter: bool) -> str:
     import triton
 
     h = hashlib.sha256()
-    h.update(json.dumps({"v": ANALYSIS_VERSION, "triton": triton.__version__, "cases": spec.get("cases"),
-                         "seed": spec.get("seed", 0), "targets": spec.get("targets"),
+    h.update(json.dumps({"v": ANALYSIS_VERSION, "triton": triton.__version__, "cases": cases,
+                         "seed": seed, "targets": targets,
                          "interp": interpreter, "fusion": os.environ.get("TRITON_DEFAULT_FP_FUSION", "")},
                         sort_keys=True).encode())
     for p in sorted(task_dir.rglob("*.py")):
@@ -275,11 +276,11 @@ def _relative(path: str, task_dir: Path) -> str:
         return path
 
 
-@step("triton-aot")
-def aot_step(ctx: Any, spec: dict[str, Any]) -> StepOutput:
-    """Capture the candidate's Triton launches on each case of ``spec["cases"]`` (seed
-    ``spec["seed"]``) and read the IR of each distinct kernel launch compiled for
-    ``spec["targets"]`` (default sm_90) (module doc). One AOT child serves all cases.
+@step(TritonAotStep)
+def aot_step(ctx: Any, spec: TritonAotStep) -> StepOutput:
+    """Capture the candidate's Triton launches on each case of ``spec.cases`` (seed
+    ``spec.seed``) and read the IR of each distinct kernel launch compiled for
+    ``spec.targets`` (default sm_90) (module doc). One AOT child serves all cases.
 
     ``extra``: ``launches`` (file relative to the task, qualname, signature, constexprs,
     options, and ``cases``: the indices of the cases that launched it), ``kernels`` (per
@@ -292,10 +293,10 @@ def aot_step(ctx: Any, spec: dict[str, Any]) -> StepOutput:
     from workstation.harness.core import INTERPRETER, error_info, run_role
 
     t0 = time.perf_counter()
-    targets = [list(t) for t in spec.get("targets") or DEFAULT_TARGETS]
-    cases = list(spec.get("cases") or [])
+    targets = [list(t) for t in spec.targets or DEFAULT_TARGETS]
+    cases = list(spec.cases)
     task_dir = Path(ctx.task_dir)
-    key = _cache_key(task_dir, {"cases": cases, "seed": spec.get("seed", 0), "targets": targets}, INTERPRETER)
+    key = _cache_key(task_dir, cases, spec.seed, targets, INTERPRETER)
     cdir = _cache_dir()
     cfile = cdir / f"{key}.json" if cdir else None
     if cfile is not None and cfile.is_file():
@@ -319,14 +320,14 @@ def aot_step(ctx: Any, spec: dict[str, Any]) -> StepOutput:
     seconds = 0.0
     for ci, case in enumerate(cases):
         try:
-            inputs = ctx.make_inputs(case, int(spec.get("seed", 0)))
-            res = run_role(ctx, "candidate", inputs, {"monitors": [{"name": "triton-launches"}]})
+            inputs = ctx.make_inputs(case, spec.seed)
+            res = run_role(ctx, "candidate", inputs, [TritonLaunchRecords()])
         except BaseException as e:  # noqa: BLE001
             case_errors[str(ci)] = error_info(e, getattr(e, "_kws_phase", "call"))
             continue
         seconds += res.seconds
         compiled.update(getattr(ctx, "_kws_compiled", {}))
-        for rec in res.extra["monitors"]["triton-launches"].get("launches", []):
+        for rec in res.extra["monitors"]["triton_launch_records"].get("launches", []):
             launches.setdefault(_launch_key(rec), dict(rec, cases=[]))["cases"].append(ci)
     recs = list(launches.values())
     kernels: list[dict[str, Any]] = []

@@ -34,6 +34,7 @@ from typing import Any
 
 from workstation.harness import StepOutput, step
 from workstation.harness.core import JobContext, encode_tensor, error_info
+from workstation.protocol.steps import AutotuneProbeStep, Case
 
 _MISSING = object()
 
@@ -178,7 +179,7 @@ def pick_listener(picks: list[dict[str, Any]]) -> Iterator[None]:
         knobs.autotuning.listener = old
 
 
-def _call(ctx: JobContext, case: dict[str, Any], seed: int, out: StepOutput, tag: str) -> dict[str, Any]:
+def _call(ctx: JobContext, case: Case, seed: int, out: StepOutput, tag: str) -> dict[str, Any]:
     """Fresh inputs, one candidate call, outputs stored under ``tag``; the call's record."""
     try:
         inputs = ctx.make_inputs(case, seed)
@@ -195,9 +196,9 @@ def _call(ctx: JobContext, case: dict[str, Any], seed: int, out: StepOutput, tag
     return {"ok": True, "outputs": metas}
 
 
-@step("autotune_probe")
-def autotune_probe_step(ctx: JobContext, spec: dict[str, Any]) -> StepOutput:
-    """Drive the candidate's autotuners on ``spec["cases"]`` (module doc).
+@step(AutotuneProbeStep)
+def autotune_probe_step(ctx: JobContext, spec: AutotuneProbeStep) -> StepOutput:
+    """Drive the candidate's autotuners on ``spec.cases`` (module doc).
 
     ``extra``: ``autotuners`` (:func:`describe` each), ``device_name``, ``interpreter``,
     ``cases``: per case ``tuned`` / ``cached`` call records (``ok``, ``error``,
@@ -218,8 +219,8 @@ def autotune_probe_step(ctx: JobContext, spec: dict[str, Any]) -> StepOutput:
         return out
     for at in ats:
         at.cache_results = False
-    seed = int(spec.get("seed", 0))
-    for ci, case in enumerate(spec["cases"]):
+    seed = spec.seed
+    for ci, case in enumerate(spec.cases):
         rec: dict[str, Any] = {"case": case, "configs": []}
         for at in ats:
             at.cache = {}

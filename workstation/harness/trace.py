@@ -15,8 +15,8 @@ Monitors (for the ``call`` step's ``monitors`` list):
   ``triton.compile`` directly are not seen.
 
 Step ``fault_call``: one call with a fault injected where the candidate's kernels start:
-``"fault": "triton-launch"`` makes every Triton launch raise
-:class:`KwsInjectedLaunchFailure`; ``"extension-build"`` makes
+``fault="triton_launch"`` makes every Triton launch raise
+:class:`KwsInjectedLaunchFailure`; ``"extension_build"`` makes
 ``torch.utils.cpp_extension.load``/``load_inline`` raise it (the role's module is
 imported under the fault). A candidate that still returns has a silent fallback.
 """
@@ -33,6 +33,7 @@ from torch.utils._python_dispatch import TorchDispatchMode
 from workstation.harness import StepOutput, monitor, step
 from workstation.harness.core import apply_transforms, describe_inputs, error_info
 from workstation.harness.guards import task_site
+from workstation.protocol.steps import AtenOps, FaultCallStep, TritonLaunches
 
 
 class KwsInjectedLaunchFailure(RuntimeError):
@@ -67,8 +68,8 @@ class OpTraceMode(TorchDispatchMode):
         return out
 
 
-@monitor("aten_ops")
-def aten_ops_monitor(ctx: Any, spec: dict[str, Any], report: dict[str, Any]):
+@monitor(AtenOps)
+def aten_ops_monitor(ctx: Any, spec: AtenOps, report: dict[str, Any]):
     """Trace aten ops of the call into ``report["ops"]``."""
     return _aten_ops(ctx, report)
 
@@ -138,8 +139,8 @@ def patched_launches(on_launch: Any, on_done: Any = None) -> Iterator[None]:
             cls.run = orig  # type: ignore[method-assign]
 
 
-@monitor("triton_launches")
-def triton_launches_monitor(ctx: Any, spec: dict[str, Any], report: dict[str, Any]):
+@monitor(TritonLaunches)
+def triton_launches_monitor(ctx: Any, spec: TritonLaunches, report: dict[str, Any]):
     """Count Triton launches of the call into ``report``."""
     return _count_launches(report)
 
@@ -196,12 +197,12 @@ def _fail_builds(attempts: dict[str, Any]) -> Iterator[None]:
             setattr(ext, name, fn)
 
 
-@step("fault_call")
-def fault_call_step(ctx: Any, spec: dict[str, Any]) -> StepOutput:
-    """One call of ``spec["role"]`` with ``spec["fault"]`` injected (module doc), traced
+@step(FaultCallStep)
+def fault_call_step(ctx: Any, spec: FaultCallStep) -> StepOutput:
+    """One call of ``spec.role`` with ``spec.fault`` injected (module doc), traced
     with ``aten_ops``. ``extra``: ``attempted`` (launches or builds that hit the fault),
     ``ops``; ``ok`` is False when the call raised (the expected outcome)."""
-    fault = spec.get("fault", "triton-launch")
+    fault = spec.fault
     attempts: dict[str, Any] = {"n": 0, "kernels": {}}
 
     def on_launch(name: str, warmup: bool) -> None:
@@ -212,12 +213,12 @@ def fault_call_step(ctx: Any, spec: dict[str, Any]) -> StepOutput:
     report: dict[str, Any] = {}
     extra: dict[str, Any] = {"fault": fault, "device_name": ctx.device_name}
     try:
-        inputs = ctx.make_inputs(spec["case"], int(spec.get("seed", 0)))
-        inputs = apply_transforms(ctx, inputs, spec.get("transforms", []))
+        inputs = ctx.make_inputs(spec.case, spec.seed)
+        inputs = apply_transforms(ctx, inputs, spec.transforms)
         extra["inputs"] = describe_inputs(inputs)
-        patch = patched_launches(on_launch) if fault == "triton-launch" else _fail_builds(attempts)
+        patch = patched_launches(on_launch) if fault == "triton_launch" else _fail_builds(attempts)
         with patch, _aten_ops(ctx, report):
-            result, seconds = ctx.timed_call(ctx.callable(spec["role"]), inputs)
+            result, seconds = ctx.timed_call(ctx.callable(spec.role), inputs)
         outputs = ctx.outputs_of(result, inputs)
     except BaseException as e:  # noqa: BLE001
         extra.update(attempted=attempts["n"], kernels=attempts["kernels"], ops=report.get("ops", {}))

@@ -92,7 +92,7 @@ class Layout(_Transform, tag="layout", kw_only=True):
     materialize: bool = False
 
 
-class _ValueTransform(_Transform, kw_only=True):
+class ValueTransform(_Transform, kw_only=True):
     """Base of the value transforms of :mod:`workstation.harness.values`: ``args`` are the
     inputs they may change (``None``: every floating tensor input), ``seed`` seeds their
     random draws (a CPU ``torch.Generator``)."""
@@ -101,7 +101,7 @@ class _ValueTransform(_Transform, kw_only=True):
     seed: int = 0
 
 
-class Magnitude(_ValueTransform, tag="magnitude", kw_only=True):
+class Magnitude(ValueTransform, tag="magnitude", kw_only=True):
     """Large magnitudes up to ``amax`` (rounded down to a value of the input's dtype):
     ``scale`` (max |x| becomes amax), ``spikes`` (one +amax and one -amax per row),
     ``shift`` (every value in [0.85, 0.95] amax)."""
@@ -110,25 +110,25 @@ class Magnitude(_ValueTransform, tag="magnitude", kw_only=True):
     amax: float
 
 
-class SignedZeros(_ValueTransform, tag="signed_zeros", kw_only=True):
+class SignedZeros(ValueTransform, tag="signed_zeros", kw_only=True):
     """-0.0 at every third element, row 0 all -0.0, row 1 all +0.0."""
 
 
-class Tiny(_ValueTransform, tag="tiny", kw_only=True):
+class Tiny(ValueTransform, tag="tiny", kw_only=True):
     """Values within 4x of the dtype's smallest normal, most of them subnormal."""
 
 
-class Nonfinite(_ValueTransform, tag="nonfinite", kw_only=True):
+class Nonfinite(ValueTransform, tag="nonfinite", kw_only=True):
     """One nan, +inf and -inf per row at seeded positions."""
 
 
-class Perturb(_ValueTransform, tag="perturb", kw_only=True):
+class Perturb(ValueTransform, tag="perturb", kw_only=True):
     """``x + rel * (|x| + rms(x)) * N(0, 1)`` (``rel``: relative size, dimensionless)."""
 
     rel: float = 1e-2
 
 
-class Diverse(_ValueTransform, tag="diverse", kw_only=True):
+class Diverse(ValueTransform, tag="diverse", kw_only=True):
     """Replace the values by a unit-scale draw of ``dist`` times the input's rms
     (absolute values for a non-negative input)."""
 
@@ -409,9 +409,11 @@ class Job(msgspec.Struct, frozen=True, forbid_unknown_fields=True, kw_only=True)
 # ----------------------------------------------------------------------------- encoding
 
 
-def kind_of(spec: _Step | _Transform | _Monitor) -> str:
-    """The tag of a step, transform or monitor (``"call"``, ``"upcast"``, ``"aten_ops"``)."""
-    return type(spec).__struct_config__.tag
+def kind_of(spec: _Step | _Transform | _Monitor | type) -> str:
+    """The tag of a step, transform or monitor, or of its type (``"call"``, ``"upcast"``,
+    ``"aten_ops"``): the key of a monitor's report in ``extra["monitors"]``."""
+    cls = spec if isinstance(spec, type) else type(spec)
+    return cls.__struct_config__.tag
 
 
 def _enc_hook(obj: object) -> object:

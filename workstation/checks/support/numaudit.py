@@ -61,6 +61,15 @@ from workstation.analysis.numerics import (
     round_to,
 )
 from workstation.engine.context import CallOutcome, CheckContext, case_label
+from workstation.protocol.steps import (
+    CallStep,
+    Cast,
+    NumCallers,
+    NumFresh,
+    NumOracleStep,
+    NumTf32,
+    TritonAotStep,
+)
 
 #: the caveat every finding drawn from interpreter numerics carries.
 INTERPRETER_NOTE = (
@@ -166,24 +175,17 @@ class NumericsAudit:
     def _skip_indices(self) -> list[int]:
         return sorted(set(self.task.out_args))
 
-    def _probe_step(self, case: dict[str, Any], seed: int, *, scale: bool, bump: bool) -> dict[str, Any]:
-        spec: dict[str, Any] = {"kind": "num-oracle", "case": dict(case), "seed": int(seed), "abs": True}
-        if scale:
-            spec["scale"] = True
-        if bump:
-            spec["bump"] = True
-        if self._skip_indices():
-            spec["skip"] = self._skip_indices()
-        return spec
+    def _probe_step(self, case: dict[str, Any], seed: int, *, scale: bool, bump: bool) -> NumOracleStep:
+        return NumOracleStep(case=dict(case), seed=int(seed), abs=True, scale=scale, bump=bump,
+                             skip=self._skip_indices())
 
-    def _lowp_step(self, case: dict[str, Any], seed: int, low: str) -> dict[str, Any]:
-        return CheckContext.call_step("reference", case, seed, transforms=[
-            {"name": "cast", "dtype": low, "from": case["dtype"]}])
+    def _lowp_step(self, case: dict[str, Any], seed: int, low: str) -> CallStep:
+        return CheckContext.call_step("reference", case, seed, transforms=[Cast(dtype=low, from_dtype=case["dtype"])])
 
-    def _rerun_step(self, case: dict[str, Any], seed: int) -> dict[str, Any]:
+    def _rerun_step(self, case: dict[str, Any], seed: int) -> CallStep:
         cand = self.task.entry["candidate"].file
-        return CheckContext.call_step("reference", case, seed, transforms=[{"name": "num-fresh"}],
-                                      monitors=[{"name": "num-callers", "file": cand}])
+        return CheckContext.call_step("reference", case, seed, transforms=[NumFresh()],
+                                      monitors=[NumCallers(file=cand)])
 
     # -- declared runs -----------------------------------------------------------------
 
@@ -471,16 +473,14 @@ class NumericsAudit:
         if self.task.backend != "triton":
             return None
         cases = aot_cases(self.ctx.cases, self.task.contract.dtypes)
-        step = {"kind": "triton-aot", "cases": cases, "seed": int(self.ctx.seeds[0]),
-                "targets": [["cuda", 90, 32]]}
+        step = TritonAotStep(cases=cases, seed=int(self.ctx.seeds[0]), targets=[("cuda", 90, 32)])
         return self.ctx.calls([step], memo=True)[0]
 
     def tf32_emulation(self, mode: str) -> list[tuple[Run, CallOutcome]]:
         """The reference on TF32-rounded fp32 inputs (first seed of each fp32 declared case)."""
         runs = [r for r in self.declared() if r.seed == self.ctx.seeds[0] and r.case.get("dtype") == "float32"]
         steps = [CheckContext.call_step("reference", r.case, r.seed,
-                                        transforms=[{"name": "num-tf32", "mode": mode,
-                                                     "skip": self._skip_indices()}]) for r in runs]
+                                        transforms=[NumTf32(mode=mode, skip=self._skip_indices())]) for r in runs]
         return list(zip(runs, self.ctx.calls(steps, memo=True), strict=True)) if steps else []
 
     # -- judgements shared by several checks ----------------------------------------------
