@@ -69,6 +69,7 @@ from workstation.protocol.steps import (
     NumOracleStep,
     NumTf32,
     TritonAotStep,
+    memo_key,
 )
 
 #: the caveat every finding drawn from interpreter numerics carries.
@@ -222,7 +223,7 @@ class NumericsAudit:
         got = side.result()
         probe_out = got[: len(probes)]
         rest = got[len(probes):]
-        self._extra = {json.dumps(s, sort_keys=True): o for s, o in zip(extra, rest, strict=True)}
+        self._extra = {memo_key(s): o for s, o in zip(extra, rest, strict=True)}
         self._multi = self._multilinear(probe_out[0] if probe_out else None)
         red = self._reductions([(c, r) for (c, _), r in zip(pairs, refs, strict=True)],
                                {json.dumps(c, sort_keys=True): p for (c, s), p in zip(pairs, probe_out, strict=True)
@@ -356,7 +357,7 @@ class NumericsAudit:
             if run.seed != self.ctx.seeds[0]:
                 continue
             for low in LOWER_PRECISION.get(run.case["dtype"], ()):
-                o = self._extra.get(json.dumps(self._lowp_step(run.case, run.seed, low), sort_keys=True))
+                o = self._extra.get(memo_key(self._lowp_step(run.case, run.seed, low)))
                 if o is not None:
                     out.append((run, low, o))
         return out
@@ -367,7 +368,7 @@ class NumericsAudit:
         out = []
         for run in runs:
             if run.seed == self.ctx.seeds[0]:
-                o = self._extra.get(json.dumps(self._rerun_step(run.case, run.seed), sort_keys=True))
+                o = self._extra.get(memo_key(self._rerun_step(run.case, run.seed)))
                 if o is not None:
                     out.append((run, o))
         return out
