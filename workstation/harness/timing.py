@@ -68,6 +68,7 @@ import torch
 
 from workstation.harness import StepOutput, step
 from workstation.harness.core import INTERPRETER, JobContext, error_info
+from workstation.harness.launches import Launch, LaunchObserver, observing
 from workstation.protocol.steps import Case, TimingSide, TimingStep, TorchTimerStep
 
 FALLBACK_LLC_BYTES = 64 * 2 ** 20
@@ -225,30 +226,28 @@ def make_clock(device: torch.device) -> CpuClock | CudaClock:
 # ----------------------------------------------------------------------------- helpers
 
 
+class LaunchTally(LaunchObserver):
+    """Counts the kernel launches that run (warm-up launches only compile), whether they
+    return or raise."""
+
+    def __init__(self) -> None:
+        self.launches = 0
+
+    def before(self, launch: Launch) -> None:
+        if not launch.warmup:
+            self.launches += 1
+
+
 @contextlib.contextmanager
-def count_interpreter_launches() -> Iterator[dict[str, int]]:
-    """Count Triton kernel launches run by the interpreter inside the block
-    (``triton.runtime.interpreter.GridExecutor.__call__``); zero outside the interpreter."""
-    counter = {"launches": 0}
+def count_interpreter_launches() -> Iterator[LaunchTally]:
+    """Count the Triton kernel launches the interpreter runs inside the block (through
+    :mod:`workstation.harness.launches`); zero outside the interpreter."""
+    tally = LaunchTally()
     if not INTERPRETER:
-        yield counter
+        yield tally
         return
-    try:
-        from triton.runtime.interpreter import GridExecutor
-    except ImportError:
-        yield counter
-        return
-    orig = GridExecutor.__call__
-
-    def counting(self: Any, *a: Any, **k: Any) -> Any:
-        counter["launches"] += 1
-        return orig(self, *a, **k)
-
-    GridExecutor.__call__ = counting  # type: ignore[method-assign]
-    try:
-        yield counter
-    finally:
-        GridExecutor.__call__ = orig  # type: ignore[method-assign]
+    with observing(tally):
+        yield tally
 
 
 class _CompileTimeout(BaseException):  # noqa: N818  (BaseException: torch must not swallow it)
@@ -437,8 +436,8 @@ def time_case(ctx: JobContext, case: Case, spec: TimingStep, flusher: CacheFlush
             errors[sd.name] = error_info(e, "call")
             continue
         sd.report["first_call_ns"] = t_first
-        sd.report["interpreter_launches"] = launches["launches"]
-        if launches["launches"] and spec.stop_if_interpreted:
+        sd.report["interpreter_launches"] = launches.launches
+        if launches.launches and spec.stop_if_interpreted:
             sd.active = False
             sd.report["stopped"] = "the call launches Triton kernels under the interpreter"
         elif t_first > p["max_call_s"] * 1e9 and not sd.compile:
