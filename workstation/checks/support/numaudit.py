@@ -10,13 +10,13 @@ that asks and shared with the others (the engine runs checks in parallel threads
 Child jobs (all through ``ctx.calls(..., memo=True)``, so other checks share them too):
 
 1. the reference on the declared cases (shared with ``correctness``);
-2. one reference-side job: the ``num-oracle`` step per declared case and seed (the oracle,
+2. one reference-side job: the ``num_oracle`` step per declared case and seed (the oracle,
    ``|inputs|`` for ``|a|ᵀ|b|``, the homogeneity and perturbation probes), the reference
    computed in each lower precision (``cast``), and a second run of the reference under the
-   ``num-callers`` monitor (determinism, calls into the candidate's file);
+   ``num_callers`` monitor (determinism, calls into the candidate's file);
 3. candidate-side jobs (precision-regime): the candidate on the declared cases (shared with
    ``correctness``), on the cases re-run at each ``[contract] dtypes`` entry no declared case
-   uses, and on one case with a 4x longer reduction; the ``triton-aot`` step;
+   uses, and on one case with a 4x longer reduction; the ``triton_aot`` step;
 4. the TF32 emulation (the reference on TF32-rounded fp32 inputs) when the AOT IR shows a
    TF32 dot.
 
@@ -363,7 +363,7 @@ class NumericsAudit:
         return out
 
     def reruns(self) -> list[tuple[Run, CallOutcome]]:
-        """(run, second reference run under ``num-callers``) for the first seed of every case."""
+        """(run, second reference run under ``num_callers``) for the first seed of every case."""
         runs = self.declared()
         out = []
         for run in runs:
@@ -466,7 +466,7 @@ class NumericsAudit:
         return same[0].red if same else (runs[0].red if runs else Reduction(1, "no reduction found (elementwise)"))
 
     def aot(self) -> CallOutcome | None:
-        """The ``triton-aot`` step on the smallest declared case at every declared and
+        """The ``triton_aot`` step on the smallest declared case at every declared and
         contract dtype (None for a non-Triton candidate)."""
         return self._once("aot", self._aot)
 
