@@ -9,6 +9,7 @@ from tests.conftest import SAMPLE_QUEUE, write_task
 from tests.test_checks_shapes import check, fails
 from workstation.checks.degenerate_inputs import input_indicators
 from workstation.checks.special_values import DEFAULT_MAGNITUDES, variants
+from workstation.protocol.steps import Magnitude
 
 # -- rules (no task code) -----------------------------------------------------------------------
 
@@ -19,7 +20,7 @@ def test_variants_follow_the_contract():
     assert "nonfinite" not in names and {"signed zeros", "tiny"} <= set(names)
     assert "nonfinite" in [v[0] for v in variants("float32", 100.0, nonfinite=True)]
     unbounded = variants("float16", 0.0, nonfinite=False)
-    amaxes = {v[1]["amax"] for v in unbounded if v[1]["name"] == "magnitude"}
+    amaxes = {v[1].amax for v in unbounded if isinstance(v[1], Magnitude)}
     assert amaxes == set(DEFAULT_MAGNITUDES["float16"]) and all("kws's magnitudes" in v[2] for v in unbounded[:2])
 
 
