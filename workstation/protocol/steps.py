@@ -16,13 +16,21 @@ field, spelled in snake_case:
   into ``extra["monitors"][<name>]``): ``aten_ops``, ``triton_launches``,
   ``triton_launch_records``, ``num_callers``.
 
-Life of a job: checks build the Structs (a misspelled field is a ``TypeError`` at once, in
-the parent); :func:`encode_job` encodes the job as JSON and decodes it back against
-:class:`Job` before any child starts, so a wrong type or value is a :class:`StepError`
-naming the step; the child decodes the file with :func:`read_job` and dispatches each step
-on its Struct type to the handler the harness registered for it (a type without a handler
-is a ``KwsError`` step result). :func:`memo_key` is the step's deterministic JSON (dict
-keys sorted): equal steps share one result in the parent.
+Life of a job: checks build the Structs (fields are keyword-only: a misspelled one is a
+``TypeError`` at once, in the parent); the runner writes :func:`encode_job`'s JSON as the
+job file (dict keys in insertion order, numpy scalars as their Python values), which first
+decodes the encoding back against :class:`Job` and compares it with the job it was given,
+so a wrong type or value (a role that does not exist, a dict where a transform Struct
+belongs, a list where a tuple belongs) is a :class:`StepError` naming the step before any
+child starts; the child decodes the file with :func:`read_job` and dispatches each step,
+transform and monitor on its Struct type to the handler a harness module registered for
+it (a step type without a handler is a ``KwsError`` step result). :func:`memo_key` is the
+step's deterministic JSON (dict keys sorted): equal steps share one result in the parent.
+
+Adding a kind: a Struct subclass of ``_Step`` (``_Transform``, ``_Monitor``) with
+``tag="<snake_case name>", kw_only=True`` and documented fields, added to the :data:`Step`
+(:data:`Transform`, :data:`Monitor`) union; its handler is registered in a harness module
+with ``@step(TheStep)`` (``@transform``, ``@monitor``).
 
 Cases are the task's case tables (``{"M": 64, "dtype": "float16"}``); seeds are the
 ``seed`` argument of the task's ``make_inputs(case, device, seed)``; ``args`` and ``skip``
