@@ -32,6 +32,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from workstation.analysis.timingstats import summarize  # noqa: E402
 from workstation.engine.context import CheckContext  # noqa: E402
+from workstation.protocol.steps import TimingSide, TimingStep, TorchTimerStep  # noqa: E402
 from workstation.runner import Runner  # noqa: E402
 from workstation.task.format import load_task  # noqa: E402
 
@@ -92,8 +93,8 @@ def make_task(root: Path, name: str, expr: str, case: dict) -> Path:
 
 def kws_once(ctx: CheckContext, case: dict, cache_bytes: int | None) -> dict:
     """One kws measurement of the candidate side; warm and cold medians (ms), n, stop."""
-    spec = {"kind": "timing", "cases": [case], "seed": 0, "sides": [{"name": "candidate", "role": "candidate"}],
-            "cache_bytes": cache_bytes}
+    spec = TimingStep(cases=[case], seed=0, sides=[TimingSide(name="candidate", role="candidate")],
+                      cache_bytes=cache_bytes)
     job = ctx.run_job([spec], exclusive=True, step_timeout=120)
     st = job.steps[0]
     if st is None or not st.ok:
@@ -108,7 +109,7 @@ def kws_once(ctx: CheckContext, case: dict, cache_bytes: int | None) -> dict:
 
 def timer_once(ctx: CheckContext, case: dict, min_run_time: float) -> dict:
     """One torch.utils.benchmark.Timer blocked_autorange median (ms) in a kws child."""
-    job = ctx.run_job([{"kind": "torch_timer", "case": case, "role": "candidate", "min_run_time": min_run_time}],
+    job = ctx.run_job([TorchTimerStep(case=case, role="candidate", min_run_time=min_run_time)],
                       exclusive=True, step_timeout=120)
     st = job.steps[0]
     if st is None or not st.ok:

@@ -1,8 +1,8 @@
-"""Reading Triton IR for precision facts (workstation.harness.aot) and the static scan of a
+"""Reading Triton IR for precision facts (workstation.harness.ir) and the static scan of a
 reference for imports of the candidate (workstation.checks.support.numaudit).
 
-The AOT test compiles real kernels for sm_90 in ``python -m workstation.harness.aot`` (no
-GPU needed, no TRITON_INTERPRET), exactly as the ``triton-aot`` step does.
+The AOT test compiles real kernels for sm_90 in ``python -m workstation.harness.aot_compile``
+(no GPU needed, no TRITON_INTERPRET), exactly as the ``triton_aot`` step does.
 """
 
 from __future__ import annotations
@@ -17,7 +17,7 @@ from pathlib import Path
 import pytest
 
 from workstation.checks.support.static import scan_reference_imports
-from workstation.harness.aot import _Locs, _low_precision_accumulators, analyze
+from workstation.harness.ir import _Locs, _low_precision_accumulators, analyze
 
 REPO = Path(__file__).resolve().parents[1]
 
@@ -88,7 +88,7 @@ def compiled(tmp_path_factory):
     env["TRITON_CACHE_DIR"] = str(d / "triton-cache")
     env["PYTHONPATH"] = str(REPO)
     req = {"task_dir": str(d), "launches": launches, "targets": [["cuda", 90, 32]]}
-    p = subprocess.run([sys.executable, "-m", "workstation.harness.aot"], input=json.dumps(req), text=True,
+    p = subprocess.run([sys.executable, "-m", "workstation.harness.aot_compile"], input=json.dumps(req), text=True,
                        capture_output=True, env=env, cwd=d, timeout=300)
     assert p.returncode == 0, p.stderr[-3000:]
     return json.loads(p.stdout)["kernels"]

@@ -417,11 +417,12 @@ def test_output_that_depends_on_poisoned_scratch_is_a_fail(tmp_path):
 def test_sanitizer_step_says_why_it_does_not_run_on_the_cpu(runner, tmp_path):
     from workstation.checks.out_of_bounds import smallest_case
     from workstation.engine.context import CheckContext
+    from workstation.protocol.steps import SanitizerCallStep
 
     d = make_task(tmp_path, "san", "def add(x, y):\n    return x + y\n",
                   cases=[{"N": 64, "dtype": "float32"}, {"N": 8, "dtype": "float32"}])
     ctx = CheckContext(load_task(d), runner)
     assert smallest_case(ctx.cases) == {"N": 8, "dtype": "float32"}
-    (o,) = ctx.run_steps([{"kind": "sanitizer_call", "role": "candidate", "case": ctx.cases[1], "seed": 0}])
+    (o,) = ctx.run_steps([SanitizerCallStep(role="candidate", case=ctx.cases[1], seed=0)])
     assert o.ok and o.step.extra["ran"] is False
     assert "no CUDA device" in o.step.extra["reason"]

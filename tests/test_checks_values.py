@@ -9,6 +9,7 @@ from tests.conftest import SAMPLE_QUEUE, write_task
 from tests.test_checks_shapes import check, fails
 from workstation.checks.degenerate_inputs import input_indicators
 from workstation.checks.special_values import DEFAULT_MAGNITUDES, variants
+from workstation.protocol.steps import Magnitude
 
 # -- rules (no task code) -----------------------------------------------------------------------
 
@@ -19,7 +20,7 @@ def test_variants_follow_the_contract():
     assert "nonfinite" not in names and {"signed zeros", "tiny"} <= set(names)
     assert "nonfinite" in [v[0] for v in variants("float32", 100.0, nonfinite=True)]
     unbounded = variants("float16", 0.0, nonfinite=False)
-    amaxes = {v[1]["amax"] for v in unbounded if v[1]["name"] == "magnitude"}
+    amaxes = {v[1].amax for v in unbounded if isinstance(v[1], Magnitude)}
     assert amaxes == set(DEFAULT_MAGNITUDES["float16"]) and all("kws's magnitudes" in v[2] for v in unbounded[:2])
 
 
@@ -37,30 +38,31 @@ def test_input_indicators():
 def test_value_transforms_stay_in_range_and_keep_shape():
     torch = pytest.importorskip("torch")
     from workstation.harness.values import _diverse, _magnitude, _nonfinite, _signed_zeros, _tiny
+    from workstation.protocol.steps import Diverse, Magnitude, Nonfinite, SignedZeros, Tiny
 
     x = torch.randn(5, 7).to(torch.float16)
     for mode in ("scale", "spikes", "shift"):
-        (y,) = _magnitude(None, (x,), {"mode": mode, "amax": 100.3, "args": [0], "seed": 0})
+        (y,) = _magnitude(None, (x,), Magnitude(mode=mode, amax=100.3, args=[0], seed=0))
         assert y.dtype == x.dtype and y.shape == x.shape
         assert float(y.abs().max()) <= 100.3  # 100.3 is not an fp16 value: rounded down, never up
-    (y,) = _magnitude(None, (x,), {"mode": "spikes", "amax": 100.0, "args": [0], "seed": 0})
+    (y,) = _magnitude(None, (x,), Magnitude(mode="spikes", amax=100.0, args=[0], seed=0))
     assert ((y == 100).sum(1) >= 1).all() and ((y == -100).sum(1) >= 1).all()
-    (y,) = _magnitude(None, (x,), {"mode": "shift", "amax": 100.0, "args": [0], "seed": 0})
+    (y,) = _magnitude(None, (x,), Magnitude(mode="shift", amax=100.0, args=[0], seed=0))
     assert float(y.min()) >= 84.9 and float(y.max()) <= 95.1
-    (z,) = _signed_zeros(None, (x,), {"args": [0]})
+    (z,) = _signed_zeros(None, (x,), SignedZeros(args=[0]))
     assert torch.signbit(z[0]).all() and (z[0] == 0).all() and not torch.signbit(z[1]).any()
-    (t,) = _tiny(None, (x.float(),), {"args": [0]})
+    (t,) = _tiny(None, (x.float(),), Tiny(args=[0]))
     assert float(t.abs().max()) <= 4 * torch.finfo(torch.float32).tiny and (t.abs() < torch.finfo(torch.float32).tiny).any()
-    (n,) = _nonfinite(None, (x,), {"args": [0], "seed": 1})
+    (n,) = _nonfinite(None, (x,), Nonfinite(args=[0], seed=1))
     assert torch.isnan(n).any(dim=1).all()
     pos = torch.rand(6, 3) + 0.1
     for dist in ("normal", "uniform", "heavy", "mixed"):
-        a, s, k = _diverse(None, (torch.randn(6, 3), pos, 7), {"dist": dist, "args": [0, 1], "seed": 2})
+        a, s, k = _diverse(None, (torch.randn(6, 3), pos, 7), Diverse(dist=dist, args=[0, 1], seed=2))
         assert k == 7
         assert a.shape == (6, 3) and (a < 0).any()
         assert (s >= 0).all()  # a non-negative input stays non-negative
     ints = torch.arange(6)
-    (i2,) = _diverse(None, (ints,), {"dist": "normal", "args": [0], "seed": 0})
+    (i2,) = _diverse(None, (ints,), Diverse(dist="normal", args=[0], seed=0))
     assert torch.equal(i2, ints)  # index tensors keep their values
 
 

@@ -12,6 +12,7 @@ from workstation.analysis.compare import Comparison, compare, region_text
 from workstation.checks.support.benchsource import _dotted
 from workstation.engine.check import Check, Finding, Skip, register
 from workstation.engine.context import CheckContext, case_label, step_timeout_s
+from workstation.protocol.steps import AutotuneProbeStep
 from workstation.protocol.wire import TensorData, WireError, tensor_from
 from workstation.task.model import Task
 from workstation.task.sources import TaskSources
@@ -212,7 +213,7 @@ class Autotune(Check):
             raise Skip("the candidate has no @triton.autotune kernel")
         seed = ctx.seeds[0] if ctx.seeds else 0
         cases = ctx.cases
-        spec = {"kind": "autotune_probe", "cases": cases, "seed": seed}
+        spec = AutotuneProbeStep(cases=cases, seed=seed)
         # on a GPU the autotuner times configs: nothing else may run meanwhile
         job = ctx.run_job([spec], step_timeout=step_timeout_s() * max(2, len(cases) * 2), exclusive=ctx.on_gpu)
         st = job.steps[0] if job.steps else None

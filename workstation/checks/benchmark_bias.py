@@ -14,6 +14,7 @@ from workstation.checks.support.benchsource import BenchIssue, TimedUse, scan_be
 from workstation.checks.support.timing import CaseTiming, Measurement, measure, plan
 from workstation.engine.check import Check, Finding, Skip, register
 from workstation.engine.context import CheckContext, case_label
+from workstation.protocol.steps import AuthorBenchStep
 
 #: two times "match" when within this factor of each other.
 MATCH_FACTOR = 1.25
@@ -221,8 +222,8 @@ class BenchmarkBias(Check):
         would: first calls are first calls): untraced (the numbers kws compares with its
         own) and traced (the decomposition; the tracer slows Python-heavy sides, so the
         traced run is only compared with its own trace)."""
-        base = {"kind": "author_bench", "case": ct.case, "baseline_role": m.plan.baseline_role}
-        jobs = [ctx.run_job([{**base, "trace": tr}], exclusive=True, step_timeout=120.0) for tr in (False, True)]
+        jobs = [ctx.run_job([AuthorBenchStep(case=ct.case, baseline_role=m.plan.baseline_role, trace=tr)],
+                            exclusive=True, step_timeout=120.0) for tr in (False, True)]
         tail = "; the source alone is judged"
         runs = []
         for job in jobs:

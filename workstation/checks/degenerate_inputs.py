@@ -18,6 +18,7 @@ from workstation.checks.support.trials import (
 )
 from workstation.engine.check import Check, Finding, register
 from workstation.engine.context import CallOutcome, CheckContext, case_label
+from workstation.protocol.steps import Diverse, Perturb
 
 #: distributions of the replacement inputs (:mod:`workstation.harness.values`, ``diverse``).
 DISTRIBUTIONS = ("normal", "uniform", "heavy", "mixed")
@@ -188,7 +189,7 @@ class DegenerateInputs(Check):
                 continue
             for i in info["args"]:
                 for mode, rel in (("slight", SLIGHT), ("coarse", COARSE)):
-                    t = {"name": "perturb", "args": [i], "rel": rel, "seed": info["seed"]}
+                    t = Perturb(args=[i], rel=rel, seed=info["seed"])
                     steps.append(ctx.call_step("reference", info["case"], info["seed"], transforms=[t]))
                     keys.append((ci, i, mode))
         if not steps:
@@ -217,7 +218,7 @@ class DegenerateInputs(Check):
         trials = []
         for info in chosen:
             for dist in DISTRIBUTIONS:
-                t = {"name": "diverse", "dist": dist, "args": info["args"], "seed": info["seed"]}
+                t = Diverse(dist=dist, args=info["args"], seed=info["seed"])
                 trials.append(Trial(info["case"], info["seed"], f"{dist} inputs", [t], [t], {"dist": dist}))
         results = run_trials(ctx, trials)
         findings = []

@@ -7,6 +7,7 @@ from typing import Any
 from workstation.checks.support.static import HEAVY, StaticHit, aten_family, scan_fallback
 from workstation.engine.check import Check, Finding, Skip, register
 from workstation.engine.context import CallOutcome, CheckContext, case_label
+from workstation.protocol.steps import AtenOps, FaultCallStep, TritonLaunches, kind_of
 
 #: an aten op "works on the full problem" when its largest operand has at least this
 #: fraction of the elements of the largest task tensor (inputs and reference outputs).
@@ -104,11 +105,11 @@ class Fallback(Check):
         case, seed = ctx.cases[0], ctx.seeds[0]
         triton = task.backend == "triton"
         steps = [
-            ctx.call_step("candidate", case, seed, monitors=[{"name": "aten_ops"}, {"name": "triton_launches"}]),
-            ctx.call_step("reference", case, seed, monitors=[{"name": "aten_ops"}]),
+            ctx.call_step("candidate", case, seed, monitors=[AtenOps(), TritonLaunches()]),
+            ctx.call_step("reference", case, seed, monitors=[AtenOps()]),
         ]
-        fault = {"kind": "fault_call", "role": "candidate", "case": dict(case), "seed": seed,
-                 "fault": "triton-launch" if triton else "extension-build"}
+        fault = FaultCallStep(role="candidate", case=dict(case), seed=seed,
+                              fault="triton_launch" if triton else "extension_build")
         cand, ref = ctx.calls(steps, memo=True)
         inject = ctx.calls([fault], memo=True)[0] if triton or task.backend == "cuda" else None
         findings: list[Finding] = []
@@ -125,12 +126,13 @@ class Fallback(Check):
             findings.extend(self._static_only(ctx, scan.hits, set()))
             return findings
         mon = cand.step.extra.get("monitors") or {}
-        ops = (mon.get("aten_ops") or {}).get("ops") or {}
-        launches = (mon.get("triton_launches") or {}).get("launches", 0)
-        kernels = (mon.get("triton_launches") or {}).get("kernels") or {}
-        failed = (mon.get("triton_launches") or {}).get("failed_launches", 0)
-        errors = (mon.get("triton_launches") or {}).get("errors") or []
-        ref_ops = ((ref.step.extra.get("monitors") or {}).get("aten_ops") or {}).get("ops") or {}
+        ops = (mon.get(kind_of(AtenOps)) or {}).get("ops") or {}
+        counted = mon.get(kind_of(TritonLaunches)) or {}
+        launches = counted.get("launches", 0)
+        kernels = counted.get("kernels") or {}
+        failed = counted.get("failed_launches", 0)
+        errors = counted.get("errors") or []
+        ref_ops = ((ref.step.extra.get("monitors") or {}).get(kind_of(AtenOps)) or {}).get("ops") or {}
         full = problem_size(ref, cand)
         work = work_ops(ops, full)
         ref_work = work_ops(ref_ops, full)

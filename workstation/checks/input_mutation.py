@@ -15,6 +15,7 @@ from workstation.checks.support.guarded import indices, region, where_text
 from workstation.engine.check import Check, Finding, Skip, register
 from workstation.engine.context import CallOutcome, CheckContext, case_label
 from workstation.engine.report import json_scalar
+from workstation.protocol.steps import InputsOnlyStep, Transform
 
 
 def written_indices(ctx: CheckContext) -> set[int] | None:
@@ -43,7 +44,7 @@ def mutated_inputs(out: CallOutcome, exclude: set[int] | frozenset[int] = frozen
 
 
 def describe_mutations(ctx: CheckContext, role: str, case: dict[str, Any], seed: int,
-                       which: list[int], transforms: list[dict[str, Any]] | None = None) -> list[dict[str, Any]]:
+                       which: list[int], transforms: list[Transform] | None = None) -> list[dict[str, Any]]:
     """Rerun ``role`` on ``case``/``seed`` and say which elements of inputs ``which``
     changed: one child makes the pristine inputs (``inputs_only``), another calls the role
     and sends its inputs after the call (``send_inputs``); the parent diffs them.
@@ -53,10 +54,8 @@ def describe_mutations(ctx: CheckContext, role: str, case: dict[str, Any], seed:
     ``max_abs_change``, ``after_range`` ([min, max] of the changed elements afterwards);
     or ``{"index", "error"}`` where the rerun failed or did not change it again.
     """
-    tf = transforms or []
-    pristine_step = {"kind": "inputs_only", "case": dict(case), "seed": int(seed)}
-    if tf:
-        pristine_step["transforms"] = tf
+    tf = list(transforms or [])
+    pristine_step = InputsOnlyStep(case=dict(case), seed=int(seed), transforms=tf)
     call = ctx.call_step(role, case, seed, send_inputs=True, transforms=tf)
     pristine, after = ctx.calls([pristine_step, call], memo=True)
     out = []

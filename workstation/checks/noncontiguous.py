@@ -19,6 +19,7 @@ from workstation.checks.support.trials import (
 from workstation.engine.check import Check, Finding, Skip, register
 from workstation.engine.context import CheckContext, case_label
 from workstation.protocol.layouts import DESCRIPTIONS, KINDS, PADDED, applies
+from workstation.protocol.steps import Layout
 
 
 def read_tensor_inputs(ctx: CheckContext, inputs: list[dict[str, Any]]) -> list[dict[str, Any]]:
@@ -178,8 +179,8 @@ class Noncontiguous(Check):
 
     @staticmethod
     def _trial(case: dict[str, Any], seed: int, kind: str, args: list[int]) -> Trial:
-        layout = {"name": "layout", "kind": kind, "args": args}
-        ref_t = [dict(layout, materialize=True)] if kind == "expand" else []
+        layout = Layout(kind=kind, args=args)
+        ref_t = [Layout(kind=kind, args=args, materialize=True)] if kind == "expand" else []
         return Trial(dict(case), seed, f"layout {kind}", ref_t, [layout], {"kind": kind, "args": args})
 
     def _trials_for(self, case: dict[str, Any], seed: int, reads: list[dict[str, Any]]) -> list[Trial]:

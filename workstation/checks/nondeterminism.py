@@ -13,6 +13,7 @@ from workstation.checks.support.static import scan_hash_order
 from workstation.engine.check import Check, Finding, Skip, register
 from workstation.engine.context import CallOutcome, CheckContext, case_label
 from workstation.engine.report import json_scalar
+from workstation.protocol.steps import HashseedCallStep, RepeatCallStep
 from workstation.protocol.wire import TensorData
 
 #: calls in one process (CPU / GPU).
@@ -66,9 +67,8 @@ class Nondeterminism(Check):
             raise Skip("the contract says deterministic = false: equal inputs may give different outputs")
         case, seed = ctx.cases[0], ctx.seeds[0]
         n = REPEATS_GPU if ctx.on_gpu else REPEATS_CPU
-        rep = {"kind": "repeat_call", "role": "candidate", "case": dict(case), "seed": seed, "n": n}
-        fresh = {"kind": "hashseed_call", "role": "candidate", "case": dict(case), "seed": seed,
-                 "hashseed": FRESH_HASHSEED}
+        rep = RepeatCallStep(role="candidate", case=dict(case), seed=seed, n=n)
+        fresh = HashseedCallStep(role="candidate", case=dict(case), seed=seed, hashseed=FRESH_HASHSEED)
         hash_sites = scan_hash_order(ctx.sources, ctx.task.entry["candidate"].file)
         with ThreadPoolExecutor(max_workers=3) as ex:
             f_rep = ex.submit(ctx.calls, [rep], memo=True)

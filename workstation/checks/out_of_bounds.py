@@ -12,6 +12,7 @@ from workstation.engine.check import Check, Finding, register
 from workstation.engine.context import CallOutcome, CheckContext, case_label
 from workstation.engine.report import json_scalar
 from workstation.protocol import sentinels
+from workstation.protocol.steps import SanitizerCallStep
 
 #: how many sanitizer report lines go into the evidence.
 SANITIZER_LINES = 40
@@ -166,8 +167,7 @@ class OutOfBounds(Check):
         return self.finding(ctx, "fail", summary, ev, case=case, seed=seed)
 
     def _sanitizer(self, ctx: CheckContext, case: dict[str, Any], seed: int) -> CallOutcome:
-        step = {"kind": "sanitizer_call", "role": "candidate", "case": dict(case), "seed": int(seed),
-                "timeout": SANITIZER_TIMEOUT_S}
+        step = SanitizerCallStep(role="candidate", case=dict(case), seed=int(seed), timeout=SANITIZER_TIMEOUT_S)
         return ctx.run_steps([step], step_timeout=SANITIZER_TIMEOUT_S + 30)[0]
 
     def _sanitizer_finding(self, ctx: CheckContext, case: dict[str, Any], seed: int,

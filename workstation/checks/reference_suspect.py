@@ -18,6 +18,7 @@ from workstation.checks.support.numaudit import (
 from workstation.checks.support.static import scan_reference_imports
 from workstation.engine.check import Check, Finding, register
 from workstation.engine.context import CheckContext, case_label
+from workstation.protocol.steps import NumCallers, kind_of
 
 #: fraction of oracle values a narrower format must hold exactly to call the oracle quantised.
 QUANTISED_FRACTION = 0.999
@@ -89,7 +90,7 @@ class ReferenceSuspect(Check):
         calls: dict[str, int] = {}
         traced_runs = 0
         for _, o in a.reruns():
-            rep = ((o.step.extra.get("monitors") or {}).get("num-callers") or {}) if o.ok else {}
+            rep = ((o.step.extra.get("monitors") or {}).get(kind_of(NumCallers)) or {}) if o.ok else {}
             if rep:
                 traced_runs += 1
             for k, v in (rep.get("calls") or {}).items():

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from typing import Any
 
+import msgspec
 import numpy as np
 
 from workstation.analysis.compare import FORMATS
@@ -21,6 +22,14 @@ from workstation.checks.support.trials import (
 )
 from workstation.engine.check import Check, Finding, Skip, register
 from workstation.engine.context import CallOutcome, CheckContext, case_label
+from workstation.protocol.steps import (
+    Magnitude,
+    Nonfinite,
+    SignedZeros,
+    Tiny,
+    Upcast,
+    ValueTransform,
+)
 
 #: magnitudes tried when the contract states no bound (``max_abs_input = 0``), per input
 #: dtype: well inside each format's range (fp16 max 65504, e4m3 448), large enough that
@@ -49,35 +58,34 @@ def float_read_inputs(ctx: CheckContext, ref: CallOutcome) -> list[int]:
             and str(d.get("dtype", "")).startswith(("float", "bfloat"))]
 
 
-def variants(dtype: str, max_abs: float, nonfinite: bool) -> list[tuple[str, dict[str, Any], str]]:
-    """(name, transform spec without ``args``/``seed``, description) of every value variant
+def variants(dtype: str, max_abs: float, nonfinite: bool) -> list[tuple[str, ValueTransform, str]]:
+    """(name, transform without ``args``/``seed``, description) of every value variant
     for inputs of ``dtype`` (see :mod:`workstation.harness.values`)."""
-    out: list[tuple[str, dict[str, Any], str]] = []
+    out: list[tuple[str, ValueTransform, str]] = []
     if max_abs > 0:
         src = f"max_abs_input = {max_abs:g}"
         out += [
-            (f"spikes {max_abs:g}", {"name": "magnitude", "mode": "spikes", "amax": max_abs},
+            (f"spikes {max_abs:g}", Magnitude(mode="spikes", amax=max_abs),
              f"one +{max_abs:g} and one -{max_abs:g} per row ({src})"),
-            (f"scale {max_abs:g}", {"name": "magnitude", "mode": "scale", "amax": max_abs},
+            (f"scale {max_abs:g}", Magnitude(mode="scale", amax=max_abs),
              f"inputs scaled so that max |x| = {max_abs:g} ({src})"),
-            (f"shift {max_abs:g}", {"name": "magnitude", "mode": "shift", "amax": max_abs},
+            (f"shift {max_abs:g}", Magnitude(mode="shift", amax=max_abs),
              f"every input in [0.85, 0.95] x {max_abs:g}, one sign ({src})"),
         ]
     else:
         mags = DEFAULT_MAGNITUDES.get(dtype, (1e2,))
         src = "no max_abs_input stated: kws's magnitudes for " + dtype
         for a in mags:
-            out.append((f"spikes {a:g}", {"name": "magnitude", "mode": "spikes", "amax": a},
+            out.append((f"spikes {a:g}", Magnitude(mode="spikes", amax=a),
                         f"one +{a:g} and one -{a:g} per row ({src})"))
-            out.append((f"scale {a:g}", {"name": "magnitude", "mode": "scale", "amax": a},
+            out.append((f"scale {a:g}", Magnitude(mode="scale", amax=a),
                         f"inputs scaled so that max |x| = {a:g} ({src})"))
-        out.append((f"shift {mags[0]:g}", {"name": "magnitude", "mode": "shift", "amax": mags[0]},
+        out.append((f"shift {mags[0]:g}", Magnitude(mode="shift", amax=mags[0]),
                     f"every input in [0.85, 0.95] x {mags[0]:g}, one sign ({src})"))
-    out.append(("signed zeros", {"name": "signed-zeros"},
-                "every third element -0.0, row 0 all -0.0, row 1 all +0.0"))
-    out.append(("tiny", {"name": "tiny"}, "magnitudes within 4x the smallest normal, mostly subnormal"))
+    out.append(("signed zeros", SignedZeros(), "every third element -0.0, row 0 all -0.0, row 1 all +0.0"))
+    out.append(("tiny", Tiny(), "magnitudes within 4x the smallest normal, mostly subnormal"))
     if nonfinite:
-        out.append(("nonfinite", {"name": "nonfinite"},
+        out.append(("nonfinite", Nonfinite(),
                     "one nan, +inf and -inf per row (the contract admits non-finite inputs)"))
     return out
 
@@ -184,7 +192,7 @@ class SpecialValues(Check):
             if not args:
                 continue
             for name, spec, desc in variants(case.get("dtype", ""), contract.max_abs_input, contract.nonfinite_inputs):
-                t = dict(spec, args=args, seed=seed)
+                t = msgspec.structs.replace(spec, args=args, seed=seed)
                 trials.append(Trial(dict(case), seed, name, [t], [t],
                                     {"variant": name, "inputs_changed": args, "values": desc}))
         if not trials:
@@ -195,7 +203,7 @@ class SpecialValues(Check):
         oracles: dict[int, CallOutcome] = {}
         if mism:
             steps = [ctx.call_step("reference", r.trial.case, r.trial.seed,
-                                   transforms=[*r.trial.ref_transforms, {"name": "upcast", "dtype": "float64"}])
+                                   transforms=[*r.trial.ref_transforms, Upcast(dtype="float64")])
                      for r in mism]
             for r, o in zip(mism, ctx.calls(steps, memo=True), strict=True):
                 oracles[id(r)] = o

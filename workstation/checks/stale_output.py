@@ -9,6 +9,7 @@ import numpy as np
 from workstation.checks.support.guarded import indices, seed_pair, where_text
 from workstation.engine.check import Check, Finding, register
 from workstation.engine.context import CallOutcome, CheckContext, case_label
+from workstation.protocol.steps import StaleCallStep
 
 #: at most this many cases get the refill protocol (first case, then one per other dtype).
 MAX_CASES = 2
@@ -71,7 +72,7 @@ class StaleOutput(Check):
         steps = []
         for c in cases:
             for role in ("candidate", "reference"):
-                steps.append({"kind": "stale_call", "role": role, "case": dict(c), "seed_a": a, "seed_b": b})
+                steps.append(StaleCallStep(role=role, case=dict(c), seed_a=a, seed_b=b))
         runs = ctx.calls(steps, memo=True)
         refs_b = ctx.reference([(c, b) for c in cases])
         plain_b = ctx.candidate([(c, b) for c in cases])

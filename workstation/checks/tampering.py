@@ -8,6 +8,7 @@ from typing import Any
 from workstation.checks.support.static import StateSite, scan_state_writes
 from workstation.engine.check import Check, Finding, register
 from workstation.engine.context import CallOutcome, CheckContext, case_label
+from workstation.protocol.steps import StateProbeStep
 from workstation.runner.sandbox import tree_digest
 
 #: flags whose change alters other code's numerics, determinism or tracing: ``fail``.
@@ -140,10 +141,9 @@ class Tampering(Check):
 
     def run(self, ctx: CheckContext) -> list[Finding]:
         case, seed = ctx.cases[0], ctx.seeds[0]
-        probe = {"case": dict(case), "seed": seed, "kind": "state_probe"}
         with ThreadPoolExecutor(max_workers=2) as ex:
-            fr = ex.submit(ctx.calls, [{**probe, "role": "reference"}], memo=True)
-            cand = ctx.calls([{**probe, "role": "candidate"}], memo=True)[0]
+            fr = ex.submit(ctx.calls, [StateProbeStep(role="reference", case=dict(case), seed=seed)], memo=True)
+            cand = ctx.calls([StateProbeStep(role="candidate", case=dict(case), seed=seed)], memo=True)[0]
             ref = fr.result()[0]
         cfile = ctx.task.entry["candidate"].file
         sites = scan_state_writes(ctx.sources, cfile)

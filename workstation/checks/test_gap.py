@@ -13,6 +13,7 @@ from workstation.analysis.compare import Comparison, compare
 from workstation.checks.support.trials import region_phrase
 from workstation.engine.check import Check, Finding, Skip, register
 from workstation.engine.context import CallOutcome, CheckContext, case_label
+from workstation.protocol.steps import AuthorTestStep
 from workstation.task.sources import TaskSources
 
 #: calls that compare two tensors (by the last part of their dotted name).
@@ -414,7 +415,7 @@ class TestGap(Check):
         # plus one control run where kws passes: does the test run at all?
         control = next((k for k in range(len(pairs)) if k not in kws_bad and refs[k].ok), None)
         run_idx = sorted(set(kws_bad) | ({control} if control is not None else set()))
-        steps = [{"kind": "author_test", "case": pairs[k][0], "seed": pairs[k][1]} for k in run_idx]
+        steps = [AuthorTestStep(case=pairs[k][0], seed=pairs[k][1]) for k in run_idx]
         tests = dict(zip(run_idx, ctx.calls(steps, memo=True), strict=True))
         try:
             src: AuthorTestScan | None = AuthorTestScan(ctx.task.dir, ep.file, ep.name)

@@ -1,8 +1,9 @@
 """What a check may use while it runs: :class:`CheckContext` and :class:`CallOutcome`.
 
-A check never runs task code itself: it asks its context to run harness steps in isolated
-children (:class:`~workstation.runner.sandbox.Runner`) and gets back :class:`CallOutcome`
-data, which it compares here in the parent (:mod:`workstation.analysis.compare`).
+A check never runs task code itself: it asks its context to run harness steps (the typed
+Structs of :mod:`workstation.protocol.steps`) in isolated children
+(:class:`~workstation.runner.sandbox.Runner`) and gets back :class:`CallOutcome` data,
+which it compares here in the parent (:mod:`workstation.analysis.compare`).
 """
 
 from __future__ import annotations
@@ -17,6 +18,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from workstation.analysis.compare import Comparison, ResolvedTolerance, compare, resolve_tolerance
+from workstation.protocol.steps import CallStep, Step, memo_key
 from workstation.runner import JobResult, Runner, StepResult
 from workstation.task.model import Task
 from workstation.task.sources import TaskSources
@@ -42,12 +44,12 @@ def case_label(case: dict[str, Any]) -> str:
 class CallOutcome:
     """One call of a role on one case and seed, as the parent sees it.
 
-    ``step`` is the child's result (``None`` when the process died or timed out during
+    ``spec`` is the step that ran; ``step`` is the child's result (``None`` when the process died or timed out during
     it); ``death`` then says how (``JobResult.describe_death``) and ``death_status`` is
     ``"timeout"``, ``"signal"`` or ``"exit"``.
     """
 
-    spec: dict[str, Any]
+    spec: Step
     step: StepResult | None
     death: str = ""
     death_status: str = ""
@@ -201,11 +203,6 @@ class CheckContext:
         """The declared cases (or the one case given with ``--case``)."""
         return [dict(self.case_filter)] if self.case_filter else [dict(c) for c in self.task.cases]
 
-    def job_spec(self) -> dict[str, Any]:
-        t = self.task
-        return {"entry": {k: str(v) for k, v in t.entry.items()},
-                "out_args": list(t.out_args), "inout_args": list(t.inout_args)}
-
     def tolerance(self, case: dict[str, Any], out_dtype: str) -> ResolvedTolerance:
         """The declared tolerance for ``case`` (per-dtype override by the case dtype),
         completed with torch.testing's defaults for ``out_dtype``."""
@@ -222,14 +219,20 @@ class CheckContext:
 
     # -- running task code -------------------------------------------------------------
 
-    def run_job(self, steps: list[dict[str, Any]], *, exclusive: bool = False,
+    def run_job(self, steps: list[Step], *, exclusive: bool = False,
                 step_timeout: float | None = None) -> JobResult:
-        """Run raw harness steps in one child (see :mod:`workstation.harness`)."""
-        st = step_timeout or step_timeout_s()
-        return self.runner.run(self.task.dir, steps, timeout=60 + st * len(steps) * 1.5,
-                               exclusive=exclusive, job=self.job_spec(), step_timeout=st)
+        """Run harness steps in one child (see :mod:`workstation.harness`).
 
-    def run_steps(self, steps: list[dict[str, Any]], *, step_timeout: float | None = None) -> list[CallOutcome]:
+        Raises:
+            StepError: a step does not have its declared form.
+        """
+        st = step_timeout or step_timeout_s()
+        t = self.task
+        return self.runner.run(t.dir, steps, timeout=60 + st * len(steps) * 1.5, exclusive=exclusive,
+                               entry={k: str(v) for k, v in t.entry.items()}, out_args=list(t.out_args),
+                               inout_args=list(t.inout_args), step_timeout=st)
+
+    def run_steps(self, steps: list[Step], *, step_timeout: float | None = None) -> list[CallOutcome]:
         """Run steps in as few children as possible: when a child dies in step k, step k
         becomes a death outcome and the remaining steps continue in a fresh child."""
         outcomes: list[CallOutcome | None] = [None] * len(steps)
@@ -254,12 +257,13 @@ class CheckContext:
             start += died + 1
         return [o for o in outcomes if o is not None]
 
-    def calls(self, steps: list[dict[str, Any]], *, memo: bool = False) -> list[CallOutcome]:
+    def calls(self, steps: list[Step], *, memo: bool = False) -> list[CallOutcome]:
         """Run ``steps``; with ``memo`` the results are shared with every other check
-        that asks for the same step (same role, case, seed, transforms, monitors)."""
+        that asks for an equal step (:func:`~workstation.protocol.steps.memo_key`: same
+        kind and fields, e.g. role, case, seed, transforms, monitors)."""
         if not memo:
             return self.run_steps(steps)
-        keys = [("call", json.dumps(s, sort_keys=True)) for s in steps]
+        keys = [("call", memo_key(s)) for s in steps]
         futs, mine = self.stash.claim(keys)
         if mine:
             try:
@@ -272,11 +276,14 @@ class CheckContext:
         return [f.result() for f in futs]
 
     @staticmethod
-    def call_step(role: str, case: dict[str, Any], seed: int, **kw: Any) -> dict[str, Any]:
-        """A ``call`` step dict (see :mod:`workstation.harness.core`)."""
-        spec: dict[str, Any] = {"kind": "call", "role": role, "case": dict(case), "seed": int(seed)}
-        spec.update({k: v for k, v in kw.items() if v})
-        return spec
+    def call_step(role: str, case: dict[str, Any], seed: int, **kw: Any) -> CallStep:
+        """A :class:`~workstation.protocol.steps.CallStep`; ``kw`` are its other fields
+        (``transforms``, ``monitors``, ``repeat``, ``send_inputs``).
+
+        Raises:
+            TypeError: a keyword that is not a field of the step.
+        """
+        return CallStep(role=role, case=dict(case), seed=int(seed), **kw)
 
     def reference(self, pairs: list[tuple[dict[str, Any], int]], **kw: Any) -> list[CallOutcome]:
         """The reference's outcomes for (case, seed) pairs, memoised."""

@@ -3,13 +3,17 @@
 This package is imported only inside job children (forked from the fork server, which
 has torch and triton loaded); the parent never imports it.
 
-A job is a list of *steps*. A step names a handler registered with :func:`step`; the
-built-in ``call`` step (:mod:`workstation.harness.core`) makes inputs, applies named
-input *transforms* (:func:`transform`), runs one role's callable inside named *monitors*
-(:func:`monitor`, context managers that observe the call: traced ops, poisoned
-allocations, global state) and returns the outputs. Check modules add their own
-transforms, monitors and step kinds in modules under this package; every module of the
-package is imported at start-up (:func:`load_plugins`, preloaded by the fork server).
+A job (:class:`workstation.protocol.steps.Job`) is a list of typed *steps*. Each step type
+has one handler registered with :func:`step`; the built-in ``call`` step
+(:mod:`workstation.harness.core`) makes inputs, applies the step's input *transforms*
+(:func:`transform`), runs one role's callable inside its *monitors* (:func:`monitor`,
+context managers that observe the call: traced ops, Triton launches, global state) and
+returns the outputs. Registries are keyed by the spec's Struct type. Modules of this
+package register their handlers at import; every module is imported at start-up
+(:func:`load_plugins`, preloaded by the fork server).
+
+Harness modules import only the standard library, numpy, torch, triton, msgspec,
+:mod:`workstation.protocol` and this package.
 
 For every step ``i`` the harness writes ``step-<i>.start`` first and ``step-<i>.json`` /
 ``step-<i>.npz`` when the step ends (see :mod:`workstation.protocol.wire`), so the parent
@@ -29,10 +33,14 @@ from typing import Any
 
 import numpy as np
 
-STEPS: dict[str, Callable[..., StepOutput]] = {}
-TRANSFORMS: dict[str, Callable[..., Any]] = {}
-MONITORS: dict[str, Callable[..., Any]] = {}
+from workstation.protocol.steps import Job, kind_of
 
+#: step Struct type -> handler ``fn(ctx: JobContext, spec) -> StepOutput``.
+STEPS: dict[type, Callable[..., StepOutput]] = {}
+#: transform Struct type -> ``fn(ctx, inputs: tuple, spec) -> tuple``.
+TRANSFORMS: dict[type, Callable[..., Any]] = {}
+#: monitor Struct type -> ``fn(ctx, spec, report: dict)`` returning a context manager.
+MONITORS: dict[type, Callable[..., Any]] = {}
 
 
 @dataclass
@@ -49,32 +57,34 @@ class StepOutput:
     seconds: float = 0.0
 
 
-def step(name: str) -> Callable:
-    """Register a step handler ``fn(ctx: JobContext, spec: dict) -> StepOutput``."""
+def step(spec_type: type) -> Callable:
+    """Register the handler of steps of ``spec_type`` (a step Struct of
+    :mod:`workstation.protocol.steps`): ``fn(ctx: JobContext, spec) -> StepOutput``."""
 
     def deco(fn: Callable) -> Callable:
-        STEPS[name] = fn
+        STEPS[spec_type] = fn
         return fn
 
     return deco
 
 
-def transform(name: str) -> Callable:
-    """Register an input transform ``fn(ctx, inputs: tuple, spec: dict) -> tuple``."""
+def transform(spec_type: type) -> Callable:
+    """Register the input transform of ``spec_type``: ``fn(ctx, inputs: tuple, spec) -> tuple``."""
 
     def deco(fn: Callable) -> Callable:
-        TRANSFORMS[name] = fn
+        TRANSFORMS[spec_type] = fn
         return fn
 
     return deco
 
 
-def monitor(name: str) -> Callable:
-    """Register a monitor: ``fn(ctx, spec: dict, report: dict)`` returning a context
-    manager entered around the task call; it writes what it observed into ``report``."""
+def monitor(spec_type: type) -> Callable:
+    """Register the monitor of ``spec_type``: ``fn(ctx, spec, report: dict)`` returning a
+    context manager entered around the task call; it writes what it observed into
+    ``report`` (sent as ``extra["monitors"][<name>]``)."""
 
     def deco(fn: Callable) -> Callable:
-        MONITORS[name] = fn
+        MONITORS[spec_type] = fn
         return fn
 
     return deco
@@ -95,19 +105,19 @@ def _write_atomic(path: Path, data: bytes) -> None:
     os.replace(tmp, path)
 
 
-def run_job(job: dict[str, Any]) -> None:
-    """Run every step of ``job`` in order and write its results to ``job["out_dir"]``."""
+def run_job(job: Job) -> None:
+    """Run every step of ``job`` in order and write its results to ``job.out_dir``."""
     from workstation.harness.core import JobContext, encode_tensor, error_info
 
     load_plugins()
-    out = Path(job["out_dir"])
+    out = Path(job.out_dir)
     ctx = JobContext(job)
-    for i, spec in enumerate(job["steps"]):
+    for i, spec in enumerate(job.steps):
         (out / f"step-{i}.start").touch()
-        handler = STEPS.get(spec.get("kind", "call"))
+        handler = STEPS.get(type(spec))
         t0 = time.perf_counter()
         if handler is None:
-            res = StepOutput(ok=False, error={"type": "KwsError", "message": f"unknown step kind {spec.get('kind')!r}",
+            res = StepOutput(ok=False, error={"type": "KwsError", "message": f"unknown step kind {kind_of(spec)!r}",
                                               "traceback": "", "phase": "harness", "origin": "kws"})
         else:
             try:

@@ -38,6 +38,7 @@ import torch
 from workstation.harness import StepOutput, step
 from workstation.harness.core import JobContext, error_info
 from workstation.harness.timing import steady_allocator, timing_priority
+from workstation.protocol.steps import AuthorBenchStep
 
 MAX_EVENTS = 20000
 MAX_ARG_RECORDS = 4
@@ -150,13 +151,13 @@ class BenchTracer:
             self._depth = max(0, self._depth - 1)
 
 
-@step("author_bench")
-def author_bench_step(ctx: JobContext, spec: dict[str, Any]) -> StepOutput:
-    """Run the author's ``run(case, device)`` on ``spec["case"]``, traced when
-    ``spec["trace"]``. ``extra``: ``result`` (what run returned), ``events`` (the trace),
+@step(AuthorBenchStep)
+def author_bench_step(ctx: JobContext, spec: AuthorBenchStep) -> StepOutput:
+    """Run the author's ``run(case, device)`` on ``spec.case``, traced when
+    ``spec.trace``. ``extra``: ``result`` (what run returned), ``events`` (the trace),
     ``targets``, ``bench_file``, ``seconds``."""
-    case = dict(spec["case"])
-    roles = {"candidate": "candidate", spec.get("baseline_role", "baseline"): "baseline"}
+    case = dict(spec.case)
+    roles = {"candidate": "candidate", spec.baseline_role: "baseline"}
     targets: dict[tuple[str, str], str] = {}
     for role, side in roles.items():
         ep = ctx.entry.get(role)
@@ -172,7 +173,7 @@ def author_bench_step(ctx: JobContext, spec: dict[str, Any]) -> StepOutput:
     t0 = time.perf_counter()
     try:
         fn = ctx.callable("bench")
-        if spec.get("trace", True):
+        if spec.trace:
             sys.setprofile(tracer)
         try:
             result = fn(case, ctx.device)

@@ -10,7 +10,8 @@ globals, also behind ``@triton.heuristics``), and per case:
    GPU ``triton.testing.do_bench`` launches it for ~25 ms of warm-up and ~100 ms of
    timing; under the interpreter kws's harness launches it
    ``AUTOTUNE_LAUNCHES_PER_CONFIG`` times, see :mod:`workstation.harness.core`). Every
-   launch is counted per config (and every launch that raised), and the config the
+   launch is counted per config (and every launch that raised) by a
+   :class:`ConfigLaunchCounter` observing :mod:`workstation.harness.launches`, and the config the
    autotuner picked is read from ``triton.knobs.autotuning.listener`` and
    ``Autotuner.cache``;
 2. *cached* call: fresh inputs again, the tuning cache now hit: no tuning launches;
@@ -34,8 +35,8 @@ from typing import Any
 
 from workstation.harness import StepOutput, step
 from workstation.harness.core import JobContext, encode_tensor, error_info
-
-_MISSING = object()
+from workstation.harness.launches import Launch, LaunchObserver, launch_classes, observing
+from workstation.protocol.steps import AutotuneProbeStep, Case
 
 
 def _autotuner_cls() -> Any:
@@ -108,37 +109,51 @@ def _config_index(at: Any, kwargs: dict[str, Any]) -> int:
     return -1
 
 
-@contextlib.contextmanager
-def launch_counter(ats: list[Any], log: dict[int, dict[str, Any]]) -> Iterator[None]:
-    """Count launches (and launches that raised) per autotuner and config while active:
-    wraps each autotuner's ``fn.run`` (the JIT or interpreted function)."""
-    saved = []
-    for a, at in enumerate(ats):
-        fn = at.fn
-        orig = fn.run
-        own = fn.__dict__.get("run", _MISSING)
-        entry = log.setdefault(a, {"launches": {}, "raised": {}, "errors": {}})
+class ConfigLaunchCounter(LaunchObserver):
+    """Counts launches (and launches that raised, with the first error) per autotuner and
+    config index (:func:`_config_index`; -1: no config matched) of the autotuners ``ats``.
 
-        def run(*args: Any, _at: Any = at, _orig: Any = orig, _e: dict[str, Any] = entry, **kwargs: Any) -> Any:
-            i = _config_index(_at, kwargs)
-            _e["launches"][i] = _e["launches"].get(i, 0) + 1
-            try:
-                return _orig(*args, **kwargs)
-            except BaseException as ex:
-                _e["raised"][i] = _e["raised"].get(i, 0) + 1
-                _e["errors"].setdefault(i, f"{type(ex).__name__}: {str(ex)[:300]}")
-                raise
+    A launch belongs to an autotuner when its kernel is the one the autotuner launches
+    (``at.fn``, or the JIT function under a ``@triton.heuristics`` wrapper); one kernel
+    shared by several autotuners counts for each. ``log[a]``: ``launches``, ``raised``,
+    ``errors``, each keyed by config index.
+    """
 
-        fn.run = run
-        saved.append((fn, own))
-    try:
-        yield
-    finally:
-        for fn, own in reversed(saved):
-            if own is _MISSING:
-                fn.__dict__.pop("run", None)
-            else:
-                fn.run = own
+    def __init__(self, ats: list[Any]):
+        self.log: dict[int, dict[str, dict[int, Any]]] = {
+            a: {"launches": {}, "raised": {}, "errors": {}} for a in range(len(ats))}
+        self._owners: dict[int, list[tuple[int, Any]]] = {}
+        for a, at in enumerate(ats):
+            kernel = _launched_kernel(at)
+            if kernel is not None:
+                self._owners.setdefault(id(kernel), []).append((a, at))
+
+    def before(self, launch: Launch) -> None:
+        for a, at in self._owners.get(id(launch.kernel), ()):
+            n = self.log[a]["launches"]
+            i = _config_index(at, launch.kwargs)
+            n[i] = n.get(i, 0) + 1
+
+    def after(self, launch: Launch, result: Any, error: BaseException | None) -> None:
+        if error is None:
+            return
+        for a, at in self._owners.get(id(launch.kernel), ()):
+            e = self.log[a]
+            i = _config_index(at, launch.kwargs)
+            e["raised"][i] = e["raised"].get(i, 0) + 1
+            e["errors"].setdefault(i, f"{type(error).__name__}: {str(error)[:300]}")
+
+
+def _launched_kernel(at: Any) -> Any:
+    """The launch-class instance (JIT or interpreted function) ``at`` ends in: ``at.fn``,
+    unwrapping ``Heuristics`` and other ``.fn`` chains (None when there is none)."""
+    classes = tuple(launch_classes())
+    obj, depth = at.fn, 0
+    while obj is not None and depth < 6:
+        if isinstance(obj, classes):
+            return obj
+        obj, depth = getattr(obj, "fn", None), depth + 1
+    return None
 
 
 @contextlib.contextmanager
@@ -178,7 +193,7 @@ def pick_listener(picks: list[dict[str, Any]]) -> Iterator[None]:
         knobs.autotuning.listener = old
 
 
-def _call(ctx: JobContext, case: dict[str, Any], seed: int, out: StepOutput, tag: str) -> dict[str, Any]:
+def _call(ctx: JobContext, case: Case, seed: int, out: StepOutput, tag: str) -> dict[str, Any]:
     """Fresh inputs, one candidate call, outputs stored under ``tag``; the call's record."""
     try:
         inputs = ctx.make_inputs(case, seed)
@@ -195,9 +210,9 @@ def _call(ctx: JobContext, case: dict[str, Any], seed: int, out: StepOutput, tag
     return {"ok": True, "outputs": metas}
 
 
-@step("autotune_probe")
-def autotune_probe_step(ctx: JobContext, spec: dict[str, Any]) -> StepOutput:
-    """Drive the candidate's autotuners on ``spec["cases"]`` (module doc).
+@step(AutotuneProbeStep)
+def autotune_probe_step(ctx: JobContext, spec: AutotuneProbeStep) -> StepOutput:
+    """Drive the candidate's autotuners on ``spec.cases`` (module doc).
 
     ``extra``: ``autotuners`` (:func:`describe` each), ``device_name``, ``interpreter``,
     ``cases``: per case ``tuned`` / ``cached`` call records (``ok``, ``error``,
@@ -218,16 +233,16 @@ def autotune_probe_step(ctx: JobContext, spec: dict[str, Any]) -> StepOutput:
         return out
     for at in ats:
         at.cache_results = False
-    seed = int(spec.get("seed", 0))
-    for ci, case in enumerate(spec["cases"]):
+    seed = spec.seed
+    for ci, case in enumerate(spec.cases):
         rec: dict[str, Any] = {"case": case, "configs": []}
         for at in ats:
             at.cache = {}
         for run in ("tuned", "cached"):
-            log: dict[int, dict[str, Any]] = {}
             picks: list[dict[str, Any]] = []
-            with launch_counter(ats, log), pick_listener(picks):
+            with observing(ConfigLaunchCounter(ats)) as counter, pick_listener(picks):
                 r = _call(ctx, case, seed, out, f"c{ci}_{run}")
+            log = counter.log
             r["launches"] = {str(a): {str(k): v for k, v in d["launches"].items()} for a, d in log.items()}
             r["raised"] = {str(a): {str(k): v for k, v in d["raised"].items()} for a, d in log.items()}
             r["launch_errors"] = {str(a): {str(k): v for k, v in d["errors"].items()} for a, d in log.items()}

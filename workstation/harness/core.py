@@ -1,13 +1,9 @@
 """Child-side core: load a task's entry points, make inputs, run a role, encode results.
 
-Runs only inside job children. The ``call`` step::
-
-    {"kind": "call", "role": "candidate" | "reference" | "baseline",
-     "case": {...}, "seed": 0,
-     "transforms": [{"name": "upcast", "dtype": "float64"}, ...],   # applied to the inputs in order
-     "monitors": [{"name": "..."}],                                 # context managers around the call
-     "repeat": 1,                 # call the role this many times on the same inputs (last outputs kept)
-     "send_inputs": false}        # also send the inputs (after the call) as arrays in<j>
+Runs only inside job children. The ``call`` step (:class:`~workstation.protocol.steps.CallStep`):
+make the inputs of ``case``/``seed``, apply ``transforms`` in order, call ``role``
+``repeat`` times on the same inputs (the last outputs are kept) inside ``monitors``;
+``send_inputs`` also sends the inputs (after the call) as arrays ``in<j>``.
 
 ``extra`` of a call step holds ``inputs`` (per input: kind, dtype, shape, stride,
 sha256 of its bytes before and after the call), ``device_name``, ``monitors`` (what each
@@ -29,6 +25,7 @@ import os
 import sys
 import time
 import traceback
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
@@ -36,6 +33,17 @@ import numpy as np
 import torch
 
 from workstation.harness import MONITORS, TRANSFORMS, StepOutput, step, transform
+from workstation.protocol.steps import (
+    AuthorTestStep,
+    CallStep,
+    Case,
+    Cast,
+    Job,
+    Monitor,
+    Transform,
+    Upcast,
+    kind_of,
+)
 
 INTERPRETER = os.environ.get("TRITON_INTERPRET") == "1"
 AUTOTUNE_LAUNCHES_PER_CONFIG = 3
@@ -163,13 +171,13 @@ def _patch_autotuner_for_interpreter() -> None:
 class JobContext:
     """Per-job state in the child: the task copy, the device, loaded entry modules."""
 
-    def __init__(self, job: dict[str, Any]):
+    def __init__(self, job: Job):
         self.job = job
-        self.task_dir = Path(job["task_dir"])
-        self.device = torch.device(job.get("device", "cpu"))
-        self.entry: dict[str, str] = job.get("entry", {})
-        self.out_args: list[int] = list(job.get("out_args", []))
-        self.inout_args: list[int] = list(job.get("inout_args", []))
+        self.task_dir = Path(job.task_dir)
+        self.device = torch.device(job.device)
+        self.entry: dict[str, str] = job.entry
+        self.out_args: list[int] = list(job.out_args)
+        self.inout_args: list[int] = list(job.inout_args)
         self._modules: dict[str, Any] = {}
         if str(self.task_dir) not in sys.path:
             sys.path.insert(0, str(self.task_dir))
@@ -219,7 +227,7 @@ class JobContext:
             raise _tag(e, "call") from None
         return result, time.perf_counter() - t0
 
-    def make_inputs(self, case: dict[str, Any], seed: int) -> tuple:
+    def make_inputs(self, case: Case, seed: int) -> tuple:
         """``make_inputs(case, device, seed)`` as a tuple."""
         fn = self.callable("inputs")
         try:
@@ -268,27 +276,32 @@ def describe_inputs(inputs: tuple) -> list[dict[str, Any]]:
     return out
 
 
-def apply_transforms(ctx: JobContext, inputs: tuple, specs: list[dict[str, Any]]) -> tuple:
+def apply_transforms(ctx: JobContext, inputs: tuple, specs: list[Transform]) -> tuple:
+    """``inputs`` after every transform of ``specs``, in order.
+
+    Raises:
+        KeyError: a transform type has no registered handler.
+    """
     for spec in specs:
-        fn = TRANSFORMS.get(spec["name"])
+        fn = TRANSFORMS.get(type(spec))
         if fn is None:
-            raise KeyError(f"unknown transform {spec['name']!r}")
+            raise KeyError(f"unknown transform {kind_of(spec)!r}")
         inputs = tuple(fn(ctx, inputs, spec))
     return inputs
 
 
-@transform("upcast")
-def _upcast(ctx: JobContext, inputs: tuple, spec: dict[str, Any]) -> tuple:
-    """Cast every floating tensor input to ``spec["dtype"]`` (the float64 oracle)."""
-    dt = getattr(torch, spec.get("dtype", "float64"))
+@transform(Upcast)
+def _upcast(ctx: JobContext, inputs: tuple, spec: Upcast) -> tuple:
+    """Cast every floating tensor input to ``spec.dtype`` (the float64 oracle)."""
+    dt = getattr(torch, spec.dtype)
     return tuple(x.to(dt) if isinstance(x, torch.Tensor) and x.dtype.is_floating_point else x for x in inputs)
 
 
-@transform("cast")
-def _cast(ctx: JobContext, inputs: tuple, spec: dict[str, Any]) -> tuple:
-    """Cast floating tensor inputs of dtype ``spec["from"]`` (default: any) to ``spec["dtype"]``."""
-    dt = getattr(torch, spec["dtype"])
-    src = spec.get("from")
+@transform(Cast)
+def _cast(ctx: JobContext, inputs: tuple, spec: Cast) -> tuple:
+    """Cast floating tensor inputs of dtype ``spec.from_dtype`` (None: any) to ``spec.dtype``."""
+    dt = getattr(torch, spec.dtype)
+    src = spec.from_dtype
     return tuple(
         x.to(dt) if isinstance(x, torch.Tensor) and x.dtype.is_floating_point
         and (src is None or str(x.dtype).removeprefix("torch.") == src) else x
@@ -296,21 +309,27 @@ def _cast(ctx: JobContext, inputs: tuple, spec: dict[str, Any]) -> tuple:
     )
 
 
-def run_role(ctx: JobContext, role: str, inputs: tuple, spec: dict[str, Any]) -> StepOutput:
-    """Call ``role`` on ``inputs`` (``spec["repeat"]`` times) inside the requested monitors."""
+def run_role(ctx: JobContext, role: str, inputs: tuple, monitors: Sequence[Monitor] = (), repeat: int = 1,
+             send_inputs: bool = False) -> StepOutput:
+    """Call ``role`` on ``inputs`` ``repeat`` times inside ``monitors`` (module doc).
+
+    Raises:
+        KeyError: a monitor type has no registered handler.
+    """
     fn = ctx.callable(role)
     before = describe_inputs(inputs)
     report: dict[str, Any] = {}
     calls: list[float] = []
     result = None
     with contextlib.ExitStack() as stack:
-        for m in spec.get("monitors", []):
-            factory = MONITORS.get(m["name"])
+        for m in monitors:
+            factory = MONITORS.get(type(m))
+            name = kind_of(m)
             if factory is None:
-                raise KeyError(f"unknown monitor {m['name']!r}")
-            report[m["name"]] = {}
-            stack.enter_context(factory(ctx, m, report[m["name"]]))
-        for _ in range(int(spec.get("repeat", 1))):
+                raise KeyError(f"unknown monitor {name!r}")
+            report[name] = {}
+            stack.enter_context(factory(ctx, m, report[name]))
+        for _ in range(repeat):
             result, seconds = ctx.timed_call(fn, inputs)
             calls.append(seconds)
     outputs = ctx.outputs_of(result, inputs)
@@ -320,7 +339,7 @@ def run_role(ctx: JobContext, role: str, inputs: tuple, spec: dict[str, Any]) ->
             b["sha256_after"] = a["sha256"]
     extra = {"inputs": before, "monitors": report, "calls": calls, "device_name": ctx.device_name}
     res = StepOutput(ok=True, outputs=outputs, extra=extra, seconds=sum(calls))
-    if spec.get("send_inputs"):
+    if send_inputs:
         for j, x in enumerate(inputs):
             if isinstance(x, torch.Tensor):
                 meta, arr = encode_tensor(x)
@@ -329,29 +348,29 @@ def run_role(ctx: JobContext, role: str, inputs: tuple, spec: dict[str, Any]) ->
     return res
 
 
-@step("call")
-def call_step(ctx: JobContext, spec: dict[str, Any]) -> StepOutput:
-    """Make inputs for ``spec["case"]``/``spec["seed"]``, transform them, call the role."""
+@step(CallStep)
+def call_step(ctx: JobContext, spec: CallStep) -> StepOutput:
+    """Make inputs for ``spec.case``/``spec.seed``, transform them, call the role."""
     try:
-        inputs = ctx.make_inputs(spec["case"], int(spec.get("seed", 0)))
+        inputs = ctx.make_inputs(spec.case, spec.seed)
         try:
-            inputs = apply_transforms(ctx, inputs, spec.get("transforms", []))
+            inputs = apply_transforms(ctx, inputs, spec.transforms)
         except BaseException as e:
             raise _tag(e, "transform") from None
-        return run_role(ctx, spec["role"], inputs, spec)
+        return run_role(ctx, spec.role, inputs, spec.monitors, spec.repeat, spec.send_inputs)
     except BaseException as e:  # noqa: BLE001
         return StepOutput(ok=False, error=error_info(e, getattr(e, "_kws_phase", "call")),
                           extra={"device_name": ctx.device_name})
 
 
-@step("author_test")
-def author_test_step(ctx: JobContext, spec: dict[str, Any]) -> StepOutput:
+@step(AuthorTestStep)
+def author_test_step(ctx: JobContext, spec: AuthorTestStep) -> StepOutput:
     """Run the author's ``check(case, device, seed)``; ``extra["passed"]`` says whether it
     returned without raising (an AssertionError is a failed check, not an error)."""
     fn = ctx.callable("test")
     t0 = time.perf_counter()
     try:
-        fn(dict(spec["case"]), ctx.device, int(spec.get("seed", 0)))
+        fn(dict(spec.case), ctx.device, spec.seed)
         ctx.sync()
     except AssertionError as e:
         return StepOutput(ok=True, extra={"passed": False, "assertion": str(e)[:4000]},

@@ -21,6 +21,8 @@ import select
 import signal
 import sys
 
+from workstation.protocol.steps import read_job
+
 
 def _choose_device() -> tuple[str, bool]:
     forced = os.environ.get("KWS_DEVICE", "").strip().lower()
@@ -50,9 +52,8 @@ def _child(req: dict) -> None:
         resource.setrlimit(resource.RLIMIT_AS, (limits["as"], limits["as"]))
     soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
     resource.setrlimit(resource.RLIMIT_NOFILE, (min(4096, hard), hard))
-    with open(req["job"], encoding="utf-8") as f:
-        job = json.load(f)
-    out_dir = job["out_dir"]
+    job = read_job(req["job"])
+    out_dir = job.out_dir
     devnull = os.open(os.devnull, os.O_RDONLY)
     os.dup2(devnull, 0)
     so = os.open(os.path.join(out_dir, "stdout.txt"), os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)

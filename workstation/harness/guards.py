@@ -1,13 +1,8 @@
 """Child side of ``unwritten-output`` and ``out-of-bounds``: poisoned, guarded buffers.
 
-Step ``guarded_call``::
-
-    {"kind": "guarded_call", "role": "candidate", "case": {...}, "seed": 0,
-     "scenario": "A" | "B",      # which poison (workstation.protocol.sentinels.POISON)
-     "guard": true,              # surround buffers with guard bands (else poison only)
-     "transforms": [...]}
-
-It makes the inputs, replaces every tensor input by a copy that sits in the middle of a
+Step ``guarded_call`` (:class:`~workstation.protocol.steps.GuardedCallStep`: ``scenario``
+picks the poison of :data:`workstation.protocol.sentinels.POISON`, ``guard`` surrounds
+buffers with guard bands, else they are only poisoned) makes the inputs, replaces every tensor input by a copy that sits in the middle of a
 larger buffer whose bands before and after hold :data:`~workstation.protocol.sentinels.GUARD_BYTE`
 (``out_args`` copies are filled with the poison instead of their values: they are
 write-only), imports and calls the role inside :class:`GuardedAllocMode`, a
@@ -41,12 +36,20 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+import msgspec
 import torch
 from torch.utils._python_dispatch import TorchDispatchMode
 
 from workstation.harness import StepOutput, step
 from workstation.harness.core import _tag, apply_transforms, describe_inputs, error_info
 from workstation.protocol import sentinels
+from workstation.protocol.steps import (
+    CallStep,
+    GuardedCallStep,
+    SanitizerCallStep,
+    Step,
+    encode_job,
+)
 
 aten = torch.ops.aten
 
@@ -296,22 +299,22 @@ def _same_storage(a: torch.Tensor, b: torch.Tensor) -> bool:
         return False
 
 
-@step("guarded_call")
-def guarded_call_step(ctx: Any, spec: dict[str, Any]) -> StepOutput:
+@step(GuardedCallStep)
+def guarded_call_step(ctx: Any, spec: GuardedCallStep) -> StepOutput:
     """Make inputs, guard and poison them, call the role under :class:`GuardedAllocMode`
     (module doc); send outputs, their bits and every guard band."""
-    scenario = spec.get("scenario", "A")
+    scenario = spec.scenario
     try:
-        inputs = ctx.make_inputs(spec["case"], int(spec.get("seed", 0)))
+        inputs = ctx.make_inputs(spec.case, spec.seed)
         try:
-            inputs = apply_transforms(ctx, inputs, spec.get("transforms", []))
+            inputs = apply_transforms(ctx, inputs, spec.transforms)
         except BaseException as e:
             raise _tag(e, "transform") from None
-        inputs, bufs = guard_inputs(ctx, inputs, scenario, bool(spec.get("guard", True)))
+        inputs, bufs = guard_inputs(ctx, inputs, scenario, spec.guard)
         before = describe_inputs(inputs)
-        mode = GuardedAllocMode(scenario, bool(spec.get("guard", True)), ctx.task_dir)
+        mode = GuardedAllocMode(scenario, spec.guard, ctx.task_dir)
         with mode:
-            result, seconds = ctx.timed_call(ctx.callable(spec["role"]), inputs)
+            result, seconds = ctx.timed_call(ctx.callable(spec.role), inputs)
         outputs = ctx.outputs_of(result, inputs)
     except BaseException as e:  # noqa: BLE001
         return StepOutput(ok=False, error=error_info(e, getattr(e, "_kws_phase", "call")),
@@ -362,7 +365,7 @@ def find_compute_sanitizer() -> str | None:
     return None
 
 
-def run_subjob(ctx: Any, steps: list[dict[str, Any]], *, prefix: list[str] | None = None,
+def run_subjob(ctx: Any, steps: list[Step], *, prefix: list[str] | None = None,
                env: dict[str, str] | None = None, timeout: float = 300.0) -> dict[str, Any]:
     """Run core harness ``steps`` (``call``, ``author_test``) in a fresh Python interpreter
     (optionally under ``prefix``, e.g. a sanitizer) on this job's task copy; return its
@@ -373,13 +376,13 @@ def run_subjob(ctx: Any, steps: list[dict[str, Any]], *, prefix: list[str] | Non
     work = Path(tempfile.mkdtemp(prefix="kws-sub-"))
     out = work / "out"
     out.mkdir()
-    job = dict(ctx.job)
-    job.update(out_dir=str(out), steps=steps)
-    (work / "job.json").write_text(json.dumps(job), encoding="utf-8")
+    job = msgspec.structs.replace(ctx.job, out_dir=str(out), steps=steps)
+    (work / "job.json").write_bytes(encode_job(job))
     # only the core steps (call, author_test): importing every harness module would cost
     # the fresh interpreter seconds (their imports, the dispatch-mode warm-up) for nothing
-    code = ("import json, sys\nimport workstation.harness as h\nimport workstation.harness.core\n"
-            "h.load_plugins = lambda: None\nh.run_job(json.load(open(sys.argv[1])))\n")
+    code = ("import sys\nimport workstation.harness as h\nimport workstation.harness.core\n"
+            "from workstation.protocol.steps import read_job\n"
+            "h.load_plugins = lambda: None\nh.run_job(read_job(sys.argv[1]))\n")
     cmd = list(prefix or []) + [sys.executable, "-c", code, str(work / "job.json")]
     full_env = dict(os.environ)
     full_env.update(env or {})
@@ -403,9 +406,9 @@ def run_subjob(ctx: Any, steps: list[dict[str, Any]], *, prefix: list[str] | Non
     return {"returncode": rc, "stdout": so[-20000:], "stderr": se[-20000:], "steps": docs}
 
 
-@step("sanitizer_call")
-def sanitizer_call_step(ctx: Any, spec: dict[str, Any]) -> StepOutput:
-    """One call of ``spec["role"]`` on ``spec["case"]``/``spec["seed"]`` under
+@step(SanitizerCallStep)
+def sanitizer_call_step(ctx: Any, spec: SanitizerCallStep) -> StepOutput:
+    """One call of ``spec.role`` on ``spec.case``/``spec.seed`` under
     ``compute-sanitizer --tool memcheck`` (CUDA only). ``extra``: ``ran`` (False with a
     ``reason`` when it could not), ``errors`` (the ERROR SUMMARY count), ``report`` (the
     sanitizer's error lines), ``returncode``, ``call_ok``."""
@@ -415,13 +418,13 @@ def sanitizer_call_step(ctx: Any, spec: dict[str, Any]) -> StepOutput:
     if binary is None:
         return StepOutput(ok=True, extra={"ran": False, "reason": "compute-sanitizer is not installed "
                                           "(not on PATH, not in $CUDA_HOME/bin or /usr/local/cuda/bin)"})
-    sub = {"kind": "call", "role": spec.get("role", "candidate"), "case": spec["case"], "seed": int(spec.get("seed", 0))}
+    sub = CallStep(role=spec.role, case=spec.case, seed=spec.seed)
     t0 = time.perf_counter()
     r = run_subjob(ctx, [sub], prefix=[binary, "--tool", "memcheck", "--error-exitcode", "97", "--print-limit", "40"],
-                   timeout=float(spec.get("timeout", 240)))
+                   timeout=spec.timeout)
     if r["returncode"] is None:
         return StepOutput(ok=True, seconds=time.perf_counter() - t0, extra={
-            "ran": False, "reason": f"memcheck did not finish within {spec.get('timeout', 240)} s",
+            "ran": False, "reason": f"memcheck did not finish within {spec.timeout:g} s",
             "tail": (r["stdout"] + r["stderr"])[-4000:]})
     text = r["stdout"] + "\n" + r["stderr"]
     m = re.search(r"ERROR SUMMARY: (\d+) error", text)

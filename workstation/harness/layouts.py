@@ -1,15 +1,13 @@
 """Child-side layout transforms for the ``noncontiguous`` check: same values, other strides.
 
-One transform, ``layout``::
-
-    {"name": "layout", "kind": "column-slice", "args": [0, 1], "materialize": false}
-
-rebuilds each tensor input listed in ``args`` as a view with the layout ``kind``
-(:data:`KINDS`). Every kind except ``expand`` keeps the logical values bit for bit, so the
-reference can run on the untransformed (contiguous) inputs. ``expand`` makes every slice
-along dim 0 equal to the first one (a stride-0 view, as ``t.expand`` or broadcasting
-produces); with ``materialize = true`` the result is copied back to a contiguous tensor,
-which is what the reference gets so that both roles see the same logical values.
+One transform, ``layout`` (:class:`~workstation.protocol.steps.Layout`, e.g.
+``Layout(kind="column-slice", args=[0, 1])``), rebuilds each tensor input listed in
+``args`` as a view with the layout ``kind`` (:data:`KINDS`). Every kind except ``expand``
+keeps the logical values bit for bit, so the reference can run on the untransformed
+(contiguous) inputs. ``expand`` makes every slice along dim 0 equal to the first one (a
+stride-0 view, as ``t.expand`` or broadcasting produces); with ``materialize`` the result
+is copied back to a contiguous tensor, which is what the reference gets so that both roles
+see the same logical values.
 
 Memory a view does not cover (the padding of a wider buffer) is filled with NaN for
 floating dtypes and 0 otherwise, so a kernel that reads outside the view it was given
@@ -46,6 +44,7 @@ import torch
 
 from workstation.harness import transform
 from workstation.protocol.layouts import KINDS, applies
+from workstation.protocol.steps import Layout
 
 
 def _fill_value(dtype: torch.dtype) -> Any:
@@ -103,18 +102,18 @@ def relayout(x: torch.Tensor, kind: str) -> torch.Tensor:
     return view
 
 
-@transform("layout")
-def _layout(ctx: Any, inputs: tuple, spec: dict[str, Any]) -> tuple:
-    """Relayout the tensor inputs at ``spec["args"]`` to ``spec["kind"]`` (module doc);
-    ``spec["materialize"]``: copy the result back to contiguous memory (the reference's
+@transform(Layout)
+def _layout(ctx: Any, inputs: tuple, spec: Layout) -> tuple:
+    """Relayout the tensor inputs at ``spec.args`` to ``spec.kind`` (module doc);
+    ``spec.materialize``: copy the result back to contiguous memory (the reference's
     side of a value-changing kind)."""
-    kind = spec["kind"]
-    args = set(spec.get("args", []))
+    kind = spec.kind
+    args = set(spec.args)
     out = []
     for i, x in enumerate(inputs):
         if i in args and isinstance(x, torch.Tensor):
             y = relayout(x, kind)
-            if spec.get("materialize"):
+            if spec.materialize:
                 y = y.contiguous()
             out.append(y)
         else:

@@ -3,9 +3,10 @@ precision-regime, reference-suspect).
 
 Registers:
 
-- step ``num-oracle``: the float64 oracle of one case/seed, i.e. the reference on inputs
-  upcast to float64, plus the probes the parent's error budget needs, each run of the
-  reference on a variant of the upcast inputs (spec keys):
+- step ``num_oracle`` (:class:`~workstation.protocol.steps.NumOracleStep`): the float64
+  oracle of one case/seed, i.e. the reference on inputs upcast to float64, plus the probes
+  the parent's error budget needs, each run of the reference on a variant of the upcast
+  inputs (spec fields):
 
   - ``scale``: for every floating tensor input ``i``, the reference with input ``i``
     doubled (``scale<i>_<j>``): the parent checks homogeneity of degree 1 (multilinearity);
@@ -18,16 +19,16 @@ Registers:
 
   ``outputs`` are the oracle's outputs; ``extra["inputs"]`` describes the case's own
   (not upcast) inputs; ``extra["probe_errors"]`` lists probes the reference raised on.
-- transforms ``num-fresh`` (a copy of the inputs: a second, separately memoised run) and
-  ``num-tf32`` (fp32 tensors rounded to TF32's 10 explicit mantissa bits, as a TF32 MMA
+- transforms ``num_fresh`` (a copy of the inputs: a second, separately memoised run) and
+  ``num_tf32`` (fp32 tensors rounded to TF32's 10 explicit mantissa bits, as a TF32 MMA
   reads its operands; ``mode``: ``"rna"`` (cvt.rna.tf32.f32, ties away from zero) or
   ``"trunc"`` (the low 13 bits dropped)).
-- monitor ``num-callers``: traces Python calls into a task file (``spec["file"]``) while
+- monitor ``num_callers``: traces Python calls into a task file (``spec.file``) while
   the role runs (``sys.setprofile``/``threading.setprofile``); reports
   ``{"calls": {"name:line": n}, "total": n}``.
 
 The Triton launch capture and ahead-of-time compilation live in
-:mod:`workstation.harness.aot`.
+:mod:`workstation.harness.aot` (the ``triton_aot`` step).
 """
 
 from __future__ import annotations
@@ -50,6 +51,7 @@ from workstation.harness.core import (
     error_info,
     run_role,
 )
+from workstation.protocol.steps import NumCallers, NumFresh, NumOracleStep, NumTf32, Upcast
 
 BUMP_REL = 2.0 ** -20
 
@@ -58,8 +60,8 @@ def _float_tensor(x: Any) -> bool:
     return isinstance(x, torch.Tensor) and x.is_floating_point()
 
 
-@transform("num-fresh")
-def _fresh(ctx: JobContext, inputs: tuple, spec: dict[str, Any]) -> tuple:
+@transform(NumFresh)
+def _fresh(ctx: JobContext, inputs: tuple, spec: NumFresh) -> tuple:
     """A copy of every tensor input (same values, same strides): the call runs again."""
     return tuple(x.clone() if isinstance(x, torch.Tensor) else x for x in inputs)
 
@@ -78,11 +80,11 @@ def tf32_round(x: torch.Tensor, mode: str = "rna") -> torch.Tensor:
     return bits.view(torch.float32).reshape(x.shape)
 
 
-@transform("num-tf32")
-def _tf32(ctx: JobContext, inputs: tuple, spec: dict[str, Any]) -> tuple:
+@transform(NumTf32)
+def _tf32(ctx: JobContext, inputs: tuple, spec: NumTf32) -> tuple:
     """Round fp32 tensor inputs to TF32 (see :func:`tf32_round`), keeping their layout."""
-    mode = spec.get("mode", "rna")
-    skip = set(spec.get("skip", []))
+    mode = spec.mode
+    skip = set(spec.skip)
     out = []
     for i, x in enumerate(inputs):
         if i not in skip and isinstance(x, torch.Tensor) and x.dtype == torch.float32:
@@ -94,12 +96,12 @@ def _tf32(ctx: JobContext, inputs: tuple, spec: dict[str, Any]) -> tuple:
     return tuple(out)
 
 
-@monitor("num-callers")
-def _callers(ctx: JobContext, spec: dict[str, Any], report: dict[str, Any]):
-    """Record Python-level calls of functions defined in the task file ``spec["file"]``
+@monitor(NumCallers)
+def _callers(ctx: JobContext, spec: NumCallers, report: dict[str, Any]):
+    """Record Python-level calls of functions defined in the task file ``spec.file``
     (matched by the code object's file name, so a copy loaded by path under another module
     name counts too)."""
-    target = os.path.realpath(str(ctx.task_dir / spec["file"]))
+    target = os.path.realpath(str(ctx.task_dir / spec.file))
     counts: dict[str, int] = {}
     seen: dict[str, bool] = {}
 
@@ -128,7 +130,7 @@ def _callers(ctx: JobContext, spec: dict[str, Any], report: dict[str, Any]):
             threading.setprofile(old_t)
             report["calls"] = dict(counts)
             report["total"] = sum(counts.values())
-            report["file"] = spec["file"]
+            report["file"] = spec.file
 
     return cm()
 
@@ -151,24 +153,24 @@ def _upcast(x: Any) -> Any:
     return x.to(torch.float64) if _float_tensor(x) else x
 
 
-@step("num-oracle")
-def oracle_step(ctx: JobContext, spec: dict[str, Any]) -> StepOutput:
+@step(NumOracleStep)
+def oracle_step(ctx: JobContext, spec: NumOracleStep) -> StepOutput:
     """The float64 oracle of one case/seed and the budget probes (module doc)."""
     try:
-        native = ctx.make_inputs(spec["case"], int(spec.get("seed", 0)))
+        native = ctx.make_inputs(spec.case, spec.seed)
         described = describe_inputs(native)
         try:
-            up = apply_transforms(ctx, native, [{"name": "upcast", "dtype": "float64"}])
+            up = apply_transforms(ctx, native, [Upcast(dtype="float64")])
         except BaseException as e:
             raise _tag(e, "transform") from None
         pristine = tuple(x.clone() if isinstance(x, torch.Tensor) else x for x in up)
-        res = run_role(ctx, "reference", up, {})
+        res = run_role(ctx, "reference", up)
     except BaseException as e:  # noqa: BLE001
         return StepOutput(ok=False, error=error_info(e, getattr(e, "_kws_phase", "call")),
                           extra={"device_name": ctx.device_name})
     res.extra["inputs"] = described
     res.extra["oracle_inputs"] = [{"index": d["index"], "dtype": d.get("dtype")} for d in describe_inputs(up)]
-    skip = set(spec.get("skip", []))
+    skip = set(spec.skip)
     floats = [i for i, x in enumerate(pristine) if _float_tensor(x) and i not in skip]
     res.extra["float_inputs"] = floats
     # how many of each input's values a narrower format holds exactly (the parent tells a
@@ -199,7 +201,7 @@ def oracle_step(ctx: JobContext, spec: dict[str, Any]) -> StepOutput:
             base[i_change] = fn(base[i_change])
         return tuple(base)
 
-    if spec.get("scale"):
+    if spec.scale:
         homogeneous = True
         for i in floats:
             outs = probe(f"scale{i}", fresh(i, lambda x: x * 2.0))
@@ -213,14 +215,14 @@ def oracle_step(ctx: JobContext, spec: dict[str, Any]) -> StepOutput:
         # later steps of this job skip the |inputs| run of an op that is not multilinear (the
         # parent re-derives the verdict from the arrays above; this only saves work)
         ctx._kws_homogeneous = homogeneous and bool(floats)
-    if spec.get("abs") and getattr(ctx, "_kws_homogeneous", True):
+    if spec.abs and getattr(ctx, "_kws_homogeneous", True):
         v = list(fresh())
         for i in floats:
             v[i] = v[i].abs()
         outs = probe("abs", tuple(v))
         for j, t in enumerate(outs or []):
             res.arrays[f"abs{j}"] = encode_tensor(t)[1]
-    if spec.get("bump") and floats:
+    if spec.bump and floats:
         i = max(floats, key=lambda k: (pristine[k].numel(), -k))
         x0 = pristine[i]
         if x0.numel():

@@ -5,7 +5,7 @@
   measured against.
 - ``repeat_call``: call a role ``n`` times, each time on a fresh clone of the same inputs,
   and send every call's outputs (``r<k>_<j>``): equal inputs, separate calls.
-- ``hashseed_call``: one plain call in a fresh Python interpreter started with
+- ``hashseed_call``: one plain ``call`` step in a fresh Python interpreter started with
   ``PYTHONHASHSEED=<hashseed>`` (forked children share the fork server's hash seed, so
   str/bytes hashing, and every set or dict order built on it, is the same in all of them).
 - ``stale_call``: call with the inputs of ``seed_a``, copy the values of ``seed_b`` into
@@ -31,12 +31,19 @@ from workstation.harness.core import (
     encode_tensor,
     error_info,
 )
+from workstation.protocol.steps import (
+    CallStep,
+    HashseedCallStep,
+    InputsOnlyStep,
+    RepeatCallStep,
+    StaleCallStep,
+)
 
 
-def _inputs(ctx: Any, spec: dict[str, Any], seed: int) -> tuple:
-    inputs = ctx.make_inputs(spec["case"], seed)
+def _inputs(ctx: Any, spec: InputsOnlyStep | RepeatCallStep | StaleCallStep, seed: int) -> tuple:
+    inputs = ctx.make_inputs(spec.case, seed)
     try:
-        return apply_transforms(ctx, inputs, spec.get("transforms", []))
+        return apply_transforms(ctx, inputs, spec.transforms)
     except BaseException as e:
         raise _tag(e, "transform") from None
 
@@ -57,11 +64,11 @@ def _failed(ctx: Any, e: BaseException) -> StepOutput:
                       extra={"device_name": ctx.device_name})
 
 
-@step("inputs_only")
-def inputs_only_step(ctx: Any, spec: dict[str, Any]) -> StepOutput:
-    """The inputs of ``spec["case"]``/``spec["seed"]`` as arrays ``in<j>`` (no call)."""
+@step(InputsOnlyStep)
+def inputs_only_step(ctx: Any, spec: InputsOnlyStep) -> StepOutput:
+    """The inputs of ``spec.case``/``spec.seed`` as arrays ``in<j>`` (no call)."""
     try:
-        inputs = _inputs(ctx, spec, int(spec.get("seed", 0)))
+        inputs = _inputs(ctx, spec, spec.seed)
     except BaseException as e:  # noqa: BLE001
         return _failed(ctx, e)
     res = StepOutput(ok=True, extra={"inputs": describe_inputs(inputs)})
@@ -72,15 +79,15 @@ def inputs_only_step(ctx: Any, spec: dict[str, Any]) -> StepOutput:
     return res
 
 
-@step("repeat_call")
-def repeat_call_step(ctx: Any, spec: dict[str, Any]) -> StepOutput:
-    """Call ``spec["role"]`` ``spec["n"]`` times (default 3) on fresh clones of one set of
-    inputs; ``arrays["r<k>_<j>"]`` is output ``j`` of call ``k`` (encoded as outputs are),
+@step(RepeatCallStep)
+def repeat_call_step(ctx: Any, spec: RepeatCallStep) -> StepOutput:
+    """Call ``spec.role`` ``spec.n`` times on fresh clones of one set of inputs;
+    ``arrays["r<k>_<j>"]`` is output ``j`` of call ``k`` (encoded as outputs are),
     ``extra["runs"][k]`` its metadata and wall seconds."""
-    n = int(spec.get("n", 3))
+    n = spec.n
     try:
-        pristine = _inputs(ctx, spec, int(spec.get("seed", 0)))
-        fn = ctx.callable(spec["role"])
+        pristine = _inputs(ctx, spec, spec.seed)
+        fn = ctx.callable(spec.role)
         res = StepOutput(ok=True)
         runs = []
         for k in range(n):
@@ -100,21 +107,18 @@ def repeat_call_step(ctx: Any, spec: dict[str, Any]) -> StepOutput:
     return res
 
 
-@step("hashseed_call")
-def hashseed_call_step(ctx: Any, spec: dict[str, Any]) -> StepOutput:
-    """One plain ``call`` step in a fresh interpreter with ``PYTHONHASHSEED=spec["hashseed"]``;
+@step(HashseedCallStep)
+def hashseed_call_step(ctx: Any, spec: HashseedCallStep) -> StepOutput:
+    """One plain ``call`` step in a fresh interpreter with ``PYTHONHASHSEED=spec.hashseed``;
     its outputs come back as ``h<j>`` arrays with metadata in ``extra["outputs"]``."""
     from workstation.harness.guards import run_subjob
 
-    sub = {"kind": "call", "role": spec["role"], "case": spec["case"], "seed": int(spec.get("seed", 0))}
-    if spec.get("transforms"):
-        sub["transforms"] = spec["transforms"]
+    sub = CallStep(role=spec.role, case=spec.case, seed=spec.seed, transforms=spec.transforms)
     t0 = time.perf_counter()
-    r = run_subjob(ctx, [sub], env={"PYTHONHASHSEED": str(int(spec.get("hashseed", 0)))},
-                   timeout=float(spec.get("timeout", 300)))
+    r = run_subjob(ctx, [sub], env={"PYTHONHASHSEED": str(spec.hashseed)}, timeout=spec.timeout)
     got = r["steps"][0] if r["steps"] else {"doc": None, "arrays": {}}
     doc = got["doc"]
-    extra = {"hashseed": int(spec.get("hashseed", 0)), "returncode": r["returncode"],
+    extra = {"hashseed": spec.hashseed, "returncode": r["returncode"],
              "stderr_tail": r["stderr"][-2000:], "wall_seconds": time.perf_counter() - t0}
     if doc is None:
         return StepOutput(ok=False, error={"type": "KwsError", "message": "the fresh interpreter wrote no result "
@@ -170,19 +174,19 @@ def _facts(o: Any, inputs: tuple, firsts: list[Any]) -> dict[str, Any]:
     return d
 
 
-@step("stale_call")
-def stale_call_step(ctx: Any, spec: dict[str, Any]) -> StepOutput:
+@step(StaleCallStep)
+def stale_call_step(ctx: Any, spec: StaleCallStep) -> StepOutput:
     """The in-place refill protocol (module doc). ``outputs``: the second call's outputs.
     ``arrays``: ``first<j>`` (first outputs right after the first call), ``firstafter<j>``
     (the same tensors after the second call), ``early<j>`` (CUDA: second outputs copied on
     the current stream before ``torch.cuda.synchronize``). ``extra["facts"][j]``: aliasing
     and materialisation facts of second output ``j``; ``extra["refill"]``: how each
     input got its seed-B values."""
-    a, b = int(spec["seed_a"]), int(spec["seed_b"])
+    a, b = spec.seed_a, spec.seed_b
     try:
         inputs = list(_inputs(ctx, spec, a))
         fresh = _inputs(ctx, spec, b)
-        fn = ctx.callable(spec["role"])
+        fn = ctx.callable(spec.role)
         r1, s1 = ctx.timed_call(fn, tuple(inputs))
         outs1 = ctx.outputs_of(r1, tuple(inputs))
         res = StepOutput(ok=True)

@@ -1,6 +1,6 @@
 """Child side of ``tampering``: snapshots of process-global state around import and call.
 
-Step ``state_probe`` (``{"kind": "state_probe", "role", "case", "seed"}``) makes the
+Step ``state_probe`` (:class:`~workstation.protocol.steps.StateProbeStep`) makes the
 inputs first (so ``inputs.py`` is not charged), then takes a snapshot, imports the role's
 module, takes another, calls the role once, and takes a third. A snapshot
 (:func:`snapshot`) is JSON data:
@@ -44,6 +44,7 @@ import torch
 
 from workstation.harness import StepOutput, step
 from workstation.harness.core import _tag, error_info
+from workstation.protocol.steps import StateProbeStep
 
 #: module namespaces whose callables are snapshotted.
 MODULES = (
@@ -246,17 +247,17 @@ class _StreamWatch:
                 setattr(obj, name, v)
 
 
-@step("state_probe")
-def state_probe_step(ctx: Any, spec: dict[str, Any]) -> StepOutput:
-    """Snapshots before import, after import and after one call of ``spec["role"]``
+@step(StateProbeStep)
+def state_probe_step(ctx: Any, spec: StateProbeStep) -> StepOutput:
+    """Snapshots before import, after import and after one call of ``spec.role``
     (``extra["before"]``, ``extra["after_import"]``, ``extra["after_call"]``), plus
     ``extra["streams"]`` (CUDA) and ``extra["details"]`` (see module doc)."""
     cuda = ctx.device.type == "cuda"
     extra: dict[str, Any] = {"device_name": ctx.device_name}
     try:
-        inputs = ctx.make_inputs(spec["case"], int(spec.get("seed", 0)))
+        inputs = ctx.make_inputs(spec.case, spec.seed)
         extra["before"] = snapshot(cuda)
-        fn = ctx.callable(spec["role"])
+        fn = ctx.callable(spec.role)
         extra["after_import"] = snapshot(cuda)
         watch = _StreamWatch(ctx.task_dir) if cuda else None
         t0 = time.perf_counter()

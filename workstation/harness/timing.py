@@ -37,7 +37,7 @@ Clocks and cache flush:
 - CPU: ``time.perf_counter_ns`` around the call (torch CPU ops are synchronous); the flush
   fills an int64 buffer of ``2 *`` the last-level cache size, read from
   ``/sys/devices/system/cpu/cpu0/cache/index*/size`` (the highest-level data/unified
-  cache; ``spec["cache_bytes"]`` overrides it (the parent passes ``KWS_LLC_BYTES``),
+  cache; ``spec.cache_bytes`` overrides it (the parent passes ``KWS_LLC_BYTES``),
   64 MiB when neither is available).
 
 On the CPU the step first makes freed heap memory stay in the process
@@ -68,6 +68,8 @@ import torch
 
 from workstation.harness import StepOutput, step
 from workstation.harness.core import INTERPRETER, JobContext, error_info
+from workstation.harness.launches import Launch, LaunchObserver, observing
+from workstation.protocol.steps import Case, TimingSide, TimingStep, TorchTimerStep
 
 FALLBACK_LLC_BYTES = 64 * 2 ** 20
 _SYS_CACHE = Path("/sys/devices/system/cpu/cpu0/cache")
@@ -224,30 +226,28 @@ def make_clock(device: torch.device) -> CpuClock | CudaClock:
 # ----------------------------------------------------------------------------- helpers
 
 
+class LaunchTally(LaunchObserver):
+    """Counts the kernel launches that run (warm-up launches only compile), whether they
+    return or raise."""
+
+    def __init__(self) -> None:
+        self.launches = 0
+
+    def before(self, launch: Launch) -> None:
+        if not launch.warmup:
+            self.launches += 1
+
+
 @contextlib.contextmanager
-def count_interpreter_launches() -> Iterator[dict[str, int]]:
-    """Count Triton kernel launches run by the interpreter inside the block
-    (``triton.runtime.interpreter.GridExecutor.__call__``); zero outside the interpreter."""
-    counter = {"launches": 0}
+def count_interpreter_launches() -> Iterator[LaunchTally]:
+    """Count the Triton kernel launches the interpreter runs inside the block (through
+    :mod:`workstation.harness.launches`); zero outside the interpreter."""
+    tally = LaunchTally()
     if not INTERPRETER:
-        yield counter
+        yield tally
         return
-    try:
-        from triton.runtime.interpreter import GridExecutor
-    except ImportError:
-        yield counter
-        return
-    orig = GridExecutor.__call__
-
-    def counting(self: Any, *a: Any, **k: Any) -> Any:
-        counter["launches"] += 1
-        return orig(self, *a, **k)
-
-    GridExecutor.__call__ = counting  # type: ignore[method-assign]
-    try:
-        yield counter
-    finally:
-        GridExecutor.__call__ = orig  # type: ignore[method-assign]
+    with observing(tally):
+        yield tally
 
 
 class _CompileTimeout(BaseException):  # noqa: N818  (BaseException: torch must not swallow it)
@@ -367,10 +367,10 @@ def workload(ctx: JobContext, inputs: tuple, outputs: list[Any]) -> dict[str, An
 class _Side:
     """One timed callable with its own inputs and sample lists."""
 
-    def __init__(self, ctx: JobContext, spec: dict[str, Any], case: dict[str, Any], seed: int):
-        self.name = spec["name"]
-        self.role = spec["role"]
-        self.compile = bool(spec.get("compile"))
+    def __init__(self, ctx: JobContext, spec: TimingSide, case: Case, seed: int):
+        self.name = spec.name
+        self.role = spec.role
+        self.compile = spec.compile
         self.ctx = ctx
         self.inputs = ctx.make_inputs(case, seed)
         self.inout = sorted(set(ctx.inout_args))
@@ -405,22 +405,21 @@ def _stdrel(xs: list[int]) -> float:
     return statistics.stdev(xs) / m if m > 0 else math.inf
 
 
-def time_case(ctx: JobContext, case: dict[str, Any], spec: dict[str, Any], flusher: CacheFlusher,
+def time_case(ctx: JobContext, case: Case, spec: TimingStep, flusher: CacheFlusher,
               clock: CpuClock | CudaClock) -> dict[str, Any]:
     """Run the protocol (module doc) for one case; JSON-ready result."""
-    p = {**DEFAULTS[ctx.device.type], **(spec.get("params") or {})}
-    seed = int(spec.get("seed", 0))
+    p = {**DEFAULTS[ctx.device.type], **spec.params}
     sides: list[_Side] = []
     errors: dict[str, Any] = {}
-    for s in spec["sides"]:
+    for s in spec.sides:
         try:
-            sides.append(_Side(ctx, s, case, seed))
+            sides.append(_Side(ctx, s, case, spec.seed))
         except BaseException as e:  # noqa: BLE001
-            errors[s["name"]] = error_info(e, getattr(e, "_kws_phase", "setup"))
+            errors[s.name] = error_info(e, getattr(e, "_kws_phase", "setup"))
     doc: dict[str, Any] = {"case": case, "params": p, "sides": {}, "errors": errors}
     # 2. first call, cold, on its own
     for sd in sides:
-        box = time_box(float(spec.get("compile_timeout_s", 60))) if sd.compile else contextlib.nullcontext()
+        box = time_box(spec.compile_timeout_s) if sd.compile else contextlib.nullcontext()
         try:
             got: list[Any] = []
             with count_interpreter_launches() as launches, box:
@@ -437,8 +436,8 @@ def time_case(ctx: JobContext, case: dict[str, Any], spec: dict[str, Any], flush
             errors[sd.name] = error_info(e, "call")
             continue
         sd.report["first_call_ns"] = t_first
-        sd.report["interpreter_launches"] = launches["launches"]
-        if launches["launches"] and spec.get("stop_if_interpreted"):
+        sd.report["interpreter_launches"] = launches.launches
+        if launches.launches and spec.stop_if_interpreted:
             sd.active = False
             sd.report["stopped"] = "the call launches Triton kernels under the interpreter"
         elif t_first > p["max_call_s"] * 1e9 and not sd.compile:
@@ -453,7 +452,7 @@ def time_case(ctx: JobContext, case: dict[str, Any], spec: dict[str, Any], flush
             if t_second > p["max_call_s"] * 1e9:
                 sd.active = False
                 sd.report["stopped"] = f"one call takes {t_second / 1e9:.2f} s > max_call_s {p['max_call_s']:g} s"
-    if spec.get("workload") and sides and sides[0].outputs:
+    if spec.workload and sides and sides[0].outputs:
         doc["workload"] = workload(ctx, sides[0].inputs, sides[0].outputs)
     active = [sd for sd in sides if sd.active]
     # 3. warm-up, untimed
@@ -576,18 +575,10 @@ def copy_bandwidth(ctx: JobContext, flusher: CacheFlusher, reps: int = 3) -> dic
     return {"bytes_per_s": 2 * half / (best / 1e9), "copy_bytes": int(half), "best_ns": int(best)}
 
 
-@step("timing")
-def timing_step(ctx: JobContext, spec: dict[str, Any]) -> StepOutput:
-    """Time ``spec["sides"]`` on every case of ``spec["cases"]`` (module doc).
-
-    spec::
-
-        {"kind": "timing", "cases": [{...}], "seed": 0,
-         "sides": [{"name": "baseline", "role": "baseline"},
-                   {"name": "candidate", "role": "candidate"},
-                   {"name": "torch_compile", "role": "baseline", "compile": true}],
-         "params": {...overrides of DEFAULTS...}, "compile_timeout_s": 60, "cache_bytes": None,
-         "stop_if_interpreted": true, "workload": true, "bandwidth": true}
+@step(TimingStep)
+def timing_step(ctx: JobContext, spec: TimingStep) -> StepOutput:
+    """Time ``spec.sides`` on every case of ``spec.cases`` (module doc); ``spec.params``
+    overrides :data:`DEFAULTS`.
 
     ``extra``: ``device``, ``device_name``, ``interpreter``, ``cache`` (the flushed cache),
     ``flush_bytes``, ``clock``, ``bandwidth`` (CPU copy bandwidth when asked), ``cases``
@@ -596,7 +587,7 @@ def timing_step(ctx: JobContext, spec: dict[str, Any]) -> StepOutput:
     """
     allocator = steady_allocator() if ctx.device.type == "cpu" else {}
     priority = timing_priority()
-    cache = device_cache(ctx.device, spec.get("cache_bytes"))
+    cache = device_cache(ctx.device, spec.cache_bytes)
     flusher = CacheFlusher(ctx.device, cache["bytes"])
     clock = make_clock(ctx.device)
     extra: dict[str, Any] = {
@@ -606,15 +597,15 @@ def timing_step(ctx: JobContext, spec: dict[str, Any]) -> StepOutput:
         "priority": priority,
         "cases": [],
     }
-    if spec.get("bandwidth"):
+    if spec.bandwidth:
         extra["bandwidth"] = copy_bandwidth(ctx, flusher)
-    for case in spec["cases"]:
+    for case in spec.cases:
         extra["cases"].append(time_case(ctx, case, spec, flusher, clock))
     return StepOutput(ok=True, extra=extra)
 
 
-@step("torch_timer")
-def torch_timer_step(ctx: JobContext, spec: dict[str, Any]) -> StepOutput:
+@step(TorchTimerStep)
+def torch_timer_step(ctx: JobContext, spec: TorchTimerStep) -> StepOutput:
     """``torch.utils.benchmark.Timer(...).blocked_autorange()`` on one role and case, in
     the same child conditions as the ``timing`` step (allocator, threads): the yardstick
     of ``benchmarks/timing_accuracy.py``. ``extra``: ``median_ms``, ``mean_ms``,
@@ -625,11 +616,11 @@ def torch_timer_step(ctx: JobContext, spec: dict[str, Any]) -> StepOutput:
     if ctx.device.type == "cpu":
         steady_allocator()
     timing_priority()
-    inputs = ctx.make_inputs(spec["case"], int(spec.get("seed", 0)))
-    fn = ctx.callable(spec.get("role", "candidate"))
+    inputs = ctx.make_inputs(spec.case, spec.seed)
+    fn = ctx.callable(spec.role)
     m = benchmark.Timer(stmt="fn(*inputs)", globals={"fn": fn, "inputs": inputs},
                         num_threads=torch.get_num_threads()).blocked_autorange(
-        min_run_time=float(spec.get("min_run_time", 0.2)))
+        min_run_time=spec.min_run_time)
     times = [t * 1e3 for t in m.times]
     return StepOutput(ok=True, extra={"median_ms": m.median * 1e3, "mean_ms": m.mean * 1e3,
                                       "iqr_ms": m.iqr * 1e3, "number_per_run": m.number_per_run,

@@ -7,16 +7,15 @@ Monitors (for the ``call`` step's ``monitors`` list):
   task-code line that issued it (``report["ops"][name] = {"count", "max_numel", "site"}``).
   Ops issued inside other ops are not seen (a dispatch mode sees the outermost call of
   each op), which is what "the framework op the candidate called" means.
-- ``triton_launches``: counts launches of ``@triton.jit`` kernels (compiled:
-  ``JITFunction.run``; interpreter: ``InterpretedFunction.run``; autotuned and heuristics
-  kernels end in one of these), per kernel name: ``report["launches"]`` /
+- ``triton_launches``: counts launches of ``@triton.jit`` kernels (seen through
+  :mod:`workstation.harness.launches`), per kernel name: ``report["launches"]`` /
   ``report["kernels"]`` those that returned, ``report["failed_launches"]`` /
-  ``report["failed"]`` / ``report["errors"]`` those that raised (a compile error). Launches through a ``CompiledKernel`` made with
-  ``triton.compile`` directly are not seen.
+  ``report["failed"]`` / ``report["errors"]`` those that raised (a compile error),
+  ``report["warmups"]`` compile-only warm-up launches.
 
 Step ``fault_call``: one call with a fault injected where the candidate's kernels start:
-``"fault": "triton-launch"`` makes every Triton launch raise
-:class:`KwsInjectedLaunchFailure`; ``"extension-build"`` makes
+``fault="triton_launch"`` makes every Triton launch raise
+:class:`KwsInjectedLaunchFailure`; ``"extension_build"`` makes
 ``torch.utils.cpp_extension.load``/``load_inline`` raise it (the role's module is
 imported under the fault). A candidate that still returns has a silent fallback.
 """
@@ -33,6 +32,8 @@ from torch.utils._python_dispatch import TorchDispatchMode
 from workstation.harness import StepOutput, monitor, step
 from workstation.harness.core import apply_transforms, describe_inputs, error_info
 from workstation.harness.guards import task_site
+from workstation.harness.launches import Launch, LaunchObserver, launch_classes, observing
+from workstation.protocol.steps import AtenOps, FaultCallStep, TritonLaunches
 
 
 class KwsInjectedLaunchFailure(RuntimeError):
@@ -67,8 +68,8 @@ class OpTraceMode(TorchDispatchMode):
         return out
 
 
-@monitor("aten_ops")
-def aten_ops_monitor(ctx: Any, spec: dict[str, Any], report: dict[str, Any]):
+@monitor(AtenOps)
+def aten_ops_monitor(ctx: Any, spec: AtenOps, report: dict[str, Any]):
     """Trace aten ops of the call into ``report["ops"]``."""
     return _aten_ops(ctx, report)
 
@@ -83,108 +84,74 @@ def _aten_ops(ctx: Any, report: dict[str, Any]) -> Iterator[None]:
         report["ops"] = mode.ops
 
 
-def _launch_classes() -> list[type]:
-    classes = []
-    try:
-        from triton.runtime.jit import JITFunction
+class LaunchCounter(LaunchObserver):
+    """Counts launches per kernel name: ``kernels`` those that returned, ``failed`` those
+    that raised (with the first ``errors``), ``warmups`` the warm-up (compile-only) ones."""
 
-        classes.append(JITFunction)
-    except ImportError:
-        pass
-    try:
-        from triton.runtime.interpreter import InterpretedFunction
+    def __init__(self) -> None:
+        self.kernels: dict[str, int] = {}
+        self.failed: dict[str, int] = {}
+        self.errors: list[str] = []
+        self.warmups = 0
 
-        classes.append(InterpretedFunction)
-    except ImportError:
-        pass
-    return classes
+    def after(self, launch: Launch, result: Any, error: BaseException | None) -> None:
+        name = launch.name
+        if launch.warmup:
+            self.warmups += 1
+        elif error is None:
+            self.kernels[name] = self.kernels.get(name, 0) + 1
+        else:
+            self.failed[name] = self.failed.get(name, 0) + 1
+            if len(self.errors) < 4:
+                self.errors.append(f"{name}: {type(error).__name__}: {str(error)[:300]}")
 
-
-def _kernel_name(obj: Any) -> str:
-    fn = getattr(obj, "fn", None)
-    return getattr(fn, "__qualname__", None) or getattr(fn, "__name__", None) or repr(obj)[:80]
-
-
-@contextlib.contextmanager
-def patched_launches(on_launch: Any, on_done: Any = None) -> Iterator[None]:
-    """Wrap ``run`` of every Triton launch class: ``on_launch(kernel_name, warmup)`` is
-    called first (it may raise); the original ``run`` follows; then
-    ``on_done(kernel_name, warmup, error)`` with the exception it raised (or None)."""
-    saved = []
-    for cls in _launch_classes():
-        orig = cls.__dict__.get("run")
-        if orig is None:
-            continue
-
-        def run(self: Any, *args: Any, _orig: Any = orig, **kwargs: Any) -> Any:
-            name, warm = _kernel_name(self), bool(kwargs.get("warmup", False))
-            on_launch(name, warm)
-            try:
-                r = _orig(self, *args, **kwargs)
-            except BaseException as e:
-                if on_done is not None:
-                    on_done(name, warm, e)
-                raise
-            if on_done is not None:
-                on_done(name, warm, None)
-            return r
-
-        saved.append((cls, orig))
-        cls.run = run  # type: ignore[method-assign]
-    try:
-        yield
-    finally:
-        for cls, orig in saved:
-            cls.run = orig  # type: ignore[method-assign]
+    def report(self) -> dict[str, Any]:
+        """The ``triton_launches`` report (module doc)."""
+        return {"kernels": self.kernels, "launches": sum(self.kernels.values()), "failed": self.failed,
+                "failed_launches": sum(self.failed.values()), "errors": self.errors, "warmups": self.warmups,
+                "hooked": [c.__name__ for c in launch_classes()]}
 
 
-@monitor("triton_launches")
-def triton_launches_monitor(ctx: Any, spec: dict[str, Any], report: dict[str, Any]):
+class FailLaunches(LaunchObserver):
+    """Fault injection: every launch raises :class:`KwsInjectedLaunchFailure` instead of
+    running; ``attempts`` counts them, ``kernels`` per kernel name."""
+
+    def __init__(self) -> None:
+        self.attempts = 0
+        self.kernels: dict[str, int] = {}
+
+    def before(self, launch: Launch) -> None:
+        name = launch.name
+        self.attempts += 1
+        self.kernels[name] = self.kernels.get(name, 0) + 1
+        raise KwsInjectedLaunchFailure(f"kws fault injection: the launch of {name} fails")
+
+
+@monitor(TritonLaunches)
+def triton_launches_monitor(ctx: Any, spec: TritonLaunches, report: dict[str, Any]):
     """Count Triton launches of the call into ``report``."""
     return _count_launches(report)
 
 
 @contextlib.contextmanager
 def _count_launches(report: dict[str, Any]) -> Iterator[None]:
-    kernels: dict[str, int] = {}
-    failed: dict[str, int] = {}
-    errors: list[str] = []
-    warmups = {"n": 0}
-
-    def on_launch(name: str, warmup: bool) -> None:
-        pass
-
-    def on_done(name: str, warmup: bool, error: BaseException | None) -> None:
-        if warmup:
-            warmups["n"] += 1
-        elif error is None:
-            kernels[name] = kernels.get(name, 0) + 1
-        else:
-            failed[name] = failed.get(name, 0) + 1
-            if len(errors) < 4:
-                errors.append(f"{name}: {type(error).__name__}: {str(error)[:300]}")
-
+    counter = LaunchCounter()
     try:
-        with patched_launches(on_launch, on_done):
+        with observing(counter):
             yield
     finally:
-        report["kernels"] = kernels
-        report["launches"] = sum(kernels.values())
-        report["failed"] = failed
-        report["failed_launches"] = sum(failed.values())
-        report["errors"] = errors
-        report["warmups"] = warmups["n"]
-        report["hooked"] = [c.__name__ for c in _launch_classes()]
+        report.update(counter.report())
 
 
 @contextlib.contextmanager
-def _fail_builds(attempts: dict[str, Any]) -> Iterator[None]:
+def _fail_builds(faults: FailLaunches) -> Iterator[None]:
+    """Make ``torch.utils.cpp_extension.load``/``load_inline`` raise, counted in ``faults.attempts``."""
     import torch.utils.cpp_extension as ext
 
     saved = {name: getattr(ext, name) for name in ("load", "load_inline")}
 
     def fail(*args: Any, **kwargs: Any) -> Any:
-        attempts["n"] += 1
+        faults.attempts += 1
         raise KwsInjectedLaunchFailure("kws fault injection: this extension build fails")
 
     for name in saved:
@@ -196,31 +163,24 @@ def _fail_builds(attempts: dict[str, Any]) -> Iterator[None]:
             setattr(ext, name, fn)
 
 
-@step("fault_call")
-def fault_call_step(ctx: Any, spec: dict[str, Any]) -> StepOutput:
-    """One call of ``spec["role"]`` with ``spec["fault"]`` injected (module doc), traced
+@step(FaultCallStep)
+def fault_call_step(ctx: Any, spec: FaultCallStep) -> StepOutput:
+    """One call of ``spec.role`` with ``spec.fault`` injected (module doc), traced
     with ``aten_ops``. ``extra``: ``attempted`` (launches or builds that hit the fault),
     ``ops``; ``ok`` is False when the call raised (the expected outcome)."""
-    fault = spec.get("fault", "triton-launch")
-    attempts: dict[str, Any] = {"n": 0, "kernels": {}}
-
-    def on_launch(name: str, warmup: bool) -> None:
-        attempts["n"] += 1
-        attempts["kernels"][name] = attempts["kernels"].get(name, 0) + 1
-        raise KwsInjectedLaunchFailure(f"kws fault injection: the launch of {name} fails")
-
+    faults = FailLaunches()
     report: dict[str, Any] = {}
-    extra: dict[str, Any] = {"fault": fault, "device_name": ctx.device_name}
+    extra: dict[str, Any] = {"fault": spec.fault, "device_name": ctx.device_name}
     try:
-        inputs = ctx.make_inputs(spec["case"], int(spec.get("seed", 0)))
-        inputs = apply_transforms(ctx, inputs, spec.get("transforms", []))
+        inputs = ctx.make_inputs(spec.case, spec.seed)
+        inputs = apply_transforms(ctx, inputs, spec.transforms)
         extra["inputs"] = describe_inputs(inputs)
-        patch = patched_launches(on_launch) if fault == "triton-launch" else _fail_builds(attempts)
+        patch = observing(faults) if spec.fault == "triton_launch" else _fail_builds(faults)
         with patch, _aten_ops(ctx, report):
-            result, seconds = ctx.timed_call(ctx.callable(spec["role"]), inputs)
+            result, seconds = ctx.timed_call(ctx.callable(spec.role), inputs)
         outputs = ctx.outputs_of(result, inputs)
     except BaseException as e:  # noqa: BLE001
-        extra.update(attempted=attempts["n"], kernels=attempts["kernels"], ops=report.get("ops", {}))
+        extra.update(attempted=faults.attempts, kernels=faults.kernels, ops=report.get("ops", {}))
         return StepOutput(ok=False, error=error_info(e, getattr(e, "_kws_phase", "call")), extra=extra)
-    extra.update(attempted=attempts["n"], kernels=attempts["kernels"], ops=report.get("ops", {}))
+    extra.update(attempted=faults.attempts, kernels=faults.kernels, ops=report.get("ops", {}))
     return StepOutput(ok=True, outputs=outputs, extra=extra, seconds=seconds)

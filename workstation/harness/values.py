@@ -1,9 +1,10 @@
 """Child-side value transforms: special values (``special-values``), perturbations and
 diverse replacement values (``degenerate-inputs``).
 
-Every transform takes ``spec["args"]``, the indices of the inputs it may change (the parent
-lists the floating-point tensors the callables read; kws never rewrites ``out_args``), and
-``spec["seed"]`` for its random draws (a CPU ``torch.Generator``; values are drawn in
+Every transform (a :class:`~workstation.protocol.steps.Magnitude`, ``SignedZeros``, ...)
+takes ``args``, the indices of the inputs it may change (the parent lists the
+floating-point tensors the callables read; kws never rewrites ``out_args``; ``None``: every
+floating tensor input), and ``seed`` for its random draws (a CPU ``torch.Generator``; values are drawn in
 float64 on the CPU and cast once to the input's dtype, then moved to its device). Shapes,
 dtypes and devices never change; the result is a new contiguous tensor.
 
@@ -15,7 +16,7 @@ Special values (the dtype's range from ``torch.finfo``):
   ``[0.85, 0.95] * amax`` (``0.9 amax + 0.05 amax x / max|x|``): large values of one sign,
   where a sum or a mean cancels catastrophically. ``amax`` is first rounded down to a value
   the dtype represents, so the result never exceeds it.
-- ``signed-zeros``: every third element becomes ``-0.0``, the first row (last dimension)
+- ``signed_zeros``: every third element becomes ``-0.0``, the first row (last dimension)
   all ``-0.0`` and the second all ``+0.0``.
 - ``tiny``: ``x * 4 tiny / max|x|`` with ``tiny`` the smallest normal: most values are
   subnormal (IEEE 754 gradual underflow), the rest within 4x of the underflow threshold.
@@ -42,17 +43,25 @@ from typing import Any
 import torch
 
 from workstation.harness import transform
+from workstation.protocol.steps import (
+    Diverse,
+    Magnitude,
+    Nonfinite,
+    Perturb,
+    SignedZeros,
+    Tiny,
+    ValueTransform,
+)
 
 
-def _float_args(inputs: tuple, spec: dict[str, Any]) -> list[int]:
-    args = spec.get("args")
-    idx = range(len(inputs)) if args is None else args
+def _float_args(inputs: tuple, spec: ValueTransform) -> list[int]:
+    idx = range(len(inputs)) if spec.args is None else spec.args
     return [i for i in idx if i < len(inputs) and isinstance(inputs[i], torch.Tensor)
             and inputs[i].dtype.is_floating_point and inputs[i].numel() > 0]
 
 
-def _gen(spec: dict[str, Any], i: int) -> torch.Generator:
-    return torch.Generator().manual_seed(int(spec.get("seed", 0)) * 1009 + 17 * i + 1)
+def _gen(spec: ValueTransform, i: int) -> torch.Generator:
+    return torch.Generator().manual_seed(spec.seed * 1009 + 17 * i + 1)
 
 
 def _representable_at_most(amax: float, dtype: torch.dtype) -> float:
@@ -80,14 +89,14 @@ def _scale(c: torch.Tensor) -> float:
     return s if s > 0 and math.isfinite(s) else 1.0
 
 
-@transform("magnitude")
-def _magnitude(ctx: Any, inputs: tuple, spec: dict[str, Any]) -> tuple:
-    """Large magnitudes up to ``spec["amax"]`` (module doc)."""
-    mode = spec["mode"]
+@transform(Magnitude)
+def _magnitude(ctx: Any, inputs: tuple, spec: Magnitude) -> tuple:
+    """Large magnitudes up to ``spec.amax`` (module doc)."""
+    mode = spec.mode
     out = list(inputs)
     for i in _float_args(inputs, spec):
         x = inputs[i]
-        a = _representable_at_most(float(spec["amax"]), x.dtype)
+        a = _representable_at_most(spec.amax, x.dtype)
         c = _rows(x)
         m = float(c.abs().max())
         unit = c / m if m > 0 else torch.ones_like(c)
@@ -110,8 +119,8 @@ def _magnitude(ctx: Any, inputs: tuple, spec: dict[str, Any]) -> tuple:
     return tuple(out)
 
 
-@transform("signed-zeros")
-def _signed_zeros(ctx: Any, inputs: tuple, spec: dict[str, Any]) -> tuple:
+@transform(SignedZeros)
+def _signed_zeros(ctx: Any, inputs: tuple, spec: SignedZeros) -> tuple:
     """-0.0 at every third element, row 0 all -0.0, row 1 all +0.0 (module doc)."""
     out = list(inputs)
     for i in _float_args(inputs, spec):
@@ -126,8 +135,8 @@ def _signed_zeros(ctx: Any, inputs: tuple, spec: dict[str, Any]) -> tuple:
     return tuple(out)
 
 
-@transform("tiny")
-def _tiny(ctx: Any, inputs: tuple, spec: dict[str, Any]) -> tuple:
+@transform(Tiny)
+def _tiny(ctx: Any, inputs: tuple, spec: Tiny) -> tuple:
     """Values within 4x of the smallest normal, mostly subnormal (module doc)."""
     out = list(inputs)
     for i in _float_args(inputs, spec):
@@ -139,8 +148,8 @@ def _tiny(ctx: Any, inputs: tuple, spec: dict[str, Any]) -> tuple:
     return tuple(out)
 
 
-@transform("nonfinite")
-def _nonfinite(ctx: Any, inputs: tuple, spec: dict[str, Any]) -> tuple:
+@transform(Nonfinite)
+def _nonfinite(ctx: Any, inputs: tuple, spec: Nonfinite) -> tuple:
     """One nan, +inf and -inf per row at seeded positions (module doc)."""
     out = list(inputs)
     for i in _float_args(inputs, spec):
@@ -154,10 +163,10 @@ def _nonfinite(ctx: Any, inputs: tuple, spec: dict[str, Any]) -> tuple:
     return tuple(out)
 
 
-@transform("perturb")
-def _perturb(ctx: Any, inputs: tuple, spec: dict[str, Any]) -> tuple:
+@transform(Perturb)
+def _perturb(ctx: Any, inputs: tuple, spec: Perturb) -> tuple:
     """``x + rel * (|x| + scale) * N(0, 1)`` on the inputs in ``args`` (module doc)."""
-    rel = float(spec.get("rel", 1e-2))
+    rel = spec.rel
     out = list(inputs)
     for i in _float_args(inputs, spec):
         x = inputs[i]
@@ -184,10 +193,10 @@ def draw(dist: str, shape: tuple[int, ...], g: torch.Generator) -> torch.Tensor:
     raise ValueError(f"unknown distribution {dist!r}")
 
 
-@transform("diverse")
-def _diverse(ctx: Any, inputs: tuple, spec: dict[str, Any]) -> tuple:
-    """Replace the values of the inputs in ``args`` by a draw of ``spec["dist"]`` (module doc)."""
-    dist = spec["dist"]
+@transform(Diverse)
+def _diverse(ctx: Any, inputs: tuple, spec: Diverse) -> tuple:
+    """Replace the values of the inputs in ``args`` by a draw of ``spec.dist`` (module doc)."""
+    dist = spec.dist
     out = list(inputs)
     for i in _float_args(inputs, spec):
         x = inputs[i]

@@ -13,6 +13,9 @@ Isolation, per job:
 - a lower CPU priority (``nice``), so the TUI stays responsive;
 - results come back as JSON and ``.npz`` files read without unpickling.
 
+The job file is a :class:`workstation.protocol.steps.Job`, encoded and checked against its
+type (:func:`~workstation.protocol.steps.encode_job`) before the child is asked to start.
+
 What isolation does not do: the child runs as the same user, so code that writes to an
 absolute path it guesses could still reach the queue. kws checks the task folder's
 content hash before and after each run (:func:`tree_digest`) and reports a change.
@@ -36,6 +39,7 @@ from typing import Any
 
 import platformdirs
 
+from workstation.protocol.steps import Job, Step, encode_job
 from workstation.protocol.wire import StepResult, WireError, read_step, step_started
 
 #: environment variables a child may inherit (everything else is dropped).
@@ -299,57 +303,63 @@ class Runner:
     def run(
         self,
         task_dir: Path,
-        steps: list[dict[str, Any]],
+        steps: list[Step],
         *,
         timeout: float,
         exclusive: bool = False,
-        job: dict[str, Any] | None = None,
+        entry: dict[str, str] | None = None,
+        out_args: list[int] | None = None,
+        inout_args: list[int] | None = None,
         step_timeout: float | None = None,
     ) -> JobResult:
-        """Run ``steps`` (harness step dicts) in one isolated child on a copy of ``task_dir``.
+        """Run ``steps`` in one isolated child on a copy of ``task_dir``.
 
         Args:
             task_dir: the task folder (copied; never modified).
-            steps: the harness steps, run in order in one process.
+            steps: the harness steps (:mod:`workstation.protocol.steps`), run in order in
+                one process.
             timeout: wall-clock limit for the whole job, seconds.
             step_timeout: wall-clock limit for any one step, seconds (None: no limit).
             exclusive: run with no other job at the same time (timing).
-            job: extra job-level settings passed to the harness (entry points, arg roles).
+            entry: the task's entry points (role -> ``"file.py:function"``).
+            out_args, inout_args: the indices of the inputs the callables write.
 
         Raises:
+            StepError: a step does not have its declared form (nothing was started).
             RunnerError: the fork server could not be (re)started.
         """
+        roles = {"entry": dict(entry or {}), "out_args": list(out_args or []), "inout_args": list(inout_args or [])}
         if exclusive:
             with self._exclusive:
                 with self._active_cv:
                     self._active_cv.wait_for(lambda: self._active == 0)
-                return self._run(task_dir, steps, timeout, job, step_timeout)
+                return self._run(task_dir, steps, roles, timeout, step_timeout)
         with self._slots:
             with self._exclusive:  # wait while a timing job runs
                 pass
             with self._active_cv:
                 self._active += 1
             try:
-                return self._run(task_dir, steps, timeout, job, step_timeout)
+                return self._run(task_dir, steps, roles, timeout, step_timeout)
             finally:
                 with self._active_cv:
                     self._active -= 1
                     self._active_cv.notify_all()
 
-    def _run(self, task_dir: Path, steps: list[dict[str, Any]], timeout: float,
-             job: dict[str, Any] | None, step_timeout: float | None) -> JobResult:
+    def _run(self, task_dir: Path, steps: list[Step], roles: dict[str, Any], timeout: float,
+             step_timeout: float | None) -> JobResult:
         if self._closed:
             raise RunnerError("runner is closed")
         self.start()
+        n = len(steps)
         work = Path(tempfile.mkdtemp(prefix="kws-job-"))
         try:
-            copy = work / "task"
+            copy, out = work / "task", work / "out"
+            job = Job(**roles, task_dir=str(copy), out_dir=str(out), device=self.device.kind, steps=steps)
+            data = encode_job(job)  # raises StepError before anything runs
             shutil.copytree(task_dir, copy, ignore=shutil.ignore_patterns("__pycache__", ".git"))
-            out = work / "out"
             out.mkdir()
-            spec = dict(job or {})
-            spec.update(task_dir=str(copy), out_dir=str(out), steps=steps, device=self.device.kind)
-            (work / "job.json").write_text(json.dumps(spec), encoding="utf-8")
+            (work / "job.json").write_bytes(data)
             limits = {
                 "fsize": STDIO_LIMIT_BYTES,
                 "as": CPU_ADDRESS_SPACE_BYTES if self.device.kind == "cpu" else None,
@@ -368,7 +378,7 @@ class Runner:
                     self._waiters.pop(jid, None)
                     raise RunnerError(f"the kws fork server is gone: {e}") from None
             t0 = time.monotonic()
-            timed_out = self._watch(w, out, len(steps), t0, timeout, step_timeout)
+            timed_out = self._watch(w, out, n, t0, timeout, step_timeout)
             if timed_out:
                 w["started"].wait(5)
                 if w.get("pid"):
@@ -379,7 +389,7 @@ class Runner:
                 _killpg(w["pid"])  # stray grandchildren
             with self._lock:
                 self._waiters.pop(jid, None)
-            return self._collect(out, len(steps), w.get("status"), timed_out, seconds, timeout)
+            return self._collect(out, n, w.get("status"), timed_out, seconds, timeout)
         finally:
             shutil.rmtree(work, ignore_errors=True)
 

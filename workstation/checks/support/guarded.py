@@ -14,15 +14,15 @@ from typing import Any
 import numpy as np
 
 from workstation.analysis.compare import region_text
+from workstation.protocol.steps import GuardedCallStep
 
 
-def guarded_step(case: dict[str, Any], seed: int, scenario: str, role: str = "candidate") -> dict[str, Any]:
+def guarded_step(case: dict[str, Any], seed: int, scenario: str, role: str = "candidate") -> GuardedCallStep:
     """A ``guarded_call`` step (see :mod:`workstation.harness.guards`)."""
-    return {"kind": "guarded_call", "role": role, "case": dict(case), "seed": int(seed),
-            "scenario": scenario, "guard": True}
+    return GuardedCallStep(role=role, case=dict(case), seed=int(seed), scenario=scenario, guard=True)
 
 
-def guarded_steps(cases: list[dict[str, Any]], seed: int, scenario: str = "A") -> list[dict[str, Any]]:
+def guarded_steps(cases: list[dict[str, Any]], seed: int, scenario: str = "A") -> list[GuardedCallStep]:
     return [guarded_step(c, seed, scenario) for c in cases]
 
 

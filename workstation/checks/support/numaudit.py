@@ -10,13 +10,13 @@ that asks and shared with the others (the engine runs checks in parallel threads
 Child jobs (all through ``ctx.calls(..., memo=True)``, so other checks share them too):
 
 1. the reference on the declared cases (shared with ``correctness``);
-2. one reference-side job: the ``num-oracle`` step per declared case and seed (the oracle,
+2. one reference-side job: the ``num_oracle`` step per declared case and seed (the oracle,
    ``|inputs|`` for ``|a|ᵀ|b|``, the homogeneity and perturbation probes), the reference
    computed in each lower precision (``cast``), and a second run of the reference under the
-   ``num-callers`` monitor (determinism, calls into the candidate's file);
+   ``num_callers`` monitor (determinism, calls into the candidate's file);
 3. candidate-side jobs (precision-regime): the candidate on the declared cases (shared with
    ``correctness``), on the cases re-run at each ``[contract] dtypes`` entry no declared case
-   uses, and on one case with a 4x longer reduction; the ``triton-aot`` step;
+   uses, and on one case with a 4x longer reduction; the ``triton_aot`` step;
 4. the TF32 emulation (the reference on TF32-rounded fp32 inputs) when the AOT IR shows a
    TF32 dot.
 
@@ -58,6 +58,16 @@ from workstation.analysis.numerics import (
     round_to,
 )
 from workstation.engine.context import CallOutcome, CheckContext, case_label
+from workstation.protocol.steps import (
+    CallStep,
+    Cast,
+    NumCallers,
+    NumFresh,
+    NumOracleStep,
+    NumTf32,
+    TritonAotStep,
+    memo_key,
+)
 
 #: the caveat every finding drawn from interpreter numerics carries.
 INTERPRETER_NOTE = (
@@ -143,24 +153,17 @@ class NumericsAudit:
     def _skip_indices(self) -> list[int]:
         return sorted(set(self.task.out_args))
 
-    def _probe_step(self, case: dict[str, Any], seed: int, *, scale: bool, bump: bool) -> dict[str, Any]:
-        spec: dict[str, Any] = {"kind": "num-oracle", "case": dict(case), "seed": int(seed), "abs": True}
-        if scale:
-            spec["scale"] = True
-        if bump:
-            spec["bump"] = True
-        if self._skip_indices():
-            spec["skip"] = self._skip_indices()
-        return spec
+    def _probe_step(self, case: dict[str, Any], seed: int, *, scale: bool, bump: bool) -> NumOracleStep:
+        return NumOracleStep(case=dict(case), seed=int(seed), abs=True, scale=scale, bump=bump,
+                             skip=self._skip_indices())
 
-    def _lowp_step(self, case: dict[str, Any], seed: int, low: str) -> dict[str, Any]:
-        return CheckContext.call_step("reference", case, seed, transforms=[
-            {"name": "cast", "dtype": low, "from": case["dtype"]}])
+    def _lowp_step(self, case: dict[str, Any], seed: int, low: str) -> CallStep:
+        return CheckContext.call_step("reference", case, seed, transforms=[Cast(dtype=low, from_dtype=case["dtype"])])
 
-    def _rerun_step(self, case: dict[str, Any], seed: int) -> dict[str, Any]:
+    def _rerun_step(self, case: dict[str, Any], seed: int) -> CallStep:
         cand = self.task.entry["candidate"].file
-        return CheckContext.call_step("reference", case, seed, transforms=[{"name": "num-fresh"}],
-                                      monitors=[{"name": "num-callers", "file": cand}])
+        return CheckContext.call_step("reference", case, seed, transforms=[NumFresh()],
+                                      monitors=[NumCallers(file=cand)])
 
     # -- declared runs -----------------------------------------------------------------
 
@@ -197,7 +200,7 @@ class NumericsAudit:
         got = side.result()
         probe_out = got[: len(probes)]
         rest = got[len(probes):]
-        self._extra = {json.dumps(s, sort_keys=True): o for s, o in zip(extra, rest, strict=True)}
+        self._extra = {memo_key(s): o for s, o in zip(extra, rest, strict=True)}
         self._multi = self._multilinear(probe_out[0] if probe_out else None)
         red = self._reductions([(c, r) for (c, _), r in zip(pairs, refs, strict=True)],
                                {json.dumps(c, sort_keys=True): p for (c, s), p in zip(pairs, probe_out, strict=True)
@@ -331,18 +334,18 @@ class NumericsAudit:
             if run.seed != self.ctx.seeds[0]:
                 continue
             for low in LOWER_PRECISION.get(run.case["dtype"], ()):
-                o = self._extra.get(json.dumps(self._lowp_step(run.case, run.seed, low), sort_keys=True))
+                o = self._extra.get(memo_key(self._lowp_step(run.case, run.seed, low)))
                 if o is not None:
                     out.append((run, low, o))
         return out
 
     def reruns(self) -> list[tuple[Run, CallOutcome]]:
-        """(run, second reference run under ``num-callers``) for the first seed of every case."""
+        """(run, second reference run under ``num_callers``) for the first seed of every case."""
         runs = self.declared()
         out = []
         for run in runs:
             if run.seed == self.ctx.seeds[0]:
-                o = self._extra.get(json.dumps(self._rerun_step(run.case, run.seed), sort_keys=True))
+                o = self._extra.get(memo_key(self._rerun_step(run.case, run.seed)))
                 if o is not None:
                     out.append((run, o))
         return out
@@ -440,7 +443,7 @@ class NumericsAudit:
         return same[0].red if same else (runs[0].red if runs else Reduction(1, "no reduction found (elementwise)"))
 
     def aot(self) -> CallOutcome | None:
-        """The ``triton-aot`` step on the smallest declared case at every declared and
+        """The ``triton_aot`` step on the smallest declared case at every declared and
         contract dtype (None for a non-Triton candidate)."""
         return self._once("aot", self._aot)
 
@@ -448,16 +451,14 @@ class NumericsAudit:
         if self.task.backend != "triton":
             return None
         cases = aot_cases(self.ctx.cases, self.task.contract.dtypes)
-        step = {"kind": "triton-aot", "cases": cases, "seed": int(self.ctx.seeds[0]),
-                "targets": [["cuda", 90, 32]]}
+        step = TritonAotStep(cases=cases, seed=int(self.ctx.seeds[0]), targets=[("cuda", 90, 32)])
         return self.ctx.calls([step], memo=True)[0]
 
     def tf32_emulation(self, mode: str) -> list[tuple[Run, CallOutcome]]:
         """The reference on TF32-rounded fp32 inputs (first seed of each fp32 declared case)."""
         runs = [r for r in self.declared() if r.seed == self.ctx.seeds[0] and r.case.get("dtype") == "float32"]
         steps = [CheckContext.call_step("reference", r.case, r.seed,
-                                        transforms=[{"name": "num-tf32", "mode": mode,
-                                                     "skip": self._skip_indices()}]) for r in runs]
+                                        transforms=[NumTf32(mode=mode, skip=self._skip_indices())]) for r in runs]
         return list(zip(runs, self.ctx.calls(steps, memo=True), strict=True)) if steps else []
 
     # -- judgements shared by several checks ----------------------------------------------

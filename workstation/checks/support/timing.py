@@ -23,6 +23,7 @@ from workstation.analysis.roofline import Bound, bound
 from workstation.analysis.timingstats import CI_LEVEL, RatioCI, SideStats, ratio_ci, summarize
 from workstation.checks.support.static import source_kind
 from workstation.engine.context import CheckContext, case_label
+from workstation.protocol.steps import TimingSide, TimingStep
 
 PROTOCOL = ("kws timing v1: {clock}; cache flushed before each cold sample ({flush}); "
             "warm-up excluded; sides interleaved per round; stop at stdrel < {target:.1%} "
@@ -81,10 +82,10 @@ class Plan:
     fallback_case: dict[str, Any] | None = None
     compile_enabled: bool = True
 
-    def sides(self) -> list[dict[str, Any]]:
-        s = [{"name": "baseline", "role": self.baseline_role}, {"name": "candidate", "role": "candidate"}]
+    def sides(self) -> list[TimingSide]:
+        s = [TimingSide(name="baseline", role=self.baseline_role), TimingSide(name="candidate", role="candidate")]
         if self.over_pytorch and self.compile_enabled:
-            s.append({"name": "torch_compile", "role": self.baseline_role, "compile": True})
+            s.append(TimingSide(name="torch_compile", role=self.baseline_role, compile=True))
         return s
 
 
@@ -241,9 +242,9 @@ def measure(ctx: CheckContext) -> Measurement:
 
 
 def _run_timing(ctx: CheckContext, p: Plan, cases: list[dict[str, Any]]) -> dict[str, Any]:
-    spec = {"kind": "timing", "cases": cases, "seed": ctx.seeds[0] if ctx.seeds else 0,
-            "sides": p.sides(), "compile_timeout_s": compile_timeout_s(), "stop_if_interpreted": True,
-            "workload": True, "bandwidth": True, "cache_bytes": cache_bytes_override()}
+    spec = TimingStep(cases=cases, seed=ctx.seeds[0] if ctx.seeds else 0, sides=p.sides(),
+                      compile_timeout_s=compile_timeout_s(), stop_if_interpreted=True, workload=True,
+                      bandwidth=True, cache_bytes=cache_bytes_override())
     budget = 60.0 + compile_timeout_s() * (p.over_pytorch and p.compile_enabled) + 20.0 * len(cases)
     job = ctx.run_job([spec], exclusive=True, step_timeout=budget)
     st = job.steps[0] if job.steps else None

@@ -20,10 +20,12 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from typing import Any
 
+import msgspec
 import numpy as np
 
 from workstation.analysis.compare import Comparison
 from workstation.engine.context import CallOutcome, CheckContext, case_label
+from workstation.protocol.steps import Transform
 
 
 @dataclass(eq=False)
@@ -34,8 +36,8 @@ class Trial:
     case: dict[str, Any]
     seed: int
     label: str = ""
-    ref_transforms: list[dict[str, Any]] = field(default_factory=list)
-    cand_transforms: list[dict[str, Any]] = field(default_factory=list)
+    ref_transforms: list[Transform] = field(default_factory=list)
+    cand_transforms: list[Transform] = field(default_factory=list)
     info: dict[str, Any] = field(default_factory=dict)
 
 
@@ -260,9 +262,9 @@ def evidence_of(r: TrialResult) -> dict[str, Any]:
     if t.info:
         ev.update(t.info)
     if t.cand_transforms:
-        ev["candidate_transforms"] = t.cand_transforms
+        ev["candidate_transforms"] = msgspec.to_builtins(t.cand_transforms)
     if t.ref_transforms != t.cand_transforms:
-        ev["reference_transforms"] = t.ref_transforms
+        ev["reference_transforms"] = msgspec.to_builtins(t.ref_transforms)
     if r.cand is not None and r.cand.step is not None:
         ins = r.cand.step.extra.get("inputs") or []
         ev["candidate_inputs"] = [

@@ -1,0 +1,168 @@
+"""The AOT compile child: compiles recorded Triton launches for a GPU target without a GPU.
+
+Run as ``python -m workstation.harness.aot_compile [--preload CANDIDATE.py]`` with
+``TRITON_INTERPRET`` removed from its environment (the ``triton_aot`` step starts it). It
+reads a JSON request on stdin (``task_dir``, ``launches``: records of
+:mod:`workstation.harness.aot_capture`, ``targets``: ``[backend, arch, warp size]``
+lists), imports each launch's file by path, finds the kernel's ``JITFunction``, compiles it
+with ``ASTSource(fn, signature, constexprs)`` for each target (Triton's stage pipeline up to
+PTX; ptxas is not needed) and writes the :func:`workstation.harness.ir.analyze` of each
+compile as JSON on stdout. ``--preload`` imports the candidate (torch, triton, its
+kernels) while the job child is still capturing launches.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+from workstation.harness.ir import analyze
+
+#: launch keyword arguments that are compile options (a launch record's ``options``).
+LAUNCH_OPTIONS = ("num_warps", "num_stages", "num_ctas", "maxnreg", "enable_fp_fusion")
+
+
+def task_relative(path: str, task_dir: Path) -> str:
+    """``path`` relative to the task folder when it lies in it, else unchanged."""
+    try:
+        return str(Path(path).resolve().relative_to(task_dir.resolve()))
+    except ValueError:
+        return path
+
+
+def _decode(v: Any) -> Any:
+    if isinstance(v, dict) and "tl_dtype" in v:
+        import triton.language as tl
+
+        name = v["tl_dtype"]
+        return getattr(tl, {"fp32": "float32", "fp16": "float16", "bf16": "bfloat16", "fp64": "float64"}.get(name, name))
+    return v
+
+
+def _import_by_path(path: str, cache: dict[str, Any]) -> Any:
+    import importlib.util
+
+    if path not in cache:
+        stem = Path(path).stem
+        spec = importlib.util.spec_from_file_location(stem, path)
+        if spec is None or spec.loader is None:
+            raise ImportError(f"cannot import {path}")
+        mod = importlib.util.module_from_spec(spec)
+        sys.modules[stem] = mod
+        spec.loader.exec_module(mod)
+        cache[path] = mod
+    return cache[path]
+
+
+def _jit_function(mod: Any, qualname: str) -> Any:
+    from triton.runtime.jit import JITFunction
+
+    obj: Any = mod
+    for part in qualname.split("."):
+        if part == "<locals>":
+            raise LookupError(f"{qualname} is defined inside a function: not reachable by name")
+        obj = getattr(obj, part)
+    for _ in range(8):
+        if isinstance(obj, JITFunction):
+            return obj
+        obj = getattr(obj, "fn", None)
+        if obj is None:
+            break
+    raise LookupError(f"{qualname} is not a triton.jit function")
+
+
+def compile_launch(rec: dict[str, Any], target: list[Any], modules: dict[str, Any], task_dir: str) -> dict[str, Any]:
+    """Compile one recorded launch for ``target`` ([backend, arch, warp size]) and analyse it."""
+    import triton
+    from triton.backends.compiler import GPUTarget
+    from triton.compiler import ASTSource
+
+    jit = _jit_function(_import_by_path(rec["file"], modules), rec["qualname"])
+    sig, consts = {}, {}
+    for name in jit.arg_names:
+        t = rec["signature"].get(name)
+        if t is None:
+            raise KeyError(f"the launch recorded no argument {name!r}")
+        sig[name] = t
+        if t == "constexpr":
+            consts[name] = _decode(rec["constexprs"].get(name))
+    opts = {k: v for k, v in rec.get("options", {}).items() if k in LAUNCH_OPTIONS}
+    t0 = time.perf_counter()
+    src = ASTSource(fn=jit, signature=sig, constexprs=consts)
+    try:
+        asm = _compile_to_ptx(src, GPUTarget(*target), opts)
+        how = "stages ttir..ptx"
+    except Exception:  # noqa: BLE001  (internal API moved: the public entry point, cubin included)
+        k = triton.compile(src, target=GPUTarget(*target), options=opts)
+        asm = {n: v for n, v in k.asm.items() if n in ("ttir", "ttgir", "ptx") and isinstance(v, str)}
+        how = "triton.compile"
+    return {"analysis": analyze(asm, task_dir), "compile_seconds": time.perf_counter() - t0, "compiled_by": how}
+
+
+def _compile_to_ptx(src: Any, target: Any, opts: dict[str, Any]) -> dict[str, str]:
+    """``triton.compile``'s pipeline (Triton 3.x) run up to PTX: the cubin stage (ptxas) is
+    skipped, since kws reads IR and never launches. Uses the backend's stage table, as
+    ``triton.compiler.compiler.compile`` does."""
+    from triton._C.libtriton import ir
+    from triton.compiler.compiler import make_backend
+
+    backend = make_backend(target)
+    options = backend.parse_options(dict(opts, **src.parse_options()))
+    stages: dict[str, Any] = {}
+    backend.add_stages(stages, options, src.language)
+    context = ir.context()
+    ir.load_dialects(context)
+    backend.load_dialects(context)
+    module = src.make_ir(target, options, backend.get_codegen_implementation(options), backend.get_module_map(),
+                         context)
+    metadata: dict[str, Any] = {"hash": src.hash(), "target": target, **options.__dict__}
+    out: dict[str, str] = {}
+    for ext, stage in stages.items():
+        if ext not in ("ttir", "ttgir", "llir", "ptx"):
+            break
+        module = stage(module, metadata)
+        if ext in ("ttir", "ttgir", "ptx"):
+            out[ext] = module if isinstance(module, str) else str(module)
+    if "ptx" not in out:
+        raise RuntimeError("the pipeline produced no PTX")
+    return out
+
+
+def main() -> None:
+    """The AOT child: a JSON request on stdin (``task_dir``, ``launches``, ``targets``), a
+    JSON result on stdout (``{"kernels": [...]}``; per launch and target: ``launch``
+    (index into ``launches``), ``target``, ``qualname``, ``file`` and
+    :func:`compile_launch`'s result or an ``error``). Must run without TRITON_INTERPRET."""
+    os.environ.pop("TRITON_INTERPRET", None)
+    modules: dict[str, Any] = {}
+    if len(sys.argv) > 2 and sys.argv[1] == "--preload":
+        # import the candidate (torch, triton, its kernels) while the job child is still
+        # capturing launches; a failure here is reported per kernel below
+        sys.path.insert(0, str(Path(sys.argv[2]).parent))
+        try:
+            _import_by_path(os.path.realpath(sys.argv[2]), modules)
+        except BaseException:  # noqa: BLE001
+            modules.clear()
+    req = json.loads(sys.stdin.read())
+    task_dir = req["task_dir"]
+    sys.path.insert(0, task_dir)
+    kernels = []
+    for li, rec in enumerate(req["launches"]):
+        for target in req["targets"]:
+            entry: dict[str, Any] = {"launch": li, "target": f"{target[0]} sm_{target[1]}",
+                                     "qualname": rec["qualname"], "file": task_relative(rec["file"], Path(task_dir))}
+            try:
+                entry.update(compile_launch(rec, target, modules, task_dir))
+            except BaseException as e:  # noqa: BLE001
+                entry["error"] = f"{type(e).__name__}: {str(e)[:1000]}"
+            kernels.append(entry)
+    sys.stdout.write(json.dumps({"kernels": kernels}))
+    sys.stdout.flush()
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,486 @@
+"""The job a parent sends a child: typed steps, input transforms and call monitors.
+
+A *job* (:class:`Job`) is the task copy, the task's entry points and argument roles, the
+device, and a list of *steps* run in order in one child. Every step, transform and monitor
+is a frozen :class:`msgspec.Struct` that rejects unknown fields; its kind travels in a tag
+field, spelled in snake_case:
+
+- steps (tag ``kind``): ``call``, ``author_test``, ``guarded_call``, ``sanitizer_call``,
+  ``inputs_only``, ``repeat_call``, ``hashseed_call``, ``stale_call``, ``fault_call``,
+  ``state_probe``, ``autotune_probe``, ``num_oracle``, ``triton_aot``, ``timing``,
+  ``torch_timer``, ``author_bench``;
+- transforms (tag ``name``; applied in order to a step's inputs after ``make_inputs``):
+  ``upcast``, ``cast``, ``layout``, ``magnitude``, ``signed_zeros``, ``tiny``,
+  ``nonfinite``, ``perturb``, ``diverse``, ``num_fresh``, ``num_tf32``;
+- monitors (tag ``name``; context managers around a ``call`` step's call, each reporting
+  into ``extra["monitors"][<name>]``): ``aten_ops``, ``triton_launches``,
+  ``triton_launch_records``, ``num_callers``.
+
+Life of a job: checks build the Structs (fields are keyword-only: a misspelled one is a
+``TypeError`` at once, in the parent); the runner writes :func:`encode_job`'s JSON as the
+job file (dict keys in insertion order, numpy scalars as their Python values), which first
+decodes the encoding back against :class:`Job` and compares it with the job it was given,
+so a wrong type or value (a role that does not exist, a dict where a transform Struct
+belongs, a list where a tuple belongs) is a :class:`StepError` naming the step before any
+child starts; the child decodes the file with :func:`read_job` and dispatches each step,
+transform and monitor on its Struct type to the handler a harness module registered for
+it (a step type without a handler is a ``KwsError`` step result). :func:`memo_key` is the
+step's deterministic JSON (dict keys sorted): equal steps share one result in the parent.
+
+Adding a kind: a Struct subclass of ``_Step`` (``_Transform``, ``_Monitor``) with
+``tag="<snake_case name>", kw_only=True`` and documented fields, added to the :data:`Step`
+(:data:`Transform`, :data:`Monitor`) union; its handler is registered in a harness module
+with ``@step(TheStep)`` (``@transform``, ``@monitor``).
+
+Cases are the task's case tables (``{"M": 64, "dtype": "float16"}``); seeds are the
+``seed`` argument of the task's ``make_inputs(case, device, seed)``; ``args`` and ``skip``
+lists hold positional input indices. Which role a step runs and what it sends back (its
+``extra`` and arrays, see :mod:`workstation.protocol.wire`) is documented on the handler
+in the harness module that registers it.
+
+Torch-free: the parent imports it.
+"""
+
+from __future__ import annotations
+
+import re
+from typing import Literal
+
+import msgspec
+import numpy as np
+
+from workstation.protocol.layouts import KINDS
+
+#: a callable role a step runs (an entry point of the task).
+Role = Literal["candidate", "reference", "baseline"]
+#: one case table: parameter name -> scalar value (``dtype`` is the primary input dtype).
+Case = dict[str, int | float | str | bool]
+#: a layout kind of :data:`workstation.protocol.layouts.KINDS`.
+LayoutKind = Literal[KINDS]  # type: ignore[valid-type]
+#: an AOT compile target: (backend, compute capability as an int such as 90, warp size).
+Target = tuple[str, int, int]
+
+
+class StepError(ValueError):
+    """A job whose steps do not have the declared form (a kws bug in the parent)."""
+
+
+# ----------------------------------------------------------------------------- transforms
+
+
+# frozen, forbid_unknown_fields and tag_field are inherited; kw_only applies per class, so
+# every class sets it (fields are passed by keyword: a misspelled one is a TypeError).
+
+
+class _Transform(msgspec.Struct, frozen=True, forbid_unknown_fields=True, kw_only=True, tag_field="name"):
+    """Base of the input transforms (see :mod:`workstation.harness.core`)."""
+
+
+class Upcast(_Transform, tag="upcast", kw_only=True):
+    """Cast every floating tensor input to ``dtype`` (torch dtype name; the float64 oracle)."""
+
+    dtype: str = "float64"
+
+
+class Cast(_Transform, tag="cast", kw_only=True):
+    """Cast floating tensor inputs of dtype ``from_dtype`` (``None``: any floating dtype)
+    to ``dtype`` (torch dtype names)."""
+
+    dtype: str
+    from_dtype: str | None = None
+
+
+class Layout(_Transform, tag="layout", kw_only=True):
+    """Rebuild the tensor inputs at ``args`` as views of layout ``kind`` (same values except
+    ``expand``); ``materialize``: copy the result back to contiguous memory (the
+    reference's side of ``expand``). See :mod:`workstation.harness.layouts`."""
+
+    kind: LayoutKind
+    args: list[int] = []
+    materialize: bool = False
+
+
+class ValueTransform(_Transform, kw_only=True):
+    """Base of the value transforms of :mod:`workstation.harness.values`: ``args`` are the
+    inputs they may change (``None``: every floating tensor input), ``seed`` seeds their
+    random draws (a CPU ``torch.Generator``)."""
+
+    args: list[int] | None = None
+    seed: int = 0
+
+
+class Magnitude(ValueTransform, tag="magnitude", kw_only=True):
+    """Large magnitudes up to ``amax`` (rounded down to a value of the input's dtype):
+    ``scale`` (max |x| becomes amax), ``spikes`` (one +amax and one -amax per row),
+    ``shift`` (every value in [0.85, 0.95] amax)."""
+
+    mode: Literal["scale", "spikes", "shift"]
+    amax: float
+
+
+class SignedZeros(ValueTransform, tag="signed_zeros", kw_only=True):
+    """-0.0 at every third element, row 0 all -0.0, row 1 all +0.0."""
+
+
+class Tiny(ValueTransform, tag="tiny", kw_only=True):
+    """Values within 4x of the dtype's smallest normal, most of them subnormal."""
+
+
+class Nonfinite(ValueTransform, tag="nonfinite", kw_only=True):
+    """One nan, +inf and -inf per row at seeded positions."""
+
+
+class Perturb(ValueTransform, tag="perturb", kw_only=True):
+    """``x + rel * (|x| + rms(x)) * N(0, 1)`` (``rel``: relative size, dimensionless)."""
+
+    rel: float = 1e-2
+
+
+class Diverse(ValueTransform, tag="diverse", kw_only=True):
+    """Replace the values by a unit-scale draw of ``dist`` times the input's rms
+    (absolute values for a non-negative input)."""
+
+    dist: Literal["normal", "uniform", "heavy", "mixed"]
+
+
+class NumFresh(_Transform, tag="num_fresh", kw_only=True):
+    """A copy of every tensor input (same values and strides): a second, separately
+    memoised run of the same call."""
+
+
+class NumTf32(_Transform, tag="num_tf32", kw_only=True):
+    """Round fp32 tensor inputs (except those at ``skip``) to TF32's 10 explicit mantissa
+    bits: ``rna`` rounds to nearest, ties away from zero (``cvt.rna.tf32.f32``), ``trunc``
+    drops the low 13 bits."""
+
+    mode: Literal["rna", "trunc"] = "rna"
+    skip: list[int] = []
+
+
+Transform = Upcast | Cast | Layout | Magnitude | SignedZeros | Tiny | Nonfinite | Perturb | Diverse | NumFresh | NumTf32
+
+
+# ----------------------------------------------------------------------------- monitors
+
+
+class _Monitor(msgspec.Struct, frozen=True, forbid_unknown_fields=True, kw_only=True, tag_field="name"):
+    """Base of the call monitors; each reports into ``extra["monitors"][<name>]``."""
+
+
+class AtenOps(_Monitor, tag="aten_ops", kw_only=True):
+    """Count the aten ops the call dispatches (:mod:`workstation.harness.trace`)."""
+
+
+class TritonLaunches(_Monitor, tag="triton_launches", kw_only=True):
+    """Count the call's Triton launches per kernel (:mod:`workstation.harness.trace`)."""
+
+
+class TritonLaunchRecords(_Monitor, tag="triton_launch_records", kw_only=True):
+    """Record each distinct Triton launch's signature, constexprs and options for an AOT
+    compile (:mod:`workstation.harness.aot_capture`)."""
+
+
+class NumCallers(_Monitor, tag="num_callers", kw_only=True):
+    """Count Python calls into functions defined in the task file ``file`` (path relative
+    to the task folder) while the call runs (:mod:`workstation.harness.numerics`)."""
+
+    file: str
+
+
+Monitor = AtenOps | TritonLaunches | TritonLaunchRecords | NumCallers
+
+
+# ----------------------------------------------------------------------------- steps
+
+
+class _Step(msgspec.Struct, frozen=True, forbid_unknown_fields=True, kw_only=True, tag_field="kind"):
+    """Base of the steps."""
+
+
+class CallStep(_Step, tag="call", kw_only=True):
+    """Make the inputs of ``case``/``seed``, apply ``transforms`` in order, call ``role``
+    ``repeat`` times on them inside ``monitors``; ``send_inputs``: also send the inputs
+    as they are after the call (:mod:`workstation.harness.core`)."""
+
+    role: Role
+    case: Case
+    seed: int = 0
+    transforms: list[Transform] = []
+    monitors: list[Monitor] = []
+    repeat: int = 1
+    send_inputs: bool = False
+
+
+class AuthorTestStep(_Step, tag="author_test", kw_only=True):
+    """Run the author's ``check(case, device, seed)`` (:mod:`workstation.harness.core`)."""
+
+    case: Case
+    seed: int = 0
+
+
+class GuardedCallStep(_Step, tag="guarded_call", kw_only=True):
+    """Call ``role`` with poisoned, guard-banded inputs and allocations: ``scenario``
+    picks the poison (:data:`workstation.protocol.sentinels.POISON`), ``guard`` adds the
+    guard bands (:mod:`workstation.harness.guards`)."""
+
+    role: Role
+    case: Case
+    seed: int = 0
+    transforms: list[Transform] = []
+    scenario: Literal["A", "B"] = "A"
+    guard: bool = True
+
+
+class SanitizerCallStep(_Step, tag="sanitizer_call", kw_only=True):
+    """One call of ``role`` under compute-sanitizer's memcheck in a fresh interpreter
+    (CUDA only), killed after ``timeout`` seconds (:mod:`workstation.harness.guards`)."""
+
+    role: Role = "candidate"
+    case: Case
+    seed: int = 0
+    timeout: float = 240.0
+
+
+class InputsOnlyStep(_Step, tag="inputs_only", kw_only=True):
+    """Send the (transformed) inputs of ``case``/``seed``, calling nothing
+    (:mod:`workstation.harness.probes`)."""
+
+    case: Case
+    seed: int = 0
+    transforms: list[Transform] = []
+
+
+class RepeatCallStep(_Step, tag="repeat_call", kw_only=True):
+    """Call ``role`` ``n`` times, each on a fresh clone of the same inputs
+    (:mod:`workstation.harness.probes`)."""
+
+    role: Role
+    case: Case
+    seed: int = 0
+    transforms: list[Transform] = []
+    n: int = 3
+
+
+class HashseedCallStep(_Step, tag="hashseed_call", kw_only=True):
+    """One plain call in a fresh interpreter started with ``PYTHONHASHSEED=hashseed``,
+    killed after ``timeout`` seconds (:mod:`workstation.harness.probes`)."""
+
+    role: Role
+    case: Case
+    seed: int = 0
+    transforms: list[Transform] = []
+    hashseed: int = 0
+    timeout: float = 300.0
+
+
+class StaleCallStep(_Step, tag="stale_call", kw_only=True):
+    """Call ``role`` on the inputs of ``seed_a``, copy the values of ``seed_b`` into the
+    same input tensors in place, call again (:mod:`workstation.harness.probes`)."""
+
+    role: Role
+    case: Case
+    seed_a: int
+    seed_b: int
+    transforms: list[Transform] = []
+
+
+class FaultCallStep(_Step, tag="fault_call", kw_only=True):
+    """One call of ``role`` with ``fault`` injected: every Triton launch raises
+    (``triton_launch``) or every C++/CUDA extension build raises (``extension_build``)
+    (:mod:`workstation.harness.trace`)."""
+
+    role: Role
+    case: Case
+    seed: int = 0
+    transforms: list[Transform] = []
+    fault: Literal["triton_launch", "extension_build"] = "triton_launch"
+
+
+class StateProbeStep(_Step, tag="state_probe", kw_only=True):
+    """Snapshots of process-global state before import, after import and after one call
+    of ``role`` (:mod:`workstation.harness.state`)."""
+
+    role: Role
+    case: Case
+    seed: int = 0
+
+
+class AutotuneProbeStep(_Step, tag="autotune_probe", kw_only=True):
+    """Drive the candidate's autotuners on every case of ``cases`` (tuned call, cached
+    call, one call per config) (:mod:`workstation.harness.autotune`)."""
+
+    cases: list[Case]
+    seed: int = 0
+
+
+class NumOracleStep(_Step, tag="num_oracle", kw_only=True):
+    """The float64 oracle of ``case``/``seed`` (the reference on upcast inputs) and the
+    error-budget probes: ``scale`` (each floating input doubled), ``abs`` (``|inputs|``),
+    ``bump`` (one element moved by a relative 2^-20); ``skip``: inputs the probes leave
+    alone (:mod:`workstation.harness.numerics`)."""
+
+    case: Case
+    seed: int = 0
+    abs: bool = False
+    scale: bool = False
+    bump: bool = False
+    skip: list[int] = []
+
+
+class TritonAotStep(_Step, tag="triton_aot", kw_only=True):
+    """Capture the candidate's Triton launches on every case of ``cases`` and read their
+    IR compiled for ``targets`` (``None``: sm_90) (:mod:`workstation.harness.aot`)."""
+
+    cases: list[Case]
+    seed: int = 0
+    targets: list[Target] | None = None
+
+
+class TimingSide(msgspec.Struct, frozen=True, forbid_unknown_fields=True, kw_only=True):
+    """One timed callable of a ``timing`` step: ``name`` labels its samples, ``role`` is the
+    entry point, ``compile`` wraps it in ``torch.compile``."""
+
+    name: str
+    role: Role
+    compile: bool = False
+
+
+class TimingStep(_Step, tag="timing", kw_only=True):
+    """Time ``sides`` interleaved on every case of ``cases`` (:mod:`workstation.harness.timing`).
+
+    ``params`` overrides the protocol's per-device defaults (``target_stdrel``,
+    ``min_samples``, ``time_cap_s``, ...); ``compile_timeout_s``: time box of a
+    ``torch.compile`` first call (s); ``cache_bytes``: the cache size a flush evicts
+    (bytes; ``None``: measured); ``stop_if_interpreted``: stop sampling a side whose calls
+    launch Triton kernels under the interpreter; ``workload``: measure bytes and flops of
+    one call; ``bandwidth``: measure the copy bandwidth.
+    """
+
+    cases: list[Case]
+    seed: int = 0
+    sides: list[TimingSide]
+    params: dict[str, int | float] = {}
+    compile_timeout_s: float = 60.0
+    cache_bytes: int | None = None
+    stop_if_interpreted: bool = False
+    workload: bool = False
+    bandwidth: bool = False
+
+
+class TorchTimerStep(_Step, tag="torch_timer", kw_only=True):
+    """``torch.utils.benchmark.Timer.blocked_autorange(min_run_time)`` (s) on ``role``
+    (:mod:`workstation.harness.timing`)."""
+
+    role: Role = "candidate"
+    case: Case
+    seed: int = 0
+    min_run_time: float = 0.2
+
+
+class AuthorBenchStep(_Step, tag="author_bench", kw_only=True):
+    """Run the author's ``run(case, device)``, traced when ``trace``; ``baseline_role`` is
+    the entry point the bench times against the candidate
+    (:mod:`workstation.harness.authorbench`)."""
+
+    case: Case
+    baseline_role: Role = "baseline"
+    trace: bool = True
+
+
+Step = (CallStep | AuthorTestStep | GuardedCallStep | SanitizerCallStep | InputsOnlyStep | RepeatCallStep
+        | HashseedCallStep | StaleCallStep | FaultCallStep | StateProbeStep | AutotuneProbeStep | NumOracleStep
+        | TritonAotStep | TimingStep | TorchTimerStep | AuthorBenchStep)
+
+
+class Job(msgspec.Struct, frozen=True, forbid_unknown_fields=True, kw_only=True):
+    """One child's work (the job file).
+
+    Attributes:
+        entry: role -> ``"file.py:function"`` (``candidate``, ``reference``, ``inputs``, ...).
+        out_args, inout_args: indices of the inputs the callables write (write-only,
+            read-write); their values are the outputs.
+        task_dir: the task copy the child runs in (absolute path).
+        out_dir: where the child writes ``step-<i>.*`` (absolute path).
+        device: ``"cpu"`` or ``"cuda"``.
+        steps: run in order.
+    """
+
+    entry: dict[str, str] = {}
+    out_args: list[int] = []
+    inout_args: list[int] = []
+    task_dir: str
+    out_dir: str
+    device: Literal["cpu", "cuda"] = "cpu"
+    steps: list[Step]
+
+
+# ----------------------------------------------------------------------------- encoding
+
+
+def kind_of(spec: _Step | _Transform | _Monitor | type) -> str:
+    """The tag of a step, transform or monitor, or of its type (``"call"``, ``"upcast"``,
+    ``"aten_ops"``): the key of a monitor's report in ``extra["monitors"]``."""
+    cls = spec if isinstance(spec, type) else type(spec)
+    return cls.__struct_config__.tag
+
+
+def _enc_hook(obj: object) -> object:
+    """numpy scalars (values checks compute) encode as their Python value."""
+    if isinstance(obj, np.generic):
+        return obj.item()
+    raise NotImplementedError(f"cannot encode {type(obj).__name__}")
+
+
+def memo_key(step: _Step) -> str:
+    """The deterministic JSON of ``step`` (struct fields in order, dict keys sorted)."""
+    return msgspec.json.encode(step, enc_hook=_enc_hook, order="deterministic").decode()
+
+
+_STEP_AT = re.compile(r"\$\.steps\[(\d+)\]")
+
+
+def encode_job(job: Job) -> bytes:
+    """``job`` as JSON, checked by decoding it back against :class:`Job`.
+
+    Raises:
+        StepError: a field holds a value its type does not admit (the message names the
+            step index, its kind and the field path) or one JSON cannot encode.
+    """
+    for i, step in enumerate(job.steps):
+        if not isinstance(step, _Step):
+            raise StepError(f"step {i}: {type(step).__name__} is not a step")
+    try:
+        data = msgspec.json.encode(job, enc_hook=_enc_hook)
+    except (TypeError, NotImplementedError) as e:
+        bad = next((i for i, s in enumerate(job.steps) if not _encodes(s)), None)
+        where = "job" if bad is None else f"step {bad} ({kind_of(job.steps[bad])})"
+        raise StepError(f"{where}: {e}") from None
+    try:
+        back = msgspec.json.decode(data, type=Job)
+    except msgspec.ValidationError as e:
+        m = _STEP_AT.search(str(e))
+        where = f"step {m.group(1)} ({kind_of(job.steps[int(m.group(1))])})" if m else "job"
+        raise StepError(f"{where}: {e}") from None
+    for i, (sent, got) in enumerate(zip(job.steps, back.steps, strict=True)):
+        if sent != got:  # e.g. a dict where a transform Struct belongs, a tuple for a list
+            raise StepError(f"step {i} ({kind_of(sent)}): a field holds another type than declared: "
+                            f"{sent!r} decodes as {got!r}")
+    return data
+
+
+def _encodes(step: _Step) -> bool:
+    try:
+        msgspec.json.encode(step, enc_hook=_enc_hook)
+    except (TypeError, NotImplementedError):
+        return False
+    return True
+
+
+def read_job(path: str) -> Job:
+    """Decode the job file at ``path``.
+
+    Raises:
+        msgspec.ValidationError: the file does not hold a :class:`Job`.
+    """
+    with open(path, "rb") as f:
+        return msgspec.json.decode(f.read(), type=Job)
