@@ -12,22 +12,15 @@ import pytest
 
 from tests.recordkit import ALICE, isolate, use_identity
 from tests.tuikit import build_fixture_queue
+from workstation.engine.events import normalise_event
 from workstation.records.drafts import Draft, load_draft
 from workstation.records.store import RecordError, load_records
 from workstation.repo.gitqueue import ensure_default_queue
-from workstation.review.session import (
-    DraftSaver,
-    ReplayCheckSource,
-    ReviewSession,
-    TimingView,
-    evidence_lines,
-    finding_source,
-    histogram,
-    histogram_blocks,
-    normalise_event,
-    rationale_from_findings,
-    timing_views,
-)
+from workstation.review.autosave import DraftSaver
+from workstation.review.evidence import evidence_lines, finding_source, rationale_from_findings
+from workstation.review.session import ReviewSession
+from workstation.review.sources import ReplayCheckSource
+from workstation.review.timing import TimingView, histogram, histogram_blocks, timing_views
 from workstation.rubric.model import find_rubric
 
 FIXTURES = Path(__file__).parent / "fixtures"

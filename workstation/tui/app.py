@@ -22,6 +22,7 @@ from textual.app import App
 from textual.message import Message
 from textual.widgets import Input, TextArea
 
+from workstation.review.autosave import DraftSaver
 from workstation.review.queueview import (
     QueueIndex,
     QueueRow,
@@ -29,7 +30,8 @@ from workstation.review.queueview import (
     scan_queue,
     validate_index,
 )
-from workstation.review.session import CheckSource, DraftSaver, ReviewSession, RunnerCheckSource
+from workstation.review.session import ReviewSession
+from workstation.review.sources import CheckSource, RunnerCheckSource
 from workstation.tui.commands import KwsCommands
 from workstation.tui.keymap import KeymapLoad, bindings_for, resolve_keymap
 
@@ -81,8 +83,8 @@ class KwsApp(App):
         keymap: ``"default"``, ``"vim"``, a keymap file, or an already resolved
             :class:`~workstation.tui.keymap.KeymapLoad`.
         check_source: what runs checks (default: the real engine in an isolated fork
-            server, :class:`~workstation.review.session.RunnerCheckSource`); tests inject a
-            :class:`~workstation.review.session.ReplayCheckSource`.
+            server, :class:`~workstation.review.sources.RunnerCheckSource`); tests inject a
+            :class:`~workstation.review.sources.ReplayCheckSource`.
         highlight: syntax-highlight sources (off in snapshot tests is not needed: the
             highlighting is deterministic).
         warm_runner: start the fork server in the background once the queue shows.

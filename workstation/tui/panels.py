@@ -21,14 +21,9 @@ from textual.widget import Widget
 from textual.widgets import ContentSwitcher, Static, TextArea
 
 from workstation.review.diff import FileDiff
-from workstation.review.session import (
-    ReviewSession,
-    TimingView,
-    evidence_lines,
-    histogram,
-    histogram_blocks,
-    timing_views,
-)
+from workstation.review.evidence import evidence_lines
+from workstation.review.session import ReviewSession
+from workstation.review.timing import TimingView, histogram, histogram_blocks, timing_views
 from workstation.tui.keymap import bindings_for
 from workstation.tui.listview import ChecksList, fit
 from workstation.tui.sourceview import SourceView
@@ -392,8 +387,6 @@ def render_timing(tv: TimingView, width: int) -> Text:
     """The timing view as text: the verdict line first (speedup, interval, claim), then
     representativeness, a histogram per side on a common axis (log10 when the sides
     differ by more than 10x), each side's statistics, the device and the protocol."""
-    from workstation.review.session import case_label
-
     out = Text()
     out.append(tv.speedup_line() + "\n", style="bold")
     if not tv.representative:
@@ -426,7 +419,7 @@ def render_timing(tv: TimingView, width: int) -> Text:
         out.append(" ".join(parts) + "\n")
     where = tv.device or "device ?"
     if tv.case:
-        where += f" · case {case_label(tv.case)}"
+        where += f" · case {tv.case_line()}"
     out.append(where + "\n", style="dim")
     if tv.summary:
         out.append(f"{tv.severity}: {tv.summary}\n", style="dim")

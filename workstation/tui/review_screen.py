@@ -19,13 +19,9 @@ from textual.message import Message
 from textual.screen import Screen
 from textual.widgets import Footer, Static
 
-from workstation.review.session import (
-    ReviewSession,
-    TaskView,
-    finding_source,
-    load_task_view,
-    task_files_size,
-)
+from workstation.review.evidence import finding_source
+from workstation.review.session import ReviewSession
+from workstation.review.taskview import TaskView, load_task_view, task_files_size
 from workstation.tui.keymap import bindings_for
 from workstation.tui.listview import fit
 from workstation.tui.panels import (
