@@ -108,24 +108,35 @@ class KwsApp(App):
         SSH keys often arrive in bursts ("/" and "relu" in one packet, "5" and "l", "e" and
         a sentence): the keys after one whose binding moves focus would go to the widget
         that had focus before. So, unless a text editor has focus (it takes the keys in
-        order itself; its ``EARLY_KEYS``, such as Escape, are resolved here too): a widget's synchronous key handler (``handle_key_now``: the rubric's
-        value keys) or the key's bindings run right here, and the next key already goes
-        where the reviewer is typing."""
+        order itself; its ``EARLY_KEYS``, such as Escape, are resolved here too): a
+        widget's synchronous key handler (``handle_key_now``: the rubric's value keys) or
+        the key's active binding runs right here, and the next key already goes where the
+        reviewer is typing. A key this does not resolve takes Textual's usual route."""
         if isinstance(event, events.Key) and not event.is_forwarded:
             focused = self.focused
             maximized_escape = (self.screen.maximized is not None and event.key == "escape"
                                 and self.escape_to_minimize)
             editor = isinstance(focused, Input | TextArea) and event.key not in getattr(focused, "EARLY_KEYS", ())
             if not maximized_escape and not editor:
-                if await self._check_bindings(event.key, priority=True):
+                if await self._run_active_binding(event.key, priority=True):
                     return
                 now = getattr(focused, "handle_key_now", None)
                 if now is not None and now(event):
                     return
                 consumed = focused is not None and focused.check_consume_key(event.key, event.character)
-                if not consumed and await self._check_bindings(event.key):
+                if not consumed and await self._run_active_binding(event.key, priority=False):
                     return
         await super().on_event(event)
+
+    async def _run_active_binding(self, key: str, *, priority: bool) -> bool:
+        """Run the screen's active binding of ``key`` (``Screen.active_bindings``: the one
+        nearest the focused widget, a priority binding first, the keymap applied) when its
+        priority is ``priority`` and it is enabled; True when its action ran
+        (``App.run_action`` in the binding's namespace)."""
+        active = self.screen.active_bindings.get(key)
+        if active is None or active.binding.priority != priority or not active.enabled:
+            return False
+        return await self.run_action(active.binding.action, active.node)
 
     # -- keymaps -------------------------------------------------------------------------------
 
