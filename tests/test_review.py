@@ -135,6 +135,25 @@ def test_timing_view_from_real_speedup_claim_evidence():
     assert ("claim within" in tv.speedup_line()) == (lo <= 50.0 <= hi)
 
 
+def test_session_takes_the_timing_checks_from_the_start_event():
+    start = stream("bench-honest")[0][1]
+    s = session_after("bench-honest")
+    assert s.timing_checks == start["timing_checks"] and s.timing_checks
+    assert s.timing_evidence_checks == start["timing_evidence_checks"] and s.timing_evidence_checks
+    assert s.timing_findings() and all(f["check"] in s.timing_evidence_checks for f in s.timing_findings())
+    assert timing_views(s.timing_findings()) == timing_views(s.findings)
+    # a re-run of one check names only that check: the full run's timing checks stay
+    s.begin_run(["correctness"])
+    s.apply_event("start", {"checks": ["correctness"], "device": "cpu", "timing_checks": [],
+                            "timing_evidence_checks": []})
+    assert s.timing_checks == start["timing_checks"]
+    # a full run says anew
+    s.begin_run()
+    s.apply_event("start", {"checks": ["correctness"], "device": "cpu", "timing_checks": [],
+                            "timing_evidence_checks": []})
+    assert s.timing_checks == [] and s.timing_evidence_checks == [] and s.timing_findings() == []
+
+
 def test_timing_view_not_representative():
     f = {"check": "speedup-claim", "severity": "info", "summary": "s", "evidence": {"timing": {
         "device": "cpu (triton interpreter)", "protocol": "p", "representative": False,

@@ -5,7 +5,9 @@ The TUI displays a :class:`ReviewSession` and dispatches keys to it:
 - the **checks table** (:class:`CheckRow`) fills in as a check source's events arrive
   (:mod:`workstation.review.sources`), and the session keeps a report in the shape of
   ``kws check --json`` (task format v1) for the rubric's suggestions
-  (:func:`workstation.rubric.model.suggest`) and the verdict;
+  (:func:`workstation.rubric.model.suggest`) and the verdict; the ``start`` event's
+  ``timing_checks`` / ``timing_evidence_checks`` say which checks the timing panel and
+  "re-run timing" concern;
 - the **rubric values** with one-key picks, accept-the-suggestion, undo and redo, the
   rationale and its prefill from findings (:mod:`workstation.review.evidence`),
   validation, the draft (autosaved by :class:`~workstation.review.autosave.DraftSaver`
@@ -65,6 +67,10 @@ class ReviewSession:
     ``values`` maps rubric field keys to values (the rationale under
     ``rubric.rationale_field``). Every method that changes ``values`` returns what changed
     and calls ``on_change`` (the TUI hooks autosave there).
+
+    ``timing_checks`` are the ids of the run's timing checks and ``timing_evidence_checks``
+    those whose findings carry the timing panel's evidence, as the engine's ``start``
+    event names them (a re-run of some checks adds to what the full run named).
     """
 
     def __init__(self, task_id: str, queue_root: Path | str, rubric: Rubric, *,
@@ -75,6 +81,8 @@ class ReviewSession:
         self.values: dict[str, str] = {}
         self.rows: dict[str, CheckRow] = {}
         self.device = ""
+        self.timing_checks: list[str] = []
+        self.timing_evidence_checks: list[str] = []
         self.versions: dict[str, str] = {}
         self.seeds: list[int] = []
         self.report_tree: str | None = None
@@ -84,6 +92,7 @@ class ReviewSession:
         self.run_started: float | None = None
         self.run_seconds: float | None = None
         self.on_change = on_change
+        self._partial = False  # the current run re-runs some checks only
         self._undo: list[list[Change]] = []
         self._redo: list[list[Change]] = []
         self._version = 0  # bumped by every check event (see suggestions())
@@ -102,6 +111,7 @@ class ReviewSession:
         """Mark a run as started: with ``only``, those rows go back to queued; otherwise
         the table is cleared until the ``start`` event lists the checks."""
         self._version += 1
+        self._partial = bool(only)
         self.error = ""
         self.run_started = time.monotonic()
         self.run_seconds = None
@@ -117,6 +127,12 @@ class ReviewSession:
         self._version += 1
         if kind == "start":
             self.device = str(data.get("device") or "")
+            timing = [str(c) for c in data.get("timing_checks") or []]
+            evidence = [str(c) for c in data.get("timing_evidence_checks") or []]
+            if self._partial:  # a re-run names only its own checks: keep the full run's
+                timing = _union(self.timing_checks, timing)
+                evidence = _union(self.timing_evidence_checks, evidence)
+            self.timing_checks, self.timing_evidence_checks = timing, evidence
             for cid in data.get("checks") or []:
                 self.rows[cid] = CheckRow(cid)
             return None
@@ -164,6 +180,11 @@ class ReviewSession:
         for row in self.rows.values():
             out.extend(sorted(row.findings, key=lambda f: SEVERITY_RANK.get(f.get("severity"), 3)))
         return out
+
+    def timing_findings(self) -> list[dict[str, Any]]:
+        """The findings of the timing-evidence checks so far (see ``timing_evidence_checks``)."""
+        return [f for cid in self.timing_evidence_checks if (row := self.rows.get(cid)) is not None
+                for f in sorted(row.findings, key=lambda f: SEVERITY_RANK.get(f.get("severity"), 3))]
 
     def report(self) -> dict[str, Any]:
         """The checks so far in the shape of ``kws check --json`` (task format v1).
@@ -322,3 +343,8 @@ class ReviewSession:
         if problems:
             raise RecordError("verdict not committed:\n  " + "\n  ".join(problems))
         return commit_verdict(repo, self.draft(), self.rubric)
+
+
+def _union(first: Sequence[str], then: Sequence[str]) -> list[str]:
+    """``first`` followed by the ids of ``then`` not in it."""
+    return [*first, *(c for c in then if c not in first)]

@@ -2,8 +2,9 @@
 sides' samples and statistics, the measured speedup with its interval against the claim),
 and a text histogram (:func:`histogram`, :func:`histogram_blocks`).
 
-The checks that measure timing put it in their findings' ``evidence["timing"]``. Pure
-Python.
+Which checks carry this evidence is the engine's to say: their findings hold
+``evidence["timing"]`` and the run's ``start`` event names them
+(:attr:`workstation.review.session.ReviewSession.timing_evidence_checks`). Pure Python.
 """
 
 from __future__ import annotations

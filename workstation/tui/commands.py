@@ -29,7 +29,7 @@ class KwsCommands(Provider):
         yield ("Show keys", "List every action and its keys", partial(app.action_show_keys))
         if isinstance(screen, ReviewScreen):
             yield ("Re-run all checks", "Run the whole battery again on this task", run("rerun_all"))
-            yield ("Re-run timing", "Run benchmark-bias and speedup-claim again", run("rerun_timing"))
+            yield ("Re-run timing", "Run the timing checks again", run("rerun_timing"))
             if screen.session is not None:
                 for cid in screen.session.rows:
                     yield (f"Re-run check: {cid}", f"Run {cid} again on this task",

@@ -423,7 +423,7 @@ class ReviewScreen(Screen):
     def action_rerun_timing(self) -> None:
         if self.session is None:
             return
-        ids = [c for c in ("benchmark-bias", "speedup-claim") if c in self.session.rows]
+        ids = [c for c in self.session.timing_checks if c in self.session.rows]
         if not ids:
             self.notify("no timing check in this run", timeout=3)
             return

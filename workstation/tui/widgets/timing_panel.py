@@ -1,5 +1,5 @@
-"""TimingPanel: the timing evidence of ``speedup-claim`` as histograms and the speedup
-against the claim (:class:`~workstation.review.timing.TimingView`)."""
+"""TimingPanel: the timing evidence of the run's timing-evidence checks as histograms and
+the speedup against the claim (:class:`~workstation.review.timing.TimingView`)."""
 
 from __future__ import annotations
 
@@ -17,9 +17,10 @@ __all__ = ["TimingPanel", "render_timing"]
 
 
 class TimingPanel(Panel):
-    """The timing evidence of ``speedup-claim``: per side a histogram of the samples on a
-    common axis, cold and warm, median and IQR; the speedup with its interval against
-    the claim; the device; or why the timing is not representative."""
+    """The timing evidence of the run (the findings of the checks the session names in
+    ``timing_evidence_checks``): per side a histogram of the samples on a common axis,
+    cold and warm, median and IQR; the speedup with its interval against the claim; the
+    device; or why the timing is not representative."""
 
     def compose(self) -> ComposeResult:
         with VerticalScroll(id="timing-scroll", can_focus=True):
@@ -40,16 +41,21 @@ class TimingPanel(Panel):
         if s is None:
             return
         box = self.query_one("#timing-text", Static)
-        views = timing_views(s.findings)
+        views = timing_views(s.timing_findings())
         width = max(20, self.size.width - 2)
         if views:
             set_static(box, render_timing(views[0], width))
             return
-        row = s.rows.get("speedup-claim")
+        ids = s.timing_evidence_checks
+        cid = next((c for c in ids if c in s.rows), ids[0] if ids else "")
+        row = s.rows.get(cid) if cid else None
         if row is None:
-            msg = "speedup-claim is not part of this run" if s.rows and not s.running else "waiting for speedup-claim…"
+            if not cid:
+                msg = "no timing check in this run" if s.rows and not s.running else "waiting for the timing check…"
+            else:
+                msg = f"{cid} is not part of this run" if s.rows and not s.running else f"waiting for {cid}…"
         elif not row.done:
-            msg = f"speedup-claim {row.status}…"
+            msg = f"{cid} {row.status}…"
         elif row.status == "skip":
             msg = f"no timing: {row.reason or 'skipped'}"
         elif row.status == "error":
