@@ -49,7 +49,7 @@ def test_scan_then_validate_lists_malformed_with_file_key_problem(queue_copy):
     validate_index(ix)
     assert "broken-kind" not in ix.tasks
     err = ix.errors["broken-kind"]
-    assert err.key == "kind" and "refactoring" in err.problem and err.file.endswith("task.toml")
+    assert err.key == "kind" and "refactoring" in err.problem and err.file.name == "task.toml"
     assert all(s.validated for s in ix.tasks.values())
     assert ix.name == "kws test queue" and ix.rubric_id == "kernel-review"
 

@@ -12,23 +12,16 @@ import pytest
 
 from tests.recordkit import ALICE, isolate, use_identity
 from tests.tuikit import build_fixture_queue
+from workstation.engine.events import normalise_event
 from workstation.records.drafts import Draft, load_draft
 from workstation.records.model import RecordError
 from workstation.records.parse import load_records
 from workstation.repo.gitqueue import ensure_default_queue
-from workstation.review.session import (
-    DraftSaver,
-    ReplayCheckSource,
-    ReviewSession,
-    TimingView,
-    evidence_lines,
-    finding_source,
-    histogram,
-    histogram_blocks,
-    normalise_event,
-    rationale_from_findings,
-    timing_views,
-)
+from workstation.review.autosave import DraftSaver
+from workstation.review.evidence import evidence_lines, finding_source, rationale_from_findings
+from workstation.review.session import ReviewSession
+from workstation.review.sources import ReplayCheckSource
+from workstation.review.timing import TimingView, histogram, histogram_blocks, timing_views
 from workstation.rubric.model import find_rubric
 
 FIXTURES = Path(__file__).parent / "fixtures"
@@ -141,6 +134,25 @@ def test_timing_view_from_real_speedup_claim_evidence():
     lo, hi = tv.ratio_ci
     assert "claimed 50×" in tv.speedup_line()
     assert ("claim within" in tv.speedup_line()) == (lo <= 50.0 <= hi)
+
+
+def test_session_takes_the_timing_checks_from_the_start_event():
+    start = stream("bench-honest")[0][1]
+    s = session_after("bench-honest")
+    assert s.timing_checks == start["timing_checks"] and s.timing_checks
+    assert s.timing_evidence_checks == start["timing_evidence_checks"] and s.timing_evidence_checks
+    assert s.timing_findings() and all(f["check"] in s.timing_evidence_checks for f in s.timing_findings())
+    assert timing_views(s.timing_findings()) == timing_views(s.findings)
+    # a re-run of one check names only that check: the full run's timing checks stay
+    s.begin_run(["correctness"])
+    s.apply_event("start", {"checks": ["correctness"], "device": "cpu", "timing_checks": [],
+                            "timing_evidence_checks": []})
+    assert s.timing_checks == start["timing_checks"]
+    # a full run says anew
+    s.begin_run()
+    s.apply_event("start", {"checks": ["correctness"], "device": "cpu", "timing_checks": [],
+                            "timing_evidence_checks": []})
+    assert s.timing_checks == [] and s.timing_evidence_checks == [] and s.timing_findings() == []
 
 
 def test_timing_view_not_representative():

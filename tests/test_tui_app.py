@@ -180,6 +180,22 @@ async def test_rerun_one_check_and_all(tmp_path, monkeypatch):
 
 
 @run_async
+async def test_rerun_timing_reruns_the_timing_checks_the_start_event_named(tmp_path, monkeypatch):
+    root = tui_env(monkeypatch, tmp_path)
+    app = replay_app(root)
+    async with app.run_test(size=(160, 48)) as pilot:
+        await wait_queue(pilot)
+        await open_task(pilot, "bench-honest")
+        await wait_review_ready(pilot)
+        s, src = app.screen.session, app.check_source
+        assert s.timing_checks
+        await pilot.press("T")
+        await wait_for(pilot, lambda: len(src.runs) == 2 and not s.running, what="the timing re-run")
+        assert src.runs[-1] == ("bench-honest", tuple(s.timing_checks))
+        assert "median" in widget_text(app.screen.query_one("#timing-text"))
+
+
+@run_async
 async def test_diff_view_hunks_split_files_and_maximise(tmp_path, monkeypatch):
     root = tui_env(monkeypatch, tmp_path)
     app = replay_app(root)

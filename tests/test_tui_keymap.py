@@ -8,12 +8,14 @@ from pathlib import Path
 
 import pytest
 
+from workstation.schema.problem import Problem
 from workstation.tui.keymap import (
     ACTIONS,
-    KeymapError,
+    character_key,
     defaults,
     key_display,
     load_keymap_file,
+    normalise_key_list,
     resolve_keymap,
     user_keymap_path,
 )
@@ -75,7 +77,7 @@ def test_malformed_user_file_is_reported_and_ignored(tmp_path, monkeypatch, text
     assert load.name == "default" and load.keys == defaults()
     assert len(load.problems) == 1
     err = load.problems[0]
-    assert isinstance(err, KeymapError)
+    assert isinstance(err, Problem)
     assert err.file == user_keymap_path() and err.key == key and problem in err.problem, str(err)
     assert str(user_keymap_path()) in str(err)
 
@@ -91,3 +93,17 @@ def test_key_display():
     assert key_display("question_mark,f1") == "?, f1"
     assert key_display("ctrl+s,Z") == "ctrl+s, Z"
     assert key_display("right_square_bracket") == "]"
+
+
+def test_character_key_names_keys_as_textual_does():
+    from textual.keys import key_to_character
+
+    short = {"+": "plus", "-": "minus", "/": "slash", "@": "at", "\\": "backslash", "_": "underscore"}
+    for c in map(chr, range(33, 127)):
+        name = character_key(c)
+        if c in short:
+            assert name == short[c]
+        else:  # Textual's own inverse gives the character back
+            assert key_to_character(name) == c, (c, name)
+    assert character_key("?") == "question_mark" and character_key("]") == "right_square_bracket"
+    assert normalise_key_list("?, f1,ctrl+s") == "question_mark,f1,ctrl+s"

@@ -11,7 +11,7 @@ from pathlib import Path
 from tests.conftest import SAMPLE_QUEUE
 from tests.recordkit import ALICE, isolate, use_identity
 from workstation.repo.gitqueue import ensure_default_queue
-from workstation.review.session import ReplayCheckSource
+from workstation.review.sources import ReplayCheckSource
 
 FIXTURES = Path(__file__).parent / "fixtures"
 EVENTS = FIXTURES / "events"

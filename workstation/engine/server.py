@@ -3,7 +3,7 @@
 The engine's parent side does real work (loading check modules, comparing outputs with
 numpy, statistics on timings). Run in threads of the app's process it would hold the GIL
 and the import lock while the reviewer types; run here, the app's process only reads
-events. The app starts this server once (:class:`workstation.review.session.RunnerCheckSource`)
+events. The app starts this server once (:class:`workstation.review.sources.RunnerCheckSource`)
 as ``python -m workstation.engine.server`` in a session of its own, at a lower CPU
 priority than the app (nice +10, ``KWS_CHECKSERVER_NICE``); the server keeps one :class:`~workstation.runner.Runner` (fork
 server) for every run.
@@ -12,7 +12,7 @@ Protocol, one JSON object per line. Requests on stdin: ``{"op": "run", "run": N,
 "task_dir": path, "only": [ids] | null}`` and ``{"op": "warm"}``. Replies on stdout:
 ``{"op": "warm", "device": label}`` or ``{"op": "warm", "error": message}``, and per run
 ``{"run": N, "kind": k, "data": d}`` with the events of
-:func:`workstation.review.session.normalise_event`, ending with ``done`` or ``error``. Runs
+:func:`workstation.engine.events.normalise_event`, ending with ``done`` or ``error``. Runs
 proceed concurrently (their child jobs share the runner's slots). End of stdin (the app
 exited, or its SSH session dropped) closes the runner, killing any job still running,
 and ends the server.
@@ -56,7 +56,7 @@ class _Server:
             self.send({"op": "warm", "error": f"{type(e).__name__}: {e}"})
 
     def run(self, req: dict[str, Any]) -> None:
-        from workstation.review.session import normalise_event
+        from workstation.engine.events import normalise_event
 
         rid = req["run"]
 

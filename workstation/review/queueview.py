@@ -36,13 +36,14 @@ from typing import Any
 
 import platformdirs
 
+from workstation.schema.problem import Problem
+
 __all__ = [
     "FILTER_KEYS",
     "SORT_KEYS",
     "QueueFilter",
     "QueueIndex",
     "QueueRow",
-    "TaskProblem",
     "TaskSummary",
     "build_rows",
     "next_unreviewed",
@@ -53,7 +54,9 @@ __all__ = [
     "validate_index",
 ]
 
-_CACHE_SCHEMA = 2
+#: the index cache's format; a cache of another format is ignored (3: errors as
+#: ``Problem.as_dict()``, without the task name of format 2).
+_CACHE_SCHEMA = 3
 
 
 @dataclass(frozen=True)
@@ -75,30 +78,17 @@ class TaskSummary:
     validated: bool = False
 
 
-@dataclass(frozen=True)
-class TaskProblem:
-    """A task folder that does not load: the file, the dotted key and the problem."""
-
-    task: str
-    file: str
-    key: str
-    problem: str
-
-    def __str__(self) -> str:
-        where = f"{self.file}: {self.key}" if self.key else self.file
-        return f"{where}: {self.problem}"
-
-
 @dataclass
 class QueueIndex:
     """The tasks of a queue, by folder name. A folder is either in ``tasks`` (loads, or not
-    yet validated) or in ``errors`` (does not load)."""
+    yet validated) or in ``errors`` (does not load: the file, the dotted key and the
+    problem)."""
 
     root: Path
     name: str
     rubric_id: str
     tasks: dict[str, TaskSummary] = field(default_factory=dict)
-    errors: dict[str, TaskProblem] = field(default_factory=dict)
+    errors: dict[str, Problem] = field(default_factory=dict)
     signatures: dict[str, str] = field(default_factory=dict)
 
     @property
@@ -137,7 +127,7 @@ def _save_cache(index: QueueIndex) -> None:
         if s is not None and s.validated:
             entries[name] = {"sig": sig, "summary": asdict(s)}
         elif name in index.errors:
-            entries[name] = {"sig": sig, "error": asdict(index.errors[name])}
+            entries[name] = {"sig": sig, "error": index.errors[name].as_dict()}
     path = cache_file(index.root)
     try:
         path.parent.mkdir(parents=True, exist_ok=True)
@@ -214,7 +204,6 @@ def scan_queue(root: Path | str, *, use_cache: bool = True) -> QueueIndex:
     Raises:
         Problem: ``root`` has no ``tasks/`` folder, or its ``queue.toml`` does not load.
     """
-    from workstation.schema.problem import Problem
     from workstation.task.queue import read_queue_config
 
     root = Path(root)
@@ -237,7 +226,7 @@ def scan_queue(root: Path | str, *, use_cache: bool = True) -> QueueIndex:
                     index.tasks[folder] = TaskSummary(**{**hit["summary"], "dir": str(d)})
                     continue
                 if "error" in hit:
-                    index.errors[folder] = TaskProblem(**hit["error"])
+                    index.errors[folder] = Problem(**hit["error"])
                     continue
             except TypeError:
                 pass  # an entry of another shape: re-validate
@@ -245,10 +234,10 @@ def scan_queue(root: Path | str, *, use_cache: bool = True) -> QueueIndex:
         try:
             text = toml.read_text(encoding="utf-8")
         except FileNotFoundError:
-            index.errors[folder] = TaskProblem(folder, str(toml), "", "no task.toml in this task folder")
+            index.errors[folder] = Problem(toml, "", "no task.toml in this task folder")
             continue
         except (OSError, UnicodeDecodeError) as e:
-            index.errors[folder] = TaskProblem(folder, str(toml), "", f"cannot read: {e}")
+            index.errors[folder] = Problem(toml, "", f"cannot read: {e}")
             continue
         index.tasks[folder] = quick_summary(text, folder, str(d))
     return index
@@ -282,7 +271,6 @@ def validate_index(
     """Pass 2: validate every pending task with :func:`load_task` (in place; also returns
     ``index``). ``on_progress(done, total)`` is called every 50 tasks; ``should_stop()``
     ends early (the cache keeps what was validated)."""
-    from workstation.schema.problem import Problem
     from workstation.task.format import load_task
 
     pending = index.pending
@@ -294,7 +282,7 @@ def validate_index(
             index.tasks[folder] = summary_of(load_task(d))
         except Problem as e:
             index.tasks.pop(folder, None)
-            index.errors[folder] = TaskProblem(folder, str(e.file), e.key, e.problem)
+            index.errors[folder] = e
         if on_progress is not None and (i % 50 == 0 or i == len(pending)):
             on_progress(i, len(pending))
     if save:
@@ -347,7 +335,7 @@ def build_rows(
     drafts: Iterable[str] = (),
 ) -> list[QueueRow]:
     """Rows for every loadable task, in folder order, with flags from a
-    :class:`workstation.records.store.RecordSet` for viewer ``me`` (an Identity) when given."""
+    :class:`workstation.records.state.RecordSet` for viewer ``me`` (an Identity) when given."""
     flags: Mapping[str, Any] = records.all_flags(me) if records is not None else {}
     drafted = set(drafts)
     out = []

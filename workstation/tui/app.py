@@ -1,11 +1,16 @@
 """The kws review app (Textual): a queue screen and a review screen per task.
 
-The app only displays and dispatches. Queue indexing (:mod:`workstation.review.queueview`),
-review state, suggestions and drafts (:mod:`workstation.review.session`), diffs
-(:mod:`workstation.review.diff`), records (:mod:`workstation.records.store`) and the check
-engine do the work, always in worker threads: the UI thread never waits on git, the
-file system at scale, or a check. Task code runs in the runner's niced child processes;
-this process never imports torch or triton.
+The app only displays and dispatches. The queue index, records, identity, drafts and
+commits (:mod:`workstation.review.services`), review state and suggestions
+(:mod:`workstation.review.session`), diffs (:mod:`workstation.review.diff`) and the check
+source (:mod:`workstation.review.sources`: the engine in a check server process) do the
+work, always in worker threads: the UI thread never waits on git, the file system at
+scale, or a check. Task code runs in the runner's niced child processes; this process
+never imports torch or triton.
+
+Screens learn of changes through two signals (``textual.signal.Signal``):
+:attr:`KwsApp.queue_changed` (a new :class:`~workstation.review.services.QueueState`) and
+:attr:`KwsApp.session_event` (a :class:`~workstation.tui.messages.SessionEvent`).
 
 Entry point: :func:`run_app` (``kws`` without a sub-command).
 """
@@ -13,64 +18,26 @@ Entry point: :func:`run_app` (``kws`` without a sub-command).
 from __future__ import annotations
 
 import sys
-from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 from textual import events, work
 from textual.app import App
-from textual.message import Message
+from textual.signal import Signal
 from textual.widgets import Input, TextArea
 
-from workstation.review.queueview import (
-    QueueIndex,
-    QueueRow,
-    build_rows,
-    scan_queue,
-    validate_index,
-)
-from workstation.review.session import CheckSource, DraftSaver, ReviewSession, RunnerCheckSource
+from workstation.review import services
+from workstation.review.autosave import DraftSaver
+from workstation.review.queueview import QueueRow
+from workstation.review.services import QueueState
+from workstation.review.session import ReviewSession
+from workstation.review.sources import CheckSource, RunnerCheckSource
+from workstation.schema.problem import Problem
 from workstation.tui.commands import KwsCommands
 from workstation.tui.keymap import KeymapLoad, bindings_for, resolve_keymap
+from workstation.tui.messages import CheckEvent, QueueLoaded, SessionEvent
 
-__all__ = ["KwsApp", "QueueState", "run_app"]
-
-
-@dataclass
-class QueueState:
-    """What the app knows about the open queue (filled by workers)."""
-
-    root: Path
-    index: QueueIndex | None = None
-    rows: list[QueueRow] = field(default_factory=list)
-    records: Any = None
-    me: Any = None
-    identity_problem: str = ""
-    rubric: Any = None
-    rubric_problem: str = ""
-    drafts: set[str] = field(default_factory=set)
-    validating: bool = False
-    loaded: bool = False
-
-
-class QueueLoaded(Message):
-    """A worker finished (re)loading the queue index, records and identity."""
-
-    def __init__(self, state: QueueState, validated: bool) -> None:
-        super().__init__()
-        self.state = state
-        self.validated = validated
-
-
-class CheckEvent(Message):
-    """One normalised engine event for ``session`` (posted from a worker thread)."""
-
-    def __init__(self, session: ReviewSession, run: int, kind: str, data: dict[str, Any]) -> None:
-        super().__init__()
-        self.session = session
-        self.run = run
-        self.kind = kind
-        self.data = data
+__all__ = ["KwsApp", "run_app"]
 
 
 class KwsApp(App):
@@ -81,11 +48,15 @@ class KwsApp(App):
         keymap: ``"default"``, ``"vim"``, a keymap file, or an already resolved
             :class:`~workstation.tui.keymap.KeymapLoad`.
         check_source: what runs checks (default: the real engine in an isolated fork
-            server, :class:`~workstation.review.session.RunnerCheckSource`); tests inject a
-            :class:`~workstation.review.session.ReplayCheckSource`.
+            server, :class:`~workstation.review.sources.RunnerCheckSource`); tests inject a
+            :class:`~workstation.review.sources.ReplayCheckSource`.
         highlight: syntax-highlight sources (off in snapshot tests is not needed: the
             highlighting is deterministic).
         warm_runner: start the fork server in the background once the queue shows.
+
+    Signals: ``queue_changed`` publishes the new :class:`QueueState` after each stage of
+    (re)loading the queue; ``session_event`` publishes a :class:`SessionEvent` after each
+    check event applied to a session.
     """
 
     CSS_PATH = Path(__file__).with_name("kws.tcss")  # absolute: subclasses elsewhere find it too
@@ -98,6 +69,8 @@ class KwsApp(App):
                  check_source: CheckSource | None = None, highlight: bool = True,
                  warm_runner: bool = True) -> None:
         super().__init__()
+        self.queue_changed: Signal[QueueState] = Signal(self, "queue-changed")
+        self.session_event: Signal[SessionEvent] = Signal(self, "session-event")
         self.animation_level = "none"  # over SSH every animation frame costs bandwidth
         self.queue = QueueState(root=Path(queue).expanduser().resolve())
         self.keymap_load = keymap if isinstance(keymap, KeymapLoad) else resolve_keymap(keymap)
@@ -113,7 +86,7 @@ class KwsApp(App):
     # -- lifecycle ---------------------------------------------------------------------------
 
     def on_mount(self) -> None:
-        from workstation.tui.queue_screen import QueueScreen
+        from workstation.tui.screens.queue import QueueScreen
 
         self.set_keymap(self.keymap_load.keys)
         for p in self.keymap_load.problems:
@@ -135,24 +108,35 @@ class KwsApp(App):
         SSH keys often arrive in bursts ("/" and "relu" in one packet, "5" and "l", "e" and
         a sentence): the keys after one whose binding moves focus would go to the widget
         that had focus before. So, unless a text editor has focus (it takes the keys in
-        order itself; its ``EARLY_KEYS``, such as Escape, are resolved here too): a widget's synchronous key handler (``handle_key_now``: the rubric's
-        value keys) or the key's bindings run right here, and the next key already goes
-        where the reviewer is typing."""
+        order itself; its ``EARLY_KEYS``, such as Escape, are resolved here too): a
+        widget's synchronous key handler (``handle_key_now``: the rubric's value keys) or
+        the key's active binding runs right here, and the next key already goes where the
+        reviewer is typing. A key this does not resolve takes Textual's usual route."""
         if isinstance(event, events.Key) and not event.is_forwarded:
             focused = self.focused
             maximized_escape = (self.screen.maximized is not None and event.key == "escape"
                                 and self.escape_to_minimize)
             editor = isinstance(focused, Input | TextArea) and event.key not in getattr(focused, "EARLY_KEYS", ())
             if not maximized_escape and not editor:
-                if await self._check_bindings(event.key, priority=True):
+                if await self._run_active_binding(event.key, priority=True):
                     return
                 now = getattr(focused, "handle_key_now", None)
                 if now is not None and now(event):
                     return
                 consumed = focused is not None and focused.check_consume_key(event.key, event.character)
-                if not consumed and await self._check_bindings(event.key):
+                if not consumed and await self._run_active_binding(event.key, priority=False):
                     return
         await super().on_event(event)
+
+    async def _run_active_binding(self, key: str, *, priority: bool) -> bool:
+        """Run the screen's active binding of ``key`` (``Screen.active_bindings``: the one
+        nearest the focused widget, a priority binding first, the keymap applied) when its
+        priority is ``priority`` and it is enabled; True when its action ran
+        (``App.run_action`` in the binding's namespace)."""
+        active = self.screen.active_bindings.get(key)
+        if active is None or active.binding.priority != priority or not active.enabled:
+            return False
+        return await self.run_action(active.binding.action, active.node)
 
     # -- keymaps -------------------------------------------------------------------------------
 
@@ -170,7 +154,7 @@ class KwsApp(App):
         self.apply_keymap("vim" if self.keymap_load.name == "default" else "default")
 
     def action_show_keys(self) -> None:
-        from workstation.tui.dialogs import HelpScreen
+        from workstation.tui.screens.help import HelpScreen
 
         if not isinstance(self.screen, HelpScreen):
             self.push_screen(HelpScreen())
@@ -179,55 +163,16 @@ class KwsApp(App):
 
     @work(thread=True, exclusive=True, group="queue-load")
     def load_queue(self, validate: bool = True) -> None:
-        """Index the queue (a worker), in stages, each posted as soon as it is ready:
-        the task rows (file reads only), then the review flags (git identity, records),
-        then the validation of tasks the index cache did not vouch for."""
-        from workstation.records.drafts import draft_path
-        from workstation.rubric.model import queue_rubric
-        from workstation.schema.problem import Problem
-
-        st = QueueState(root=self.queue.root)
+        """Index the queue (a worker), in stages, each posted as soon as it is ready
+        (:func:`workstation.review.services.load_queue`): the task rows, then the review
+        flags, then the validation of tasks the index cache did not vouch for; then warm
+        the check runner up."""
         try:
-            st.index = scan_queue(st.root)
+            for state in services.load_queue(self.queue.root, validate=validate):
+                self.post_message(QueueLoaded(state))
         except Problem as e:
             self.call_from_thread(self.notify, str(e), severity="error", timeout=30)
             return
-        try:
-            st.rubric = queue_rubric(st.root)
-        except Problem as e:
-            st.rubric_problem = str(e)
-        folder = draft_path(st.root, "x").parent
-        st.drafts = {p.stem for p in folder.glob("*.json")} if folder.is_dir() else set()
-        st.rows = build_rows(st.index, None, None, st.drafts)
-        st.loaded = True
-        st.validating = validate and bool(st.index.pending)
-        self.post_message(QueueLoaded(st, validated=not st.validating))
-
-        from workstation.records.parse import load_records
-        from workstation.repo.gitqueue import QueueError, open_queue, reviewer_identity
-
-        st = QueueState(**{**st.__dict__})
-        try:
-            repo = open_queue(st.root)
-            try:
-                st.me = reviewer_identity(repo)
-            except QueueError as e:
-                st.identity_problem = str(e)
-            repo.close()
-        except QueueError as e:
-            st.identity_problem = str(e)
-        st.records = load_records(st.root)
-        st.rows = build_rows(st.index, st.records, st.me, st.drafts)
-        self.post_message(QueueLoaded(st, validated=not st.validating))
-        if st.validating:
-            ix = st.index
-            ix = QueueIndex(ix.root, ix.name, ix.rubric_id, dict(ix.tasks), dict(ix.errors), dict(ix.signatures))
-            validate_index(ix)  # on a copy: the UI thread reads the posted one
-            st = QueueState(**{**st.__dict__})
-            st.index = ix
-            st.rows = build_rows(st.index, st.records, st.me, st.drafts)
-            st.validating = False
-            self.post_message(QueueLoaded(st, validated=True))
         if self.warm_runner and isinstance(self.check_source, RunnerCheckSource):
             self.warm_runner = False
             try:
@@ -237,21 +182,12 @@ class KwsApp(App):
 
     def on_queue_loaded(self, msg: QueueLoaded) -> None:
         self.queue = msg.state
-        for screen in self.screen_stack:
-            hook = getattr(screen, "queue_changed", None)
-            if hook is not None and screen.is_attached:
-                hook()
+        self.queue_changed.publish(msg.state)
 
     @work(thread=True, exclusive=True, group="records")
     def reload_records(self) -> None:
         """Re-read records (after a commit or dispute) and rebuild the rows."""
-        from workstation.records.parse import load_records
-
-        st = QueueState(**{**self.queue.__dict__})
-        st.records = load_records(st.root)
-        if st.index is not None:
-            st.rows = build_rows(st.index, st.records, st.me, st.drafts)
-        self.post_message(QueueLoaded(st, validated=not st.validating))
+        self.post_message(QueueLoaded(services.reload_records(self.queue)))
 
     def row(self, task_id: str) -> QueueRow | None:
         return next((r for r in self.queue.rows if r.id == task_id), None)
@@ -263,9 +199,7 @@ class KwsApp(App):
         and coming back keeps its checks), created with its saved draft."""
         s = self.sessions.get(task_id)
         if s is None:
-            from workstation.records.drafts import load_draft
-
-            draft = load_draft(self.queue.root, task_id)
+            draft = services.load_draft(self.queue.root, task_id)
             s = ReviewSession(task_id, self.queue.root, self.queue.rubric, draft=draft,
                               on_change=self._autosave)
             self.sessions[task_id] = s
@@ -283,8 +217,7 @@ class KwsApp(App):
         if not only:
             self._runs[session.task_id] = run
         session.begin_run(only)
-        task_dir = self.queue.root / "tasks" / session.task_id
-        self._check_worker(session, run, task_dir, only)
+        self._check_worker(session, run, services.task_dir(self.queue.root, session.task_id), only)
 
     @work(thread=True, group="checks")
     def _check_worker(self, session: ReviewSession, run: int, task_dir: Path, only: list[str] | None) -> None:
@@ -303,24 +236,16 @@ class KwsApp(App):
             self._autosave(s)
         if not self.screen_stack:
             return  # the app is closing
-        screen = self.screen
-        hook = getattr(screen, "session_event", None)
-        if hook is not None and getattr(screen, "session", None) is s:
-            hook(msg.kind, cid)
+        self.session_event.publish(SessionEvent(s, msg.kind, cid))
 
 
 def run_app(queue: Path | None, keymap: str | None) -> None:
     """Open the review app on ``queue`` (default: the per-user sample queue, created on
     first run) with ``keymap`` (default, vim, or a keymap file)."""
-    from workstation.repo.gitqueue import QueueError, ensure_default_queue
-
     try:
-        root = Path(queue) if queue is not None else ensure_default_queue()
-    except QueueError as e:
+        root = services.open_queue_root(queue)
+    except services.ServiceError as e:
         print(f"kws: {e}", file=sys.stderr)
-        sys.exit(2)
-    if not (root / "tasks").is_dir():
-        print(f"kws: {root}: not a kws queue (no tasks/ folder)", file=sys.stderr)
         sys.exit(2)
     if keymap is not None and keymap not in ("default", "vim") and not Path(keymap).is_file():
         print(f"kws: --keymap {keymap!r}: not a bundled keymap (default, vim) or a file", file=sys.stderr)

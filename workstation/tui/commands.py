@@ -16,8 +16,8 @@ class KwsCommands(Provider):
     def _commands(self) -> Iterator[tuple[str, str, Callable[[], Any]]]:
         app: Any = self.app
         screen = app.screen
-        from workstation.tui.queue_screen import QueueScreen
-        from workstation.tui.review_screen import ReviewScreen
+        from workstation.tui.screens.queue import QueueScreen
+        from workstation.tui.screens.review import ReviewScreen
 
         def run(action: str, target: Any = None) -> Callable[[], Any]:
             return partial(app.call_later, (target or screen).run_action, action)
@@ -29,11 +29,11 @@ class KwsCommands(Provider):
         yield ("Show keys", "List every action and its keys", partial(app.action_show_keys))
         if isinstance(screen, ReviewScreen):
             yield ("Re-run all checks", "Run the whole battery again on this task", run("rerun_all"))
-            yield ("Re-run timing", "Run benchmark-bias and speedup-claim again", run("rerun_timing"))
+            yield ("Re-run timing", "Run the timing checks again", run("rerun_timing"))
             if screen.session is not None:
                 for cid in screen.session.rows:
                     yield (f"Re-run check: {cid}", f"Run {cid} again on this task",
-                           partial(app.call_later, self._rerun_one, screen, cid))
+                           partial(app.call_later, screen.rerun_check, cid))
             yield ("Commit verdict", "Validate the rubric and commit the verdict to git", run("commit"))
             yield ("Dispute a verdict", "Disagree with a field of an existing verdict, with a rationale", run("dispute"))
             yield ("Accept all suggestions", "Take kws's suggestion for every empty field", run("accept_all"))
@@ -52,14 +52,9 @@ class KwsCommands(Provider):
         for row in app.queue.rows:
             yield (f"Open task: {row.id}", row.summary.title, partial(self._open, row.id))
 
-    def _rerun_one(self, screen: Any, cid: str) -> None:
-        from workstation.tui.panels import ChecksPanel
-
-        screen.on_checks_panel_rerun(ChecksPanel.Rerun(cid))
-
     def _open(self, task_id: str) -> None:
-        from workstation.tui.queue_screen import QueueScreen
-        from workstation.tui.review_screen import ReviewScreen
+        from workstation.tui.screens.queue import QueueScreen
+        from workstation.tui.screens.review import ReviewScreen
 
         app: Any = self.app
         while isinstance(app.screen, ReviewScreen):
@@ -70,8 +65,8 @@ class KwsCommands(Provider):
 
     def _open_next_unreviewed(self) -> None:
         from workstation.review.queueview import next_unreviewed
-        from workstation.tui.queue_screen import QueueScreen
-        from workstation.tui.review_screen import ReviewScreen
+        from workstation.tui.screens.queue import QueueScreen
+        from workstation.tui.screens.review import ReviewScreen
 
         app: Any = self.app
         after = app.screen.task_id if isinstance(app.screen, ReviewScreen) else None

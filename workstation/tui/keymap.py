@@ -15,32 +15,44 @@ Resolution (:func:`resolve_keymap`): the keymap named by ``--keymap`` (``default
 parse or validate is reported (file, key, problem) and ignored: the app falls back to
 the default keymap rather than start with half a keymap.
 
-This module is plain Python: the TUI builds its ``BINDINGS`` from :data:`ACTIONS` and
-applies the resolved keymap with ``App.set_keymap``.
+Files are read through the schema layer (:func:`~workstation.schema.toml.read_toml`, the
+:class:`KeymapFile` struct); an unknown key is an error, reported as a
+:class:`~workstation.schema.problem.Problem`. Key names are Textual's; one typed character
+is named as Textual names it (:func:`character_key`).
+
+The TUI builds its ``BINDINGS`` from :data:`ACTIONS` and applies the resolved keymap with
+``App.set_keymap``.
 """
 
 from __future__ import annotations
 
 import os
-import tomllib
+import unicodedata
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Annotated, Any
 
 import platformdirs
+from msgspec import Meta, Struct
 
-import workstation
+from workstation.schema.problem import Problem
+from workstation.schema.structs import convert, unknown_keys
+from workstation.schema.toml import read_toml
 
 __all__ = [
     "ACTIONS",
     "BUNDLED",
     "ActionSpec",
-    "KeymapError",
+    "KeymapFile",
     "KeymapLoad",
+    "UserKeymapFile",
     "bindings_for",
+    "character_key",
     "config_dir",
     "key_display",
     "keymap_search_path",
     "load_keymap_file",
+    "normalise_key_list",
     "resolve_keymap",
     "user_keymap_path",
 ]
@@ -142,12 +154,24 @@ _BY_ID = {a.id: a for a in ACTIONS}
 _MODIFIERS = ("ctrl", "shift", "alt", "meta", "super", "hyper")
 
 
-class KeymapError(Exception):
-    """A keymap file that cannot be used: names the file, the key and the problem."""
+#: one ``[keys]`` value.
+Keys = Annotated[str | list[str], Meta(description="a string of comma-separated keys or an array of strings")]
 
-    def __init__(self, file: Path | str, key: str, problem: str) -> None:
-        self.file, self.key, self.problem = Path(file), key, problem
-        super().__init__(f"{file}: {key}: {problem}" if key else f"{file}: {problem}")
+
+class KeymapFile(Struct, frozen=True):
+    """A bundled keymap file (or one given with ``--keymap``): an optional name and
+    description, and ``[keys]``: binding id = :data:`Keys` (each value is converted on its
+    own, so a message names its binding id)."""
+
+    name: Annotated[str, Meta(description="a string")] | None = None
+    description: Annotated[str, Meta(description="a string")] | None = None
+    keys: Annotated[dict[str, Any], Meta(description="a table of binding id = keys")] = {}
+
+
+class UserKeymapFile(KeymapFile, frozen=True):
+    """The user keymap file: a keymap file that may also name its ``base`` keymap."""
+
+    base: Annotated[str, Meta(description="a bundled keymap name")] | None = None
 
 
 @dataclass
@@ -159,7 +183,7 @@ class KeymapLoad:
     name: str
     keys: dict[str, str]
     files: list[Path] = field(default_factory=list)
-    problems: list[KeymapError] = field(default_factory=list)
+    problems: list[Problem] = field(default_factory=list)
 
 
 def config_dir() -> Path:
@@ -176,15 +200,46 @@ def user_keymap_path() -> Path:
 def keymap_search_path() -> list[Path]:
     """Folders holding the bundled keymaps: ``keymaps/`` next to the package (a source
     checkout), then ``workstation/data/keymaps`` (package data)."""
-    pkg = Path(workstation.__file__).resolve().parent
+    pkg = Path(__file__).resolve().parents[1]  # the workstation package
     return [pkg.parent / "keymaps", pkg / "data" / "keymaps"]
 
 
+#: Textual's short names for some characters' Unicode names (``/`` is ``slash``).
+_KEY_NAME_REPLACEMENTS = {
+    "solidus": "slash", "reverse_solidus": "backslash", "commercial_at": "at",
+    "hyphen_minus": "minus", "plus_sign": "plus", "low_line": "underscore",
+}
+
+
+def character_key(character: str) -> str:
+    """The Textual key name of one typed character, as Textual names the key event:
+    a letter or digit is itself; any other character is its Unicode name in lower case
+    with spaces and dashes as underscores (``?`` is ``question_mark``, ``]`` is
+    ``right_square_bracket``), a few shortened (``/`` is ``slash``, ``-`` is ``minus``,
+    ``+`` is ``plus``, ``_`` is ``underscore``, ``@`` is ``at``, ``\\`` is
+    ``backslash``); tab is ``tab``. (Textual's inverse, ``textual.keys.key_to_character``,
+    maps each of these back: a test checks.)"""
+    if character.isalnum():
+        return character
+    try:
+        name = unicodedata.name(character).lower().replace("-", "_").replace(" ", "_")
+    except ValueError:
+        name = {"\t": "tab"}.get(character, character)
+    return _KEY_NAME_REPLACEMENTS.get(name, name)
+
+
+def normalise_key_list(keys: str) -> str:
+    """Comma-separated keys with each single character written as its key name
+    (:func:`character_key`): ``"?,f1"`` -> ``"question_mark,f1"``; how ``App.set_keymap``
+    writes keys, so keymaps compare equal however they spell a key."""
+    return ",".join(character_key(k) if len(k) == 1 else k for k in (p.strip() for p in keys.split(",")))
+
+
 def _known_key_names() -> set[str]:
-    from textual.keys import Keys, _character_to_key
+    from textual.keys import Keys
 
     names = {k.value for k in Keys}
-    names |= {_character_to_key(chr(c)) for c in range(33, 127)}
+    names |= {character_key(chr(c)) for c in range(33, 127)}
     names |= {"space", "tab", "enter", "escape", "backspace", "delete", "insert", "home", "end",
               "pageup", "pagedown", "up", "down", "left", "right"}
     names |= {f"f{i}" for i in range(1, 25)}
@@ -197,93 +252,73 @@ def _check_key(key: str, known: set[str]) -> str | None:
         return "empty key name"
     if any(ch.isspace() for ch in key):
         return f"{key!r} contains a space (separate keys with commas)"
-    from textual.keys import _character_to_key
-
     *mods, base = key.split("+") if len(key) > 1 else [key]
     for m in mods:
         if m not in _MODIFIERS:
             return f"{key!r}: unknown modifier {m!r} (modifiers: {', '.join(_MODIFIERS)})"
     if len(base) == 1:
-        base = _character_to_key(base)
+        base = character_key(base)
     if base not in known and base.lower() not in known:
         return f"{key!r}: unknown key name {base!r} (e.g. j, ctrl+s, f1, enter, question_mark)"
     return None
 
 
-def _normalise_keys(value: object, file: Path, key: str, known: set[str]) -> str:
-    if isinstance(value, str):
-        parts = [p.strip() for p in value.split(",")]
-    elif isinstance(value, list) and all(isinstance(v, str) for v in value):
-        parts = [p.strip() for p in value]
-    else:
-        raise KeymapError(file, key, f"expected a string of comma-separated keys or an array of strings, got {value!r}")
+def _normalise_keys(value: str | list[str], file: Path, key: str, known: set[str]) -> str:
+    parts = [p.strip() for p in (value.split(",") if isinstance(value, str) else value)]
     if not parts or parts == [""]:
-        raise KeymapError(file, key, "no keys given")
+        raise Problem(file, key, "no keys given")
     for p in parts:
         problem = _check_key(p, known)
         if problem:
-            raise KeymapError(file, key, problem)
-    from textual.keys import _normalize_key_list
-
-    return _normalize_key_list(",".join(parts))
+            raise Problem(file, key, problem)
+    return normalise_key_list(",".join(parts))
 
 
 def load_keymap_file(path: Path | str, *, user: bool = False) -> tuple[dict[str, str], str | None, str | None]:
     """Read and validate one keymap file; returns ``(keys, name, base)``.
 
-    Raises :class:`KeymapError` (file, key, problem) for: unreadable file, invalid TOML,
-    an unknown top-level key, ``base`` outside a user file or not a bundled keymap, a
-    ``keys`` entry that names no binding id, a value that is not keys, an unknown key
-    name, or two actions of one scope on the same key.
+    Raises :class:`~workstation.schema.problem.Problem` (file, key, problem) for: a file
+    that cannot be read or is not valid TOML, an unknown key (``base`` outside a user
+    file included), ``base`` not a bundled keymap, a value of the wrong type, a ``keys``
+    entry that names no binding id, a value that is not keys, or an unknown key name.
     """
     path = Path(path)
-    try:
-        data = tomllib.loads(path.read_text(encoding="utf-8"))
-    except OSError as e:
-        raise KeymapError(path, "", f"cannot read: {e.strerror or e}") from None
-    except UnicodeDecodeError:
-        raise KeymapError(path, "", "not UTF-8 text") from None
-    except tomllib.TOMLDecodeError as e:
-        raise KeymapError(path, "", f"not valid TOML: {e}") from None
-    allowed = {"name", "description", "keys"} | ({"base"} if user else set())
-    for k in data:
-        if k not in allowed:
-            raise KeymapError(path, k, f"unknown key (allowed: {', '.join(sorted(allowed))})")
-    name = data.get("name")
-    if name is not None and not isinstance(name, str):
-        raise KeymapError(path, "name", "must be a string")
-    base = data.get("base")
-    if base is not None and (not isinstance(base, str) or base not in BUNDLED):
-        raise KeymapError(path, "base", f"must be one of {', '.join(BUNDLED)}, got {base!r}")
-    table = data.get("keys", {})
-    if not isinstance(table, dict):
-        raise KeymapError(path, "keys", "must be a table of binding id = keys")
+    schema: type[KeymapFile] = UserKeymapFile if user else KeymapFile
+    data = read_toml(path)
+    unknown = unknown_keys(data, schema)
+    if unknown:
+        allowed = sorted(schema.__struct_fields__)
+        raise Problem(path, unknown[0], f"unknown key (allowed: {', '.join(allowed)})")
+    doc = convert(data, schema, file=path)
+    base = doc.base if isinstance(doc, UserKeymapFile) else None
+    if base is not None and base not in BUNDLED:
+        raise Problem(path, "base", f"must be one of {', '.join(BUNDLED)}, got {base!r}")
     known = _known_key_names()
     keys: dict[str, str] = {}
-    for bid, value in table.items():
+    for bid, value in doc.keys.items():
         if bid not in _BY_ID:
-            raise KeymapError(path, f"keys.{bid}", f"unknown binding id {bid!r} (see the help screen or docs/tui.md)")
-        keys[bid] = _normalise_keys(value, path, f"keys.{bid}", known)
-    return keys, name, base
+            raise Problem(path, f"keys.{bid}", f"unknown binding id {bid!r} (see the help screen or docs/tui.md)")
+        where = f"keys.{bid}"
+        keys[bid] = _normalise_keys(convert(value, Keys, file=path, prefix=where), path, where, known)
+    return keys, doc.name, base
 
 
 def check_conflicts(keys: dict[str, str], file: Path | str) -> None:
-    """Raise :class:`KeymapError` when two actions of one scope share a key."""
+    """Raise :class:`~workstation.schema.problem.Problem` when two actions of one scope
+    share a key."""
     seen: dict[tuple[str, str], str] = {}
     for bid in sorted(keys):
         scope = _BY_ID[bid].scope
         for k in keys[bid].split(","):
             other = seen.get((scope, k))
             if other is not None and other != bid:
-                raise KeymapError(file, f"keys.{bid}", f"key {k!r} is also bound to {other} in the same scope ({scope})")
+                raise Problem(file, f"keys.{bid}", f"key {k!r} is also bound to {other} in the same scope ({scope})")
             seen[(scope, k)] = bid
 
 
 def defaults() -> dict[str, str]:
     """The built-in default keys (equal to keymaps/default.toml)."""
-    from textual.keys import _normalize_key_list
-
-    return {a.id: _normalize_key_list(a.default) for a in ACTIONS}
+    return {a.id: normalise_key_list(a.default) for a in ACTIONS}
 
 
 def _bundled_path(name: str) -> Path | None:
@@ -304,14 +339,14 @@ def resolve_keymap(choice: str | None = None, *, user_file: Path | None = None) 
     if ufile.is_file():
         try:
             user_keys, _uname, user_base = load_keymap_file(ufile, user=True)
-        except KeymapError as e:
+        except Problem as e:
             out.problems.append(e)
             return out  # the default keymap, never half of the user's
     base = choice or user_base or "default"
     path = Path(base) if base not in BUNDLED else _bundled_path(base)
     if path is None:
         if base != "default":
-            out.problems.append(KeymapError(f"{base}.toml", "", "bundled keymap not found; looked in "
+            out.problems.append(Problem(f"{base}.toml", "", "bundled keymap not found; looked in "
                                             + ", ".join(str(d) for d in keymap_search_path())))
     else:
         try:
@@ -320,7 +355,7 @@ def resolve_keymap(choice: str | None = None, *, user_file: Path | None = None) 
             check_conflicts(merged, path)
             out.keys, out.name = merged, name or (base if base in BUNDLED else path.stem)
             out.files.append(path)
-        except KeymapError as e:
+        except Problem as e:
             out.problems.append(e)
             out.keys, out.name = defaults(), "default"
     if user_keys:
@@ -329,7 +364,7 @@ def resolve_keymap(choice: str | None = None, *, user_file: Path | None = None) 
             check_conflicts(merged, ufile)
             out.keys = merged
             out.files.append(ufile)
-        except KeymapError as e:
+        except Problem as e:
             out.problems.append(e)
             out.keys, out.name = defaults(), "default"
             out.files = []

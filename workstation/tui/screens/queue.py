@@ -1,12 +1,12 @@
 """The queue screen: every task of the queue with its review flags, malformed tasks with
-file, key and problem, a filter line and a sort key."""
+file, key and problem, a filter line and a sort key. It shows the app's
+:class:`~workstation.review.services.QueueState`, anew on each ``queue_changed`` signal."""
 
 from __future__ import annotations
 
 from typing import Any
 
 from textual.app import ComposeResult
-from textual.binding import Binding
 from textual.containers import VerticalScroll
 from textual.screen import Screen
 from textual.widgets import Footer, Input, Static
@@ -18,21 +18,13 @@ from workstation.review.queueview import (
     parse_filter,
     sort_rows,
 )
+from workstation.review.services import QueueState
 from workstation.tui.keymap import bindings_for
-from workstation.tui.listview import QueueTable, fit
-from workstation.tui.panels import set_static
+from workstation.tui.widgets.filter_input import FilterInput
+from workstation.tui.widgets.queue_table import QueueTable
+from workstation.tui.widgets.text import fit, set_static
 
 FILTER_HINT = "filter: kind:fusion backend:triton claimed:fail reserved:me disputed:yes mine:no  (/ to type)"
-
-
-class FilterInput(Input):
-    """The filter line; Escape (or Enter) returns to the table."""
-
-    BINDINGS = [Binding("escape", "leave", "Back to the table", show=False)]
-    EARLY_KEYS = ("escape",)  # resolved when read (KwsApp.on_event): keys after it go to the new focus
-
-    def action_leave(self) -> None:
-        self.screen.set_focus(self.screen.query_one(QueueTable))
 
 
 class QueueScreen(Screen):
@@ -66,7 +58,8 @@ class QueueScreen(Screen):
 
     def on_mount(self) -> None:
         self.table.focus()
-        self.queue_changed()
+        self.app.queue_changed.subscribe(self, self.queue_changed, immediate=True)
+        self.queue_changed(self.app.queue)
 
     @property
     def table(self) -> QueueTable:
@@ -74,9 +67,9 @@ class QueueScreen(Screen):
 
     # -- data ------------------------------------------------------------------------------
 
-    def queue_changed(self) -> None:
-        """The app's queue state changed (loaded, validated, records reloaded)."""
-        q = self.app.queue
+    def queue_changed(self, q: QueueState) -> None:
+        """The app's queue state changed (loaded, validated, records reloaded): the app's
+        ``queue_changed`` signal."""
         if not q.loaded:
             return
         self.apply_view()
@@ -196,7 +189,8 @@ class QueueScreen(Screen):
         self.open_task(row.id)
 
     def open_task(self, task_id: str) -> None:
-        from workstation.tui.review_screen import ReviewScreen
+        # imported on the first open, not on the way to the queue's first paint
+        from workstation.tui.screens.review import ReviewScreen
 
         q = self.app.queue
         if q.rubric is None:

@@ -25,7 +25,7 @@ from textual.strip import Strip
 
 from workstation.review.diff import FileDiff, SplitRow, UnifiedRow
 from workstation.tui.keymap import bindings_for
-from workstation.tui.listview import fit
+from workstation.tui.widgets.text import fit
 
 Tokens = list[list[tuple[str, str]]]
 

@@ -1,5 +1,10 @@
 """The review screen: spec, source diff, checks, timing and rubric of one task.
 
+It displays the app's :class:`~workstation.review.session.ReviewSession` of the task and
+dispatches keys to it; git and record work (task version, history, commits) goes through
+:mod:`workstation.review.services` in worker threads. It learns of check events and queue
+changes from the app's ``session_event`` and ``queue_changed`` signals.
+
 Layout: on a terminal at least :data:`WIDE_MIN` columns wide and :data:`TALL_MIN` rows
 high the panels sit side by side (spec over diff on the left; checks, timing and rubric
 on the right); below that they become tabs, one panel at a time, with every control of
@@ -19,26 +24,22 @@ from textual.message import Message
 from textual.screen import Screen
 from textual.widgets import Footer, Static
 
-from workstation.review.session import (
-    ReviewSession,
-    TaskView,
-    finding_source,
-    load_task_view,
-    task_files_size,
-)
+from workstation.review import services
+from workstation.review.evidence import finding_source
+from workstation.review.services import CommitOutcome, QueueState, TaskTree
+from workstation.review.session import ReviewSession
+from workstation.review.taskview import TaskView, load_task_view, task_files_size
 from workstation.tui.keymap import bindings_for
-from workstation.tui.listview import fit
-from workstation.tui.panels import (
-    ChecksPanel,
-    DiffPanel,
-    Panel,
-    RationaleArea,
-    RubricForm,
-    RubricPanel,
-    SpecPanel,
-    TimingPanel,
-    set_static,
-)
+from workstation.tui.messages import SessionEvent
+from workstation.tui.widgets.checks_panel import ChecksPanel
+from workstation.tui.widgets.diff_panel import DiffPanel
+from workstation.tui.widgets.panel import Panel
+from workstation.tui.widgets.rationale_area import RationaleArea
+from workstation.tui.widgets.rubric_form import RubricForm
+from workstation.tui.widgets.rubric_panel import RubricPanel
+from workstation.tui.widgets.spec_panel import SpecPanel
+from workstation.tui.widgets.text import fit, set_static
+from workstation.tui.widgets.timing_panel import TimingPanel
 
 #: the narrowest / lowest terminal that shows every panel side by side.
 WIDE_MIN = 120
@@ -54,27 +55,33 @@ TAB_LABELS = {"spec": "1 Spec", "diff": "2 Source", "checks": "3 Checks", "timin
 class TreeKnown(Message):
     """The git tree id of the task in HEAD, and the paths where the work tree differs."""
 
-    def __init__(self, tree: str | None, dirty: tuple[str, ...]) -> None:
+    def __init__(self, tree: TaskTree) -> None:
         super().__init__()
-        self.tree, self.dirty = tree, dirty
+        self.tree, self.dirty = tree.tree, tree.dirty
 
 
 class TokensLoaded(Message):
+    """Syntax tokens of one of the task's files (old and new side)."""
+
     def __init__(self, label: str, old: Any, new: Any) -> None:
         super().__init__()
         self.label, self.old, self.new = label, old, new
 
 
 class HistoryLoaded(Message):
-    def __init__(self, text: str, verdicts: list[Any]) -> None:
+    """The task's history (text) and its verdicts, oldest first."""
+
+    def __init__(self, history: services.TaskHistory) -> None:
         super().__init__()
-        self.text, self.verdicts = text, verdicts
+        self.text, self.verdicts = history.text, list(history.verdicts)
 
 
 class Committed(Message):
-    def __init__(self, verdict: Any = None, error: str = "") -> None:
+    """The outcome of a verdict commit."""
+
+    def __init__(self, outcome: CommitOutcome) -> None:
         super().__init__()
-        self.verdict, self.error = verdict, error
+        self.verdict, self.error = outcome.verdict, outcome.error
 
 
 class ReviewScreen(Screen):
@@ -124,11 +131,13 @@ class ReviewScreen(Screen):
             with Vertical(id="col-right"):
                 yield ChecksPanel("Checks", id="checks")
                 yield TimingPanel("Timing", id="timing")
-                yield RubricPanel("Rubric", id="rubric")
+                yield RubricPanel("Rubric", id="rubric", on_change=self._values_changed)
         yield Footer()
 
     def on_mount(self) -> None:
         app = self.app
+        app.queue_changed.subscribe(self, self._queue_changed, immediate=True)
+        app.session_event.subscribe(self, self._session_event, immediate=True)
         self.session = app.session_for(self.task_id)
         self.query_one(ChecksPanel).bind_session(self.session)
         self.query_one(TimingPanel).bind_session(self.session)
@@ -136,7 +145,7 @@ class ReviewScreen(Screen):
         self._title()
         self.apply_layout()
         self.query_one(ChecksPanel).focus_main()
-        task_dir = app.queue.root / "tasks" / self.task_id
+        task_dir = services.task_dir(app.queue.root, self.task_id)
         if task_files_size(task_dir) <= INLINE_VIEW_BYTES:
             self.show_view(load_task_view(task_dir))  # small: on screen with the first paint
         else:
@@ -315,7 +324,8 @@ class ReviewScreen(Screen):
                 parts.append(f"⚑ {row.open_disputes} open dispute(s)")
         set_static(self.query_one("#review-title", Static), fit(" │ ".join(parts), max(1, self.size.width)))
 
-    def queue_changed(self) -> None:
+    def _queue_changed(self, _queue: QueueState) -> None:
+        """The app's ``queue_changed`` signal: the title shows this task's flags."""
         self._title()
 
     # -- loading ---------------------------------------------------------------------------------
@@ -338,23 +348,13 @@ class ReviewScreen(Screen):
     @work(thread=True, exclusive=True, group="files")
     def load_files(self) -> None:
         """Build the task view off the UI thread (large tasks)."""
-        view = load_task_view(self.app.queue.root / "tasks" / self.task_id)
+        view = load_task_view(services.task_dir(self.app.queue.root, self.task_id))
         self.app.call_from_thread(self.show_view, view)
 
     @work(thread=True, exclusive=True, group="meta")
     def load_meta(self, view: TaskView) -> None:
         """The task's git tree id (the version a verdict names), then syntax tokens."""
-        from workstation.repo.gitqueue import QueueError, open_queue, task_version
-
-        tree, dirty = None, ()
-        try:
-            repo = open_queue(self.app.queue.root)
-            tv = task_version(repo, self.task_id)
-            tree, dirty = tv.tree, tv.dirty
-            repo.close()
-        except QueueError:
-            pass
-        self.post_message(TreeKnown(tree, dirty))
+        self.post_message(TreeKnown(services.task_tree(self.app.queue.root, self.task_id)))
         if self.app.highlight:
             from workstation.review.diff import highlight_lines
 
@@ -377,21 +377,8 @@ class ReviewScreen(Screen):
 
     @work(thread=True, exclusive=True, group="history")
     def load_history(self) -> None:
-        from workstation.records.history import format_history, task_history
-        from workstation.records.parse import load_records
-        from workstation.repo.gitqueue import QueueError, open_queue
-
-        root = self.app.queue.root
-        try:
-            repo = open_queue(root)
-            rs = load_records(root)
-            h = task_history(repo, self.task_id, rs)
-            text = format_history(h, rs)
-            verdicts = [e.record for e in h.entries if e.kind == "verdict"]
-            repo.close()
-        except QueueError as e:
-            text, verdicts = f"history unavailable: {e}", []
-        self.post_message(HistoryLoaded(text, verdicts))
+        """The task's verdicts, disputes and resolutions (git and records)."""
+        self.post_message(HistoryLoaded(services.task_history(self.app.queue.root, self.task_id)))
 
     def on_history_loaded(self, msg: HistoryLoaded) -> None:
         self.verdicts = msg.verdicts
@@ -399,10 +386,11 @@ class ReviewScreen(Screen):
 
     # -- checks ----------------------------------------------------------------------------------
 
-    def session_event(self, kind: str, check: str | None) -> None:
-        """A check event for this screen's session was applied (from the app)."""
-        if not self.is_attached or self.app.screen is not self:
-            return  # leaving: the session keeps the events, a reopened screen shows them
+    def _session_event(self, event: SessionEvent) -> None:
+        """The app's ``session_event`` signal: a check event was applied to a session."""
+        if event.session is not self.session or not self.is_attached or self.app.screen is not self:
+            return  # another task's, or leaving: the session keeps the events, a reopened screen shows them
+        kind = event.kind
         self.query_one(ChecksPanel).refresh_checks()
         if kind in ("check_finished", "done", "error"):
             self.query_one(TimingPanel).refresh_timing()
@@ -411,11 +399,15 @@ class ReviewScreen(Screen):
             self.notify(f"checks: {self.session.error}", severity="error", timeout=10)
 
     def on_checks_panel_rerun(self, msg: ChecksPanel.Rerun) -> None:
+        self.rerun_check(msg.check)
+
+    def rerun_check(self, check: str) -> None:
+        """Run check ``check`` again on this task (once the current run is over)."""
         if self.session is not None:
             if self.session.running:
                 self.notify("checks are still running; re-run when they finish", timeout=3)
                 return
-            self.app.run_checks(self.session, [msg.check])
+            self.app.run_checks(self.session, [check])
             self.query_one(ChecksPanel).refresh_checks()
 
     def action_rerun_all(self) -> None:
@@ -431,7 +423,7 @@ class ReviewScreen(Screen):
     def action_rerun_timing(self) -> None:
         if self.session is None:
             return
-        ids = [c for c in ("benchmark-bias", "speedup-claim") if c in self.session.rows]
+        ids = [c for c in self.session.timing_checks if c in self.session.rows]
         if not ids:
             self.notify("no timing check in this run", timeout=3)
             return
@@ -450,20 +442,9 @@ class ReviewScreen(Screen):
             return
         file, line = src
         diff = self.query_one(DiffPanel)
-        if not diff.files:
-            return
-        fd = diff.files[diff.index][1]
-        if fd.new_name != file and fd.old_name != file:
-            if not diff.show_file(file):
-                # the file is the old side of the first diff (a baseline line)
-                first = diff.files[0][1]
-                if first.old_name == file:
-                    diff._show(0)
-                else:
-                    return
-            fd = diff.files[diff.index][1]
-        side = "new" if fd.new_name == file else "old"
-        diff.view.jump_to_line(line, side)
+        side = diff.show_source(file)
+        if side is not None:
+            diff.view.jump_to_line(line, side)
 
     # -- rubric ----------------------------------------------------------------------------------
 
@@ -507,6 +488,10 @@ class ReviewScreen(Screen):
     def on_rubric_form_changed(self, _msg: RubricForm.Changed) -> None:
         self.commit_armed = False
 
+    def _values_changed(self) -> None:
+        """The reviewer changed a value in the rubric form: a commit asks again."""
+        self.commit_armed = False
+
     def action_commit(self) -> None:
         s = self.session
         if s is None:
@@ -538,18 +523,7 @@ class ReviewScreen(Screen):
 
     @work(thread=True, exclusive=True, group="commit")
     def _commit_worker(self, s: ReviewSession) -> None:
-        from workstation.repo.gitqueue import QueueError, open_queue
-
-        try:
-            repo = open_queue(self.app.queue.root)
-            try:
-                v = s.commit(repo)
-            finally:
-                repo.close()
-        except QueueError as e:  # RecordError and IdentityError are QueueErrors
-            self.post_message(Committed(error=str(e)))
-            return
-        self.post_message(Committed(verdict=v))
+        self.post_message(Committed(services.commit_verdict(self.app.queue.root, s)))
 
     def on_committed(self, msg: Committed) -> None:
         rp = self.query_one(RubricPanel)
@@ -568,7 +542,7 @@ class ReviewScreen(Screen):
     # -- disputes --------------------------------------------------------------------------------
 
     def action_dispute(self) -> None:
-        from workstation.tui.dialogs import DisputeScreen
+        from workstation.tui.screens.dispute import DisputeScreen
 
         if not self.verdicts:
             self.notify("this task has no verdict to dispute yet", timeout=4)
@@ -583,20 +557,13 @@ class ReviewScreen(Screen):
         self._dispute_worker(*result)
 
     @work(thread=True, exclusive=True, group="commit")
-    def _dispute_worker(self, verdict: Any, fields: dict[str, str], rationale: str) -> None:
-        from workstation.records.store import commit_dispute
-        from workstation.repo.gitqueue import QueueError, open_queue
-
-        try:
-            repo = open_queue(self.app.queue.root)
-            try:
-                d = commit_dispute(repo, verdict, fields, rationale, self.session.rubric if self.session else None)
-            finally:
-                repo.close()
-        except QueueError as e:
-            self.app.call_from_thread(self.notify, str(e), severity="error", timeout=10)
+    def _dispute_worker(self, verdict: services.VerdictSummary, fields: dict[str, str], rationale: str) -> None:
+        out = services.commit_dispute(self.app.queue.root, verdict.verdict_id, fields, rationale,
+                                      self.session.rubric if self.session else None)
+        if out.error:
+            self.app.call_from_thread(self.notify, out.error, severity="error", timeout=10)
             return
-        self.app.call_from_thread(self.notify, f"dispute {d.dispute_id[:8]} committed on verdict {verdict.verdict_id[:8]}",
+        self.app.call_from_thread(self.notify, f"dispute {out.dispute_id[:8]} committed on verdict {verdict.verdict_id[:8]}",
                                   timeout=6)
         self.app.call_from_thread(self.app.reload_records)
         self.app.call_from_thread(self.load_history)

@@ -1,0 +1,228 @@
+"""Check sources: what runs the battery on a task folder and streams its events to a review
+session.
+
+- :class:`RunnerCheckSource`: the real battery, in a check server process of its own
+  (``python -m workstation.engine.server``); this process only reads its events;
+- :class:`ReplayCheckSource`: recorded event streams, for tests, snapshots and demos.
+
+Events are the JSON-ready dicts of :func:`workstation.engine.events.normalise_event`.
+Nothing here imports the engine, torch or triton.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import threading
+import time
+from collections.abc import Callable, Mapping, Sequence
+from pathlib import Path
+from typing import Any, Protocol
+
+__all__ = ["CheckSource", "Emit", "ReplayCheckSource", "RunnerCheckSource"]
+
+#: ``emit(kind, data)``: called for every event of a run.
+Emit = Callable[[str, dict[str, Any]], None]
+
+
+class CheckSource(Protocol):
+    """Something that runs checks on a task folder and streams normalised events.
+
+    ``run`` is called from a worker thread (never the UI thread); it calls ``emit`` for
+    every event (``start``, ``check_started``, ``check_finished``, ``done``, or ``error``
+    with ``{"message"}`` when the run could not happen) and returns the final report
+    (None after an error). ``only`` restricts the run to those check ids.
+    """
+
+    def run(self, task_dir: Path, only: Sequence[str] | None, emit: Emit) -> dict[str, Any] | None: ...
+
+    def close(self) -> None: ...
+
+
+class RunnerCheckSource:
+    """The real battery, in a check server process of its own
+    (:mod:`workstation.engine.server`: the engine and one fork-server
+    :class:`~workstation.runner.Runner`), started on first use.
+
+    The app's process only reads the server's events (a reader thread, blocked on a pipe),
+    so the engine's own work (imports, numpy comparisons) never competes with the UI for
+    the GIL, and this process imports neither torch nor triton nor the engine. Task code
+    runs in the runner's niced child processes. :meth:`close` ends the server's stdin and
+    returns at once; the server closes the runner (killing jobs) on its own.
+    """
+
+    def __init__(self, device: str | None = None) -> None:
+        self._device = device
+        self._proc: Any = None
+        self._lock = threading.Lock()
+        self._runs: dict[int, tuple[Emit, threading.Event, list[Any]]] = {}
+        self._next = 0
+        self._closed = False
+        self._warm = threading.Event()
+        self._warm_reply: dict[str, Any] = {}
+        self._log: Path | None = None
+
+    def _ensure(self) -> Any:
+        import subprocess
+        import sys
+        import tempfile
+
+        with self._lock:
+            if self._closed:
+                raise RuntimeError("the check runner is closed")
+            if self._proc is not None and self._proc.poll() is None:
+                return self._proc
+            env = dict(os.environ)
+            if self._device:
+                env["KWS_CHECKSERVER_DEVICE"] = self._device
+            fd, log = tempfile.mkstemp(prefix="kws-checkserver-", suffix=".log")
+            self._log = Path(log)
+            self._proc = subprocess.Popen(
+                [sys.executable, "-m", "workstation.engine.server"],
+                stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=fd, env=env, text=True,
+                bufsize=1, start_new_session=True,  # a dropped SSH session's SIGHUP spares it: it cleans up
+            )
+            os.close(fd)
+            threading.Thread(target=self._read, args=(self._proc,), name="kws-checkserver-reader",
+                             daemon=True).start()
+            return self._proc
+
+    def _send(self, obj: dict[str, Any]) -> None:
+        proc = self._ensure()
+        with self._lock:
+            assert proc.stdin is not None
+            proc.stdin.write(json.dumps(obj) + "\n")
+            proc.stdin.flush()
+
+    def _read(self, proc: Any) -> None:
+        assert proc.stdout is not None
+        for line in proc.stdout:
+            try:
+                msg = json.loads(line)
+            except ValueError:
+                continue
+            if msg.get("op") == "warm":
+                self._warm_reply = msg
+                self._warm.set()
+                continue
+            with self._lock:
+                entry = self._runs.get(msg.get("run"))
+            if entry is None:
+                continue
+            emit, done, result = entry
+            kind, data = msg["kind"], msg["data"]
+            emit(kind, data)
+            if kind in ("done", "error"):
+                result.append(data.get("report") if kind == "done" else None)
+                done.set()
+        # the server is gone: fail whatever still waits
+        tail = ""
+        if self._log is not None:
+            try:
+                tail = self._log.read_text(errors="replace")[-1500:]
+            except OSError:
+                pass
+        with self._lock:
+            pending = list(self._runs.values())
+        for emit, done, result in pending:
+            if not done.is_set():
+                emit("error", {"message": "the kws check server exited" + (f": {tail}" if tail else "")})
+                result.append(None)
+                done.set()
+        self._warm_reply = self._warm_reply or {"error": "the kws check server exited"}
+        self._warm.set()
+
+    def warm_up(self) -> str:
+        """Start the server and its fork server now (blocking; call from a worker).
+        Returns the device label. Raises RuntimeError when it could not start."""
+        self._send({"op": "warm"})
+        self._warm.wait(300)
+        if "error" in self._warm_reply:
+            raise RuntimeError(self._warm_reply["error"])
+        return str(self._warm_reply.get("device", ""))
+
+    def run(self, task_dir: Path, only: Sequence[str] | None, emit: Emit) -> dict[str, Any] | None:
+        done = threading.Event()
+        result: list[Any] = []
+        with self._lock:
+            self._next += 1
+            rid = self._next
+            self._runs[rid] = (emit, done, result)
+        try:
+            self._send({"op": "run", "run": rid, "task_dir": str(task_dir),
+                        "only": list(only) if only else None})
+            done.wait()
+        except (OSError, RuntimeError) as e:
+            emit("error", {"message": f"the kws check server is not available: {e}"})
+            return None
+        finally:
+            with self._lock:
+                self._runs.pop(rid, None)
+        return result[0] if result else None
+
+    def close(self) -> None:
+        with self._lock:
+            self._closed = True
+            proc, self._proc = self._proc, None
+        if proc is not None and proc.stdin is not None:
+            try:
+                proc.stdin.close()  # the server closes its runner and exits by itself
+            except OSError:
+                pass
+
+
+class ReplayCheckSource:
+    """Replays recorded event streams (``tests/fixtures/events/<task>.json``: ``{"task",
+    "events": [[kind, data], ...]}``), for deterministic tests, snapshots and demos.
+
+    ``delay_s`` sleeps before each event; ``gate``, when given, is waited on before the
+    first ``check_finished`` (so a test can look at the screen while checks "run").
+    With ``only``, only those checks' events are replayed and the final report holds
+    only them.
+    """
+
+    def __init__(self, streams: Mapping[str, Mapping[str, Any]] | Path | str, *, delay_s: float = 0.0,
+                 gate: threading.Event | None = None) -> None:
+        if isinstance(streams, str | Path):
+            folder = Path(streams)
+            streams = {p.stem: json.loads(p.read_text(encoding="utf-8")) for p in sorted(folder.glob("*.json"))}
+        self.streams = dict(streams)
+        self.delay_s = delay_s
+        self.gate = gate
+        self.runs: list[tuple[str, tuple[str, ...] | None]] = []
+
+    def run(self, task_dir: Path, only: Sequence[str] | None, emit: Emit) -> dict[str, Any] | None:
+        task_id = Path(task_dir).name
+        self.runs.append((task_id, tuple(only) if only else None))
+        stream = self.streams.get(task_id)
+        if stream is None:
+            emit("error", {"message": f"no recorded check run for {task_id}"})
+            return None
+        keep = set(only) if only else None
+        report: dict[str, Any] | None = None
+        gated = False
+        for kind, data in stream["events"]:
+            if self.delay_s:
+                time.sleep(self.delay_s)
+            if kind == "start" and keep is not None:
+                data = {**data, "checks": [c for c in data["checks"] if c in keep]}
+            elif kind == "check_started" and keep is not None and data["check"] not in keep:
+                continue
+            elif kind == "check_finished":
+                if keep is not None and data["result"]["check"] not in keep:
+                    continue
+                if self.gate is not None and not gated:
+                    self.gate.wait(30)
+                    gated = True
+            elif kind == "done":
+                report = dict(data["report"])
+                if keep is not None:
+                    report["checks"] = [c for c in report["checks"] if c["check"] in keep]
+                    report["findings"] = [f for f in report["findings"] if f["check"] in keep]
+                    report["complete"] = all(c["status"] not in ("skip", "error") for c in report["checks"])
+                data = {"report": report}
+            emit(kind, json.loads(json.dumps(data)))
+        return report
+
+    def close(self) -> None:
+        pass

@@ -1,0 +1,163 @@
+"""ChecksPanel: the checks of the run filling in live, and the selected finding's evidence."""
+
+from __future__ import annotations
+
+import time
+from typing import Any
+
+from textual.app import ComposeResult
+from textual.containers import VerticalScroll
+from textual.message import Message
+from textual.widgets import Static
+
+from workstation.review.evidence import evidence_lines
+from workstation.review.session import ReviewSession
+from workstation.tui.keymap import bindings_for
+from workstation.tui.widgets.checks_list import ChecksList
+from workstation.tui.widgets.panel import Panel
+from workstation.tui.widgets.text import fit, label_grid, set_static
+
+__all__ = ["ChecksPanel"]
+
+
+class ChecksPanel(Panel):
+    """Each check as a row (status, time), filling in live; the evidence of the selected
+    finding (or the selected check's summary) below."""
+
+    DEFAULT_CSS = """
+    ChecksPanel #evidence { height: 45%; border-top: solid $panel-lighten-2; }
+    ChecksPanel ChecksList { height: 1fr; }
+    """
+    BINDINGS = [b for b in bindings_for("checks") if b.id in ("checks.mark", "checks.rerun")]
+
+    class Rerun(Message):
+        """Re-run one check."""
+
+        def __init__(self, check: str) -> None:
+            super().__init__()
+            self.check = check
+
+    class Selected(Message):
+        """The cursor is on a finding (``finding`` None: on a check row)."""
+
+        def __init__(self, check: str, finding: dict[str, Any] | None) -> None:
+            super().__init__()
+            self.check = check
+            self.finding = finding
+
+    def compose(self) -> ComposeResult:
+        yield Static("", classes="panel-status", id="checks-status", markup=False)
+        yield ChecksList(id="checks-list")
+        with VerticalScroll(id="evidence", can_focus=True):
+            yield Static("Select a finding to see its evidence.", id="evidence-text", markup=False)
+
+    def on_mount(self) -> None:
+        self.session: ReviewSession | None = None
+        self.set_interval(0.5, self._tick)
+
+    @property
+    def list(self) -> ChecksList:
+        return self.query_one(ChecksList)
+
+    def bind_session(self, session: ReviewSession) -> None:
+        self.session = session
+        self.refresh_checks()
+
+    def refresh_checks(self) -> None:
+        s = self.session
+        if s is None:
+            return
+        lst = self.list
+        if s.error and not s.rows:
+            lst.message = f"checks could not run: {s.error}"
+        lst.set_checks(list(s.rows.values()))
+        self._status()
+        self._show_current()
+
+    def _status(self) -> None:
+        s = self.session
+        if s is None:
+            return
+        c = s.counts()
+        done = sum(v for k, v in c.items() if k not in ("queued", "running"))
+        total = len(s.rows)
+        parts = [f"{done}/{total} done" if total else "waiting for the runner"]
+        for k in ("fail", "warn", "error", "skip"):
+            if c.get(k):
+                parts.append(f"{c[k]} {k}")
+        if s.running and s.run_started:
+            parts.append(f"{time.monotonic() - s.run_started:.0f}s")
+        elif s.run_seconds is not None:
+            parts.append(f"in {s.run_seconds:.1f}s")
+        if s.device:
+            parts.append(s.device)
+        set_static(self.query_one("#checks-status", Static), fit(" · ".join(parts), max(1, self.size.width)))
+
+    def on_resize(self) -> None:
+        self._status()
+
+    def _tick(self) -> None:
+        if self.session is not None and self.session.running:
+            self._status()
+            self.list.refresh()
+
+    def on_cursor_list_cursor_moved(self, event: ChecksList.CursorMoved) -> None:
+        if event.list is self.list:
+            event.stop()
+            self._show_current()
+
+    def _show_current(self) -> None:
+        lst = self.list
+        e = lst.current
+        box = self.query_one("#evidence-text", Static)
+        if e is None:
+            set_static(box, "Select a finding to see its evidence.")
+            return
+        f = lst.finding_at(e)
+        if f is None:
+            row = lst.row_of(e.check)
+            if row is None:
+                return
+            lines = [("check", row.check), ("status", row.status)]
+            if row.seconds is not None and row.done:
+                lines.append(("time", f"{row.seconds:.2f} s"))
+            if row.reason:
+                lines.append(("reason", row.reason))
+            lines.append(("findings", str(len(row.findings)) + (" (↓ to read them)" if row.findings else "")))
+            set_static(box, label_grid(lines), key=("check", tuple(lines)))
+            self.post_message(self.Selected(row.check, None))
+            return
+        ev = evidence_lines(f)
+        set_static(box, label_grid(ev), key=("finding", tuple(ev)))
+        self.post_message(self.Selected(e.check, f))
+
+    def selected_findings(self) -> list[dict[str, Any]]:
+        """The marked findings, else the one under the cursor."""
+        lst = self.list
+        out = []
+        for e in lst.entries:
+            if e.finding is not None and (e.check, e.finding) in lst.marked:
+                f = lst.finding_at(e)
+                if f is not None:
+                    out.append(f)
+        if not out and lst.current is not None:
+            f = lst.finding_at(lst.current)
+            if f is not None:
+                out.append(f)
+        return out
+
+    def action_mark(self) -> None:
+        lst = self.list
+        e = lst.current
+        if e is None or e.finding is None:
+            self.app.bell()
+            return
+        key = (e.check, e.finding)
+        lst.marked ^= {key}
+        lst.refresh()
+        lst.action_cursor(1)
+
+    def action_rerun(self) -> None:
+        e = self.list.current
+        if e is not None:
+            self.post_message(self.Rerun(e.check))

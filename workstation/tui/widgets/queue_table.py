@@ -1,0 +1,114 @@
+"""QueueTable: the queue screen's table of tasks (a :class:`CursorList`)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+from rich.cells import cell_len
+from rich.segment import Segment
+from rich.style import Style
+from textual.strip import Strip
+
+from workstation.review.queueview import QueueRow
+from workstation.tui.widgets.cursor_list import CursorList
+from workstation.tui.widgets.text import fit
+
+__all__ = ["QueueTable"]
+
+
+@dataclass(frozen=True)
+class _Col:
+    title: str
+    width: int
+
+
+class QueueTable(CursorList):
+    """The tasks of the queue: id, kind, backend, claimed status, reserved-by, open
+    disputes, my verdict, title. Column widths follow the terminal width (the title
+    column takes what is left and disappears first on narrow terminals)."""
+
+    DEFAULT_CSS = """
+    QueueTable { height: 1fr; }
+    QueueTable > .cursorlist--cursor { text-style: reverse bold; }
+    QueueTable > .cursorlist--header { text-style: bold underline; }
+    QueueTable > .cursorlist--dim { text-style: dim; }
+    """
+    header_lines = 1
+
+    def __init__(self, **kw: Any) -> None:
+        super().__init__(**kw)
+        self.rows: list[QueueRow] = []
+        self._id_width = 8
+        self._columns: tuple[int, list[_Col]] | None = None
+
+    def set_rows(self, rows: list[QueueRow], keep: str | None = None) -> None:
+        """Show ``rows``; the cursor stays on task ``keep`` (by id) when it is still shown."""
+        self.rows = rows
+        self._id_width = max([8] + [cell_len(r.id) for r in rows])
+        self._columns = None
+        if keep is not None:
+            for i, r in enumerate(rows):
+                if r.id == keep:
+                    self.cursor = i
+                    break
+        self.refresh_rows()
+
+    @property
+    def current(self) -> QueueRow | None:
+        return self.rows[self.cursor] if 0 <= self.cursor < len(self.rows) else None
+
+    def row_count(self) -> int:
+        return len(self.rows)
+
+    def columns(self, width: int) -> list[_Col]:
+        """The columns at ``width`` cells (cached until the rows or the width change)."""
+        if self._columns is not None and self._columns[0] == width:
+            return self._columns[1]
+        cols = self._layout(width)
+        self._columns = (width, cols)
+        return cols
+
+    def _layout(self, width: int) -> list[_Col]:
+        idw = min(34, self._id_width + 1)
+        cols = [_Col("", 2), _Col("task", idw + 1), _Col("kind", 13), _Col("backend", 8),
+                _Col("claims", 20), _Col("reserved by", 14), _Col("disp", 5), _Col("my verdict", 12)]
+        used = sum(c.width for c in cols)
+        if width - used >= 12:
+            cols.append(_Col("title", width - used))
+        elif width < used:
+            # narrow terminal: shrink claims and reserved first, then kind
+            over = used - width
+            for name, floor in (("claims", 11), ("reserved by", 9), ("task", 18), ("kind", 11)):
+                for i, c in enumerate(cols):
+                    if c.title == name and over > 0:
+                        cut = min(over, c.width - floor)
+                        cols[i] = _Col(c.title, c.width - cut)
+                        over -= cut
+        return cols
+
+    def render_header(self, y: int, width: int) -> Strip:
+        cols = self.columns(width)
+        text = "".join(fit(c.title, c.width - 1) + " " for c in cols)
+        return Strip([Segment(fit(text, width), self._style("cursorlist--header"))])
+
+    def render_row(self, index: int, width: int, selected: bool) -> Strip:
+        r = self.rows[index]
+        s = r.summary
+        mark = "▶" if selected else ("✎" if r.has_draft else " ")
+        if not s.validated:
+            mark = "…" if not selected else "▶"
+        cells = {
+            "": mark,
+            "task": s.id,
+            "kind": s.kind,
+            "backend": s.backend,
+            "claims": r.claimed_label,
+            "reserved by": ("me" if r.reserved_by_me else r.reserved_by) or "-",
+            "disp": f"⚑{r.open_disputes}" if r.open_disputes else "-",
+            "my verdict": r.mine or "-",
+            "title": s.title,
+        }
+        text = "".join(fit(cells[c.title], c.width - 1) + " " for c in self.columns(width))
+        style = self._style("cursorlist--cursor") if selected else Style()
+        return Strip([Segment(fit(text, width), style)])

@@ -1,0 +1,46 @@
+"""SpecPanel: the task's spec, or its history of verdicts, disputes and resolutions."""
+
+from __future__ import annotations
+
+from textual.app import ComposeResult
+from textual.containers import VerticalScroll
+from textual.widgets import ContentSwitcher, Static
+
+from workstation.tui.widgets.panel import Panel
+
+__all__ = ["SpecPanel"]
+
+
+class SpecPanel(Panel):
+    """The task's spec (Markdown) or, switched with the History key, the task's history
+    of verdicts, disputes and resolutions."""
+
+    history_text = ""
+
+    def compose(self) -> ComposeResult:
+        with ContentSwitcher(initial="spec-scroll"):
+            with VerticalScroll(id="spec-scroll", can_focus=True):
+                # Rich's Markdown in one Static: Textual's Markdown widget mounts a widget
+                # per block, which costs a few hundred ms on the way to the first paint
+                yield Static("loading the spec…", id="spec-md", markup=False)
+            with VerticalScroll(id="history-scroll", can_focus=True):
+                yield Static("loading the history…", id="history-text", markup=False)
+
+    def show(self, which: str) -> None:
+        sw = self.query_one(ContentSwitcher)
+        sw.current = "history-scroll" if which == "history" else "spec-scroll"
+        self.border_title = "History" if which == "history" else self.base_title
+        self.screen.set_focus(self.query_one(f"#{sw.current}"))
+
+    @property
+    def showing(self) -> str:
+        return "history" if self.query_one(ContentSwitcher).current == "history-scroll" else "spec"
+
+    def set_spec(self, text: str) -> None:
+        from rich.markdown import Markdown as RichMarkdown
+
+        self.query_one("#spec-md", Static).update(RichMarkdown(text, code_theme="ansi_dark", hyperlinks=False))
+
+    def set_history(self, text: str) -> None:
+        self.history_text = text
+        self.query_one("#history-text", Static).update(text)
