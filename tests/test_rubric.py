@@ -14,9 +14,9 @@ from workstation.rubric.model import (
     find_rubric,
     load_rubric,
     queue_rubric,
-    suggest,
     validate_values,
 )
+from workstation.rubric.suggest import suggest
 from workstation.schema.problem import Problem
 
 ROOT = Path(__file__).resolve().parent.parent

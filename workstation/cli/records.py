@@ -39,8 +39,8 @@ from workstation.rubric.model import (
     field_values_from_pairs,
     find_rubric,
     queue_rubric,
-    suggest,
 )
+from workstation.rubric.suggest import suggest
 from workstation.schema.problem import Problem
 
 __all__ = ["COMMANDS"]

@@ -20,7 +20,8 @@ from workstation.records.history import tree_changes
 from workstation.records.model import Verdict
 from workstation.records.state import RecordSet
 from workstation.repo.gitqueue import task_version
-from workstation.rubric.model import Rubric, suggest
+from workstation.rubric.model import Rubric
+from workstation.rubric.suggest import suggest
 from workstation.schema.problem import Problem
 from workstation.schema.toml import read_toml
 

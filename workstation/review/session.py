@@ -26,7 +26,8 @@ from typing import Any
 
 from workstation.records.drafts import Draft
 from workstation.review.evidence import SEVERITY_RANK, rationale_from_findings
-from workstation.rubric.model import Rubric, Suggestion, suggest, validate_values
+from workstation.rubric.model import Rubric, validate_values
+from workstation.rubric.suggest import Suggestion, suggest
 
 __all__ = ["RUNNING_STATES", "Change", "CheckRow", "ReviewSession"]
 

@@ -1,6 +1,6 @@
-"""Rubric files and suggestions (:mod:`.model`): the fields a verdict fills, read through the
-schema layer, and kws's suggestion for each field from the findings of the checks its
-``informed_by`` names (validated against the check registry).
+"""Rubrics: the fields a verdict fills (:mod:`.model`, rubric files read through the schema
+layer, ``informed_by`` validated against the check registry), and kws's suggestion for
+each field from the findings of the checks it names (:mod:`.suggest`).
 
 May import engine (the registry only), task (queue.toml), schema; never records, review, tui.
 """

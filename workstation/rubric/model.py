@@ -1,4 +1,4 @@
-"""Rubric files and kws's suggestions from check findings.
+"""Rubric files: the fields a verdict fills, loaded and validated through the schema layer.
 
 A rubric is a TOML file (format: ``docs/rubrics.md``; the default is
 ``rubrics/kernel-review.toml``): an id, a title, an integer version and a list of fields. A
@@ -8,7 +8,7 @@ are listed **worst first** (the last is the best); a value marked ``outside_orde
 "not-applicable") sits outside that scale. ``rationale_for`` lists the values that need a
 written rationale; ``informed_by`` names the check ids (task format v1, "Check ids") whose
 findings feed the field's suggestion, and ``suggest`` maps the worst outcome among those
-checks to a value (see :data:`OUTCOMES`).
+checks to a value (see :data:`OUTCOMES`; the suggestions are :mod:`workstation.rubric.suggest`).
 
 This module is pure data handling: it imports neither torch nor triton and never runs task
 code, so the TUI may call it on every keystroke.
@@ -18,7 +18,7 @@ from __future__ import annotations
 
 import os
 import re
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Annotated, Any, Literal
@@ -37,12 +37,10 @@ __all__ = [
     "Rubric",
     "RubricField",
     "RubricValue",
-    "Suggestion",
     "find_rubric",
     "load_rubric",
     "queue_rubric",
     "rubric_search_path",
-    "suggest",
     "validate_values",
 ]
 
@@ -58,8 +56,6 @@ OUTCOMES: tuple[str, ...] = ("fail", "warn", "clean", "skipped", "not-run")
 OVERALL_VALUES: frozenset[str] = frozenset({"accept", "reject", "needs-work"})
 
 _ID_RE = re.compile(r"^[a-z0-9][a-z0-9._-]*$")
-_SEVERITY_RANK = {"fail": 2, "warn": 1}
-_RAN = frozenset({"pass", "warn", "fail"})
 
 
 
@@ -164,25 +160,6 @@ class Rubric:
     @property
     def keys(self) -> tuple[str, ...]:
         return tuple(f.key for f in self.fields)
-
-
-@dataclass(frozen=True)
-class Suggestion:
-    """kws's suggestion for one field, from the findings of the checks that inform it.
-
-    ``value`` is None where the field's rule gives no value for the outcome (e.g. every
-    informing check was skipped and the rule has no ``skipped``/``not-run`` entry).
-    ``outcome`` is the class from :data:`OUTCOMES`. ``findings`` are the informing findings
-    (the contract's finding dicts, unchanged), worst first. ``not_run`` lists the informing
-    checks that were in the report but did not run (status ``skip`` or ``error``), so a
-    ``clean`` outcome on an incomplete run is visible as such.
-    """
-
-    value: str | None
-    reason: str
-    findings: tuple[Mapping[str, Any], ...] = ()
-    outcome: str = "not-run"
-    not_run: tuple[str, ...] = ()
 
 
 # --------------------------------------------------------------------------------------------
@@ -359,118 +336,6 @@ def queue_rubric(queue_root: Path | str) -> Rubric:
     from workstation.task.queue import read_queue_config
 
     return find_rubric(read_queue_config(queue_root).rubric, queue_root)
-
-
-# --------------------------------------------------------------------------------------------
-# suggestions
-
-
-def _severity(s: Any) -> int:
-    return _SEVERITY_RANK.get(s, 0)
-
-
-def suggest(
-    rubric: Rubric,
-    findings: Sequence[Mapping[str, Any]],
-    checks: Sequence[Mapping[str, Any]],
-) -> dict[str, Suggestion]:
-    """kws's suggestion for each choice field that names informing checks.
-
-    ``findings`` and ``checks`` are the ``findings`` and ``checks`` arrays of a
-    ``kws check --json`` report (task format v1): findings are
-    ``{"check", "severity", "summary", "evidence", "repro"}`` with severity fail/warn/info;
-    checks are ``{"check", "status", "seconds", "reason"}`` with status
-    pass/warn/fail/skip/error. Both may be partial (a run still streaming in).
-
-    For one field, the informing findings are those whose check is in ``informed_by``; the
-    outcome is ``fail`` if any of them (or an informing check's status) is fail, else
-    ``warn`` likewise, else ``clean`` if at least one informing check ran, else ``skipped``
-    if every informing check present was skipped, else ``not-run`` (see :data:`OUTCOMES`).
-    ``info`` findings never raise the outcome but are listed. The value is
-    ``field.suggest[outcome]`` (``skipped`` falls back to ``not-run``), or None.
-
-    Returns ``{field key: Suggestion}`` for every choice field with ``informed_by``.
-    """
-    status: dict[str, Mapping[str, Any]] = {}
-    for c in checks:
-        cid = c.get("check")
-        if isinstance(cid, str):
-            status[cid] = c
-    out: dict[str, Suggestion] = {}
-    for f in rubric.choice_fields:
-        if not f.informed_by:
-            continue
-        informing = set(f.informed_by)
-        fs = [x for x in findings if x.get("check") in informing]
-        fs.sort(key=lambda x: -_severity(x.get("severity")))
-        present = [status[c] for c in f.informed_by if c in status]
-        ran = {c.get("check") for c in present if c.get("status") in _RAN}
-        ran.update(x.get("check") for x in fs)  # a finding means its check ran
-        not_run = tuple(
-            c.get("check") for c in present if c.get("status") in ("skip", "error")
-        )
-        worst = max(
-            [_severity(x.get("severity")) for x in fs]
-            + [_severity(c.get("status")) for c in present],
-            default=0,
-        )
-        if worst == 2:
-            outcome = "fail"
-        elif worst == 1:
-            outcome = "warn"
-        elif ran:
-            outcome = "clean"
-        elif present and all(c.get("status") == "skip" for c in present):
-            outcome = "skipped"
-        else:
-            outcome = "not-run"
-        value = f.suggest.get(outcome)
-        if value is None and outcome == "skipped":
-            value = f.suggest.get("not-run")
-        out[f.key] = Suggestion(
-            value=value,
-            reason=_reason(f, outcome, fs, present, ran, not_run, status),
-            findings=tuple(fs),
-            outcome=outcome,
-            not_run=not_run,
-        )
-    return out
-
-
-def _reason(
-    f: RubricField,
-    outcome: str,
-    fs: list[Mapping[str, Any]],
-    present: list[Mapping[str, Any]],
-    ran: set[Any],
-    not_run: tuple[Any, ...],
-    status: Mapping[str, Mapping[str, Any]],
-) -> str:
-    parts: list[str] = []
-    if outcome in ("fail", "warn"):
-        hits = [x for x in fs if x.get("severity") == outcome]
-        if hits:
-            first = hits[0]
-            parts.append(f"{outcome}: {first.get('check')}: {first.get('summary', '')}".rstrip(": "))
-            if len(hits) > 1:
-                more = sorted({str(x.get("check")) for x in hits[1:]})
-                parts.append(f"and {len(hits) - 1} more {outcome} finding(s) ({', '.join(more)})")
-        else:
-            bad = [str(c.get("check")) for c in present if c.get("status") == outcome]
-            parts.append(f"{outcome}: status of {', '.join(bad)}")
-    elif outcome == "clean":
-        names = [c for c in f.informed_by if c in ran]
-        parts.append(f"no warn or fail finding from {', '.join(names)}")
-    if not_run:
-        desc = []
-        for c in not_run:
-            st = status[c]
-            why = str(st.get("reason") or "").strip()
-            desc.append(f"{c} ({st.get('status')}{': ' + why if why else ''})")
-        parts.append("did not run: " + "; ".join(desc))
-    if outcome == "not-run" and not present and not fs:
-        parts.append("no informing check in the report (" + ", ".join(f.informed_by) + ")")
-    return "; ".join(parts)
 
 
 # --------------------------------------------------------------------------------------------

@@ -1,0 +1,148 @@
+"""kws's suggestion for each rubric field from the findings of the checks it names.
+
+A choice field's ``informed_by`` lists check ids and ``suggest`` maps the worst outcome
+among those checks (:data:`~workstation.rubric.model.OUTCOMES`) to one of the field's
+values. Pure data handling on a ``kws check --json`` report: the TUI calls it on every
+repaint.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from workstation.rubric.model import Rubric, RubricField
+
+__all__ = ["Suggestion", "suggest"]
+
+_SEVERITY_RANK = {"fail": 2, "warn": 1}
+_RAN = frozenset({"pass", "warn", "fail"})
+
+
+@dataclass(frozen=True)
+class Suggestion:
+    """kws's suggestion for one field, from the findings of the checks that inform it.
+
+    ``value`` is None where the field's rule gives no value for the outcome (e.g. every
+    informing check was skipped and the rule has no ``skipped``/``not-run`` entry).
+    ``outcome`` is the class from :data:`OUTCOMES`. ``findings`` are the informing findings
+    (the contract's finding dicts, unchanged), worst first. ``not_run`` lists the informing
+    checks that were in the report but did not run (status ``skip`` or ``error``), so a
+    ``clean`` outcome on an incomplete run is visible as such.
+    """
+
+    value: str | None
+    reason: str
+    findings: tuple[Mapping[str, Any], ...] = ()
+    outcome: str = "not-run"
+    not_run: tuple[str, ...] = ()
+
+
+
+def _severity(s: Any) -> int:
+    return _SEVERITY_RANK.get(s, 0)
+
+
+def suggest(
+    rubric: Rubric,
+    findings: Sequence[Mapping[str, Any]],
+    checks: Sequence[Mapping[str, Any]],
+) -> dict[str, Suggestion]:
+    """kws's suggestion for each choice field that names informing checks.
+
+    ``findings`` and ``checks`` are the ``findings`` and ``checks`` arrays of a
+    ``kws check --json`` report (task format v1): findings are
+    ``{"check", "severity", "summary", "evidence", "repro"}`` with severity fail/warn/info;
+    checks are ``{"check", "status", "seconds", "reason"}`` with status
+    pass/warn/fail/skip/error. Both may be partial (a run still streaming in).
+
+    For one field, the informing findings are those whose check is in ``informed_by``; the
+    outcome is ``fail`` if any of them (or an informing check's status) is fail, else
+    ``warn`` likewise, else ``clean`` if at least one informing check ran, else ``skipped``
+    if every informing check present was skipped, else ``not-run`` (see :data:`OUTCOMES`).
+    ``info`` findings never raise the outcome but are listed. The value is
+    ``field.suggest[outcome]`` (``skipped`` falls back to ``not-run``), or None.
+
+    Returns ``{field key: Suggestion}`` for every choice field with ``informed_by``.
+    """
+    status: dict[str, Mapping[str, Any]] = {}
+    for c in checks:
+        cid = c.get("check")
+        if isinstance(cid, str):
+            status[cid] = c
+    out: dict[str, Suggestion] = {}
+    for f in rubric.choice_fields:
+        if not f.informed_by:
+            continue
+        informing = set(f.informed_by)
+        fs = [x for x in findings if x.get("check") in informing]
+        fs.sort(key=lambda x: -_severity(x.get("severity")))
+        present = [status[c] for c in f.informed_by if c in status]
+        ran = {c.get("check") for c in present if c.get("status") in _RAN}
+        ran.update(x.get("check") for x in fs)  # a finding means its check ran
+        not_run = tuple(
+            c.get("check") for c in present if c.get("status") in ("skip", "error")
+        )
+        worst = max(
+            [_severity(x.get("severity")) for x in fs]
+            + [_severity(c.get("status")) for c in present],
+            default=0,
+        )
+        if worst == 2:
+            outcome = "fail"
+        elif worst == 1:
+            outcome = "warn"
+        elif ran:
+            outcome = "clean"
+        elif present and all(c.get("status") == "skip" for c in present):
+            outcome = "skipped"
+        else:
+            outcome = "not-run"
+        value = f.suggest.get(outcome)
+        if value is None and outcome == "skipped":
+            value = f.suggest.get("not-run")
+        out[f.key] = Suggestion(
+            value=value,
+            reason=_reason(f, outcome, fs, present, ran, not_run, status),
+            findings=tuple(fs),
+            outcome=outcome,
+            not_run=not_run,
+        )
+    return out
+
+
+def _reason(
+    f: RubricField,
+    outcome: str,
+    fs: list[Mapping[str, Any]],
+    present: list[Mapping[str, Any]],
+    ran: set[Any],
+    not_run: tuple[Any, ...],
+    status: Mapping[str, Mapping[str, Any]],
+) -> str:
+    parts: list[str] = []
+    if outcome in ("fail", "warn"):
+        hits = [x for x in fs if x.get("severity") == outcome]
+        if hits:
+            first = hits[0]
+            parts.append(f"{outcome}: {first.get('check')}: {first.get('summary', '')}".rstrip(": "))
+            if len(hits) > 1:
+                more = sorted({str(x.get("check")) for x in hits[1:]})
+                parts.append(f"and {len(hits) - 1} more {outcome} finding(s) ({', '.join(more)})")
+        else:
+            bad = [str(c.get("check")) for c in present if c.get("status") == outcome]
+            parts.append(f"{outcome}: status of {', '.join(bad)}")
+    elif outcome == "clean":
+        names = [c for c in f.informed_by if c in ran]
+        parts.append(f"no warn or fail finding from {', '.join(names)}")
+    if not_run:
+        desc = []
+        for c in not_run:
+            st = status[c]
+            why = str(st.get("reason") or "").strip()
+            desc.append(f"{c} ({st.get('status')}{': ' + why if why else ''})")
+        parts.append("did not run: " + "; ".join(desc))
+    if outcome == "not-run" and not present and not fs:
+        parts.append("no informing check in the report (" + ", ".join(f.informed_by) + ")")
+    return "; ".join(parts)
