@@ -26,6 +26,8 @@ import sys
 import threading
 from typing import Any
 
+from workstation.protocol.lines import json_lines
+
 
 class _Server:
     def __init__(self) -> None:
@@ -80,10 +82,7 @@ class _Server:
             self.send({"run": rid, "kind": "error", "data": {"message": f"{type(e).__name__}: {e}"}})
 
     def serve(self) -> None:
-        for line in sys.stdin:
-            if not line.strip():
-                continue
-            req = json.loads(line)
+        for req in json_lines(sys.stdin):
             op = req.get("op")
             if op == "run":
                 threading.Thread(target=self.run, args=(req,), daemon=True).start()

@@ -276,6 +276,17 @@ def describe_inputs(inputs: tuple) -> list[dict[str, Any]]:
     return out
 
 
+def prepared_inputs(ctx: JobContext, case: dict[str, Any], seed: int, transforms: list[Transform] | tuple = ()) -> tuple:
+    """``make_inputs(case, device, seed)`` after ``transforms``; an exception escapes tagged
+    with phase ``"make_inputs"`` or ``"transform"`` (a transform failing is kws's problem,
+    never charged to the candidate)."""
+    inputs = ctx.make_inputs(case, seed)
+    try:
+        return apply_transforms(ctx, inputs, transforms)
+    except BaseException as e:
+        raise _tag(e, "transform") from None
+
+
 def apply_transforms(ctx: JobContext, inputs: tuple, specs: list[Transform]) -> tuple:
     """``inputs`` after every transform of ``specs``, in order.
 
@@ -352,11 +363,7 @@ def run_role(ctx: JobContext, role: str, inputs: tuple, monitors: Sequence[Monit
 def call_step(ctx: JobContext, spec: CallStep) -> StepOutput:
     """Make inputs for ``spec.case``/``spec.seed``, transform them, call the role."""
     try:
-        inputs = ctx.make_inputs(spec.case, spec.seed)
-        try:
-            inputs = apply_transforms(ctx, inputs, spec.transforms)
-        except BaseException as e:
-            raise _tag(e, "transform") from None
+        inputs = prepared_inputs(ctx, spec.case, spec.seed, spec.transforms)
         return run_role(ctx, spec.role, inputs, spec.monitors, spec.repeat, spec.send_inputs)
     except BaseException as e:  # noqa: BLE001
         return StepOutput(ok=False, error=error_info(e, getattr(e, "_kws_phase", "call")),

@@ -41,7 +41,7 @@ import torch
 from torch.utils._python_dispatch import TorchDispatchMode
 
 from workstation.harness import StepOutput, step
-from workstation.harness.core import _tag, apply_transforms, describe_inputs, error_info
+from workstation.harness.core import describe_inputs, error_info, prepared_inputs
 from workstation.protocol import sentinels
 from workstation.protocol.steps import (
     CallStep,
@@ -305,11 +305,7 @@ def guarded_call_step(ctx: Any, spec: GuardedCallStep) -> StepOutput:
     (module doc); send outputs, their bits and every guard band."""
     scenario = spec.scenario
     try:
-        inputs = ctx.make_inputs(spec.case, spec.seed)
-        try:
-            inputs = apply_transforms(ctx, inputs, spec.transforms)
-        except BaseException as e:
-            raise _tag(e, "transform") from None
+        inputs = prepared_inputs(ctx, spec.case, spec.seed, spec.transforms)
         inputs, bufs = guard_inputs(ctx, inputs, scenario, spec.guard)
         before = describe_inputs(inputs)
         mode = GuardedAllocMode(scenario, spec.guard, ctx.task_dir)

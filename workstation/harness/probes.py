@@ -26,10 +26,10 @@ import torch
 from workstation.harness import StepOutput, step
 from workstation.harness.core import (
     _tag,
-    apply_transforms,
     describe_inputs,
     encode_tensor,
     error_info,
+    prepared_inputs,
 )
 from workstation.protocol.steps import (
     CallStep,
@@ -41,11 +41,7 @@ from workstation.protocol.steps import (
 
 
 def _inputs(ctx: Any, spec: InputsOnlyStep | RepeatCallStep | StaleCallStep, seed: int) -> tuple:
-    inputs = ctx.make_inputs(spec.case, seed)
-    try:
-        return apply_transforms(ctx, inputs, spec.transforms)
-    except BaseException as e:
-        raise _tag(e, "transform") from None
+    return prepared_inputs(ctx, spec.case, seed, spec.transforms)
 
 
 def _clone(x: Any) -> Any:

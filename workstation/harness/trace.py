@@ -30,7 +30,7 @@ import torch
 from torch.utils._python_dispatch import TorchDispatchMode
 
 from workstation.harness import StepOutput, monitor, step
-from workstation.harness.core import apply_transforms, describe_inputs, error_info
+from workstation.harness.core import describe_inputs, error_info, prepared_inputs
 from workstation.harness.guards import task_site
 from workstation.harness.launches import Launch, LaunchObserver, launch_classes, observing
 from workstation.protocol.steps import AtenOps, FaultCallStep, TritonLaunches
@@ -172,8 +172,7 @@ def fault_call_step(ctx: Any, spec: FaultCallStep) -> StepOutput:
     report: dict[str, Any] = {}
     extra: dict[str, Any] = {"fault": spec.fault, "device_name": ctx.device_name}
     try:
-        inputs = ctx.make_inputs(spec.case, spec.seed)
-        inputs = apply_transforms(ctx, inputs, spec.transforms)
+        inputs = prepared_inputs(ctx, spec.case, spec.seed, spec.transforms)
         extra["inputs"] = describe_inputs(inputs)
         patch = observing(faults) if spec.fault == "triton_launch" else _fail_builds(faults)
         with patch, _aten_ops(ctx, report):

@@ -89,22 +89,30 @@ def _scale(c: torch.Tensor) -> float:
     return s if s > 0 and math.isfinite(s) else 1.0
 
 
-@transform(Magnitude)
-def _magnitude(ctx: Any, inputs: tuple, spec: Magnitude) -> tuple:
-    """Large magnitudes up to ``spec.amax`` (module doc)."""
-    mode = spec.mode
+def _each(inputs: tuple, spec: ValueTransform, fn: Any) -> tuple:
+    """``inputs`` with each floating tensor of ``spec.args`` replaced by
+    ``fn(i, rows, x)``: ``rows`` is the input as a 2-D float64 CPU copy (:func:`_rows`), the
+    result is cast back to the input's shape, dtype and device."""
     out = list(inputs)
     for i in _float_args(inputs, spec):
         x = inputs[i]
+        out[i] = _back(fn(i, _rows(x), x), x)
+    return tuple(out)
+
+
+@transform(Magnitude)
+def _magnitude(ctx: Any, inputs: tuple, spec: Magnitude) -> tuple:
+    """Large magnitudes up to ``spec.amax`` (module doc)."""
+
+    def one(i: int, c: torch.Tensor, x: torch.Tensor) -> torch.Tensor:
         a = _representable_at_most(spec.amax, x.dtype)
-        c = _rows(x)
         m = float(c.abs().max())
         unit = c / m if m > 0 else torch.ones_like(c)
-        if mode == "scale":
+        if spec.mode == "scale":
             v = unit * a
-        elif mode == "shift":
+        elif spec.mode == "shift":
             v = 0.9 * a + 0.05 * a * unit
-        elif mode == "spikes":
+        elif spec.mode == "spikes":
             v = c.clone()
             g = _gen(spec, i)
             n = v.shape[1]
@@ -114,66 +122,61 @@ def _magnitude(ctx: Any, inputs: tuple, spec: Magnitude) -> tuple:
                 neg = (pos + 1 + torch.randint(0, n - 1, (v.shape[0],), generator=g)) % n
                 v[torch.arange(v.shape[0]), neg] = -a
         else:
-            raise ValueError(f"unknown magnitude mode {mode!r}")
-        out[i] = _back(v.clamp(-a, a), x)
-    return tuple(out)
+            raise ValueError(f"unknown magnitude mode {spec.mode!r}")
+        return v.clamp(-a, a)
+
+    return _each(inputs, spec, one)
 
 
 @transform(SignedZeros)
 def _signed_zeros(ctx: Any, inputs: tuple, spec: SignedZeros) -> tuple:
     """-0.0 at every third element, row 0 all -0.0, row 1 all +0.0 (module doc)."""
-    out = list(inputs)
-    for i in _float_args(inputs, spec):
-        x = inputs[i]
-        v = _rows(x)
-        flat = v.view(-1)
-        flat[::3] = -0.0
+
+    def one(i: int, v: torch.Tensor, x: torch.Tensor) -> torch.Tensor:
+        v.view(-1)[::3] = -0.0
         v[0] = -0.0
         if v.shape[0] > 1:
             v[1] = 0.0
-        out[i] = _back(v, x)
-    return tuple(out)
+        return v
+
+    return _each(inputs, spec, one)
 
 
 @transform(Tiny)
 def _tiny(ctx: Any, inputs: tuple, spec: Tiny) -> tuple:
     """Values within 4x of the smallest normal, mostly subnormal (module doc)."""
-    out = list(inputs)
-    for i in _float_args(inputs, spec):
-        x = inputs[i]
-        c = _rows(x)
+
+    def one(i: int, c: torch.Tensor, x: torch.Tensor) -> torch.Tensor:
         m = float(c.abs().max())
         t = 4.0 * float(torch.finfo(x.dtype).tiny)
-        out[i] = _back(c / m * t if m > 0 else torch.full_like(c, t), x)
-    return tuple(out)
+        return c / m * t if m > 0 else torch.full_like(c, t)
+
+    return _each(inputs, spec, one)
 
 
 @transform(Nonfinite)
 def _nonfinite(ctx: Any, inputs: tuple, spec: Nonfinite) -> tuple:
     """One nan, +inf and -inf per row at seeded positions (module doc)."""
-    out = list(inputs)
-    for i in _float_args(inputs, spec):
-        x = inputs[i]
-        v = _rows(x)
+
+    def one(i: int, v: torch.Tensor, x: torch.Tensor) -> torch.Tensor:
         g = _gen(spec, i)
         rows = torch.arange(v.shape[0])
         for val in (float("nan"), float("inf"), float("-inf")):
             v[rows, torch.randint(0, v.shape[1], (v.shape[0],), generator=g)] = val
-        out[i] = _back(v, x)
-    return tuple(out)
+        return v
+
+    return _each(inputs, spec, one)
 
 
 @transform(Perturb)
 def _perturb(ctx: Any, inputs: tuple, spec: Perturb) -> tuple:
     """``x + rel * (|x| + scale) * N(0, 1)`` on the inputs in ``args`` (module doc)."""
-    rel = spec.rel
-    out = list(inputs)
-    for i in _float_args(inputs, spec):
-        x = inputs[i]
-        c = _rows(x)
+
+    def one(i: int, c: torch.Tensor, x: torch.Tensor) -> torch.Tensor:
         n = torch.randn(c.shape, generator=_gen(spec, i), dtype=torch.float64)
-        out[i] = _back(c + rel * (c.abs() + _scale(c)) * n, x)
-    return tuple(out)
+        return c + spec.rel * (c.abs() + _scale(c)) * n
+
+    return _each(inputs, spec, one)
 
 
 def draw(dist: str, shape: tuple[int, ...], g: torch.Generator) -> torch.Tensor:

@@ -129,3 +129,4 @@ def _tensor(meta: dict[str, Any], arrays: dict[str, np.ndarray], key: str) -> Te
 def step_started(out_dir: Path, index: int) -> bool:
     """True when the child began step ``index`` (it wrote ``step-<i>.start``)."""
     return (out_dir / f"step-{index}.start").exists()
+

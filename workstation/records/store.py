@@ -36,6 +36,7 @@ import git
 import tomli_w
 
 import workstation
+from workstation.engine.report import finite_json
 from workstation.records.drafts import Draft, delete_draft
 from workstation.records.model import (
     FOLDERS,
@@ -90,6 +91,17 @@ def reviewer_slug(who: Identity) -> str:
     return slug[:64] or "reviewer"
 
 
+def _new_record(kind: str, task: str, who: Identity) -> tuple[str, Path, dict[str, Any]]:
+    """A new record's id (a UUID), its path relative to the queue root, and the keys every
+    record starts with: schema, record kind, ``<kind>_id``, task, timestamp (now, UTC) and
+    reviewer."""
+    ts = _now()
+    rid = str(uuid.uuid4())
+    base = {"schema": SCHEMA, "record": kind, f"{kind}_id": rid, "task": task, "timestamp": ts,
+            "reviewer": _identity_table(who)}
+    return rid, record_path(kind, task, who, ts), base
+
+
 def record_path(kind: str, task: str, who: Identity, ts: datetime) -> Path:
     """``<folder>/<task>/<reviewer-slug>--<YYYYmmddTHHMMSS.ffffffZ>--<6 hex>.toml``."""
     stamp = ts.astimezone(UTC).strftime("%Y%m%dT%H%M%S.%fZ")
@@ -108,11 +120,7 @@ def toml_safe(obj: Any) -> Any:
     if isinstance(obj, bool) or isinstance(obj, (int, str, datetime)):
         return obj
     if isinstance(obj, float):
-        if math.isnan(obj):
-            return "nan"
-        if math.isinf(obj):
-            return "inf" if obj > 0 else "-inf"
-        return obj
+        return finite_json(obj)
     return str(obj)
 
 
@@ -285,24 +293,16 @@ def commit_verdict(
     overall = values.pop("overall")
     rationale = values.pop(rubric.rationale_field, "") or ""
     fields = {f.key: values[f.key] for f in rubric.fields if values.get(f.key)}  # rubric order
-    ts = _now()
-    vid = str(uuid.uuid4())
-    rel = record_path("verdict", draft.task, who, ts)
-    data: dict[str, Any] = {
-        "schema": SCHEMA,
-        "record": "verdict",
-        "verdict_id": vid,
-        "task": draft.task,
+    vid, rel, data = _new_record("verdict", draft.task, who)
+    data.update({
         "task_tree": tv.tree,
-        "timestamp": ts,
         "overall": overall,
         "rationale": rationale.strip(),
         "kws_version": workstation.__version__,
         "device": str(report.get("device") or "none (no checks run)"),
-        "reviewer": _identity_table(who),
         "rubric": {"id": rubric.id, "version": rubric.version},
         "fields": fields,
-    }
+    })
     if report:
         if isinstance(report.get("complete"), bool):
             data["checks_complete"] = report["complete"]
@@ -376,21 +376,13 @@ def commit_dispute(
     if problems:
         raise RecordError("dispute not committed:\n  " + "\n  ".join(problems))
     _check_branch(repo, "dispute")
-    ts = _now()
-    did = str(uuid.uuid4())
-    rel = record_path("dispute", verdict.task, who, ts)
-    data = {
-        "schema": SCHEMA,
-        "record": "dispute",
-        "dispute_id": did,
+    did, rel, data = _new_record("dispute", verdict.task, who)
+    data.update({
         "verdict_id": verdict.verdict_id,
-        "task": verdict.task,
         "task_tree": verdict.task_tree,
-        "timestamp": ts,
         "rationale": rationale.strip(),
-        "reviewer": _identity_table(who),
         "fields": dict(fields),
-    }
+    })
     message = (
         f"kws dispute: {verdict.task} verdict {verdict.verdict_id[:8]} "
         f"({', '.join(f'{k}={v}' for k, v in fields.items())})\n\n"
@@ -461,24 +453,16 @@ def commit_resolution(
     vvals = verdict.values()
     disputed = sorted(set(dispute.fields) | set(fields))
     _check_branch(repo, "resolution")
-    ts = _now()
-    rid = str(uuid.uuid4())
-    rel = record_path("resolution", dispute.task, who, ts)
-    data = {
-        "schema": SCHEMA,
-        "record": "resolution",
-        "resolution_id": rid,
+    rid, rel, data = _new_record("resolution", dispute.task, who)
+    data.update({
         "dispute_id": dispute.dispute_id,
         "verdict_id": verdict.verdict_id,
-        "task": dispute.task,
-        "timestamp": ts,
         "outcome": outcome,
         "rationale": rationale.strip(),
-        "reviewer": _identity_table(who),
         "verdict_values": {k: vvals[k] for k in disputed if k in vvals},
         "dispute_values": dict(dispute.fields),
         "fields": fields,
-    }
+    })
     message = (
         f"kws resolution: {outcome} {dispute.task} verdict {verdict.verdict_id[:8]} "
         f"(dispute {dispute.dispute_id[:8]})\n\n"
@@ -500,21 +484,10 @@ def _reservation(
     repo: git.Repo, task: str, action: str, who: Identity, hours: float | None
 ) -> Reservation:
     _check_branch(repo, action)
-    ts = _now()
-    expires = ts + timedelta(hours=hours) if hours is not None else None
-    rid = str(uuid.uuid4())
-    rel = record_path("reservation", task, who, ts)
-    data: dict[str, Any] = {
-        "schema": SCHEMA,
-        "record": "reservation",
-        "reservation_id": rid,
-        "task": task,
-        "action": action,
-        "timestamp": ts,
-        "reviewer": _identity_table(who),
-    }
-    if expires is not None:
-        data["expires"] = expires
+    rid, rel, data = _new_record("reservation", task, who)
+    data["action"] = action
+    if hours is not None:
+        data["expires"] = data["timestamp"] + timedelta(hours=hours)
     message = (
         f"kws {action}: {task}\n\n"
         + _trailers(record=f"reservation:{rid}", task=task, action=action, reviewer=str(who))

@@ -19,6 +19,8 @@ from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import Any, Protocol
 
+from workstation.protocol.lines import json_lines
+
 __all__ = ["CheckSource", "Emit", "ReplayCheckSource", "RunnerCheckSource"]
 
 #: ``emit(kind, data)``: called for every event of a run.
@@ -96,11 +98,7 @@ class RunnerCheckSource:
 
     def _read(self, proc: Any) -> None:
         assert proc.stdout is not None
-        for line in proc.stdout:
-            try:
-                msg = json.loads(line)
-            except ValueError:
-                continue
+        for msg in json_lines(proc.stdout):
             if msg.get("op") == "warm":
                 self._warm_reply = msg
                 self._warm.set()

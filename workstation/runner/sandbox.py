@@ -39,6 +39,7 @@ from typing import Any
 
 import platformdirs
 
+from workstation.protocol.lines import json_lines
 from workstation.protocol.steps import Job, Step, encode_job
 from workstation.protocol.wire import StepResult, WireError, read_step, step_started
 
@@ -275,11 +276,7 @@ class Runner:
 
     def _read_loop(self, proc: subprocess.Popen[str]) -> None:
         assert proc.stdout is not None
-        for line in proc.stdout:
-            try:
-                msg = json.loads(line)
-            except ValueError:
-                continue
+        for msg in json_lines(proc.stdout):
             with self._lock:
                 w = self._waiters.get(msg.get("id"))
             if w is None:
