@@ -5,17 +5,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from workstation.checks.support.trials import (
-    Trial,
-    TrialResult,
-    case_key,
-    cheapest_per_dtype,
-    declared_baselines,
-    evidence_of,
-    failure_text,
-    run_trials,
-    same_failure,
-)
+from workstation.checks.support import trials
 from workstation.engine.check import Check, Finding, Skip, register
 from workstation.engine.context import CheckContext, case_label
 from workstation.protocol.layouts import DESCRIPTIONS, KINDS, PADDED, applies
@@ -48,7 +38,7 @@ def expand_eligible(reads: list[dict[str, Any]]) -> list[int]:
             if d["dtype"].startswith(("float", "bfloat")) and len(d["shape"]) < top and d["shape"] and d["shape"][0] > 1]
 
 
-def _layout_of(r: TrialResult, args: list[int]) -> str:
+def _layout_of(r: trials.TrialResult, args: list[int]) -> str:
     """``"input 0: stride (3072, 1), offset 1024; input 1: ..."`` from the candidate's call."""
     ins = (r.cand.step.extra.get("inputs") if r.cand is not None and r.cand.step is not None else None) or []
     parts = []
@@ -102,31 +92,31 @@ class Noncontiguous(Check):
         if ctx.task.contract.contiguous_only:
             raise Skip("the contract sets contiguous_only = true: the spec admits only contiguous inputs")
         seed = ctx.seeds[0]
-        cases = cheapest_per_dtype(ctx)
-        base = declared_baselines(ctx, cases, seed)
-        trials: list[Trial] = []
+        cases = trials.cheapest_per_dtype(ctx)
+        base = trials.declared_baselines(ctx, cases, seed)
+        todo: list[trials.Trial] = []
         skipped: list[str] = []
         for case in cases:
-            ref = base[case_key(case)].ref
+            ref = base[trials.case_key(case)].ref
             if not ref.ok or ref.step is None:
                 skipped.append(f"{case_label(case)}: the reference {ref.failure_text()}")
                 continue
             reads = read_tensor_inputs(ctx, ref.step.extra.get("inputs") or [])
-            trials += self._trials_for(case, seed, reads)
-        if not trials:
+            todo += self._trials_for(case, seed, reads)
+        if not todo:
             raise Skip("no tensor input the candidate reads can take another layout"
                        + (f" ({'; '.join(skipped)})" if skipped else ""))
-        results = run_trials(ctx, trials)
-        inherited = [r for r in results if r.failed and self._inherited(ctx, r, base[case_key(r.trial.case)])]
+        results = trials.run_trials(ctx, todo)
+        inherited = [r for r in results if r.failed and self._inherited(ctx, r, base[trials.case_key(r.trial.case)])]
         # attribute multi-input failures to single inputs
         follow = []
         for r in results:
             if r.failed and r not in inherited and len(r.trial.info["args"]) > 1:
                 for i in r.trial.info["args"]:
                     follow.append(self._trial(r.trial.case, seed, r.trial.info["kind"], [i]))
-        single = run_trials(ctx, follow) if follow else []
+        single = trials.run_trials(ctx, follow) if follow else []
         for x in single:  # a single input "fails" only if the view, not the case, is at fault
-            if x.failed and self._inherited(ctx, x, base[case_key(x.trial.case)]):
+            if x.failed and self._inherited(ctx, x, base[trials.case_key(x.trial.case)]):
                 x.status = "pass"
                 x.reason = "fails only as the contiguous declared case does"
         findings = self._findings(ctx, [r for r in results if r not in inherited], single)
@@ -156,7 +146,7 @@ class Noncontiguous(Check):
         return findings
 
     @staticmethod
-    def _inherited(ctx: CheckContext, r: TrialResult, b: TrialResult) -> bool:
+    def _inherited(ctx: CheckContext, r: trials.TrialResult, b: trials.TrialResult) -> bool:
         """A layout failure the contiguous declared run already has: the same failure class
         and, where both returned, the candidate's output on the view equal (within the
         tolerance) to its own output on contiguous inputs (layout invariance; for
@@ -164,13 +154,13 @@ class Noncontiguous(Check):
         if not b.failed:
             return False
         if r.status == "error" or b.status == "error":
-            return same_failure(r, b)
+            return trials.same_failure(r, b)
         contiguous = b.cand
         if r.trial.info["kind"] == "expand":  # other values: rerun on their contiguous copy
             [contiguous] = ctx.calls([ctx.call_step("candidate", r.trial.case, r.trial.seed,
                                                     transforms=r.trial.ref_transforms)], memo=True)
             if not contiguous.ok:
-                return same_failure(r, b)
+                return trials.same_failure(r, b)
         inv = ctx.compare(contiguous, r.cand, r.trial.case)
         r.trial.info["invariance"] = {"layout": r.trial.info["kind"],
                                       "same_as_contiguous": all(c.ok for c in inv),
@@ -178,12 +168,12 @@ class Noncontiguous(Check):
         return all(c.ok for c in inv)
 
     @staticmethod
-    def _trial(case: dict[str, Any], seed: int, kind: str, args: list[int]) -> Trial:
+    def _trial(case: dict[str, Any], seed: int, kind: str, args: list[int]) -> trials.Trial:
         layout = Layout(kind=kind, args=args)
         ref_t = [Layout(kind=kind, args=args, materialize=True)] if kind == "expand" else []
-        return Trial(dict(case), seed, f"layout {kind}", ref_t, [layout], {"kind": kind, "args": args})
+        return trials.Trial(dict(case), seed, f"layout {kind}", ref_t, [layout], {"kind": kind, "args": args})
 
-    def _trials_for(self, case: dict[str, Any], seed: int, reads: list[dict[str, Any]]) -> list[Trial]:
+    def _trials_for(self, case: dict[str, Any], seed: int, reads: list[dict[str, Any]]) -> list[trials.Trial]:
         out = []
         for kind in KINDS:
             if kind == "expand":
@@ -194,8 +184,8 @@ class Noncontiguous(Check):
                 out.append(self._trial(case, seed, kind, args))
         return out
 
-    def _findings(self, ctx: CheckContext, results: list[TrialResult], single: list[TrialResult]) -> list[Finding]:
-        by_kind: dict[str, list[TrialResult]] = {}
+    def _findings(self, ctx: CheckContext, results: list[trials.TrialResult], single: list[trials.TrialResult]) -> list[Finding]:
+        by_kind: dict[str, list[trials.TrialResult]] = {}
         for r in results:
             if r.failed:
                 by_kind.setdefault(r.trial.info["kind"], []).append(r)
@@ -207,7 +197,7 @@ class Noncontiguous(Check):
             args = lead.trial.info["args"]
             layout = _layout_of(lead, args)
             summary = (f"layout {kind} ({layout}): case {case_label(lead.trial.case)}, seed {lead.trial.seed}: "
-                       f"{failure_text(lead)}")
+                       f"{trials.failure_text(lead)}")
             if lead.status == "nonfinite" and kind in PADDED:
                 summary += "; the padding around the view is NaN, so the kernel read outside the view it was given"
             inv = lead.trial.info.get("invariance")
@@ -219,9 +209,9 @@ class Noncontiguous(Check):
             ev: dict[str, Any] = {
                 "layout": kind, "layout_description": DESCRIPTIONS[kind],
                 "case": lead.trial.case, "seed": lead.trial.seed,
-                "failing": evidence_of(lead),
+                "failing": trials.evidence_of(lead),
                 "inputs_at_fault": [s.trial.info["args"][0] for s in culprits],
-                "other_failing_cases": [evidence_of(x) for x in rs[1:]],
+                "other_failing_cases": [trials.evidence_of(x) for x in rs[1:]],
             }
             if culprits and len(r.trial.info["args"]) > 1:
                 ok_alone = [s.trial.info["args"][0] for s in single

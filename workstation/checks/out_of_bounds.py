@@ -96,8 +96,7 @@ class OutOfBounds(Check):
     title = "Writes outside buffer extents"
 
     def run(self, ctx: CheckContext) -> list[Finding]:
-        seed = ctx.seeds[0]
-        cases = ctx.cases
+        seed, cases = ctx.seeds[0], ctx.cases
         with ThreadPoolExecutor(max_workers=2) as ex:
             san_case = smallest_case(cases)
             san = ex.submit(self._sanitizer, ctx, san_case, seed) if ctx.on_gpu else None
@@ -128,13 +127,7 @@ class OutOfBounds(Check):
                 groups.setdefault(key, []).append((case, buf, ch, outs_of.get(k)))
         for items in groups.values():
             findings.append(self._finding(ctx, seed, items, len(cases)))
-        for case, out in crashed:
-            findings.append(self.finding(
-                ctx, "warn",
-                f"case {case_label(case)} (seed {seed}): the candidate {out.failure_text()} with guarded, "
-                f"poisoned buffers but returns in a plain run: a write or read outside its buffers may have "
-                f"reached unguarded memory",
-                {"case": case, "seed": seed, **out.failure_evidence()}, case=case, seed=seed))
+        findings += [self._crashed_guarded(ctx, case, seed, out) for case, out in crashed]
         if not groups:
             findings.append(self.finding(
                 ctx, "info",
@@ -146,6 +139,15 @@ class OutOfBounds(Check):
         findings.append(self._sanitizer_finding(ctx, san_case, seed, san_res))
         return findings
 
+
+    def _crashed_guarded(self, ctx: CheckContext, case: dict[str, Any], seed: int, out: CallOutcome) -> Finding:
+        """A warn for a call that fails only with guarded buffers (a plain run returns)."""
+        return self.finding(
+            ctx, "warn",
+            f"case {case_label(case)} (seed {seed}): the candidate {out.failure_text()} with guarded, "
+            f"poisoned buffers but returns in a plain run: a write or read outside its buffers may have "
+            f"reached unguarded memory",
+            {"case": case, "seed": seed, **out.failure_evidence()}, case=case, seed=seed)
     def _finding(self, ctx: CheckContext, seed: int, items: list, n_cases: int) -> Finding:
         case, buf, ch, out_j = items[0]
         parts = [_span(ch[s], s) for s in ("before", "after") if s in ch]

@@ -65,8 +65,7 @@ class ReferenceSuspect(Check):
     title = "Reference that is not a legitimate yardstick"
 
     def run(self, ctx: CheckContext) -> list[Finding]:
-        a = audit(ctx)
-        runs = a.declared()
+        runs = (a := audit(ctx)).declared()
         findings: list[Finding] = []
         findings += self._independence(ctx, a)
         findings += self._accuracy(ctx, a, runs)

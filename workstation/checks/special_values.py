@@ -207,15 +207,7 @@ class SpecialValues(Check):
                      for r in mism]
             for r, o in zip(mism, ctx.calls(steps, memo=True), strict=True):
                 oracles[id(r)] = o
-        findings: list[Finding] = []
-        if inherited:
-            r = inherited[0]
-            findings.append(self.finding(
-                ctx, "info",
-                f"{len(inherited)} variant(s) fail the way the declared case {case_label(r.trial.case)} already "
-                f"fails ({r.klass}; correctness reports it): "
-                + ", ".join(x.trial.info["variant"] for x in inherited),
-                {"variants": [evidence_of(x) for x in inherited[:3]]}, case=r.trial.case, seed=r.trial.seed))
+        findings: list[Finding] = [self._inherited(ctx, inherited)] if inherited else []
         for r in results:
             if r in inherited:
                 continue
@@ -255,6 +247,15 @@ class SpecialValues(Check):
                         "status": r.status, **({"reason": r.reason} if r.reason else {})} for r in results]}))
         return findings
 
+
+    def _inherited(self, ctx: CheckContext, inherited: list[TrialResult]) -> Finding:
+        """One info finding for variants that fail as their declared case already does."""
+        r = inherited[0]
+        return self.finding(
+            ctx, "info",
+            f"{len(inherited)} variant(s) fail the way the declared case {case_label(r.trial.case)} already "
+            f"fails ({r.klass}; correctness reports it): " + ", ".join(x.trial.info["variant"] for x in inherited),
+            {"variants": [evidence_of(x) for x in inherited[:3]]}, case=r.trial.case, seed=r.trial.seed)
     def _finding(self, ctx: CheckContext, severity: str, r: TrialResult, verdict: dict[str, Any] | None,
                  note: str = "") -> Finding:
         summary = (f"{r.trial.info['variant']} ({r.trial.info['values']}): case {case_label(r.trial.case)}, "

@@ -81,8 +81,7 @@ class ToleranceLoose(Check):
     title = "Tolerance that accepts wrong outputs or exceeds the error budget"
 
     def run(self, ctx: CheckContext) -> list[Finding]:
-        a = audit(ctx)
-        runs = a.declared()
+        runs = (a := audit(ctx)).declared()
         pairs = [(r, o) for r in runs for o in r.outs]
         if not pairs:
             notes = sorted({r.note for r in runs if r.note})

@@ -57,8 +57,7 @@ class ToleranceTight(Check):
     title = "Tolerance tighter than the dtype or the reference allows"
 
     def run(self, ctx: CheckContext) -> list[Finding]:
-        a = audit(ctx)
-        runs = a.declared()
+        runs = (a := audit(ctx)).declared()
         pairs = [(r, o) for r in runs for o in r.outs if o.oracle is not None]
         if not pairs:
             notes = sorted({r.note for r in runs if r.note})

@@ -91,8 +91,7 @@ class UnwrittenOutput(Check):
     title = "Output elements never written"
 
     def run(self, ctx: CheckContext) -> list[Finding]:
-        seed = ctx.seeds[0]
-        cases = ctx.cases
+        seed, cases = ctx.seeds[0], ctx.cases
         pairs = [(c, seed) for c in cases]
 
         def scenario_b(idx: list[int]) -> list[CallOutcome]:

@@ -156,23 +156,12 @@ class QueueScreen(Screen):
 
     # -- navigation --------------------------------------------------------------------------
 
-    def action_cursor_down(self) -> None:
-        self.table.action_cursor_down()
-
-    def action_cursor_up(self) -> None:
-        self.table.action_cursor_up()
-
-    def action_page_down(self) -> None:
-        self.table.action_page_down()
-
-    def action_page_up(self) -> None:
-        self.table.action_page_up()
-
-    def action_cursor_top(self) -> None:
-        self.table.action_cursor_top()
-
-    def action_cursor_bottom(self) -> None:
-        self.table.action_cursor_bottom()
+    def action_table(self, motion: str) -> None:
+        """Move the task cursor: ``motion`` is one of the queue table's cursor actions
+        (``cursor_down``, ``cursor_up``, ``page_down``, ``page_up``, ``cursor_top``,
+        ``cursor_bottom``)."""
+        if motion in ("cursor_down", "cursor_up", "page_down", "page_up", "cursor_top", "cursor_bottom"):
+            getattr(self.table, f"action_{motion}")()
 
     def action_next_unreviewed(self) -> None:
         cur = self.table.current
