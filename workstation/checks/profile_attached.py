@@ -198,7 +198,7 @@ class ProfileAttached(Check):
             mine |= {k.name for k in cp.kernels if k.kind == "kernel"}
         if not theirs or not mine or names_overlap(theirs, mine):
             return []
-        ran = sorted((sp.candidate.launches.get("kernels") or {}))
+        ran = sorted(sp.candidate.launches.get("kernels") or {})
         return [self.finding(
             ctx, "warn", f"{ap.file}: the attached profile of the candidate shows {', '.join(sorted(set(theirs))[:4])}, "
             f"none of which is a kernel of the candidate (kws saw it launch {', '.join(ran) or 'none'}; its sources "
