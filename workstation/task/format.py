@@ -299,7 +299,12 @@ def _profiles(task_dir: Path, toml: Path, table: list[ProfileTable], params: dic
         if fmt is None:
             raise Problem(toml, f"{key}.format", f"cannot tell the format of {p.file!r} from its name; "
                           f"give format = one of {', '.join(PROFILE_FORMATS)}")
-        case = _cases(toml, [p.case], params, f"{key}.case")[0] if p.case is not None else None
+        case = None
+        if p.case is not None:
+            try:
+                case = _cases(toml, [p.case], params, f"{key}.case")[0]
+            except Problem as e:
+                raise Problem(toml, e.key.replace(f"{key}.case[0]", f"{key}.case", 1), e.problem) from None
         out.append(AttachedProfile(file=p.file, format=fmt, role=p.role, case=case, calls=p.calls,
                                    device=p.device, key=key))
     return tuple(out)
