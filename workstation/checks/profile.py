@@ -5,7 +5,14 @@ from __future__ import annotations
 
 from typing import Any
 
-from workstation.checks.support.profiling import SelfProfile, family_of, self_profile
+from workstation.checks.support.profiling import (
+    CPU_WARMUP,
+    GPU_WARMUP,
+    SelfProfile,
+    family_of,
+    fmt_ns,
+    self_profile,
+)
 from workstation.engine.check import Check, Finding, register
 from workstation.engine.context import CheckContext, case_label
 from workstation.profiles.analysis import (
@@ -26,16 +33,6 @@ FAR_MORE_MIN = 8
 #: the claim is contradicted when the candidate's device time per call exceeds the time the
 #: claim implies (the other side's wall time per call / claim) by more than this fraction.
 SPLIT_MARGIN = 0.10
-
-
-def fmt_ns(ns: float | None) -> str:
-    """``1234.5`` -> ``"1.23 us"``."""
-    if ns is None:
-        return "?"
-    for unit, f in (("s", 1e9), ("ms", 1e6), ("us", 1e3)):
-        if abs(ns) >= f:
-            return f"{ns / f:.3g} {unit}"
-    return f"{ns:.3g} ns"
 
 
 def ran_text(doc: dict[str, Any], limit: int = 4) -> str:
@@ -172,7 +169,7 @@ class SelfProfileCheck(Check):
             why = (f"; {failed} launch(es) raised: {(cand.launches.get('errors') or ['?'])[0]}" if failed else "")
             if warm and backend == "triton":
                 return [self.finding(ctx, "warn", f"{label}: the candidate launched its Triton kernels only in its "
-                                     f"first call(s) ({warm} launch(es) in {1 if not sp.on_gpu else 3} warm-up "
+                                     f"first call(s) ({warm} launch(es) in {GPU_WARMUP if sp.on_gpu else CPU_WARMUP} warm-up "
                                      f"call(s)), none in the profiled calls: it replays or caches results "
                                      f"(stale-output looks at this); the profiled calls ran {ran_text(cdoc)}",
                                      ev, case=sp.case, seed=sp.seed)]

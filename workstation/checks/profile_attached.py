@@ -6,8 +6,7 @@ from __future__ import annotations
 from typing import Any
 
 from workstation.analysis.roofline import GPU_MARGIN
-from workstation.checks.profile import fmt_ns
-from workstation.checks.support.profiling import SelfProfile, family_of, self_profile
+from workstation.checks.support.profiling import SelfProfile, family_of, fmt_ns, self_profile
 from workstation.engine.check import Check, Finding, Skip, register
 from workstation.engine.context import CheckContext, case_label
 from workstation.profiles.analysis import (

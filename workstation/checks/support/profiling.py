@@ -182,6 +182,16 @@ def _self_profile(ctx: CheckContext) -> SelfProfile:
                        delegated=delegated_ops(ctx.task))
 
 
+def fmt_ns(ns: float | None) -> str:
+    """``1234.5`` -> ``"1.23 us"``."""
+    if ns is None:
+        return "?"
+    for unit, f in (("s", 1e9), ("ms", 1e6), ("us", 1e3)):
+        if abs(ns) >= f:
+            return f"{ns / f:.3g} {unit}"
+    return f"{ns:.3g} ns"
+
+
 def family_of(op: str) -> str | None:
     """The op family (matmul, softmax, norm...) of an aten op's base name."""
     return aten_family(op)
