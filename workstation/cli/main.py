@@ -2,8 +2,9 @@
 
 ``kws`` with no sub-command opens the review app on a queue (``--queue PATH``, default:
 the per-user copy of the bundled sample queue, made on first run). The sub-commands live
-in one module per command group: :mod:`workstation.cli.check` (check, queue) and
-:mod:`workstation.cli.records` (verdict, dispute, history, sync, ...).
+in one module per command group: :mod:`workstation.cli.check` (check, queue),
+:mod:`workstation.cli.profile` (profile) and :mod:`workstation.cli.records` (verdict,
+dispute, history, sync, ...).
 """
 
 from __future__ import annotations
@@ -30,9 +31,9 @@ def main(ctx: click.Context, queue: Path | None, keymap: str | None) -> None:
     run_app(queue=queue, keymap=keymap)
 
 
-from workstation.cli import check, records  # noqa: E402  (command modules; they never import this one)
+from workstation.cli import check, profile, records  # noqa: E402  (command modules; they never import this one)
 
-for _cmd in (*check.COMMANDS, *records.COMMANDS):
+for _cmd in (*check.COMMANDS, *profile.COMMANDS, *records.COMMANDS):
     main.add_command(_cmd)
 
 if __name__ == "__main__":

@@ -182,6 +182,16 @@ class CheckContext:
         #: content digest of the task folder before any task code ran.
         self.task_digest_before: str | None = None
         self.notes: list[str] = []
+        #: kws extension keys of the report, filled by checks (:meth:`extend_report`).
+        self.extensions: dict[str, dict[str, Any]] = {}
+        self._ext_lock = threading.Lock()
+
+    def extend_report(self, key: str, part: str, value: Any) -> None:
+        """Put ``value`` under ``report[key][part]`` of the run's JSON report (a kws
+        extension key beside the contract's; e.g. ``profile.self``). Thread-safe: checks
+        running in parallel may fill parts of one key."""
+        with self._ext_lock:
+            self.extensions.setdefault(key, {})[part] = value
 
     # -- task facts --------------------------------------------------------------------
 

@@ -4,7 +4,9 @@ JSON shape (``kws check --json``, task format v1)::
 
     {"task", "task_tree", "device", "complete", "versions", "seeds", "findings", "checks"}
 
-plus kws extensions: ``title``, ``seconds``, ``warnings`` (task-file warnings). Non-finite
+plus kws extensions: ``title``, ``seconds``, ``warnings`` (task-file warnings), and the keys
+checks add through :meth:`~workstation.engine.context.CheckContext.extend_report`
+(``profile``: what ran, from the ``profile`` and ``profile-attached`` checks). Non-finite
 numbers anywhere in the evidence are written as the strings "nan", "inf", "-inf".
 ``complete`` is false when any check ended in ``error`` or ``skip``.
 """
@@ -62,6 +64,8 @@ def to_json_dict(res: EngineResult) -> dict[str, Any]:
         "seconds": round(res.seconds, 3),
         "warnings": [str(w) for w in res.task.warnings],
     }
+    for key, value in res.extensions.items():
+        doc.setdefault(key, value)  # never over a contract key
     return finite_json(doc)
 
 

@@ -14,7 +14,7 @@ import time
 import traceback
 from collections.abc import Iterable
 from concurrent.futures import ThreadPoolExecutor
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -45,6 +45,7 @@ class EngineResult:
     results: list[CheckResult]
     task_tree: str | None
     seconds: float
+    extensions: dict[str, Any] = field(default_factory=dict)
 
     @property
     def findings(self) -> list[Finding]:
@@ -148,7 +149,7 @@ def run_checks(task: Task, runner: Runner, *, only: Iterable[str] | None = None,
             res.status = status_of(res.findings)
     res = EngineResult(task=task, device=device.label, versions=dict(device.versions),
                        seeds=tuple(seeds), results=[ctx.results[c] for c in ids],
-                       task_tree=task_tree(task), seconds=time.monotonic() - t0)
+                       task_tree=task_tree(task), seconds=time.monotonic() - t0, extensions=dict(ctx.extensions))
     emit("done", {"result": res})
     return res
 

@@ -8,7 +8,7 @@ field, spelled in snake_case:
 - steps (tag ``kind``): ``call``, ``author_test``, ``guarded_call``, ``sanitizer_call``,
   ``inputs_only``, ``repeat_call``, ``hashseed_call``, ``stale_call``, ``fault_call``,
   ``state_probe``, ``autotune_probe``, ``num_oracle``, ``triton_aot``, ``timing``,
-  ``torch_timer``, ``author_bench``;
+  ``torch_timer``, ``author_bench``, ``profile``;
 - transforms (tag ``name``; applied in order to a step's inputs after ``make_inputs``):
   ``upcast``, ``cast``, ``layout``, ``magnitude``, ``signed_zeros``, ``tiny``,
   ``nonfinite``, ``perturb``, ``diverse``, ``num_fresh``, ``num_tf32``;
@@ -387,9 +387,25 @@ class AuthorBenchStep(_Step, tag="author_bench", kw_only=True):
     trace: bool = True
 
 
+class ProfileStep(_Step, tag="profile", kw_only=True):
+    """Profile ``role`` on ``case``/``seed``: ``warmup`` calls first (not profiled: they
+    absorb compilation and autotuning), then ``calls`` calls under ``torch.profiler``
+    (host ops, and device kernels on CUDA), each in a ``kws#call`` annotation, with Triton
+    launches traced; at most ``max_events`` trace events are sent back; ``workload``: also
+    measure the case's bytes and flops (:mod:`workstation.harness.profile`)."""
+
+    role: Role
+    case: Case
+    seed: int = 0
+    warmup: int = 1
+    calls: int = 1
+    workload: bool = False
+    max_events: int = 50_000
+
+
 Step = (CallStep | AuthorTestStep | GuardedCallStep | SanitizerCallStep | InputsOnlyStep | RepeatCallStep
         | HashseedCallStep | StaleCallStep | FaultCallStep | StateProbeStep | AutotuneProbeStep | NumOracleStep
-        | TritonAotStep | TimingStep | TorchTimerStep | AuthorBenchStep)
+        | TritonAotStep | TimingStep | TorchTimerStep | AuthorBenchStep | ProfileStep)
 
 
 class Job(msgspec.Struct, frozen=True, forbid_unknown_fields=True, kw_only=True):

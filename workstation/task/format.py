@@ -16,6 +16,10 @@ kws extensions (optional keys, never changing a contract key's meaning):
 
 - top-level ``original = "<file>"``: the source file a translation or migration started
   from (CUDA, Pallas, ...), shown in the diff viewer, never run.
+- ``[[profiles]]``: profiler exports attached as evidence (``file``, ``format``, ``role``,
+  ``case``, ``calls``, ``device``; :class:`ProfileTable`). Loading the task checks each
+  file's name, location, size and format; the file itself is parsed only when a check,
+  ``kws profile`` or the review screen asks (:mod:`workstation.profiles.load`).
 """
 
 from __future__ import annotations
@@ -31,10 +35,12 @@ from workstation.schema.structs import convert, unknown_keys
 from workstation.schema.toml import read_toml
 from workstation.task.model import (
     DTYPE_NAMES,
+    PROFILE_FORMATS,
     ROLES_OPTIONAL,
     ROLES_REQUIRED,
     SCHEMA,
     TASK_ID_RE,
+    AttachedProfile,
     Claims,
     Contract,
     EntryPoint,
@@ -46,6 +52,13 @@ from workstation.task.sources import parse_python
 
 #: the largest task.toml kws reads (bytes).
 MAX_TASK_TOML_BYTES = 1 << 20
+#: the largest attached profile a task may list (bytes; checked at load, again when read).
+MAX_PROFILE_BYTES = 64 << 20
+#: at most this many ``[[profiles]]`` entries.
+MAX_PROFILES = 16
+#: file name endings -> the profile format they imply when ``format`` is not given.
+PROFILE_SUFFIXES = ((".hatchet", "proton"), (".csv", "ncu-csv"), (".sqlite", "nsys-sqlite"),
+                    (".db", "nsys-sqlite"), (".json", "torch-trace"))
 
 Scalar = Annotated[int | float | str | bool, Meta(description="a scalar (a case value)")]
 NonNegInt = Annotated[int, Meta(ge=0, description="a non-negative integer")]
@@ -119,6 +132,18 @@ class BenchmarkTable(Struct, frozen=True):
     cases: Annotated[list[dict[str, Scalar]], Meta(description="an array of case tables")] = []
 
 
+class ProfileTable(Struct, frozen=True):
+    """One ``[[profiles]]`` entry (kws extension): an attached profiler export."""
+
+    file: FileName
+    format: Annotated[Literal[PROFILE_FORMATS], Meta(extra={"noun": "profile format"})] | None = None  # type: ignore[valid-type]
+    role: Annotated[Literal["candidate", "baseline", "reference", "mixed"],
+                    Meta(extra={"noun": "profile role"})] = "candidate"
+    case: Annotated[dict[str, Scalar], Meta(description="a case table")] | None = None
+    calls: Annotated[int, Meta(ge=0, le=1_000_000, description="a number of calls (0: as the file says)")] = 0
+    device: Annotated[str, Meta(max_length=200, description="a device name")] = ""
+
+
 class TaskFile(Struct, frozen=True):
     """The whole ``task.toml``. ``tolerance`` holds ``atol``/``rtol``/``ulp`` and
     ``[tolerance.<dtype>]`` sub-tables side by side; :func:`_tolerances` splits them."""
@@ -137,6 +162,8 @@ class TaskFile(Struct, frozen=True):
     tolerance: Annotated[dict[str, float | ToleranceTable], Meta(description="the [tolerance] table")] = {}
     claims: Annotated[ClaimsTable, Meta(description="the [claims] table")] = ClaimsTable()
     benchmark: Annotated[BenchmarkTable, Meta(description="the [benchmark] table")] = BenchmarkTable()
+    profiles: Annotated[list[ProfileTable], Meta(max_length=MAX_PROFILES,
+                                                 description="an array of [[profiles]] tables")] = []
 
 
 # ----------------------------------------------------------------------------- file checks
@@ -256,6 +283,33 @@ def _cases(toml: Path, raw: list[dict[str, Any]], params: dict[str, ParamSpec], 
     return cases
 
 
+def _profiles(task_dir: Path, toml: Path, table: list[ProfileTable], params: dict[str, ParamSpec]
+              ) -> tuple[AttachedProfile, ...]:
+    """``[[profiles]]``: each file inside the folder, no larger than
+    :data:`MAX_PROFILE_BYTES`, of a known format (given, or implied by its name)."""
+    out = []
+    for i, p in enumerate(table):
+        key = f"profiles[{i}]"
+        path = relative_file(task_dir, toml, f"{key}.file", p.file)
+        size = path.stat().st_size
+        if size > MAX_PROFILE_BYTES:
+            raise Problem(toml, f"{key}.file", f"{p.file!r} is {size} bytes, larger than the "
+                          f"{MAX_PROFILE_BYTES}-byte limit for an attached profile")
+        fmt = p.format or next((f for suf, f in PROFILE_SUFFIXES if p.file.lower().endswith(suf)), None)
+        if fmt is None:
+            raise Problem(toml, f"{key}.format", f"cannot tell the format of {p.file!r} from its name; "
+                          f"give format = one of {', '.join(PROFILE_FORMATS)}")
+        case = None
+        if p.case is not None:
+            try:
+                case = _cases(toml, [p.case], params, f"{key}.case")[0]
+            except Problem as e:
+                raise Problem(toml, e.key.replace(f"{key}.case[0]", f"{key}.case", 1), e.problem) from None
+        out.append(AttachedProfile(file=p.file, format=fmt, role=p.role, case=case, calls=p.calls,
+                                   device=p.device, key=key))
+    return tuple(out)
+
+
 # ----------------------------------------------------------------------------- loading
 
 
@@ -279,7 +333,8 @@ def load_task(task_dir: Path | str) -> Task:
         raise Problem(toml, "schema", f"unsupported schema {schema}; this kws reads schema {SCHEMA}")
     doc = convert(data, TaskFile, file=toml)
     warnings = [Problem(toml, k, "unknown key (ignored)") for k in unknown_keys(data, TaskFile)
-                if not k.startswith(("cases[", "benchmark.cases[", "tolerance."))]
+                if not k.startswith(("cases[", "benchmark.cases[", "tolerance."))
+                and not (k.startswith("profiles[") and ".case." in k)]
 
     if not TASK_ID_RE.match(doc.id):
         raise Problem(toml, "id", f"{doc.id!r} does not match [a-z0-9][a-z0-9._-]*")
@@ -312,11 +367,12 @@ def load_task(task_dir: Path | str) -> Task:
     cl = doc.claims
     claims = Claims(status=cl.status, failure=cl.failure, failure_class=cl.failure_class, speedup=float(cl.speedup))
     bench_cases = _cases(toml, doc.benchmark.cases, params, "benchmark.cases")
+    profiles = _profiles(task_dir, toml, doc.profiles, params)
 
     return Task(
         id=doc.id, dir=task_dir, title=doc.title, kind=doc.kind, backend=doc.backend, spec=doc.spec,
         entry=entry, out_args=tuple(doc.entry.out_args), inout_args=tuple(doc.entry.inout_args),
         params=params, contract=contract, cases=cases, tolerance=tolerance, tolerance_by_dtype=by_dtype,
-        claims=claims, benchmark_cases=bench_cases, original=doc.original, warnings=warnings,
+        claims=claims, benchmark_cases=bench_cases, original=doc.original, profiles=profiles, warnings=warnings,
     )
 

@@ -50,6 +50,13 @@ DTYPE_NAMES = (
     "complex128",
 )
 PARAM_KEYS = ("min", "max", "multiple_of", "choices")
+#: formats of attached profiles (``[[profiles]]``, a kws extension): torch.profiler's
+#: Chrome-trace JSON, ``ncu --csv`` exports, Nsight Systems' SQLite export, proton's
+#: hatchet JSON (:mod:`workstation.profiles`).
+PROFILE_FORMATS = ("torch-trace", "ncu-csv", "nsys-sqlite", "proton")
+#: the role an attached profile profiled: a task role, or ``mixed`` (several roles in one
+#: file; its kernels are listed but no per-role comparison is made).
+PROFILE_ROLES = ("candidate", "baseline", "reference", "mixed")
 CONTRACT_DEFAULTS: dict[str, Any] = {
     "dtypes": [],
     "contiguous_only": False,
@@ -140,6 +147,34 @@ class Claims:
     speedup: float = 0.0
 
 
+@dataclass(frozen=True)
+class AttachedProfile:
+    """One ``[[profiles]]`` entry (kws extension): a profiler export the author attaches
+    as evidence. Only its metadata is loaded with the task; the file is parsed lazily,
+    under the schema layer's guard (:mod:`workstation.profiles.load`).
+
+    Attributes:
+        file: the file, relative to the task folder.
+        format: one of :data:`PROFILE_FORMATS`.
+        role: one of :data:`PROFILE_ROLES`.
+        case: the case the file profiles (``None``: the first ``[benchmark]`` case, else
+            the first declared case).
+        calls: how many calls of ``role`` the file covers (per-call figures divide by
+            it; ``0``: as the file says, e.g. its ``ProfilerStep`` count, else 1).
+        device: the device the file was captured on when the file does not say
+            (``torch.cuda.get_device_name`` spelling, e.g. ``"NVIDIA H100 80GB HBM3"``).
+        key: its key in task.toml (``profiles[0]``), for messages.
+    """
+
+    file: str
+    format: str
+    role: str
+    case: dict[str, Any] | None = None
+    calls: int = 0
+    device: str = ""
+    key: str = ""
+
+
 @dataclass
 class Task:
     """One validated task. ``dir`` is the task folder; every file key is relative to it."""
@@ -161,6 +196,7 @@ class Task:
     claims: Claims
     benchmark_cases: list[dict[str, Any]]
     original: str | None = None
+    profiles: tuple[AttachedProfile, ...] = ()
     warnings: list[Problem] = field(default_factory=list)
 
     @property

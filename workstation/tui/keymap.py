@@ -126,6 +126,7 @@ ACTIONS: tuple[ActionSpec, ...] = (
     ActionSpec("review.panel_timing", "show_panel('timing')", "Timing", "4", show=False),
     ActionSpec("review.panel_rubric", "show_panel('rubric')", "Rubric", "5", show=False),
     ActionSpec("review.panel_history", "show_panel('history')", "History", "6", show=False),
+    ActionSpec("review.panel_profile", "show_panel('profile')", "Profile", "7", show=False),
     # source / diff viewer
     ActionSpec("diff.next_hunk", "next_hunk", "Next hunk", "right_square_bracket"),
     ActionSpec("diff.prev_hunk", "prev_hunk", "Previous hunk", "left_square_bracket"),

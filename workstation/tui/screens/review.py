@@ -7,7 +7,7 @@ changes from the app's ``session_event`` and ``queue_changed`` signals.
 
 Layout: on a terminal at least :data:`WIDE_MIN` columns wide and :data:`TALL_MIN` rows
 high the panels sit side by side (spec over diff on the left; checks, timing and rubric
-on the right); below that they become tabs, one panel at a time, with every control of
+on the right; the profile panel takes the timing panel's place when shown); below that they become tabs, one panel at a time, with every control of
 the shown panel on screen. Any panel can be maximised and restored with one key;
 ``+``/``-`` and ``<``/``>`` resize.
 """
@@ -34,6 +34,7 @@ from workstation.tui.messages import SessionEvent
 from workstation.tui.widgets.checks_panel import ChecksPanel
 from workstation.tui.widgets.diff_panel import DiffPanel
 from workstation.tui.widgets.panel import Panel
+from workstation.tui.widgets.profile_panel import ProfilePanel
 from workstation.tui.widgets.rationale_area import RationaleArea
 from workstation.tui.widgets.rubric_form import RubricForm
 from workstation.tui.widgets.rubric_panel import RubricPanel
@@ -47,9 +48,16 @@ TALL_MIN = 36
 #: tasks whose files total at most this many bytes are read and diffed on the UI thread
 #: (a few ms), so the first paint already shows them; larger ones load in a worker.
 INLINE_VIEW_BYTES = 256 * 1024
-PANELS = ("spec", "diff", "checks", "timing", "rubric")
+PANELS = ("spec", "diff", "checks", "timing", "rubric", "profile")
 TAB_LABELS = {"spec": "1 Spec", "diff": "2 Source", "checks": "3 Checks", "timing": "4 Timing",
-              "rubric": "5 Rubric", "history": "6 History"}
+              "rubric": "5 Rubric", "history": "6 History", "profile": "7 Profile"}
+#: the narrow layout's tab order.
+TABS = ("spec", "diff", "checks", "timing", "rubric", "history", "profile")
+#: the profile panel is this many rows taller than the timing panel in their shared slot
+#: (a table and bars; the checks panel above gives them up).
+PROFILE_EXTRA_ROWS = 8
+#: panels that share one slot of the wide layout (the one shown is ``ReviewScreen.slot``).
+SLOT_PANELS = ("timing", "profile")
 
 
 class TreeKnown(Message):
@@ -99,7 +107,7 @@ class ReviewScreen(Screen):
     ReviewScreen #spec { height: 14; }
     ReviewScreen #diff { height: 1fr; }
     ReviewScreen #checks { height: 1fr; }
-    ReviewScreen #timing { height: 12; }
+    ReviewScreen #timing, ReviewScreen #profile { height: 12; }
     ReviewScreen #rubric { height: 19; }
     ReviewScreen.-narrow #col-left, ReviewScreen.-narrow #col-right { width: 1fr; }
     ReviewScreen.-narrow Panel { height: 1fr; }
@@ -111,6 +119,7 @@ class ReviewScreen(Screen):
         self.task_id = task_id
         self.session: ReviewSession | None = None
         self.active = "checks"
+        self.slot = "timing"  # the wide layout shows the timing or the profile panel there
         self.forced_layout: str | None = None
         self.narrow = False
         self.sizes = {"right": 0, "spec": 0, "timing": 12, "rubric": 19}
@@ -131,6 +140,7 @@ class ReviewScreen(Screen):
             with Vertical(id="col-right"):
                 yield ChecksPanel("Checks", id="checks")
                 yield TimingPanel("Timing", id="timing")
+                yield ProfilePanel("Profile", id="profile")
                 yield RubricPanel("Rubric", id="rubric", on_change=self._values_changed)
         yield Footer()
 
@@ -141,6 +151,7 @@ class ReviewScreen(Screen):
         self.session = app.session_for(self.task_id)
         self.query_one(ChecksPanel).bind_session(self.session)
         self.query_one(TimingPanel).bind_session(self.session)
+        self.query_one(ProfilePanel).bind_session(self.session)
         self.query_one(RubricPanel).bind_session(self.session)
         self._title()
         self.apply_layout()
@@ -191,7 +202,7 @@ class ReviewScreen(Screen):
             self._tab_bar(tab)
         else:
             for p in PANELS:
-                self.query_one(f"#{p}").remove_class("-hidden")
+                self.query_one(f"#{p}").set_class(p in SLOT_PANELS and p != self.slot, "-hidden")
             left.remove_class("-hidden")
             right.remove_class("-hidden")
             body = max(10, h - 2)
@@ -205,6 +216,7 @@ class ReviewScreen(Screen):
             self.query_one("#diff").styles.height = "1fr"
             self.query_one("#checks").styles.height = "1fr"
             self.query_one("#timing").styles.height = self.sizes["timing"]
+            self.query_one("#profile").styles.height = self.sizes["timing"] + PROFILE_EXTRA_ROWS
             self.query_one("#rubric").styles.height = self.sizes["rubric"]
 
     def panel_of(self, widget: Any) -> Panel | None:
@@ -223,6 +235,8 @@ class ReviewScreen(Screen):
         if name in ("history", "spec"):
             spec.show(name)
             name = "spec"
+        if name in SLOT_PANELS:
+            self.slot = name
         self.active = name
         if self.maximized is not None:
             self.minimize()
@@ -250,7 +264,7 @@ class ReviewScreen(Screen):
         """The narrow layout's tab bar: every panel with its key, the shown one in
         reverse video and brackets (readable without colour)."""
         bar = Text()
-        for p in (*PANELS, "history"):
+        for p in TABS:
             label = TAB_LABELS[p]
             if p == active:
                 bar.append(f"[{label}]", style="reverse bold")
@@ -281,8 +295,9 @@ class ReviewScreen(Screen):
             self.sizes["spec"] = min(max(3, self.sizes["spec"] + delta), h - 6)
         elif p == "diff":
             self.sizes["spec"] = min(max(3, self.sizes["spec"] - delta), h - 6)
-        elif p in ("timing", "rubric"):
-            self.sizes[p] = min(max(3, self.sizes[p] + delta), h - 8)
+        elif p in ("timing", "rubric", "profile"):
+            key = "timing" if p == "profile" else p
+            self.sizes[key] = min(max(3, self.sizes[key] + delta), h - 8)
         elif p == "checks":
             self.sizes["timing"] = max(3, self.sizes["timing"] - delta)
         self.apply_layout()
@@ -302,7 +317,7 @@ class ReviewScreen(Screen):
     def _width(self, delta: int) -> None:
         if self.narrow:
             return
-        on_right = self.focused_panel in ("checks", "timing", "rubric")
+        on_right = self.focused_panel in ("checks", "timing", "rubric", "profile")
         w = self.size.width
         self.sizes["right"] = min(max(40, self.sizes["right"] + (delta if on_right else -delta)), w - 40)
         self.apply_layout()
@@ -394,6 +409,7 @@ class ReviewScreen(Screen):
         self.query_one(ChecksPanel).refresh_checks()
         if kind in ("check_finished", "done", "error"):
             self.query_one(TimingPanel).refresh_timing()
+            self.query_one(ProfilePanel).refresh_profile()
             self.query_one(RubricPanel).refresh_rubric()
         if kind == "error" and self.session is not None:
             self.notify(f"checks: {self.session.error}", severity="error", timeout=10)

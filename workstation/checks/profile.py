@@ -1,0 +1,245 @@
+"""``profile``: which kernels really ran when the candidate ran, and what the time split
+says about the claim."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from workstation.checks.support.profiling import (
+    CPU_WARMUP,
+    GPU_WARMUP,
+    SelfProfile,
+    family_of,
+    fmt_ns,
+    self_profile,
+)
+from workstation.engine.check import Check, Finding, register
+from workstation.engine.context import CheckContext, case_label
+from workstation.profiles.analysis import (
+    device_peaks,
+    is_delegated,
+    op_base,
+    role_summary,
+    roofline_position,
+)
+
+#: the candidate's own kernels below this share of its (non-delegated) device time: fail;
+#: below :data:`OWN_SHARE_WARN`: warn.
+OWN_SHARE_FAIL = 0.10
+OWN_SHARE_WARN = 0.50
+#: "far more launches than the baseline": at least this factor and this many more per call.
+FAR_MORE_FACTOR = 4.0
+FAR_MORE_MIN = 8
+#: the claim is contradicted when the candidate's device time per call exceeds the time the
+#: claim implies (the other side's wall time per call / claim) by more than this fraction.
+SPLIT_MARGIN = 0.10
+
+
+def ran_text(doc: dict[str, Any], limit: int = 4) -> str:
+    """``_rows x2 (own), aten::mm x1`` for a role summary: its kernels, then host ops."""
+    parts = []
+    for k in doc["kernels"][:limit]:
+        tag = " (own)" if k.get("own") else ""
+        share = f" {k['share']:.0%}" if k.get("share") is not None else ""
+        parts.append(f"{k['name'][:60]} x{k['count']}{tag}{share}")
+    ops = [o for o in doc["ops"] if op_base(o["name"]) not in ("empty", "empty_like", "empty_strided")]
+    for o in ops[:limit]:
+        parts.append(f"{o['name'][:40]} x{o['count']}")
+    return ", ".join(parts) or "nothing"
+
+
+def profile_doc(ctx: CheckContext, sp: SelfProfile) -> dict[str, Any]:
+    """kws's own profile as the report's ``profile.self`` (docs/profiles.md)."""
+    judge = ctx.task.backend != "torch"
+    roles = []
+    for rr in (sp.candidate, sp.other):
+        if rr is None:
+            continue
+        d: dict[str, Any] = {"role": rr.role, "ok": rr.ok}
+        if not rr.ok:
+            d["failure"] = rr.outcome.failure_text()
+        if rr.profile is not None:
+            d.update(role_summary(rr.profile, own=sp.own_names if rr.role == "candidate" else (),
+                                  delegated=sp.delegated, family_of=family_of,
+                                  judge_own=judge and rr.role == "candidate"))
+        if rr.profiler_error:
+            d["profiler_error"] = rr.profiler_error
+        d["triton_launches"] = {"profiled": rr.launches.get("kernels") or {},
+                                "warmup": rr.warmup_launches.get("kernels") or {},
+                                "failed": rr.launches.get("failed") or {}, "errors": rr.launches.get("errors") or []}
+        roles.append(d)
+    cand = sp.candidate
+    doc: dict[str, Any] = {
+        "case": sp.case, "seed": sp.seed, "case_source": sp.case_source, "device": sp.device,
+        "time_shares": sp.time_shares,
+        "why_no_time_shares": "" if sp.time_shares else (
+            "the Triton interpreter runs kernels as Python on the CPU: they are not profiler events, so only "
+            "launch tracing names them (counts, no durations)" if not sp.on_gpu else
+            "the profile has no device durations"),
+        "own_kernels_expected": sp.own_names, "delegated_ops": sp.delegated, "roles": roles,
+        "workload": cand.workload,
+    }
+    if sp.time_shares and cand.workload and cand.profile is not None:
+        busy = cand.profile.per_call(cand.profile.busy_ns)
+        wl = cand.workload
+        peaks = device_peaks(cand.profile.device, dtype=str(sp.case.get("dtype", "")))
+        doc["roofline"] = roofline_position(float(wl.get("read_bytes", 0) + wl.get("write_bytes", 0)),
+                                            float(wl["flops"]) if wl.get("flops") else None, busy, peaks)
+    return doc
+
+
+@register
+class SelfProfileCheck(Check):
+    """The candidate's own kernels never ran, or ran for a small share of its device time;
+    the time split contradicts the claimed speedup; the candidate launches far more kernels
+    than its baseline.
+
+    How: kws profiles the candidate and the baseline (the reference without one), each in
+    a child of its own, on one case (``--case``; on a GPU the first ``[benchmark]`` case,
+    else the largest declared one; on the CPU the first declared case): warm-up calls
+    first (compilation, autotuning), then profiled calls under ``torch.profiler`` with
+    Triton launches traced (:mod:`workstation.harness.profile`); on a GPU the jobs run
+    alone on the machine. The candidate's own kernels are the Triton kernels its calls
+    launched, the ``@triton.jit`` functions of its sources and (backend ``cuda``) their
+    ``__global__`` functions. Verdicts: a ``triton``/``cuda`` candidate whose profiled calls
+    launched none of its own kernels is a ``fail`` (a ``warn`` when every framework op it
+    ran is one the task lets it delegate to, or when its kernels ran only in the warm-up
+    calls); on a GPU, own kernels under 10% of the device time its non-delegated work
+    took is a ``fail``, under 50% a ``warn``; a candidate launching at least 4x and 8 more
+    kernels per call than the other side is a ``warn`` (on the CPU kernels are counted as
+    Triton launches plus host ops that launch kernels); on a GPU, a claimed speedup that
+    the time split rules out is a ``fail``: the candidate's device-busy time per call
+    (a lower bound of its wall time) is more than 10% above the other side's wall time
+    per call (under the profiler: if anything inflated) divided by the claim. The profile
+    itself (kernels and ops with counts, time shares, launches per call, the case's
+    roofline position on a GPU) is an ``info`` finding and the report's ``profile.self``.
+
+    Source: KernelBench(-v3) compares profiler kernel lists to show which kernels ran;
+    the fallback patterns of KernelBench and GPU MODE submissions; Amdahl's law for the
+    time split. Limits: under ``TRITON_INTERPRET=1`` (no GPU) Triton kernels are not
+    profiler events, so there are no durations and no time-share or claim verdicts, only
+    launch tracing; host op times on the CPU include no kernel time. Kernels launched
+    through ``triton.compile``'s ``CompiledKernel`` are not traced; a task's delegated
+    framework ops are read from ``Task.delegated_ops`` when the task model has it.
+    """
+
+    id = "profile"
+    order = 45
+    title = "What ran (self-profile)"
+
+    def run(self, ctx: CheckContext) -> list[Finding]:
+        sp = self_profile(ctx)
+        doc = profile_doc(ctx, sp)
+        ctx.extend_report("profile", "self", doc)
+        label = f"case {case_label(sp.case)} ({sp.case_source}, seed {sp.seed})"
+        cand, other = sp.candidate, sp.other
+        if not cand.ok:
+            return [self.finding(ctx, "info", f"{label}: the candidate {cand.outcome.failure_text()} in the profiled "
+                                 "run: nothing to profile (correctness and failure-mismatch judge the failure)",
+                                 {"profile": doc, **cand.outcome.failure_evidence()}, case=sp.case, seed=sp.seed)]
+        cdoc = next(r for r in doc["roles"] if r["role"] == "candidate")
+        odoc = next((r for r in doc["roles"] if r["role"] != "candidate"), None)
+        findings = self._own(ctx, sp, cdoc, label)
+        findings += self._launches(ctx, sp, cdoc, odoc, label)
+        findings += self._split(ctx, sp, cdoc, odoc, label)
+        summary = f"{label}: the candidate ran {ran_text(cdoc)} ({_lpc(cdoc)})"
+        if odoc is not None:
+            summary += (f"; the {other.role} ran {ran_text(odoc)} ({_lpc(odoc)})" if other is not None and other.ok
+                        else f"; the {odoc['role']} could not be profiled ({odoc.get('failure', '?')})")
+        if not sp.time_shares:
+            summary += " [no time shares: " + doc["why_no_time_shares"].split(":")[0] + "]"
+        findings.insert(0, self.finding(ctx, "info", summary, {"profile": doc}, case=sp.case, seed=sp.seed))
+        return findings
+
+    def _own(self, ctx: CheckContext, sp: SelfProfile, cdoc: dict[str, Any], label: str) -> list[Finding]:
+        backend = ctx.task.backend
+        if backend not in ("triton", "cuda") or (backend == "cuda" and not sp.on_gpu):
+            return []
+        cand = sp.candidate
+        ev = {"case": sp.case, "seed": sp.seed, "own_kernels_expected": sp.own_names,
+              "triton_launches": cdoc["triton_launches"], "ops": cdoc["ops"][:12], "kernels": cdoc["kernels"][:12],
+              "delegated_ops": sp.delegated}
+        ran_own = bool(cdoc.get("own_kernels")) if sp.time_shares or backend == "cuda" else \
+            bool(cand.launches.get("launches"))
+        if not ran_own:
+            warm = cand.warmup_launches.get("launches", 0)
+            work = [o for o in cdoc["ops"] if op_base(o["name"]) not in _TRIVIAL]
+            all_delegated = bool(work) and all(is_delegated(o["name"], sp.delegated, family_of) for o in work)
+            failed = cand.launches.get("failed_launches", 0)
+            why = (f"; {failed} launch(es) raised: {(cand.launches.get('errors') or ['?'])[0]}" if failed else "")
+            if warm and backend == "triton":
+                return [self.finding(ctx, "warn", f"{label}: the candidate launched its Triton kernels only in its "
+                                     f"first call(s) ({warm} launch(es) in {GPU_WARMUP if sp.on_gpu else CPU_WARMUP} warm-up "
+                                     f"call(s)), none in the profiled calls: it replays or caches results "
+                                     f"(stale-output looks at this); the profiled calls ran {ran_text(cdoc)}",
+                                     ev, case=sp.case, seed=sp.seed)]
+            sev = "warn" if all_delegated else "fail"
+            tail = (" (every framework op it ran is one the task lets it delegate to)" if all_delegated else "")
+            expected = ", ".join(sp.own_names[:4]) or "none found in its sources"
+            return [self.finding(
+                ctx, sev, f"{label}: the candidate's own kernels never ran ({expected}){why}; its calls ran "
+                f"{ran_text(cdoc)} instead{tail}", ev, case=sp.case, seed=sp.seed)]
+        share = cdoc.get("own_share")
+        if not sp.time_shares or share is None or share >= OWN_SHARE_WARN:
+            return []
+        sev = "fail" if share < OWN_SHARE_FAIL else "warn"
+        fw = [k for k in cdoc["kernels"] if not k.get("own") and not k.get("delegated") and k["kind"] == "kernel"]
+        fw_text = ", ".join(f"{k['name'][:50]} {k['share']:.0%}" + (f" (from {k['launched_by']})" if k['launched_by']
+                                                                       else "") for k in fw[:3] if k.get("share"))
+        return [self.finding(
+            ctx, sev, f"{label}: the candidate's own kernels ran for {share:.0%} of its device time "
+            f"({fmt_ns(cdoc.get('own_ns_per_call'))} of {fmt_ns(cdoc.get('device_ns_per_call'))} per call"
+            + (f", delegated ops excluded: {fmt_ns(cdoc.get('delegated_ns_per_call'))}" if cdoc.get(
+                "delegated_ns_per_call") else "") + f"); framework kernels did the rest: {fw_text}",
+            {**ev, "own_share": share}, case=sp.case, seed=sp.seed)]
+
+    def _launches(self, ctx: CheckContext, sp: SelfProfile, cdoc: dict[str, Any], odoc: dict[str, Any] | None,
+                  label: str) -> list[Finding]:
+        if odoc is None or not odoc.get("ok") or cdoc.get("launches_per_call") is None \
+                or odoc.get("launches_per_call") is None:
+            return []
+        c, o = cdoc["launches_per_call"], odoc["launches_per_call"]
+        if c < FAR_MORE_FACTOR * max(o, 1.0) or c - o < FAR_MORE_MIN:
+            return []
+        basis = cdoc["launch_basis"]
+        return [self.finding(
+            ctx, "warn", f"{label}: the candidate launches {c:.3g} kernels per call, {c / max(o, 1.0):.3g}x the "
+            f"{odoc['role']}'s {o:.3g} ({basis}): a launch per row or per tile from Python, or unfused glue ops",
+            {"case": sp.case, "candidate_launches_per_call": c, "other_launches_per_call": o, "basis": basis,
+             "candidate_kernels": cdoc["kernels"][:12], "candidate_ops": cdoc["ops"][:12]},
+            case=sp.case, seed=sp.seed)]
+
+    def _split(self, ctx: CheckContext, sp: SelfProfile, cdoc: dict[str, Any], odoc: dict[str, Any] | None,
+               label: str) -> list[Finding]:
+        claim = float(ctx.task.claims.speedup or 0.0)
+        if claim <= 0 or not sp.time_shares or odoc is None or not odoc.get("ok"):
+            return []
+        busy, wall = cdoc.get("busy_ns_per_call"), odoc.get("wall_ns_per_call")
+        if not busy or not wall:
+            return []
+        implied = wall / claim
+        if busy <= implied * (1 + SPLIT_MARGIN):
+            return []
+        split = (f"own kernels {fmt_ns(cdoc.get('own_ns_per_call'))}, framework kernels "
+                 f"{fmt_ns(cdoc.get('framework_ns_per_call'))}, delegated {fmt_ns(cdoc.get('delegated_ns_per_call'))}")
+        fw_alone = (cdoc.get("framework_ns_per_call") or 0) + (cdoc.get("delegated_ns_per_call") or 0)
+        tail = (": even with its own kernels taking no time, the framework kernels it runs exceed it"
+                if fw_alone > implied * (1 + SPLIT_MARGIN) else "")
+        return [self.finding(
+            ctx, "fail", f"{label}: the claimed {claim:g}x over the {odoc['role']} implies at most {fmt_ns(implied)} per "
+            f"call ({odoc['role']} {fmt_ns(wall)} wall per call under the profiler / {claim:g}), but the candidate "
+            f"keeps the device busy {fmt_ns(busy)} per call ({split}){tail}",
+            {"case": sp.case, "claim": claim, "implied_ns_per_call": implied, "candidate_busy_ns_per_call": busy,
+             "other_wall_ns_per_call": wall, "margin": SPLIT_MARGIN, "candidate": {k: cdoc.get(k) for k in (
+                 "own_ns_per_call", "framework_ns_per_call", "delegated_ns_per_call", "own_share")}},
+            case=sp.case, seed=sp.seed)]
+
+
+_TRIVIAL = {"empty", "empty_like", "empty_strided", "zeros", "zeros_like", "ones", "full", "copy_", "to", "_to_copy",
+            "contiguous", "clone", "view", "reshape", "fill_", "zero_", "new_empty", "set_", "resize_", "detach"}
+
+
+def _lpc(d: dict[str, Any]) -> str:
+    v = d.get("launches_per_call")
+    return f"{v:.3g} launch(es) per call" if v is not None else "launches unknown"
+
