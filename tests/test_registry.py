@@ -114,3 +114,16 @@ def test_a_check_from_another_package_runs_through_kws_check_only(tmp_path):
     assert [c["check"] for c in doc["checks"]] == ["correctness", "team-after-all"]
     mine = [f for f in doc["findings"] if f["check"] == "team-after-all"]
     assert mine and mine[0]["evidence"]["seen"] == ["correctness"]
+
+
+def test_a_check_that_does_not_apply_is_left_out_of_the_battery_but_skips_when_asked(tmp_path):
+    from workstation.engine.run import select_checks
+    from workstation.task.format import load_task
+
+    task = load_task(write_task(tmp_path / "q"))  # a generation task with no [[profiles]]
+    attached = check_class("profile-attached")
+    assert attached.applies(task).startswith("the task attaches no profile")
+    assert "profile-attached" not in select_checks(None, task)
+    assert select_checks(["profile-attached"], task) == ["profile-attached"]
+    kinded = type("OnlyFusion", (Check,), {"id": "x", "kinds": ("fusion",)})
+    assert kinded.applies(task) == "only for fusion tasks; this one is generation"

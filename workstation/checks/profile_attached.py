@@ -7,7 +7,7 @@ from typing import Any
 
 from workstation.analysis.roofline import GPU_MARGIN
 from workstation.checks.support.profiling import SelfProfile, family_of, fmt_ns, self_profile
-from workstation.engine.check import Check, Finding, Skip, register
+from workstation.engine.check import Check, Finding, register
 from workstation.engine.context import CheckContext, case_label
 from workstation.profiles.analysis import (
     device_peaks,
@@ -19,7 +19,7 @@ from workstation.profiles.analysis import (
 from workstation.profiles.load import load_all
 from workstation.profiles.model import Profile
 from workstation.schema.problem import Problem
-from workstation.task.model import AttachedProfile
+from workstation.task.model import AttachedProfile, Task
 
 #: the attached profiles' times contradict the claim when the candidate's time per call is
 #: more than this fraction above the time the claim implies.
@@ -90,9 +90,11 @@ class ProfileAttached(Check):
     order = 46
     title = "Attached profiles"
 
+    @classmethod
+    def applies(cls, task: Task) -> str:
+        return "" if task.profiles else "the task attaches no profile ([[profiles]] in task.toml)"
+
     def run(self, ctx: CheckContext) -> list[Finding]:
-        if not ctx.task.profiles:
-            raise Skip("the task attaches no profile ([[profiles]] in task.toml)")
         loaded = load_all(ctx.task)
         sp = self_profile(ctx)
         findings: list[Finding] = []

@@ -33,6 +33,7 @@ from typing import TYPE_CHECKING, Any, ClassVar, Literal
 
 if TYPE_CHECKING:
     from workstation.engine.context import CheckContext
+    from workstation.task.model import Task
 
 SEVERITIES = ("info", "warn", "fail")
 _RANK = {"pass": 0, "info": 0, "warn": 1, "fail": 2}
@@ -116,7 +117,7 @@ class Check:
             (1..21); new ids use higher numbers.
         phase: see :data:`Phase`.
         kinds: task kinds the check is scheduled for (empty: every kind), so a kind-specific
-            check never changes another kind's ``complete``.
+            check never changes another kind's ``complete`` (see :meth:`applies`).
         timing_evidence: its findings carry the timing evidence the review screen plots.
     """
 
@@ -130,6 +131,16 @@ class Check:
     def run(self, ctx: CheckContext) -> list[Finding]:
         """Judge the task; return findings. Raise :class:`Skip` to skip with a reason."""
         raise NotImplementedError
+
+    @classmethod
+    def applies(cls, task: Task) -> str:
+        """Why the check has nothing to look at in ``task`` ("" when it has): the default
+        battery leaves such a check out (so a task's ``complete`` reports only checks that
+        could look), and ``--only`` asking for it gets ``skip`` with this reason. The
+        default tests :attr:`kinds`."""
+        if cls.kinds and task.kind not in cls.kinds:
+            return f"only for {' / '.join(cls.kinds)} tasks; this one is {task.kind}"
+        return ""
 
     def after_all(self, ctx: CheckContext) -> list[Finding]:
         """Findings about the end state, once every check of the run has finished (e.g. the

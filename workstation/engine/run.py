@@ -74,8 +74,8 @@ def task_tree(task: Task) -> str | None:
 
 
 def select_checks(only: Iterable[str] | None, task: Task | None = None) -> list[str]:
-    """Check ids to run, in report order: every registered check (or those in ``only``),
-    without the checks whose ``kinds`` exclude ``task``'s kind.
+    """Check ids to run, in report order: those in ``only``, or every registered check
+    that :meth:`~workstation.engine.check.Check.applies` to ``task``.
 
     Raises:
         KeyError: an id that is not a registered check.
@@ -86,9 +86,9 @@ def select_checks(only: Iterable[str] | None, task: Task | None = None) -> list[
         unknown = [i for i in ids if i not in known]
         if unknown:
             raise KeyError(f"unknown check id(s): {', '.join(unknown)}; known: {', '.join(known)}")
-        known = [i for i in known if i in ids]
+        return [i for i in known if i in ids]
     if task is not None:
-        known = [i for i in known if not check_class(i).kinds or task.kind in check_class(i).kinds]
+        known = [i for i in known if not check_class(i).applies(task)]
     return known
 
 
@@ -121,6 +121,8 @@ def run_checks(task: Task, runner: Runner, *, only: Iterable[str] | None = None,
         emit("check_started", {"check": cid})
         s = time.monotonic()
         try:
+            if reason := checks[cid].applies(task):
+                raise Skip(reason)
             findings = checks[cid].run(ctx)
             res = CheckResult(cid, status_of(findings), time.monotonic() - s, "", findings)
         except Skip as e:
