@@ -25,9 +25,8 @@ import json
 import math
 import re
 import secrets
-import time
 import uuid
-from collections.abc import Callable, Mapping
+from collections.abc import Mapping
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
@@ -52,10 +51,23 @@ from workstation.records.parse import MAX_RECORD_BYTES, load_records, parse_reco
 from workstation.records.state import RecordSet, same_reviewer
 from workstation.repo.gitqueue import (
     Identity,
+    detached_advice,
     git_env,
+    harden,
     head_branch,
     reviewer_identity,
     task_version,
+)
+from workstation.repo.lock import queue_lock
+from workstation.repo.plumbing import (
+    RefMoved,
+    WorkTreeConflict,
+    commit_tree,
+    move_branch,
+    rev,
+    run_git,
+    temp_index,
+    tree_of,
 )
 from workstation.rubric.model import Rubric, validate_values
 from workstation.schema.problem import Problem
@@ -134,48 +146,37 @@ def _trailers(**pairs: str) -> str:
     return "\n".join(lines)
 
 
-def _git_retry(fn: Callable[[], Any], attempts: int = 20) -> Any:
-    """Run a git command, retrying while another git process holds the index lock."""
-    for i in range(attempts):
-        try:
-            return fn()
-        except git.GitCommandError as exc:
-            if "index.lock" not in str(exc) or i == attempts - 1:
-                raise
-            time.sleep(0.05 * (i + 1))
-
-
 def _check_branch(repo: git.Repo, what: str) -> str:
+    harden(repo)
     branch = head_branch(repo)
     if branch is None:
-        raise RecordError(
-            f"{what} not committed: HEAD is detached in {repo.working_tree_dir}; a commit there "
-            f"belongs to no branch and sync would not send it. Check out your branch "
-            f"(git -C {repo.working_tree_dir} switch main) and try again"
-        )
-    try:
-        repo.git.rev_parse("--verify", "-q", "MERGE_HEAD")
-        raise RecordError(f"{what} not committed: a merge is in progress in {repo.working_tree_dir}")
-    except git.GitCommandError:
-        pass
+        raise RecordError(f"{what} not committed: {detached_advice(repo)}")
     git_dir = Path(repo.git_dir)
-    if (git_dir / "rebase-merge").exists() or (git_dir / "rebase-apply").exists():
+    if (git_dir / "MERGE_HEAD").exists():
         raise RecordError(
-            f"{what} not committed: a rebase is in progress in {repo.working_tree_dir} "
-            "(finish it or run git rebase --abort)"
-        )
+            f"{what} not committed: a merge is in progress in {repo.working_tree_dir} (git merge left "
+            f"MERGE_HEAD); finish it (git -C {repo.working_tree_dir} commit) or undo it "
+            f"(git -C {repo.working_tree_dir} merge --abort) and try again")
     return branch
+
+
+_MOVE_ATTEMPTS = 20
 
 
 def _commit_record(
     repo: git.Repo, kind: str, task: str, rel: Path, data: Mapping[str, Any], message: str, who: Identity
 ) -> Any:
-    """Write ``data`` as a new TOML file at ``rel`` (must not exist), commit only that path,
-    and return the record as every reader will see it.
+    """Commit ``data`` as a new TOML file at ``rel`` (must not exist) and return the record
+    as every reader will see it.
 
     The file is read back first, as :func:`~workstation.records.parse.load_records` reads
     it (size, depth, schema): a record kws could not read is a RecordError and never
-    committed. On any failure of the commit the file is removed and unstaged again.
+    committed. The commit is built with plumbing in a temporary index (the blob, a tree of
+    HEAD's tree plus that file, ``commit-tree``), then the branch is moved by
+    :func:`~workstation.repo.plumbing.move_branch` under kws's lock: killed before that the
+    queue is unchanged; after it the commit exists and the next kws command finishes
+    writing the file to the index and work tree. Nothing the reviewer has staged is
+    touched or committed. No hook runs.
     """
     payload = tomli_w.dumps(data).encode("utf-8")
     if len(payload) > MAX_RECORD_BYTES:
@@ -184,24 +185,27 @@ def _commit_record(
         record = parse_record(kind, parse_toml(payload.decode("utf-8"), rel), task, rel)
     except Problem as p:
         raise RecordError(f"{kind} not committed: it would not read back ({p})") from None
-    path = Path(repo.working_tree_dir) / rel
-    path.parent.mkdir(parents=True, exist_ok=True)
-    with path.open("xb") as fh:  # exclusive: records are never overwritten
-        fh.write(payload)
     posix = rel.as_posix()
-    try:
-        _git_retry(lambda: repo.git.add("--", posix))
-        _git_retry(
-            lambda: repo.git.commit("-q", "-m", message, "--only", "--", posix, env=git_env(who))
-        )
-    except BaseException:
-        try:
-            repo.git.rm("-q", "--cached", "--ignore-unmatch", "--", posix)
-        except git.GitCommandError:
-            pass
-        path.unlink(missing_ok=True)
-        raise
-    return record
+    env = git_env(who)
+    with queue_lock(repo):
+        branch = _check_branch(repo, kind)
+        for _ in range(_MOVE_ATTEMPTS):
+            old = rev(repo, f"refs/heads/{branch}")
+            blob = run_git(repo, "hash-object", "-w", "--stdin", input=payload).decode().strip()
+            with temp_index(repo, tree_of(repo, old) if old else None) as ienv:
+                if run_git(repo, "ls-files", "-z", "--", posix, env=ienv):
+                    raise RecordError(f"{kind} not committed: {posix} already exists in HEAD")
+                run_git(repo, "update-index", "--add", "--cacheinfo", f"100644,{blob},{posix}", env=ienv)
+                tree = run_git(repo, "write-tree", env=ienv).decode().strip()
+            commit = commit_tree(repo, tree, [old] if old else [], message, env)
+            try:
+                move_branch(repo, branch, old, commit, f"kws {kind}: {task}")
+            except RefMoved:
+                continue  # the reviewer's own git committed meanwhile: build on the new tip
+            except WorkTreeConflict as exc:
+                raise RecordError(f"{kind} not committed: {exc}") from exc
+            return record
+    raise RecordError(f"{kind} not committed: {branch} kept moving ({_MOVE_ATTEMPTS} tries); try again")
 
 
 def _identity_table(who: Identity) -> dict[str, str]:
