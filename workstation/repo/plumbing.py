@@ -47,6 +47,7 @@ __all__ = [
     "commit_tree",
     "diff_trees",
     "finish_journal",
+    "git_result",
     "is_ancestor",
     "kws_dir",
     "move_branch",
@@ -108,6 +109,20 @@ def run_git(
     if check and proc.returncode != 0:
         raise git.GitCommandError(["git", *args], proc.returncode, proc.stderr, proc.stdout)
     return proc.stdout
+
+
+def git_result(
+    repo: git.Repo, *args: str, env: Mapping[str, str] | None = None, timeout: float | None = 300.0
+) -> subprocess.CompletedProcess[bytes]:
+    """Run ``git <args>`` like :func:`run_git` and return the completed process (exit
+    status, stdout and stderr) whatever the exit status."""
+    harden(repo)
+    full = dict(os.environ)
+    full.update(repo.git.environment())
+    if env:
+        full.update(env)
+    return subprocess.run(["git", *args], cwd=repo.working_tree_dir or repo.git_dir, env=full,
+                          capture_output=True, timeout=timeout)
 
 
 def rev(repo: git.Repo, ref: str) -> str | None:
