@@ -24,6 +24,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Annotated, Any, Literal, TypeVar
 
+import git
 from msgspec import Meta, Struct
 
 from workstation.records.model import (
@@ -40,10 +41,12 @@ from workstation.records.model import (
     Verdict,
 )
 from workstation.records.state import RecordSet
-from workstation.repo.gitqueue import Identity
+from workstation.repo.gitqueue import Identity, harden
+from workstation.repo.plumbing import rev as rev_id
+from workstation.repo.plumbing import run_git
 from workstation.schema.problem import Problem
 from workstation.schema.structs import convert, unknown_keys
-from workstation.schema.toml import read_toml
+from workstation.schema.toml import parse_toml
 from workstation.task.format import TASK_ID_RE
 
 __all__ = ["MAX_RECORD_BYTES", "load_records", "parse_record"]
@@ -341,58 +344,120 @@ def parse_record(
     return record
 
 
-def _record_files(root: Path, kind: str, problems: list[Problem]) -> Iterator[tuple[Path, str]]:
-    """``(path relative to root, task id)`` of each ``<folder>/<task-id>/*.toml`` of
-    ``kind``, in path order; anything else under the folder goes to ``problems`` (names
-    starting with "." are passed over)."""
-    folder = root / FOLDERS[kind]
-    if not folder.is_dir():
-        return
-    for task_dir in sorted(folder.iterdir()):
-        rel_dir = task_dir.relative_to(root)
-        if task_dir.name.startswith("."):
+def _tree_entries(repo: git.Repo, rev: str, folders: list[str]) -> list[tuple[str, str, str, int, str]]:
+    """``(mode, type, object id, size, path)`` of every entry under ``folders`` in the tree
+    of ``rev`` (recursively; [] when ``rev`` does not exist, e.g. no commit yet)."""
+    if rev_id(repo, rev) is None:
+        return []
+    out = run_git(repo, "ls-tree", "-r", "-z", "-l", "--full-tree", rev, "--", *folders)
+    entries = []
+    for item in out.split(b"\0"):
+        if not item:
             continue
-        if not task_dir.is_dir():
-            problems.append(Problem(rel_dir, "", f"not in a task folder ({FOLDERS[kind]}/<task-id>/)"))
-            continue
-        if not TASK_ID_RE.match(task_dir.name):
-            problems.append(Problem(rel_dir, "", "folder name is not a task id"))
-            continue
-        for f in sorted(task_dir.iterdir()):
-            rel = f.relative_to(root)
-            if f.name.startswith("."):
-                continue
-            if f.suffix != ".toml" or not f.is_file():
-                problems.append(Problem(rel, "", "not a .toml record file"))
-                continue
-            yield rel, task_dir.name
+        meta, _, path = item.partition(b"\t")
+        mode, typ, oid, size = meta.decode().split()
+        entries.append((mode, typ, oid, int(size) if size.isdigit() else -1, path.decode("utf-8", "surrogateescape")))
+    return entries
 
 
-def load_records(root: Path | str, kinds: Iterable[str] = KINDS) -> RecordSet:
-    """Read every record of ``kinds`` under the queue at ``root`` (the work tree, i.e.
-    what HEAD holds plus anything not yet committed), skipping and reporting the malformed
-    ones in ``problems`` and the unknown keys of the others in ``warnings``.
+def _read_blobs(repo: git.Repo, oids: list[str]) -> dict[str, bytes]:
+    """The contents of blobs ``oids``, read with one ``git cat-file --batch``."""
+    if not oids:
+        return {}
+    out = run_git(repo, "cat-file", "--batch", input=("\n".join(oids) + "\n").encode())
+    blobs: dict[str, bytes] = {}
+    pos = 0
+    for oid in oids:
+        nl = out.index(b"\n", pos)
+        header = out[pos:nl].decode().split()
+        pos = nl + 1
+        if len(header) < 3 or header[1] == "missing":
+            continue
+        size = int(header[2])
+        blobs[oid] = out[pos:pos + size]
+        pos += size + 1
+    return blobs
 
-    Only ``<folder>/<task-id>/*.toml`` files are records; any other file or folder under a
-    record folder is reported as a problem. Two files with the same record id: the one
-    later in path order is reported and skipped. Never raises for a record's content.
+
+def _record_entries(entries: list[tuple[str, str, str, int, str]], kind: str,
+                    problems: list[Problem]) -> Iterator[tuple[Path, str, str, int]]:
+    """``(path, task id, blob id, size)`` of each ``<folder>/<task-id>/*.toml`` of ``kind``
+    in ``entries``, in path order; anything else under the folder goes to ``problems``
+    (names starting with "." are passed over)."""
+    folder = FOLDERS[kind]
+    for mode, typ, oid, size, path in entries:
+        parts = path.split("/")
+        if parts[0] != folder:
+            continue
+        rel = Path(path)
+        if any(p.startswith(".") for p in parts[1:]):
+            continue
+        if len(parts) != 3:
+            problems.append(Problem(rel, "", f"not in a task folder ({folder}/<task-id>/<file>.toml)"))
+            continue
+        if not TASK_ID_RE.match(parts[1]):
+            problems.append(Problem(rel, "", "folder name is not a task id"))
+            continue
+        if typ != "blob" or mode not in ("100644", "100755"):
+            what = {"120000": "a symbolic link", "160000": "a submodule"}.get(mode, f"a {typ}")
+            problems.append(Problem(rel, "", f"{what}, not a record file"))
+            continue
+        if not parts[2].endswith(".toml"):
+            problems.append(Problem(rel, "", "not a .toml record file"))
+            continue
+        yield rel, parts[1], oid, size
+
+
+def load_records(source: Path | str | git.Repo, kinds: Iterable[str] = KINDS, *, rev: str = "HEAD") -> RecordSet:
+    """Read every record of ``kinds`` **committed** in the queue ``source`` (a repository,
+    or the path of one): the files in the tree of ``rev`` (default ``HEAD``; e.g.
+    ``refs/remotes/origin/main`` for the fetched remote), never the work tree. A file that
+    was written but not committed (a killed ``kws verdict``, a hand-made file) is not a
+    record; ``kws doctor`` reports it (:func:`workstation.records.doctor.stray_files`).
+
+    Skips and reports the malformed files in ``problems`` and the unknown keys of the
+    others in ``warnings``. Only ``<folder>/<task-id>/*.toml`` files are records; any other
+    entry under a record folder is a problem. Two files with the same record id: the one
+    later in path order is reported and skipped. Never raises for a record's content; a
+    path that is not a git repository gives an empty set with one problem.
     """
-    root = Path(root)
     rs = RecordSet()
+    if isinstance(source, git.Repo):
+        repo = harden(source)
+    else:
+        try:
+            repo = harden(git.Repo(Path(source)))
+        except (git.InvalidGitRepositoryError, git.NoSuchPathError):
+            rs.problems.append(Problem(Path(source), "", "not a git repository: records are read from its commits"))
+            return rs
+    kinds = tuple(kinds)
+    entries = _tree_entries(repo, rev, [FOLDERS[k] for k in kinds])
+    chosen: dict[str, list[tuple[Path, str, str, int]]] = {}
+    for kind in kinds:
+        chosen[kind] = []
+        for rel, task, oid, size in _record_entries(entries, kind, rs.problems):
+            if size > MAX_RECORD_BYTES:
+                rs.problems.append(Problem(rel, "", f"{size} bytes, larger than the {MAX_RECORD_BYTES}-byte limit for this file"))
+                continue
+            chosen[kind].append((rel, task, oid, size))
+    blobs = _read_blobs(repo, sorted({oid for items in chosen.values() for _, _, oid, _ in items}))
     seen: dict[str, Path] = {}
     for kind in kinds:
         out: list[Any] = []
-        for rel, task in _record_files(root, kind, rs.problems):
+        for rel, task, oid, _size in chosen[kind]:
             found: list[Problem] = []
             try:
-                data = read_toml(root / rel, max_bytes=MAX_RECORD_BYTES)
+                raw = blobs[oid]
+                try:
+                    text = raw.decode("utf-8")
+                except UnicodeDecodeError as e:
+                    raise Problem(rel, "", f"not UTF-8 text (byte 0x{raw[e.start]:02x} at offset {e.start})") from None
+                rec = parse_record(kind, parse_toml(text, rel), task, rel, found)
+            except KeyError:
+                rs.problems.append(Problem(rel, "", "its blob is missing from this clone (run git fsck)"))
+                continue
             except Problem as p:
                 rs.problems.append(Problem(rel, p.key, p.problem))
-                continue
-            try:
-                rec = parse_record(kind, data, task, rel, found)
-            except Problem as p:
-                rs.problems.append(p)
                 continue
             if rec.id in seen:
                 rs.problems.append(Problem(rel, f"{kind}_id", f"duplicate id {rec.id} (also in {seen[rec.id]})"))
