@@ -20,7 +20,7 @@ from __future__ import annotations
 import re
 from collections.abc import Callable, Iterable, Iterator, Mapping
 from dataclasses import dataclass
-from datetime import UTC, datetime
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Annotated, Any, Literal, TypeVar
 
@@ -467,4 +467,113 @@ def load_records(source: Path | str | git.Repo, kinds: Iterable[str] = KINDS, *,
             out.append(rec)
         out.sort(key=lambda r: r.sort_key)
         setattr(rs, FOLDERS[kind], out)
+    _cross_check(rs, kinds, Path(repo.working_tree_dir or repo.git_dir), datetime.now(UTC))
     return rs
+
+
+#: How far after the reader's clock a record's time may be (clock skew between machines).
+FUTURE_ALLOWANCE = timedelta(days=1)
+#: The longest reservation a record may hold (``kws reserve --hours`` allows 336).
+MAX_RESERVATION = timedelta(hours=336)
+
+
+def _rubric_problem(rubric: Any, values: Mapping[str, str], file: Path, prefix: str) -> Problem | None:
+    """A value in ``values`` that ``rubric`` does not allow, as a Problem (None: all allowed)."""
+    for key, value in values.items():
+        f = rubric.field(key)
+        if f is None or f.kind != "choice":
+            continue  # a field of another rubric version: reported as a warning by the caller
+        if value not in f.allowed:
+            return Problem(file, f"{prefix}.{key}" if prefix else key,
+                           f"unknown value {value!r} for rubric {rubric.id}; expected one of {', '.join(f.allowed)}")
+    return None
+
+
+def _cross_check(rs: RecordSet, kinds: tuple[str, ...], root: Path, now: datetime) -> None:
+    """Move to ``rs.problems`` the records that parse but cannot be right: a time more than
+    :data:`FUTURE_ALLOWANCE` after ``now`` (it would stay the latest forever), a
+    reservation longer than :data:`MAX_RESERVATION`, a value the verdict's rubric does not
+    allow, a dispute of a verdict that is not among the records (or of another task), a
+    resolution of a dispute that is not (or citing another verdict). Fields a rubric does
+    not have are warnings (a later rubric version may add them)."""
+    from workstation.rubric.model import find_rubric
+
+    limit = now + FUTURE_ALLOWANCE
+    rubrics: dict[str, Any] = {}
+
+    def rubric(rid: str) -> Any:
+        if rid not in rubrics:
+            try:
+                rubrics[rid] = find_rubric(rid, root)
+            except Problem:
+                rubrics[rid] = None
+        return rubrics[rid]
+
+    def keep(records: list[Any], check: Callable[[Any], Problem | None]) -> list[Any]:
+        kept = []
+        for r in records:
+            p = check(r)
+            if p is None:
+                kept.append(r)
+            else:
+                rs.problems.append(p)
+        return kept
+
+    def future(r: Any) -> Problem | None:
+        if r.timestamp > limit:
+            return Problem(r.path, "timestamp", f"{r.timestamp.isoformat()} is in the future (more than "
+                           f"{FUTURE_ALLOWANCE.days} day after this machine's clock): a record with it would stay "
+                           "the latest for ever")
+        return None
+
+    def verdict_ok(v: Verdict) -> Problem | None:
+        if (p := future(v)) is not None:
+            return p
+        rub = rubric(v.rubric_id)
+        if rub is None:
+            return None
+        for key in v.fields:
+            if rub.field(key) is None:
+                rs.warnings.append(Problem(v.path, f"fields.{key}", f"not a field of rubric {rub.id} version {rub.version}"))
+        return _rubric_problem(rub, dict(v.fields) | {"overall": v.overall}, v.path, "fields")
+
+    rs.verdicts = keep(rs.verdicts, verdict_ok)
+    rs.reservations = keep(rs.reservations, lambda r: future(r) or (
+        Problem(r.path, "expires", f"a reservation of {(r.expires - r.timestamp).total_seconds() / 3600:.0f} hours; "
+                f"at most {MAX_RESERVATION.total_seconds() / 3600:.0f}")
+        if r.expires is not None and r.expires - r.timestamp > MAX_RESERVATION else None))
+    verdicts = {v.verdict_id: v for v in rs.verdicts}
+
+    def dispute_ok(d: Dispute) -> Problem | None:
+        if (p := future(d)) is not None:
+            return p
+        if "verdict" not in kinds:
+            return None
+        v = verdicts.get(d.verdict_id)
+        if v is None:
+            return Problem(d.path, "verdict_id", f"disputes verdict {d.verdict_id}, which is not among this queue's "
+                           "records (never committed, or skipped: see its own problem)")
+        if v.task != d.task:
+            return Problem(d.path, "task", f"{d.task!r}, but the disputed verdict is on {v.task!r}")
+        rub = rubric(v.rubric_id)
+        return _rubric_problem(rub, d.fields, d.path, "fields") if rub is not None else None
+
+    rs.disputes = keep(rs.disputes, dispute_ok)
+    disputes = {d.dispute_id: d for d in rs.disputes}
+
+    def resolution_ok(r: Resolution) -> Problem | None:
+        if (p := future(r)) is not None:
+            return p
+        if "dispute" not in kinds:
+            return None
+        d = disputes.get(r.dispute_id)
+        if d is None:
+            return Problem(r.path, "dispute_id", f"resolves dispute {r.dispute_id}, which is not among this queue's "
+                           "records (never committed, or skipped: see its own problem)")
+        if d.verdict_id != r.verdict_id:
+            return Problem(r.path, "verdict_id", f"{r.verdict_id}, but the dispute is of verdict {d.verdict_id}")
+        v = verdicts.get(r.verdict_id)
+        rub = rubric(v.rubric_id) if v is not None else None
+        return _rubric_problem(rub, r.fields, r.path, "fields") if rub is not None else None
+
+    rs.resolutions = keep(rs.resolutions, resolution_ok)
