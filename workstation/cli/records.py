@@ -1,16 +1,20 @@
 """The record commands of ``kws``: verdict, sync, reserve, release, history, dispute,
-resolve, recheck, calibrate, report.
+resolve, recheck, calibrate, report, doctor.
 
 ``workstation.cli.main`` adds :data:`COMMANDS` to its top-level click group. Every command
 takes ``--queue PATH`` (default: the first-run copy of the sample queue, see
 :func:`workstation.repo.gitqueue.ensure_default_queue`). Errors print one message naming the
 problem and the fix, and exit with status 1; nothing is committed then, and an unsent
-verdict stays in its draft.
+verdict stays in its draft. A command that promises to reach the remote (sync, reserve,
+release) exits 1 when it did not, with git's own message. What kws's recovery repaired
+before a command (a stale git lock, an interrupted update) is printed on stderr as
+``kws: recovered: ...``.
 """
 
 from __future__ import annotations
 
 import functools
+import logging
 import sys
 from collections.abc import Callable
 from pathlib import Path
@@ -54,11 +58,25 @@ _queue_option = click.option(
 )
 
 
+class _StderrNotes(logging.Handler):
+    def emit(self, record: logging.LogRecord) -> None:
+        click.echo(f"kws: {record.getMessage()}", err=True)
+
+
+def _log_recoveries() -> None:
+    log = logging.getLogger("workstation.repo")
+    if not any(isinstance(h, _StderrNotes) for h in log.handlers):
+        log.addHandler(_StderrNotes(logging.INFO))
+        log.setLevel(logging.INFO)
+        log.propagate = False
+
+
 def _fails_cleanly(fn: Callable[..., Any]) -> Callable[..., Any]:
     """Turn kws's own errors into one clear message and exit status 1."""
 
     @functools.wraps(fn)
     def wrapper(*args: Any, **kwargs: Any) -> Any:
+        _log_recoveries()
         try:
             return fn(*args, **kwargs)
         except (QueueError, Problem) as exc:
@@ -175,6 +193,8 @@ def sync_cmd(attempts: int, queue: Path | None) -> None:
 
 
 def _share(repo: git.Repo, no_sync: bool) -> bool:
+    """Sync after a reservation; exits 1 (ClickException) when a configured remote was not
+    reached: the command promised to tell others."""
     if no_sync or not repo.remotes:
         if not repo.remotes:
             click.echo("kws: this queue has no remote; the record is local", err=True)
@@ -183,8 +203,9 @@ def _share(repo: git.Repo, no_sync: bool) -> bool:
         click.echo(str(sync(repo)))
         return True
     except SyncError as exc:
-        click.echo(f"kws: committed locally but not shared yet: {exc}", err=True)
-        return False
+        raise click.ClickException(
+            f"committed locally but NOT shared: {exc}\nother reviewers do not see it until a kws sync succeeds"
+        ) from exc
 
 
 @click.command("reserve")
@@ -365,6 +386,22 @@ def report_cmd(task: str, output: Path | None, verdict_id: str | None, queue: Pa
         click.echo(f"wrote {output}")
 
 
+@click.command("doctor")
+@_queue_option
+@_fails_cleanly
+def doctor_cmd(queue: Path | None) -> None:
+    """What needs attention in this clone: files under the record folders that are not
+    committed records, skipped records and tasks, unknown keys, git state, unsent commits.
+    Exits 1 when it found a problem."""
+    from workstation.records.doctor import diagnose
+
+    repo = resolve_queue(queue)
+    d = diagnose(repo)
+    click.echo(d.format())
+    if d.problems:
+        sys.exit(1)
+
+
 COMMANDS = (
     verdict_cmd,
     sync_cmd,
@@ -376,5 +413,6 @@ COMMANDS = (
     recheck_cmd,
     calibrate_cmd,
     report_cmd,
+    doctor_cmd,
 )
 
