@@ -36,6 +36,7 @@ from workstation.records.model import (
     FindingSummary,
     Outcome,
     Overall,
+    Suggestion,
     Reservation,
     Resolution,
     Verdict,
@@ -121,6 +122,9 @@ class _VerdictFile(_Header, kw_only=True):
     kws_version: str = ""
     device: str = ""
     versions: Annotated[dict[str, str], Meta(description="a table of version strings")] = {}
+    sandbox: Annotated[str, Meta(description="the check report's sandbox, e.g. bwrap or none")] = ""
+    unfinished_checks: Annotated[list[str], Meta(description="an array of check ids")] = []
+    suggested: Annotated[dict[str, Suggestion], Meta(description="a table of field key = suggestion source")] = {}
     verdict_id: _Id
     task: _TaskId
     task_tree: _Tree
@@ -216,6 +220,11 @@ def _verdict(f: _VerdictFile, task: str, file: Path) -> Verdict:
         _nonempty(file, {f"findings[{i}].check": x.check, f"findings[{i}].severity": x.severity})
     for i, c in enumerate(f.checks):
         _nonempty(file, {f"checks[{i}].check": c.check, f"checks[{i}].status": c.status})
+    for i, cid in enumerate(f.unfinished_checks):
+        _nonempty(file, {f"unfinished_checks[{i}]": cid})
+    for key in f.suggested:
+        if key != "overall" and key not in f.fields:
+            raise Problem(file, f"suggested.{key}", "names a field this verdict has no value for")
     return Verdict(
         verdict_id=_record_id(f.verdict_id, file, "verdict_id"),
         task=_task(f.task, task, file),
@@ -238,6 +247,9 @@ def _verdict(f: _VerdictFile, task: str, file: Path) -> Verdict:
         kws_version=f.kws_version,
         device=f.device,
         versions=f.versions,
+        sandbox=f.sandbox,
+        unfinished_checks=tuple(f.unfinished_checks),
+        suggested=dict(f.suggested),
         path=file,
     )
 

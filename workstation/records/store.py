@@ -69,6 +69,7 @@ from workstation.repo.plumbing import (
     temp_index,
     tree_of,
 )
+from workstation.records.scrub import relative_repro, scrub_secrets, scrub_text, scrub_value
 from workstation.rubric.model import Rubric, validate_values
 from workstation.schema.problem import Problem
 from workstation.schema.toml import parse_toml
@@ -212,16 +213,19 @@ def _identity_table(who: Identity) -> dict[str, str]:
     return {"name": who.name, "email": who.email}
 
 
-def _finding_table(f: Mapping[str, Any]) -> dict[str, Any]:
+def _finding_table(f: Mapping[str, Any], root: Path | str | None = None) -> dict[str, Any]:
+    """One finding as stored: text scrubbed (:mod:`workstation.records.scrub`: no
+    credentials, no machine-local paths), the repro command relative to the queue root."""
     out: dict[str, Any] = {
         "check": str(f.get("check", "")),
         "severity": str(f.get("severity", "")),
-        "summary": str(f.get("summary", "")),
+        "summary": scrub_text(str(f.get("summary", "")), root),
     }
     if f.get("repro"):
-        out["repro"] = str(f["repro"])
+        out["repro"] = relative_repro(str(f["repro"]), root)
     ev = f.get("evidence")
     if isinstance(ev, Mapping) and ev:
+        ev = scrub_value(ev, root)
         size = len(json.dumps(ev, default=str))
         if size <= _EVIDENCE_LIMIT:
             out["evidence"] = toml_safe(ev)
@@ -232,13 +236,13 @@ def _finding_table(f: Mapping[str, Any]) -> dict[str, Any]:
     return out
 
 
-def _check_table(c: Mapping[str, Any]) -> dict[str, Any]:
+def _check_table(c: Mapping[str, Any], root: Path | str | None = None) -> dict[str, Any]:
     out: dict[str, Any] = {"check": str(c.get("check", "")), "status": str(c.get("status", ""))}
     secs = c.get("seconds")
     if isinstance(secs, (int, float)) and not isinstance(secs, bool) and math.isfinite(secs):
         out["seconds"] = float(secs)
     if c.get("reason"):
-        out["reason"] = str(c["reason"])
+        out["reason"] = scrub_text(str(c["reason"]), root)
     return out
 
 
@@ -297,13 +301,14 @@ def commit_verdict(
     overall = values.pop("overall")
     rationale = values.pop(rubric.rationale_field, "") or ""
     fields = {f.key: values[f.key] for f in rubric.fields if values.get(f.key)}  # rubric order
+    root = repo.working_tree_dir
     vid, rel, data = _new_record("verdict", draft.task, who)
     data.update({
         "task_tree": tv.tree,
         "overall": overall,
-        "rationale": rationale.strip(),
+        "rationale": scrub_secrets(rationale.strip()),
         "kws_version": workstation.__version__,
-        "device": str(report.get("device") or "none (no checks run)"),
+        "device": scrub_text(str(report.get("device") or "none (no checks run)"), root),
         "rubric": {"id": rubric.id, "version": rubric.version},
         "fields": fields,
     })
@@ -313,8 +318,14 @@ def commit_verdict(
         vers = report.get("versions")
         if isinstance(vers, Mapping):
             data["versions"] = {str(k): str(v) for k, v in vers.items() if v is not None}
-        data["findings"] = [_finding_table(f) for f in report.get("findings") or []]
-        data["checks"] = [_check_table(c) for c in report.get("checks") or []]
+        data["findings"] = [_finding_table(f, root) for f in report.get("findings") or []]
+        data["checks"] = [_check_table(c, root) for c in report.get("checks") or []]
+        if isinstance(report.get("sandbox"), str) and report["sandbox"]:
+            data["sandbox"] = report["sandbox"]
+    if draft.unfinished_checks:
+        data["unfinished_checks"] = [str(c) for c in draft.unfinished_checks]
+    if draft.suggested:
+        data["suggested"] = {str(k): str(v) for k, v in draft.suggested.items()}
     message = (
         f"kws verdict: {overall} {draft.task}\n\n"
         + _trailers(
@@ -384,7 +395,7 @@ def commit_dispute(
     data.update({
         "verdict_id": verdict.verdict_id,
         "task_tree": verdict.task_tree,
-        "rationale": rationale.strip(),
+        "rationale": scrub_secrets(rationale.strip()),
         "fields": dict(fields),
     })
     message = (
@@ -462,7 +473,7 @@ def commit_resolution(
         "dispute_id": dispute.dispute_id,
         "verdict_id": verdict.verdict_id,
         "outcome": outcome,
-        "rationale": rationale.strip(),
+        "rationale": scrub_secrets(rationale.strip()),
         "verdict_values": {k: vvals[k] for k in disputed if k in vvals},
         "dispute_values": dict(dispute.fields),
         "fields": fields,
