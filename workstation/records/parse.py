@@ -36,9 +36,9 @@ from workstation.records.model import (
     FindingSummary,
     Outcome,
     Overall,
-    Suggestion,
     Reservation,
     Resolution,
+    Suggestion,
     Verdict,
 )
 from workstation.records.state import RecordSet

@@ -48,6 +48,7 @@ from workstation.records.model import (
     Verdict,
 )
 from workstation.records.parse import MAX_RECORD_BYTES, load_records, parse_record
+from workstation.records.scrub import relative_repro, scrub_secrets, scrub_text, scrub_value
 from workstation.records.state import RecordSet, same_reviewer
 from workstation.repo.gitqueue import (
     Identity,
@@ -69,7 +70,6 @@ from workstation.repo.plumbing import (
     temp_index,
     tree_of,
 )
-from workstation.records.scrub import relative_repro, scrub_secrets, scrub_text, scrub_value
 from workstation.rubric.model import Rubric, validate_values
 from workstation.schema.problem import Problem
 from workstation.schema.toml import parse_toml
