@@ -89,6 +89,17 @@ def _fails_cleanly(fn: Callable[..., Any]) -> Callable[..., Any]:
     return wrapper
 
 
+def _open(queue: Path | None) -> git.Repo:
+    """The queue's repository, after kws's recovery ran under its lock (so a read-only
+    command also repairs what an interrupted command left, and says so)."""
+    from workstation.repo.lock import queue_lock
+
+    repo = resolve_queue(queue)
+    with queue_lock(repo):
+        pass
+    return repo
+
+
 def _root(repo: git.Repo) -> Path:
     return Path(repo.working_tree_dir)
 
@@ -138,7 +149,7 @@ def verdict_cmd(
     """
     if accept_suggestions and not with_checks:
         raise click.UsageError("--accept-suggestions needs --with-checks (suggestions come from findings)")
-    repo = resolve_queue(queue)
+    repo = _open(queue)
     root = _root(repo)
     rubric = queue_rubric(root)
     values = field_values_from_pairs(rubric, fields)
@@ -188,7 +199,7 @@ def verdict_cmd(
 @_fails_cleanly
 def sync_cmd(attempts: int, queue: Path | None) -> None:
     """Pull (rebase) and push the queue's records; never forces."""
-    repo = resolve_queue(queue)
+    repo = _open(queue)
     click.echo(str(sync(repo, attempts=attempts)))
 
 
@@ -216,7 +227,7 @@ def _share(repo: git.Repo, no_sync: bool) -> bool:
 @_fails_cleanly
 def reserve_cmd(task: str, hours: float, no_sync: bool, queue: Path | None) -> None:
     """Reserve TASK for HOURS so that other reviewers see it taken, then sync."""
-    repo = resolve_queue(queue)
+    repo = _open(queue)
     who = reviewer_identity(repo)
     r = reserve(repo, task, hours, identity=who)
     click.echo(f"reserved {task} until {r.expires:%Y-%m-%d %H:%MZ}")
@@ -236,7 +247,7 @@ def reserve_cmd(task: str, hours: float, no_sync: bool, queue: Path | None) -> N
 @_fails_cleanly
 def release_cmd(task: str, no_sync: bool, queue: Path | None) -> None:
     """Release your reservation of TASK, then sync."""
-    repo = resolve_queue(queue)
+    repo = _open(queue)
     release(repo, task)
     click.echo(f"released {task}")
     _share(repo, no_sync)
@@ -248,7 +259,7 @@ def release_cmd(task: str, no_sync: bool, queue: Path | None) -> None:
 @_fails_cleanly
 def history_cmd(task: str, queue: Path | None) -> None:
     """Every verdict, dispute and resolution on TASK, oldest first."""
-    repo = resolve_queue(queue)
+    repo = _open(queue)
     rs = load_records(_root(repo))
     h = task_history(repo, task, rs)
     if not h.entries and h.head.tree is None and not h.problems:
@@ -265,7 +276,7 @@ def history_cmd(task: str, queue: Path | None) -> None:
 @_fails_cleanly
 def dispute_cmd(verdict_id: str, fields: tuple[str, ...], rationale: str, queue: Path | None) -> None:
     """Dispute fields of the verdict VERDICT_ID (its id or a unique prefix)."""
-    repo = resolve_queue(queue)
+    repo = _open(queue)
     root = _root(repo)
     rs = load_records(root)
     v = rs.verdict(verdict_id)
@@ -298,7 +309,7 @@ def resolve_cmd(
     queue: Path | None,
 ) -> None:
     """Resolve the dispute DISPUTE_ID (its id or a unique prefix)."""
-    repo = resolve_queue(queue)
+    repo = _open(queue)
     root = _root(repo)
     rs = load_records(root)
     d = rs.dispute(dispute_id)
@@ -327,7 +338,7 @@ def recheck_cmd(verdict_id: str, verbose: bool, queue: Path | None) -> None:
     """Re-run the checks on the task version VERDICT_ID judged; show what differs."""
     from workstation.records.recheck import format_recheck, recheck
 
-    repo = resolve_queue(queue)
+    repo = _open(queue)
     rs = load_records(_root(repo))
     v = rs.verdict(verdict_id)
     try:
@@ -349,7 +360,7 @@ def recheck_cmd(verdict_id: str, verbose: bool, queue: Path | None) -> None:
 @_fails_cleanly
 def calibrate_cmd(queue: Path | None) -> None:
     """Agreement with gold verdicts per reviewer and field; Krippendorff's alpha per field."""
-    repo = resolve_queue(queue)
+    repo = _open(queue)
     root = _root(repo)
     click.echo(format_calibration(calibrate(root, queue_rubric(root))))
 
@@ -365,7 +376,7 @@ def report_cmd(task: str, output: Path | None, verdict_id: str | None, queue: Pa
     """A Markdown report of TASK's verdict with its evidence."""
     from workstation.records.report import render_report
 
-    repo = resolve_queue(queue)
+    repo = _open(queue)
     root = _root(repo)
     rs = load_records(root)
     _problems(rs)
@@ -395,7 +406,7 @@ def doctor_cmd(queue: Path | None) -> None:
     Exits 1 when it found a problem."""
     from workstation.records.doctor import diagnose
 
-    repo = resolve_queue(queue)
+    repo = _open(queue)
     d = diagnose(repo)
     click.echo(d.format())
     if d.problems:

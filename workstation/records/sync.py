@@ -46,6 +46,8 @@ import git
 
 from workstation.records.model import FOLDERS
 from workstation.repo.gitqueue import (
+    TRANSPORT_FETCH,
+    TRANSPORT_PUSH,
     Identity,
     QueueError,
     detached_advice,
@@ -351,7 +353,7 @@ def _integrate_ref(repo: git.Repo, ref: str, tracking: str, present: bool, who: 
 def _ls_remote(repo: git.Repo, remote: str, url: str, refs: list[str], env: dict[str, str],
                timeout: float) -> dict[str, str]:
     try:
-        out = run_git(repo, "ls-remote", remote, *refs, env=env, timeout=timeout)
+        out = run_git(repo, "ls-remote", *TRANSPORT_FETCH, remote, *refs, env=env, timeout=timeout)
     except git.GitCommandError as exc:
         raise SyncError(
             "unreachable",
@@ -433,7 +435,7 @@ def sync(
             specs = [f"+{name}:{upstream if name == remote_branch else _tracking(remote, name)}" for name in found]
             if specs:
                 try:
-                    run_git(repo, "fetch", "-q", "--no-tags", "--no-write-fetch-head", remote, *specs,
+                    run_git(repo, "fetch", "-q", *TRANSPORT_FETCH, "--no-tags", "--no-write-fetch-head", remote, *specs,
                             env=env, timeout=timeout)
                 except git.GitCommandError as exc:
                     raise SyncError(
@@ -470,7 +472,7 @@ def sync(
             if not pushes:
                 return SyncResult(remote, rbranch, received, 0, attempt, tuple(sorted(touched)))
             atomic = ["--atomic"] if len(pushes) > 1 else []
-            proc = git_result(repo, "push", "--porcelain", *atomic, "--no-verify", remote, *pushes,
+            proc = git_result(repo, "push", "--porcelain", *TRANSPORT_PUSH, *atomic, "--no-verify", remote, *pushes,
                               env=env, timeout=timeout)
             if proc.returncode == 0:
                 if ahead and target is not None:

@@ -39,6 +39,8 @@ import workstation
 __all__ = [
     "EMPTY_HOOKS",
     "FALLBACK_IDENTITY",
+    "TRANSPORT_FETCH",
+    "TRANSPORT_PUSH",
     "Identity",
     "IdentityError",
     "QueueError",
@@ -223,8 +225,6 @@ _PROGRAM_KEYS: tuple[tuple[re.Pattern[str], str], ...] = (
     (re.compile(r"^diff\..+\.textconv$"), "cat"),
     (re.compile(r"^diff\..+\.command$"), ""),
     (re.compile(r"^merge\..+\.driver$"), "false"),
-    (re.compile(r"^remote\..+\.uploadpack$"), "git-upload-pack"),
-    (re.compile(r"^remote\..+\.receivepack$"), "git-receive-pack"),
     (re.compile(r"^core\.(alternaterefscommand|gitproxy|askpass)$"), ""),
     (re.compile(r"^diff\.external$"), ""),
 )
@@ -253,6 +253,14 @@ def _config_list(args: list[str], cwd: str | None = None) -> list[tuple[str, str
     return pairs
 
 
+#: Options of every kws ``git fetch`` / ``git ls-remote``: the program run on the other end
+#: is git's own, whatever ``remote.<name>.uploadpack`` says (for a local remote it runs on
+#: this machine).
+TRANSPORT_FETCH = ("--upload-pack=git-upload-pack",)
+#: Options of every kws ``git push`` (``remote.<name>.receivepack`` ignored likewise).
+TRANSPORT_PUSH = ("--receive-pack=git-receive-pack",)
+
+
 def safe_environment(git_dir: Path | str) -> dict[str, str]:
     """Environment variables that make git ignore what the repository at ``git_dir``
     configures to run, for every command kws runs in it.
@@ -267,12 +275,16 @@ def safe_environment(git_dir: Path | str) -> dict[str, str]:
     From the repository's own configuration (``--local``, includes followed), each key that
     names a program is overridden: filters' ``clean`` / ``smudge`` / ``process`` (from
     ``.gitattributes``), diff ``textconv`` / ``command`` and ``diff.external``, merge
-    drivers, ``remote.*.uploadpack`` / ``receivepack``, ``core.askPass``,
+    drivers, ``core.askPass``,
     ``core.gitProxy``, ``core.alternateRefsCommand``, the gpg programs (set back to the
     global or system value, else git's default), and credential helpers (the list reset,
     then the global and system helpers again). ``GIT_SSH_COMMAND`` (which wins over
     ``core.sshCommand``) is the caller's own, else the global or system
     ``core.sshCommand``, else ``ssh -o BatchMode=yes`` (no password prompt).
+
+    ``remote.<name>.uploadpack`` / ``receivepack`` cannot be overridden this way (git uses
+    the *first* value given): every kws command that reaches a remote passes
+    :data:`TRANSPORT_FETCH` / :data:`TRANSPORT_PUSH` on its command line instead.
 
     The overrides are ``GIT_CONFIG_COUNT`` / ``GIT_CONFIG_KEY_<n>`` / ``GIT_CONFIG_VALUE_<n>``
     (git >= 2.31; command-line scope, which wins over every file), appended after any the

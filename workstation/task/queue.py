@@ -91,17 +91,23 @@ def task_dirs(root: Path) -> list[Path]:
 
 
 def load_queue(root: Path | str) -> QueueLoad:
-    """Load every task under ``<root>/tasks``; malformed ones become :class:`Problem` s.
+    """Load every task under ``<root>/tasks``; malformed ones become :class:`Problem` s. A
+    ``queue.toml`` that does not read, parse or validate is one of those problems too (the
+    defaults are used, so the tasks still list).
 
     Raises:
-        Problem: only when the queue itself is unusable (no ``tasks/`` folder, a
-            ``queue.toml`` that does not parse or validate).
+        Problem: only when there is no queue (no ``tasks/`` folder).
     """
     root = Path(root)
     if not (root / "tasks").is_dir():
         raise Problem(root, "", "not a kws queue: no tasks/ folder")
-    cfg = read_queue_config(root)
-    tasks, errors, warnings = [], [], list(cfg.warnings)
+    tasks, errors, warnings = [], [], []
+    try:
+        cfg = read_queue_config(root)
+        warnings += cfg.warnings
+    except Problem as e:
+        cfg = QueueConfig(root, root.name, DEFAULT_RUBRIC)
+        errors.append(e)
     for d in task_dirs(root):
         try:
             t = load_task(d)
