@@ -23,7 +23,6 @@ from typing import Any
 import click
 import git
 
-from workstation.records.calibration import calibrate, format_calibration
 from workstation.records.drafts import Draft, draft_path, save_draft
 from workstation.records.history import format_history, task_history
 from workstation.records.model import OUTCOMES
@@ -360,6 +359,8 @@ def recheck_cmd(verdict_id: str, verbose: bool, queue: Path | None) -> None:
 @_fails_cleanly
 def calibrate_cmd(queue: Path | None) -> None:
     """Agreement with gold verdicts per reviewer and field; Krippendorff's alpha per field."""
+    from workstation.records.calibration import calibrate, format_calibration  # numpy: only here
+
     repo = _open(queue)
     root = _root(repo)
     click.echo(format_calibration(calibrate(root, queue_rubric(root))))
