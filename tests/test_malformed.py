@@ -13,7 +13,16 @@ import tomli_w
 from click.testing import CliRunner
 
 from tests.hostile import make_task
-from tests.recordkit import ALICE, BOB, RUBRIC, TASK_TOML, isolate, make_queue, use_identity, verdict
+from tests.recordkit import (
+    ALICE,
+    BOB,
+    RUBRIC,
+    TASK_TOML,
+    isolate,
+    make_queue,
+    use_identity,
+    verdict,
+)
 from tests.tuikit import replay_app, run_async, wait_queue, widget_text
 from workstation.cli.main import main as kws
 from workstation.records.parse import load_records
