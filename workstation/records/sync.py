@@ -58,6 +58,7 @@ from workstation.repo.gitqueue import (
 )
 from workstation.repo.lock import queue_lock
 from workstation.repo.plumbing import (
+    RefMoved,
     WorkTreeConflict,
     commit_tree,
     diff_trees,
@@ -448,6 +449,8 @@ def sync(
             if target is not None and target != local:
                 try:
                     move_branch(repo, branch, local, target, f"kws sync: integrate {remote}/{rbranch}")
+                except RefMoved:
+                    continue  # the reviewer's own git committed meanwhile: integrate that too
                 except WorkTreeConflict as exc:
                     raise SyncError("dirty", f"the remote's changes cannot be brought into {wt}: {exc}; {_KEPT}") from exc
             if theirs is not None and start is not None:

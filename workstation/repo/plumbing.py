@@ -96,7 +96,8 @@ def run_git(
     hardened environment plus ``env``; returns stdout.
 
     Raises:
-        git.GitCommandError: git exited non-zero (with ``check``); its stderr is kept.
+        git.GitCommandError: git exited non-zero (with ``check``; its stderr is kept), or
+            did not finish in ``timeout`` seconds (it is killed).
     """
     harden(repo)
     full = dict(os.environ)
@@ -104,8 +105,12 @@ def run_git(
     if env:
         full.update(env)
     cwd = repo.working_tree_dir or repo.git_dir
-    proc = subprocess.run(["git", *args], cwd=cwd, input=input, env=full, capture_output=True,
-                          timeout=timeout)
+    try:
+        proc = subprocess.run(["git", *args], cwd=cwd, input=input, env=full, capture_output=True,
+                              timeout=timeout)
+    except subprocess.TimeoutExpired as exc:
+        raise git.GitCommandError(["git", *args], -1, f"git did not finish in {timeout:.0f} s".encode(),
+                                  b"") from exc
     if check and proc.returncode != 0:
         raise git.GitCommandError(["git", *args], proc.returncode, proc.stderr, proc.stdout)
     return proc.stdout
@@ -121,8 +126,11 @@ def git_result(
     full.update(repo.git.environment())
     if env:
         full.update(env)
-    return subprocess.run(["git", *args], cwd=repo.working_tree_dir or repo.git_dir, env=full,
-                          capture_output=True, timeout=timeout)
+    try:
+        return subprocess.run(["git", *args], cwd=repo.working_tree_dir or repo.git_dir, env=full,
+                              capture_output=True, timeout=timeout)
+    except subprocess.TimeoutExpired:
+        return subprocess.CompletedProcess(["git", *args], -1, b"", f"git did not finish in {timeout:.0f} s".encode())
 
 
 def rev(repo: git.Repo, ref: str) -> str | None:
