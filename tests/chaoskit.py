@@ -35,7 +35,8 @@ class ChaosReport:
     the remote after recovery; ``doubled``: verdict ids stored more than once there;
     ``wedged``: clones whose first sync after the run failed (their messages in
     ``messages``); ``leftovers``: rebase states, git locks or journals found after recovery;
-    ``fsck``: clones where ``git fsck`` was not clean.
+    ``fsck``: clones where ``git fsck`` was not clean; ``recoveries``: what kws's recovery
+    repaired (from each clone's ``.git/kws/recovery.log``), by kind.
     """
 
     clones: int
@@ -51,13 +52,15 @@ class ChaosReport:
     fsck: list[str] = field(default_factory=list)
     history_missing: list[str] = field(default_factory=list)
     messages: list[str] = field(default_factory=list)
+    recoveries: dict[str, int] = field(default_factory=dict)
     seconds: float = 0.0
 
     def figures(self) -> str:
         sig = ", ".join(f"{k} {v}" for k, v in sorted(self.signals.items()))
         return (f"clones {self.clones}, commands {self.ops}, writes {self.writes}, kills {self.kills} ({sig}), "
                 f"lost {len(self.lost)}, doubled {len(self.doubled)}, wedged {len(self.wedged)}, "
-                f"leftovers {len(self.leftovers)}, fsck errors {len(self.fsck)}, {self.seconds:.0f} s")
+                f"leftovers {len(self.leftovers)}, fsck errors {len(self.fsck)}, {self.seconds:.0f} s; recoveries: "
+                + (", ".join(f"{k} {v}" for k, v in sorted(self.recoveries.items())) or "none"))
 
 
 def _git(*args: str, cwd: Path | None = None, env: dict | None = None) -> subprocess.CompletedProcess:
@@ -203,6 +206,14 @@ def run_chaos(tmp: Path, *, seed: int = 0, clones: int = 3, verdicts: int = 8, s
                            text=True)
         history += r.stdout
     report.history_missing = sorted(v for v in report.committed if v[:8] not in history)
+    kinds = (("stale git lock", "stale lock removed"), ("finished an interrupted", "interrupted update finished"),
+             ("had not moved", "interrupted before the ref moved"), ("dropped the journal", "journal dropped"),
+             ("temporary work tree", "temporary work tree removed"), ("aborted a rebase", "legacy rebase aborted"))
+    for clone in paths:
+        log = clone / ".git" / "kws" / "recovery.log"
+        for line in (log.read_text().splitlines() if log.is_file() else []):
+            name = next((n for k, n in kinds if k in line), "other")
+            report.recoveries[name] = report.recoveries.get(name, 0) + 1
     report.seconds = time.monotonic() - t0
     return report
 
