@@ -2,7 +2,11 @@
 ``kws sync`` loops in each (real ``kws`` processes), random signals (mostly ``kill -9``),
 then recovery with no manual step and a check that nothing was lost or doubled.
 
-Used by ``tests/test_chaos.py`` (seeded, bounded for CI) and ``benchmarks/chaos.py``
+Half of the kills land at a random time in the command's life (mostly Python start-up and
+the network); the other half at the command's n-th git command (n random), just before it
+runs or just after it finished, by a ``git`` wrapper first on kws's PATH that signals its
+parent: so the windows inside kws's git work (between a commit's compare-and-swap and its
+index update, while git holds a lock, mid-fetch, mid-push) are hit too. Used by ``tests/test_chaos.py`` (seeded, bounded for CI) and ``benchmarks/chaos.py``
 (longer runs, figures printed). Every random choice comes from ``random.Random(seed)``
 per loop, so a seed names the schedule (process timing still varies with machine load).
 """
@@ -96,6 +100,39 @@ def setup(tmp: Path, clones: int, env: dict[str, str]) -> tuple[Path, list[Path]
     return bare, paths
 
 
+_WRAPPER = """#!/bin/sh
+# chaoskit: count this kws process's git commands; at the chosen one, signal kws
+# (before the git command runs, or right after it finished) -- then carry on as git.
+n=$(( $(cat "$KWS_CHAOS_COUNTER" 2>/dev/null || echo 0) + 1 ))
+echo "$n" > "$KWS_CHAOS_COUNTER"
+if [ -n "$KWS_CHAOS_KILL_AT" ] && [ "$n" = "$KWS_CHAOS_KILL_AT" ]; then
+  target=$PPID
+  [ "$KWS_CHAOS_GROUP" = 1 ] && target="-$PPID"
+  if [ "$KWS_CHAOS_WHEN" = before ]; then
+    kill -"$KWS_CHAOS_SIG" -- "$target"
+    exec "{real}" "$@"
+  fi
+  "{real}" "$@"
+  rc=$?
+  kill -"$KWS_CHAOS_SIG" -- "$target"
+  exit $rc
+fi
+exec "{real}" "$@"
+"""
+
+
+def _wrapper_dir(tmp: Path) -> Path:
+    """A folder with a ``git`` wrapper (:data:`_WRAPPER`) to put first on kws's PATH."""
+    import shutil
+
+    d = tmp / "chaos-bin"
+    d.mkdir(exist_ok=True)
+    w = d / "git"
+    w.write_text(_WRAPPER.replace("{real}", shutil.which("git") or "/usr/bin/git"))
+    w.chmod(0o755)
+    return d
+
+
 def _loop(kind: str, clone: Path, i: int, n: int, rng: random.Random, kill_p: float, env: dict[str, str],
           report: ChaosReport, lock: threading.Lock) -> None:
     for k in range(n):
@@ -106,16 +143,36 @@ def _loop(kind: str, clone: Path, i: int, n: int, rng: random.Random, kill_p: fl
             args = ["sync"]
         kill = rng.random() < kill_p
         delay = rng.uniform(0.05, 1.5)
+        at_git = rng.random() < 0.5  # aimed at kws's git work: at its nth git command
+        nth = rng.randrange(1, 26 if kind == "verdict" else 20)
+        when = ("before", "after")[rng.randrange(2)]
         r = rng.random()
         sig = next(s for s, w in _SIGNALS if (r := r - w) < 0) if kill else None
         group = kill and kind == "verdict" and rng.random() < 0.3  # the git children too
-        p = subprocess.Popen(_kws(clone, *args), cwd=REPO_ROOT, env=env, stdout=subprocess.PIPE,
+        penv = dict(env)
+        counter = Path(env["KWS_CHAOS_DIR"]) / f"count-{i}-{kind}-{k}"
+        penv["KWS_CHAOS_COUNTER"] = str(counter)
+        if kill and at_git:
+            penv.update(KWS_CHAOS_KILL_AT=str(nth), KWS_CHAOS_WHEN=when, KWS_CHAOS_SIG=str(int(sig)),
+                        KWS_CHAOS_GROUP="1" if group else "0")
+        p = subprocess.Popen(_kws(clone, *args), cwd=REPO_ROOT, env=penv, stdout=subprocess.PIPE,
                              stderr=subprocess.PIPE, text=True, start_new_session=True)
         killed = False
         if kill:
-            try:
-                p.wait(timeout=delay)
-            except subprocess.TimeoutExpired:
+            if at_git:
+                p.wait(timeout=300)
+                try:
+                    killed = int(counter.read_text().strip() or 0) >= nth
+                except (OSError, ValueError):
+                    killed = False
+                running = False
+            else:
+                try:
+                    p.wait(timeout=delay)
+                    running = False
+                except subprocess.TimeoutExpired:
+                    running = True
+            if running:
                 try:
                     (os.killpg if group else os.kill)(p.pid, sig)
                     killed = True
@@ -150,6 +207,8 @@ def run_chaos(tmp: Path, *, seed: int = 0, clones: int = 3, verdicts: int = 8, s
     and the remote's verdicts compared with the committed ones."""
     t0 = time.monotonic()
     env = dict(base_env or os.environ)
+    env["PATH"] = f"{_wrapper_dir(tmp)}{os.pathsep}{env.get('PATH', '')}"
+    env["KWS_CHAOS_DIR"] = str(tmp / "chaos-bin")
     env.setdefault("KWS_STATE_DIR", str(tmp / "state"))
     env.setdefault("KWS_DATA_DIR", str(tmp / "data"))
     bare, paths = setup(tmp, clones, env)
