@@ -100,7 +100,7 @@ def setup(tmp: Path, clones: int, env: dict[str, str]) -> tuple[Path, list[Path]
     return bare, paths
 
 
-_WRAPPER = """#!/bin/sh
+_WRAPPER = """#!/bin/bash
 # chaoskit: count this kws process's git commands; at the chosen one, signal kws
 # (before the git command runs, or right after it finished) -- then carry on as git.
 n=$(( $(cat "$KWS_CHAOS_COUNTER" 2>/dev/null || echo 0) + 1 ))
@@ -109,12 +109,14 @@ if [ -n "$KWS_CHAOS_KILL_AT" ] && [ "$n" = "$KWS_CHAOS_KILL_AT" ]; then
   target=$PPID
   [ "$KWS_CHAOS_GROUP" = 1 ] && target="-$PPID"
   if [ "$KWS_CHAOS_WHEN" = before ]; then
-    kill -"$KWS_CHAOS_SIG" -- "$target"
+    echo "$n" > "$KWS_CHAOS_COUNTER.killed"
+    kill -s "$KWS_CHAOS_SIG" -- "$target"
     exec "{real}" "$@"
   fi
   "{real}" "$@"
   rc=$?
-  kill -"$KWS_CHAOS_SIG" -- "$target"
+  echo "$n" > "$KWS_CHAOS_COUNTER.killed"
+  kill -s "$KWS_CHAOS_SIG" -- "$target"
   exit $rc
 fi
 exec "{real}" "$@"
@@ -161,10 +163,7 @@ def _loop(kind: str, clone: Path, i: int, n: int, rng: random.Random, kill_p: fl
         if kill:
             if at_git:
                 p.wait(timeout=300)
-                try:
-                    killed = int(counter.read_text().strip() or 0) >= nth
-                except (OSError, ValueError):
-                    killed = False
+                killed = Path(f"{counter}.killed").exists()
                 running = False
             else:
                 try:
