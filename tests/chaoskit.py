@@ -146,7 +146,7 @@ def _loop(kind: str, clone: Path, i: int, n: int, rng: random.Random, kill_p: fl
         kill = rng.random() < kill_p
         delay = rng.uniform(0.05, 1.5)
         at_git = rng.random() < 0.5  # aimed at kws's git work: at its nth git command
-        nth = rng.randrange(1, 26 if kind == "verdict" else 20)
+        nth = rng.randrange(16, 26) if kind == "verdict" else rng.randrange(1, 30)  # a commit: git commands ~10-25
         when = ("before", "after")[rng.randrange(2)]
         r = rng.random()
         sig = next(s for s, w in _SIGNALS if (r := r - w) < 0) if kill else None
