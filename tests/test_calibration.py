@@ -148,6 +148,8 @@ def test_malformed_gold_and_verdicts_are_reported_calibration_goes_on(rated):
     _gold(root, "t9", 'task = "t8"\noverall = "accept"\n')
     _gold(root, "t5", 'overall = "accept"\n[fields]\ncorrectness = "flawless"\n')
     (root / "verdicts" / "t1" / "zz-broken.toml").write_text("schema = 1\nrecord = 'verdict'\n")
+    rated.git.add("verdicts")
+    rated.git.commit("-q", "-m", "a broken verdict")
     cal = calibrate(root, RUBRIC)
     where = {(p.file.as_posix(), p.key) for p in cal.problems}
     assert ("gold/t4.toml", "overall") in where

@@ -337,6 +337,15 @@ def _write_record(root: Path, folder: str, task: str, name: str, data: dict) -> 
     return p
 
 
+def _commit_files(root: Path) -> None:
+    """Commit whatever a test wrote under the record folders (records are read from
+    commits only)."""
+    repo = git.Repo(root)
+    repo.git.add("-A", "-f", "--", *[f for f in ("verdicts", "disputes", "resolutions", "reservations")
+                                      if (root / f).exists()])
+    repo.git.commit("-q", "--no-verify", "-m", "test records")
+
+
 def test_malformed_records_are_reported_and_skipped(queue):
     root = Path(queue.working_tree_dir)
     good = verdict(queue, "alpha", ALICE, "accept")
@@ -364,6 +373,7 @@ def test_malformed_records_are_reported_and_skipped(queue):
     _write_record(root, "verdicts", "alpha", "dup.toml", good_data)
     _write_record(root, "disputes", "alpha", "d.toml", {"schema": 1, "record": "dispute", "dispute_id": "12345678"})
     (root / "verdicts" / "stray.toml").write_text("")
+    _commit_files(root)
     rs = load_records(root)
     assert [v.verdict_id for v in rs.verdicts] == [good.verdict_id]
     by_file = {p.file.name: p for p in rs.problems}
@@ -395,6 +405,7 @@ def test_unknown_keys_are_warnings_and_the_record_loads(queue):
     data["confidence"] = "high"  # as a later kws might write
     data["reviewer"] = {**data["reviewer"], "team": "kernels"}
     _write_record(root, "verdicts", "alpha", "later.toml", data)
+    _commit_files(root)
     rs = load_records(root)
     assert rs.problems == []
     assert sorted(v.verdict_id for v in rs.verdicts) == sorted([good.verdict_id, "0123abcd-0001"])
@@ -415,6 +426,7 @@ def test_hostile_record_files_are_skipped_with_file_and_reason(queue):
     data["fields"] = {**data["fields"], "correctness": 5}
     data["verdict_id"] = "0123abcd-0002"
     _write_record(root, "verdicts", "alpha", "int-field.toml", data)
+    _commit_files(root)
     rs = load_records(root)
     assert [v.verdict_id for v in rs.verdicts] == [good.verdict_id]
     by_file = {p.file.name: p for p in rs.problems}
@@ -431,7 +443,7 @@ def test_current_state_tie_break_is_timestamp_then_id(queue):
     root = Path(queue.working_tree_dir)
     v = verdict(queue, "alpha", ALICE)
     base = tomllib.loads((root / v.path).read_text())
-    ts = datetime(2030, 1, 1, tzinfo=UTC)
+    ts = datetime.now(UTC) + timedelta(hours=1)  # after the verdict above, within the clock-skew allowance
     ids = ["cccccccc-0000-4000-8000-000000000000", "aaaaaaaa-0000-4000-8000-000000000000",
            "bbbbbbbb-0000-4000-8000-000000000000"]
     overalls = ["needs-work", "accept", "reject"]
@@ -440,6 +452,7 @@ def test_current_state_tie_break_is_timestamp_then_id(queue):
         d = dict(base, verdict_id=vid, timestamp=ts, overall=ov, rationale="r")
         d["reviewer"] = {"name": BOB.name, "email": BOB.email}
         _write_record(root, "verdicts", "alpha", f"z{9 - i}.toml", d)
+    _commit_files(root)
     rs = load_records(root)
     assert [x.verdict_id for x in rs.verdicts_for("alpha")][1:] == sorted(ids)
     assert rs.current_verdict("alpha").verdict_id == ids[0]  # 'ccc...' is the largest id
@@ -452,6 +465,7 @@ def test_current_state_tie_break_is_timestamp_then_id(queue):
     # a later timestamp beats any id
     d = dict(base, verdict_id="00000000-0000-4000-8000-000000000000", timestamp=ts + timedelta(microseconds=1))
     _write_record(root, "verdicts", "alpha", "a.toml", d)
+    _commit_files(root)
     assert load_records(root).current_verdict("alpha").verdict_id.startswith("00000000")
     # prefix lookup
     assert rs.verdict("cccc").verdict_id == ids[0]
@@ -557,12 +571,14 @@ def test_concurrent_reservations_earliest_holds(queue):
     # Bob reserved a moment after Alice, without seeing hers (two clones, then a sync)
     res(BOB, "bbbbbbbb-1", t0 + timedelta(seconds=1))
     res(ALICE, "aaaaaaaa-1", t0)
+    _commit_files(root)
     rs = load_records(root)
     assert rs.reservation("beta", now=t0 + timedelta(minutes=1)).reviewer == ALICE
     # after Alice's expires, Bob's does not come back to life: it lost when it was made
     assert rs.reservation("beta", now=t0 + timedelta(hours=1, seconds=2)) is None
     # a reserve made after Alice's expiry takes it
     res(BOB, "bbbbbbbb-2", t0 + timedelta(hours=2))
+    _commit_files(root)
     assert load_records(root).reservation("beta", now=t0 + timedelta(hours=2, minutes=1)).reviewer == BOB
 
 

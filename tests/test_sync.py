@@ -103,16 +103,18 @@ def test_rejected_push_is_rebased_and_retried(env, monkeypatch):
     sync(a)
     # b's first fetch sees nothing new (as if a pushed right after it), so its push is
     # rejected; the next round fetches, rebases and pushes
-    real = git.Git._call_process
+    import workstation.records.sync as sync_mod
+
+    real = sync_mod.run_git
     skipped = []
 
-    def flaky(self, method, *args, **kwargs):
-        if method == "fetch" and not skipped:
+    def flaky(repo, *args, **kwargs):
+        if args[0] == "fetch" and not skipped:
             skipped.append(True)
-            return ""
-        return real(self, method, *args, **kwargs)
+            return b""
+        return real(repo, *args, **kwargs)
 
-    monkeypatch.setattr(git.Git, "_call_process", flaky)
+    monkeypatch.setattr(sync_mod, "run_git", flaky)
     res = sync(b)
     assert skipped and res.attempts == 2 and res.sent == 1 and res.received == 1
     monkeypatch.undo()
@@ -235,7 +237,11 @@ def test_sync_refusals_keep_commits_and_drafts(env, problem, cli):
     v = verdict(a, "alpha", ALICE)
     draft = Draft(task="beta", queue=str(root), values=values("accept"), rubric_id=RUBRIC.id, rubric_version=RUBRIC.version)
     save_draft(draft)
-    if problem == "dirty":
+    if problem == "dirty":  # an incoming change to a file with an uncommitted edit
+        set_repo_identity(b, BOB)
+        (Path(b.working_tree_dir) / "tasks" / "beta" / "spec.md").write_text("bob's spec\n")
+        b.git.commit("-q", "-am", "bob edits beta")
+        sync(b)
         (root / "tasks" / "beta" / "spec.md").write_text("edited\n")
     elif problem == "identity":
         set_repo_identity(a, None)
@@ -257,7 +263,7 @@ def test_sync_refusals_keep_commits_and_drafts(env, problem, cli):
         sync(a)
     msg = str(ei.value)
     expect = {
-        "dirty": "uncommitted changes",
+        "dirty": "uncommitted changes that the update would overwrite:\n  tasks/beta/spec.md",
         "identity": "no git identity",
         "detached": "HEAD is detached",
         "unreachable": "cannot reach remote 'origin'",

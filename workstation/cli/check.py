@@ -89,6 +89,8 @@ def queue_cmd(queue: Path | None) -> None:
         click.echo(f"  {t.id:<32} {t.kind:<13} {t.backend:<7} claims {t.claims.status}")
     for e in q.errors:
         click.echo(f"  ! {e}")
+    for w in q.warnings:
+        click.echo(f"  warning: {w}")
     sys.exit(2 if q.errors else 0)
 
 

@@ -1,16 +1,20 @@
 """The record commands of ``kws``: verdict, sync, reserve, release, history, dispute,
-resolve, recheck, calibrate, report.
+resolve, recheck, calibrate, report, doctor.
 
 ``workstation.cli.main`` adds :data:`COMMANDS` to its top-level click group. Every command
 takes ``--queue PATH`` (default: the first-run copy of the sample queue, see
 :func:`workstation.repo.gitqueue.ensure_default_queue`). Errors print one message naming the
 problem and the fix, and exit with status 1; nothing is committed then, and an unsent
-verdict stays in its draft.
+verdict stays in its draft. A command that promises to reach the remote (sync, reserve,
+release) exits 1 when it did not, with git's own message. What kws's recovery repaired
+before a command (a stale git lock, an interrupted update) is printed on stderr as
+``kws: recovered: ...``.
 """
 
 from __future__ import annotations
 
 import functools
+import logging
 import sys
 from collections.abc import Callable
 from pathlib import Path
@@ -19,7 +23,6 @@ from typing import Any
 import click
 import git
 
-from workstation.records.calibration import calibrate, format_calibration
 from workstation.records.drafts import Draft, draft_path, save_draft
 from workstation.records.history import format_history, task_history
 from workstation.records.model import OUTCOMES
@@ -54,11 +57,25 @@ _queue_option = click.option(
 )
 
 
+class _StderrNotes(logging.Handler):
+    def emit(self, record: logging.LogRecord) -> None:
+        click.echo(f"kws: {record.getMessage()}", err=True)
+
+
+def _log_recoveries() -> None:
+    log = logging.getLogger("workstation.repo")
+    if not any(isinstance(h, _StderrNotes) for h in log.handlers):
+        log.addHandler(_StderrNotes(logging.INFO))
+        log.setLevel(logging.INFO)
+        log.propagate = False
+
+
 def _fails_cleanly(fn: Callable[..., Any]) -> Callable[..., Any]:
     """Turn kws's own errors into one clear message and exit status 1."""
 
     @functools.wraps(fn)
     def wrapper(*args: Any, **kwargs: Any) -> Any:
+        _log_recoveries()
         try:
             return fn(*args, **kwargs)
         except (QueueError, Problem) as exc:
@@ -69,6 +86,17 @@ def _fails_cleanly(fn: Callable[..., Any]) -> Callable[..., Any]:
             raise click.ClickException(f"git failed: {exc}") from exc
 
     return wrapper
+
+
+def _open(queue: Path | None) -> git.Repo:
+    """The queue's repository, after kws's recovery ran under its lock (so a read-only
+    command also repairs what an interrupted command left, and says so)."""
+    from workstation.repo.lock import queue_lock
+
+    repo = resolve_queue(queue)
+    with queue_lock(repo):
+        pass
+    return repo
 
 
 def _root(repo: git.Repo) -> Path:
@@ -120,7 +148,7 @@ def verdict_cmd(
     """
     if accept_suggestions and not with_checks:
         raise click.UsageError("--accept-suggestions needs --with-checks (suggestions come from findings)")
-    repo = resolve_queue(queue)
+    repo = _open(queue)
     root = _root(repo)
     rubric = queue_rubric(root)
     values = field_values_from_pairs(rubric, fields)
@@ -170,11 +198,13 @@ def verdict_cmd(
 @_fails_cleanly
 def sync_cmd(attempts: int, queue: Path | None) -> None:
     """Pull (rebase) and push the queue's records; never forces."""
-    repo = resolve_queue(queue)
+    repo = _open(queue)
     click.echo(str(sync(repo, attempts=attempts)))
 
 
 def _share(repo: git.Repo, no_sync: bool) -> bool:
+    """Sync after a reservation; exits 1 (ClickException) when a configured remote was not
+    reached: the command promised to tell others."""
     if no_sync or not repo.remotes:
         if not repo.remotes:
             click.echo("kws: this queue has no remote; the record is local", err=True)
@@ -183,8 +213,9 @@ def _share(repo: git.Repo, no_sync: bool) -> bool:
         click.echo(str(sync(repo)))
         return True
     except SyncError as exc:
-        click.echo(f"kws: committed locally but not shared yet: {exc}", err=True)
-        return False
+        raise click.ClickException(
+            f"committed locally but NOT shared: {exc}\nother reviewers do not see it until a kws sync succeeds"
+        ) from exc
 
 
 @click.command("reserve")
@@ -195,7 +226,7 @@ def _share(repo: git.Repo, no_sync: bool) -> bool:
 @_fails_cleanly
 def reserve_cmd(task: str, hours: float, no_sync: bool, queue: Path | None) -> None:
     """Reserve TASK for HOURS so that other reviewers see it taken, then sync."""
-    repo = resolve_queue(queue)
+    repo = _open(queue)
     who = reviewer_identity(repo)
     r = reserve(repo, task, hours, identity=who)
     click.echo(f"reserved {task} until {r.expires:%Y-%m-%d %H:%MZ}")
@@ -215,7 +246,7 @@ def reserve_cmd(task: str, hours: float, no_sync: bool, queue: Path | None) -> N
 @_fails_cleanly
 def release_cmd(task: str, no_sync: bool, queue: Path | None) -> None:
     """Release your reservation of TASK, then sync."""
-    repo = resolve_queue(queue)
+    repo = _open(queue)
     release(repo, task)
     click.echo(f"released {task}")
     _share(repo, no_sync)
@@ -227,7 +258,7 @@ def release_cmd(task: str, no_sync: bool, queue: Path | None) -> None:
 @_fails_cleanly
 def history_cmd(task: str, queue: Path | None) -> None:
     """Every verdict, dispute and resolution on TASK, oldest first."""
-    repo = resolve_queue(queue)
+    repo = _open(queue)
     rs = load_records(_root(repo))
     h = task_history(repo, task, rs)
     if not h.entries and h.head.tree is None and not h.problems:
@@ -244,7 +275,7 @@ def history_cmd(task: str, queue: Path | None) -> None:
 @_fails_cleanly
 def dispute_cmd(verdict_id: str, fields: tuple[str, ...], rationale: str, queue: Path | None) -> None:
     """Dispute fields of the verdict VERDICT_ID (its id or a unique prefix)."""
-    repo = resolve_queue(queue)
+    repo = _open(queue)
     root = _root(repo)
     rs = load_records(root)
     v = rs.verdict(verdict_id)
@@ -277,7 +308,7 @@ def resolve_cmd(
     queue: Path | None,
 ) -> None:
     """Resolve the dispute DISPUTE_ID (its id or a unique prefix)."""
-    repo = resolve_queue(queue)
+    repo = _open(queue)
     root = _root(repo)
     rs = load_records(root)
     d = rs.dispute(dispute_id)
@@ -306,7 +337,7 @@ def recheck_cmd(verdict_id: str, verbose: bool, queue: Path | None) -> None:
     """Re-run the checks on the task version VERDICT_ID judged; show what differs."""
     from workstation.records.recheck import format_recheck, recheck
 
-    repo = resolve_queue(queue)
+    repo = _open(queue)
     rs = load_records(_root(repo))
     v = rs.verdict(verdict_id)
     try:
@@ -328,7 +359,9 @@ def recheck_cmd(verdict_id: str, verbose: bool, queue: Path | None) -> None:
 @_fails_cleanly
 def calibrate_cmd(queue: Path | None) -> None:
     """Agreement with gold verdicts per reviewer and field; Krippendorff's alpha per field."""
-    repo = resolve_queue(queue)
+    from workstation.records.calibration import calibrate, format_calibration  # numpy: only here
+
+    repo = _open(queue)
     root = _root(repo)
     click.echo(format_calibration(calibrate(root, queue_rubric(root))))
 
@@ -344,7 +377,7 @@ def report_cmd(task: str, output: Path | None, verdict_id: str | None, queue: Pa
     """A Markdown report of TASK's verdict with its evidence."""
     from workstation.records.report import render_report
 
-    repo = resolve_queue(queue)
+    repo = _open(queue)
     root = _root(repo)
     rs = load_records(root)
     _problems(rs)
@@ -365,6 +398,22 @@ def report_cmd(task: str, output: Path | None, verdict_id: str | None, queue: Pa
         click.echo(f"wrote {output}")
 
 
+@click.command("doctor")
+@_queue_option
+@_fails_cleanly
+def doctor_cmd(queue: Path | None) -> None:
+    """What needs attention in this clone: files under the record folders that are not
+    committed records, skipped records and tasks, unknown keys, git state, unsent commits.
+    Exits 1 when it found a problem."""
+    from workstation.records.doctor import diagnose
+
+    repo = _open(queue)
+    d = diagnose(repo)
+    click.echo(d.format())
+    if d.problems:
+        sys.exit(1)
+
+
 COMMANDS = (
     verdict_cmd,
     sync_cmd,
@@ -376,5 +425,6 @@ COMMANDS = (
     recheck_cmd,
     calibrate_cmd,
     report_cmd,
+    doctor_cmd,
 )
 

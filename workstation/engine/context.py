@@ -265,7 +265,27 @@ class CheckContext:
                 signal_name=job.signal_name, stdout_tail=job.stdout_tail, stderr_tail=job.stderr_tail,
                 stdout_bytes=job.stdout_bytes)
             start += died + 1
-        return [o for o in outcomes if o is not None]
+        done = [o for o in outcomes if o is not None]
+        self._task_format_problem(done)
+        return done
+
+    def _task_format_problem(self, outcomes: list[CallOutcome]) -> None:
+        """Raise :class:`~workstation.engine.check.Skip` naming task.toml and the key when a
+        job child found a task-format problem (harness ``TaskFormatError``): ``out_args``
+        beyond the inputs (any case), or a declared case over the input budget. A derived
+        case over the budget stays a failed ``make_inputs`` (kws drops such cases)."""
+        from workstation.engine.check import Skip
+
+        declared = [dict(c) for c in self.task.cases]
+        for o in outcomes:
+            err = o.error or {}
+            if err.get("origin") != "task-format":
+                continue
+            key = str(err.get("key") or "")
+            case = getattr(o.spec, "case", None)
+            if key == "cases" and case is not None and dict(case) not in declared:
+                continue
+            raise Skip(f"the task is malformed: {self.task.dir / 'task.toml'}: {key}: {err.get('message')}")
 
     def calls(self, steps: list[Step], *, memo: bool = False) -> list[CallOutcome]:
         """Run ``steps``; with ``memo`` the results are shared with every other check

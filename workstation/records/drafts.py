@@ -40,7 +40,10 @@ class Draft:
     rationale field key. ``task_tree`` is the git tree id of the task version the reviewer
     is judging (the one the checks ran on), or None before it is known. ``report`` is the
     ``kws check --json`` report (task format v1) the suggestions came from, or None when no
-    checks ran. ``updated`` is the UTC time of the last save.
+    checks ran. ``updated`` is the UTC time of the last save. ``unfinished_checks`` lists
+    the check ids still running (or never run) when the reviewer commits, ``suggested``
+    maps the fields whose value the reviewer took from kws to the source of that
+    suggestion (``records.model.SUGGESTION_SOURCES``); both go into the verdict as is.
     """
 
     task: str
@@ -51,6 +54,8 @@ class Draft:
     task_tree: str | None = None
     report: dict[str, Any] | None = None
     updated: datetime | None = None
+    unfinished_checks: list[str] = field(default_factory=list)
+    suggested: dict[str, str] = field(default_factory=dict)
 
     def to_json(self) -> dict[str, Any]:
         return {
@@ -63,6 +68,8 @@ class Draft:
             "task_tree": self.task_tree,
             "report": self.report,
             "updated": self.updated.isoformat() if self.updated else None,
+            "unfinished_checks": list(self.unfinished_checks),
+            "suggested": dict(self.suggested),
         }
 
     @classmethod
@@ -77,6 +84,8 @@ class Draft:
             task_tree=data.get("task_tree"),
             report=data.get("report"),
             updated=datetime.fromisoformat(updated) if updated else None,
+            unfinished_checks=[str(c) for c in data.get("unfinished_checks") or []],
+            suggested={str(k): str(v) for k, v in (data.get("suggested") or {}).items()},
         )
 
 

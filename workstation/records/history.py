@@ -16,7 +16,7 @@ import git
 from workstation.records.model import Dispute, Resolution, Verdict
 from workstation.records.parse import load_records
 from workstation.records.state import RecordSet
-from workstation.repo.gitqueue import TaskVersion, task_version
+from workstation.repo.gitqueue import TaskVersion, harden, task_version
 from workstation.schema.problem import Problem
 
 __all__ = ["History", "HistoryEntry", "format_history", "task_history", "tree_changes"]
@@ -81,6 +81,7 @@ def tree_changes(repo: git.Repo, a: str, b: str) -> tuple[str, ...] | None:
 
 def task_history(repo: git.Repo, task_id: str, records: RecordSet | None = None) -> History:
     """The history of ``task_id`` in the queue ``repo`` (records read from its work tree)."""
+    harden(repo)
     rs = records if records is not None else load_records(repo.working_tree_dir)
     verdict_tree = {v.verdict_id: v.task_tree for v in rs.verdicts}
     recs: list[Verdict | Dispute | Resolution] = []

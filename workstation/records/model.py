@@ -25,11 +25,13 @@ __all__ = [
     "Outcome",
     "Overall",
     "SCHEMA",
+    "SUGGESTION_SOURCES",
     "CheckStatus",
     "Dispute",
     "FindingSummary",
     "RecordError",
     "Reservation",
+    "Suggestion",
     "Resolution",
     "TaskFlags",
     "Verdict",
@@ -44,6 +46,11 @@ FOLDERS = {
     "resolution": "resolutions",
     "reservation": "reservations",
 }
+#: Where a verdict field's value came from, when the reviewer took kws's suggestion
+#: (``Verdict.suggested``): a complete check run, a run that had not finished, the queue
+#: pre-screen.
+Suggestion = Literal["from-complete-run", "from-incomplete-run", "from-prescreen"]
+SUGGESTION_SOURCES: tuple[str, ...] = get_args(Suggestion)
 #: The record kinds, in the order they are read.
 KINDS = tuple(FOLDERS)
 #: A resolution's outcome (the type; :data:`OUTCOMES` lists the values).
@@ -91,7 +98,10 @@ class Verdict:
     ``fields`` holds the rubric's choice field values other than ``overall``; ``overall``
     and ``rationale`` are stored at the top level. ``task_tree`` is the git tree id of
     ``tasks/<task>`` judged. ``timestamp`` is an aware UTC datetime. ``path`` is the file,
-    relative to the queue root.
+    relative to the queue root. ``sandbox`` is the check report's sandbox (``"bwrap"``,
+    ``"none"``; "" when unknown); ``unfinished_checks`` the check ids that had not finished
+    when the verdict was committed; ``suggested`` maps a field key to where its suggestion
+    came from (:data:`SUGGESTION_SOURCES`), for the fields the reviewer took from kws.
     """
 
     verdict_id: str
@@ -110,6 +120,9 @@ class Verdict:
     kws_version: str = ""
     device: str = ""
     versions: Mapping[str, str] = field(default_factory=dict)
+    sandbox: str = ""
+    unfinished_checks: tuple[str, ...] = ()
+    suggested: Mapping[str, str] = field(default_factory=dict)
     path: Path | None = None
 
     kind = "verdict"

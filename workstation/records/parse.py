@@ -20,10 +20,11 @@ from __future__ import annotations
 import re
 from collections.abc import Callable, Iterable, Iterator, Mapping
 from dataclasses import dataclass
-from datetime import UTC, datetime
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Annotated, Any, Literal, TypeVar
 
+import git
 from msgspec import Meta, Struct
 
 from workstation.records.model import (
@@ -37,13 +38,16 @@ from workstation.records.model import (
     Overall,
     Reservation,
     Resolution,
+    Suggestion,
     Verdict,
 )
 from workstation.records.state import RecordSet
-from workstation.repo.gitqueue import Identity
+from workstation.repo.gitqueue import Identity, harden
+from workstation.repo.plumbing import rev as rev_id
+from workstation.repo.plumbing import run_git
 from workstation.schema.problem import Problem
 from workstation.schema.structs import convert, unknown_keys
-from workstation.schema.toml import read_toml
+from workstation.schema.toml import parse_toml
 from workstation.task.format import TASK_ID_RE
 
 __all__ = ["MAX_RECORD_BYTES", "load_records", "parse_record"]
@@ -118,6 +122,9 @@ class _VerdictFile(_Header, kw_only=True):
     kws_version: str = ""
     device: str = ""
     versions: Annotated[dict[str, str], Meta(description="a table of version strings")] = {}
+    sandbox: Annotated[str, Meta(description="the check report's sandbox, e.g. bwrap or none")] = ""
+    unfinished_checks: Annotated[list[str], Meta(description="an array of check ids")] = []
+    suggested: Annotated[dict[str, Suggestion], Meta(description="a table of field key = suggestion source")] = {}
     verdict_id: _Id
     task: _TaskId
     task_tree: _Tree
@@ -213,6 +220,11 @@ def _verdict(f: _VerdictFile, task: str, file: Path) -> Verdict:
         _nonempty(file, {f"findings[{i}].check": x.check, f"findings[{i}].severity": x.severity})
     for i, c in enumerate(f.checks):
         _nonempty(file, {f"checks[{i}].check": c.check, f"checks[{i}].status": c.status})
+    for i, cid in enumerate(f.unfinished_checks):
+        _nonempty(file, {f"unfinished_checks[{i}]": cid})
+    for key in f.suggested:
+        if key != "overall" and key not in f.fields:
+            raise Problem(file, f"suggested.{key}", "names a field this verdict has no value for")
     return Verdict(
         verdict_id=_record_id(f.verdict_id, file, "verdict_id"),
         task=_task(f.task, task, file),
@@ -235,6 +247,9 @@ def _verdict(f: _VerdictFile, task: str, file: Path) -> Verdict:
         kws_version=f.kws_version,
         device=f.device,
         versions=f.versions,
+        sandbox=f.sandbox,
+        unfinished_checks=tuple(f.unfinished_checks),
+        suggested=dict(f.suggested),
         path=file,
     )
 
@@ -341,58 +356,120 @@ def parse_record(
     return record
 
 
-def _record_files(root: Path, kind: str, problems: list[Problem]) -> Iterator[tuple[Path, str]]:
-    """``(path relative to root, task id)`` of each ``<folder>/<task-id>/*.toml`` of
-    ``kind``, in path order; anything else under the folder goes to ``problems`` (names
-    starting with "." are passed over)."""
-    folder = root / FOLDERS[kind]
-    if not folder.is_dir():
-        return
-    for task_dir in sorted(folder.iterdir()):
-        rel_dir = task_dir.relative_to(root)
-        if task_dir.name.startswith("."):
+def _tree_entries(repo: git.Repo, rev: str, folders: list[str]) -> list[tuple[str, str, str, int, str]]:
+    """``(mode, type, object id, size, path)`` of every entry under ``folders`` in the tree
+    of ``rev`` (recursively; [] when ``rev`` does not exist, e.g. no commit yet)."""
+    if rev_id(repo, rev) is None:
+        return []
+    out = run_git(repo, "ls-tree", "-r", "-z", "-l", "--full-tree", rev, "--", *folders)
+    entries = []
+    for item in out.split(b"\0"):
+        if not item:
             continue
-        if not task_dir.is_dir():
-            problems.append(Problem(rel_dir, "", f"not in a task folder ({FOLDERS[kind]}/<task-id>/)"))
-            continue
-        if not TASK_ID_RE.match(task_dir.name):
-            problems.append(Problem(rel_dir, "", "folder name is not a task id"))
-            continue
-        for f in sorted(task_dir.iterdir()):
-            rel = f.relative_to(root)
-            if f.name.startswith("."):
-                continue
-            if f.suffix != ".toml" or not f.is_file():
-                problems.append(Problem(rel, "", "not a .toml record file"))
-                continue
-            yield rel, task_dir.name
+        meta, _, path = item.partition(b"\t")
+        mode, typ, oid, size = meta.decode().split()
+        entries.append((mode, typ, oid, int(size) if size.isdigit() else -1, path.decode("utf-8", "surrogateescape")))
+    return entries
 
 
-def load_records(root: Path | str, kinds: Iterable[str] = KINDS) -> RecordSet:
-    """Read every record of ``kinds`` under the queue at ``root`` (the work tree, i.e.
-    what HEAD holds plus anything not yet committed), skipping and reporting the malformed
-    ones in ``problems`` and the unknown keys of the others in ``warnings``.
+def _read_blobs(repo: git.Repo, oids: list[str]) -> dict[str, bytes]:
+    """The contents of blobs ``oids``, read with one ``git cat-file --batch``."""
+    if not oids:
+        return {}
+    out = run_git(repo, "cat-file", "--batch", input=("\n".join(oids) + "\n").encode())
+    blobs: dict[str, bytes] = {}
+    pos = 0
+    for oid in oids:
+        nl = out.index(b"\n", pos)
+        header = out[pos:nl].decode().split()
+        pos = nl + 1
+        if len(header) < 3 or header[1] == "missing":
+            continue
+        size = int(header[2])
+        blobs[oid] = out[pos:pos + size]
+        pos += size + 1
+    return blobs
 
-    Only ``<folder>/<task-id>/*.toml`` files are records; any other file or folder under a
-    record folder is reported as a problem. Two files with the same record id: the one
-    later in path order is reported and skipped. Never raises for a record's content.
+
+def _record_entries(entries: list[tuple[str, str, str, int, str]], kind: str,
+                    problems: list[Problem]) -> Iterator[tuple[Path, str, str, int]]:
+    """``(path, task id, blob id, size)`` of each ``<folder>/<task-id>/*.toml`` of ``kind``
+    in ``entries``, in path order; anything else under the folder goes to ``problems``
+    (names starting with "." are passed over)."""
+    folder = FOLDERS[kind]
+    for mode, typ, oid, size, path in entries:
+        parts = path.split("/")
+        if parts[0] != folder:
+            continue
+        rel = Path(path)
+        if any(p.startswith(".") for p in parts[1:]):
+            continue
+        if len(parts) != 3:
+            problems.append(Problem(rel, "", f"not in a task folder ({folder}/<task-id>/<file>.toml)"))
+            continue
+        if not TASK_ID_RE.match(parts[1]):
+            problems.append(Problem(rel, "", "folder name is not a task id"))
+            continue
+        if typ != "blob" or mode not in ("100644", "100755"):
+            what = {"120000": "a symbolic link", "160000": "a submodule"}.get(mode, f"a {typ}")
+            problems.append(Problem(rel, "", f"{what}, not a record file"))
+            continue
+        if not parts[2].endswith(".toml"):
+            problems.append(Problem(rel, "", "not a .toml record file"))
+            continue
+        yield rel, parts[1], oid, size
+
+
+def load_records(source: Path | str | git.Repo, kinds: Iterable[str] = KINDS, *, rev: str = "HEAD") -> RecordSet:
+    """Read every record of ``kinds`` **committed** in the queue ``source`` (a repository,
+    or the path of one): the files in the tree of ``rev`` (default ``HEAD``; e.g.
+    ``refs/remotes/origin/main`` for the fetched remote), never the work tree. A file that
+    was written but not committed (a killed ``kws verdict``, a hand-made file) is not a
+    record; ``kws doctor`` reports it (:func:`workstation.records.doctor.stray_files`).
+
+    Skips and reports the malformed files in ``problems`` and the unknown keys of the
+    others in ``warnings``. Only ``<folder>/<task-id>/*.toml`` files are records; any other
+    entry under a record folder is a problem. Two files with the same record id: the one
+    later in path order is reported and skipped. Never raises for a record's content; a
+    path that is not a git repository gives an empty set with one problem.
     """
-    root = Path(root)
     rs = RecordSet()
+    if isinstance(source, git.Repo):
+        repo = harden(source)
+    else:
+        try:
+            repo = harden(git.Repo(Path(source)))
+        except (git.InvalidGitRepositoryError, git.NoSuchPathError):
+            rs.problems.append(Problem(Path(source), "", "not a git repository: records are read from its commits"))
+            return rs
+    kinds = tuple(kinds)
+    entries = _tree_entries(repo, rev, [FOLDERS[k] for k in kinds])
+    chosen: dict[str, list[tuple[Path, str, str, int]]] = {}
+    for kind in kinds:
+        chosen[kind] = []
+        for rel, task, oid, size in _record_entries(entries, kind, rs.problems):
+            if size > MAX_RECORD_BYTES:
+                rs.problems.append(Problem(rel, "", f"{size} bytes, larger than the {MAX_RECORD_BYTES}-byte limit for this file"))
+                continue
+            chosen[kind].append((rel, task, oid, size))
+    blobs = _read_blobs(repo, sorted({oid for items in chosen.values() for _, _, oid, _ in items}))
     seen: dict[str, Path] = {}
     for kind in kinds:
         out: list[Any] = []
-        for rel, task in _record_files(root, kind, rs.problems):
+        for rel, task, oid, _size in chosen[kind]:
             found: list[Problem] = []
             try:
-                data = read_toml(root / rel, max_bytes=MAX_RECORD_BYTES)
+                raw = blobs[oid]
+                try:
+                    text = raw.decode("utf-8")
+                except UnicodeDecodeError as e:
+                    raise Problem(rel, "", f"not UTF-8 text (byte 0x{raw[e.start]:02x} at offset {e.start})") from None
+                rec = parse_record(kind, parse_toml(text, rel), task, rel, found)
+            except KeyError:
+                rs.problems.append(Problem(rel, "", "its blob is missing from this clone (run git fsck)"))
+                continue
             except Problem as p:
                 rs.problems.append(Problem(rel, p.key, p.problem))
-                continue
-            try:
-                rec = parse_record(kind, data, task, rel, found)
-            except Problem as p:
-                rs.problems.append(p)
                 continue
             if rec.id in seen:
                 rs.problems.append(Problem(rel, f"{kind}_id", f"duplicate id {rec.id} (also in {seen[rec.id]})"))
@@ -402,4 +479,113 @@ def load_records(root: Path | str, kinds: Iterable[str] = KINDS) -> RecordSet:
             out.append(rec)
         out.sort(key=lambda r: r.sort_key)
         setattr(rs, FOLDERS[kind], out)
+    _cross_check(rs, kinds, Path(repo.working_tree_dir or repo.git_dir), datetime.now(UTC))
     return rs
+
+
+#: How far after the reader's clock a record's time may be (clock skew between machines).
+FUTURE_ALLOWANCE = timedelta(days=1)
+#: The longest reservation a record may hold (``kws reserve --hours`` allows 336).
+MAX_RESERVATION = timedelta(hours=336)
+
+
+def _rubric_problem(rubric: Any, values: Mapping[str, str], file: Path, prefix: str) -> Problem | None:
+    """A value in ``values`` that ``rubric`` does not allow, as a Problem (None: all allowed)."""
+    for key, value in values.items():
+        f = rubric.field(key)
+        if f is None or f.kind != "choice":
+            continue  # a field of another rubric version: reported as a warning by the caller
+        if value not in f.allowed:
+            return Problem(file, f"{prefix}.{key}" if prefix else key,
+                           f"unknown value {value!r} for rubric {rubric.id}; expected one of {', '.join(f.allowed)}")
+    return None
+
+
+def _cross_check(rs: RecordSet, kinds: tuple[str, ...], root: Path, now: datetime) -> None:
+    """Move to ``rs.problems`` the records that parse but cannot be right: a time more than
+    :data:`FUTURE_ALLOWANCE` after ``now`` (it would stay the latest forever), a
+    reservation longer than :data:`MAX_RESERVATION`, a value the verdict's rubric does not
+    allow, a dispute of a verdict that is not among the records (or of another task), a
+    resolution of a dispute that is not (or citing another verdict). Fields a rubric does
+    not have are warnings (a later rubric version may add them)."""
+    from workstation.rubric.model import find_rubric
+
+    limit = now + FUTURE_ALLOWANCE
+    rubrics: dict[str, Any] = {}
+
+    def rubric(rid: str) -> Any:
+        if rid not in rubrics:
+            try:
+                rubrics[rid] = find_rubric(rid, root)
+            except Problem:
+                rubrics[rid] = None
+        return rubrics[rid]
+
+    def keep(records: list[Any], check: Callable[[Any], Problem | None]) -> list[Any]:
+        kept = []
+        for r in records:
+            p = check(r)
+            if p is None:
+                kept.append(r)
+            else:
+                rs.problems.append(p)
+        return kept
+
+    def future(r: Any) -> Problem | None:
+        if r.timestamp > limit:
+            return Problem(r.path, "timestamp", f"{r.timestamp.isoformat()} is in the future (more than "
+                           f"{FUTURE_ALLOWANCE.days} day after this machine's clock): a record with it would stay "
+                           "the latest for ever")
+        return None
+
+    def verdict_ok(v: Verdict) -> Problem | None:
+        if (p := future(v)) is not None:
+            return p
+        rub = rubric(v.rubric_id)
+        if rub is None:
+            return None
+        for key in v.fields:
+            if rub.field(key) is None:
+                rs.warnings.append(Problem(v.path, f"fields.{key}", f"not a field of rubric {rub.id} version {rub.version}"))
+        return _rubric_problem(rub, dict(v.fields) | {"overall": v.overall}, v.path, "fields")
+
+    rs.verdicts = keep(rs.verdicts, verdict_ok)
+    rs.reservations = keep(rs.reservations, lambda r: future(r) or (
+        Problem(r.path, "expires", f"a reservation of {(r.expires - r.timestamp).total_seconds() / 3600:.0f} hours; "
+                f"at most {MAX_RESERVATION.total_seconds() / 3600:.0f}")
+        if r.expires is not None and r.expires - r.timestamp > MAX_RESERVATION else None))
+    verdicts = {v.verdict_id: v for v in rs.verdicts}
+
+    def dispute_ok(d: Dispute) -> Problem | None:
+        if (p := future(d)) is not None:
+            return p
+        if "verdict" not in kinds:
+            return None
+        v = verdicts.get(d.verdict_id)
+        if v is None:
+            return Problem(d.path, "verdict_id", f"disputes verdict {d.verdict_id}, which is not among this queue's "
+                           "records (never committed, or skipped: see its own problem)")
+        if v.task != d.task:
+            return Problem(d.path, "task", f"{d.task!r}, but the disputed verdict is on {v.task!r}")
+        rub = rubric(v.rubric_id)
+        return _rubric_problem(rub, d.fields, d.path, "fields") if rub is not None else None
+
+    rs.disputes = keep(rs.disputes, dispute_ok)
+    disputes = {d.dispute_id: d for d in rs.disputes}
+
+    def resolution_ok(r: Resolution) -> Problem | None:
+        if (p := future(r)) is not None:
+            return p
+        if "dispute" not in kinds:
+            return None
+        d = disputes.get(r.dispute_id)
+        if d is None:
+            return Problem(r.path, "dispute_id", f"resolves dispute {r.dispute_id}, which is not among this queue's "
+                           "records (never committed, or skipped: see its own problem)")
+        if d.verdict_id != r.verdict_id:
+            return Problem(r.path, "verdict_id", f"{r.verdict_id}, but the dispute is of verdict {d.verdict_id}")
+        v = verdicts.get(r.verdict_id)
+        rub = rubric(v.rubric_id) if v is not None else None
+        return _rubric_problem(rub, r.fields, r.path, "fields") if rub is not None else None
+
+    rs.resolutions = keep(rs.resolutions, resolution_ok)

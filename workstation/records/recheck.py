@@ -21,6 +21,7 @@ from typing import Any
 import git
 
 from workstation.records.model import RecordError, Verdict
+from workstation.repo.gitqueue import harden
 
 __all__ = ["RecheckDiff", "compare_findings", "extract_task", "format_recheck", "recheck"]
 
@@ -28,6 +29,7 @@ __all__ = ["RecheckDiff", "compare_findings", "extract_task", "format_recheck", 
 def extract_task(repo: git.Repo, task: str, tree: str, dest: Path | str) -> Path:
     """Write the files of git tree ``tree`` (a ``tasks/<task>`` version) to ``dest/<task>``
     and return that folder. Raises RecordError when the tree is not in this clone."""
+    harden(repo)
     try:
         obj = repo.rev_parse(tree)
     except (git.BadName, ValueError) as exc:

@@ -19,7 +19,7 @@ import git
 from workstation.records.history import tree_changes
 from workstation.records.model import Verdict
 from workstation.records.state import RecordSet
-from workstation.repo.gitqueue import task_version
+from workstation.repo.gitqueue import harden, task_version
 from workstation.rubric.model import Rubric
 from workstation.rubric.suggest import suggest
 from workstation.schema.problem import Problem
@@ -60,6 +60,7 @@ def render_report(
 ) -> str:
     """Markdown for ``verdict`` (see the module). ``rubric`` supplies field labels and the
     suggestions; without it, field keys are shown as they are."""
+    harden(repo)
     root = Path(repo.working_tree_dir)
     v = verdict
     title = _title(root, v.task)

@@ -25,9 +25,8 @@ import json
 import math
 import re
 import secrets
-import time
 import uuid
-from collections.abc import Callable, Mapping
+from collections.abc import Mapping
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
@@ -49,13 +48,27 @@ from workstation.records.model import (
     Verdict,
 )
 from workstation.records.parse import MAX_RECORD_BYTES, load_records, parse_record
+from workstation.records.scrub import relative_repro, scrub_secrets, scrub_text, scrub_value
 from workstation.records.state import RecordSet, same_reviewer
 from workstation.repo.gitqueue import (
     Identity,
+    detached_advice,
     git_env,
+    harden,
     head_branch,
     reviewer_identity,
     task_version,
+)
+from workstation.repo.lock import queue_lock
+from workstation.repo.plumbing import (
+    RefMoved,
+    WorkTreeConflict,
+    commit_tree,
+    move_branch,
+    rev,
+    run_git,
+    temp_index,
+    tree_of,
 )
 from workstation.rubric.model import Rubric, validate_values
 from workstation.schema.problem import Problem
@@ -134,48 +147,37 @@ def _trailers(**pairs: str) -> str:
     return "\n".join(lines)
 
 
-def _git_retry(fn: Callable[[], Any], attempts: int = 20) -> Any:
-    """Run a git command, retrying while another git process holds the index lock."""
-    for i in range(attempts):
-        try:
-            return fn()
-        except git.GitCommandError as exc:
-            if "index.lock" not in str(exc) or i == attempts - 1:
-                raise
-            time.sleep(0.05 * (i + 1))
-
-
 def _check_branch(repo: git.Repo, what: str) -> str:
+    harden(repo)
     branch = head_branch(repo)
     if branch is None:
-        raise RecordError(
-            f"{what} not committed: HEAD is detached in {repo.working_tree_dir}; a commit there "
-            f"belongs to no branch and sync would not send it. Check out your branch "
-            f"(git -C {repo.working_tree_dir} switch main) and try again"
-        )
-    try:
-        repo.git.rev_parse("--verify", "-q", "MERGE_HEAD")
-        raise RecordError(f"{what} not committed: a merge is in progress in {repo.working_tree_dir}")
-    except git.GitCommandError:
-        pass
+        raise RecordError(f"{what} not committed: {detached_advice(repo)}")
     git_dir = Path(repo.git_dir)
-    if (git_dir / "rebase-merge").exists() or (git_dir / "rebase-apply").exists():
+    if (git_dir / "MERGE_HEAD").exists():
         raise RecordError(
-            f"{what} not committed: a rebase is in progress in {repo.working_tree_dir} "
-            "(finish it or run git rebase --abort)"
-        )
+            f"{what} not committed: a merge is in progress in {repo.working_tree_dir} (git merge left "
+            f"MERGE_HEAD); finish it (git -C {repo.working_tree_dir} commit) or undo it "
+            f"(git -C {repo.working_tree_dir} merge --abort) and try again")
     return branch
+
+
+_MOVE_ATTEMPTS = 20
 
 
 def _commit_record(
     repo: git.Repo, kind: str, task: str, rel: Path, data: Mapping[str, Any], message: str, who: Identity
 ) -> Any:
-    """Write ``data`` as a new TOML file at ``rel`` (must not exist), commit only that path,
-    and return the record as every reader will see it.
+    """Commit ``data`` as a new TOML file at ``rel`` (must not exist) and return the record
+    as every reader will see it.
 
     The file is read back first, as :func:`~workstation.records.parse.load_records` reads
     it (size, depth, schema): a record kws could not read is a RecordError and never
-    committed. On any failure of the commit the file is removed and unstaged again.
+    committed. The commit is built with plumbing in a temporary index (the blob, a tree of
+    HEAD's tree plus that file, ``commit-tree``), then the branch is moved by
+    :func:`~workstation.repo.plumbing.move_branch` under kws's lock: killed before that the
+    queue is unchanged; after it the commit exists and the next kws command finishes
+    writing the file to the index and work tree. Nothing the reviewer has staged is
+    touched or committed. No hook runs.
     """
     payload = tomli_w.dumps(data).encode("utf-8")
     if len(payload) > MAX_RECORD_BYTES:
@@ -184,40 +186,46 @@ def _commit_record(
         record = parse_record(kind, parse_toml(payload.decode("utf-8"), rel), task, rel)
     except Problem as p:
         raise RecordError(f"{kind} not committed: it would not read back ({p})") from None
-    path = Path(repo.working_tree_dir) / rel
-    path.parent.mkdir(parents=True, exist_ok=True)
-    with path.open("xb") as fh:  # exclusive: records are never overwritten
-        fh.write(payload)
     posix = rel.as_posix()
-    try:
-        _git_retry(lambda: repo.git.add("--", posix))
-        _git_retry(
-            lambda: repo.git.commit("-q", "-m", message, "--only", "--", posix, env=git_env(who))
-        )
-    except BaseException:
-        try:
-            repo.git.rm("-q", "--cached", "--ignore-unmatch", "--", posix)
-        except git.GitCommandError:
-            pass
-        path.unlink(missing_ok=True)
-        raise
-    return record
+    env = git_env(who)
+    with queue_lock(repo):
+        branch = _check_branch(repo, kind)
+        for _ in range(_MOVE_ATTEMPTS):
+            old = rev(repo, f"refs/heads/{branch}")
+            blob = run_git(repo, "hash-object", "-w", "--stdin", input=payload).decode().strip()
+            with temp_index(repo, tree_of(repo, old) if old else None) as ienv:
+                if run_git(repo, "ls-files", "-z", "--", posix, env=ienv):
+                    raise RecordError(f"{kind} not committed: {posix} already exists in HEAD")
+                run_git(repo, "update-index", "--add", "--cacheinfo", f"100644,{blob},{posix}", env=ienv)
+                tree = run_git(repo, "write-tree", env=ienv).decode().strip()
+            commit = commit_tree(repo, tree, [old] if old else [], message, env)
+            try:
+                move_branch(repo, branch, old, commit, f"kws {kind}: {task}")
+            except RefMoved:
+                continue  # the reviewer's own git committed meanwhile: build on the new tip
+            except WorkTreeConflict as exc:
+                raise RecordError(f"{kind} not committed: {exc}") from exc
+            return record
+    raise RecordError(f"{kind} not committed: {branch} kept moving ({_MOVE_ATTEMPTS} tries); try again")
 
 
 def _identity_table(who: Identity) -> dict[str, str]:
     return {"name": who.name, "email": who.email}
 
 
-def _finding_table(f: Mapping[str, Any]) -> dict[str, Any]:
+def _finding_table(f: Mapping[str, Any], root: Path | str | None = None) -> dict[str, Any]:
+    """One finding as stored: text scrubbed (:mod:`workstation.records.scrub`: no
+    credentials, no machine-local paths), the repro command relative to the queue root."""
     out: dict[str, Any] = {
         "check": str(f.get("check", "")),
         "severity": str(f.get("severity", "")),
-        "summary": str(f.get("summary", "")),
+        "summary": scrub_text(str(f.get("summary", "")), root),
     }
     if f.get("repro"):
-        out["repro"] = str(f["repro"])
+        out["repro"] = relative_repro(str(f["repro"]), root)
     ev = f.get("evidence")
     if isinstance(ev, Mapping) and ev:
+        ev = scrub_value(ev, root)
         size = len(json.dumps(ev, default=str))
         if size <= _EVIDENCE_LIMIT:
             out["evidence"] = toml_safe(ev)
@@ -228,13 +236,13 @@ def _finding_table(f: Mapping[str, Any]) -> dict[str, Any]:
     return out
 
 
-def _check_table(c: Mapping[str, Any]) -> dict[str, Any]:
+def _check_table(c: Mapping[str, Any], root: Path | str | None = None) -> dict[str, Any]:
     out: dict[str, Any] = {"check": str(c.get("check", "")), "status": str(c.get("status", ""))}
     secs = c.get("seconds")
     if isinstance(secs, (int, float)) and not isinstance(secs, bool) and math.isfinite(secs):
         out["seconds"] = float(secs)
     if c.get("reason"):
-        out["reason"] = str(c["reason"])
+        out["reason"] = scrub_text(str(c["reason"]), root)
     return out
 
 
@@ -293,13 +301,14 @@ def commit_verdict(
     overall = values.pop("overall")
     rationale = values.pop(rubric.rationale_field, "") or ""
     fields = {f.key: values[f.key] for f in rubric.fields if values.get(f.key)}  # rubric order
+    root = repo.working_tree_dir
     vid, rel, data = _new_record("verdict", draft.task, who)
     data.update({
         "task_tree": tv.tree,
         "overall": overall,
-        "rationale": rationale.strip(),
+        "rationale": scrub_secrets(rationale.strip()),
         "kws_version": workstation.__version__,
-        "device": str(report.get("device") or "none (no checks run)"),
+        "device": scrub_text(str(report.get("device") or "none (no checks run)"), root),
         "rubric": {"id": rubric.id, "version": rubric.version},
         "fields": fields,
     })
@@ -309,8 +318,14 @@ def commit_verdict(
         vers = report.get("versions")
         if isinstance(vers, Mapping):
             data["versions"] = {str(k): str(v) for k, v in vers.items() if v is not None}
-        data["findings"] = [_finding_table(f) for f in report.get("findings") or []]
-        data["checks"] = [_check_table(c) for c in report.get("checks") or []]
+        data["findings"] = [_finding_table(f, root) for f in report.get("findings") or []]
+        data["checks"] = [_check_table(c, root) for c in report.get("checks") or []]
+        if isinstance(report.get("sandbox"), str) and report["sandbox"]:
+            data["sandbox"] = report["sandbox"]
+    if draft.unfinished_checks:
+        data["unfinished_checks"] = [str(c) for c in draft.unfinished_checks]
+    if draft.suggested:
+        data["suggested"] = {str(k): str(v) for k, v in draft.suggested.items()}
     message = (
         f"kws verdict: {overall} {draft.task}\n\n"
         + _trailers(
@@ -380,7 +395,7 @@ def commit_dispute(
     data.update({
         "verdict_id": verdict.verdict_id,
         "task_tree": verdict.task_tree,
-        "rationale": rationale.strip(),
+        "rationale": scrub_secrets(rationale.strip()),
         "fields": dict(fields),
     })
     message = (
@@ -458,7 +473,7 @@ def commit_resolution(
         "dispute_id": dispute.dispute_id,
         "verdict_id": verdict.verdict_id,
         "outcome": outcome,
-        "rationale": rationale.strip(),
+        "rationale": scrub_secrets(rationale.strip()),
         "verdict_values": {k: vvals[k] for k in disputed if k in vvals},
         "dispute_values": dict(dispute.fields),
         "fields": fields,

@@ -13,6 +13,13 @@ initial commit, using the user's git identity or, where none is set, the fallbac
 
 Records (verdicts, disputes, ...) are committed with the **reviewer's** identity
 (:func:`reviewer_identity`), never the fallback: a verdict must say who made it.
+
+**Every git command kws runs goes through** :func:`harden` (applied by :func:`open_queue`
+and by every records function that receives a repository): the repository's own hooks
+and the programs its configuration names never run. A queue's ``.git/`` can be written by
+anyone who could write the work tree (task code runs as the reviewer's user), so its
+configuration is not trusted: see :func:`safe_environment` for the list. The user's own
+environment and global configuration are trusted (their SSH command, credential helpers).
 """
 
 from __future__ import annotations
@@ -30,7 +37,10 @@ import platformdirs
 import workstation
 
 __all__ = [
+    "EMPTY_HOOKS",
     "FALLBACK_IDENTITY",
+    "TRANSPORT_FETCH",
+    "TRANSPORT_PUSH",
     "Identity",
     "IdentityError",
     "QueueError",
@@ -39,10 +49,13 @@ __all__ = [
     "default_queue_path",
     "ensure_default_queue",
     "git_env",
+    "harden",
+    "detached_advice",
     "head_branch",
     "open_queue",
     "resolve_queue",
     "reviewer_identity",
+    "safe_environment",
     "sample_queue_source",
     "state_dir",
     "task_version",
@@ -195,6 +208,151 @@ def git_env(identity: Identity) -> dict[str, str]:
 
 
 # --------------------------------------------------------------------------------------------
+# the git environment of every command kws runs
+
+#: ``core.hooksPath`` for every kws git command: a path that can hold no hook (git looks up
+#: ``<hooksPath>/<hook name>``, which never exists below ``/dev/null``). Safer than an
+#: empty directory, which another process of the same user could fill.
+EMPTY_HOOKS = os.devnull
+
+# Keys of the repository's own configuration (``git config --local``, includes followed)
+# that name a program git would run, and what kws sets instead ("" disables a filter's
+# clean/smudge/process; "cat" is the identity textconv; a merge driver "false" makes a
+# content merge a conflict, never a silent resolution).
+_PROGRAM_KEYS: tuple[tuple[re.Pattern[str], str], ...] = (
+    (re.compile(r"^filter\..+\.(clean|smudge|process)$"), ""),
+    (re.compile(r"^filter\..+\.required$"), "false"),
+    (re.compile(r"^diff\..+\.textconv$"), "cat"),
+    (re.compile(r"^diff\..+\.command$"), ""),
+    (re.compile(r"^merge\..+\.driver$"), "false"),
+    (re.compile(r"^core\.(alternaterefscommand|gitproxy|askpass)$"), ""),
+    (re.compile(r"^diff\.external$"), ""),
+)
+_GLOBAL_FALLBACK = ("gpg.program", "gpg.openpgp.program", "gpg.x509.program", "gpg.ssh.program",
+                    "gpg.ssh.defaultkeycommand")
+_GPG_DEFAULTS = {"gpg.program": "gpg", "gpg.openpgp.program": "gpg", "gpg.x509.program": "gpgsm",
+                 "gpg.ssh.program": "ssh-keygen", "gpg.ssh.defaultkeycommand": ""}
+
+
+def _config_list(args: list[str], cwd: str | None = None) -> list[tuple[str, str]]:
+    """``git config <args> --null --list`` as (key, value) pairs; [] when git refuses."""
+    import subprocess
+
+    env = {k: v for k, v in os.environ.items()
+           if not k.startswith(("GIT_CONFIG_KEY_", "GIT_CONFIG_VALUE_")) and k not in ("GIT_CONFIG_COUNT", "GIT_CONFIG_PARAMETERS")}
+    try:
+        out = subprocess.run(["git", "config", *args, "--null", "--list"], cwd=cwd, env=env,
+                             capture_output=True, timeout=30).stdout
+    except (OSError, subprocess.SubprocessError):
+        return []
+    pairs = []
+    for item in out.decode("utf-8", "replace").split("\0"):
+        if item:
+            key, _, value = item.partition("\n")
+            pairs.append((key.lower(), value))
+    return pairs
+
+
+#: Options of every kws ``git fetch`` / ``git ls-remote``: the program run on the other end
+#: is git's own, whatever ``remote.<name>.uploadpack`` says (for a local remote it runs on
+#: this machine).
+TRANSPORT_FETCH = ("--upload-pack=git-upload-pack",)
+#: Options of every kws ``git push`` (``remote.<name>.receivepack`` ignored likewise).
+TRANSPORT_PUSH = ("--receive-pack=git-receive-pack",)
+
+
+def safe_environment(git_dir: Path | str) -> dict[str, str]:
+    """Environment variables that make git ignore what the repository at ``git_dir``
+    configures to run, for every command kws runs in it.
+
+    Always: ``core.hooksPath`` = :data:`EMPTY_HOOKS` (no hook runs: pre-commit,
+    reference-transaction, post-checkout, pre-push, ...), ``core.fsmonitor=false``,
+    ``protocol.ext.allow=never`` (a remote URL ``ext::<command>`` runs a program),
+    ``GIT_EDITOR`` / ``GIT_SEQUENCE_EDITOR`` ``true`` and ``GIT_PAGER`` ``cat`` (kws never
+    edits or pages), ``GIT_TERMINAL_PROMPT=0`` (nothing waits on a password prompt),
+    ``GIT_OPTIONAL_LOCKS=0`` (``git status`` never takes the index lock).
+
+    From the repository's own configuration (``--local``, includes followed), each key that
+    names a program is overridden: filters' ``clean`` / ``smudge`` / ``process`` (from
+    ``.gitattributes``), diff ``textconv`` / ``command`` and ``diff.external``, merge
+    drivers, ``core.askPass``,
+    ``core.gitProxy``, ``core.alternateRefsCommand``, the gpg programs (set back to the
+    global or system value, else git's default), and credential helpers (the list reset,
+    then the global and system helpers again). ``GIT_SSH_COMMAND`` (which wins over
+    ``core.sshCommand``) is the caller's own, else the global or system
+    ``core.sshCommand``, else ``ssh -o BatchMode=yes`` (no password prompt).
+
+    ``remote.<name>.uploadpack`` / ``receivepack`` cannot be overridden this way (git uses
+    the *first* value given): every kws command that reaches a remote passes
+    :data:`TRANSPORT_FETCH` / :data:`TRANSPORT_PUSH` on its command line instead.
+
+    The overrides are ``GIT_CONFIG_COUNT`` / ``GIT_CONFIG_KEY_<n>`` / ``GIT_CONFIG_VALUE_<n>``
+    (git >= 2.31; command-line scope, which wins over every file), appended after any the
+    caller's environment already sets.
+    """
+    git_dir = str(git_dir)
+    pairs: list[tuple[str, str]] = [
+        ("core.hooksPath", EMPTY_HOOKS),
+        ("core.fsmonitor", "false"),
+        ("protocol.ext.allow", "never"),
+    ]
+    local = _config_list(["--file", str(Path(git_dir) / "config"), "--includes"])
+    glob: list[tuple[str, str]] | None = None
+
+    def global_values() -> list[tuple[str, str]]:
+        nonlocal glob
+        if glob is None:
+            glob = _config_list(["--global"]) + _config_list(["--system"])
+        return glob
+
+    seen: set[str] = set()
+    for key, _value in local:
+        if key in seen:
+            continue
+        seen.add(key)
+        for pattern, replacement in _PROGRAM_KEYS:
+            if pattern.match(key):
+                pairs.append((key, replacement))
+                break
+        else:
+            if key in _GLOBAL_FALLBACK:
+                theirs = [v for k, v in global_values() if k == key]
+                fallback = theirs[-1] if theirs else _GPG_DEFAULTS.get(key, "")
+                pairs.append((key, fallback))
+    if any(k == "credential.helper" or (k.startswith("credential.") and k.endswith(".helper")) for k in seen):
+        pairs.append(("credential.helper", ""))
+        pairs.extend(("credential.helper", v) for k, v in global_values() if k == "credential.helper")
+    env: dict[str, str] = {}
+    base = 0
+    try:
+        base = int(os.environ.get("GIT_CONFIG_COUNT", "0") or 0)
+    except ValueError:
+        base = 0
+    for i, (key, value) in enumerate(pairs, start=base):
+        env[f"GIT_CONFIG_KEY_{i}"] = key
+        env[f"GIT_CONFIG_VALUE_{i}"] = value
+    env["GIT_CONFIG_COUNT"] = str(base + len(pairs))
+    env.update({"GIT_EDITOR": "true", "GIT_SEQUENCE_EDITOR": "true", "GIT_PAGER": "cat",
+                "GIT_TERMINAL_PROMPT": "0", "GIT_OPTIONAL_LOCKS": "0"})
+    if "GIT_SSH_COMMAND" not in os.environ and "GIT_SSH" not in os.environ:
+        ssh = [v for k, v in global_values() if k == "core.sshcommand"]
+        env["GIT_SSH_COMMAND"] = ssh[-1] if ssh else "ssh -o BatchMode=yes"
+    return env
+
+
+def harden(repo: git.Repo) -> git.Repo:
+    """Apply :func:`safe_environment` to every later command of ``repo.git`` (GitPython's
+    persistent environment, merged under each call's own ``env``), once; returns ``repo``.
+
+    Called by :func:`open_queue` and at the start of every records function that receives
+    a repository, so a ``git.Repo`` made elsewhere is hardened before kws runs git in it.
+    """
+    if repo.git.environment().get("KWS_GIT_HARDENED") != repo.git_dir:
+        repo.git.update_environment(**safe_environment(repo.git_dir), KWS_GIT_HARDENED=repo.git_dir)
+    return repo
+
+
+# --------------------------------------------------------------------------------------------
 # opening a queue
 
 
@@ -224,7 +382,7 @@ def open_queue(path: Path | str) -> git.Repo:
             f"{p}: inside the git repository {root} but not its root; a queue is a git "
             "repository of its own (task format v1)"
         )
-    return repo
+    return harden(repo)
 
 
 def resolve_queue(path: Path | str | None) -> git.Repo:
@@ -242,10 +400,46 @@ def head_branch(repo: git.Repo) -> str | None:
         return None
 
 
+def detached_advice(repo: git.Repo) -> str:
+    """What a detached HEAD in ``repo`` is and what to do, in one sentence or two: the
+    commit it is at, a rebase or merge in progress (which detaches HEAD), and the branches
+    that contain the commit (or how to keep it on a new one)."""
+    harden(repo)
+    wt = repo.working_tree_dir
+    gd = Path(repo.git_dir)
+    try:
+        head = repo.git.log("-1", "--format=%h %s").strip()
+    except git.GitCommandError:
+        head = "an unknown commit"
+    for name in ("rebase-merge", "rebase-apply"):
+        state = gd / name
+        if state.is_dir():
+            try:
+                branch = (state / "head-name").read_text().strip().removeprefix("refs/heads/")
+            except OSError:
+                branch = "a branch"
+            return (f"HEAD is detached at {head} because a rebase of {branch} is in progress in {wt} "
+                    f"(not started by kws); finish it (git -C {wt} rebase --continue) or undo it "
+                    f"(git -C {wt} rebase --abort), then run the command again")
+    try:
+        branches = [b.strip() for b in repo.git.branch("--contains", "HEAD", "--format=%(refname:short)").splitlines()
+                    if b.strip()]
+    except git.GitCommandError:
+        branches = []
+    if branches:
+        return (f"HEAD is detached at {head} in {wt} (someone ran git checkout of a commit); it is on "
+                f"{', '.join(branches[:5])}: check out that branch (git -C {wt} switch {branches[0]}) and run "
+                "the command again")
+    return (f"HEAD is detached at {head} in {wt} and no branch contains that commit; keep it on a branch "
+            f"(git -C {wt} switch -c NAME) or go back to yours (git -C {wt} switch BRANCH), then run the "
+            "command again")
+
+
 def task_version(repo: git.Repo, task_id: str) -> TaskVersion:
     """The git tree id of ``tasks/<task_id>`` in HEAD and whether the work tree differs."""
     if not _TASK_ID_RE.match(task_id):
         raise QueueError(f"{task_id!r} is not a task id ([a-z0-9][a-z0-9._-]*)")
+    harden(repo)
     rel = f"tasks/{task_id}"
     tree: str | None = None
     try:

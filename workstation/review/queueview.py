@@ -55,8 +55,8 @@ __all__ = [
 ]
 
 #: the index cache's format; a cache of another format is ignored (3: errors as
-#: ``Problem.as_dict()``, without the task name of format 2).
-_CACHE_SCHEMA = 3
+#: ``Problem.as_dict()``, without the task name of format 2; 4: task warnings).
+_CACHE_SCHEMA = 4
 
 
 @dataclass(frozen=True)
@@ -82,7 +82,9 @@ class TaskSummary:
 class QueueIndex:
     """The tasks of a queue, by folder name. A folder is either in ``tasks`` (loads, or not
     yet validated) or in ``errors`` (does not load: the file, the dotted key and the
-    problem)."""
+    problem). ``warnings`` holds each validated task's warnings (unknown keys, duplicate
+    cases); ``queue_problems`` queue.toml's (a queue.toml that does not load is reported
+    there and the defaults are used; its unknown keys are there too)."""
 
     root: Path
     name: str
@@ -90,6 +92,8 @@ class QueueIndex:
     tasks: dict[str, TaskSummary] = field(default_factory=dict)
     errors: dict[str, Problem] = field(default_factory=dict)
     signatures: dict[str, str] = field(default_factory=dict)
+    warnings: dict[str, list[Problem]] = field(default_factory=dict)
+    queue_problems: list[Problem] = field(default_factory=list)
 
     @property
     def pending(self) -> list[str]:
@@ -125,7 +129,8 @@ def _save_cache(index: QueueIndex) -> None:
     for name, sig in index.signatures.items():
         s = index.tasks.get(name)
         if s is not None and s.validated:
-            entries[name] = {"sig": sig, "summary": asdict(s)}
+            entries[name] = {"sig": sig, "summary": asdict(s),
+                             "warnings": [w.as_dict() for w in index.warnings.get(name, [])]}
         elif name in index.errors:
             entries[name] = {"sig": sig, "error": index.errors[name].as_dict()}
     path = cache_file(index.root)
@@ -210,9 +215,14 @@ def scan_queue(root: Path | str, *, use_cache: bool = True) -> QueueIndex:
     tasks_dir = root / "tasks"
     if not tasks_dir.is_dir():
         raise Problem(root, "", "not a kws queue: no tasks/ folder")
-    cfg = read_queue_config(root)
-    name, rubric = cfg.name, cfg.rubric
-    index = QueueIndex(root=root, name=name, rubric_id=rubric)
+    from workstation.task.queue import DEFAULT_RUBRIC
+
+    try:
+        cfg = read_queue_config(root)
+        name, rubric, queue_problems = cfg.name, cfg.rubric, list(cfg.warnings)
+    except Problem as e:  # skipped with its message: the defaults apply
+        name, rubric, queue_problems = root.name, DEFAULT_RUBRIC, [e]
+    index = QueueIndex(root=root, name=name, rubric_id=rubric, queue_problems=queue_problems)
     cache = _load_cache(root) if use_cache else {}
     folders = sorted(e.name for e in os.scandir(tasks_dir) if e.is_dir() and not e.name.startswith("."))
     for folder in folders:
@@ -224,6 +234,8 @@ def scan_queue(root: Path | str, *, use_cache: bool = True) -> QueueIndex:
             try:
                 if "summary" in hit:
                     index.tasks[folder] = TaskSummary(**{**hit["summary"], "dir": str(d)})
+                    if hit.get("warnings"):
+                        index.warnings[folder] = [Problem(**w) for w in hit["warnings"]]
                     continue
                 if "error" in hit:
                     index.errors[folder] = Problem(**hit["error"])
@@ -279,7 +291,10 @@ def validate_index(
             break
         d = index.root / "tasks" / folder
         try:
-            index.tasks[folder] = summary_of(load_task(d))
+            task = load_task(d)
+            index.tasks[folder] = summary_of(task)
+            if task.warnings:
+                index.warnings[folder] = list(task.warnings)
         except Problem as e:
             index.tasks.pop(folder, None)
             index.errors[folder] = e

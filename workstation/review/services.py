@@ -55,6 +55,7 @@ __all__ = [
     "load_draft",
     "load_queue",
     "open_queue_root",
+    "problem_lines",
     "reload_records",
     "task_dir",
     "task_history",
@@ -113,6 +114,37 @@ class QueueState:
     drafts: set[str] = field(default_factory=set)
     validating: bool = False
     loaded: bool = False
+    record_problems: list[Problem] = field(default_factory=list)
+    record_warnings: list[Problem] = field(default_factory=list)
+
+
+def problem_lines(state: QueueState) -> list[str]:
+    """The queue screen's problem list, one line each (file relative to the queue root:
+    key: problem), grouped: tasks that do not load, files under the record folders that
+    are not committed records or do not load (skipped, never counted), and warnings
+    (queue.toml, tasks, records: unknown keys, duplicate cases)."""
+    def rel(p: Problem) -> str:
+        try:
+            f = Path(p.file).resolve().relative_to(Path(state.root).resolve()) if Path(p.file).is_absolute() else p.file
+        except ValueError:
+            f = Path(p.file)
+        return f"{f}: {p.key + ': ' if p.key else ''}{p.problem}"
+
+    lines: list[str] = []
+    ix = state.index
+    errs = list(ix.errors.values()) if ix else []
+    if errs:
+        lines.append(f"Malformed tasks ({len(errs)}): file: key: problem")
+        lines += [f"  {rel(e)}" for e in errs]
+    if state.record_problems:
+        lines.append(f"Skipped record files ({len(state.record_problems)}; not counted)")
+        lines += [f"  {rel(p)}" for p in state.record_problems]
+    warns = (list(ix.queue_problems) if ix else []) + [w for ws in (ix.warnings.values() if ix else ()) for w in ws]
+    warns += state.record_warnings
+    if warns:
+        lines.append(f"Warnings ({len(warns)})")
+        lines += [f"  {rel(w)}" for w in warns]
+    return lines
 
 
 def _drafts_present(root: Path) -> set[str]:
@@ -158,6 +190,7 @@ def load_queue(root: Path, *, validate: bool = True) -> Iterator[QueueState]:
     from workstation.records.parse import load_records
 
     st.records = load_records(root)
+    st.record_problems, st.record_warnings = _record_problems(root, st.records)
     st.rows = build_rows(st.index, st.records, st.me, st.drafts)
     yield st
 
@@ -170,6 +203,22 @@ def load_queue(root: Path, *, validate: bool = True) -> Iterator[QueueState]:
         yield st
 
 
+def _record_problems(root: Path, records: Any) -> tuple[list[Problem], list[Problem]]:
+    """(skipped record files and stray files under the record folders, record warnings)."""
+    from workstation.records.doctor import stray_files
+
+    problems = list(records.problems)
+    try:
+        repo = open_queue(root)
+        try:
+            problems += stray_files(repo)
+        finally:
+            repo.close()
+    except QueueError:
+        pass
+    return problems, list(records.warnings)
+
+
 def reload_records(state: QueueState) -> QueueState:
     """``state`` with the records read again (after a commit or a dispute) and the rows
     rebuilt."""
@@ -177,6 +226,7 @@ def reload_records(state: QueueState) -> QueueState:
 
     st = replace(state)
     st.records = load_records(st.root)
+    st.record_problems, st.record_warnings = _record_problems(st.root, st.records)
     if st.index is not None:
         st.rows = build_rows(st.index, st.records, st.me, st.drafts)
     return st

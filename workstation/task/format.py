@@ -89,10 +89,11 @@ class EntryTable(Struct, frozen=True):
 
 
 class ParamTable(Struct, frozen=True):
-    """One ``[params]`` entry: the legal values of an integer case parameter."""
+    """One ``[params]`` entry: the legal values of an integer case parameter (sizes: the
+    contract's default for an unlisted one is any positive int, so bounds are >= 0)."""
 
-    min: Annotated[int, Meta(description="an integer")] | None = None
-    max: Annotated[int, Meta(description="an integer")] | None = None
+    min: Annotated[int, Meta(ge=0, description="a non-negative integer")] | None = None
+    max: Annotated[int, Meta(ge=0, description="a non-negative integer")] | None = None
     multiple_of: Annotated[int, Meta(gt=0, description="a positive integer")] | None = None
     choices: Annotated[list[Scalar], Meta(min_length=1, description="a non-empty array")] | None = None
 
@@ -121,7 +122,7 @@ class ClaimsTable(Struct, frozen=True):
     """``[claims]``: what the task reports about itself."""
 
     status: Annotated[Literal["pass", "fail"], Meta(description="'pass' or 'fail'")] = "pass"
-    failure: Annotated[str, Meta(description="free text")] = ""
+    failure: Annotated[str, Meta(description="free text", max_length=20_000)] = ""
     failure_class: FailureClass = ""
     speedup: NonNegFloat = 0.0
 
@@ -144,13 +145,19 @@ class ProfileTable(Struct, frozen=True):
     device: Annotated[str, Meta(max_length=200, description="a device name")] = ""
 
 
+#: The longest ``title`` (characters): one line in a table.
+MAX_TITLE = 200
+#: The longest free-text value (``claims.failure``), characters.
+MAX_TEXT = 20_000
+
+
 class TaskFile(Struct, frozen=True):
     """The whole ``task.toml``. ``tolerance`` holds ``atol``/``rtol``/``ulp`` and
     ``[tolerance.<dtype>]`` sub-tables side by side; :func:`_tolerances` splits them."""
 
     schema: Annotated[int, Meta(description="the format version, 1")]
     id: Annotated[str, Meta(description="the task id")]
-    title: Annotated[str, Meta(description="a one-line title")]
+    title: Annotated[str, Meta(description="a one-line title", max_length=MAX_TITLE)]
     kind: Kind
     backend: Backend
     spec: Annotated[str, Meta(description="the spec file name")]
@@ -244,6 +251,20 @@ def _params(toml: Path, table: dict[str, ParamTable]) -> dict[str, ParamSpec]:
     return out
 
 
+def _tolerance_value(toml: Path, key: str, v: float) -> float:
+    """One atol / rtol / ulp value: a finite number >= 0; ``ulp`` a whole number (a count
+    of representable values)."""
+    if v != v:
+        raise Problem(toml, key, "must be a number >= 0, got nan (nan compares false: no output would ever be close)")
+    if v < 0:
+        raise Problem(toml, key, f"must be >= 0, got {v}")
+    if v == float("inf"):
+        raise Problem(toml, key, "must be finite, got inf (every output would be close)")
+    if key.endswith("ulp") and float(v) != int(v):
+        raise Problem(toml, key, f"must be a whole number of ULPs, got {v}")
+    return float(v)
+
+
 def _tolerances(toml: Path, table: dict[str, float | ToleranceTable]) -> tuple[Tolerance, dict[str, Tolerance]]:
     """``[tolerance]``'s own keys and its per-dtype sub-tables."""
     own: dict[str, float] = {}
@@ -252,14 +273,37 @@ def _tolerances(toml: Path, table: dict[str, float | ToleranceTable]) -> tuple[T
         if isinstance(v, ToleranceTable):
             if k not in DTYPE_NAMES:
                 raise Problem(toml, f"tolerance.{k}", f"unknown dtype {k!r} for a per-dtype tolerance")
-            by_dtype[k] = Tolerance(atol=v.atol, rtol=v.rtol, ulp=v.ulp)
+            vals = {n: _tolerance_value(toml, f"tolerance.{k}.{n}", x) if x is not None else None
+                    for n, x in (("atol", v.atol), ("rtol", v.rtol), ("ulp", v.ulp))}
+            by_dtype[k] = Tolerance(**vals)
         elif k in ("atol", "rtol", "ulp"):
-            if v < 0 or v != v:
-                raise Problem(toml, f"tolerance.{k}", f"must be >= 0, got {v}")
-            own[k] = float(v)
+            own[k] = _tolerance_value(toml, f"tolerance.{k}", v)
         else:
             raise Problem(toml, f"tolerance.{k}", "unknown key; expected atol, rtol, ulp or a [tolerance.<dtype>] table")
     return Tolerance(**own), by_dtype
+
+
+def _case_shape(toml: Path, cases: list[dict[str, Any]], key: str, warnings: list[Problem]) -> None:
+    """Every case names the same parameters (a case missing one that another case has is an
+    error: ``make_inputs`` would fail or pick a default nobody declared); a case equal to
+    an earlier one is a warning (valid, but it only repeats work)."""
+    names: dict[str, int] = {}
+    for i, case in enumerate(cases):
+        for k in case:
+            names.setdefault(k, i)
+    for i, case in enumerate(cases):
+        for k, first in names.items():
+            if k not in case:
+                raise Problem(toml, f"{key}[{i}].{k}", f"missing: {key}[{first}] has {k}, and every case must "
+                              "name the same parameters")
+    seen: dict[tuple, int] = {}
+    for i, case in enumerate(cases):
+        sig = tuple(sorted((k, type(v).__name__, v) for k, v in case.items()))
+        if sig in seen:
+            warnings.append(Problem(toml, f"{key}[{i}]", f"the same case as {key}[{seen[sig]}] (ignored: "
+                                    "it only repeats the work)"))
+        else:
+            seen[sig] = i
 
 
 def _cases(toml: Path, raw: list[dict[str, Any]], params: dict[str, ParamSpec], key: str) -> list[dict[str, Any]]:
@@ -360,6 +404,8 @@ def load_task(task_dir: Path | str) -> Task:
     if not doc.cases:
         raise Problem(toml, "cases", "at least one [[cases]] table is required")
     cases = _cases(toml, doc.cases, params, "cases")
+    _case_shape(toml, cases, "cases", warnings)
+    unique = [c for i, c in enumerate(cases) if not any(w.key == f"cases[{i}]" for w in warnings)]
     for p in contract.reduction:
         if not any(p in case for case in cases):
             raise Problem(toml, "contract.reduction", f"{p!r} is not a parameter of any case")
@@ -367,6 +413,8 @@ def load_task(task_dir: Path | str) -> Task:
     cl = doc.claims
     claims = Claims(status=cl.status, failure=cl.failure, failure_class=cl.failure_class, speedup=float(cl.speedup))
     bench_cases = _cases(toml, doc.benchmark.cases, params, "benchmark.cases")
+    _case_shape(toml, bench_cases, "benchmark.cases", warnings)
+    cases = unique
     profiles = _profiles(task_dir, toml, doc.profiles, params)
 
     return Task(

@@ -4,7 +4,9 @@ A queue is a git repository with ``tasks/<task-id>/task.toml`` folders (task for
 "A queue"). ``queue.toml`` is optional; its keys (documented in ``docs/task-format.md``):
 
 - ``name``: the queue's display name (default: the folder's name);
-- ``rubric``: the rubric id verdicts use (default ``kernel-review``).
+- ``rubric``: the rubric id verdicts use (default ``kernel-review``);
+- ``sync_refs``: extra git refs ``kws sync`` exchanges besides the branch (full names such
+  as ``refs/notes/kws-screen``; default none).
 
 Unknown keys are warnings, as in task.toml. Every component that needs queue settings
 (the CLI, the queue screen's index, the rubric lookup) reads them through
@@ -33,17 +35,22 @@ class QueueFile(Struct, frozen=True):
 
     name: Annotated[str, Meta(description="a string", max_length=200)] | None = None
     rubric: Annotated[str, Meta(description="a rubric id", pattern=r"^[a-z0-9][a-z0-9._-]*$")] | None = None
+    sync_refs: Annotated[
+        list[Annotated[str, Meta(pattern=r"^refs/(?!heads/|remotes/|tags/)[A-Za-z0-9._/-]+$",
+                                 description="a full ref name such as refs/notes/NAME")]],
+        Meta(description="an array of ref names")] = []
 
 
 @dataclass(frozen=True)
 class QueueConfig:
-    """A queue's settings: ``name``, ``rubric`` (with defaults applied) and the warnings
-    reading ``queue.toml`` produced (unknown keys)."""
+    """A queue's settings: ``name``, ``rubric`` (with defaults applied), ``sync_refs`` and
+    the warnings reading ``queue.toml`` produced (unknown keys)."""
 
     root: Path
     name: str
     rubric: str
     warnings: tuple[Problem, ...] = ()
+    sync_refs: tuple[str, ...] = ()
 
 
 def read_queue_config(root: Path | str) -> QueueConfig:
@@ -59,7 +66,7 @@ def read_queue_config(root: Path | str) -> QueueConfig:
     data = read_toml(qt)
     doc = convert(data, QueueFile, file=qt)
     warnings = tuple(Problem(qt, k, "unknown key (ignored)") for k in unknown_keys(data, QueueFile))
-    return QueueConfig(root, doc.name or root.name, doc.rubric or DEFAULT_RUBRIC, warnings)
+    return QueueConfig(root, doc.name or root.name, doc.rubric or DEFAULT_RUBRIC, warnings, tuple(doc.sync_refs))
 
 
 @dataclass
@@ -84,17 +91,23 @@ def task_dirs(root: Path) -> list[Path]:
 
 
 def load_queue(root: Path | str) -> QueueLoad:
-    """Load every task under ``<root>/tasks``; malformed ones become :class:`Problem` s.
+    """Load every task under ``<root>/tasks``; malformed ones become :class:`Problem` s. A
+    ``queue.toml`` that does not read, parse or validate is one of those problems too (the
+    defaults are used, so the tasks still list).
 
     Raises:
-        Problem: only when the queue itself is unusable (no ``tasks/`` folder, a
-            ``queue.toml`` that does not parse or validate).
+        Problem: only when there is no queue (no ``tasks/`` folder).
     """
     root = Path(root)
     if not (root / "tasks").is_dir():
         raise Problem(root, "", "not a kws queue: no tasks/ folder")
-    cfg = read_queue_config(root)
-    tasks, errors, warnings = [], [], list(cfg.warnings)
+    tasks, errors, warnings = [], [], []
+    try:
+        cfg = read_queue_config(root)
+        warnings += cfg.warnings
+    except Problem as e:
+        cfg = QueueConfig(root, root.name, DEFAULT_RUBRIC)
+        errors.append(e)
     for d in task_dirs(root):
         try:
             t = load_task(d)

@@ -331,13 +331,50 @@ def _bundled_path(name: str) -> Path | None:
 
 
 def resolve_keymap(choice: str | None = None, *, user_file: Path | None = None) -> KeymapLoad:
-    """The keymap to use (see the module docstring). Never raises for a bad file: its
-    problem goes to ``problems`` and the default keymap is used instead."""
+    """The keymap to use (see the module docstring). Never raises: a bad file's problem
+    (or any other error resolving the keymap: an unreadable config folder, a path the
+    system refuses, a directory where the file should be) goes to ``problems`` and the
+    default keymap is used instead."""
+    try:
+        return _resolve_keymap(choice, user_file)
+    except Exception as e:  # noqa: BLE001 - documented as never raising
+        where = user_file if user_file is not None else (choice or "keymap")
+        out = KeymapLoad(name="default", keys=defaults())
+        out.problems.append(e if isinstance(e, Problem) else Problem(str(where), "", f"cannot be used: {e}"))
+        return out
+
+
+def _user_file_state(ufile: Path) -> str:
+    """``"file"``, ``"absent"`` or why the user keymap path cannot be read."""
+    try:
+        st = ufile.stat()
+    except FileNotFoundError:
+        return "absent"
+    except NotADirectoryError:
+        return "absent"
+    except OSError as e:
+        return f"cannot be read: {e.strerror or e}"
+    except ValueError as e:
+        return f"is not a usable path: {e}"
+    import stat as _stat
+
+    if _stat.S_ISDIR(st.st_mode):
+        return "is a directory, not a keymap file"
+    if not _stat.S_ISREG(st.st_mode):
+        return "is not a regular file"
+    return "file"
+
+
+def _resolve_keymap(choice: str | None, user_file: Path | None) -> KeymapLoad:
     out = KeymapLoad(name="default", keys=defaults())
     ufile = user_file if user_file is not None else user_keymap_path()
     user_keys: dict[str, str] = {}
     user_base: str | None = None
-    if ufile.is_file():
+    state = _user_file_state(ufile)
+    if state not in ("file", "absent"):
+        out.problems.append(Problem(ufile, "", state))
+        return out
+    if state == "file":
         try:
             user_keys, _uname, user_base = load_keymap_file(ufile, user=True)
         except Problem as e:

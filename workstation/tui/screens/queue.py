@@ -4,8 +4,6 @@ file, key and problem, a filter line and a sort key. It shows the app's
 
 from __future__ import annotations
 
-from typing import Any
-
 from textual.app import ComposeResult
 from textual.containers import VerticalScroll
 from textual.screen import Screen
@@ -18,7 +16,7 @@ from workstation.review.queueview import (
     parse_filter,
     sort_rows,
 )
-from workstation.review.services import QueueState
+from workstation.review.services import QueueState, problem_lines
 from workstation.tui.keymap import bindings_for
 from workstation.tui.widgets.filter_input import FilterInput
 from workstation.tui.widgets.queue_table import QueueTable
@@ -111,13 +109,10 @@ class QueueScreen(Screen):
         set_static(self.query_one("#queue-status", Static), fit(" · ".join(parts), max(1, self.size.width)))
 
     def _malformed(self) -> None:
-        q = self.app.queue
-        errs = list(q.index.errors.values()) if q.index else []
+        lines = problem_lines(self.app.queue)
         box = self.query_one("#malformed-box")
-        box.set_class(not errs, "-empty")
-        if errs:
-            lines = [f"Malformed tasks ({len(errs)}): file: key: problem"]
-            lines += [f"  {_relative(e.file, q.root)}: {e.key + ': ' if e.key else ''}{e.problem}" for e in errs]
+        box.set_class(not lines, "-empty")
+        if lines:
             self.query_one("#malformed", Static).update("\n".join(lines))
 
     def on_resize(self) -> None:
@@ -194,12 +189,3 @@ class QueueScreen(Screen):
     def action_quit(self) -> None:
         self.app.exit()
 
-
-def _relative(file: str, root: Any) -> str:
-    """``file`` relative to the queue root when it is inside it."""
-    from pathlib import Path
-
-    try:
-        return str(Path(file).resolve().relative_to(Path(root).resolve()))
-    except ValueError:
-        return file

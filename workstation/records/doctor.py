@@ -1,0 +1,126 @@
+"""``kws doctor``: what in a queue clone needs attention, without changing anything kws
+did not break itself.
+
+Records are read from commits only (:func:`workstation.records.parse.load_records`), so a
+file under a record folder that is not committed as it is never counts; :func:`stray_files`
+lists them: untracked files (a killed ``kws verdict`` of an older kws, a hand-made file),
+record files changed or deleted in the work tree, and record paths staged differently from
+HEAD. :func:`diagnose` adds everything else a reviewer should know: records and tasks that
+were skipped and why, warnings (unknown keys), the git state (a rebase or merge in
+progress, git locks, an unfinished kws update), and commits not yet sent.
+
+Running it takes kws's lock like any kws command, so the recovery of
+:mod:`workstation.repo.lock` runs first (and is logged).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import git
+
+from workstation.records.model import FOLDERS
+from workstation.records.parse import load_records
+from workstation.repo.gitqueue import harden, head_branch
+from workstation.repo.lock import queue_lock, stale_git_locks
+from workstation.repo.plumbing import read_journal, rev, run_git
+from workstation.schema.problem import Problem
+
+__all__ = ["Diagnosis", "diagnose", "stray_files"]
+
+
+def _z(out: bytes) -> list[str]:
+    return [p.decode("utf-8", "surrogateescape") for p in out.split(b"\0") if p]
+
+
+def stray_files(repo: git.Repo) -> list[Problem]:
+    """Files under the record folders whose work-tree or index state differs from HEAD:
+    each a :class:`Problem` (path relative to the queue root, ``""``, what it is). These
+    are never read as records."""
+    harden(repo)
+    folders = [f for f in FOLDERS.values()]
+    out: list[Problem] = []
+    if repo.working_tree_dir is None:
+        return out
+    for path in _z(run_git(repo, "ls-files", "-z", "--others", "--", *folders)):
+        out.append(Problem(Path(path), "", "not committed, so not a record (a killed kws command, or a file "
+                                           "made by hand); remove it, or commit it if it is a real record"))
+    if rev(repo, "HEAD") is not None:
+        raw = _z(run_git(repo, "diff-index", "-z", "--cached", "--name-status", "--no-renames", "HEAD", "--",
+                         *folders))
+        for status, path in zip(raw[::2], raw[1::2], strict=False):
+            what = {"A": "staged but not committed", "D": "committed, but removed from the index",
+                    "M": "a committed record, changed in the index (records are never edited)"}.get(status, "staged")
+            out.append(Problem(Path(path), "", f"{what}; records count as committed"))
+    raw = _z(run_git(repo, "diff-files", "-z", "--name-status", "--", *folders))
+    for status, path in zip(raw[::2], raw[1::2], strict=False):
+        what = {"D": "a committed record, deleted from the work tree",
+                "M": "a committed record, edited in the work tree (records are never edited)"}.get(status, "changed")
+        out.append(Problem(Path(path), "", f"{what}; the committed version still counts"))
+    return sorted(out, key=lambda p: (p.file.as_posix(), p.problem))
+
+
+@dataclass
+class Diagnosis:
+    """What :func:`diagnose` found. ``problems`` need attention (``kws doctor`` exits 1
+    when there are any); ``warnings`` and ``notes`` are for information."""
+
+    root: Path
+    problems: list[Problem] = field(default_factory=list)
+    warnings: list[Problem] = field(default_factory=list)
+    notes: list[str] = field(default_factory=list)
+
+    def format(self) -> str:
+        lines = [f"kws doctor: {self.root}"]
+        if not self.problems and not self.warnings:
+            lines.append("  no problems found")
+        for p in self.problems:
+            lines.append(f"  problem: {p}")
+        for w in self.warnings:
+            lines.append(f"  warning: {w}")
+        lines.extend(f"  note: {n}" for n in self.notes)
+        return "\n".join(lines)
+
+
+def diagnose(repo: git.Repo) -> Diagnosis:
+    """Everything :mod:`the module <workstation.records.doctor>` describes, for ``repo``."""
+    from workstation.records.sync import unsent
+    from workstation.task.queue import load_queue
+
+    harden(repo)
+    root = Path(repo.working_tree_dir)
+    d = Diagnosis(root)
+    with queue_lock(repo):
+        d.problems += stray_files(repo)
+        rs = load_records(repo)
+        d.problems += rs.problems
+        d.warnings += rs.warnings
+        try:
+            q = load_queue(root)
+            d.problems += q.errors
+            d.warnings += q.warnings
+        except Problem as p:
+            d.problems.append(p)
+        gd = Path(repo.git_dir)
+        for name, what in (("rebase-merge", "a rebase"), ("rebase-apply", "a rebase or git am"),
+                           ("MERGE_HEAD", "a merge")):
+            if (gd / name).exists():
+                d.problems.append(Problem(gd / name, "", f"{what} is in progress (not kws's); finish or abort it"))
+        for lock in stale_git_locks(repo):
+            d.problems.append(Problem(lock, "", "a git lock held by a running git process (or left by one that "
+                                                "kws could not tell had ended)"))
+        j = read_journal(repo)
+        if j is not None:
+            d.problems.append(Problem(gd / "kws" / "journal.json", "", "an interrupted kws update kws could not finish"))
+        if head_branch(repo) is None:
+            d.problems.append(Problem(root, "", "HEAD is detached: kws commits records only on a branch"))
+        else:
+            n = unsent(repo)
+            if n:
+                d.notes.append(f"{n} local commit(s) not on the remote yet: run kws sync")
+        log = gd / "kws" / "recovery.log"
+        if log.is_file():
+            tail = log.read_text(encoding="utf-8", errors="replace").splitlines()[-5:]
+            d.notes += [f"recovered earlier: {t}" for t in tail]
+    return d
