@@ -40,7 +40,10 @@ class Draft:
     rationale field key. ``task_tree`` is the git tree id of the task version the reviewer
     is judging (the one the checks ran on), or None before it is known. ``report`` is the
     ``kws check --json`` report (task format v1) the suggestions came from, or None when no
-    checks ran. ``updated`` is the UTC time of the last save.
+    checks ran. ``suggested`` maps the fields whose value was taken from kws's suggestion
+    to where that suggestion came from (:data:`workstation.records.model.PROVENANCES`);
+    ``unfinished_checks`` lists the checks of the run without a result yet (queued or
+    running). ``updated`` is the UTC time of the last save.
     """
 
     task: str
@@ -50,6 +53,8 @@ class Draft:
     rubric_version: int = 0
     task_tree: str | None = None
     report: dict[str, Any] | None = None
+    suggested: dict[str, str] = field(default_factory=dict)
+    unfinished_checks: list[str] = field(default_factory=list)
     updated: datetime | None = None
 
     def to_json(self) -> dict[str, Any]:
@@ -62,6 +67,8 @@ class Draft:
             "rubric_version": self.rubric_version,
             "task_tree": self.task_tree,
             "report": self.report,
+            "suggested": dict(self.suggested),
+            "unfinished_checks": list(self.unfinished_checks),
             "updated": self.updated.isoformat() if self.updated else None,
         }
 
@@ -76,6 +83,8 @@ class Draft:
             rubric_version=int(data.get("rubric_version") or 0),
             task_tree=data.get("task_tree"),
             report=data.get("report"),
+            suggested={str(k): str(v) for k, v in (data.get("suggested") or {}).items()},
+            unfinished_checks=[str(c) for c in data.get("unfinished_checks") or []],
             updated=datetime.fromisoformat(updated) if updated else None,
         )
 

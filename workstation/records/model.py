@@ -24,6 +24,8 @@ __all__ = [
     "OUTCOMES",
     "Outcome",
     "Overall",
+    "PROVENANCES",
+    "Provenance",
     "SCHEMA",
     "CheckStatus",
     "Dispute",
@@ -59,6 +61,14 @@ if frozenset(get_args(Overall)) != OVERALL_VALUES:  # pragma: no cover - a guard
     raise ImportError("records.model.Overall differs from rubric.model.OVERALL_VALUES")
 
 
+#: Where an accepted suggestion came from (a verdict's ``suggested`` table): the findings of
+#: a run whose informing checks had all finished, of a run where one was still queued,
+#: running or had errored, or of a pre-screen (findings stored by an earlier run of the
+#: same task version, shown before a fresh run).
+Provenance = Literal["from-complete-run", "from-incomplete-run", "from-prescreen"]
+PROVENANCES: tuple[str, ...] = get_args(Provenance)
+
+
 class RecordError(QueueError):
     """A record cannot be written or found; the message says why (nothing was committed)."""
 
@@ -91,7 +101,9 @@ class Verdict:
     ``fields`` holds the rubric's choice field values other than ``overall``; ``overall``
     and ``rationale`` are stored at the top level. ``task_tree`` is the git tree id of
     ``tasks/<task>`` judged. ``timestamp`` is an aware UTC datetime. ``path`` is the file,
-    relative to the queue root.
+    relative to the queue root. ``unfinished_checks`` are the checks of the run that had no
+    result yet (queued or running) when the verdict was committed; ``suggested`` maps each
+    field whose value the reviewer took from kws's suggestion to its :data:`Provenance`.
     """
 
     verdict_id: str
@@ -110,6 +122,8 @@ class Verdict:
     kws_version: str = ""
     device: str = ""
     versions: Mapping[str, str] = field(default_factory=dict)
+    unfinished_checks: tuple[str, ...] = ()
+    suggested: Mapping[str, str] = field(default_factory=dict)
     path: Path | None = None
 
     kind = "verdict"

@@ -35,6 +35,7 @@ from workstation.records.model import (
     FindingSummary,
     Outcome,
     Overall,
+    Provenance,
     Reservation,
     Resolution,
     Verdict,
@@ -118,6 +119,8 @@ class _VerdictFile(_Header, kw_only=True):
     kws_version: str = ""
     device: str = ""
     versions: Annotated[dict[str, str], Meta(description="a table of version strings")] = {}
+    unfinished_checks: Annotated[list[str], Meta(description="an array of check ids")] = []
+    suggested: Annotated[dict[str, Provenance], Meta(description="a table of field = provenance")] = {}
     verdict_id: _Id
     task: _TaskId
     task_tree: _Tree
@@ -235,6 +238,8 @@ def _verdict(f: _VerdictFile, task: str, file: Path) -> Verdict:
         kws_version=f.kws_version,
         device=f.device,
         versions=f.versions,
+        unfinished_checks=tuple(f.unfinished_checks),
+        suggested=dict(f.suggested),
         path=file,
     )
 
