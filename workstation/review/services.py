@@ -10,8 +10,12 @@ imported where they are used: the app imports this module before its first paint
 
 - the queue: :func:`open_queue_root`, :func:`load_queue` (the index in stages, with the
   rubric, drafts, identity and records), :func:`reload_records`, :func:`task_dir`;
-- one task: :func:`load_draft`, :func:`task_tree`, :func:`task_history`;
-- commits: :func:`commit_verdict`, :func:`commit_dispute`.
+- one task: :func:`load_draft`, :func:`task_tree`, :func:`task_history`,
+  :func:`open_disputes`, :func:`task_report`;
+- commits: :func:`commit_verdict`, :func:`commit_dispute`, :func:`resolve_dispute`,
+  :func:`reserve_task`, :func:`release_task`;
+- the queue's records with others: :func:`sync_queue` (also after a reserve or release,
+  where the queue has a remote), :func:`calibration`, :func:`identity`.
 """
 
 from __future__ import annotations
@@ -43,7 +47,9 @@ from workstation.rubric.model import Rubric, queue_rubric
 from workstation.schema.problem import Problem
 
 __all__ = [
+    "ActionOutcome",
     "CommitOutcome",
+    "DisputeSummary",
     "DisputeOutcome",
     "QueueState",
     "ServiceError",
@@ -51,13 +57,21 @@ __all__ = [
     "TaskTree",
     "VerdictSummary",
     "commit_dispute",
+    "calibration",
     "commit_verdict",
+    "identity",
     "load_draft",
     "load_queue",
+    "open_disputes",
     "open_queue_root",
+    "release_task",
     "reload_records",
+    "reserve_task",
+    "resolve_dispute",
+    "sync_queue",
     "task_dir",
     "task_history",
+    "task_report",
     "task_tree",
 ]
 
@@ -146,15 +160,7 @@ def load_queue(root: Path, *, validate: bool = True) -> Iterator[QueueState]:
     yield st
 
     st = replace(st)
-    try:
-        repo = open_queue(root)
-        try:
-            st.me = reviewer_identity(repo)
-        except QueueError as e:
-            st.identity_problem = str(e)
-        repo.close()
-    except QueueError as e:
-        st.identity_problem = str(e)
+    st.me, st.identity_problem = identity(root)
     from workstation.records.parse import load_records
 
     st.records = load_records(root)
@@ -170,12 +176,28 @@ def load_queue(root: Path, *, validate: bool = True) -> Iterator[QueueState]:
         yield st
 
 
+def identity(root: Path) -> tuple[Any, str]:
+    """The reviewer's git identity in the queue at ``root`` and ``""``, or None and why
+    not (the message says how to set it)."""
+    try:
+        repo = open_queue(root)
+        try:
+            return reviewer_identity(repo), ""
+        except QueueError as e:
+            return None, str(e)
+        finally:
+            repo.close()
+    except QueueError as e:
+        return None, str(e)
+
+
 def reload_records(state: QueueState) -> QueueState:
-    """``state`` with the records read again (after a commit or a dispute) and the rows
-    rebuilt."""
+    """``state`` with the reviewer's identity and the records read again (after a commit,
+    a dispute, a sync, or the identity being set meanwhile) and the rows rebuilt."""
     from workstation.records.parse import load_records
 
     st = replace(state)
+    st.me, st.identity_problem = identity(st.root)
     st.records = load_records(st.root)
     if st.index is not None:
         st.rows = build_rows(st.index, st.records, st.me, st.drafts)
@@ -315,3 +337,181 @@ def commit_dispute(root: Path, verdict_id: str, fields: Mapping[str, str], ratio
     except QueueError as e:
         return DisputeOutcome(error=str(e))
     return DisputeOutcome(dispute_id=d.dispute_id)
+
+
+# --------------------------------------------------------------------------------------------
+# disputes, reservations, sync, calibration, reports
+
+
+@dataclass(frozen=True)
+class ActionOutcome:
+    """What a record action did, as one line for the reviewer (``text``), or ``error``:
+    why it did not happen (nothing was committed then, or, for a sync, nothing was lost)."""
+
+    text: str = ""
+    error: str = ""
+
+
+@dataclass(frozen=True)
+class DisputeSummary:
+    """An open dispute as the app shows it: the disputed verdict's values and the
+    disputer's for the disputed ``fields`` (``verdict_values`` / ``dispute_values``)."""
+
+    dispute_id: str
+    verdict_id: str
+    task: str
+    disputer: str
+    verdict_reviewer: str
+    timestamp: datetime
+    rationale: str
+    verdict_values: Mapping[str, str]
+    dispute_values: Mapping[str, str]
+
+
+def open_disputes(root: Path, task_id: str) -> tuple[DisputeSummary, ...]:
+    """The unresolved disputes of ``task_id``, oldest first."""
+    from workstation.records.parse import load_records
+
+    rs = load_records(root)
+    out = []
+    for d in rs.open_disputes(task_id):
+        try:
+            v = rs.verdict(d.verdict_id)
+        except QueueError:
+            continue
+        vals = rs.effective_values(v)
+        out.append(DisputeSummary(d.dispute_id, d.verdict_id, d.task, str(d.reviewer), str(v.reviewer), d.timestamp,
+                                  d.rationale, {k: vals.get(k, "") for k in d.fields}, dict(d.fields)))
+    return tuple(out)
+
+
+def resolve_dispute(root: Path, dispute_id: str, outcome: str, rationale: str,
+                    fields: Mapping[str, str] | None = None) -> ActionOutcome:
+    """Resolve dispute ``dispute_id`` (``upheld``, ``overturned``, or ``amended`` with
+    ``fields``), citing both sides; one git commit (``records.store.commit_resolution``)."""
+    from workstation.records.parse import load_records
+    from workstation.records.store import commit_resolution
+    from workstation.rubric.model import find_rubric
+
+    try:
+        repo = open_queue(root)
+        try:
+            rs = load_records(root)
+            d = rs.dispute(dispute_id)
+            v = rs.verdict(d.verdict_id)
+            try:
+                rubric = find_rubric(v.rubric_id, root)
+            except Problem:
+                rubric = None
+            r = commit_resolution(repo, rs, d, outcome, rationale, dict(fields or {}), rubric)
+        finally:
+            repo.close()
+    except QueueError as e:
+        return ActionOutcome(error=str(e))
+    text = f"resolution {r.resolution_id[:8]} committed: verdict {v.verdict_id[:8]} {outcome}"
+    if r.fields:
+        text += " (now " + ", ".join(f"{k}={val}" for k, val in r.fields.items()) + ")"
+    return ActionOutcome(text=text)
+
+
+def _share(repo: Any, text: str) -> ActionOutcome:
+    """``text``, then a sync where the queue has a remote (its outcome appended)."""
+    from workstation.records.sync import sync
+
+    if not repo.remotes:
+        return ActionOutcome(text=f"{text} (this queue has no remote: the record is local)")
+    try:
+        return ActionOutcome(text=f"{text}; sync: {sync(repo)}")
+    except QueueError as e:
+        return ActionOutcome(text=text, error=f"committed locally but not shared yet: {e}")
+
+
+def reserve_task(root: Path, task_id: str, hours: float = 4.0) -> ActionOutcome:
+    """Reserve ``task_id`` for ``hours`` and sync (so others see it taken); refused when
+    someone else holds it (as far as this clone knows, or after the sync)."""
+    from workstation.records.parse import load_records
+    from workstation.records.state import same_reviewer
+    from workstation.records.store import reserve
+
+    try:
+        repo = open_queue(root)
+        try:
+            who = reviewer_identity(repo)
+            r = reserve(repo, task_id, hours, identity=who)
+            out = _share(repo, f"reserved {task_id} until {r.expires:%Y-%m-%d %H:%MZ}")
+            holder = load_records(root, ("reservation",)).reservation(task_id)
+            if holder is not None and not same_reviewer(holder.reviewer, who):
+                return ActionOutcome(error=f"{holder.reviewer} reserved {task_id} first (until "
+                                           f"{holder.expires:%Y-%m-%d %H:%MZ}); yours does not hold")
+            return out
+        finally:
+            repo.close()
+    except QueueError as e:
+        return ActionOutcome(error=str(e))
+
+
+def release_task(root: Path, task_id: str) -> ActionOutcome:
+    """Release one's reservation of ``task_id`` and sync."""
+    from workstation.records.store import release
+
+    try:
+        repo = open_queue(root)
+        try:
+            release(repo, task_id)
+            return _share(repo, f"released {task_id}")
+        finally:
+            repo.close()
+    except QueueError as e:
+        return ActionOutcome(error=str(e))
+
+
+def sync_queue(root: Path) -> ActionOutcome:
+    """Pull (rebase) and push the queue's records (``records.sync.sync``: never forces)."""
+    from workstation.records.sync import sync
+
+    try:
+        repo = open_queue(root)
+        try:
+            return ActionOutcome(text=f"sync: {sync(repo)}")
+        finally:
+            repo.close()
+    except QueueError as e:
+        return ActionOutcome(error=f"sync: {e}")
+
+
+def calibration(root: Path, rubric: Rubric | None) -> str:
+    """The queue's calibration (agreement with gold verdicts per reviewer and field,
+    Krippendorff's alpha per field) as text, or why there is none."""
+    from workstation.records.calibration import calibrate, format_calibration
+
+    if rubric is None:
+        return "no calibration: the queue has no usable rubric"
+    try:
+        return format_calibration(calibrate(root, rubric))
+    except (QueueError, Problem) as e:
+        return f"no calibration: {e}"
+
+
+def task_report(root: Path, task_id: str) -> ActionOutcome:
+    """The Markdown report of ``task_id``'s current verdict (``records.report``) in
+    ``text``, or ``error`` (no verdict yet)."""
+    from workstation.records.parse import load_records
+    from workstation.records.report import render_report
+    from workstation.rubric.model import find_rubric
+
+    try:
+        repo = open_queue(root)
+        try:
+            rs = load_records(root)
+            v = rs.current_verdict(task_id)
+            if v is None:
+                return ActionOutcome(error=f"no verdict on {task_id} yet: nothing to report")
+            try:
+                rubric = find_rubric(v.rubric_id, root)
+            except Problem:
+                rubric = None
+            return ActionOutcome(text=render_report(repo, rs, v, rubric))
+        finally:
+            repo.close()
+    except QueueError as e:
+        return ActionOutcome(error=str(e))
