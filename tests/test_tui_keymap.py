@@ -42,7 +42,7 @@ def test_vim_toml_is_complete_and_differs_in_movement():
 def test_binding_ids_are_unique_and_scoped():
     ids = [a.id for a in ACTIONS]
     assert len(ids) == len(set(ids))
-    assert {a.scope for a in ACTIONS} == {"app", "queue", "review", "diff", "checks", "rubric"}
+    assert {a.scope for a in ACTIONS} == {"app", "queue", "review", "diff", "checks", "evidence", "scroll", "rubric"}
 
 
 def test_user_file_overrides_and_can_choose_the_base(tmp_path, monkeypatch):

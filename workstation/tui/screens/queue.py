@@ -1,6 +1,9 @@
 """The queue screen: every task of the queue with its review flags, malformed tasks with
-file, key and problem, a filter line and a sort key. It shows the app's
-:class:`~workstation.review.services.QueueState`, anew on each ``queue_changed`` signal."""
+file, key and problem, a filter line and a sort key; reserve and release the task under the
+cursor, jump to the next task to review or reserved by me. It shows the app's
+:class:`~workstation.review.services.QueueState`, anew on each ``queue_changed`` signal;
+a missing git identity is explained in full under the title (and looked up again while it
+is missing, so setting it in another terminal shows here without a reload)."""
 
 from __future__ import annotations
 
@@ -14,7 +17,7 @@ from textual.widgets import Footer, Input, Static
 from workstation.review.queueview import (
     SORT_KEYS,
     QueueRow,
-    next_unreviewed,
+    next_task,
     parse_filter,
     sort_rows,
 )
@@ -36,6 +39,8 @@ class QueueScreen(Screen):
     QueueScreen #filter { height: 1; border: none; padding: 0 1; background: $surface; }
     QueueScreen #filter:focus { background: $boost; }
     QueueScreen #queue-status { height: 1; color: $text-muted; }
+    QueueScreen #queue-notice { height: auto; color: $warning; padding: 0 1; }
+    QueueScreen #queue-notice.-empty { display: none; }
     QueueScreen #malformed-box { height: auto; max-height: 8; border-top: solid $error; }
     QueueScreen #malformed-box.-empty { display: none; }
     """
@@ -51,6 +56,7 @@ class QueueScreen(Screen):
         yield Static("kws", id="queue-title", markup=False)
         yield FilterInput(placeholder=FILTER_HINT, id="filter")
         yield Static("loading the queue…", id="queue-status", markup=False)
+        yield Static("", id="queue-notice", markup=False, classes="-empty")
         yield QueueTable(id="queue-table")
         with VerticalScroll(id="malformed-box", classes="-empty"):
             yield Static("", id="malformed", markup=False)
@@ -58,8 +64,25 @@ class QueueScreen(Screen):
 
     def on_mount(self) -> None:
         self.table.focus()
+        self.outcome = ""
         self.app.queue_changed.subscribe(self, self.queue_changed, immediate=True)
         self.queue_changed(self.app.queue)
+        self.set_interval(5.0, self._identity_tick)
+
+    def _identity_tick(self) -> None:
+        q = self.app.queue
+        if q.loaded and q.me is None and self.app.screen is self:
+            self.app.refresh_identity()
+
+    def on_screen_resume(self) -> None:
+        if self.app.queue.loaded and self.app.queue.me is None:
+            self.app.refresh_identity()
+
+    def show_outcome(self, out: Any) -> None:
+        """The outcome of a sync, reserve or release, kept in the status line."""
+        self.outcome = out.error or out.text
+        if self.app.queue.loaded:
+            self._status()
 
     @property
     def table(self) -> QueueTable:
@@ -104,11 +127,16 @@ class QueueScreen(Screen):
         if q.validating:
             parts.append(f"validating {len(q.index.pending) if q.index else 0} tasks…")
         if q.identity_problem:
-            parts.append(q.identity_problem.splitlines()[0])
+            parts.append("no git identity (see above)")
+        if self.outcome:
+            parts.append(self.outcome)
         if q.rubric_problem:
             parts.append(f"rubric: {q.rubric_problem}")
         parts.extend(problems)
         set_static(self.query_one("#queue-status", Static), fit(" · ".join(parts), max(1, self.size.width)))
+        notice = self.query_one("#queue-notice", Static)
+        notice.set_class(not q.identity_problem, "-empty")
+        set_static(notice, q.identity_problem)
 
     def _malformed(self) -> None:
         q = self.app.queue
@@ -164,12 +192,28 @@ class QueueScreen(Screen):
             getattr(self.table, f"action_{motion}")()
 
     def action_next_unreviewed(self) -> None:
+        self._jump("unreviewed", "every task shown is reviewed by you (or reserved by someone else)")
+
+    def action_next_reserved(self) -> None:
+        self._jump("reserved", "you hold no reserved task you have not reviewed (r reserves the task under the cursor)")
+
+    def _jump(self, which: str, none: str) -> None:
         cur = self.table.current
-        nxt = next_unreviewed(self.shown, cur.id if cur else None)
+        nxt = next_task(self.shown, cur.id if cur else None, which)
         if nxt is None:
-            self.notify("every task shown is reviewed by you (or reserved by someone else)", timeout=4)
+            self.notify(none, timeout=4)
             return
         self.table.set_rows(self.shown, keep=nxt.id)
+
+    def action_reserve(self) -> None:
+        row = self.table.current
+        if row is not None:
+            self.app.reserve(row.id)
+
+    def action_release(self) -> None:
+        row = self.table.current
+        if row is not None:
+            self.app.release(row.id)
 
     def action_open_task(self) -> None:
         row = self.table.current
