@@ -12,7 +12,15 @@ import threading
 import git
 
 from tests.recordkit import BOB, CAROL, RUBRIC, verdict
-from tests.tuikit import replay_app, run_async, tui_env, wait_for, wait_queue, wait_review_ready, widget_text
+from tests.tuikit import (
+    replay_app,
+    run_async,
+    tui_env,
+    wait_for,
+    wait_queue,
+    wait_review_ready,
+    widget_text,
+)
 from workstation.records.drafts import draft_path, load_draft
 from workstation.records.parse import load_records
 

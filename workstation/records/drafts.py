@@ -25,8 +25,6 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
-from workstation.repo.gitqueue import state_dir
-
 __all__ = ["Draft", "delete_draft", "draft_path", "list_drafts", "load_draft", "save_draft"]
 
 _DRAFT_SCHEMA = 1
@@ -97,6 +95,9 @@ def _queue_key(queue: Path | str) -> str:
 
 def draft_path(queue: Path | str, task: str) -> Path:
     """Where the draft for ``task`` in the queue at ``queue`` lives."""
+    # imported here: gitqueue imports git, which the review app needs only after its first paint
+    from workstation.repo.gitqueue import state_dir
+
     return state_dir() / "drafts" / _queue_key(queue) / f"{task}.json"
 
 

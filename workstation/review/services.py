@@ -28,13 +28,6 @@ from typing import Any
 
 from workstation.records.drafts import Draft, draft_path
 from workstation.records.drafts import load_draft as _load_draft
-from workstation.repo.gitqueue import (
-    QueueError,
-    ensure_default_queue,
-    open_queue,
-    reviewer_identity,
-    task_version,
-)
 from workstation.review.queueview import (
     QueueIndex,
     QueueRow,
@@ -80,6 +73,14 @@ class ServiceError(Exception):
     """The queue cannot be used as asked; the message says why and what to do."""
 
 
+def _gq() -> Any:
+    """:mod:`workstation.repo.gitqueue`, imported on first use: it imports git, which the
+    app needs only after its first paint (services is imported before it)."""
+    from workstation.repo import gitqueue
+
+    return gitqueue
+
+
 # --------------------------------------------------------------------------------------------
 # the queue
 
@@ -91,10 +92,14 @@ def open_queue_root(queue: Path | str | None) -> Path:
     Raises:
         ServiceError: the sample queue cannot be made, or the folder has no ``tasks/``.
     """
-    try:
-        root = Path(queue) if queue is not None else ensure_default_queue()
-    except QueueError as e:
-        raise ServiceError(str(e)) from None
+    if queue is not None:
+        root = Path(queue)
+    else:
+        gq = _gq()
+        try:
+            root = gq.ensure_default_queue()
+        except gq.QueueError as e:
+            raise ServiceError(str(e)) from None
     if not (root / "tasks").is_dir():
         raise ServiceError(f"{root}: not a kws queue (no tasks/ folder)")
     return root
@@ -113,7 +118,8 @@ class QueueState:
     it), ``me`` the reviewer's git identity (``name``, ``email``) or None with
     ``identity_problem`` saying why; ``rubric`` the queue's rubric or None with
     ``rubric_problem``; ``drafts`` the task ids with a saved draft; ``validating`` is true
-    while tasks the index cache did not vouch for are being validated.
+    while tasks the index cache did not vouch for are being validated; ``loaded``: the
+    rows are there; ``flags_loaded``: the rubric, identity and records too.
     """
 
     root: Path
@@ -127,6 +133,7 @@ class QueueState:
     drafts: set[str] = field(default_factory=set)
     validating: bool = False
     loaded: bool = False
+    flags_loaded: bool = False
 
 
 def _drafts_present(root: Path) -> set[str]:
@@ -138,10 +145,13 @@ def load_queue(root: Path, *, validate: bool = True) -> Iterator[QueueState]:
     """Index the queue at ``root`` in stages, each yielded as soon as it is ready (a new
     :class:`QueueState` each time, so the UI thread can keep reading the one before):
 
-    1. the task rows (file reads only), the rubric and the drafts;
-    2. the review flags: the reviewer's git identity and the records;
+    1. the task rows (file reads only) and the drafts: what the first frame shows;
+    2. the rubric, the review flags (the reviewer's git identity and the records);
     3. with ``validate``, when the index cache did not vouch for every task: the rows
        after validating those tasks (``validating`` is true in the stages before).
+
+    The app shows stage 1 before it asks for the next (its worker waits for that frame):
+    git, the records and the rubric never compete with the first paint.
 
     Raises:
         Problem: ``root`` is not a queue, or its ``queue.toml`` does not load (before the
@@ -149,10 +159,6 @@ def load_queue(root: Path, *, validate: bool = True) -> Iterator[QueueState]:
     """
     st = QueueState(root=root)
     st.index = scan_queue(root)
-    try:
-        st.rubric = queue_rubric(root)
-    except Problem as e:
-        st.rubric_problem = str(e)
     st.drafts = _drafts_present(root)
     st.rows = build_rows(st.index, None, None, st.drafts)
     st.loaded = True
@@ -160,11 +166,16 @@ def load_queue(root: Path, *, validate: bool = True) -> Iterator[QueueState]:
     yield st
 
     st = replace(st)
+    try:
+        st.rubric = queue_rubric(root)
+    except Problem as e:
+        st.rubric_problem = str(e)
     st.me, st.identity_problem = identity(root)
     from workstation.records.parse import load_records
 
     st.records = load_records(root)
     st.rows = build_rows(st.index, st.records, st.me, st.drafts)
+    st.flags_loaded = True
     yield st
 
     if st.validating:
@@ -179,15 +190,16 @@ def load_queue(root: Path, *, validate: bool = True) -> Iterator[QueueState]:
 def identity(root: Path) -> tuple[Any, str]:
     """The reviewer's git identity in the queue at ``root`` and ``""``, or None and why
     not (the message says how to set it)."""
+    gq = _gq()
     try:
-        repo = open_queue(root)
+        repo = gq.open_queue(root)
         try:
-            return reviewer_identity(repo), ""
-        except QueueError as e:
+            return gq.reviewer_identity(repo), ""
+        except gq.QueueError as e:
             return None, str(e)
         finally:
             repo.close()
-    except QueueError as e:
+    except gq.QueueError as e:
         return None, str(e)
 
 
@@ -224,13 +236,14 @@ class TaskTree:
 
 def task_tree(root: Path, task_id: str) -> TaskTree:
     """The version of ``task_id`` a verdict would name (see :class:`TaskTree`)."""
+    gq = _gq()
     try:
-        repo = open_queue(root)
+        repo = gq.open_queue(root)
         try:
-            tv = task_version(repo, task_id)
+            tv = gq.task_version(repo, task_id)
         finally:
             repo.close()
-    except QueueError:
+    except gq.QueueError:
         return TaskTree(None)
     return TaskTree(tv.tree, tuple(tv.dirty))
 
@@ -266,12 +279,13 @@ class TaskHistory:
 
 def task_history(root: Path, task_id: str) -> TaskHistory:
     """The history of ``task_id`` (records and git); its text says why when unavailable."""
+    gq = _gq()
     from workstation.records.history import format_history
     from workstation.records.history import task_history as _task_history
     from workstation.records.parse import load_records
 
     try:
-        repo = open_queue(root)
+        repo = gq.open_queue(root)
         try:
             rs = load_records(root)
             h = _task_history(repo, task_id, rs)
@@ -279,7 +293,7 @@ def task_history(root: Path, task_id: str) -> TaskHistory:
             verdicts = tuple(_summary(e.record) for e in h.entries if e.kind == "verdict")
         finally:
             repo.close()
-    except QueueError as e:
+    except gq.QueueError as e:
         return TaskHistory(f"history unavailable: {e}")
     return TaskHistory(text, verdicts)
 
@@ -299,13 +313,14 @@ class CommitOutcome:
 def commit_verdict(root: Path, session: ReviewSession) -> CommitOutcome:
     """Commit ``session``'s verdict to the queue at ``root`` (one git commit; the draft is
     removed). Refused with the rubric's problems, a missing git identity, or a git error."""
+    gq = _gq()
     try:
-        repo = open_queue(root)
+        repo = gq.open_queue(root)
         try:
             v = session.commit(repo)
         finally:
             repo.close()
-    except QueueError as e:  # RecordError and IdentityError are QueueErrors
+    except gq.QueueError as e:  # RecordError and IdentityError are QueueErrors
         return CommitOutcome(error=str(e))
     return CommitOutcome(verdict=_summary(v))
 
@@ -322,11 +337,12 @@ def commit_dispute(root: Path, verdict_id: str, fields: Mapping[str, str], ratio
                    rubric: Rubric | None) -> DisputeOutcome:
     """Commit a dispute of verdict ``verdict_id``: the disputer's ``fields`` values and
     ``rationale`` (checked against ``rubric`` when given). One git commit."""
+    gq = _gq()
     from workstation.records.parse import load_records
     from workstation.records.store import commit_dispute as _commit_dispute
 
     try:
-        repo = open_queue(root)
+        repo = gq.open_queue(root)
         try:
             verdict = next((v for v in load_records(root).verdicts if v.verdict_id == verdict_id), None)
             if verdict is None:
@@ -334,7 +350,7 @@ def commit_dispute(root: Path, verdict_id: str, fields: Mapping[str, str], ratio
             d = _commit_dispute(repo, verdict, dict(fields), rationale, rubric)
         finally:
             repo.close()
-    except QueueError as e:
+    except gq.QueueError as e:
         return DisputeOutcome(error=str(e))
     return DisputeOutcome(dispute_id=d.dispute_id)
 
@@ -370,6 +386,7 @@ class DisputeSummary:
 
 def open_disputes(root: Path, task_id: str) -> tuple[DisputeSummary, ...]:
     """The unresolved disputes of ``task_id``, oldest first."""
+    gq = _gq()
     from workstation.records.parse import load_records
 
     rs = load_records(root)
@@ -377,7 +394,7 @@ def open_disputes(root: Path, task_id: str) -> tuple[DisputeSummary, ...]:
     for d in rs.open_disputes(task_id):
         try:
             v = rs.verdict(d.verdict_id)
-        except QueueError:
+        except gq.QueueError:
             continue
         vals = rs.effective_values(v)
         out.append(DisputeSummary(d.dispute_id, d.verdict_id, d.task, str(d.reviewer), str(v.reviewer), d.timestamp,
@@ -389,12 +406,13 @@ def resolve_dispute(root: Path, dispute_id: str, outcome: str, rationale: str,
                     fields: Mapping[str, str] | None = None) -> ActionOutcome:
     """Resolve dispute ``dispute_id`` (``upheld``, ``overturned``, or ``amended`` with
     ``fields``), citing both sides; one git commit (``records.store.commit_resolution``)."""
+    gq = _gq()
     from workstation.records.parse import load_records
     from workstation.records.store import commit_resolution
     from workstation.rubric.model import find_rubric
 
     try:
-        repo = open_queue(root)
+        repo = gq.open_queue(root)
         try:
             rs = load_records(root)
             d = rs.dispute(dispute_id)
@@ -406,7 +424,7 @@ def resolve_dispute(root: Path, dispute_id: str, outcome: str, rationale: str,
             r = commit_resolution(repo, rs, d, outcome, rationale, dict(fields or {}), rubric)
         finally:
             repo.close()
-    except QueueError as e:
+    except gq.QueueError as e:
         return ActionOutcome(error=str(e))
     text = f"resolution {r.resolution_id[:8]} committed: verdict {v.verdict_id[:8]} {outcome}"
     if r.fields:
@@ -416,27 +434,29 @@ def resolve_dispute(root: Path, dispute_id: str, outcome: str, rationale: str,
 
 def _share(repo: Any, text: str) -> ActionOutcome:
     """``text``, then a sync where the queue has a remote (its outcome appended)."""
+    gq = _gq()
     from workstation.records.sync import sync
 
     if not repo.remotes:
         return ActionOutcome(text=f"{text} (this queue has no remote: the record is local)")
     try:
         return ActionOutcome(text=f"{text}; sync: {sync(repo)}")
-    except QueueError as e:
+    except gq.QueueError as e:
         return ActionOutcome(text=text, error=f"committed locally but not shared yet: {e}")
 
 
 def reserve_task(root: Path, task_id: str, hours: float = 4.0) -> ActionOutcome:
     """Reserve ``task_id`` for ``hours`` and sync (so others see it taken); refused when
     someone else holds it (as far as this clone knows, or after the sync)."""
+    gq = _gq()
     from workstation.records.parse import load_records
     from workstation.records.state import same_reviewer
     from workstation.records.store import reserve
 
     try:
-        repo = open_queue(root)
+        repo = gq.open_queue(root)
         try:
-            who = reviewer_identity(repo)
+            who = gq.reviewer_identity(repo)
             r = reserve(repo, task_id, hours, identity=who)
             out = _share(repo, f"reserved {task_id} until {r.expires:%Y-%m-%d %H:%MZ}")
             holder = load_records(root, ("reservation",)).reservation(task_id)
@@ -446,61 +466,65 @@ def reserve_task(root: Path, task_id: str, hours: float = 4.0) -> ActionOutcome:
             return out
         finally:
             repo.close()
-    except QueueError as e:
+    except gq.QueueError as e:
         return ActionOutcome(error=str(e))
 
 
 def release_task(root: Path, task_id: str) -> ActionOutcome:
     """Release one's reservation of ``task_id`` and sync."""
+    gq = _gq()
     from workstation.records.store import release
 
     try:
-        repo = open_queue(root)
+        repo = gq.open_queue(root)
         try:
             release(repo, task_id)
             return _share(repo, f"released {task_id}")
         finally:
             repo.close()
-    except QueueError as e:
+    except gq.QueueError as e:
         return ActionOutcome(error=str(e))
 
 
 def sync_queue(root: Path) -> ActionOutcome:
     """Pull (rebase) and push the queue's records (``records.sync.sync``: never forces)."""
+    gq = _gq()
     from workstation.records.sync import sync
 
     try:
-        repo = open_queue(root)
+        repo = gq.open_queue(root)
         try:
             return ActionOutcome(text=f"sync: {sync(repo)}")
         finally:
             repo.close()
-    except QueueError as e:
+    except gq.QueueError as e:
         return ActionOutcome(error=f"sync: {e}")
 
 
 def calibration(root: Path, rubric: Rubric | None) -> str:
     """The queue's calibration (agreement with gold verdicts per reviewer and field,
     Krippendorff's alpha per field) as text, or why there is none."""
+    gq = _gq()
     from workstation.records.calibration import calibrate, format_calibration
 
     if rubric is None:
         return "no calibration: the queue has no usable rubric"
     try:
         return format_calibration(calibrate(root, rubric))
-    except (QueueError, Problem) as e:
+    except (gq.QueueError, Problem) as e:
         return f"no calibration: {e}"
 
 
 def task_report(root: Path, task_id: str) -> ActionOutcome:
     """The Markdown report of ``task_id``'s current verdict (``records.report``) in
     ``text``, or ``error`` (no verdict yet)."""
+    gq = _gq()
     from workstation.records.parse import load_records
     from workstation.records.report import render_report
     from workstation.rubric.model import find_rubric
 
     try:
-        repo = open_queue(root)
+        repo = gq.open_queue(root)
         try:
             rs = load_records(root)
             v = rs.current_verdict(task_id)
@@ -513,5 +537,5 @@ def task_report(root: Path, task_id: str) -> ActionOutcome:
             return ActionOutcome(text=render_report(repo, rs, v, rubric))
         finally:
             repo.close()
-    except QueueError as e:
+    except gq.QueueError as e:
         return ActionOutcome(error=str(e))

@@ -18,6 +18,7 @@ Entry point: :func:`run_app` (``kws`` without a sub-command).
 from __future__ import annotations
 
 import sys
+import threading
 from pathlib import Path
 from typing import Any
 
@@ -62,7 +63,7 @@ class KwsApp(App):
     TITLE = "kws"
     BINDINGS = bindings_for("app")
     COMMANDS = App.COMMANDS | {lambda: _kws_commands()}  # imported on the first ctrl+p
-    ALLOW_IN_MAXIMIZED_VIEW = "Footer"
+    ALLOW_IN_MAXIMIZED_VIEW = "KeyHints"
 
     def __init__(self, queue: Path | str, *, keymap: str | KeymapLoad | None = None,
                  check_source: CheckSource | None = None, highlight: bool = True,
@@ -77,6 +78,8 @@ class KwsApp(App):
         self.highlight = highlight
         self.warm_runner = warm_runner and check_source is None
         self.sessions: dict[str, ReviewSession] = {}
+        #: set once the queue screen has painted the rows of a loading stage
+        self.first_rows_shown = threading.Event()
         self.last_outcome: services.ActionOutcome | None = None
         self._runs: dict[str, int] = {}
         self._run_counter = 0
@@ -149,6 +152,8 @@ class KwsApp(App):
             self.notify(f"keymap ignored, using the default: {p}", severity="error", timeout=20)
         self.notify(f"keymap: {load.name}", timeout=3)
         self.screen.refresh_bindings()
+        for hints in self.screen.query("KeyHints"):
+            hints.update_hints()
 
     def action_switch_keymap(self) -> None:
         self.apply_keymap("vim" if self.keymap_load.name == "default" else "default")
@@ -169,7 +174,12 @@ class KwsApp(App):
         the check runner up."""
         try:
             for state in services.load_queue(self.queue.root, validate=validate):
+                self.first_rows_shown.clear()
                 self.post_message(QueueLoaded(state))
+                if not state.flags_loaded:
+                    # the rows' first frame before the rubric, git and the records (they
+                    # would compete with it for the GIL); at most a second
+                    self.first_rows_shown.wait(1.0)
         except Problem as e:
             self.call_from_thread(self.notify, str(e), severity="error", timeout=30)
             return

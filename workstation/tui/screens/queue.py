@@ -12,7 +12,7 @@ from typing import Any
 from textual.app import ComposeResult
 from textual.containers import VerticalScroll
 from textual.screen import Screen
-from textual.widgets import Footer, Input, Static
+from textual.widgets import Input, Static
 
 from workstation.review.queueview import (
     SORT_KEYS,
@@ -24,6 +24,7 @@ from workstation.review.queueview import (
 from workstation.review.services import QueueState
 from workstation.tui.keymap import bindings_for
 from workstation.tui.widgets.filter_input import FilterInput
+from workstation.tui.widgets.key_hints import KeyHints
 from workstation.tui.widgets.queue_table import QueueTable
 from workstation.tui.widgets.text import fit, set_static
 
@@ -60,7 +61,7 @@ class QueueScreen(Screen):
         yield QueueTable(id="queue-table")
         with VerticalScroll(id="malformed-box", classes="-empty"):
             yield Static("", id="malformed", markup=False)
-        yield Footer()
+        yield KeyHints()
 
     def on_mount(self) -> None:
         self.table.focus()
@@ -97,6 +98,10 @@ class QueueScreen(Screen):
             return
         self.apply_view()
         self._malformed()
+        self.call_after_refresh(self.app.first_rows_shown.set)  # the worker goes on after this frame
+        pending, self._pending_open = getattr(self, "_pending_open", None), None
+        if pending is not None and q.flags_loaded:
+            self.open_task(pending)
 
     def apply_view(self) -> None:
         q = self.app.queue
@@ -147,6 +152,9 @@ class QueueScreen(Screen):
             lines = [f"Malformed tasks ({len(errs)}): file: key: problem"]
             lines += [f"  {_relative(e.file, q.root)}: {e.key + ': ' if e.key else ''}{e.problem}" for e in errs]
             self.query_one("#malformed", Static).update("\n".join(lines))
+
+    def on_descendant_focus(self) -> None:
+        self.query_one(KeyHints).update_hints()
 
     def on_resize(self) -> None:
         if self.app.queue.loaded:
@@ -226,6 +234,9 @@ class QueueScreen(Screen):
         from workstation.tui.screens.review import ReviewScreen
 
         q = self.app.queue
+        if not q.flags_loaded:
+            self._pending_open = task_id  # the rubric is still loading: open it once it is there
+            return
         if q.rubric is None:
             self.notify(f"cannot review without a rubric: {q.rubric_problem}", severity="error", timeout=10)
             return

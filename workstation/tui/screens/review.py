@@ -28,7 +28,7 @@ from textual.app import ComposeResult
 from textual.containers import Horizontal, Vertical
 from textual.message import Message
 from textual.screen import Screen
-from textual.widgets import Footer, Static
+from textual.widgets import Static
 
 from workstation.review import services
 from workstation.review.evidence import finding_source
@@ -39,6 +39,7 @@ from workstation.tui.keymap import PANEL_KEYS, bindings_for
 from workstation.tui.messages import SessionEvent
 from workstation.tui.widgets.checks_panel import ChecksPanel
 from workstation.tui.widgets.diff_panel import DiffPanel
+from workstation.tui.widgets.key_hints import KeyHints
 from workstation.tui.widgets.panel import Panel
 from workstation.tui.widgets.rationale_area import RationaleArea
 from workstation.tui.widgets.rubric_form import RubricForm
@@ -139,7 +140,7 @@ class ReviewScreen(Screen):
                 yield ChecksPanel("Checks", id="checks")
                 yield TimingPanel("Timing", id="timing")
                 yield RubricPanel("Rubric", id="rubric", on_change=self._values_changed)
-        yield Footer()
+        yield KeyHints()
 
     def on_mount(self) -> None:
         app = self.app
@@ -171,6 +172,9 @@ class ReviewScreen(Screen):
             self.app.run_checks(s)
 
     # -- layout ----------------------------------------------------------------------------------
+
+    def on_descendant_focus(self) -> None:
+        self.query_one(KeyHints).update_hints()
 
     def on_resize(self) -> None:
         self.apply_layout()
