@@ -180,3 +180,16 @@ def test_the_palette_offers_every_action_of_the_screen_it_was_opened_on(tmp_path
                     "Set Overall: Accept"} <= names
 
     asyncio.run(go())
+
+
+def test_alt_digits_from_a_terminal_reach_the_panel_keys():
+    """A terminal sends alt+5 as Esc 5, which Textual's parser turns into the character
+    macOS's Option+5 types (∞): the app maps each of these back to alt+digit."""
+    from textual._xterm_parser import XTermParser
+
+    from workstation.tui.app import ALT_DIGIT_KEYS
+
+    parser = XTermParser(debug=False)
+    for d in "0123456789":
+        [ev] = list(parser.feed("\x1b" + d))
+        assert ALT_DIGIT_KEYS[ev.key] == d, (d, ev.key)

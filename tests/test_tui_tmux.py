@@ -129,18 +129,23 @@ def test_real_kws_full_review_in_tmux(tmp_path, env):
         t.wait("not committed (cancelled)", 10)
         s = t.wait_re(r"(\d+)/\1 done · 1 fail", 240)  # the whole battery, real task code
         assert "✘ FAIL   unwritten-output" in s  # failing checks are listed first
-        # now take kws's suggestions: clear each field and confirm it (Enter takes the suggestion)
+        # now take kws's suggestions: clear every field, accept all (A), then give the fields
+        # kws has no suggestion for their last value by number
         t.keys(*["Up"] * len(rubric.choice_fields))
         for _f in rubric.choice_fields:
-            t.keys("BSpace", "Enter")
+            t.keys("BSpace", "Down")
+        t.keys("A")
         time.sleep(0.5)
         rows = [ln for ln in t.screen().splitlines() if any(f.label[:20] in ln for f in rubric.choice_fields)]
         t.keys(*["Up"] * len(rubric.choice_fields))
         for f in rubric.choice_fields:
-            line = next(ln for ln in rows if f.label[:20] in ln)
+            line = next((ln for ln in rows if f.label[:20] in ln), None)
+            assert line is not None, f"{f.label} is not on the screen:\n{t.screen()}"
             t.keys(str(len(f.values)) if "needed" in line else "Down")  # no suggestion: its last value
-        s = t.screen()
-        assert "needed" not in s, s
+        end = time.monotonic() + 10  # the keys are sent; wait until the app has taken them all
+        while "needed" in t.screen() and time.monotonic() < end:
+            time.sleep(0.2)
+        assert "needed" not in t.screen(), t.screen()
         t.keys("C-s")
         s = t.wait("committed verdict", 30)
         vid = re.search(r"committed verdict ([0-9a-f-]{36})", s).group(1)

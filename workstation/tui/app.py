@@ -39,6 +39,15 @@ from workstation.tui.messages import CheckEvent, QueueLoaded, SessionEvent
 
 __all__ = ["KwsApp", "run_app"]
 
+#: what a terminal's alt+digit arrives as: terminals send Alt as an Esc prefix, and Textual's
+#: xterm parser reads Esc+digit as the character macOS's Option+digit types (Esc 5 is "∞").
+#: The app reads these keys as alt+digit (the panel keys) unless a text editor has focus.
+ALT_DIGIT_KEYS = {
+    "º": "0", "inverted_exclamation_mark": "1", "trade_mark_sign": "2",
+    "pound_sign": "3", "cent_sign": "4", "infinity": "5", "section_sign": "6", "pilcrow_sign": "7",
+    "bullet": "8", "ª": "9",
+}
+
 
 class KwsApp(App):
     """The review app on the queue at ``queue``.
@@ -80,6 +89,7 @@ class KwsApp(App):
         self.sessions: dict[str, ReviewSession] = {}
         #: set once the queue screen has painted the rows of a loading stage
         self.first_rows_shown = threading.Event()
+        self._preloaded = False
         self.last_outcome: services.ActionOutcome | None = None
         self._runs: dict[str, int] = {}
         self._run_counter = 0
@@ -114,20 +124,23 @@ class KwsApp(App):
         order itself; its ``EARLY_KEYS``, such as Escape, are resolved here too): a
         widget's synchronous key handler (``handle_key_now``: the rubric's value keys) or
         the key's active binding runs right here, and the next key already goes where the
-        reviewer is typing. A key this does not resolve takes Textual's usual route."""
+        reviewer is typing. A key this does not resolve takes Textual's usual route. Alt+digit
+        arrives from a terminal as a character (:data:`ALT_DIGIT_KEYS`) and is read as
+        alt+digit here."""
         if isinstance(event, events.Key) and not event.is_forwarded:
             focused = self.focused
             maximized_escape = (self.screen.maximized is not None and event.key == "escape"
                                 and self.escape_to_minimize)
             editor = isinstance(focused, Input | TextArea) and event.key not in getattr(focused, "EARLY_KEYS", ())
             if not maximized_escape and not editor:
-                if await self._run_active_binding(event.key, priority=True):
+                key = f"alt+{ALT_DIGIT_KEYS[event.key]}" if event.key in ALT_DIGIT_KEYS else event.key
+                if await self._run_active_binding(key, priority=True):
                     return
                 now = getattr(focused, "handle_key_now", None)
                 if now is not None and now(event):
                     return
                 consumed = focused is not None and focused.check_consume_key(event.key, event.character)
-                if not consumed and await self._run_active_binding(event.key, priority=False):
+                if not consumed and await self._run_active_binding(key, priority=False):
                     return
         await super().on_event(event)
 
@@ -193,6 +206,20 @@ class KwsApp(App):
     def on_queue_loaded(self, msg: QueueLoaded) -> None:
         self.queue = msg.state
         self.queue_changed.publish(msg.state)
+        if msg.state.flags_loaded and not self._preloaded:
+            self._preloaded = True
+            self._preload()
+
+    @work(thread=True, exclusive=True, group="preload")
+    def _preload(self) -> None:
+        """While the reviewer reads the queue: import what opening a task needs (the review
+        screen and its widgets, Markdown, the diff model), so the first task opens without
+        paying for imports. Imports only: nothing runs, nothing is read."""
+        import importlib
+
+        for name in ("workstation.tui.screens.review", "workstation.tui.screens.confirm", "rich.markdown",
+                     "workstation.review.diff", "workstation.tui.commands"):
+            importlib.import_module(name)
 
     @work(thread=True, exclusive=True, group="records")
     def reload_records(self) -> None:
