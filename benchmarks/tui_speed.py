@@ -29,8 +29,11 @@ it was recorded on this project's machine before the speed work of that issue, s
 script, same battery beside).
 
 Usage: ``.venv/bin/python benchmarks/tui_speed.py [--tasks 5000] [--keys 40] [--tmux]
-[--repeat 5] [--beside 1] [--record-baseline]``. Everything runs in a temporary folder with
-its own KWS_* folders and git identity.
+[--repeat 5] [--beside 1] [--record-baseline] [--compare REV]``. On a machine shared with
+other work the load moves both figures by a factor of two or more from hour to hour;
+``--compare REV`` measures revision ``REV`` (the baseline's commit) in alternation with
+this checkout under the same load and prints that ratio too. Everything runs in a
+temporary folder with its own KWS_* folders and git identity.
 """
 
 from __future__ import annotations
@@ -162,12 +165,13 @@ def make_big_queue(tmp: Path, n: int, env: dict[str, str]) -> Path:
     return root
 
 
-def launch_to_queue(queue: Path, env: dict[str, str], wait_validated: bool = False) -> tuple[float, int]:
+def launch_to_queue(queue: Path, env: dict[str, str], wait_validated: bool = False,
+                    repo: Path = REPO) -> tuple[float, int]:
     """Seconds from spawning a fresh Python process to the first frame showing rows
     (with ``wait_validated`` the process then stays until every task is validated, so
     the index cache is written for the next launch)."""
     script = Path(tempfile.mkdtemp()) / "child.py"
-    script.write_text(CHILD.format(repo=str(REPO), queue=str(queue), wait_validated=wait_validated))
+    script.write_text(CHILD.format(repo=str(repo), queue=str(queue), wait_validated=wait_validated))
     t0 = time.time()
     out = subprocess.run([PY, str(script)], env=env, cwd=REPO, capture_output=True, text=True, timeout=300)
     if out.returncode != 0:
@@ -176,12 +180,12 @@ def launch_to_queue(queue: Path, env: dict[str, str], wait_validated: bool = Fal
     return doc["first_rows"] - t0, doc["rows"]
 
 
-def open_to_paint(queue: Path, task: str, env: dict[str, str]) -> float:
+def open_to_paint(queue: Path, task: str, env: dict[str, str], repo: Path = REPO) -> float:
     """Milliseconds from Enter on ``task`` to the first frame of its review screen with
     spec and diff, in a fresh process (the real engine warmed up first)."""
     script = Path(tempfile.mkdtemp()) / "open_child.py"
-    script.write_text(OPEN_CHILD.format(repo=str(REPO), queue=str(queue), task=task))
-    out = subprocess.run([PY, str(script)], env=env, cwd=REPO, capture_output=True, text=True, timeout=300)
+    script.write_text(OPEN_CHILD.format(repo=str(repo), queue=str(queue), task=task))
+    out = subprocess.run([PY, str(script)], env=env, cwd=repo, capture_output=True, text=True, timeout=300)
     if out.returncode != 0:
         raise RuntimeError(out.stderr[-3000:])
     return json.loads(out.stdout.strip().splitlines()[-1])["open_paint_ms"]
@@ -324,6 +328,46 @@ async def open_and_type(queue: Path, task: str, n_keys: int) -> dict[str, object
     return res
 
 
+def checkout(rev: str, dest: Path) -> Path:
+    """The files of git revision ``rev`` of this repository, at ``dest``, byte-compiled."""
+    dest.mkdir(parents=True)
+    arch = subprocess.run(["git", "archive", rev], cwd=REPO, capture_output=True, check=True).stdout
+    subprocess.run(["tar", "x", "-C", str(dest)], input=arch, check=True)
+    compile_tree(dest)
+    return dest
+
+
+def compile_tree(repo: Path) -> None:
+    """Byte-compile ``repo/workstation`` (as an installed kws is): with PYTHONDONTWRITEBYTECODE
+    set, a tree without ``__pycache__`` would pay for compiling every module at each start,
+    and two trees compared would differ in that alone."""
+    subprocess.run([PY, "-m", "compileall", "-q", str(repo / "workstation")], check=True, capture_output=True)
+
+
+def ab_compare(args: argparse.Namespace, tmp: Path, sample: Path, env: dict[str, str]) -> None:
+    """First paint and task open of revision ``args.compare`` and of this checkout, run in
+    alternation (A B, B A, ...) with the battery still running beside, so that machine
+    load lands on both alike; prints each median and the ratio."""
+    base = checkout(args.compare, tmp / "compare")
+    paints: dict[str, list[float]] = {"then": [], "now": []}
+    opens: dict[str, list[float]] = {"then": [], "now": []}
+    for i in range(args.repeat):
+        order = [("then", base), ("now", REPO)] if i % 2 == 0 else [("now", REPO), ("then", base)]
+        for name, repo in order:
+            paints[name].append(launch_to_queue(sample, env, repo=repo)[0])
+        for name, repo in order:
+            opens[name].append(open_to_paint(sample, args.task, env, repo=repo))
+    p0, p1 = statistics.median(paints["then"]), statistics.median(paints["now"])
+    o0, o1 = statistics.median(opens["then"]), statistics.median(opens["now"])
+    print(f"A/B, interleaved, {args.repeat} runs each, load average {os.getloadavg()[0]:.1f}:")
+    print(f"  first paint: {args.compare} {p0:.3f} s, this checkout {p1:.3f} s: ratio {p1 / p0:.2f}, "
+          f"{100 * (1 - p1 / p0):.0f}% faster   (runs then {[round(x, 3) for x in paints['then']]}, "
+          f"now {[round(x, 3) for x in paints['now']]})")
+    print(f"  task open:   {args.compare} {o0:.1f} ms, this checkout {o1:.1f} ms: ratio {o1 / o0:.2f}, "
+          f"{100 * (1 - o1 / o0):.0f}% faster   (runs then {[round(x) for x in opens['then']]}, "
+          f"now {[round(x) for x in opens['now']]})")
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--tasks", type=int, default=5000, help="size of the generated queue (0: skip)")
@@ -333,11 +377,15 @@ def main() -> None:
     ap.add_argument("--repeat", type=int, default=5, help="fresh processes per tracked figure")
     ap.add_argument("--beside", type=int, default=1, help="battery loops (kws check) beside the app")
     ap.add_argument("--record-baseline", action="store_true", help=f"write the figures to {BASELINE.name}")
+    ap.add_argument("--compare", metavar="REV", default=None,
+                    help="also measure the code of git revision REV (e.g. the baseline's commit), interleaved "
+                         "with this checkout's runs, so both see the same machine load; prints both medians")
     args = ap.parse_args()
     tmp = Path(tempfile.mkdtemp(prefix="kws-bench-"))
     env = env_for(tmp)
     os.environ.update({k: v for k, v in env.items() if k.startswith(("KWS_", "GIT_"))})
     try:
+        compile_tree(REPO)
         sample = make_sample_queue(tmp, env)
         with Beside(args.beside, env) as beside:
             print(f"machine: {os.cpu_count()} CPUs, load average {os.getloadavg()[0]:.1f}; "
@@ -383,6 +431,8 @@ def main() -> None:
                       f"{len(lat)} keys during the run): median {statistics.median(lat):.1f} ms, p95 {p95:.1f} ms, "
                       f"max {lat[-1]:.1f} ms   (target 50 ms)")
                 print(f"(the battery took {res['run_s']:.1f} s on this machine)")
+        if args.compare:
+            ab_compare(args, tmp, sample, env)
         if args.record_baseline:
             import datetime
 
