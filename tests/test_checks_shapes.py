@@ -73,16 +73,70 @@ def test_shrink_values_are_smaller_legal_and_simplest_first():
     assert shrink_values(1, ParamSpec(min=1)) == []
 
 
-def test_cost_model_is_conservative_and_quantised():
-    m = CostModel.fit([(1024, 0.11), (4096, 0.41)], on_gpu=False)
-    assert m.seconds(4096) >= 0.41  # never under-predicts a measured case
-    m2 = CostModel.fit([(1024, 0.115), (4096, 0.42)], on_gpu=False)
-    assert m.b == m2.b  # timing noise within a factor 2 does not change the plan
+def test_cost_model_is_predicted_from_the_parameters_not_measured():
+    declared = [{"M": 64, "K": 1024, "dtype": "float32"}, {"M": 32, "K": 512, "dtype": "float32"}]
+    m = CostModel.plan(declared, ["M", "K"], on_gpu=False)
+    assert m.declared_max == 64 * 1024 and m.case_cap == 2 * 64 * 1024 and m.budget == 24 * 64 * 1024
+    assert m.fits({"M": 64, "K": 2048}) and not m.fits({"M": 64, "K": 2049})  # 2049 rounds up to 2064
     assert cost_units({"M": 1, "N": 17}, ["M", "N"]) == 16 * 32  # whole 16-wide tiles
-    assert m.fits({"N": 1000}, ["N"]) and not m.fits({"N": 100000}, ["N"])
-    slow = CostModel.fit([(1024, 1.5)], on_gpu=False)  # autotuned: slow at any size
-    assert slow.fits({"N": 16}, ["N"]) and slow.call_limit_s > 2.0
-    assert CostModel.fit([], on_gpu=True).fits({"N": 1 << 20}, ["N"])
+    assert m.max_cases == 24 and m.shrink_trials == 16
+    assert CostModel.plan(declared, ["M", "K"], on_gpu=False) == m  # nothing measured: the same model every time
+    tuned = CostModel.plan(declared, ["M", "K"], on_gpu=False, autotune_configs=4)  # re-tunes at each shape
+    assert tuned.max_cases == 6 and tuned.shrink_trials == 4 and tuned.case_cap == m.case_cap
+    gpu = CostModel.plan(declared, ["M", "K"], on_gpu=True)
+    assert gpu.fits({"M": 1 << 10, "K": 1 << 17}) and not gpu.fits({"M": 1 << 10, "K": 1 << 18})
+    assert gpu.max_cases == 48 and gpu.shrink_trials is None
+
+
+def test_edge_shapes_plan_depends_only_on_the_task_and_the_derivation_seed():
+    from types import SimpleNamespace
+
+    from workstation.checks.edge_shapes import EdgeShapes
+    from workstation.checks.support.legal import int_params
+    from workstation.task.format import load_task
+
+    task = load_task(SAMPLE_QUEUE / "tasks" / "rowsum-edge")
+
+    def plan(seed: int):
+        ctx = SimpleNamespace(task=task, cases=[dict(c) for c in task.cases], seeds=(0, 1, 2), on_gpu=False,
+                              derivation_seed=seed)
+        params = int_params(ctx.cases)
+        params.sort(key=lambda p: p not in task.contract.reduction)
+        trials, left = EdgeShapes()._derive(ctx, params, CostModel.plan(ctx.cases, params, False))
+        return [(t.case, t.seed, t.label) for t in trials], [t.case for t in left]
+
+    a, b = plan(1234), plan(1234)
+    assert a == b and len(a[0]) == 24 and a[1]  # the count cap, then the rest left out
+    assert {seed for _c, seed, _w in a[0]} == {1234}  # derived inputs come from the derivation seed
+    assert [c for c, _s, _w in plan(99)[0]] == [c for c, _s, _w in a[0]]  # the cases are the task's own
+    cap = 2 * max(cost_units(c, ["K", "M"]) for c in task.cases)
+    assert all(cost_units(c, ["K", "M"]) <= cap for c, _s, _w in a[0])
+
+
+def test_derivation_seed_follows_the_task_version_and_the_kws_version(tmp_path):
+    import shutil
+    import subprocess
+
+    from workstation.engine.derivation import derivation_for, derivation_seed, folder_tree_id
+
+    src = SAMPLE_QUEUE / "tasks" / "rowsum-edge"
+    head = subprocess.run(["git", "rev-parse", f"HEAD:{src.relative_to(SAMPLE_QUEUE.parent)}"],
+                          cwd=SAMPLE_QUEUE.parent, capture_output=True, text=True)
+    dirty = subprocess.run(["git", "status", "--porcelain", "--", str(src)], cwd=SAMPLE_QUEUE.parent,
+                           capture_output=True, text=True).stdout.strip()
+    copy = tmp_path / "rowsum-edge"
+    shutil.copytree(src, copy, ignore=shutil.ignore_patterns("__pycache__"))
+    (copy / "__pycache__").mkdir()
+    (copy / "__pycache__" / "x.pyc").write_bytes(b"ignored")
+    if head.returncode == 0 and not dirty:  # a checkout: the content hash is git's tree id
+        assert folder_tree_id(copy) == head.stdout.strip()
+    d = derivation_for(copy)
+    assert d.source == "content hash" and d.version == folder_tree_id(src)
+    assert d == derivation_for(copy) and d.seed == derivation_seed(d.version, d.kws)
+    assert derivation_seed(d.version, "9.9.9") != d.seed  # a new kws explores other inputs
+    assert derivation_for(copy, tree=d.version).seed == d.seed  # the tree id of the same files: the same seed
+    (copy / "candidate.py").write_text((copy / "candidate.py").read_text() + "\n# edited\n")
+    assert derivation_for(copy).seed != d.seed  # another version
 
 
 def test_divisibility_pattern_from_results():
@@ -181,6 +235,9 @@ def test_edge_shapes_rowsum_edge_fails_with_the_tail_pattern(runner):
     derived = info["evidence"]["derived"]
     planned = [c for c in derived if "block that divides" not in c["why"]]  # not the refinement probes
     assert len(planned) <= 24 and all(1 <= c["case"]["K"] <= 65536 for c in derived)
+    assert info["evidence"]["seed"] == info["evidence"]["derivation"]["seed"] == f["evidence"]["seed"]
+    assert f"--seeds {f['evidence']['seed']}" in f["repro"]  # the repro runs the derived inputs exactly
+    assert info["evidence"]["cost_model"]["case_cap_units"] == 2 * 32768
     assert any(c["case"]["K"] == 384 and c["status"] == "pass" for c in derived)  # tells % 128 from % 256
 
 

@@ -56,3 +56,37 @@ def test_text_report_is_readable(tmp_path):
     p = kws("check", str(d), "--only", "correctness")
     assert p.returncode == 1
     assert "FAIL" in p.stdout and "repro: kws check" in p.stdout and "device: cpu" in p.stdout
+
+
+def test_bad_options_are_errors_that_name_the_option(tmp_path):
+    """Unknown or missing case parameters, values [params] forbids, bad JSON, bad seeds and
+    an unavailable device stop with exit 2 and a message naming the option (nothing runs)."""
+    d = write_task(tmp_path)
+    bad = [
+        (["--case", '{"N": 64, "dtype": "float32", "Q": 1}'], "--case", "unknown case parameter(s) 'Q'"),
+        (["--case", '{"dtype": "float32"}'], "--case", "missing N"),
+        (["--case", '{"N": 64, "dtype": "float32"'], "--case", "not valid JSON"),
+        (["--case", "[1, 2]"], "--case", "must be a JSON table"),
+        (["--seeds", "a,b"], "--seeds", "'a' is not an integer"),
+        (["--seeds", ","], "--seeds", "no seed given"),
+        (["--seeds", "-1"], "--seeds", "out of range"),
+        (["--case", '{"N": 0, "dtype": "float32"}'], "--case", "N=0 is not allowed by [params]"),
+        (["--only", "nope"], "--only", "unknown check id(s): nope"),
+    ]
+    for args, option, problem in bad:
+        p = kws("check", str(d), "--json", *args)
+        assert p.returncode == 2, (args, p.stdout, p.stderr)
+        err = json.loads(p.stdout)["error"]
+        assert err["key"] == option and problem in err["problem"], (args, err)
+        assert f"kws: {option}: " in p.stderr and "Traceback" not in p.stderr
+
+
+def test_device_cuda_without_cuda_is_an_error(tmp_path):
+    probe = subprocess.run([sys.executable, "-c", "import torch; print(torch.cuda.is_available())"],
+                           capture_output=True, text=True)
+    if probe.stdout.strip() == "True":
+        import pytest
+
+        pytest.skip("this machine has CUDA: --device cuda is valid here")
+    p = kws("check", str(write_task(tmp_path)), "--device", "cuda", "--only", "correctness")
+    assert p.returncode == 2 and "--device: cuda: no CUDA device" in p.stderr

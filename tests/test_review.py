@@ -254,3 +254,135 @@ def test_session_draft_roundtrip_and_commit(tmp_path, monkeypatch):
     rs = load_records(root)
     assert rs.verdict(v.verdict_id).fields["correctness"] == "incorrect"
     assert {f.check for f in rs.verdict(v.verdict_id).findings} >= {"correctness", "failure-mismatch"}
+
+
+# ---- provenance of suggestions, re-flags, commit warnings -----------------------------------
+
+
+def _upto_before(task: str, check: str) -> tuple[ReviewSession, list]:
+    """A session with every event of ``task``'s stream applied up to (not including) the
+    result of ``check``; returns it and the events left."""
+    s = ReviewSession(task, "/nowhere", RUBRIC)
+    s.begin_run()
+    events = stream(task)
+    for i, (kind, data) in enumerate(events):
+        if kind == "check_finished" and data["result"]["check"] == check:
+            return s, events[i:]
+        s.apply_event(kind, data)
+    raise AssertionError(f"{check} never finishes in the {task} stream")
+
+
+def test_accepting_while_an_informing_check_runs_is_from_an_incomplete_run_until_it_finishes():
+    s, rest = _upto_before("relu-unwritten", "edge-shapes")
+    assert s.rows["edge-shapes"].status == "running"
+    assert s.provenance("edge_coverage") == "from-incomplete-run"
+    assert s.provenance("reference") == "from-complete-run"  # its informing checks are all done
+    s.accept_all_suggestions()
+    assert s.suggested["edge_coverage"] == "from-incomplete-run"
+    assert s.values["edge_coverage"] == "covered"
+    warn = s.commit_warnings()
+    assert any("not finished" in w and "edge-shapes" in w for w in warn), warn
+    d = s.draft()
+    assert "edge-shapes" in d.unfinished_checks and d.suggested["edge_coverage"] == "from-incomplete-run"
+    for kind, data in rest:
+        s.apply_event(kind, data)
+    # edge-shapes passed: the complete run suggests what was taken, so it is now from the complete run
+    assert not s.running and not s.reflagged
+    assert s.suggested["edge_coverage"] == "from-complete-run"
+    assert s.commit_warnings() == [] and s.draft().unfinished_checks == []
+
+
+def test_a_finding_that_changes_after_acceptance_reflags_the_field():
+    s, rest = _upto_before("relu-unwritten", "edge-shapes")
+    s.accept_suggestion("edge_coverage")
+    kind, data = rest[0]
+    failed = json.loads(json.dumps(data))
+    failed["result"]["status"] = "fail"
+    failed["result"]["findings"] = [{"check": "edge-shapes", "severity": "fail", "summary": "case M=1 N=1: wrong",
+                                     "evidence": {}, "repro": ""}]
+    s.apply_event("check_finished", failed)
+    assert s.suggestions()["edge_coverage"].value == "fails"
+    assert "now fails" in s.reflagged["edge_coverage"]
+    assert s.suggested["edge_coverage"] == "from-incomplete-run"  # not confirmed by the finished run
+    assert any(w.startswith("Edge coverage:") for w in s.commit_warnings())
+    # Enter on the field: the reviewer looked again and keeps the value; the flag goes
+    assert s.confirm_field("edge_coverage") == [] and "edge_coverage" not in s.reflagged
+    # a new finding behind the same value re-flags too
+    s.accept_suggestion("edge_coverage")  # now "fails"
+    more = json.loads(json.dumps(failed))
+    more["result"]["findings"].append({"check": "edge-shapes", "severity": "fail", "summary": "case M=3: wrong",
+                                       "evidence": {}, "repro": ""})
+    s.apply_event("check_finished", more)
+    assert "findings behind fails changed" in s.reflagged["edge_coverage"]
+    # the reviewer's own pick is not a suggestion: no provenance, no flag
+    s.set_value("edge_coverage", "untested")
+    assert "edge_coverage" not in s.suggested and "edge_coverage" not in s.reflagged
+
+
+def test_errored_checks_and_prescreens_are_not_a_complete_run():
+    s = session_after("relu-unwritten")
+    report = s.report()
+    err = next(c for c in report["checks"] if c["check"] == "noncontiguous")
+    err["status"], err["reason"] = "error", "RuntimeError: a kws bug"
+    p = ReviewSession("relu-unwritten", "/nowhere", RUBRIC)
+    p.load_prescreen(report)
+    assert p.source == "prescreen" and p.provenance("edge_coverage") == "from-prescreen"
+    p.accept_suggestion("correctness")
+    assert p.suggested == {"correctness": "from-prescreen"}
+    assert any("pre-screen" in w for w in p.commit_warnings())
+    assert any("ended in error: noncontiguous" in w for w in p.commit_warnings())
+    p.begin_run()  # a live run replaces the stored findings
+    assert p.source == "run" and p.provenance("correctness") == "from-incomplete-run"
+
+
+def test_picks_by_number_confirm_and_undo_keep_the_provenance_straight():
+    s = session_after("layernorm-debug")
+    assert s.pick_nth("overall", 1) == [("overall", None, "reject")]
+    assert s.pick_nth("overall", 9) == [] and s.values["overall"] == "reject"
+    assert "overall" not in s.suggested
+    assert s.confirm_field("correctness") == [("correctness", None, "incorrect")]  # empty: kws's suggestion
+    assert s.suggested["correctness"] == "from-complete-run"
+    s.undo()
+    assert "correctness" not in s.values and "correctness" not in s.suggested
+    s.redo()
+    assert s.suggested["correctness"] == "from-complete-run"
+
+
+def test_a_session_saves_nothing_until_the_reviewer_changes_something():
+    saved = []
+    s = ReviewSession("layernorm-debug", "/nowhere", RUBRIC, on_change=lambda sess: saved.append(sess.draft()))
+    s.begin_run()
+    for kind, data in stream("layernorm-debug"):
+        s.apply_event(kind, data)
+    assert not s.touched and saved == []
+    s.pick_nth("reference", 3)
+    assert s.touched and len(saved) == 1
+    s.mark_committed()
+    assert not s.touched
+
+
+def test_commit_records_unfinished_checks_and_suggested(tmp_path, monkeypatch):
+    isolate(monkeypatch, tmp_path)
+    use_identity(monkeypatch, ALICE)
+    root = ensure_default_queue(source=build_fixture_queue(tmp_path / "fixture-src"), dest=tmp_path / "queue")
+    import git
+
+    from workstation.repo.gitqueue import task_version
+
+    repo = git.Repo(root)
+    s, _rest = _upto_before("relu-unwritten", "edge-shapes")
+    s.queue_root = root
+    s.task_tree = task_version(repo, "relu-unwritten").tree
+    s.accept_all_suggestions()
+    for f in s.rubric.choice_fields:
+        if not s.values.get(f.key):
+            s.pick_nth(f.key, len(f.values))
+    assert s.suggested["overall"] == "from-incomplete-run"
+    s.set_value("overall", "needs-work")  # the reviewer's own pick replaces kws's reject
+    s.set_rationale("unwritten output")
+    v = s.commit(repo)
+    got = load_records(root).verdict(v.verdict_id)
+    assert "edge-shapes" in got.unfinished_checks
+    assert got.suggested["edge_coverage"] == "from-incomplete-run"
+    assert got.suggested["reference"] == "from-complete-run"
+    assert "overall" not in got.suggested and got.overall == "needs-work"  # picked by the reviewer

@@ -42,7 +42,7 @@ def test_vim_toml_is_complete_and_differs_in_movement():
 def test_binding_ids_are_unique_and_scoped():
     ids = [a.id for a in ACTIONS]
     assert len(ids) == len(set(ids))
-    assert {a.scope for a in ACTIONS} == {"app", "queue", "review", "diff", "checks", "rubric"}
+    assert {a.scope for a in ACTIONS} == {"app", "queue", "review", "diff", "checks", "evidence", "scroll", "rubric"}
 
 
 def test_user_file_overrides_and_can_choose_the_base(tmp_path, monkeypatch):
@@ -107,3 +107,89 @@ def test_character_key_names_keys_as_textual_does():
             assert key_to_character(name) == c, (c, name)
     assert character_key("?") == "question_mark" and character_key("]") == "right_square_bracket"
     assert normalise_key_list("?, f1,ctrl+s") == "question_mark,f1,ctrl+s"
+
+
+def test_docs_key_grammar_tables_match_the_actions():
+    """docs/tui.md lists, per screen, every key of the default keymap with its one meaning
+    and its binding ids: exactly what the ActionSpecs say (key_meanings)."""
+    import re
+
+    from workstation.tui.keymap import SCREEN_SCOPES, key_meanings
+
+    doc = (KEYMAPS.parent / "docs" / "tui.md").read_text()
+    for screen in SCREEN_SCOPES:
+        block = re.search(rf"<!-- keys:{screen} -->\n(.*?)<!-- /keys -->", doc, re.S)
+        assert block, f"docs/tui.md has no key table for the {screen} screen"
+        rows = [r for r in block.group(1).splitlines() if r.startswith("| `")]
+        got = {}
+        for r in rows:
+            key, meaning, ids = (c.strip() for c in r.strip("|").split("|"))
+            got[key.strip("`")] = (meaning, ids)
+        want = {key_display(k): (m, ", ".join(ids)) for k, (m, ids) in key_meanings(defaults(), screen).items()}
+        assert got == want, screen
+
+
+@pytest.mark.parametrize("name", ["default", "vim"])
+def test_one_meaning_per_key_on_each_screen(name):
+    from workstation.tui.keymap import SCREEN_SCOPES, key_meanings
+
+    load = resolve_keymap(name, user_file=Path("/nonexistent"))
+    assert not load.problems
+    for screen in SCREEN_SCOPES:
+        km = key_meanings(load.keys, screen)
+        assert all(len({a.means for a in ACTIONS if a.id in ids}) == 1 for _m, ids in km.values()), screen
+        assert km["enter"][0] == "confirm" and km.get("escape", ("back",))[0] == "back"
+    review = key_meanings(load.keys, "review")
+    assert {review[str(n)][0] for n in range(1, 10)} == {"pick the nth value of the focused field"}
+    assert all(review[f"alt+{n}"][0] == f"show panel {n}" for n in range(1, 7))
+    assert review["space"][0] == "page down"
+
+
+def test_a_user_keymap_giving_a_key_two_meanings_on_a_screen_is_refused(tmp_path, monkeypatch):
+    monkeypatch.setenv("KWS_CONFIG_DIR", str(tmp_path))
+    user_keymap_path().write_text('[keys]\n"rubric.edit_rationale" = "r"\n')  # r re-runs a check on that screen
+    load = resolve_keymap(None)
+    assert load.name == "default" and load.problems
+    assert "one meaning per key" in load.problems[0].problem and "review screen" in load.problems[0].problem
+
+
+def test_the_palette_offers_every_action_of_the_screen_it_was_opened_on(tmp_path, monkeypatch):
+    import asyncio
+
+    from tests.tuikit import replay_app, tui_env, wait_queue, wait_review_ready
+    from workstation.tui.commands import NAMES, KwsCommands
+    from workstation.tui.keymap import SCREEN_SCOPES
+
+    root = tui_env(monkeypatch, tmp_path)
+
+    async def go() -> None:
+        app = replay_app(root)
+        async with app.run_test(size=(160, 48)) as pilot:
+            await wait_queue(pilot)
+            for screen_kind in ("queue", "review"):
+                if screen_kind == "review":
+                    app.screen.open_task("matmul-opt")
+                    await wait_review_ready(pilot)
+                names = {n for n, _h, _cb in KwsCommands(app.screen)._commands()}
+                want = {NAMES.get(a.id, a.description) for a in ACTIONS
+                        if a.palette and a.scope in SCREEN_SCOPES[screen_kind] and a.scope not in ("evidence", "scroll")}
+                assert want <= names, (screen_kind, sorted(want - names))
+                assert {"Next unreviewed task", "Next task reserved by me", "Switch keymap: vim",
+                        "Open task: matmul-opt"} <= names
+            assert {"Reserve task: matmul-opt", "Resolve a dispute of matmul-opt", "Re-run check: correctness",
+                    "Set Overall: Accept"} <= names
+
+    asyncio.run(go())
+
+
+def test_alt_digits_from_a_terminal_reach_the_panel_keys():
+    """A terminal sends alt+5 as Esc 5, which Textual's parser turns into the character
+    macOS's Option+5 types (∞): the app maps each of these back to alt+digit."""
+    from textual._xterm_parser import XTermParser
+
+    from workstation.tui.app import ALT_DIGIT_KEYS
+
+    parser = XTermParser(debug=False)
+    for d in "0123456789":
+        [ev] = list(parser.feed("\x1b" + d))
+        assert ALT_DIGIT_KEYS[ev.key] == d, (d, ev.key)

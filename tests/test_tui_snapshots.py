@@ -49,7 +49,7 @@ def test_review_screen_with_a_finding_selected(snap_compare, app, size):
 def test_review_screen_rubric_after_accepting_suggestions(snap_compare, app, size):
     async def before(pilot):
         await _open(pilot, "matmul-opt")
-        await pilot.press("5", "A", "l")
+        await pilot.press("alt+5", "A", "3")
         await pilot.pause(0.2)
 
     assert snap_compare(app, terminal_size=size, run_before=before)
@@ -58,7 +58,38 @@ def test_review_screen_rubric_after_accepting_suggestions(snap_compare, app, siz
 def test_review_screen_timing_panel(snap_compare, app):
     async def before(pilot):
         await _open(pilot, "bench-honest")
-        await pilot.press("4")
+        await pilot.press("alt+4")
+        await pilot.pause(0.2)
+
+    assert snap_compare(app, terminal_size=WIDE, run_before=before)
+
+
+def test_commit_confirmation_on_a_half_run_battery(snap_compare, tmp_path, monkeypatch):
+    import threading
+
+    app = replay_app(tui_env(monkeypatch, tmp_path), gate=threading.Event(), gate_before="edge-shapes")
+
+    async def before(pilot):
+        await wait_queue(pilot)
+        pilot.app.screen.open_task("relu-unwritten")
+        await wait_for(pilot, lambda: getattr(pilot.app.screen, "session", None) is not None)
+        s = pilot.app.screen.session
+        await wait_for(pilot, lambda: s.rows.get("reference-suspect") is not None and s.rows["reference-suspect"].done)
+        await pilot.press("alt+5", "A")
+        for f in s.rubric.choice_fields:
+            if not s.values.get(f.key):
+                pilot.app.screen.query_one("RubricForm").set_field(f.key, len(f.values))
+        await pilot.press("e", *"see unwritten-output", "escape", "ctrl+s")
+        await wait_for(pilot, lambda: type(pilot.app.screen).__name__ == "ConfirmScreen")
+        await pilot.pause(0.2)
+
+    assert snap_compare(app, terminal_size=WIDE, run_before=before)
+
+
+def test_review_screen_spec_maximised(snap_compare, app):
+    async def before(pilot):
+        await _open(pilot, "matmul-opt")
+        await pilot.press("alt+1", "z")
         await pilot.pause(0.2)
 
     assert snap_compare(app, terminal_size=WIDE, run_before=before)

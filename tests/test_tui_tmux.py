@@ -97,8 +97,13 @@ def env(tmp_path, monkeypatch):
 
 
 def test_real_kws_full_review_in_tmux(tmp_path, env):
+    """A full review with the real engine: a commit while the battery still runs asks for
+    confirmation (Esc cancels); once it is done the suggestions are taken again, the
+    verdict commits, and ``kws recheck`` of it says identical (same derived cases, same
+    findings)."""
     root, e = env
     t = Tmux(tmp_path, f"{KWS} --queue {shlex.quote(str(root))}", e, (160, 48))
+    rubric = find_rubric("kernel-review")
     try:
         t.wait("relu-unwritten", 20)
         t.wait("5 to review", 20)
@@ -109,33 +114,46 @@ def test_real_kws_full_review_in_tmux(tmp_path, env):
         t.keys("Enter")
         s = t.wait("unwritten-output", 30)
         assert "Source: candidate vs baseline" in s
-        s = t.wait_re(r"(\d+)/\1 done · 1 fail", 180)  # the whole battery, real task code
-        assert "✘ FAIL   unwritten-output" in s  # failing checks are listed first
-        t.keys("5", "A")
-        time.sleep(0.5)
-        # the fields kws could not suggest (e.g. benchmark: the task claims no speedup) get
-        # a value by their key; the form lists them in rubric order, one line each
-        rubric = find_rubric("kernel-review")
-        rows = [ln for ln in t.screen().splitlines() if any(f.label[:20] in ln for f in rubric.choice_fields)]
-        t.keys("Up", "Up", "Up", "Up", "Up", "Up", "Up")
-        for f in rubric.choice_fields:
-            line = next(ln for ln in rows if f.label[:20] in ln)
-            if "needed" in line:
-                t.keys(f.values[-1].key)  # picks and moves to the next field
-            else:
-                t.keys("Down")
+        # while the battery runs: a complete rubric (each field's 1st value), a rationale, ctrl+s
+        t.keys("M-5")
+        time.sleep(0.3)
+        t.keys(*["1"] * len(rubric.choice_fields))
         t.keys("e")
         t.text("Half of each output row is never written; see unwritten-output.")
         t.keys("Escape")
-        s = t.wait("Half of each output row is never written", 10)
-        assert "needed" not in s, s
+        t.wait("Half of each output row is never written", 10)
+        t.keys("C-s")
+        s = t.wait("not final", 20)
+        assert "not finished" in s and "Enter: yes" in s
+        t.keys("Escape")
+        t.wait("not committed (cancelled)", 10)
+        s = t.wait_re(r"(\d+)/\1 done · 1 fail", 240)  # the whole battery, real task code
+        assert "✘ FAIL   unwritten-output" in s  # failing checks are listed first
+        # now take kws's suggestions: clear every field, accept all (A), then give the fields
+        # kws has no suggestion for their last value by number
+        t.keys(*["Up"] * len(rubric.choice_fields))
+        for _f in rubric.choice_fields:
+            t.keys("BSpace", "Down")
+        t.keys("A")
+        time.sleep(0.5)
+        rows = [ln for ln in t.screen().splitlines() if any(f.label[:20] in ln for f in rubric.choice_fields)]
+        t.keys(*["Up"] * len(rubric.choice_fields))
+        for f in rubric.choice_fields:
+            line = next((ln for ln in rows if f.label[:20] in ln), None)
+            assert line is not None, f"{f.label} is not on the screen:\n{t.screen()}"
+            t.keys(str(len(f.values)) if "needed" in line else "Down")  # no suggestion: its last value
+        end = time.monotonic() + 10  # the keys are sent; wait until the app has taken them all
+        while "needed" in t.screen() and time.monotonic() < end:
+            time.sleep(0.2)
+        assert "needed" not in t.screen(), t.screen()
         t.keys("C-s")
         s = t.wait("committed verdict", 30)
+        vid = re.search(r"committed verdict ([0-9a-f-]{36})", s).group(1)
         # 80x24: the panels become tabs, nothing clipped in the shown one
         t.resize(80, 24)
         s = t.wait("[5 Rubric]", 10)
         assert "Overall" in s and "Reference legitimacy" in s
-        t.keys("3")
+        t.keys("M-3")
         s = t.wait("[3 Checks]", 10)
         assert "unwritten-output" in s
         t.keys("Escape")
@@ -149,6 +167,10 @@ def test_real_kws_full_review_in_tmux(tmp_path, env):
         t.kill()
     log = git.Repo(root).git.log("--format=%s")
     assert "kws verdict: reject relu-unwritten" in log
+    r = subprocess.run([str(KWS), "recheck", vid, "--queue", str(root)], env=e, capture_output=True, text=True,
+                       timeout=600)
+    assert r.returncode == 0, r.stderr
+    assert "identical: every check status and all" in r.stdout, r.stdout
 
 
 def test_real_kws_no_color_narrow_terminal(tmp_path, env):

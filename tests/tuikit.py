@@ -59,7 +59,7 @@ async def wait_for(pilot, cond: Callable[[], bool], timeout: float = 15.0, what:
 
 async def wait_queue(pilot, validated: bool = True) -> None:
     app = pilot.app
-    await wait_for(pilot, lambda: app.queue.loaded and (not validated or not app.queue.validating),
+    await wait_for(pilot, lambda: app.queue.loaded and app.queue.flags_loaded and (not validated or not app.queue.validating),
                    what="the queue to load")
     await pilot.pause(0.05)
 

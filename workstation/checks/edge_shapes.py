@@ -5,10 +5,8 @@ from __future__ import annotations
 from typing import Any
 
 from workstation.checks.support.costmodel import (
-    CPU_CALL_LIMIT_S,
     GPU_MAX_ELEMENTS,
     CostModel,
-    cost_units,
     elements,
 )
 from workstation.checks.support.legal import (
@@ -33,14 +31,8 @@ from workstation.engine.check import Check, Finding, Skip, register
 from workstation.engine.context import CheckContext, case_label
 from workstation.task.model import ParamSpec
 
-# CPU budget (Triton interpreter): measured candidate seconds for the derived cases (run in
-# batches of BATCH, in priority order), measured seconds for shrinking, and the derived-case
-# count. GPU: a count (the element cap is the cost model's).
-CPU_DERIVED_BUDGET_S = 2.0
-CPU_SHRINK_BUDGET_S = 0.8
-CPU_MAX_CASES = 24
-BATCH = 8
-GPU_MAX_CASES = 48
+# the plan's limits (case count, cost units) are the cost model's (support/costmodel.py):
+# predicted from the parameters, never measured, so every machine runs the same cases
 MAX_SHRINK_ROUNDS = 6
 
 
@@ -57,6 +49,12 @@ class EdgeShapes(Check):
     load for that reason; KernelBench-style harnesses that only test round sizes let such
     kernels through.
 
+    Deterministic: the cases, their order and their inputs depend only on the task version
+    and the kws version (the inputs of derived cases use the run's derivation seed,
+    :mod:`workstation.engine.derivation`; the plan's limits are predicted cost units, not
+    measured times), so the same task version gives the same cases and findings on any
+    machine and ``kws recheck`` can compare a verdict's findings exactly.
+
     How: from ``[params]`` (min / max / multiple_of / choices) and the declared cases,
     kws derives legal cases by varying one integer shape parameter at a time (the
     contract's ``reduction`` parameters first) from a declared case (the cheapest one per
@@ -66,21 +64,22 @@ class EdgeShapes(Check):
     apart), declared values +-1 and a larger size (2-4x the largest declared value),
     plus a few all-odd combinations. Non-integer case values stay fixed. A case where
     ``make_inputs`` or the reference raises is dropped (task format v1). Each derived case
-    runs once (the first seed) against the reference at the declared tolerance. A failing
+    runs once (inputs from the derivation seed) against the reference at the declared
+    tolerance. A failing
     case is shrunk like a property-based test case: smaller legal values are tried per
     parameter while the failure keeps its class (mismatch, NaN, the exception type), and
     the smallest one is reported with its comparison evidence, where the mismatches lie
     (e.g. the ragged last tile), and, per parameter, which values failed and passed.
 
-    Limits: on the CPU (Triton interpreter) each case must fit a cost model fitted on the
-    declared cases' measured call times (0.6 s predicted, or 1.2x the fastest declared
-    call where that is slower, e.g. an autotuned kernel), the cases run in priority order
-    until 2 s of measured candidate time is spent (at most 24), and one call that runs
-    past 2 s is dropped as over budget, not charged; so the larger size may be small. On
-    a GPU up to 48 cases, reaching the ``[params]`` maxima within 2**27 elements. Only the
-    first seed; dtypes are not varied (``precision-regime`` looks at those). A derived
-    case that fails the way a declared case of its dtype already fails (same class) is an
-    ``info`` (``correctness`` reports the declared case).
+    Limits: on the CPU (Triton interpreter) a derived case has at most 2x the cost units
+    of the largest declared case (units: the product of the parameters, each rounded up
+    to 16), the plan at most 24x in all, in at most 24 cases (fewer for an autotuned
+    candidate, which re-tunes at each new shape: 24 / its configs), taken in priority
+    order; a shrink spends at most 16 candidate calls per failure class. So the larger
+    size is modest on the CPU. On a GPU up to 48 cases, reaching the ``[params]`` maxima
+    within 2**27 elements. One seed; dtypes are not varied (``precision-regime`` looks at
+    those). A derived case that fails the way a declared case of its dtype already fails
+    (same class) is an ``info`` (``correctness`` reports the declared case).
     """
 
     id = "edge-shapes"
@@ -99,17 +98,15 @@ class EdgeShapes(Check):
         params.sort(key=lambda p: p not in task.contract.reduction)
         if not params:
             return [self.finding(ctx, "info", "no integer shape parameter in the declared cases: nothing to vary")]
-        # the declared cases' own runs (shared with `correctness`) calibrate the cost model
-        # and anchor the per-parameter pass/fail pattern
+        # the declared cases' own runs (shared with `correctness`) anchor the per-parameter
+        # pass/fail pattern; their sizes set the plan's scale (the cost model: no timing)
         declared = run_trials(ctx, [Trial(dict(c), seed, "declared") for c in ctx.cases])
-        cost = CostModel.fit([(cost_units(r.trial.case, params),
-                               r.cand.step.seconds if r.cand is not None and r.cand.step is not None else 0.0)
-                              for r in declared], ctx.on_gpu)
-        trials = self._derive(ctx, params, cost)
-        results, not_run = self._run_budgeted(ctx, trials, CPU_DERIVED_BUDGET_S, cost.call_limit_s)
+        cost = CostModel.plan(ctx.cases, params, ctx.on_gpu, _autotune_configs(ctx))
+        trials, not_run = self._derive(ctx, params, cost)
+        results = run_trials(ctx, trials)
         if not results:
-            raise Skip("no legal derived case fits the CPU budget: the declared cases take "
-                       f"{cost.a * 2:.2g} s or more per call under the Triton interpreter (a GPU runs them)")
+            raise Skip("no legal derived case fits the plan: every case kws derives from [params] is a "
+                       f"declared one or beyond {cost.case_cap} cost units (2x the largest declared case)")
         if all(r.status == "dropped" for r in results):
             raise Skip(f"every derived case was dropped ({len(results)}); first: "
                        f"{case_label(results[0].trial.case)}: {results[0].reason}")
@@ -133,11 +130,10 @@ class EdgeShapes(Check):
         by_class: dict[str, list[TrialResult]] = {}
         for r in failed:
             by_class.setdefault(r.klass, []).append(r)
-        shrink_left = CPU_SHRINK_BUDGET_S
         for klass, rs in by_class.items():
-            start = min(rs, key=lambda r: (elements(r.trial.case, params), sum(r.trial.case[p] for p in params)))
-            best, path, spent = self._shrink(ctx, start, params, cost, known, shrink_left)
-            shrink_left -= spent
+            start = min(rs, key=lambda r: (elements(r.trial.case, params), sum(r.trial.case[p] for p in params),
+                                           case_key(r.trial.case)))
+            best, path = self._shrink(ctx, start, params, cost, known)
             findings.append(self._fail(ctx, klass, best, start, rs, results + declared, params, path))
         n_drop = sum(r.status == "dropped" for r in results)
         n_pass = sum(r.status == "pass" for r in results)
@@ -152,19 +148,21 @@ class EdgeShapes(Check):
             why = next(r.reason for r in results if r.status == "dropped")
             summary += f" (e.g. {why[:120]})"
         if not ctx.on_gpu:
-            summary += " (CPU: sizes bounded by the interpreter's cost"
-            summary += f"; {len(not_run)} more not run within the time budget)" if not_run else ")"
+            summary += f" (CPU: cases up to {cost.case_cap} cost units, 2x the largest declared case"
+            summary += f"; {len(not_run)} more beyond the plan's budget)" if not_run else ")"
         findings.append(self.finding(ctx, "info", summary, {
-            "seed": seed, "derived": table, "params": {p: task.params.get(p, UNLISTED).describe() for p in params},
+            "seed": ctx.derivation_seed, "declared_seed": seed, "derivation": ctx.derivation.as_dict(),
+            "derived": table, "params": {p: task.params.get(p, UNLISTED).describe() for p in params},
             "not_run": [{"case": t.case, "why": t.label} for t in not_run],
-            "cost_model": {"a_s": cost.a, "b_s_per_unit": cost.b, "unit": "product of parameters rounded up to 16",
-                           "on_gpu": cost.on_gpu}}))
+            "cost_model": cost.as_dict()}))
         return findings
 
     # -- derivation ----------------------------------------------------------------------------
 
-    def _derive(self, ctx: CheckContext, params: list[str], cost: CostModel) -> list[Trial]:
-        task, seed = ctx.task, ctx.seeds[0]
+    def _derive(self, ctx: CheckContext, params: list[str], cost: CostModel) -> tuple[list[Trial], list[Trial]]:
+        """The derived trials in priority order within the plan's limits (case count; on the
+        CPU the per-case cap and the total cost units), and the legal ones left out."""
+        task, seed = ctx.task, ctx.derivation_seed
         declared = {case_key(c) for c in ctx.cases}
         bases: list[dict[str, Any]] = []
         for dt in dict.fromkeys(c.get("dtype") for c in ctx.cases):
@@ -199,17 +197,21 @@ class EdgeShapes(Check):
                         c[p] = snap(c[p] // 2, specs[p], "down") or 1
                     queue.insert(0, (c, f"{p}={c[p]} (the [params] maximum{'' if c[p] == top else ', halved to fit'})"))
         trials: list[Trial] = []
+        left: list[Trial] = []
         seen = set(declared)
-        limit = GPU_MAX_CASES if ctx.on_gpu else CPU_MAX_CASES
+        spent = 0
         for case, why in queue:
             k = case_key(case)
             if k in seen or not all(specs[p].allows(case[p]) for p in params) or not cost.fits(case, params):
                 continue
             seen.add(k)
+            units = cost.units(case)
+            if len(trials) >= cost.max_cases or (not ctx.on_gpu and spent + units > cost.budget):
+                left.append(Trial(case, seed, why))
+                continue
+            spent += units
             trials.append(Trial(case, seed, why))
-            if len(trials) >= limit:
-                break
-        return trials
+        return trials, left
 
     def _larger(self, p: str, bases: list[dict[str, Any]], declared: list[int], specs: dict[str, ParamSpec],
                 params: list[str], cost: CostModel) -> tuple[dict[str, Any], str] | None:
@@ -252,28 +254,6 @@ class EdgeShapes(Check):
             out.append(({**base, **primes}, "all odd primes: " + ", ".join(f"{p}={v}" for p, v in primes.items())))
         return out
 
-    def _run_budgeted(self, ctx: CheckContext, trials: list[Trial], budget_s: float,
-                      limit: float) -> tuple[list[TrialResult], list[Trial]]:
-        """Run trials in batches, in order, until the candidate's measured seconds reach
-        ``budget_s`` (CPU only; on a GPU all run at once). Each call is limited to
-        ``limit`` seconds (:attr:`CostModel.call_limit_s`): one that runs longer is
-        dropped, not charged."""
-        if ctx.on_gpu:
-            return run_trials(ctx, trials), []
-        out: list[TrialResult] = []
-        spent, i, size = 0.0, 0, (1 if limit > CPU_CALL_LIMIT_S else 2)
-        while i < len(trials):
-            if spent >= budget_s:
-                return out, trials[i:]
-            res = run_trials(ctx, trials[i:i + size], budget_timeout=limit)
-            for r in res:
-                ok = r.cand is not None and r.cand.step is not None
-                spent += r.cand.step.seconds if ok else (limit if r.status == "dropped" else 0.0)
-            out += res
-            i += size
-            size = min(2 * size, BATCH)  # small first batches: the first calls tell the real cost
-        return out, []
-
     def _refine(self, ctx: CheckContext, params: list[str], results: list[TrialResult],
                 declared: list[TrialResult], known: dict[str, TrialResult], cost: CostModel) -> list[TrialResult]:
         """Sharpen a divisibility pattern: while "fails exactly when p % b != 0" holds, try
@@ -282,18 +262,18 @@ class EdgeShapes(Check):
         specs = {p: ctx.task.params.get(p, UNLISTED) for p in params}
         base = declared[0].trial.case
         classes = [r.klass for r in results if r.failed]
-        klass = max(set(classes), key=classes.count)
+        klass = max(sorted(set(classes)), key=classes.count)  # sorted: ties never depend on str hashing
         for _ in range(4):
             rules = _patterns(results + declared + extra, params, ctx.cases, klass)["rules"]
             tries = []
             for p, b in rules.items():
                 for v in (b // 2, 3 * b // 2):
                     c = {**base, p: v}
-                    if b >= 4 and specs[p].allows(v) and case_key(c) not in known:
-                        tries.append(Trial(c, base_seed(ctx), f"{p}={v} (is {b // 2} the block that divides?)"))
+                    if b >= 4 and specs[p].allows(v) and case_key(c) not in known and cost.fits(c, params):
+                        tries.append(Trial(c, ctx.derivation_seed, f"{p}={v} (is {b // 2} the block that divides?)"))
             if not tries:
                 break
-            res = run_trials(ctx, tries, budget_timeout=None if ctx.on_gpu else cost.call_limit_s)
+            res = run_trials(ctx, tries)
             for r in res:
                 known[case_key(r.trial.case)] = r
             extra += res
@@ -302,13 +282,12 @@ class EdgeShapes(Check):
     # -- shrinking --------------------------------------------------------------------------------
 
     def _shrink(self, ctx: CheckContext, start: TrialResult, params: list[str], cost: CostModel,
-                known: dict[str, TrialResult], budget_s: float) -> tuple[TrialResult, list[dict[str, Any]], float]:
+                known: dict[str, TrialResult]) -> tuple[TrialResult, list[dict[str, Any]]]:
         """Greedy shrinking (:func:`~workstation.checks.support.shrink.shrink`): per round,
         smaller legal values of every parameter (one at a time), moving to the smallest case
-        that fails with the same class; on the CPU until the candidate's measured seconds
-        reach ``budget_s``."""
+        that fails with the same class; on the CPU until :attr:`CostModel.shrink_trials`
+        candidate calls are spent (a count: the same on every machine)."""
         specs = {p: ctx.task.params.get(p, UNLISTED) for p in params}
-        limit = cost.call_limit_s
 
         def candidates(best: TrialResult) -> list[Trial]:
             tries = []
@@ -320,21 +299,16 @@ class EdgeShapes(Check):
             return tries
 
         def run(tries: list[Trial]) -> list[TrialResult]:
-            res = run_trials(ctx, tries, budget_timeout=None if ctx.on_gpu else limit)
+            res = run_trials(ctx, tries)
             for r in res:
                 known[case_key(r.trial.case)] = r
             return res
 
-        def spent(r: TrialResult) -> float:
-            if r.cand is not None and r.cand.step is not None:
-                return r.cand.step.seconds
-            return limit if r.status == "dropped" else 0.0
-
         got = shrink(start, candidates=candidates, run=run,
                      keeps_failure=lambda r: r.failed and r.klass == start.klass,
                      size=lambda r: (elements(r.trial.case, params), sum(r.trial.case[p] for p in params)),
-                     cost=spent, budget=None if ctx.on_gpu else budget_s, max_rounds=MAX_SHRINK_ROUNDS)
-        return got.best, [dict(r.trial.case) for r in got.path], got.spent
+                     cost=lambda r: 1.0, budget=cost.shrink_trials, max_rounds=MAX_SHRINK_ROUNDS)
+        return got.best, [dict(r.trial.case) for r in got.path]
 
     # -- findings ---------------------------------------------------------------------------------
 
@@ -376,9 +350,16 @@ def _same_kind(case: dict[str, Any], declared: list[TrialResult], params: list[s
     return [r for r in declared if {k: v for k, v in r.trial.case.items() if k not in params} == fixed]
 
 
-def base_seed(ctx: CheckContext) -> int:
-    """The seed derived cases run with (the first of ``--seeds``)."""
-    return ctx.seeds[0]
+def _autotune_configs(ctx: CheckContext) -> int:
+    """The most configs an ``@triton.autotune`` kernel of the candidate tries (1 when none
+    is autotuned or the count is not a literal): each derived shape re-tunes them all."""
+    from workstation.checks.autotune import scan_autotune
+
+    try:
+        kernels = scan_autotune(ctx.task)
+    except (OSError, SyntaxError, ValueError):
+        return 1
+    return max([k.n_configs or 1 for k in kernels] + [1])
 
 
 def _short(vals: list[int]) -> str:

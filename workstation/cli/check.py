@@ -39,12 +39,16 @@ def check_cmd(task_dir: Path, as_json: bool, only: str | None, seeds: str, case_
         return
     try:
         ids = select_checks(only.split(",") if only else None)
-        seed_list = [int(s) for s in seeds.split(",") if s.strip()]
-        case = json.loads(case_json) if case_json else None
-        if case is not None and not isinstance(case, dict):
-            raise ValueError("--case must be a JSON table, e.g. '{\"N\": 1000, \"dtype\": \"float32\"}'")
-    except (KeyError, ValueError) as e:
-        _fail_load(str(e), {"file": "", "key": "", "problem": str(e)}, as_json)
+        seed_list = _parse_seeds(seeds)
+        case = _parse_case(case_json, task) if case_json else None
+        if device == "cuda":
+            _require_cuda()
+    except KeyError as e:
+        msg = f"--only: {e.args[0] if e.args else e}"
+        _fail_load(msg, {"file": "", "key": "--only", "problem": msg}, as_json)
+        return
+    except _OptionError as e:
+        _fail_load(str(e), {"file": "", "key": e.option, "problem": e.problem}, as_json)
         return
     progress = None
     if not as_json and sys.stderr.isatty():
@@ -62,6 +66,75 @@ def check_cmd(task_dir: Path, as_json: bool, only: str | None, seeds: str, case_
     doc = to_json_dict(res)
     click.echo(dumps(doc) if as_json else to_text(doc, verbose=verbose))
     sys.exit(exit_code(doc))
+
+
+class _OptionError(ValueError):
+    """A bad command-line value: ``option`` names it, ``problem`` says what is wrong."""
+
+    def __init__(self, option: str, problem: str) -> None:
+        super().__init__(f"{option}: {problem}")
+        self.option, self.problem = option, problem
+
+
+def _parse_seeds(text: str) -> list[int]:
+    """``--seeds``: comma-separated non-negative integers."""
+    out = []
+    for part in (p.strip() for p in text.split(",")):
+        if not part:
+            continue
+        try:
+            v = int(part)
+        except ValueError:
+            raise _OptionError("--seeds", f"{part!r} is not an integer (comma-separated integers, e.g. 0,1,2)") from None
+        if not 0 <= v < 2**63:
+            raise _OptionError("--seeds", f"{v} is out of range (0 to 2**63 - 1)")
+        out.append(v)
+    if not out:
+        raise _OptionError("--seeds", "no seed given (comma-separated integers, e.g. 0,1,2)")
+    return out
+
+
+def _parse_case(text: str, task: object) -> dict:
+    """``--case``: a JSON table naming exactly the task's case parameters (those its
+    declared cases and ``[params]`` use), with values ``[params]`` allows."""
+    try:
+        case = json.loads(text)
+    except json.JSONDecodeError as e:
+        raise _OptionError("--case", f"not valid JSON ({e.msg} at column {e.colno}): {text!r}") from None
+    if not isinstance(case, dict):
+        raise _OptionError("--case", 'must be a JSON table, e.g. \'{"N": 1000, "dtype": "float32"}\'')
+    cases = [dict(c) for c in task.cases]  # type: ignore[attr-defined]
+    params = task.params  # type: ignore[attr-defined]
+    known = {k for c in cases for k in c} | set(params)
+    unknown = sorted(set(case) - known)
+    if unknown:
+        raise _OptionError("--case", f"unknown case parameter(s) {', '.join(map(repr, unknown))}; "
+                                     f"the cases of {task.id} take {', '.join(sorted(known))}")  # type: ignore[attr-defined]
+    needed = set.intersection(*(set(c) for c in cases)) if cases else set()
+    missing = sorted(needed - set(case))
+    if missing:
+        raise _OptionError("--case", f"missing {', '.join(missing)} (every declared case of "
+                                     f"{task.id} sets it)")  # type: ignore[attr-defined]
+    for k, v in case.items():
+        spec = params.get(k)
+        if spec is not None and not spec.allows(v):
+            raise _OptionError("--case", f"{k}={v!r} is not allowed by [params] ({spec.describe()})")
+    return case
+
+
+def _require_cuda() -> None:
+    """``--device cuda`` needs a CUDA device: asked of torch in a child process (this
+    process never imports torch)."""
+    import subprocess
+
+    code = "import sys, torch; sys.exit(0 if torch.cuda.is_available() else 1)"
+    try:
+        r = subprocess.run([sys.executable, "-c", code], capture_output=True, timeout=300)
+    except subprocess.TimeoutExpired:
+        raise _OptionError("--device", "cuda: could not ask torch for a CUDA device (timed out)") from None
+    if r.returncode != 0:
+        raise _OptionError("--device", "cuda: no CUDA device on this machine (torch.cuda.is_available() is "
+                                       "false); leave --device out to run on the CPU")
 
 
 def _fail_load(message: str, data: dict, as_json: bool) -> None:

@@ -24,11 +24,12 @@ TUI's timing panel, ``--only``) asks the registry.
 from __future__ import annotations
 
 import importlib
-import importlib.metadata
 import pkgutil
+import re
 import threading
 from collections.abc import Iterable
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import TYPE_CHECKING, Any, ClassVar, Literal
 
 if TYPE_CHECKING:
@@ -201,12 +202,40 @@ def load_checks() -> None:
         for info in pkgutil.iter_modules(builtin.__path__):
             if not info.ispkg and not info.name.startswith("_"):
                 importlib.import_module(f"{builtin.__name__}.{info.name}")
-        for ep in importlib.metadata.entry_points(group=ENTRY_POINT_GROUP):
+        from importlib.metadata import entry_points
+
+        for ep in entry_points(group=ENTRY_POINT_GROUP):
             try:
                 ep.load()
             except Exception as e:  # noqa: BLE001  (a broken plugin must not take the battery down)
                 PLUGIN_ERRORS.append(f"{ep.name} ({ep.value}): {type(e).__name__}: {e}")
         _loaded = True
+
+
+_ID_RE = re.compile(r'^    id = "([a-z0-9][a-z0-9-]*)"\s*(?:#.*)?$', re.M)
+
+
+def known_check_ids() -> set[str]:
+    """Every check id the battery registers, without importing the built-in check modules:
+    their ``id = "..."`` class attributes read from the sources (a test checks this equals
+    the registry), plus the ids of ``kws.checks`` plugins (loaded when there are any). For
+    callers that only validate ids (the rubric loader in the review app's process, which
+    would otherwise import numpy and every check before its first paint)."""
+    from importlib.metadata import entry_points
+    from importlib.util import find_spec
+
+    if _loaded:
+        return set(REGISTRY)
+    spec = find_spec(BUILTIN_CHECKS)
+    ids: set[str] = set()
+    for folder in spec.submodule_search_locations or [] if spec is not None else []:
+        for path in sorted(Path(folder).glob("*.py")):
+            if not path.name.startswith("_"):
+                ids.update(_ID_RE.findall(path.read_text(encoding="utf-8")))
+    if entry_points(group=ENTRY_POINT_GROUP):
+        load_checks()
+        ids |= set(REGISTRY)
+    return ids
 
 
 def check_ids() -> list[str]:

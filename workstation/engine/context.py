@@ -201,6 +201,21 @@ class CheckContext:
         return self.stash.once(TaskSources, lambda: TaskSources(self.task.dir))
 
     @property
+    def derivation(self):
+        """What this run's randomised choices are seeded from
+        (:class:`~workstation.engine.derivation.Derivation`: the task version and the kws
+        version), computed once per run."""
+        from workstation.engine.derivation import derivation_for
+
+        return self.stash.once("derivation", lambda: derivation_for(self.task.dir, task_id=self.task.id))
+
+    @property
+    def derivation_seed(self) -> int:
+        """The seed of every randomised choice a check makes of its own (derived cases and
+        their inputs): the same for the same task version and kws version on any machine."""
+        return self.derivation.seed
+
+    @property
     def device(self):
         return self.runner.device
 

@@ -56,21 +56,12 @@ def task_tree(task: Task) -> str | None:
     """The git tree id of the task folder in its queue's HEAD (``None`` outside a queue
     repository). Where the work tree differs from HEAD, the id has ``+dirty`` appended,
     so a report never claims a version it did not see."""
-    import git
+    from workstation.engine.derivation import queue_tree
 
-    from workstation.repo.gitqueue import QueueError, open_queue, task_version
-    from workstation.task.queue import find_queue_root
-
-    root = find_queue_root(task.dir)
-    if root is None or task.dir.resolve().parent != (root / "tasks").resolve():
+    tree, dirty = queue_tree(task.dir, task.id)
+    if tree is None:
         return None
-    try:
-        v = task_version(open_queue(root), task.id)
-    except (QueueError, git.GitError):
-        return None
-    if v.tree is None:
-        return None
-    return v.tree + ("+dirty" if v.dirty else "")
+    return tree + ("+dirty" if dirty else "")
 
 
 def select_checks(only: Iterable[str] | None, task: Task | None = None) -> list[str]:

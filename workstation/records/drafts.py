@@ -25,8 +25,6 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
-from workstation.repo.gitqueue import state_dir
-
 __all__ = ["Draft", "delete_draft", "draft_path", "list_drafts", "load_draft", "save_draft"]
 
 _DRAFT_SCHEMA = 1
@@ -40,10 +38,10 @@ class Draft:
     rationale field key. ``task_tree`` is the git tree id of the task version the reviewer
     is judging (the one the checks ran on), or None before it is known. ``report`` is the
     ``kws check --json`` report (task format v1) the suggestions came from, or None when no
-    checks ran. ``updated`` is the UTC time of the last save. ``unfinished_checks`` lists
-    the check ids still running (or never run) when the reviewer commits, ``suggested``
-    maps the fields whose value the reviewer took from kws to the source of that
-    suggestion (``records.model.SUGGESTION_SOURCES``); both go into the verdict as is.
+    checks ran. ``suggested`` maps the fields whose value was taken from kws's suggestion
+    to where that suggestion came from (:data:`workstation.records.model.PROVENANCES`);
+    ``unfinished_checks`` lists the checks of the run without a result yet (queued or
+    running). ``updated`` is the UTC time of the last save.
     """
 
     task: str
@@ -53,9 +51,9 @@ class Draft:
     rubric_version: int = 0
     task_tree: str | None = None
     report: dict[str, Any] | None = None
-    updated: datetime | None = None
-    unfinished_checks: list[str] = field(default_factory=list)
     suggested: dict[str, str] = field(default_factory=dict)
+    unfinished_checks: list[str] = field(default_factory=list)
+    updated: datetime | None = None
 
     def to_json(self) -> dict[str, Any]:
         return {
@@ -67,9 +65,9 @@ class Draft:
             "rubric_version": self.rubric_version,
             "task_tree": self.task_tree,
             "report": self.report,
-            "updated": self.updated.isoformat() if self.updated else None,
-            "unfinished_checks": list(self.unfinished_checks),
             "suggested": dict(self.suggested),
+            "unfinished_checks": list(self.unfinished_checks),
+            "updated": self.updated.isoformat() if self.updated else None,
         }
 
     @classmethod
@@ -83,9 +81,9 @@ class Draft:
             rubric_version=int(data.get("rubric_version") or 0),
             task_tree=data.get("task_tree"),
             report=data.get("report"),
-            updated=datetime.fromisoformat(updated) if updated else None,
-            unfinished_checks=[str(c) for c in data.get("unfinished_checks") or []],
             suggested={str(k): str(v) for k, v in (data.get("suggested") or {}).items()},
+            unfinished_checks=[str(c) for c in data.get("unfinished_checks") or []],
+            updated=datetime.fromisoformat(updated) if updated else None,
         )
 
 
@@ -97,6 +95,9 @@ def _queue_key(queue: Path | str) -> str:
 
 def draft_path(queue: Path | str, task: str) -> Path:
     """Where the draft for ``task`` in the queue at ``queue`` lives."""
+    # imported here: gitqueue imports git, which the review app needs only after its first paint
+    from workstation.repo.gitqueue import state_dir
+
     return state_dir() / "drafts" / _queue_key(queue) / f"{task}.json"
 
 

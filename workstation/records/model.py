@@ -24,14 +24,14 @@ __all__ = [
     "OUTCOMES",
     "Outcome",
     "Overall",
+    "PROVENANCES",
+    "Provenance",
     "SCHEMA",
-    "SUGGESTION_SOURCES",
     "CheckStatus",
     "Dispute",
     "FindingSummary",
     "RecordError",
     "Reservation",
-    "Suggestion",
     "Resolution",
     "TaskFlags",
     "Verdict",
@@ -46,11 +46,6 @@ FOLDERS = {
     "resolution": "resolutions",
     "reservation": "reservations",
 }
-#: Where a verdict field's value came from, when the reviewer took kws's suggestion
-#: (``Verdict.suggested``): a complete check run, a run that had not finished, the queue
-#: pre-screen.
-Suggestion = Literal["from-complete-run", "from-incomplete-run", "from-prescreen"]
-SUGGESTION_SOURCES: tuple[str, ...] = get_args(Suggestion)
 #: The record kinds, in the order they are read.
 KINDS = tuple(FOLDERS)
 #: A resolution's outcome (the type; :data:`OUTCOMES` lists the values).
@@ -64,6 +59,14 @@ OUTCOMES: tuple[str, ...] = get_args(Outcome)
 Overall = Literal["accept", "reject", "needs-work"]
 if frozenset(get_args(Overall)) != OVERALL_VALUES:  # pragma: no cover - a guard for edits
     raise ImportError("records.model.Overall differs from rubric.model.OVERALL_VALUES")
+
+
+#: Where an accepted suggestion came from (a verdict's ``suggested`` table): the findings of
+#: a run whose informing checks had all finished, of a run where one was still queued,
+#: running or had errored, or of a pre-screen (findings stored by an earlier run of the
+#: same task version, shown before a fresh run).
+Provenance = Literal["from-complete-run", "from-incomplete-run", "from-prescreen"]
+PROVENANCES: tuple[str, ...] = get_args(Provenance)
 
 
 class RecordError(QueueError):
@@ -99,9 +102,9 @@ class Verdict:
     and ``rationale`` are stored at the top level. ``task_tree`` is the git tree id of
     ``tasks/<task>`` judged. ``timestamp`` is an aware UTC datetime. ``path`` is the file,
     relative to the queue root. ``sandbox`` is the check report's sandbox (``"bwrap"``,
-    ``"none"``; "" when unknown); ``unfinished_checks`` the check ids that had not finished
-    when the verdict was committed; ``suggested`` maps a field key to where its suggestion
-    came from (:data:`SUGGESTION_SOURCES`), for the fields the reviewer took from kws.
+    ``"none"``; "" when unknown); ``unfinished_checks`` are the checks of the run that had no
+    result yet (queued or running) when the verdict was committed; ``suggested`` maps each
+    field whose value the reviewer took from kws's suggestion to its :data:`Provenance`.
     """
 
     verdict_id: str

@@ -36,9 +36,9 @@ from workstation.records.model import (
     FindingSummary,
     Outcome,
     Overall,
+    Provenance,
     Reservation,
     Resolution,
-    Suggestion,
     Verdict,
 )
 from workstation.records.state import RecordSet
@@ -124,7 +124,7 @@ class _VerdictFile(_Header, kw_only=True):
     versions: Annotated[dict[str, str], Meta(description="a table of version strings")] = {}
     sandbox: Annotated[str, Meta(description="the check report's sandbox, e.g. bwrap or none")] = ""
     unfinished_checks: Annotated[list[str], Meta(description="an array of check ids")] = []
-    suggested: Annotated[dict[str, Suggestion], Meta(description="a table of field key = suggestion source")] = {}
+    suggested: Annotated[dict[str, Provenance], Meta(description="a table of field = provenance")] = {}
     verdict_id: _Id
     task: _TaskId
     task_tree: _Tree

@@ -5,7 +5,10 @@ of that tree, so later edits, a dirty work tree or another branch do not matter)
 temporary folder named after the task, checked there with
 ``workstation.engine.run.check_task``, and today's findings are compared with the recorded
 ones: per check, the status then and now; per finding, those that appeared or went away
-(matched on check, severity and summary).
+(matched on check, severity and summary; the findings of timing checks on check and
+severity only, since their summaries carry measured times that move with the machine's
+load). The battery picks the same derived cases for the same task version on any machine
+(:mod:`workstation.engine.derivation`), so an unchanged task rechecks **identical**.
 """
 
 from __future__ import annotations
@@ -56,10 +59,17 @@ class RecheckDiff:
     appeared: list[Mapping[str, Any]] = field(default_factory=list)  # today's findings not recorded
     gone: list[Mapping[str, Any]] = field(default_factory=list)  # recorded findings not seen today
     unchanged: int = 0
+    timing_checks: tuple[str, ...] = ()
     complete_then: bool | None = None
     complete_now: bool | None = None
     device_then: str = ""
     device_now: str = ""
+
+    @property
+    def identical(self) -> bool:
+        """Every check status and every finding as recorded (timing checks' findings by
+        check and severity), and ``complete`` as recorded."""
+        return not (self.status or self.appeared or self.gone) and self.complete_then == self.complete_now
 
     @property
     def same(self) -> bool:
@@ -72,18 +82,32 @@ class RecheckDiff:
         return [f for f in findings if f.get("severity") != "info"]
 
 
-def _fkey(f: Mapping[str, Any]) -> tuple[str, str, str]:
-    return (str(f.get("check", "")), str(f.get("severity", "")), " ".join(str(f.get("summary", "")).split()))
+def _fkey(f: Mapping[str, Any], timing: frozenset[str] = frozenset()) -> tuple[str, str, str]:
+    check = str(f.get("check", ""))
+    summary = "" if check in timing else " ".join(str(f.get("summary", "")).split())
+    return (check, str(f.get("severity", "")), summary)
 
 
-def compare_findings(verdict: Verdict, report: Mapping[str, Any]) -> RecheckDiff:
+def timing_check_ids() -> tuple[str, ...]:
+    """The registered checks whose findings carry measured times (``exclusive`` phase or
+    timing evidence), from the engine's registry."""
+    from workstation.engine.check import ids_where
+
+    return tuple(dict.fromkeys([*ids_where(phase="exclusive"), *ids_where(timing_evidence=True)]))
+
+
+def compare_findings(verdict: Verdict, report: Mapping[str, Any],
+                     timing_checks: tuple[str, ...] | None = None) -> RecheckDiff:
     """Compare ``verdict``'s recorded findings and check statuses with ``report`` (a
-    ``kws check --json`` report, task format v1)."""
+    ``kws check --json`` report, task format v1). Findings of ``timing_checks`` (default:
+    :func:`timing_check_ids`) match on check and severity only."""
+    timing = frozenset(timing_check_ids() if timing_checks is None else timing_checks)
     then_f = [{"check": f.check, "severity": f.severity, "summary": f.summary} for f in verdict.findings]
     now_f = list(report.get("findings") or [])
-    then_keys = [_fkey(f) for f in then_f]
-    now_keys = [_fkey(f) for f in now_f]
+    then_keys = [_fkey(f, timing) for f in then_f]
+    now_keys = [_fkey(f, timing) for f in now_f]
     d = RecheckDiff(
+        timing_checks=tuple(sorted(timing)),
         complete_then=verdict.checks_complete,
         complete_now=report.get("complete") if isinstance(report.get("complete"), bool) else None,
         device_then=verdict.device,
@@ -155,7 +179,12 @@ def format_recheck(verdict: Verdict, diff: RecheckDiff, verbose: bool = False) -
         lines.append(f"info findings differ: {info_new} new, {info_gone} not seen today (-v lists them)")
     if diff.complete_then != diff.complete_now:
         lines.append(f"complete: {diff.complete_then} then, {diff.complete_now} now")
-    if diff.same:
+    if diff.identical:
+        timing = [c for c in diff.timing_checks if any(f.check == c for f in verdict.findings)]
+        lines.append(f"identical: every check status and all {diff.unchanged} finding(s) as recorded"
+                     + (f" (the findings of {', '.join(timing)} compared by check and severity: they carry "
+                        "measured times)" if timing else ""))
+    elif diff.same:
         lines.append(f"same verdict-relevant results: every check status and every fail/warn finding as recorded ({diff.unchanged} finding(s) identical)")
     else:
         lines.append(f"unchanged findings: {diff.unchanged}")

@@ -265,7 +265,8 @@ def commit_verdict(
 
     The verdict records the draft's check report, if any (findings with check, severity,
     summary, repro and TOML-safe evidence; checks with status, seconds, reason; device;
-    ``complete``; versions). One commit, only this file, with trailers ``Kws-Record``,
+    ``complete``; versions), the checks that had not finished (``unfinished_checks``) and
+    where each accepted suggestion came from (``suggested``). One commit, only this file, with trailers ``Kws-Record``,
     ``Kws-Task``, ``Kws-Overall``, ``Kws-Reviewer``, ``Kws-Task-Tree``. The draft file is
     deleted after the commit succeeded (``remove_draft``).
     """
@@ -324,8 +325,9 @@ def commit_verdict(
             data["sandbox"] = report["sandbox"]
     if draft.unfinished_checks:
         data["unfinished_checks"] = [str(c) for c in draft.unfinished_checks]
-    if draft.suggested:
-        data["suggested"] = {str(k): str(v) for k, v in draft.suggested.items()}
+    suggested = {k: v for k, v in draft.suggested.items() if k in values or k == "overall"}
+    if suggested:
+        data["suggested"] = {f.key: suggested[f.key] for f in rubric.fields if f.key in suggested}
     message = (
         f"kws verdict: {overall} {draft.task}\n\n"
         + _trailers(

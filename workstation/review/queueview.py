@@ -46,6 +46,8 @@ __all__ = [
     "QueueRow",
     "TaskSummary",
     "build_rows",
+    "next_reserved_by_me",
+    "next_task",
     "next_unreviewed",
     "parse_filter",
     "quick_summary",
@@ -503,9 +505,19 @@ def sort_rows(rows: Iterable[QueueRow], key: str = "id", reverse: bool = False) 
     return sorted(rows, key=lambda r: _sort_value(key, r), reverse=reverse)
 
 
-def next_unreviewed(rows: list[QueueRow], after: str | None = None) -> QueueRow | None:
-    """The first row after task ``after`` (in ``rows`` order, wrapping around) that I have
-    not reviewed and nobody else holds reserved; None when there is none."""
+def next_task(rows: list[QueueRow], after: str | None = None, which: str = "unreviewed",
+              exclude: Iterable[str] = ()) -> QueueRow | None:
+    """The next row after task ``after`` (wrapping around) of kind ``which``:
+    ``unreviewed`` (:func:`next_unreviewed`) or ``reserved`` (:func:`next_reserved_by_me`),
+    never one of ``exclude``."""
+    skip = set(exclude)
+    if which == "reserved":
+        return _next_where(rows, after, lambda r: r.id not in skip and r.reserved_by_me and r.mine is None)
+    return _next_where(rows, after, lambda r: r.id not in skip and r.mine is None
+                       and (not r.reserved_by or r.reserved_by_me))
+
+
+def _next_where(rows: list[QueueRow], after: str | None, want: Any) -> QueueRow | None:
     if not rows:
         return None
     start = 0
@@ -517,9 +529,21 @@ def next_unreviewed(rows: list[QueueRow], after: str | None = None) -> QueueRow 
     n = len(rows)
     for k in range(n):
         r = rows[(start + k) % n]
-        if r.mine is None and (not r.reserved_by or r.reserved_by_me):
+        if want(r):
             return r
     return None
+
+
+def next_unreviewed(rows: list[QueueRow], after: str | None = None) -> QueueRow | None:
+    """The first row after task ``after`` (in ``rows`` order, wrapping around) that I have
+    not reviewed and nobody else holds reserved; None when there is none."""
+    return _next_where(rows, after, lambda r: r.mine is None and (not r.reserved_by or r.reserved_by_me))
+
+
+def next_reserved_by_me(rows: list[QueueRow], after: str | None = None) -> QueueRow | None:
+    """The first row after task ``after`` (wrapping around) that I hold reserved and have
+    not reviewed yet; None when there is none."""
+    return _next_where(rows, after, lambda r: r.reserved_by_me and r.mine is None)
 
 
 def with_summary(row: QueueRow, summary: TaskSummary) -> QueueRow:

@@ -10,8 +10,12 @@ imported where they are used: the app imports this module before its first paint
 
 - the queue: :func:`open_queue_root`, :func:`load_queue` (the index in stages, with the
   rubric, drafts, identity and records), :func:`reload_records`, :func:`task_dir`;
-- one task: :func:`load_draft`, :func:`task_tree`, :func:`task_history`;
-- commits: :func:`commit_verdict`, :func:`commit_dispute`.
+- one task: :func:`load_draft`, :func:`task_tree`, :func:`task_history`,
+  :func:`open_disputes`, :func:`task_report`;
+- commits: :func:`commit_verdict`, :func:`commit_dispute`, :func:`resolve_dispute`,
+  :func:`reserve_task`, :func:`release_task`;
+- the queue's records with others: :func:`sync_queue` (also after a reserve or release,
+  where the queue has a remote), :func:`calibration`, :func:`identity`.
 """
 
 from __future__ import annotations
@@ -24,13 +28,6 @@ from typing import Any
 
 from workstation.records.drafts import Draft, draft_path
 from workstation.records.drafts import load_draft as _load_draft
-from workstation.repo.gitqueue import (
-    QueueError,
-    ensure_default_queue,
-    open_queue,
-    reviewer_identity,
-    task_version,
-)
 from workstation.review.queueview import (
     QueueIndex,
     QueueRow,
@@ -43,7 +40,9 @@ from workstation.rubric.model import Rubric, queue_rubric
 from workstation.schema.problem import Problem
 
 __all__ = [
+    "ActionOutcome",
     "CommitOutcome",
+    "DisputeSummary",
     "DisputeOutcome",
     "QueueState",
     "ServiceError",
@@ -51,20 +50,36 @@ __all__ = [
     "TaskTree",
     "VerdictSummary",
     "commit_dispute",
+    "calibration",
     "commit_verdict",
+    "identity",
     "load_draft",
     "load_queue",
+    "open_disputes",
     "open_queue_root",
     "problem_lines",
+    "release_task",
     "reload_records",
+    "reserve_task",
+    "resolve_dispute",
+    "sync_queue",
     "task_dir",
     "task_history",
+    "task_report",
     "task_tree",
 ]
 
 
 class ServiceError(Exception):
     """The queue cannot be used as asked; the message says why and what to do."""
+
+
+def _gq() -> Any:
+    """:mod:`workstation.repo.gitqueue`, imported on first use: it imports git, which the
+    app needs only after its first paint (services is imported before it)."""
+    from workstation.repo import gitqueue
+
+    return gitqueue
 
 
 # --------------------------------------------------------------------------------------------
@@ -78,10 +93,14 @@ def open_queue_root(queue: Path | str | None) -> Path:
     Raises:
         ServiceError: the sample queue cannot be made, or the folder has no ``tasks/``.
     """
-    try:
-        root = Path(queue) if queue is not None else ensure_default_queue()
-    except QueueError as e:
-        raise ServiceError(str(e)) from None
+    if queue is not None:
+        root = Path(queue)
+    else:
+        gq = _gq()
+        try:
+            root = gq.ensure_default_queue()
+        except gq.QueueError as e:
+            raise ServiceError(str(e)) from None
     if not (root / "tasks").is_dir():
         raise ServiceError(f"{root}: not a kws queue (no tasks/ folder)")
     return root
@@ -100,7 +119,8 @@ class QueueState:
     it), ``me`` the reviewer's git identity (``name``, ``email``) or None with
     ``identity_problem`` saying why; ``rubric`` the queue's rubric or None with
     ``rubric_problem``; ``drafts`` the task ids with a saved draft; ``validating`` is true
-    while tasks the index cache did not vouch for are being validated.
+    while tasks the index cache did not vouch for are being validated; ``loaded``: the
+    rows are there; ``flags_loaded``: the rubric, identity and records too.
     """
 
     root: Path
@@ -114,6 +134,7 @@ class QueueState:
     drafts: set[str] = field(default_factory=set)
     validating: bool = False
     loaded: bool = False
+    flags_loaded: bool = False
     record_problems: list[Problem] = field(default_factory=list)
     record_warnings: list[Problem] = field(default_factory=list)
 
@@ -156,10 +177,13 @@ def load_queue(root: Path, *, validate: bool = True) -> Iterator[QueueState]:
     """Index the queue at ``root`` in stages, each yielded as soon as it is ready (a new
     :class:`QueueState` each time, so the UI thread can keep reading the one before):
 
-    1. the task rows (file reads only), the rubric and the drafts;
-    2. the review flags: the reviewer's git identity and the records;
+    1. the task rows (file reads only) and the drafts: what the first frame shows;
+    2. the rubric, the review flags (the reviewer's git identity and the records);
     3. with ``validate``, when the index cache did not vouch for every task: the rows
        after validating those tasks (``validating`` is true in the stages before).
+
+    The app shows stage 1 before it asks for the next (its worker waits for that frame):
+    git, the records and the rubric never compete with the first paint.
 
     Raises:
         Problem: ``root`` is not a queue, or its ``queue.toml`` does not load (before the
@@ -167,10 +191,6 @@ def load_queue(root: Path, *, validate: bool = True) -> Iterator[QueueState]:
     """
     st = QueueState(root=root)
     st.index = scan_queue(root)
-    try:
-        st.rubric = queue_rubric(root)
-    except Problem as e:
-        st.rubric_problem = str(e)
     st.drafts = _drafts_present(root)
     st.rows = build_rows(st.index, None, None, st.drafts)
     st.loaded = True
@@ -179,19 +199,16 @@ def load_queue(root: Path, *, validate: bool = True) -> Iterator[QueueState]:
 
     st = replace(st)
     try:
-        repo = open_queue(root)
-        try:
-            st.me = reviewer_identity(repo)
-        except QueueError as e:
-            st.identity_problem = str(e)
-        repo.close()
-    except QueueError as e:
-        st.identity_problem = str(e)
+        st.rubric = queue_rubric(root)
+    except Problem as e:
+        st.rubric_problem = str(e)
+    st.me, st.identity_problem = identity(root)
     from workstation.records.parse import load_records
 
     st.records = load_records(root)
     st.record_problems, st.record_warnings = _record_problems(root, st.records)
     st.rows = build_rows(st.index, st.records, st.me, st.drafts)
+    st.flags_loaded = True
     yield st
 
     if st.validating:
@@ -219,12 +236,29 @@ def _record_problems(root: Path, records: Any) -> tuple[list[Problem], list[Prob
     return problems, list(records.warnings)
 
 
+def identity(root: Path) -> tuple[Any, str]:
+    """The reviewer's git identity in the queue at ``root`` and ``""``, or None and why
+    not (the message says how to set it)."""
+    gq = _gq()
+    try:
+        repo = gq.open_queue(root)
+        try:
+            return gq.reviewer_identity(repo), ""
+        except gq.QueueError as e:
+            return None, str(e)
+        finally:
+            repo.close()
+    except gq.QueueError as e:
+        return None, str(e)
+
+
 def reload_records(state: QueueState) -> QueueState:
-    """``state`` with the records read again (after a commit or a dispute) and the rows
-    rebuilt."""
+    """``state`` with the reviewer's identity and the records read again (after a commit,
+    a dispute, a sync, or the identity being set meanwhile) and the rows rebuilt."""
     from workstation.records.parse import load_records
 
     st = replace(state)
+    st.me, st.identity_problem = identity(st.root)
     st.records = load_records(st.root)
     st.record_problems, st.record_warnings = _record_problems(st.root, st.records)
     if st.index is not None:
@@ -252,13 +286,14 @@ class TaskTree:
 
 def task_tree(root: Path, task_id: str) -> TaskTree:
     """The version of ``task_id`` a verdict would name (see :class:`TaskTree`)."""
+    gq = _gq()
     try:
-        repo = open_queue(root)
+        repo = gq.open_queue(root)
         try:
-            tv = task_version(repo, task_id)
+            tv = gq.task_version(repo, task_id)
         finally:
             repo.close()
-    except QueueError:
+    except gq.QueueError:
         return TaskTree(None)
     return TaskTree(tv.tree, tuple(tv.dirty))
 
@@ -294,12 +329,13 @@ class TaskHistory:
 
 def task_history(root: Path, task_id: str) -> TaskHistory:
     """The history of ``task_id`` (records and git); its text says why when unavailable."""
+    gq = _gq()
     from workstation.records.history import format_history
     from workstation.records.history import task_history as _task_history
     from workstation.records.parse import load_records
 
     try:
-        repo = open_queue(root)
+        repo = gq.open_queue(root)
         try:
             rs = load_records(root)
             h = _task_history(repo, task_id, rs)
@@ -307,7 +343,7 @@ def task_history(root: Path, task_id: str) -> TaskHistory:
             verdicts = tuple(_summary(e.record) for e in h.entries if e.kind == "verdict")
         finally:
             repo.close()
-    except QueueError as e:
+    except gq.QueueError as e:
         return TaskHistory(f"history unavailable: {e}")
     return TaskHistory(text, verdicts)
 
@@ -327,13 +363,14 @@ class CommitOutcome:
 def commit_verdict(root: Path, session: ReviewSession) -> CommitOutcome:
     """Commit ``session``'s verdict to the queue at ``root`` (one git commit; the draft is
     removed). Refused with the rubric's problems, a missing git identity, or a git error."""
+    gq = _gq()
     try:
-        repo = open_queue(root)
+        repo = gq.open_queue(root)
         try:
             v = session.commit(repo)
         finally:
             repo.close()
-    except QueueError as e:  # RecordError and IdentityError are QueueErrors
+    except gq.QueueError as e:  # RecordError and IdentityError are QueueErrors
         return CommitOutcome(error=str(e))
     return CommitOutcome(verdict=_summary(v))
 
@@ -350,11 +387,12 @@ def commit_dispute(root: Path, verdict_id: str, fields: Mapping[str, str], ratio
                    rubric: Rubric | None) -> DisputeOutcome:
     """Commit a dispute of verdict ``verdict_id``: the disputer's ``fields`` values and
     ``rationale`` (checked against ``rubric`` when given). One git commit."""
+    gq = _gq()
     from workstation.records.parse import load_records
     from workstation.records.store import commit_dispute as _commit_dispute
 
     try:
-        repo = open_queue(root)
+        repo = gq.open_queue(root)
         try:
             verdict = next((v for v in load_records(root).verdicts if v.verdict_id == verdict_id), None)
             if verdict is None:
@@ -362,6 +400,192 @@ def commit_dispute(root: Path, verdict_id: str, fields: Mapping[str, str], ratio
             d = _commit_dispute(repo, verdict, dict(fields), rationale, rubric)
         finally:
             repo.close()
-    except QueueError as e:
+    except gq.QueueError as e:
         return DisputeOutcome(error=str(e))
     return DisputeOutcome(dispute_id=d.dispute_id)
+
+
+# --------------------------------------------------------------------------------------------
+# disputes, reservations, sync, calibration, reports
+
+
+@dataclass(frozen=True)
+class ActionOutcome:
+    """What a record action did, as one line for the reviewer (``text``), or ``error``:
+    why it did not happen (nothing was committed then, or, for a sync, nothing was lost)."""
+
+    text: str = ""
+    error: str = ""
+
+
+@dataclass(frozen=True)
+class DisputeSummary:
+    """An open dispute as the app shows it: the disputed verdict's values and the
+    disputer's for the disputed ``fields`` (``verdict_values`` / ``dispute_values``)."""
+
+    dispute_id: str
+    verdict_id: str
+    task: str
+    disputer: str
+    verdict_reviewer: str
+    timestamp: datetime
+    rationale: str
+    verdict_values: Mapping[str, str]
+    dispute_values: Mapping[str, str]
+
+
+def open_disputes(root: Path, task_id: str) -> tuple[DisputeSummary, ...]:
+    """The unresolved disputes of ``task_id``, oldest first."""
+    gq = _gq()
+    from workstation.records.parse import load_records
+
+    rs = load_records(root)
+    out = []
+    for d in rs.open_disputes(task_id):
+        try:
+            v = rs.verdict(d.verdict_id)
+        except gq.QueueError:
+            continue
+        vals = rs.effective_values(v)
+        out.append(DisputeSummary(d.dispute_id, d.verdict_id, d.task, str(d.reviewer), str(v.reviewer), d.timestamp,
+                                  d.rationale, {k: vals.get(k, "") for k in d.fields}, dict(d.fields)))
+    return tuple(out)
+
+
+def resolve_dispute(root: Path, dispute_id: str, outcome: str, rationale: str,
+                    fields: Mapping[str, str] | None = None) -> ActionOutcome:
+    """Resolve dispute ``dispute_id`` (``upheld``, ``overturned``, or ``amended`` with
+    ``fields``), citing both sides; one git commit (``records.store.commit_resolution``)."""
+    gq = _gq()
+    from workstation.records.parse import load_records
+    from workstation.records.store import commit_resolution
+    from workstation.rubric.model import find_rubric
+
+    try:
+        repo = gq.open_queue(root)
+        try:
+            rs = load_records(root)
+            d = rs.dispute(dispute_id)
+            v = rs.verdict(d.verdict_id)
+            try:
+                rubric = find_rubric(v.rubric_id, root)
+            except Problem:
+                rubric = None
+            r = commit_resolution(repo, rs, d, outcome, rationale, dict(fields or {}), rubric)
+        finally:
+            repo.close()
+    except gq.QueueError as e:
+        return ActionOutcome(error=str(e))
+    text = f"resolution {r.resolution_id[:8]} committed: verdict {v.verdict_id[:8]} {outcome}"
+    if r.fields:
+        text += " (now " + ", ".join(f"{k}={val}" for k, val in r.fields.items()) + ")"
+    return ActionOutcome(text=text)
+
+
+def _share(repo: Any, text: str) -> ActionOutcome:
+    """``text``, then a sync where the queue has a remote (its outcome appended)."""
+    gq = _gq()
+    from workstation.records.sync import sync
+
+    if not repo.remotes:
+        return ActionOutcome(text=f"{text} (this queue has no remote: the record is local)")
+    try:
+        return ActionOutcome(text=f"{text}; sync: {sync(repo)}")
+    except gq.QueueError as e:
+        return ActionOutcome(text=text, error=f"committed locally but not shared yet: {e}")
+
+
+def reserve_task(root: Path, task_id: str, hours: float = 4.0) -> ActionOutcome:
+    """Reserve ``task_id`` for ``hours`` and sync (so others see it taken); refused when
+    someone else holds it (as far as this clone knows, or after the sync)."""
+    gq = _gq()
+    from workstation.records.parse import load_records
+    from workstation.records.state import same_reviewer
+    from workstation.records.store import reserve
+
+    try:
+        repo = gq.open_queue(root)
+        try:
+            who = gq.reviewer_identity(repo)
+            r = reserve(repo, task_id, hours, identity=who)
+            out = _share(repo, f"reserved {task_id} until {r.expires:%Y-%m-%d %H:%MZ}")
+            holder = load_records(root, ("reservation",)).reservation(task_id)
+            if holder is not None and not same_reviewer(holder.reviewer, who):
+                return ActionOutcome(error=f"{holder.reviewer} reserved {task_id} first (until "
+                                           f"{holder.expires:%Y-%m-%d %H:%MZ}); yours does not hold")
+            return out
+        finally:
+            repo.close()
+    except gq.QueueError as e:
+        return ActionOutcome(error=str(e))
+
+
+def release_task(root: Path, task_id: str) -> ActionOutcome:
+    """Release one's reservation of ``task_id`` and sync."""
+    gq = _gq()
+    from workstation.records.store import release
+
+    try:
+        repo = gq.open_queue(root)
+        try:
+            release(repo, task_id)
+            return _share(repo, f"released {task_id}")
+        finally:
+            repo.close()
+    except gq.QueueError as e:
+        return ActionOutcome(error=str(e))
+
+
+def sync_queue(root: Path) -> ActionOutcome:
+    """Pull (rebase) and push the queue's records (``records.sync.sync``: never forces)."""
+    gq = _gq()
+    from workstation.records.sync import sync
+
+    try:
+        repo = gq.open_queue(root)
+        try:
+            return ActionOutcome(text=f"sync: {sync(repo)}")
+        finally:
+            repo.close()
+    except gq.QueueError as e:
+        return ActionOutcome(error=f"sync: {e}")
+
+
+def calibration(root: Path, rubric: Rubric | None) -> str:
+    """The queue's calibration (agreement with gold verdicts per reviewer and field,
+    Krippendorff's alpha per field) as text, or why there is none."""
+    gq = _gq()
+    from workstation.records.calibration import calibrate, format_calibration
+
+    if rubric is None:
+        return "no calibration: the queue has no usable rubric"
+    try:
+        return format_calibration(calibrate(root, rubric))
+    except (gq.QueueError, Problem) as e:
+        return f"no calibration: {e}"
+
+
+def task_report(root: Path, task_id: str) -> ActionOutcome:
+    """The Markdown report of ``task_id``'s current verdict (``records.report``) in
+    ``text``, or ``error`` (no verdict yet)."""
+    gq = _gq()
+    from workstation.records.parse import load_records
+    from workstation.records.report import render_report
+    from workstation.rubric.model import find_rubric
+
+    try:
+        repo = gq.open_queue(root)
+        try:
+            rs = load_records(root)
+            v = rs.current_verdict(task_id)
+            if v is None:
+                return ActionOutcome(error=f"no verdict on {task_id} yet: nothing to report")
+            try:
+                rubric = find_rubric(v.rubric_id, root)
+            except Problem:
+                rubric = None
+            return ActionOutcome(text=render_report(repo, rs, v, rubric))
+        finally:
+            repo.close()
+    except gq.QueueError as e:
+        return ActionOutcome(error=str(e))

@@ -8,10 +8,17 @@ The TUI displays a :class:`ReviewSession` and dispatches keys to it:
   (:func:`workstation.rubric.model.suggest`) and the verdict; the ``start`` event's
   ``timing_checks`` / ``timing_evidence_checks`` say which checks the timing panel and
   "re-run timing" concern;
-- the **rubric values** with one-key picks, accept-the-suggestion, undo and redo, the
-  rationale and its prefill from findings (:mod:`workstation.review.evidence`),
-  validation, the draft (autosaved by :class:`~workstation.review.autosave.DraftSaver`
-  after every change), and the commit (:func:`workstation.records.store.commit_verdict`).
+- the **rubric values** with one-key picks (the nth value of a field), accept-the-suggestion,
+  undo and redo, the rationale and its prefill from findings
+  (:mod:`workstation.review.evidence`), validation, the draft (autosaved by
+  :class:`~workstation.review.autosave.DraftSaver` after every change the reviewer makes;
+  opening a task and watching its checks writes nothing), and the commit
+  (:func:`workstation.records.store.commit_verdict`);
+- the **provenance** of each accepted suggestion (:data:`~workstation.records.model.PROVENANCES`:
+  from a complete run, an incomplete or errored one, or a pre-screen), the fields whose
+  suggestion changed after the reviewer accepted it (:attr:`ReviewSession.reflagged`), and
+  what a commit should confirm first (:meth:`ReviewSession.commit_warnings`: checks still
+  running or errored, re-flagged fields).
 
 Nothing here imports torch or triton: the engine runs task code in child processes.
 """
@@ -30,6 +37,9 @@ from workstation.rubric.model import Rubric, validate_values
 from workstation.rubric.suggest import Suggestion, suggest
 
 __all__ = ["RUNNING_STATES", "Change", "CheckRow", "ReviewSession"]
+
+#: provenance of an accepted suggestion (the verdict's ``suggested`` table).
+FROM_COMPLETE, FROM_INCOMPLETE, FROM_PRESCREEN = "from-complete-run", "from-incomplete-run", "from-prescreen"
 
 #: check-row states before a result: waiting for a slot, running now.
 RUNNING_STATES = ("queued", "running")
@@ -72,6 +82,13 @@ class ReviewSession:
     ``timing_checks`` are the ids of the run's timing checks and ``timing_evidence_checks``
     those whose findings carry the timing panel's evidence, as the engine's ``start``
     event names them (a re-run of some checks adds to what the full run named).
+
+    ``source`` says where the rows came from: ``"run"`` (a live check run, the default) or
+    ``"prescreen"`` (:meth:`load_prescreen`: a report stored by an earlier screening run).
+    ``suggested`` maps each field whose value was taken from kws's suggestion to its
+    provenance; ``reflagged`` maps each such field whose suggestion changed afterwards to
+    a sentence saying how. ``touched`` is true once the reviewer changed something (or a
+    draft was restored): only then is there a draft to save.
     """
 
     def __init__(self, task_id: str, queue_root: Path | str, rubric: Rubric, *,
@@ -94,13 +111,22 @@ class ReviewSession:
         self.run_seconds: float | None = None
         self.on_change = on_change
         self._partial = False  # the current run re-runs some checks only
-        self._undo: list[list[Change]] = []
-        self._redo: list[list[Change]] = []
+        self._undo: list[tuple[list[Change], Any, Any]] = []
+        self._redo: list[tuple[list[Change], Any, Any]] = []
         self._version = 0  # bumped by every check event (see suggestions())
         self._suggested: tuple[int, dict[str, Suggestion]] | None = None
+        self.source = "run"
+        self.suggested: dict[str, str] = {}
+        self.reflagged: dict[str, str] = {}
+        # field -> (value accepted, fail/warn findings behind the suggestion then; None: unknown)
+        self._accepted: dict[str, tuple[str, tuple[Any, ...] | None]] = {}
+        self.touched = False
         if draft is not None:
             self.values = {k: v for k, v in draft.values.items() if rubric.field(k) is not None}
             self.task_tree = draft.task_tree
+            self.suggested = {k: v for k, v in draft.suggested.items() if self.values.get(k)}
+            self._accepted = {k: (self.values[k], None) for k in self.suggested}
+            self.touched = True
 
     # ---- checks --------------------------------------------------------------------------
 
@@ -113,6 +139,7 @@ class ReviewSession:
         the table is cleared until the ``start`` event lists the checks."""
         self._version += 1
         self._partial = bool(only)
+        self.source = "run"
         self.error = ""
         self.run_started = time.monotonic()
         self.run_seconds = None
@@ -124,7 +151,36 @@ class ReviewSession:
             self.final_report = None
 
     def apply_event(self, kind: str, data: Mapping[str, Any]) -> str | None:
-        """Apply one normalised event; returns the check id it concerns (or None)."""
+        """Apply one normalised event; returns the check id it concerns (or None). After a
+        result (or the run's end or error) the accepted suggestions are checked again
+        (:attr:`reflagged`)."""
+        cid = self._apply_event(kind, data)
+        if kind in ("check_finished", "done", "error"):
+            self._recheck_accepted()
+        return cid
+
+    def load_prescreen(self, report: Mapping[str, Any]) -> None:
+        """Show a stored report (``kws check --json``'s shape, from a screening run of this
+        task version) as the session's rows; suggestions taken from it are
+        ``from-prescreen`` until a live run replaces it (:meth:`begin_run`)."""
+        self._version += 1
+        self.rows = {}
+        by_check: dict[str, list[dict[str, Any]]] = {}
+        for f in report.get("findings") or []:
+            by_check.setdefault(str(f.get("check")), []).append(dict(f))
+        for c in report.get("checks") or []:
+            cid = str(c.get("check"))
+            self.rows[cid] = CheckRow(cid, str(c.get("status")), float(c.get("seconds") or 0.0),
+                                      str(c.get("reason") or ""), by_check.get(cid, []))
+        self.device = str(report.get("device") or "")
+        self.versions = dict(report.get("versions") or {})
+        self.seeds = list(report.get("seeds") or [])
+        self.report_tree = report.get("task_tree")
+        self.final_report = self.report()
+        self.source = "prescreen"
+        self._recheck_accepted()
+
+    def _apply_event(self, kind: str, data: Mapping[str, Any]) -> str | None:
         self._version += 1
         if kind == "start":
             self.device = str(data.get("device") or "")
@@ -225,20 +281,157 @@ class ReviewSession:
     def rationale(self) -> str:
         return self.values.get(self.rubric.rationale_field, "")
 
-    def _apply(self, changes: list[Change], record: bool = True) -> list[Change]:
+    # ---- provenance of suggestions -------------------------------------------------------
+
+    def informing_rows(self, key: str) -> list[CheckRow]:
+        """The rows of the checks that inform field ``key`` (its ``informed_by``) in this
+        run, in the rubric's order."""
+        f = self.rubric.field(key)
+        return [r for c in (f.informed_by if f is not None else ()) if (r := self.rows.get(c)) is not None]
+
+    def provenance(self, key: str) -> str:
+        """Where kws's current suggestion for ``key`` comes from: ``from-prescreen`` (a
+        stored report), ``from-incomplete-run`` (no check has reported yet, the run
+        failed, or an informing check is queued, running or ended in error) or
+        ``from-complete-run``."""
+        if self.source == "prescreen":
+            return FROM_PRESCREEN
+        if not self.rows or self.error:
+            return FROM_INCOMPLETE
+        if any(not r.done or r.status == "error" for r in self.informing_rows(key)):
+            return FROM_INCOMPLETE
+        return FROM_COMPLETE
+
+    def _signature(self, key: str) -> tuple[Any, ...]:
+        """The fail and warn findings behind the suggestion for ``key`` (check, severity,
+        summary), sorted: what a re-flag compares."""
+        s = self.suggestions().get(key)
+        if s is None:
+            return ()
+        return tuple(sorted((str(f.get("check")), str(f.get("severity")), str(f.get("summary")))
+                            for f in s.findings if f.get("severity") in ("fail", "warn")))
+
+    def _note_accepted(self, key: str, value: str) -> None:
+        self.suggested[key] = self.provenance(key)
+        self._accepted[key] = (value, self._signature(key))
+        self.reflagged.pop(key, None)
+
+    def _forget_accepted(self, key: str) -> None:
+        self.suggested.pop(key, None)
+        self._accepted.pop(key, None)
+        self.reflagged.pop(key, None)
+
+    def _recheck_accepted(self) -> None:
+        """After new results: a field whose accepted suggestion changed (another value, or
+        other fail/warn findings behind it) is re-flagged; one accepted from an incomplete
+        run whose informing checks have now finished with the same suggestion becomes
+        ``from-complete-run``."""
+        if not self._accepted:
+            return
+        sugg = self.suggestions()
+        for key, (value, sig) in list(self._accepted.items()):
+            if self.values.get(key) != value:
+                self._forget_accepted(key)
+                continue
+            sg = sugg.get(key)
+            now = sg.value if sg is not None else None
+            if now != value:
+                self.reflagged[key] = (f"kws's suggestion changed after you accepted {value}: now "
+                                       f"{now or 'none'}" + (f" ({sg.reason})" if sg is not None and sg.reason else ""))
+            elif sig is not None and self._signature(key) != sig:
+                self.reflagged[key] = (f"the findings behind {value} changed after you accepted it"
+                                       + (f" ({sg.reason})" if sg is not None and sg.reason else ""))
+            elif key not in self.reflagged and self.provenance(key) == FROM_COMPLETE \
+                    and self.suggested.get(key) == FROM_INCOMPLETE:
+                self.suggested[key] = FROM_COMPLETE
+
+    def unfinished_checks(self) -> list[str]:
+        """The checks of the run without a result yet (queued or running), in run order."""
+        return [c for c, r in self.rows.items() if not r.done]
+
+    def commit_warnings(self) -> list[str]:
+        """Why a commit now needs the reviewer's explicit confirmation (empty: it does
+        not): no check result yet, the run failed, checks still queued or running (those
+        that inform a field named first), checks that ended in error, fields whose accepted
+        suggestion changed (:attr:`reflagged`), suggestions taken from a pre-screen."""
+        out: list[str] = []
+        informing = {c for f in self.rubric.choice_fields for c in f.informed_by}
+        if not self.rows:
+            out.append("no check has reported yet" + (f" ({self.error})" if self.error else ""))
+        elif self.error:
+            out.append(f"the check run failed: {self.error}")
+        left = self.unfinished_checks()
+        if left:
+            inf = [c for c in left if c in informing]
+            rest = [c for c in left if c not in informing]
+            parts = []
+            if inf:
+                parts.append(f"{len(inf)} check(s) that inform the rubric: {', '.join(inf)}")
+            if rest:
+                parts.append(f"{len(rest)} other(s): {', '.join(rest)}")
+            out.append("not finished: " + "; ".join(parts))
+        errored = [c for c, r in self.rows.items() if r.status == "error" and c not in left]
+        if errored and not self.error:
+            out.append(f"ended in error: {', '.join(errored)}")
+        for key, why in self.reflagged.items():
+            f = self.rubric.field(key)
+            out.append(f"{f.label if f else key}: {why}")
+        pre = [k for k, v in self.suggested.items() if v == FROM_PRESCREEN]
+        if pre:
+            out.append("taken from a pre-screen (not this session's run): " + ", ".join(pre))
+        return out
+
+    def confirm_field(self, key: str) -> list[Change]:
+        """The reviewer confirms field ``key`` (Enter): an empty field takes kws's
+        suggestion; a set one keeps its value and loses its re-flag (the reviewer looked
+        again). Returns the change (empty when the value stays)."""
+        if not self.values.get(key):
+            return self.accept_suggestion(key)
+        if key in self.reflagged:
+            self.reflagged.pop(key)
+            value = self.values[key]
+            if key in self._accepted:
+                self._accepted[key] = (value, self._signature(key))
+            self._touch()
+        return []
+
+    def _touch(self) -> None:
+        self.touched = True
+        if self.on_change is not None:
+            self.on_change(self)
+
+    def mark_committed(self) -> None:
+        """The verdict is committed (its draft removed): later check events save no draft
+        until the reviewer changes something again."""
+        self.touched = False
+
+    def _meta(self) -> tuple[dict[str, str], dict[str, tuple[str, tuple[Any, ...] | None]], dict[str, str]]:
+        return dict(self.suggested), dict(self._accepted), dict(self.reflagged)
+
+    def _set_meta(self, meta: tuple[dict[str, str], dict[str, Any], dict[str, str]]) -> None:
+        self.suggested, self._accepted, self.reflagged = dict(meta[0]), dict(meta[1]), dict(meta[2])
+
+    def _apply(self, changes: list[Change], record: bool = True,
+               accepted: Mapping[str, str] | None = None) -> list[Change]:
+        """Apply ``changes``; fields in ``accepted`` took kws's suggestion (their
+        provenance is noted), any other changed field is the reviewer's own pick."""
         real = [(k, old, new) for k, old, new in changes if old != new]
         if not real:
             return []
+        before = self._meta()
         for k, _old, new in real:
             if new is None or new == "":
                 self.values.pop(k, None)
             else:
                 self.values[k] = new
+            if accepted is not None and k in accepted and new:
+                self._note_accepted(k, new)
+            elif k != self.rubric.rationale_field:
+                self._forget_accepted(k)
         if record:
-            self._undo.append(real)
+            self._undo.append((real, before, self._meta()))
             self._redo.clear()
-        if self.on_change is not None:
-            self.on_change(self)
+        self._touch()
         return real
 
     def set_value(self, key: str, value: str | None) -> list[Change]:
@@ -261,12 +454,24 @@ class ReviewSession:
         v = f.by_key(char) if f is not None and f.is_choice else None
         return self.set_value(key, v.value) if v is not None else []
 
+    def pick_nth(self, key: str, n: int) -> list[Change]:
+        """Set field ``key`` to its ``n``-th value (1-based, in the rubric's order: worst
+        first on an ordered field); no change when it has fewer values."""
+        f = self.rubric.field(key)
+        if f is None or not f.is_choice or not 1 <= n <= len(f.values):
+            return []
+        return self.set_value(key, f.values[n - 1].value)
+
     def accept_suggestion(self, key: str) -> list[Change]:
-        """Take kws's suggestion for ``key`` (no change when there is none)."""
+        """Take kws's suggestion for ``key`` (no change when there is none); its
+        provenance is noted (:meth:`provenance`)."""
         s = self.suggestions().get(key)
         if s is None or s.value is None:
             return []
-        return self.set_value(key, s.value)
+        f = self.rubric.field(key)
+        if f is None or not f.is_choice:
+            return []
+        return self._apply([(key, self.values.get(key), s.value)], accepted={key: s.value})
 
     def accept_all_suggestions(self, *, overwrite: bool = False) -> list[Change]:
         """Take every suggestion for fields without a value (every field with
@@ -277,7 +482,7 @@ class ReviewSession:
                 continue
             if overwrite or not self.values.get(k):
                 changes.append((k, self.values.get(k), s.value))
-        return self._apply(changes)
+        return self._apply(changes, accepted={k: new for k, _old, new in changes})
 
     def set_rationale(self, text: str) -> list[Change]:
         """Replace the rationale (the editor's text). Not an undo step: the editor has
@@ -295,21 +500,24 @@ class ReviewSession:
         return self._apply([(self.rubric.rationale_field, self.rationale, new)])
 
     def undo(self) -> list[Change]:
-        """Undo the last undoable change; returns it (empty when there is none)."""
+        """Undo the last undoable change (and what it did to the provenance of accepted
+        suggestions); returns it (empty when there is none)."""
         if not self._undo:
             return []
-        step = self._undo.pop()
+        step, before, after = self._undo.pop()
         self._apply([(k, new, old) for k, old, new in reversed(step)], record=False)
-        self._redo.append(step)
+        self._set_meta(before)
+        self._redo.append((step, before, after))
         return step
 
     def redo(self) -> list[Change]:
         """Redo the last undone change."""
         if not self._redo:
             return []
-        step = self._redo.pop()
+        step, before, after = self._redo.pop()
         self._apply(step, record=False)
-        self._undo.append(step)
+        self._set_meta(after)
+        self._undo.append((step, before, after))
         return step
 
     @property
@@ -332,6 +540,8 @@ class ReviewSession:
             rubric_version=self.rubric.version,
             task_tree=self.task_tree,
             report=self.final_report or (self.report() if self.rows else None),
+            suggested={k: v for k, v in self.suggested.items() if self.values.get(k)},
+            unfinished_checks=self.unfinished_checks(),
         )
 
     def commit(self, repo: Any) -> Any:

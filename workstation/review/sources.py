@@ -174,19 +174,22 @@ class ReplayCheckSource:
     "events": [[kind, data], ...]}``), for deterministic tests, snapshots and demos.
 
     ``delay_s`` sleeps before each event; ``gate``, when given, is waited on before the
-    first ``check_finished`` (so a test can look at the screen while checks "run").
+    first ``check_finished`` (so a test can look at the screen while checks "run"), or,
+    with ``gate_before``, before the result of that check (the checks before it have
+    reported).
     With ``only``, only those checks' events are replayed and the final report holds
     only them.
     """
 
     def __init__(self, streams: Mapping[str, Mapping[str, Any]] | Path | str, *, delay_s: float = 0.0,
-                 gate: threading.Event | None = None) -> None:
+                 gate: threading.Event | None = None, gate_before: str | None = None) -> None:
         if isinstance(streams, str | Path):
             folder = Path(streams)
             streams = {p.stem: json.loads(p.read_text(encoding="utf-8")) for p in sorted(folder.glob("*.json"))}
         self.streams = dict(streams)
         self.delay_s = delay_s
         self.gate = gate
+        self.gate_before = gate_before
         self.runs: list[tuple[str, tuple[str, ...] | None]] = []
 
     def run(self, task_dir: Path, only: Sequence[str] | None, emit: Emit) -> dict[str, Any] | None:
@@ -209,7 +212,7 @@ class ReplayCheckSource:
             elif kind == "check_finished":
                 if keep is not None and data["result"]["check"] not in keep:
                     continue
-                if self.gate is not None and not gated:
+                if self.gate is not None and not gated and self.gate_before in (None, data["result"]["check"]):
                     self.gate.wait(30)
                     gated = True
             elif kind == "done":

@@ -26,7 +26,6 @@ from typing import Annotated, Any, Literal
 from msgspec import Meta, Struct
 
 import workstation
-from workstation.engine.check import check_ids
 from workstation.schema.problem import Problem
 from workstation.schema.structs import convert, unknown_keys
 from workstation.schema.toml import read_toml
@@ -224,7 +223,9 @@ def load_rubric(path: Path | str) -> Rubric:
     doc = convert(data, RubricFile, file=path)
     if path.suffix == ".toml" and path.stem != doc.id:
         raise Problem(path, "id", f"{doc.id!r} differs from the file name {path.name!r} (expected {doc.id}.toml)")
-    known_checks = set(check_ids())
+    from workstation.engine.check import known_check_ids
+
+    known_checks = known_check_ids()
     fields: list[RubricField] = []
     for i, raw in enumerate(doc.fields):
         f = _field(path, f"fields[{i}]", raw, known_checks)

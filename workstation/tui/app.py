@@ -18,6 +18,7 @@ Entry point: :func:`run_app` (``kws`` without a sub-command).
 from __future__ import annotations
 
 import sys
+import threading
 from pathlib import Path
 from typing import Any
 
@@ -33,11 +34,19 @@ from workstation.review.services import QueueState
 from workstation.review.session import ReviewSession
 from workstation.review.sources import CheckSource, RunnerCheckSource
 from workstation.schema.problem import Problem
-from workstation.tui.commands import KwsCommands
 from workstation.tui.keymap import KeymapLoad, bindings_for, resolve_keymap
 from workstation.tui.messages import CheckEvent, QueueLoaded, SessionEvent
 
 __all__ = ["KwsApp", "run_app"]
+
+#: what a terminal's alt+digit arrives as: terminals send Alt as an Esc prefix, and Textual's
+#: xterm parser reads Esc+digit as the character macOS's Option+digit types (Esc 5 is "∞").
+#: The app reads these keys as alt+digit (the panel keys) unless a text editor has focus.
+ALT_DIGIT_KEYS = {
+    "º": "0", "inverted_exclamation_mark": "1", "trade_mark_sign": "2",
+    "pound_sign": "3", "cent_sign": "4", "infinity": "5", "section_sign": "6", "pilcrow_sign": "7",
+    "bullet": "8", "ª": "9",
+}
 
 
 class KwsApp(App):
@@ -62,8 +71,8 @@ class KwsApp(App):
     CSS_PATH = Path(__file__).with_name("kws.tcss")  # absolute: subclasses elsewhere find it too
     TITLE = "kws"
     BINDINGS = bindings_for("app")
-    COMMANDS = App.COMMANDS | {KwsCommands}
-    ALLOW_IN_MAXIMIZED_VIEW = "Footer"
+    COMMANDS = App.COMMANDS | {lambda: _kws_commands()}  # imported on the first ctrl+p
+    ALLOW_IN_MAXIMIZED_VIEW = "KeyHints"
 
     def __init__(self, queue: Path | str, *, keymap: str | KeymapLoad | None = None,
                  check_source: CheckSource | None = None, highlight: bool = True,
@@ -78,6 +87,10 @@ class KwsApp(App):
         self.highlight = highlight
         self.warm_runner = warm_runner and check_source is None
         self.sessions: dict[str, ReviewSession] = {}
+        #: set once the queue screen has painted the rows of a loading stage
+        self.first_rows_shown = threading.Event()
+        self._preloaded = False
+        self.last_outcome: services.ActionOutcome | None = None
         self._runs: dict[str, int] = {}
         self._run_counter = 0
         self.saver = DraftSaver(on_error=lambda e: self.call_from_thread(
@@ -111,20 +124,23 @@ class KwsApp(App):
         order itself; its ``EARLY_KEYS``, such as Escape, are resolved here too): a
         widget's synchronous key handler (``handle_key_now``: the rubric's value keys) or
         the key's active binding runs right here, and the next key already goes where the
-        reviewer is typing. A key this does not resolve takes Textual's usual route."""
+        reviewer is typing. A key this does not resolve takes Textual's usual route. Alt+digit
+        arrives from a terminal as a character (:data:`ALT_DIGIT_KEYS`) and is read as
+        alt+digit here."""
         if isinstance(event, events.Key) and not event.is_forwarded:
             focused = self.focused
             maximized_escape = (self.screen.maximized is not None and event.key == "escape"
                                 and self.escape_to_minimize)
             editor = isinstance(focused, Input | TextArea) and event.key not in getattr(focused, "EARLY_KEYS", ())
             if not maximized_escape and not editor:
-                if await self._run_active_binding(event.key, priority=True):
+                key = f"alt+{ALT_DIGIT_KEYS[event.key]}" if event.key in ALT_DIGIT_KEYS else event.key
+                if await self._run_active_binding(key, priority=True):
                     return
                 now = getattr(focused, "handle_key_now", None)
                 if now is not None and now(event):
                     return
                 consumed = focused is not None and focused.check_consume_key(event.key, event.character)
-                if not consumed and await self._run_active_binding(event.key, priority=False):
+                if not consumed and await self._run_active_binding(key, priority=False):
                     return
         await super().on_event(event)
 
@@ -149,6 +165,8 @@ class KwsApp(App):
             self.notify(f"keymap ignored, using the default: {p}", severity="error", timeout=20)
         self.notify(f"keymap: {load.name}", timeout=3)
         self.screen.refresh_bindings()
+        for hints in self.screen.query("KeyHints"):
+            hints.update_hints()
 
     def action_switch_keymap(self) -> None:
         self.apply_keymap("vim" if self.keymap_load.name == "default" else "default")
@@ -169,7 +187,12 @@ class KwsApp(App):
         the check runner up."""
         try:
             for state in services.load_queue(self.queue.root, validate=validate):
+                self.first_rows_shown.clear()
                 self.post_message(QueueLoaded(state))
+                if not state.flags_loaded:
+                    # the rows' first frame before the rubric, git and the records (they
+                    # would compete with it for the GIL); at most a second
+                    self.first_rows_shown.wait(1.0)
         except Problem as e:
             self.call_from_thread(self.notify, str(e), severity="error", timeout=30)
             return
@@ -183,11 +206,37 @@ class KwsApp(App):
     def on_queue_loaded(self, msg: QueueLoaded) -> None:
         self.queue = msg.state
         self.queue_changed.publish(msg.state)
+        if msg.state.flags_loaded and not self._preloaded:
+            self._preloaded = True
+            self._preload()
+
+    @work(thread=True, exclusive=True, group="preload")
+    def _preload(self) -> None:
+        """While the reviewer reads the queue: import what opening a task needs (the review
+        screen and its widgets, Markdown, the diff model), so the first task opens without
+        paying for imports. Imports only: nothing runs, nothing is read."""
+        import importlib
+
+        for name in ("workstation.tui.screens.review", "workstation.tui.screens.confirm", "rich.markdown",
+                     "workstation.review.diff", "workstation.tui.commands"):
+            importlib.import_module(name)
 
     @work(thread=True, exclusive=True, group="records")
     def reload_records(self) -> None:
         """Re-read records (after a commit or dispute) and rebuild the rows."""
         self.post_message(QueueLoaded(services.reload_records(self.queue)))
+
+    @work(thread=True, exclusive=True, group="identity")
+    def refresh_identity(self) -> None:
+        """Look the reviewer's git identity up again; when it changed (set in another
+        terminal), reload the records so the rows and the title show it."""
+        me, problem = services.identity(self.queue.root)
+        if (me, problem) != (self.queue.me, self.queue.identity_problem):
+            self.post_message(QueueLoaded(services.reload_records(self.queue)))
+
+    def on_app_focus(self) -> None:
+        if self.queue.loaded and self.queue.me is None:
+            self.refresh_identity()
 
     def row(self, task_id: str) -> QueueRow | None:
         return next((r for r in self.queue.rows if r.id == task_id), None)
@@ -206,6 +255,10 @@ class KwsApp(App):
         return s
 
     def _autosave(self, session: ReviewSession) -> None:
+        """Save the session's draft (in the saver's thread) once the reviewer changed
+        something: opening a task and watching its checks writes no draft."""
+        if not session.touched:
+            return
         self.saver.submit(session.draft())
         self.queue.drafts.add(session.task_id)
 
@@ -237,6 +290,149 @@ class KwsApp(App):
         if not self.screen_stack:
             return  # the app is closing
         self.session_event.publish(SessionEvent(s, msg.kind, cid))
+
+
+    # -- reviewer actions on any screen --------------------------------------------------------
+
+    def current_task(self) -> str | None:
+        """The task the reviewer is on: the open one, else the one under the queue cursor."""
+        for scr in reversed(self.screen_stack):
+            tid = getattr(scr, "task_id", None)
+            if tid:
+                return tid
+            table = getattr(scr, "table", None)
+            cur = getattr(table, "current", None) if table is not None else None
+            if cur is not None:
+                return cur.id
+        return None
+
+    def _queue_screen(self) -> Any:
+        from workstation.tui.screens.queue import QueueScreen
+
+        return next((s for s in self.screen_stack if isinstance(s, QueueScreen)), None)
+
+    def open_task(self, task_id: str) -> None:
+        """Open ``task_id`` from any screen (leaving the review screen and dialogs)."""
+        qs = self._queue_screen()
+        if qs is None:
+            return
+        while self.screen is not qs and len(self.screen_stack) > 2:
+            self.pop_screen()
+        qs.open_task(task_id)
+
+    def open_next_task(self, which: str = "unreviewed", after: str | None = None,
+                       exclude: tuple[str, ...] = ()) -> None:
+        """Open the next task I have not reviewed (``which="unreviewed"``: nobody else
+        holds it) or hold reserved (``"reserved"``), after ``after`` in the queue screen's
+        order; tells the reviewer when there is none."""
+        from workstation.review.queueview import next_task
+
+        qs = self._queue_screen()
+        rows = qs.shown if qs is not None else self.queue.rows
+        nxt = next_task(rows, after, which, exclude)
+        if nxt is None:
+            what = "unreviewed task" if which == "unreviewed" else "task reserved by you and not reviewed"
+            self.notify(f"no {what} left" + (" in the filtered view" if qs is not None and qs.filter_text else ""),
+                        timeout=4)
+            return
+        self.open_task(nxt.id)
+
+    def action_sync(self) -> None:
+        self.notify("syncing the queue's records…", timeout=2)
+        self._record_action(services.sync_queue, self.queue.root)
+
+    def reserve(self, task_id: str) -> None:
+        self._record_action(services.reserve_task, self.queue.root, task_id)
+
+    def release(self, task_id: str) -> None:
+        self._record_action(services.release_task, self.queue.root, task_id)
+
+    @work(thread=True, group="records-action")
+    def _record_action(self, fn: Any, *args: Any) -> None:
+        """Run a record service (sync, reserve, release) in a worker; show its outcome
+        (notification and the queue's status line) and reload the records."""
+        out = fn(*args)
+        self.call_from_thread(self.show_outcome, out)
+        self.post_message(QueueLoaded(services.reload_records(self.queue)))
+
+    def show_outcome(self, out: services.ActionOutcome) -> None:
+        if out.error:
+            self.notify((out.text + "\n" if out.text else "") + out.error, severity="error", timeout=12)
+        else:
+            self.notify(out.text, timeout=6)
+        self.last_outcome = out
+        qs = self._queue_screen()
+        if qs is not None:
+            qs.show_outcome(out)
+
+    def action_show_calibration(self) -> None:
+        self._calibration_worker()
+
+    @work(thread=True, exclusive=True, group="views")
+    def _calibration_worker(self) -> None:
+        text = services.calibration(self.queue.root, self.queue.rubric)
+        self.call_from_thread(self._show_text, "Calibration: agreement with gold verdicts", text, False,
+                              "kws calibrate prints the same")
+
+    def action_show_report(self) -> None:
+        task = self.current_task()
+        if task is None:
+            self.notify("no task: open one or put the cursor on it", timeout=3)
+            return
+        self._report_worker(task)
+
+    @work(thread=True, exclusive=True, group="views")
+    def _report_worker(self, task: str) -> None:
+        out = services.task_report(self.queue.root, task)
+        if out.error:
+            self.call_from_thread(self.notify, out.error, severity="warning", timeout=6)
+            return
+        self.call_from_thread(self._show_text, f"Report: {task}", out.text, True,
+                              f"kws report {task} -o FILE writes it")
+
+    def _show_text(self, title: str, text: str, markdown: bool, hint: str) -> None:
+        from workstation.tui.screens.text_view import TextScreen
+
+        self.push_screen(TextScreen(title, text, markdown=markdown, hint=hint))
+
+    def resolve_disputes(self, task_id: str, after: Any = None) -> None:
+        """Open the resolution dialog on ``task_id``'s open disputes (loaded in a worker)."""
+        self._disputes_worker(task_id, after)
+
+    @work(thread=True, exclusive=True, group="views")
+    def _disputes_worker(self, task_id: str, after: Any) -> None:
+        disputes = services.open_disputes(self.queue.root, task_id)
+        self.call_from_thread(self._resolve_dialog, task_id, disputes, after)
+
+    def _resolve_dialog(self, task_id: str, disputes: Any, after: Any) -> None:
+        from workstation.tui.screens.resolve import ResolveScreen
+
+        if not disputes:
+            self.notify(f"{task_id} has no open dispute", timeout=4)
+            return
+
+        def done(result: Any) -> None:
+            if result:
+                d, outcome, fields, rationale = result
+                self._resolve_worker(d.dispute_id, outcome, rationale, fields, after)
+
+        self.push_screen(ResolveScreen(task_id, list(disputes), self.queue.rubric), done)
+
+    @work(thread=True, exclusive=True, group="commit")
+    def _resolve_worker(self, dispute_id: str, outcome: str, rationale: str, fields: dict[str, str],
+                        after: Any) -> None:
+        out = services.resolve_dispute(self.queue.root, dispute_id, outcome, rationale, fields)
+        self.call_from_thread(self.show_outcome, out)
+        self.post_message(QueueLoaded(services.reload_records(self.queue)))
+        if after is not None and not out.error:
+            self.call_from_thread(after)
+
+
+def _kws_commands() -> type:
+    """The palette's provider (:mod:`workstation.tui.commands`), imported on first use."""
+    from workstation.tui.commands import KwsCommands
+
+    return KwsCommands
 
 
 def run_app(queue: Path | None, keymap: str | None) -> None:

@@ -1,5 +1,12 @@
-"""The command palette's kws commands (a Textual ``Provider``): open a task, next
-unreviewed, re-run checks, commit, dispute, switch keymap, and the other review actions."""
+"""The command palette's kws commands (a Textual ``Provider``): every action of the keymap
+(:data:`~workstation.tui.keymap.ACTIONS`) that applies on the screen the palette was opened
+on, by name with its keys, plus the actions that take an argument: open a task, next task
+to review or reserved by me, reserve or release, resolve a dispute, re-run one check, set a
+rubric field to a value, switch keymap.
+
+The palette is a screen of its own: the actions run on the screen under it (Textual's
+``Provider.screen``), never on the palette.
+"""
 
 from __future__ import annotations
 
@@ -9,84 +16,116 @@ from typing import Any
 
 from textual.command import DiscoveryHit, Hit, Hits, Provider
 
+from workstation.tui.keymap import ACTIONS, SCREEN_SCOPES, key_display
+
+__all__ = ["KwsCommands"]
+
+#: palette names where the footer's short description would be unclear alone.
+NAMES = {
+    "app.help": "Show keys", "app.sync": "Sync records (pull and push)", "app.calibration": "Calibration view",
+    "app.report": "Report view", "app.quit": "Quit kws", "app.switch_keymap": "Switch keymap (default/vim)",
+    "queue.open": "Open the task under the cursor",
+    "queue.next_unreviewed": "Move the cursor to the next unreviewed task",
+    "queue.next_reserved": "Move the cursor to the next task reserved by me", "queue.filter": "Filter the queue",
+    "queue.sort": "Cycle sort key", "queue.reverse": "Reverse the sort", "queue.refresh": "Reload queue",
+    "queue.reserve": "Reserve the task under the cursor", "queue.release": "Release the task under the cursor",
+    "queue.clear_filter": "Clear the filter", "queue.quit": "Quit (queue)",
+    "review.back": "Back to the queue", "review.commit": "Commit verdict",
+    "review.commit_next": "Commit verdict and open the next task", "review.next_task": "Skip to the next unreviewed task",
+    "review.accept_all": "Accept all suggestions", "review.undo": "Undo rubric change",
+    "review.redo": "Redo rubric change", "review.rerun_all": "Re-run all checks", "review.rerun_timing": "Re-run timing",
+    "review.dispute": "Dispute a verdict", "review.resolve": "Resolve a dispute",
+    "review.prefill": "Cite findings in the rationale", "review.maximize": "Maximise or restore panel",
+    "review.layout": "Toggle tabs/columns layout", "review.panel_spec": "Show spec",
+    "review.panel_diff": "Show source", "review.panel_checks": "Show checks", "review.panel_timing": "Show timing",
+    "review.panel_rubric": "Show rubric", "review.panel_history": "Show history",
+    "diff.next_hunk": "Next hunk", "diff.prev_hunk": "Previous hunk", "diff.toggle_view": "Toggle unified/split diff",
+    "diff.next_file": "Next task file", "checks.open": "Read the evidence of the finding",
+    "checks.mark": "Mark the finding", "checks.rerun": "Re-run the check under the cursor",
+    "rubric.confirm": "Confirm the rubric field", "rubric.clear": "Clear the rubric field",
+    "rubric.edit_rationale": "Edit the rationale",
+}
+
 
 class KwsCommands(Provider):
-    """Every kws action by name, plus "Open task: <id>" for each task of the queue."""
+    """Every kws action by name (its keys in the help text), plus "Open task: <id>" for
+    each task of the queue."""
 
-    def _commands(self) -> Iterator[tuple[str, str, Callable[[], Any]]]:
-        app: Any = self.app
-        screen = app.screen
+    def _screen_kind(self) -> str | None:
         from workstation.tui.screens.queue import QueueScreen
         from workstation.tui.screens.review import ReviewScreen
 
-        def run(action: str, target: Any = None) -> Callable[[], Any]:
-            return partial(app.call_later, (target or screen).run_action, action)
+        if isinstance(self.screen, ReviewScreen):
+            return "review"
+        if isinstance(self.screen, QueueScreen):
+            return "queue"
+        return None
 
-        yield ("Next unreviewed task", "Open the next task you have not reviewed", self._open_next_unreviewed)
+    def _nodes(self, kind: str | None) -> dict[str, Any]:
+        """The widget each binding scope's actions run on, on the screen under the palette."""
+        screen: Any = self.screen
+        nodes: dict[str, Any] = {"app": self.app}
+        if kind == "queue":
+            nodes["queue"] = screen
+        elif kind == "review":
+            from workstation.tui.widgets.checks_panel import ChecksPanel
+            from workstation.tui.widgets.rubric_form import RubricForm
+            from workstation.tui.widgets.source_view import SourceView
+
+            nodes.update(review=screen, diff=screen.query_one(SourceView), checks=screen.query_one(ChecksPanel),
+                         rubric=screen.query_one(RubricForm))
+        return nodes
+
+    def _commands(self) -> Iterator[tuple[str, str, Callable[[], Any]]]:
+        app: Any = self.app
+        screen: Any = self.screen
+        kind = self._screen_kind()
+        nodes = self._nodes(kind)
+        scopes = SCREEN_SCOPES.get(kind or "", ("app",))
+        keys = app.keymap_load.keys
+
+        def run(action: str, node: Any) -> Callable[[], Any]:
+            return partial(app.call_later, app.run_action, action, node)
+
+        task = getattr(screen, "task_id", None) or app.current_task()
+        yield ("Next unreviewed task", "Open the next task you have not reviewed (nobody else holds it)",
+               partial(app.open_next_task, "unreviewed", task if kind == "review" else None,
+                       (task,) if kind == "review" and task else ()))
+        yield ("Next task reserved by me", "Open the next task you hold reserved and have not reviewed",
+               partial(app.open_next_task, "reserved", task if kind == "review" else None,
+                       (task,) if kind == "review" and task else ()))
+        for a in ACTIONS:
+            if not a.palette or a.scope not in scopes or a.scope not in nodes:
+                continue
+            k = key_display(keys.get(a.id, a.default))
+            yield (NAMES.get(a.id, a.description), f"{a.means} ({k})", run(a.action, nodes[a.scope]))
+        if task:
+            yield (f"Reserve task: {task}", "Reserve it for 4 hours and sync, so others see it taken",
+                   partial(app.reserve, task))
+            yield (f"Release task: {task}", "Release your reservation and sync", partial(app.release, task))
+            yield (f"Resolve a dispute of {task}", "Adjudicate one of its open disputes, citing both sides",
+                   partial(app.resolve_disputes, task, getattr(screen, "load_history", None)))
+            yield (f"Report of {task}", "The Markdown report of its current verdict", run("show_report", app))
         for name in ("default", "vim"):
             yield (f"Switch keymap: {name}", f"Use the {name} keymap (your keymap.toml still applies)",
                    partial(app.apply_keymap, name))
-        yield ("Show keys", "List every action and its keys", partial(app.action_show_keys))
-        if isinstance(screen, ReviewScreen):
-            yield ("Re-run all checks", "Run the whole battery again on this task", run("rerun_all"))
-            yield ("Re-run timing", "Run the timing checks again", run("rerun_timing"))
+        if kind == "review":
             if screen.session is not None:
                 for cid in screen.session.rows:
                     yield (f"Re-run check: {cid}", f"Run {cid} again on this task",
                            partial(app.call_later, screen.rerun_check, cid))
-            yield ("Commit verdict", "Validate the rubric and commit the verdict to git", run("commit"))
-            yield ("Dispute a verdict", "Disagree with a field of an existing verdict, with a rationale", run("dispute"))
-            yield ("Accept all suggestions", "Take kws's suggestion for every empty field", run("accept_all"))
-            yield ("Cite findings in the rationale", "Add the marked (or all warn/fail) findings", run("prefill_rationale"))
-            yield ("Undo rubric change", "Undo the last rubric change", run("undo"))
-            yield ("Toggle unified/split diff", "Switch the source viewer's view", partial(
-                app.call_later, screen.query_one("#source").action_toggle_view))
-            yield ("Maximise or restore panel", "Toggle the focused panel full screen", run("toggle_maximize"))
-            yield ("Show history", "Verdicts, disputes and resolutions of this task", run("show_panel('history')"))
-            yield ("Show spec", "The task's specification", run("show_panel('spec')"))
-            yield ("Toggle tabs/columns layout", "Switch between side-by-side panels and tabs", run("toggle_layout"))
-            yield ("Back to the queue", "Leave this task (its checks keep running)", run("back"))
-        if isinstance(screen, QueueScreen):
-            yield ("Reload queue", "Re-read tasks and records from disk", run("refresh_queue"))
-            yield ("Cycle sort key", "Sort by the next column", run("cycle_sort"))
+            rubric = screen.session.rubric if screen.session is not None else None
+            form = nodes["rubric"]
+            for f in rubric.choice_fields if rubric is not None else ():
+                for i, v in enumerate(f.values, 1):
+                    yield (f"Set {f.label}: {v.label}", f"{f.key} = {v.value}",
+                           partial(app.call_later, form.set_field, f.key, i))
         for row in app.queue.rows:
-            yield (f"Open task: {row.id}", row.summary.title, partial(self._open, row.id))
-
-    def _open(self, task_id: str) -> None:
-        from workstation.tui.screens.queue import QueueScreen
-        from workstation.tui.screens.review import ReviewScreen
-
-        app: Any = self.app
-        while isinstance(app.screen, ReviewScreen):
-            app.pop_screen()
-        qs = app.screen
-        if isinstance(qs, QueueScreen):
-            qs.open_task(task_id)
-
-    def _open_next_unreviewed(self) -> None:
-        from workstation.review.queueview import next_unreviewed
-        from workstation.tui.screens.queue import QueueScreen
-        from workstation.tui.screens.review import ReviewScreen
-
-        app: Any = self.app
-        after = app.screen.task_id if isinstance(app.screen, ReviewScreen) else None
-        qs = next((s for s in app.screen_stack if isinstance(s, QueueScreen)), None)
-        rows = qs.shown if qs is not None else app.queue.rows
-        nxt = None
-        if after is None and qs is not None and qs.table.current is not None:
-            cur = qs.table.current  # on the queue screen the row under the cursor counts too
-            if cur.mine is None and (not cur.reserved_by or cur.reserved_by_me):
-                nxt = cur
-            after = cur.id
-        nxt = nxt or next_unreviewed(rows, after)
-        if nxt is None:
-            app.notify("no unreviewed task left", timeout=4)
-            return
-        self._open(nxt.id)
+            yield (f"Open task: {row.id}", row.summary.title, partial(app.open_task, row.id))
 
     async def discover(self) -> Hits:
         for i, (name, help_, cb) in enumerate(self._commands()):
-            if name.startswith("Open task: ") and i > 40:
+            if name.startswith("Open task: ") and i > 60:
                 break
             yield DiscoveryHit(name, cb, help=help_)
 

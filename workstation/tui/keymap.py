@@ -42,6 +42,8 @@ from workstation.schema.toml import read_toml
 __all__ = [
     "ACTIONS",
     "BUNDLED",
+    "PANEL_KEYS",
+    "SCREEN_SCOPES",
     "ActionSpec",
     "KeymapFile",
     "KeymapLoad",
@@ -50,6 +52,7 @@ __all__ = [
     "character_key",
     "config_dir",
     "key_display",
+    "key_meanings",
     "keymap_search_path",
     "load_keymap_file",
     "normalise_key_list",
@@ -63,10 +66,13 @@ BUNDLED = ("default", "vim")
 @dataclass(frozen=True)
 class ActionSpec:
     """One bindable action: its binding id (``scope.name``), the Textual action it runs
-    in that scope, a description (footer and help screen), the default keys, and whether
-    the footer shows it. ``scope`` is where the binding lives: ``app``, ``queue`` (queue
-    screen), ``review`` (review screen), or a review panel widget (``diff``, ``checks``,
-    ``rubric``)."""
+    in that scope, a description (footer, help screen, command palette), the default
+    keys, whether the footer shows it, and what the key *means* (:attr:`meaning`: the key
+    grammar of docs/tui.md, "Keys"; one meaning per key within a screen, a test checks).
+    ``scope`` is where the binding lives: ``app`` (every screen), ``queue`` (queue
+    screen), ``review`` (review screen), or a review panel's widget (``diff``, ``checks``,
+    ``evidence``, ``scroll``: every scrollable pane, ``rubric``). ``palette``: offered by
+    name in the command palette (movement and scrolling are not)."""
 
     id: str
     action: str
@@ -74,82 +80,140 @@ class ActionSpec:
     default: str
     show: bool = True
     priority: bool = False
+    meaning: str = ""
+    palette: bool = True
 
     @property
     def scope(self) -> str:
         return self.id.split(".", 1)[0]
 
+    @property
+    def means(self) -> str:
+        """What the key does, in the grammar's words (the description where unset)."""
+        return self.meaning or self.description.lower()
+
+
+def _move(id_: str, action: str, description: str, default: str, meaning: str) -> ActionSpec:
+    return ActionSpec(id_, action, description, default, show=False, meaning=meaning, palette=False)
+
+
+#: the panel jumps of the review screen: alt+<n> shows panel n (digits pick values).
+PANEL_KEYS = {"spec": 1, "diff": 2, "checks": 3, "timing": 4, "rubric": 5, "history": 6, "profile": 7}
 
 #: every action, in help-screen order. Defaults equal keymaps/default.toml (a test checks).
 ACTIONS: tuple[ActionSpec, ...] = (
-    # the whole app
-    ActionSpec("app.help", "show_keys", "Keys", "f1,question_mark"),
-    ActionSpec("app.palette", "command_palette", "Commands", "ctrl+p", show=False),
+    # the whole app (every screen)
+    ActionSpec("app.help", "show_keys", "Keys", "f1,question_mark", meaning="help: every key"),
+    ActionSpec("app.palette", "command_palette", "Commands", "ctrl+p", show=False, meaning="command palette"),
     ActionSpec("app.switch_keymap", "switch_keymap", "Switch keymap", "f2", show=False),
+    ActionSpec("app.sync", "sync", "Sync records", "f6", show=False,
+               meaning="sync: pull and push the queue's records"),
+    ActionSpec("app.calibration", "show_calibration", "Calibration", "f7", show=False,
+               meaning="calibration view"),
+    ActionSpec("app.report", "show_report", "Report", "f8", show=False,
+               meaning="report view of the task (under the cursor, or open)"),
     ActionSpec("app.quit", "quit", "Quit", "ctrl+q", show=False, priority=True),
     # queue screen
-    ActionSpec("queue.open", "open_task", "Open", "enter"),
-    ActionSpec("queue.next_unreviewed", "next_unreviewed", "Next unreviewed", "n"),
+    ActionSpec("queue.open", "open_task", "Open", "enter", meaning="confirm"),
+    ActionSpec("queue.next_unreviewed", "next_unreviewed", "Next unreviewed", "n",
+               meaning="next task I have not reviewed"),
+    ActionSpec("queue.next_reserved", "next_reserved", "Next reserved by me", "m",
+               meaning="next task I hold reserved"),
     ActionSpec("queue.filter", "focus_filter", "Filter", "slash"),
     ActionSpec("queue.clear_filter", "clear_filter", "Clear filter", "x", show=False),
     ActionSpec("queue.sort", "cycle_sort", "Sort", "s"),
-    ActionSpec("queue.reverse", "reverse_sort", "Reverse", "S", show=False),
-    ActionSpec("queue.refresh", "refresh_queue", "Reload", "f5", show=False),
-    ActionSpec("queue.down", "table('cursor_down')", "Down", "down", show=False),
-    ActionSpec("queue.up", "table('cursor_up')", "Up", "up", show=False),
-    ActionSpec("queue.page_down", "table('page_down')", "Page down", "pagedown", show=False),
-    ActionSpec("queue.page_up", "table('page_up')", "Page up", "pageup", show=False),
-    ActionSpec("queue.top", "table('cursor_top')", "First task", "home", show=False),
-    ActionSpec("queue.bottom", "table('cursor_bottom')", "Last task", "end", show=False),
+    ActionSpec("queue.reverse", "reverse_sort", "Reverse", "S", show=False, meaning="reverse the sort"),
+    ActionSpec("queue.reserve", "reserve", "Reserve", "r", meaning="reserve the task (4 h) and sync"),
+    ActionSpec("queue.release", "release", "Release", "u", show=False, meaning="release my reservation and sync"),
+    ActionSpec("queue.refresh", "refresh_queue", "Reload", "f5", show=False, meaning="reload tasks and records"),
+    _move("queue.down", "table('cursor_down')", "Down", "down", "down"),
+    _move("queue.up", "table('cursor_up')", "Up", "up", "up"),
+    _move("queue.page_down", "table('page_down')", "Page down", "pagedown", "page down"),
+    _move("queue.page_up", "table('page_up')", "Page up", "pageup", "page up"),
+    _move("queue.top", "table('cursor_top')", "First task", "home", "top"),
+    _move("queue.bottom", "table('cursor_bottom')", "Last task", "end", "bottom"),
     ActionSpec("queue.quit", "quit", "Quit", "q", show=False),
-    # review screen
-    ActionSpec("review.back", "back", "Queue", "escape"),
-    ActionSpec("review.commit", "commit", "Commit", "ctrl+s"),
-    ActionSpec("review.accept_all", "accept_all", "Accept all", "A"),
+    # review screen (any panel)
+    ActionSpec("review.back", "back", "Queue", "escape", meaning="back"),
+    ActionSpec("review.commit", "commit", "Commit", "ctrl+s", meaning="commit the verdict"),
+    ActionSpec("review.commit_next", "commit_next", "Commit, next", "ctrl+n",
+               meaning="commit the verdict and open the next unreviewed task"),
+    ActionSpec("review.next_task", "next_task", "Next task", "N", show=False,
+               meaning="open the next unreviewed task (no commit)"),
+    ActionSpec("review.accept_all", "accept_all", "Accept all", "A", meaning="accept every suggestion for empty fields"),
     ActionSpec("review.undo", "undo", "Undo", "ctrl+z", show=False),
     ActionSpec("review.redo", "redo", "Redo", "ctrl+y", show=False),
-    ActionSpec("review.rerun_all", "rerun_all", "Re-run all", "R", show=False),
-    ActionSpec("review.rerun_timing", "rerun_timing", "Re-run timing", "T", show=False),
-    ActionSpec("review.dispute", "dispute", "Dispute", "D", show=False),
-    ActionSpec("review.prefill", "prefill_rationale", "Cite findings", "P", show=False),
-    ActionSpec("review.maximize", "toggle_maximize", "Max/restore", "z", show=False),
+    ActionSpec("review.rerun_all", "rerun_all", "Re-run all", "R", show=False, meaning="re-run every check"),
+    ActionSpec("review.rerun_timing", "rerun_timing", "Re-run timing", "T", show=False,
+               meaning="re-run the timing checks"),
+    ActionSpec("review.dispute", "dispute", "Dispute", "D", show=False, meaning="dispute a verdict of the task"),
+    ActionSpec("review.resolve", "resolve", "Resolve dispute", "X", show=False,
+               meaning="resolve an open dispute of the task"),
+    ActionSpec("review.prefill", "prefill_rationale", "Cite findings", "P", show=False,
+               meaning="cite the marked findings in the rationale"),
+    ActionSpec("review.maximize", "toggle_maximize", "Max/restore", "z", show=False,
+               meaning="maximise or restore the focused panel"),
     ActionSpec("review.layout", "toggle_layout", "Tabs/columns", "f3", show=False),
-    ActionSpec("review.grow", "grow_panel", "Grow panel", "plus,equals_sign", show=False),
-    ActionSpec("review.shrink", "shrink_panel", "Shrink panel", "minus", show=False),
-    ActionSpec("review.wider", "wider_panel", "Widen panel", "greater_than_sign", show=False),
-    ActionSpec("review.narrower", "narrower_panel", "Narrow panel", "less_than_sign", show=False),
-    ActionSpec("review.next_panel", "next_panel", "Next panel", "tab", show=False),
-    ActionSpec("review.prev_panel", "prev_panel", "Previous panel", "shift+tab", show=False),
-    ActionSpec("review.panel_spec", "show_panel('spec')", "Spec", "1", show=False),
-    ActionSpec("review.panel_diff", "show_panel('diff')", "Diff", "2", show=False),
-    ActionSpec("review.panel_checks", "show_panel('checks')", "Checks", "3", show=False),
-    ActionSpec("review.panel_timing", "show_panel('timing')", "Timing", "4", show=False),
-    ActionSpec("review.panel_rubric", "show_panel('rubric')", "Rubric", "5", show=False),
-    ActionSpec("review.panel_history", "show_panel('history')", "History", "6", show=False),
-    ActionSpec("review.panel_profile", "show_panel('profile')", "Profile", "7", show=False),
+    ActionSpec("review.grow", "grow_panel", "Grow panel", "plus,equals_sign", show=False,
+               meaning="taller panel", palette=False),
+    ActionSpec("review.shrink", "shrink_panel", "Shrink panel", "minus", show=False, meaning="shorter panel",
+               palette=False),
+    ActionSpec("review.wider", "wider_panel", "Widen panel", "greater_than_sign", show=False,
+               meaning="wider panel", palette=False),
+    ActionSpec("review.narrower", "narrower_panel", "Narrow panel", "less_than_sign", show=False,
+               meaning="narrower panel", palette=False),
+    ActionSpec("review.next_panel", "next_panel", "Next panel", "tab", show=False, palette=False),
+    ActionSpec("review.prev_panel", "prev_panel", "Previous panel", "shift+tab", show=False, palette=False),
+    *(ActionSpec(f"review.panel_{name}", f"show_panel('{name}')",
+                 "Source" if name == "diff" else name.capitalize(), f"alt+{n}", show=False,
+                 meaning=f"show panel {n}") for name, n in PANEL_KEYS.items()),
     # source / diff viewer
     ActionSpec("diff.next_hunk", "next_hunk", "Next hunk", "right_square_bracket"),
     ActionSpec("diff.prev_hunk", "prev_hunk", "Previous hunk", "left_square_bracket"),
-    ActionSpec("diff.toggle_view", "toggle_view", "Unified/split", "v"),
-    ActionSpec("diff.next_file", "next_file", "Next file", "f"),
-    ActionSpec("diff.down", "scroll_lines(1)", "Down", "down", show=False),
-    ActionSpec("diff.up", "scroll_lines(-1)", "Up", "up", show=False),
-    ActionSpec("diff.page_down", "scroll_pages(1)", "Page down", "pagedown,space", show=False),
-    ActionSpec("diff.page_up", "scroll_pages(-1)", "Page up", "pageup", show=False),
-    ActionSpec("diff.top", "scroll_to_top", "Top", "home", show=False),
-    ActionSpec("diff.bottom", "scroll_to_bottom", "Bottom", "end", show=False),
-    # checks panel
-    ActionSpec("checks.down", "cursor(1)", "Down", "down", show=False),
-    ActionSpec("checks.up", "cursor(-1)", "Up", "up", show=False),
-    ActionSpec("checks.mark", "mark", "Mark finding", "space"),
-    ActionSpec("checks.rerun", "rerun", "Re-run check", "r"),
+    ActionSpec("diff.toggle_view", "toggle_view", "Unified/split", "v", meaning="unified or split diff"),
+    ActionSpec("diff.next_file", "next_file", "Next file", "f", meaning="next task file"),
+    _move("diff.down", "scroll_lines(1)", "Down", "down", "down"),
+    _move("diff.up", "scroll_lines(-1)", "Up", "up", "up"),
+    _move("diff.left", "scroll_columns(-8)", "Left", "left", "left"),
+    _move("diff.right", "scroll_columns(8)", "Right", "right", "right"),
+    _move("diff.page_down", "scroll_pages(1)", "Page down", "pagedown,space", "page down"),
+    _move("diff.page_up", "scroll_pages(-1)", "Page up", "pageup", "page up"),
+    _move("diff.top", "scroll_to_top", "Top", "home", "top"),
+    _move("diff.bottom", "scroll_to_bottom", "Bottom", "end", "bottom"),
+    # checks panel: the list of checks and findings
+    _move("checks.down", "cursor(1)", "Down", "down", "down"),
+    _move("checks.up", "cursor(-1)", "Up", "up", "up"),
+    _move("checks.page_down", "page_evidence(1)", "Page down the evidence", "pagedown,space", "page down"),
+    _move("checks.page_up", "page_evidence(-1)", "Page up the evidence", "pageup", "page up"),
+    _move("checks.top", "cursor_top", "First check", "home", "top"),
+    _move("checks.bottom", "cursor_bottom", "Last check", "end", "bottom"),
+    ActionSpec("checks.open", "open_evidence", "Read evidence", "enter", meaning="confirm"),
+    ActionSpec("checks.mark", "mark", "Mark finding", "m", meaning="mark the finding (to cite it)"),
+    ActionSpec("checks.rerun", "rerun", "Re-run check", "r", meaning="re-run the check under the cursor"),
+    # the evidence pane, once focused (Enter on a finding)
+    ActionSpec("evidence.back", "leave", "Back to the checks", "escape", show=False, meaning="back", palette=False),
+    # every scrollable pane: spec, history, timing, evidence, help and report views
+    _move("scroll.down", "scroll_down", "Down", "down", "down"),
+    _move("scroll.up", "scroll_up", "Up", "up", "up"),
+    _move("scroll.page_down", "page_down", "Page down", "pagedown,space", "page down"),
+    _move("scroll.page_up", "page_up", "Page up", "pageup", "page up"),
+    _move("scroll.top", "scroll_home", "Top", "home", "top"),
+    _move("scroll.bottom", "scroll_end", "Bottom", "end", "bottom"),
     # rubric form
-    ActionSpec("rubric.down", "field(1)", "Next field", "down", show=False),
-    ActionSpec("rubric.up", "field(-1)", "Previous field", "up", show=False),
-    ActionSpec("rubric.accept", "accept", "Accept kws's", "space"),
+    _move("rubric.down", "field(1)", "Next field", "down", "down"),
+    _move("rubric.up", "field(-1)", "Previous field", "up", "up"),
+    ActionSpec("rubric.confirm", "confirm", "Confirm field", "enter", meaning="confirm"),
+    *(ActionSpec(f"rubric.pick_{n}", f"pick({n})", f"Value {n}", str(n), show=False,
+                 meaning="pick the nth value of the focused field", palette=False) for n in range(1, 10)),
     ActionSpec("rubric.clear", "clear", "Clear field", "backspace", show=False),
-    ActionSpec("rubric.edit_rationale", "edit_rationale", "Rationale", "e"),
+    ActionSpec("rubric.edit_rationale", "edit_rationale", "Rationale", "e", meaning="edit the rationale"),
 )
+
+#: the binding scopes active on each screen (app bindings apply everywhere).
+SCREEN_SCOPES: dict[str, tuple[str, ...]] = {
+    "queue": ("app", "queue"),
+    "review": ("app", "review", "diff", "checks", "evidence", "scroll", "rubric"),
+}
 
 _BY_ID = {a.id: a for a in ACTIONS}
 _MODIFIERS = ("ctrl", "shift", "alt", "meta", "super", "hyper")
@@ -306,7 +370,8 @@ def load_keymap_file(path: Path | str, *, user: bool = False) -> tuple[dict[str,
 
 def check_conflicts(keys: dict[str, str], file: Path | str) -> None:
     """Raise :class:`~workstation.schema.problem.Problem` when two actions of one scope
-    share a key."""
+    share a key, or when one key means two things on one screen (:data:`SCREEN_SCOPES`,
+    :attr:`ActionSpec.means`: the key grammar)."""
     seen: dict[tuple[str, str], str] = {}
     for bid in sorted(keys):
         scope = _BY_ID[bid].scope
@@ -315,6 +380,36 @@ def check_conflicts(keys: dict[str, str], file: Path | str) -> None:
             if other is not None and other != bid:
                 raise Problem(file, f"keys.{bid}", f"key {k!r} is also bound to {other} in the same scope ({scope})")
             seen[(scope, k)] = bid
+    for screen, (bid, other, k) in _meaning_clashes(keys).items():
+        raise Problem(file, f"keys.{bid}", f"key {k!r} means {_BY_ID[bid].means!r} and, through {other}, "
+                                           f"{_BY_ID[other].means!r} on the {screen} screen (one meaning per key)")
+
+
+def _meaning_clashes(keys: dict[str, str]) -> dict[str, tuple[str, str, str]]:
+    """Per screen, the first key bound to two meanings: (binding id, other id, key)."""
+    out: dict[str, tuple[str, str, str]] = {}
+    for screen, scopes in SCREEN_SCOPES.items():
+        by_key: dict[str, str] = {}
+        for bid in sorted(keys):
+            if _BY_ID[bid].scope not in scopes:
+                continue
+            for k in keys[bid].split(","):
+                other = by_key.setdefault(k, bid)
+                if _BY_ID[other].means != _BY_ID[bid].means and screen not in out:
+                    out[screen] = (bid, other, k)
+    return out
+
+
+def key_meanings(keys: dict[str, str], screen: str) -> dict[str, tuple[str, list[str]]]:
+    """The key grammar of one screen under ``keys``: key -> (meaning, binding ids)."""
+    out: dict[str, tuple[str, list[str]]] = {}
+    for a in ACTIONS:
+        if a.scope not in SCREEN_SCOPES[screen]:
+            continue
+        for k in keys.get(a.id, a.default).split(","):
+            meaning, ids = out.setdefault(k, (a.means, []))
+            ids.append(a.id)
+    return out
 
 
 def defaults() -> dict[str, str]:

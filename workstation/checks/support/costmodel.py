@@ -1,20 +1,42 @@
-"""The cost model of derived cases: how expensive a case is expected to be, so the
-shape-varying checks stay within their budget under the Triton interpreter (CPU) and within
-memory on a GPU.
+"""The cost model of derived cases: how expensive a case is predicted to be, from its
+parameters only, so the shape-varying checks stay within their budget under the Triton
+interpreter (CPU) and within memory on a GPU, and pick the same cases on every machine.
+
+Nothing here is measured: a plan fitted on measured call times changes with the load of
+the machine (a busy machine gets fewer or smaller cases, so the findings of one task
+version vary from run to run and a verdict cannot be re-checked exactly). Instead:
+
+- a case's **cost units** are the product of its integer parameters, each rounded up to a
+  multiple of 16 (:func:`cost_units`: tiled kernels pay for whole tiles);
+- the **scale** is the task's own largest declared case (``declared_max`` units): the
+  author's declared cases are the sizes the task is meant to run at, and ``correctness``
+  runs each of them for every seed, so a derived case of that size is affordable by the
+  task's own measure;
+- on the CPU a derived case may cost at most :data:`CPU_CASE_CAP` times that scale, the
+  whole plan at most :data:`CPU_BUDGET` times it, in at most :data:`CPU_MAX_CASES` cases;
+  an autotuned candidate re-tunes every config at each new shape (``@triton.autotune``
+  with ``key`` over the shape), so its case count is divided by its number of configs;
+- on a GPU a case may hold at most :data:`GPU_MAX_ELEMENTS` elements, up to
+  :data:`GPU_MAX_CASES` cases.
 """
 
 from __future__ import annotations
 
-import math
 from dataclasses import dataclass
 from typing import Any
 
-#: predicted seconds of one derived case the CPU accepts (or 1.2x the fastest declared call).
-CPU_CASE_CAP_S = 0.6
-#: wall-clock limit of one derived call on the CPU (a call past it is dropped, not charged).
-CPU_CALL_LIMIT_S = 2.0
+#: a derived case's cost units at most this many times the largest declared case's (CPU).
+CPU_CASE_CAP = 2
+#: the derived cases' total cost units at most this many times the largest declared case's (CPU).
+CPU_BUDGET = 24
+#: derived cases on the CPU (before the autotune division).
+CPU_MAX_CASES = 24
+#: candidate calls a shrink may spend per failure class on the CPU (before the autotune division).
+CPU_SHRINK_TRIALS = 16
 #: the largest derived problem (product of the integer parameters) run on a GPU.
 GPU_MAX_ELEMENTS = 1 << 27
+#: derived cases on a GPU.
+GPU_MAX_CASES = 48
 
 
 def elements(case: dict[str, Any], params: list[str]) -> int:
@@ -35,43 +57,61 @@ def cost_units(case: dict[str, Any], params: list[str]) -> int:
     return n
 
 
-@dataclass
+@dataclass(frozen=True)
 class CostModel:
-    """Predicted candidate seconds of a case: ``a + b * elements``, fitted on the declared
-    cases' measured call times (conservatively: ``b`` is the largest per-element cost seen,
-    times 1.5 for block padding, rounded up to a power of two so that the plan is stable
-    under timing noise). On a GPU the model only caps elements."""
+    """The deterministic plan limits of one task (module docstring).
 
-    a: float
-    b: float
+    ``declared_max``: cost units of the largest declared case; ``params``: the integer
+    shape parameters; ``autotune_configs``: configs an autotuned candidate tries at each
+    new shape (1 when it is not autotuned)."""
+
+    declared_max: int
+    params: tuple[str, ...]
     on_gpu: bool
-    cap_s: float = 0.0
+    autotune_configs: int = 1
 
     @classmethod
-    def fit(cls, points: list[tuple[int, float]], on_gpu: bool) -> CostModel:
-        pts = [(n, t) for n, t in points if n > 0 and t > 0]
-        if not pts:
-            return cls(0.02, 2e-6, on_gpu, CPU_CASE_CAP_S)
-        tmin = min(t for _, t in pts)
-        a = 0.5 * tmin  # per-call overhead (launch, autotuning) is size-independent
-        b = max(max((t - a) / n for n, t in pts), 1e-9) * 1.5
-        # rounded up to a power of two so that timing noise rarely changes the plan; a
-        # kernel whose smallest declared call is already slow (autotuning) may take as
-        # long per derived case
-        return cls(a, 2.0 ** math.ceil(math.log2(b)), on_gpu, max(CPU_CASE_CAP_S, 1.2 * tmin))
+    def plan(cls, declared: list[dict[str, Any]], params: list[str], on_gpu: bool,
+             autotune_configs: int = 1) -> CostModel:
+        top = max((cost_units(c, params) for c in declared), default=16)
+        return cls(max(16, top), tuple(params), on_gpu, max(1, autotune_configs))
 
-    def seconds(self, n: int) -> float:
-        """Predicted seconds for ``n`` cost units (:func:`cost_units`)."""
-        return self.a + self.b * n
+    def units(self, case: dict[str, Any]) -> int:
+        return cost_units(case, list(self.params))
 
     @property
-    def call_limit_s(self) -> float:
-        """Wall-clock limit of one derived call on the CPU: :data:`CPU_CALL_LIMIT_S`, or
-        2.5x the fastest declared call where that is slower (``a`` is half of it)."""
-        return max(CPU_CALL_LIMIT_S, 5.0 * self.a)
+    def case_cap(self) -> int:
+        """The most cost units one derived case may have on the CPU."""
+        return CPU_CASE_CAP * self.declared_max
 
-    def fits(self, case: dict[str, Any], params: list[str]) -> bool:
-        """Whether one case is within the per-case cap (CPU: predicted seconds; GPU: elements)."""
+    @property
+    def budget(self) -> int:
+        """The most cost units all derived cases may have together on the CPU."""
+        return CPU_BUDGET * self.declared_max
+
+    @property
+    def max_cases(self) -> int:
+        """How many derived cases run."""
         if self.on_gpu:
-            return elements(case, params) <= GPU_MAX_ELEMENTS
-        return self.seconds(cost_units(case, params)) <= (self.cap_s or CPU_CASE_CAP_S)
+            return GPU_MAX_CASES
+        return max(3, CPU_MAX_CASES // self.autotune_configs)
+
+    @property
+    def shrink_trials(self) -> int | None:
+        """Candidate calls a shrink may spend (None: no limit but the rounds, on a GPU)."""
+        return None if self.on_gpu else max(4, CPU_SHRINK_TRIALS // self.autotune_configs)
+
+    def fits(self, case: dict[str, Any], params: list[str] | None = None) -> bool:
+        """Whether one case is within the per-case cap (CPU: cost units; GPU: elements)."""
+        ps = list(self.params) if params is None else params
+        if self.on_gpu:
+            return elements(case, ps) <= GPU_MAX_ELEMENTS
+        return cost_units(case, ps) <= self.case_cap
+
+    def as_dict(self) -> dict[str, Any]:
+        """The model as evidence."""
+        return {"unit": "product of the integer parameters, each rounded up to 16", "declared_max_units":
+                self.declared_max, "case_cap_units": None if self.on_gpu else self.case_cap,
+                "budget_units": None if self.on_gpu else self.budget, "max_cases": self.max_cases,
+                "autotune_configs": self.autotune_configs, "on_gpu": self.on_gpu,
+                "gpu_max_elements": GPU_MAX_ELEMENTS if self.on_gpu else None}

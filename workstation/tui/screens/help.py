@@ -1,5 +1,6 @@
-"""The help screen: every action with its active keys, the rubric's value keys and the
-keymap files."""
+"""The help screen: the key grammar, every action with its active keys (the same actions
+the command palette offers by name), the dialogs' keys, the rubric's values by number and
+the keymap files."""
 
 from __future__ import annotations
 
@@ -9,18 +10,38 @@ from rich.table import Table
 from rich.text import Text
 from textual.app import ComposeResult
 from textual.binding import Binding
-from textual.containers import VerticalScroll
 from textual.screen import ModalScreen
 from textual.widgets import Static
 
 from workstation.tui.keymap import ACTIONS, key_display, user_keymap_path
+from workstation.tui.widgets.scroll_pane import ScrollPane
 
 __all__ = ["HelpScreen"]
 
 _SCOPES = {
-    "app": "Everywhere", "queue": "Queue screen", "review": "Review screen",
-    "diff": "Source panel", "checks": "Checks panel", "rubric": "Rubric form",
+    "app": "Everywhere", "queue": "Queue screen", "review": "Review screen (any panel)",
+    "diff": "Source panel", "checks": "Checks panel", "evidence": "Evidence (Enter on a finding)",
+    "scroll": "Scrolling panes (spec, history, timing, evidence, views)", "rubric": "Rubric form",
 }
+#: the grammar in one line per key (docs/tui.md, "Key grammar").
+GRAMMAR = (
+    ("Enter", "confirm: open the task, read a finding's evidence, keep a field's value (kws's when empty)"),
+    ("1-9", "pick the nth value of the focused rubric field (worst first), then the next field"),
+    ("alt+1..7", "show panel 1 Spec, 2 Source, 3 Checks, 4 Timing, 5 Rubric, 6 History, 7 Profile (tab cycles)"),
+    ("space", "page down the pane you read (source, evidence, spec, timing, history)"),
+    ("Esc", "back: out of the evidence, a maximised panel, the review screen, a dialog"),
+    ("ctrl+s", "commit (a verdict, a dispute, a resolution); asks first when the report is not final"),
+)
+#: the dialogs' fixed keys.
+DIALOGS = (
+    ("Commit confirmation", "Enter commits, Esc cancels"),
+    ("Dispute", "1-9 your value of the focused field, ↑/↓ field, Enter next, tab to the rationale, "
+                "ctrl+s commit, ctrl+n other verdict, Esc cancel"),
+    ("Resolve", "1-3 outcome (upheld, overturned, amended), 1-9 amended values, ↑/↓ row, Enter next, "
+                "ctrl+s commit, ctrl+n other dispute, Esc cancel"),
+    ("Help, report, calibration views", "scroll keys, Esc closes"),
+    ("Command palette (ctrl+p)", "type part of an action's name, Enter runs it, Esc closes"),
+)
 
 
 class HelpScreen(ModalScreen[None]):
@@ -29,17 +50,17 @@ class HelpScreen(ModalScreen[None]):
     BINDINGS = [Binding("escape,q,f1,question_mark", "dismiss", "Close")]
     DEFAULT_CSS = """
     HelpScreen { align: center middle; }
-    HelpScreen > VerticalScroll { width: 90%; max-width: 110; height: 90%; border: round $accent;
+    HelpScreen > ScrollPane { width: 90%; max-width: 110; height: 90%; border: round $accent;
                                   background: $surface; padding: 0 1; }
     """
 
     def compose(self) -> ComposeResult:
-        with VerticalScroll(can_focus=True) as vs:
+        with ScrollPane() as vs:
             vs.border_title = "Keys (Esc closes)"
             yield Static(self._render_help(), id="help-text")
 
     def on_mount(self) -> None:
-        self.query_one(VerticalScroll).focus()
+        self.query_one(ScrollPane).focus()
 
     def _render_help(self) -> Any:
         from rich.console import Group
@@ -59,6 +80,10 @@ class HelpScreen(ModalScreen[None]):
             t.add_column(style="dim")
             return t
 
+        t = table()
+        parts += [Text(""), Text("Key grammar (one meaning per key on a screen)", style="bold underline"), t]
+        for k, what in GRAMMAR:
+            t.add_row("  " + k, what, "")
         scope, t = None, None
         for a in ACTIONS:
             if a.scope != scope:
@@ -66,13 +91,24 @@ class HelpScreen(ModalScreen[None]):
                 t = table()
                 parts += [Text(""), Text(_SCOPES.get(scope, scope), style="bold underline"), t]
             t.add_row("  " + key_display(load.keys.get(a.id, a.default)), a.description, a.id)
+        t = table()
+        parts += [Text(""), Text("Dialogs", style="bold underline"), t]
+        for name, keys in DIALOGS:
+            t.add_row("  " + name, keys, "")
+        t = table()
+        parts += [Text(""), Text("Command palette only (ctrl+p)", style="bold underline"), t]
+        for name, what in (("Open task: <id>", "open any task"), ("Reserve / Release task: <id>", "on any screen"),
+                           ("Resolve a dispute of <id>", "on any screen"), ("Re-run check: <id>", "review screen"),
+                           ("Set <field>: <value>", "review screen"), ("Next task reserved by me", "any screen")):
+            t.add_row("  " + name, what, "")
         rubric = app.queue.rubric
         if rubric is not None:
             t = table()
-            parts += [Text(""), Text(f"Rubric {rubric.id}: value keys on the focused field", style="bold underline"), t]
+            parts += [Text(""), Text(f"Rubric {rubric.id}: values by number on the focused field",
+                                     style="bold underline"), t]
             for f in rubric.choice_fields:
-                t.add_row("  " + " ".join(v.key for v in f.values), f.label,
-                          ", ".join(f"{v.key}={v.value}" for v in f.values))
+                t.add_row("  1-" + str(len(f.values)), f.label,
+                          ", ".join(f"{i}={v.value}" for i, v in enumerate(f.values, 1)))
         return Group(*parts)
 
     async def action_dismiss(self, result: Any = None) -> None:

@@ -1,24 +1,28 @@
 """The queue screen: every task of the queue with its review flags, malformed tasks with
-file, key and problem, a filter line and a sort key. It shows the app's
-:class:`~workstation.review.services.QueueState`, anew on each ``queue_changed`` signal."""
+file, key and problem, a filter line and a sort key; reserve and release the task under the
+cursor, jump to the next task to review or reserved by me. It shows the app's
+:class:`~workstation.review.services.QueueState`, anew on each ``queue_changed`` signal;
+a missing git identity is explained in full under the title (and looked up again while it
+is missing, so setting it in another terminal shows here without a reload)."""
 
 from __future__ import annotations
 
 from textual.app import ComposeResult
 from textual.containers import VerticalScroll
 from textual.screen import Screen
-from textual.widgets import Footer, Input, Static
+from textual.widgets import Input, Static
 
 from workstation.review.queueview import (
     SORT_KEYS,
     QueueRow,
-    next_unreviewed,
+    next_task,
     parse_filter,
     sort_rows,
 )
 from workstation.review.services import QueueState, problem_lines
 from workstation.tui.keymap import bindings_for
 from workstation.tui.widgets.filter_input import FilterInput
+from workstation.tui.widgets.key_hints import KeyHints
 from workstation.tui.widgets.queue_table import QueueTable
 from workstation.tui.widgets.text import fit, set_static
 
@@ -34,6 +38,8 @@ class QueueScreen(Screen):
     QueueScreen #filter { height: 1; border: none; padding: 0 1; background: $surface; }
     QueueScreen #filter:focus { background: $boost; }
     QueueScreen #queue-status { height: 1; color: $text-muted; }
+    QueueScreen #queue-notice { height: auto; color: $warning; padding: 0 1; }
+    QueueScreen #queue-notice.-empty { display: none; }
     QueueScreen #malformed-box { height: auto; max-height: 8; border-top: solid $error; }
     QueueScreen #malformed-box.-empty { display: none; }
     """
@@ -49,15 +55,33 @@ class QueueScreen(Screen):
         yield Static("kws", id="queue-title", markup=False)
         yield FilterInput(placeholder=FILTER_HINT, id="filter")
         yield Static("loading the queue…", id="queue-status", markup=False)
+        yield Static("", id="queue-notice", markup=False, classes="-empty")
         yield QueueTable(id="queue-table")
         with VerticalScroll(id="malformed-box", classes="-empty"):
             yield Static("", id="malformed", markup=False)
-        yield Footer()
+        yield KeyHints()
 
     def on_mount(self) -> None:
         self.table.focus()
+        self.outcome = ""
         self.app.queue_changed.subscribe(self, self.queue_changed, immediate=True)
         self.queue_changed(self.app.queue)
+        self.set_interval(5.0, self._identity_tick)
+
+    def _identity_tick(self) -> None:
+        q = self.app.queue
+        if q.loaded and q.me is None and self.app.screen is self:
+            self.app.refresh_identity()
+
+    def on_screen_resume(self) -> None:
+        if self.app.queue.loaded and self.app.queue.me is None:
+            self.app.refresh_identity()
+
+    def show_outcome(self, out: Any) -> None:
+        """The outcome of a sync, reserve or release, kept in the status line."""
+        self.outcome = out.error or out.text
+        if self.app.queue.loaded:
+            self._status()
 
     @property
     def table(self) -> QueueTable:
@@ -72,6 +96,10 @@ class QueueScreen(Screen):
             return
         self.apply_view()
         self._malformed()
+        self.call_after_refresh(self.app.first_rows_shown.set)  # the worker goes on after this frame
+        pending, self._pending_open = getattr(self, "_pending_open", None), None
+        if pending is not None and q.flags_loaded:
+            self.open_task(pending)
 
     def apply_view(self) -> None:
         q = self.app.queue
@@ -102,11 +130,16 @@ class QueueScreen(Screen):
         if q.validating:
             parts.append(f"validating {len(q.index.pending) if q.index else 0} tasks…")
         if q.identity_problem:
-            parts.append(q.identity_problem.splitlines()[0])
+            parts.append("no git identity (see above)")
+        if self.outcome:
+            parts.append(self.outcome)
         if q.rubric_problem:
             parts.append(f"rubric: {q.rubric_problem}")
         parts.extend(problems)
         set_static(self.query_one("#queue-status", Static), fit(" · ".join(parts), max(1, self.size.width)))
+        notice = self.query_one("#queue-notice", Static)
+        notice.set_class(not q.identity_problem, "-empty")
+        set_static(notice, q.identity_problem)
 
     def _malformed(self) -> None:
         lines = problem_lines(self.app.queue)
@@ -114,6 +147,9 @@ class QueueScreen(Screen):
         box.set_class(not lines, "-empty")
         if lines:
             self.query_one("#malformed", Static).update("\n".join(lines))
+
+    def on_descendant_focus(self) -> None:
+        self.query_one(KeyHints).update_hints()
 
     def on_resize(self) -> None:
         if self.app.queue.loaded:
@@ -159,12 +195,28 @@ class QueueScreen(Screen):
             getattr(self.table, f"action_{motion}")()
 
     def action_next_unreviewed(self) -> None:
+        self._jump("unreviewed", "every task shown is reviewed by you (or reserved by someone else)")
+
+    def action_next_reserved(self) -> None:
+        self._jump("reserved", "you hold no reserved task you have not reviewed (r reserves the task under the cursor)")
+
+    def _jump(self, which: str, none: str) -> None:
         cur = self.table.current
-        nxt = next_unreviewed(self.shown, cur.id if cur else None)
+        nxt = next_task(self.shown, cur.id if cur else None, which)
         if nxt is None:
-            self.notify("every task shown is reviewed by you (or reserved by someone else)", timeout=4)
+            self.notify(none, timeout=4)
             return
         self.table.set_rows(self.shown, keep=nxt.id)
+
+    def action_reserve(self) -> None:
+        row = self.table.current
+        if row is not None:
+            self.app.reserve(row.id)
+
+    def action_release(self) -> None:
+        row = self.table.current
+        if row is not None:
+            self.app.release(row.id)
 
     def action_open_task(self) -> None:
         row = self.table.current
@@ -177,6 +229,9 @@ class QueueScreen(Screen):
         from workstation.tui.screens.review import ReviewScreen
 
         q = self.app.queue
+        if not q.flags_loaded:
+            self._pending_open = task_id  # the rubric is still loading: open it once it is there
+            return
         if q.rubric is None:
             self.notify(f"cannot review without a rubric: {q.rubric_problem}", severity="error", timeout=10)
             return

@@ -8,8 +8,14 @@ changes from the app's ``session_event`` and ``queue_changed`` signals.
 Layout: on a terminal at least :data:`WIDE_MIN` columns wide and :data:`TALL_MIN` rows
 high the panels sit side by side (spec over diff on the left; checks, timing and rubric
 on the right; the profile panel takes the timing panel's place when shown); below that they become tabs, one panel at a time, with every control of
-the shown panel on screen. Any panel can be maximised and restored with one key;
-``+``/``-`` and ``<``/``>`` resize.
+the shown panel on screen. Any panel can be maximised (it then fills the screen) and
+restored with one key; ``+``/``-`` and ``<``/``>`` resize.
+
+Committing: the rubric is validated first; then, when the report is not final (checks
+still queued or running, a check or the run errored, a suggestion changed after it was
+accepted: :meth:`~workstation.review.session.ReviewSession.commit_warnings`), a
+confirmation dialog says so and only Enter there commits; the verdict records the checks
+that had not finished and where each accepted suggestion came from.
 """
 
 from __future__ import annotations
@@ -22,17 +28,18 @@ from textual.app import ComposeResult
 from textual.containers import Horizontal, Vertical
 from textual.message import Message
 from textual.screen import Screen
-from textual.widgets import Footer, Static
+from textual.widgets import Static
 
 from workstation.review import services
 from workstation.review.evidence import finding_source
 from workstation.review.services import CommitOutcome, QueueState, TaskTree
 from workstation.review.session import ReviewSession
 from workstation.review.taskview import TaskView, load_task_view, task_files_size
-from workstation.tui.keymap import bindings_for
+from workstation.tui.keymap import PANEL_KEYS, bindings_for
 from workstation.tui.messages import SessionEvent
 from workstation.tui.widgets.checks_panel import ChecksPanel
 from workstation.tui.widgets.diff_panel import DiffPanel
+from workstation.tui.widgets.key_hints import KeyHints
 from workstation.tui.widgets.panel import Panel
 from workstation.tui.widgets.profile_panel import ProfilePanel
 from workstation.tui.widgets.rationale_area import RationaleArea
@@ -49,8 +56,8 @@ TALL_MIN = 36
 #: (a few ms), so the first paint already shows them; larger ones load in a worker.
 INLINE_VIEW_BYTES = 256 * 1024
 PANELS = ("spec", "diff", "checks", "timing", "rubric", "profile")
-TAB_LABELS = {"spec": "1 Spec", "diff": "2 Source", "checks": "3 Checks", "timing": "4 Timing",
-              "rubric": "5 Rubric", "history": "6 History", "profile": "7 Profile"}
+TAB_LABELS = {"spec": "Spec", "diff": "Source", "checks": "Checks", "timing": "Timing",
+              "rubric": "Rubric", "history": "History", "profile": "Profile"}
 #: the narrow layout's tab order.
 TABS = ("spec", "diff", "checks", "timing", "rubric", "history", "profile")
 #: the profile panel is this many rows taller than the timing panel in their shared slot
@@ -124,7 +131,8 @@ class ReviewScreen(Screen):
         self.narrow = False
         self.sizes = {"right": 0, "spec": 0, "timing": 12, "rubric": 19}
         self.verdicts: list[Any] = []
-        self.commit_armed = False
+        self.commit_armed = False  # kept for tests of older flows: True while a commit is being confirmed
+        self._then_next = False
         self.task_title = ""
         self.files_ready = False
         self._view: TaskView | None = None
@@ -142,7 +150,7 @@ class ReviewScreen(Screen):
                 yield TimingPanel("Timing", id="timing")
                 yield ProfilePanel("Profile", id="profile")
                 yield RubricPanel("Rubric", id="rubric", on_change=self._values_changed)
-        yield Footer()
+        yield KeyHints()
 
     def on_mount(self) -> None:
         app = self.app
@@ -175,6 +183,9 @@ class ReviewScreen(Screen):
             self.app.run_checks(s)
 
     # -- layout ----------------------------------------------------------------------------------
+
+    def on_descendant_focus(self) -> None:
+        self.query_one(KeyHints).update_hints()
 
     def on_resize(self) -> None:
         self.apply_layout()
@@ -218,6 +229,13 @@ class ReviewScreen(Screen):
             self.query_one("#timing").styles.height = self.sizes["timing"]
             self.query_one("#profile").styles.height = self.sizes["timing"] + PROFILE_EXTRA_ROWS
             self.query_one("#rubric").styles.height = self.sizes["rubric"]
+        m = self.maximized
+        for p in PANELS:
+            panel = self.query_one(f"#{p}")
+            if panel is m:
+                panel.styles.height, panel.styles.width = "1fr", "1fr"
+            else:
+                panel.styles.width = None
 
     def panel_of(self, widget: Any) -> Panel | None:
         node = widget
@@ -261,11 +279,11 @@ class ReviewScreen(Screen):
         self.action_show_panel(PANELS[(i + step) % len(PANELS)])
 
     def _tab_bar(self, active: str) -> None:
-        """The narrow layout's tab bar: every panel with its key, the shown one in
-        reverse video and brackets (readable without colour)."""
+        """The narrow layout's tab bar: every panel with its number (alt+number shows it),
+        the shown one in reverse video and brackets (readable without colour)."""
         bar = Text()
         for p in TABS:
-            label = TAB_LABELS[p]
+            label = f"{PANEL_KEYS[p]} {TAB_LABELS[p]}"
             if p == active:
                 bar.append(f"[{label}]", style="reverse bold")
             else:
@@ -273,6 +291,8 @@ class ReviewScreen(Screen):
         set_static(self.query_one("#panel-tabs", Static), bar)
 
     def action_toggle_maximize(self) -> None:
+        """Maximise the focused panel (any of them: it fills the screen, not only its own
+        height) or restore the layout."""
         if self.maximized is not None:
             self.minimize()
             return
@@ -280,6 +300,12 @@ class ReviewScreen(Screen):
         if p is None:
             p = self.query_one(f"#{self.active}", Panel)
         self.maximize(p, container=False)
+
+    def watch_maximized(self, _old: Any, _new: Any) -> None:
+        """Maximised or restored (by ``z``, Esc or Textual itself): lay the panels out
+        again, the maximised one filling the screen."""
+        if self.is_mounted:
+            self.apply_layout()
 
     def action_toggle_layout(self) -> None:
         self.forced_layout = "columns" if self.narrow else "tabs"
@@ -508,7 +534,11 @@ class ReviewScreen(Screen):
         """The reviewer changed a value in the rubric form: a commit asks again."""
         self.commit_armed = False
 
-    def action_commit(self) -> None:
+    def action_commit(self, then_next: bool = False) -> None:
+        """Validate, ask for confirmation when the report is not final, commit (a worker);
+        with ``then_next``, open the next unreviewed task once committed."""
+        from workstation.tui.screens.confirm import ConfirmScreen
+
         s = self.session
         if s is None:
             return
@@ -526,15 +556,34 @@ class ReviewScreen(Screen):
                 self.action_show_panel("rubric")
                 self.set_focus(self.query_one(RationaleArea))
             return
-        if s.running and not self.commit_armed:
+        warnings = s.commit_warnings()
+        if warnings:
             self.commit_armed = True
-            left = sum(1 for r in s.rows.values() if not r.done)
-            msg = f"{left} check(s) still running: press commit again to commit with an incomplete report"
-            rp.set_status(msg)
-            self.notify(msg, severity="warning", timeout=5)
+            rp.set_status("the report is not final: confirm the commit (Enter) or cancel (Esc)")
+
+            def answered(yes: bool | None) -> None:
+                self.commit_armed = False
+                if yes:
+                    self._start_commit(then_next)
+                else:
+                    rp.set_status("not committed (cancelled)")
+
+            self.app.push_screen(ConfirmScreen(
+                f"Commit {self.task_id} with a report that is not final?", warnings,
+                "Commit anyway? The verdict records the checks that had not finished and where each "
+                "accepted suggestion came from."), answered)
             return
-        self.commit_armed = False
-        rp.set_status("committing…")
+        self._start_commit(then_next)
+
+    def action_commit_next(self) -> None:
+        self.action_commit(then_next=True)
+
+    def _start_commit(self, then_next: bool) -> None:
+        s = self.session
+        if s is None:
+            return
+        self._then_next = then_next
+        self.query_one(RubricPanel).set_status("committing…")
         self._commit_worker(s)
 
     @work(thread=True, exclusive=True, group="commit")
@@ -551,9 +600,18 @@ class ReviewScreen(Screen):
         text = f"committed verdict {v.verdict_id} ({v.overall}) as {v.path}"
         rp.set_status(text)
         self.notify(f"verdict {v.verdict_id[:8]} committed: {v.overall}", timeout=6)
+        if self.session is not None:
+            self.session.mark_committed()
         self.app.queue.drafts.discard(self.task_id)
         self.app.reload_records()
         self.load_history()
+        if self._then_next:
+            self._then_next = False
+            self.app.open_next_task("unreviewed", after=self.task_id, exclude=(self.task_id,))
+
+    def action_next_task(self) -> None:
+        """Open the next task I have not reviewed (after this one), without committing."""
+        self.app.open_next_task("unreviewed", after=self.task_id, exclude=(self.task_id,))
 
     # -- disputes --------------------------------------------------------------------------------
 
@@ -583,6 +641,10 @@ class ReviewScreen(Screen):
                                   timeout=6)
         self.app.call_from_thread(self.app.reload_records)
         self.app.call_from_thread(self.load_history)
+
+    def action_resolve(self) -> None:
+        """Resolve an open dispute of this task (the dialog: outcome, values, rationale)."""
+        self.app.resolve_disputes(self.task_id, after=self.load_history)
 
     # -- leaving ---------------------------------------------------------------------------------
 

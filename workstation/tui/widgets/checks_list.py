@@ -9,7 +9,6 @@ from typing import Any
 from rich.cells import cell_len
 from rich.segment import Segment
 from rich.style import Style
-from textual.binding import Binding
 from textual.strip import Strip
 
 from workstation.review.evidence import SEVERITY_RANK
@@ -49,10 +48,8 @@ class ChecksList(CursorList):
     ChecksList > .checks--pass { color: $success; }
     """
     COMPONENT_CLASSES = CursorList.COMPONENT_CLASSES | {"checks--fail", "checks--warn", "checks--pass"}
-    BINDINGS = [b for b in bindings_for("checks") if b.id in ("checks.down", "checks.up")] + [
-        Binding("pagedown", "page_down", show=False), Binding("pageup", "page_up", show=False),
-        Binding("home", "cursor_top", show=False), Binding("end", "cursor_bottom", show=False),
-    ]
+    BINDINGS = [b for b in bindings_for("checks") if b.id in ("checks.down", "checks.up", "checks.top",
+                                                               "checks.bottom")]
 
     def __init__(self, **kw: Any) -> None:
         super().__init__(**kw)

@@ -1,4 +1,10 @@
-"""ChecksPanel: the checks of the run filling in live, and the selected finding's evidence."""
+"""ChecksPanel: the checks of the run filling in live, and the selected finding's evidence.
+
+Keys (the keymap's ``checks`` and ``evidence`` scopes): ↑/↓ choose a check or finding,
+space / page down scroll its evidence, Enter moves into the evidence (every line of it,
+the repro command included, scrolls there) and Esc comes back, ``m`` marks a finding for
+the rationale, ``r`` re-runs the check.
+"""
 
 from __future__ import annotations
 
@@ -6,7 +12,6 @@ import time
 from typing import Any
 
 from textual.app import ComposeResult
-from textual.containers import VerticalScroll
 from textual.message import Message
 from textual.widgets import Static
 
@@ -15,9 +20,21 @@ from workstation.review.session import ReviewSession
 from workstation.tui.keymap import bindings_for
 from workstation.tui.widgets.checks_list import ChecksList
 from workstation.tui.widgets.panel import Panel
+from workstation.tui.widgets.scroll_pane import ScrollPane
 from workstation.tui.widgets.text import fit, label_grid, set_static
 
-__all__ = ["ChecksPanel"]
+__all__ = ["ChecksPanel", "EvidencePane"]
+
+
+class EvidencePane(ScrollPane):
+    """The evidence of the finding under the cursor; focused (Enter on the list), it
+    scrolls line by line and Esc returns to the list."""
+
+    BINDINGS = [*bindings_for("scroll"), *bindings_for("evidence")]
+    EARLY_KEYS = ("escape",)
+
+    def action_leave(self) -> None:
+        self.screen.set_focus(self.screen.query_one(ChecksList))
 
 
 class ChecksPanel(Panel):
@@ -28,7 +45,8 @@ class ChecksPanel(Panel):
     ChecksPanel #evidence { height: 45%; border-top: solid $panel-lighten-2; }
     ChecksPanel ChecksList { height: 1fr; }
     """
-    BINDINGS = [b for b in bindings_for("checks") if b.id in ("checks.mark", "checks.rerun")]
+    BINDINGS = [b for b in bindings_for("checks") if b.id in (
+        "checks.mark", "checks.rerun", "checks.open", "checks.page_down", "checks.page_up")]
 
     class Rerun(Message):
         """Re-run one check."""
@@ -48,7 +66,7 @@ class ChecksPanel(Panel):
     def compose(self) -> ComposeResult:
         yield Static("", classes="panel-status", id="checks-status", markup=False)
         yield ChecksList(id="checks-list")
-        with VerticalScroll(id="evidence", can_focus=True):
+        with EvidencePane(id="evidence"):
             yield Static("Select a finding to see its evidence.", id="evidence-text", markup=False)
 
     def on_mount(self) -> None:
@@ -128,7 +146,10 @@ class ChecksPanel(Panel):
             self.post_message(self.Selected(row.check, None))
             return
         ev = evidence_lines(f)
+        before = getattr(box, "_kws_key", None)
         set_static(box, label_grid(ev), key=("finding", tuple(ev)))
+        if getattr(box, "_kws_key", None) != before:
+            self.evidence.scroll_home(animate=False)  # a new finding's evidence reads from its top
         self.post_message(self.Selected(e.check, f))
 
     def selected_findings(self) -> list[dict[str, Any]]:
@@ -145,6 +166,25 @@ class ChecksPanel(Panel):
             if f is not None:
                 out.append(f)
         return out
+
+    @property
+    def evidence(self) -> EvidencePane:
+        return self.query_one(EvidencePane)
+
+    def action_open_evidence(self) -> None:
+        """Move into the evidence pane (scroll it line by line; Esc comes back)."""
+        self.screen.set_focus(self.evidence)
+
+    def action_page_evidence(self, pages: int) -> None:
+        """Scroll the evidence by ``pages`` pages, the cursor staying on the finding; at the
+        end, space goes back to the top (so one key reads it all, round and round)."""
+        ev = self.evidence
+        if pages > 0 and ev.scroll_y >= ev.max_scroll_y:
+            ev.scroll_home(animate=False)
+        elif pages > 0:
+            ev.scroll_page_down(animate=False)
+        else:
+            ev.scroll_page_up(animate=False)
 
     def action_mark(self) -> None:
         lst = self.list

@@ -5,7 +5,6 @@ from __future__ import annotations
 from typing import Any
 
 from rich.text import Text
-from textual import events
 from textual.binding import Binding
 from textual.widget import Widget
 
@@ -16,15 +15,18 @@ __all__ = ["DisputeFields"]
 
 class DisputeFields(Widget, can_focus=True):
     """The verdict's choice fields next to the verdict's values
-    (:class:`~workstation.review.services.VerdictSummary`); value keys pick the
-    disputer's value for the focused field (picking the verdict's own value clears the
-    pick). ``values`` holds the picks."""
+    (:class:`~workstation.review.services.VerdictSummary`); ``1``-``9`` pick the
+    disputer's value for the focused field (its nth value; picking the verdict's own
+    value clears the pick) and move on, Enter moves on (from the last field to the
+    rationale). ``values`` holds the picks."""
 
     DEFAULT_CSS = "DisputeFields { height: auto; }"
     BINDINGS = [
         Binding("down,j", "move(1)", "Next field", show=False),
         Binding("up,k", "move(-1)", "Previous field", show=False),
+        Binding("enter", "confirm", "Next field", show=False),
         Binding("backspace", "clear", "Clear", show=False),
+        *(Binding(str(n), f"pick({n})", f"Value {n}", show=False) for n in range(1, 10)),
     ]
 
     def __init__(self, rubric: Any, verdict: Any) -> None:
@@ -56,31 +58,29 @@ class DisputeFields(Widget, can_focus=True):
             out.append("\n")
         f = self.fields[self.cursor] if self.fields else None
         if f is not None:
-            out.append(fit("keys: " + "  ".join(f"{v.key} {v.value}" for v in f.values), w), style="dim")
+            out.append(fit("keys: " + "  ".join(f"{i} {v.value}" for i, v in enumerate(f.values, 1))
+                           + "  Enter next", w), style="dim")
         return out
 
-    def check_consume_key(self, key: str, character: str | None) -> bool:
+    def action_pick(self, n: int) -> None:
+        """The disputer's value for the focused field: its ``n``-th value; then the next field."""
         f = self.fields[self.cursor] if self.fields else None
-        return bool(f is not None and character and f.by_key(character) is not None)
-
-    def handle_key_now(self, event: events.Key) -> bool:
-        """A value key picks the disputer's value for the focused field (see KwsApp.on_event)."""
-        f = self.fields[self.cursor] if self.fields else None
-        if f is None or not event.character:
-            return False
-        v = f.by_key(event.character)
-        if v is None:
-            return False
+        if f is None or not 1 <= n <= len(f.values):
+            self.app.bell()
+            return
+        v = f.values[n - 1]
         if self.verdict.values.get(f.key) == v.value:
             self.values.pop(f.key, None)
         else:
             self.values[f.key] = v.value
+        self.action_move(1)
         self.refresh(layout=True)
-        return True
 
-    def on_key(self, event: events.Key) -> None:
-        if self.handle_key_now(event):
-            event.stop()
+    def action_confirm(self) -> None:
+        if self.cursor >= len(self.fields) - 1:
+            self.screen.focus_next()
+        else:
+            self.action_move(1)
 
     def action_move(self, d: int) -> None:
         self.cursor = min(max(0, self.cursor + d), len(self.fields) - 1)

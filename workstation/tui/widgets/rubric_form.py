@@ -1,4 +1,4 @@
-"""RubricForm: the rubric's choice fields with kws's suggestions; value keys pick."""
+"""RubricForm: the rubric's choice fields with kws's suggestions; 1-9 pick, Enter confirms."""
 
 from __future__ import annotations
 
@@ -6,7 +6,6 @@ from collections.abc import Callable
 from typing import Any
 
 from rich.text import Text
-from textual import events
 from textual.message import Message
 from textual.reactive import reactive
 from textual.strip import Strip
@@ -21,9 +20,12 @@ __all__ = ["RubricForm"]
 
 
 class RubricForm(Widget, can_focus=True, inherit_bindings=False):
-    """The rubric's choice fields, one line each: value, kws's suggestion, and whether
-    they agree. On the focused field, the value keys of the rubric pick a value (they take
-    precedence over every other binding while the form has focus)."""
+    """The rubric's choice fields, one line each: value, whether it agrees with kws's
+    suggestion (``= kws``, ``≠ kws``, ``needed``; ``⚑ kws`` when kws's suggestion changed
+    after the reviewer accepted it), and the suggestion (``…`` while an informing check
+    has not finished, ``(pre-screen)`` when it comes from a stored report). On the
+    focused field ``1``-``9`` pick its nth value and move on, Enter confirms it (an empty
+    field takes kws's suggestion; a re-flagged one is confirmed as it is) and moves on."""
 
     DEFAULT_CSS = """
     RubricForm { height: auto; }
@@ -69,10 +71,18 @@ class RubricForm(Widget, can_focus=True, inherit_bindings=False):
         f = self.current_field
         if f is None:
             return [Text("")] * self.DETAIL_LINES
-        out = [Text(fit("  ".join(f"{v.key} {v.label}" for v in f.values), width).rstrip(), style="bold")]
+        out = [Text(fit("  ".join(f"{i} {v.label}" for i, v in enumerate(f.values, 1)) + "   Enter confirms",
+                        width).rstrip(), style="bold")]
         sg = sugg.get(f.key)
+        s = self.session
         why = f"kws: {sg.value or '-'} ({sg.outcome})" + (f" — {sg.reason}" if sg.reason else "") if sg else \
             "kws: no suggestion for this field"
+        if s is not None and f.key in s.reflagged:
+            why = f"⚑ {s.reflagged[f.key]}"
+        elif sg is not None and s is not None and s.provenance(f.key) != "from-complete-run":
+            waiting = [r.check for r in s.informing_rows(f.key) if not r.done or r.status == "error"]
+            why += (" [pre-screen: stored findings of this task version]" if s.source == "prescreen" else
+                    f" [not final: {', '.join(waiting) or 'no result yet'} still running or errored]")
         rest = self.DETAIL_LINES - 1
         lines = textwrap.wrap(why, width, break_on_hyphens=False) or [""]
         if len(lines) > rest:
@@ -96,7 +106,9 @@ class RubricForm(Widget, can_focus=True, inherit_bindings=False):
             v = s.values.get(f.key)
             sg = sugg.get(f.key)
             sv = sg.value if sg is not None else None
-            if v and sv and v == sv:
+            if f.key in s.reflagged:
+                agree = "⚑ kws"
+            elif v and sv and v == sv:
                 agree = "= kws"
             elif v and sv:
                 agree = "≠ kws"
@@ -105,11 +117,15 @@ class RubricForm(Widget, can_focus=True, inherit_bindings=False):
             else:
                 agree = ""
             kws = f"kws: {sv}" if sv else ("kws: -" if sg is not None else "")
+            if sg is not None and s.provenance(f.key) == "from-incomplete-run" and s.running:
+                kws += "…"
+            elif sg is not None and s.source == "prescreen":
+                kws += " (pre-screen)"
             line = Text()
             line.append("▶ " if i == self.cursor else "  ", style="bold")
             line.append(fit(f.label, label_w - 1) + " ", style="bold" if sel else "")
             line.append(fit(v or "—", value_w - 1) + " ", style="bold" if v else "dim")
-            line.append(fit(agree, agree_w), style="bold" if agree == "≠ kws" else "dim")
+            line.append(fit(agree, agree_w), style="bold" if agree in ("≠ kws", "⚑ kws") else "dim")
             line.append(fit(kws, max(0, width - 2 - label_w - value_w - agree_w)), style="dim")
             if sel:
                 line.stylize("reverse")
@@ -122,7 +138,8 @@ class RubricForm(Widget, can_focus=True, inherit_bindings=False):
         width = max(20, self.size.width)
         s = self.session
         key = (width, self.cursor, self.has_focus, id(s),
-               tuple(sorted(s.values.items())) if s else (), s._version if s else -1)
+               tuple(sorted(s.values.items())) if s else (), s._version if s else -1,
+               tuple(sorted(s.reflagged.items())) if s else ())
         if key != self._strip_key:
             console = self.app.console
             self._strips = [Strip(list(t.render(console)), t.cell_len).extend_cell_length(width)
@@ -139,26 +156,39 @@ class RubricForm(Widget, can_focus=True, inherit_bindings=False):
     def watch_cursor(self) -> None:
         self.refresh()
 
-    # value keys: consumed before any binding of the screen or app
-    def check_consume_key(self, key: str, character: str | None) -> bool:
+    def action_pick(self, n: int) -> None:
+        """Pick the focused field's ``n``-th value (1-based) and move to the next field."""
         f = self.current_field
-        return bool(f is not None and character and len(character) == 1 and f.by_key(character) is not None)
+        if f is None or self.session is None:
+            return
+        if n > len(f.values):
+            self.app.bell()
+            self.notify(f"{f.label} has {len(f.values)} values (1-{len(f.values)})", severity="warning", timeout=3)
+            return
+        self.session.pick_nth(f.key, n)
+        self._changed(advance=True)
 
-    def handle_key_now(self, event: events.Key) -> bool:
-        """A value key of the focused field picks that value (called by the app when it
-        reads the key, so picks and the bound keys around them keep their order)."""
+    def set_field(self, key: str, n: int) -> None:
+        """Set field ``key`` to its ``n``-th value (the palette's "Set <field>: <value>")."""
+        keys = [f.key for f in self.fields]
+        if key in keys:
+            self.cursor = keys.index(key)
+            self.action_pick(n)
+
+    def action_confirm(self) -> None:
+        """Enter: keep the focused field's value (an empty one takes kws's suggestion; a
+        re-flagged one is confirmed as it is) and move to the next field."""
         f = self.current_field
-        ch = event.character
-        if f is None or self.session is None or not ch or len(ch) != 1 or f.by_key(ch) is None:
-            return False
-        if self.session.pick_by_key(f.key, ch):
+        if f is None or self.session is None:
+            return
+        had = self.session.values.get(f.key)
+        self.session.confirm_field(f.key)
+        if self.session.values.get(f.key):
             self._changed(advance=True)
-        return True
-
-    def on_key(self, event: events.Key) -> None:
-        if self.handle_key_now(event):  # keys that reach the form another way (tests, palette)
-            event.stop()
-            event.prevent_default()
+        elif not had:
+            self.app.bell()
+            self.notify(f"kws has no suggestion for {f.label} yet: pick one with 1-{len(f.values)}",
+                        severity="warning", timeout=3)
 
     def _changed(self, advance: bool = False) -> None:
         """After a value change: move on, repaint, and tell the owner (``on_change``) in
@@ -173,16 +203,6 @@ class RubricForm(Widget, can_focus=True, inherit_bindings=False):
         n = len(self.fields)
         if n:
             self.cursor = min(max(self.cursor + delta, 0), n - 1)
-
-    def action_accept(self) -> None:
-        f = self.current_field
-        if f is None or self.session is None:
-            return
-        if self.session.accept_suggestion(f.key) or self.session.values.get(f.key):
-            self._changed(advance=True)
-        else:
-            self.app.bell()
-            self.notify(f"kws has no suggestion for {f.label} yet", severity="warning", timeout=3)
 
     def action_clear(self) -> None:
         f = self.current_field

@@ -187,13 +187,9 @@ class SourceView(ScrollView, can_focus=True, inherit_bindings=False):
         # handled by the diff panel, which owns the list of files
         self.post_message(NextFile())
 
-    def key_right(self) -> None:
-        self.hscroll += 8
-        self._cache.clear()
-        self.refresh()
-
-    def key_left(self) -> None:
-        self.hscroll = max(0, self.hscroll - 8)
+    def action_scroll_columns(self, n: int) -> None:
+        """Shift the text (not the gutters) ``n`` columns right (negative: left)."""
+        self.hscroll = max(0, self.hscroll + n)
         self._cache.clear()
         self.refresh()
 

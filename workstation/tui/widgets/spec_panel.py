@@ -3,10 +3,10 @@
 from __future__ import annotations
 
 from textual.app import ComposeResult
-from textual.containers import VerticalScroll
 from textual.widgets import ContentSwitcher, Static
 
 from workstation.tui.widgets.panel import Panel
+from workstation.tui.widgets.scroll_pane import ScrollPane
 
 __all__ = ["SpecPanel"]
 
@@ -19,11 +19,11 @@ class SpecPanel(Panel):
 
     def compose(self) -> ComposeResult:
         with ContentSwitcher(initial="spec-scroll"):
-            with VerticalScroll(id="spec-scroll", can_focus=True):
+            with ScrollPane(id="spec-scroll"):
                 # Rich's Markdown in one Static: Textual's Markdown widget mounts a widget
                 # per block, which costs a few hundred ms on the way to the first paint
                 yield Static("loading the spec…", id="spec-md", markup=False)
-            with VerticalScroll(id="history-scroll", can_focus=True):
+            with ScrollPane(id="history-scroll"):
                 yield Static("loading the history…", id="history-text", markup=False)
 
     def show(self, which: str) -> None:

@@ -5,12 +5,12 @@ from __future__ import annotations
 
 from rich.text import Text
 from textual.app import ComposeResult
-from textual.containers import VerticalScroll
 from textual.widgets import Static
 
 from workstation.review.session import ReviewSession
 from workstation.review.timing import TimingView, histogram, histogram_blocks, timing_views
 from workstation.tui.widgets.panel import Panel
+from workstation.tui.widgets.scroll_pane import ScrollPane
 from workstation.tui.widgets.text import set_static
 
 __all__ = ["TimingPanel", "render_timing"]
@@ -23,7 +23,7 @@ class TimingPanel(Panel):
     device; or why the timing is not representative."""
 
     def compose(self) -> ComposeResult:
-        with VerticalScroll(id="timing-scroll", can_focus=True):
+        with ScrollPane(id="timing-scroll"):
             yield Static("", id="timing-text")
 
     def on_mount(self) -> None:
