@@ -53,12 +53,12 @@ async def _open_profile(pilot) -> None:
     await wait_for(pilot, lambda: getattr(pilot.app.screen, "task_id", None) == TASK)
     await wait_for(pilot, lambda: getattr(pilot.app.screen, "files_ready", False), what="the task files")
     await wait_for(pilot, lambda: pilot.app.screen.session.final_report is not None, what="the check run")
-    await pilot.press("7")
+    await pilot.press("alt+7")
     await pilot.pause(0.2)
 
 
 @run_async
-async def test_key_7_shows_the_profile_panel_in_the_timing_slot(app):
+async def test_alt_7_shows_the_profile_panel_in_the_timing_slot(app):
     async with app.run_test(size=(160, 48)) as pilot:
         await _open_profile(pilot)
         screen = app.screen
@@ -75,7 +75,7 @@ async def test_key_7_shows_the_profile_panel_in_the_timing_slot(app):
         assert "█" in bars and "no time shares: the Triton interpreter" in bars
         assert "roofline rms_norm_fwd_kernel: 2835 GB/s (85% of peak)" in bars
         assert "WARN profile-attached" in bars
-        await pilot.press("4")  # back to the timing panel in the same slot
+        await pilot.press("alt+4")  # back to the timing panel in the same slot
         await pilot.pause(0.1)
         assert not timing.has_class("-hidden") and panel.has_class("-hidden")
 

@@ -224,14 +224,15 @@ def _record_problems(root: Path, records: Any) -> tuple[list[Problem], list[Prob
     """(skipped record files and stray files under the record folders, record warnings)."""
     from workstation.records.doctor import stray_files
 
+    gq = _gq()
     problems = list(records.problems)
     try:
-        repo = open_queue(root)
+        repo = gq.open_queue(root)
         try:
             problems += stray_files(repo)
         finally:
             repo.close()
-    except QueueError:
+    except gq.QueueError:
         pass
     return problems, list(records.warnings)
 

@@ -7,6 +7,8 @@ is missing, so setting it in another terminal shows here without a reload)."""
 
 from __future__ import annotations
 
+from typing import Any
+
 from textual.app import ComposeResult
 from textual.containers import VerticalScroll
 from textual.screen import Screen
