@@ -33,6 +33,7 @@ from typing import TYPE_CHECKING, Any, ClassVar, Literal
 
 if TYPE_CHECKING:
     from workstation.engine.context import CheckContext
+    from workstation.task.model import Task
 
 SEVERITIES = ("info", "warn", "fail")
 _RANK = {"pass": 0, "info": 0, "warn": 1, "fail": 2}
@@ -126,6 +127,15 @@ class Check:
     phase: ClassVar[Phase] = "parallel"
     kinds: ClassVar[tuple[str, ...]] = ()
     timing_evidence: ClassVar[bool] = False
+
+    @classmethod
+    def applies_to(cls, task: Task) -> str:
+        """Why this check has nothing to judge on ``task``, read from the task's declarations
+        alone (no task code runs), or ``""`` when it may have. The engine skips the check
+        with this reason without calling :meth:`run`; ``kws screen`` uses it to give the
+        node to a task's timing checks only when one of them has work (docs/screen.md).
+        Override only for a reason :meth:`run` would raise as its first :class:`Skip`."""
+        return ""
 
     def run(self, ctx: CheckContext) -> list[Finding]:
         """Judge the task; return findings. Raise :class:`Skip` to skip with a reason."""

@@ -120,6 +120,9 @@ def run_checks(task: Task, runner: Runner, *, only: Iterable[str] | None = None,
         emit("check_started", {"check": cid})
         s = time.monotonic()
         try:
+            reason = checks[cid].applies_to(task)
+            if reason:
+                raise Skip(reason)
             findings = checks[cid].run(ctx)
             res = CheckResult(cid, status_of(findings), time.monotonic() - s, "", findings)
         except Skip as e:
