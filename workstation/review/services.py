@@ -9,7 +9,8 @@ imports the records, repository or task packages itself. Failures come back as d
 imported where they are used: the app imports this module before its first paint.)
 
 - the queue: :func:`open_queue_root`, :func:`load_queue` (the index in stages, with the
-  rubric, drafts, identity and records), :func:`reload_records`, :func:`task_dir`;
+  rubric, drafts, identity, records and pre-screens), :func:`reload_records`,
+  :func:`load_screens`, :func:`task_dir`;
 - one task: :func:`load_draft`, :func:`task_tree`, :func:`task_history`;
 - commits: :func:`commit_verdict`, :func:`commit_dispute`.
 """
@@ -54,6 +55,7 @@ __all__ = [
     "commit_verdict",
     "load_draft",
     "load_queue",
+    "load_screens",
     "open_queue_root",
     "reload_records",
     "task_dir",
@@ -98,7 +100,8 @@ class QueueState:
     ``records`` is the queue's record set (opaque to the display: :func:`build_rows` reads
     it), ``me`` the reviewer's git identity (``name``, ``email``) or None with
     ``identity_problem`` saying why; ``rubric`` the queue's rubric or None with
-    ``rubric_problem``; ``drafts`` the task ids with a saved draft; ``validating`` is true
+    ``rubric_problem``; ``drafts`` the task ids with a saved draft; ``screens`` each task's
+    pre-screen badge (:func:`load_screens`); ``validating`` is true
     while tasks the index cache did not vouch for are being validated.
     """
 
@@ -111,6 +114,7 @@ class QueueState:
     rubric: Rubric | None = None
     rubric_problem: str = ""
     drafts: set[str] = field(default_factory=set)
+    screens: dict[str, Any] = field(default_factory=dict)
     validating: bool = False
     loaded: bool = False
 
@@ -125,7 +129,7 @@ def load_queue(root: Path, *, validate: bool = True) -> Iterator[QueueState]:
     :class:`QueueState` each time, so the UI thread can keep reading the one before):
 
     1. the task rows (file reads only), the rubric and the drafts;
-    2. the review flags: the reviewer's git identity and the records;
+    2. the review flags: the reviewer's git identity, the records and the pre-screens;
     3. with ``validate``, when the index cache did not vouch for every task: the rows
        after validating those tasks (``validating`` is true in the stages before).
 
@@ -158,7 +162,8 @@ def load_queue(root: Path, *, validate: bool = True) -> Iterator[QueueState]:
     from workstation.records.parse import load_records
 
     st.records = load_records(root)
-    st.rows = build_rows(st.index, st.records, st.me, st.drafts)
+    st.screens = load_screens(root)
+    st.rows = build_rows(st.index, st.records, st.me, st.drafts, st.screens)
     yield st
 
     if st.validating:
@@ -166,7 +171,7 @@ def load_queue(root: Path, *, validate: bool = True) -> Iterator[QueueState]:
         ix = QueueIndex(ix.root, ix.name, ix.rubric_id, dict(ix.tasks), dict(ix.errors), dict(ix.signatures))
         validate_index(ix)  # on a copy: the UI thread reads the one yielded before
         st = replace(st, index=ix, validating=False)
-        st.rows = build_rows(ix, st.records, st.me, st.drafts)
+        st.rows = build_rows(ix, st.records, st.me, st.drafts, st.screens)
         yield st
 
 
@@ -178,8 +183,28 @@ def reload_records(state: QueueState) -> QueueState:
     st = replace(state)
     st.records = load_records(st.root)
     if st.index is not None:
-        st.rows = build_rows(st.index, st.records, st.me, st.drafts)
+        st.rows = build_rows(st.index, st.records, st.me, st.drafts, st.screens)
     return st
+
+
+def load_screens(root: Path) -> dict[str, Any]:
+    """``{task id: pre-screen badge}`` (:class:`workstation.screen.summary.PrescreenBadge`)
+    for the tasks whose version in ``HEAD`` has a stored screening result (``kws screen``);
+    empty when the queue is not a git repository or git fails (the queue still shows)."""
+    import git
+
+    from workstation.screen.summary import badges
+
+    try:
+        repo = open_queue(root)
+    except QueueError:
+        return {}
+    try:
+        return badges(repo, root)
+    except git.GitError:
+        return {}
+    finally:
+        repo.close()
 
 
 # --------------------------------------------------------------------------------------------

@@ -32,7 +32,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Protocol
 
-from workstation.engine.check import check_class
+from workstation.engine.check import check_class, ids_where
 from workstation.engine.run import select_checks
 from workstation.repo.gitqueue import open_queue
 from workstation.screen.keys import (
@@ -357,7 +357,9 @@ def finish_task(plan: Plan, tp: TaskPlan, opts: ScreenOptions, backend: str) -> 
     if report is not None:
         report["task_tree"] = tree + ("+dirty" if tp.dirty else "") if tree else None
         report["screen"] = {"key": digest, "host": first.host, "backend": backend, "finished": runs[-1].finished,
-                            "timing": timing}
+                            "timing": timing,
+                            "timing_checks": ids_where(phase="exclusive", among=tp.checks),
+                            "timing_evidence_checks": ids_where(timing_evidence=True, among=tp.checks)}
         statuses = {c["check"]: c.get("status") for c in report["checks"]}
         outcome = "fail" if any(f.get("severity") == "fail" for f in report["findings"]) else "pass"
         worst = _worst(report)

@@ -1,5 +1,6 @@
-"""The queue's pre-screen at a glance (``kws screen --summary [--format md|json]``) and the
-per-task badge the queue screen shows.
+"""The queue's pre-screen at a glance (``kws screen --summary [--format md|json]``), the
+per-task badge the queue screen shows, and a task's stored pre-screen as the events of a
+check run (:func:`stored_run`: the review screen shows it at once on opening a task).
 
 For every task of the queue, the latest stored result on its tree in ``HEAD`` (of the
 running kws version when there is one, else of any version: the row says which), sorted
@@ -22,9 +23,19 @@ import git
 from workstation import __version__
 from workstation.repo.gitqueue import open_queue
 from workstation.screen.keys import dirty_tasks, shared_folder, task_trees
-from workstation.screen.store import WORST_ORDER, ResultIndex, ScreenResult, read_index
+from workstation.screen.store import WORST_ORDER, ResultIndex, ScreenResult, read_index, read_report
 
-__all__ = ["PrescreenBadge", "QueueSummary", "SummaryRow", "badges", "queue_summary", "to_json", "to_markdown"]
+__all__ = [
+    "PrescreenBadge",
+    "QueueSummary",
+    "StoredRun",
+    "SummaryRow",
+    "badges",
+    "queue_summary",
+    "stored_run",
+    "to_json",
+    "to_markdown",
+]
 
 
 @dataclass(frozen=True)
@@ -191,3 +202,60 @@ def to_markdown(s: QueueSummary) -> str:
                      f"{_cell(when)} on {_cell(r.host)} ({r.backend}, kws {r.kws}) |")
     return "\n".join(lines) + "\n"
 
+
+
+@dataclass(frozen=True)
+class StoredRun:
+    """A task's stored pre-screen replayed as a check run: ``events`` (``start``, one
+    ``check_finished`` per check, ``done``: the shapes of
+    :func:`workstation.engine.events.normalise_event`), the ``report`` (its ``screen`` key
+    says where and when it ran) and the ``tree`` it judged."""
+
+    tree: str
+    report: dict[str, Any]
+    events: tuple[tuple[str, dict[str, Any]], ...]
+
+
+def stored_run(root: Path | str, task_id: str) -> StoredRun | None:
+    """The latest stored pre-screen of ``task_id``'s version in ``HEAD`` by this kws version,
+    as a check run; None when there is none, when the work tree differs from that version
+    (the findings would not be of what the reviewer sees), or when git fails."""
+    from workstation.repo.gitqueue import QueueError
+
+    try:
+        repo = open_queue(root)
+    except QueueError:
+        return None
+    try:
+        tree = task_trees(repo).get(task_id)
+        if tree is None:
+            return None
+        shared = shared_folder(root)
+        dirty, shared_dirty = dirty_tasks(repo, [shared] if shared else [])
+        if task_id in dirty or shared_dirty:
+            return None
+        r = read_index(repo, [tree]).latest(tree, kws=__version__)
+        if r is None or r.kws != __version__:
+            return None
+        report = read_report(repo, tree, r.key)
+    except git.GitError:
+        return None
+    finally:
+        repo.close()
+    if report is None or not isinstance(report.get("checks"), list):
+        return None
+    scr = dict(report.get("screen") or {})
+    ids = [str(c.get("check")) for c in report["checks"]]
+    events: list[tuple[str, dict[str, Any]]] = [("start", {
+        "checks": ids, "device": report.get("device", ""),
+        "timing_checks": list(scr.get("timing_checks") or []),
+        "timing_evidence_checks": list(scr.get("timing_evidence_checks") or []),
+        "prescreen": {k: scr.get(k) for k in ("finished", "host", "backend", "key", "timing")},
+    })]
+    findings = list(report.get("findings") or [])
+    for c in report["checks"]:
+        res = {"check": c.get("check"), "status": c.get("status"), "seconds": c.get("seconds", 0.0),
+               "reason": c.get("reason", ""), "findings": [f for f in findings if f.get("check") == c.get("check")]}
+        events.append(("check_finished", {"result": res}))
+    events.append(("done", {"report": report}))
+    return StoredRun(tree=tree, report=report, events=tuple(events))
