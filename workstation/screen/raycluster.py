@@ -100,7 +100,8 @@ class _Job:
 class RayBackend:
     """Runs on the Ray cluster at ``address`` (``"auto"``: the cluster this machine belongs
     to). ``workers``: the most runs in flight (default: as many as the cluster's CPUs
-    allow); ``node_ip``: this machine's address in the cluster, when Ray should not guess it.
+    allow); ``node_ip``: this machine's address in the cluster, when Ray should not guess it;
+    ``grace_s``: seconds past a run's own limit before it is force-cancelled.
 
     Raises:
         RayUnavailable: Ray is not installed or the cluster does not answer.
@@ -110,7 +111,7 @@ class RayBackend:
 
     def __init__(self, address: str, *, workers: int | None = None, gpus_per_task: float = 0.0,
                  cpus_per_task: float = 1.0, schedule_timeout: float = 300.0,
-                 node_ip: str | None = None, warn: Any = None) -> None:
+                 node_ip: str | None = None, warn: Any = None, grace_s: float = GRACE_S) -> None:
         try:
             import ray
             from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy
@@ -123,6 +124,7 @@ class RayBackend:
         self.gpus = float(gpus_per_task)
         self.cpus = max(1.0, float(cpus_per_task))
         self.schedule_timeout = float(schedule_timeout)
+        self.grace_s = float(grace_s)
         self._warn = warn or (lambda msg: None)
         try:
             ray.init(address=address, ignore_reinit_error=True, log_to_driver=False,
@@ -250,7 +252,7 @@ class RayBackend:
                 oc.attempts = max(oc.attempts, job.attempt, job.starts)
                 events.append(("finished", oc))
         for ref, job in self._inflight.items():
-            if job.started_at and not job.cancelled and now - job.started_at > job.spec.timeout + GRACE_S:
+            if job.started_at and not job.cancelled and now - job.started_at > job.spec.timeout + self.grace_s:
                 job.cancelled = True
                 ray.cancel(ref, force=True)
         while self._waiting and len(self._inflight) < self.workers:
@@ -273,7 +275,7 @@ class RayBackend:
             return ray.get(ref)
         except ray.exceptions.TaskCancelledError:
             status = "timeout" if job.cancelled else "killed"
-            msg = (f"force-cancelled {spec.timeout + GRACE_S:g} s after it started" if job.cancelled
+            msg = (f"force-cancelled {spec.timeout + self.grace_s:g} s after it started" if job.cancelled
                    else "cancelled: kws screen stopped")
             return RunOutcome(job=spec.job, task=spec.task, part=spec.part, status=status,
                               stderr_tail=msg, host=job.host, attempts=job.attempt)
