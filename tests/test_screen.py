@@ -374,6 +374,7 @@ def test_opening_a_screened_task_replays_its_findings_at_once(env):
     for kind, data in got.events:
         s.apply_event(kind, data)
     assert s.rows["unwritten-output"].status == "fail" and s.rows["correctness"].status == "pass"
+    assert s.prescreen["host"] == "node-7" and s.prescreen["backend"] == "fake"  # the provenance travels
     assert s.findings[0]["summary"] == "out[3:] never written"
     # the check source serves it once per version; the next full run is a fresh one
     src = RunnerCheckSource()

@@ -501,7 +501,7 @@ def _sort_value(key: str, row: QueueRow) -> tuple:
         return (row.mine is not None, row.mine or "", s.id)
     if key == "screen":
         b = row.screen
-        return (b.rank, -len(b.failing), s.id) if b is not None else (99, 0, s.id)
+        return (b.rank, -len(b.failing), -len(b.errored), s.id) if b is not None else (99, 0, 0, s.id)
     return (s.id,)
 
 

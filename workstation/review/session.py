@@ -72,6 +72,9 @@ class ReviewSession:
     ``timing_checks`` are the ids of the run's timing checks and ``timing_evidence_checks``
     those whose findings carry the timing panel's evidence, as the engine's ``start``
     event names them (a re-run of some checks adds to what the full run named).
+
+    ``prescreen`` is set when the checks shown came from a stored pre-screen (``kws
+    screen``): ``{"finished", "host", "backend", "key", "timing"}``; None after a fresh run.
     """
 
     def __init__(self, task_id: str, queue_root: Path | str, rubric: Rubric, *,
@@ -92,6 +95,7 @@ class ReviewSession:
         self.error: str = ""
         self.run_started: float | None = None
         self.run_seconds: float | None = None
+        self.prescreen: dict[str, Any] | None = None
         self.on_change = on_change
         self._partial = False  # the current run re-runs some checks only
         self._undo: list[list[Change]] = []
@@ -127,6 +131,8 @@ class ReviewSession:
         """Apply one normalised event; returns the check id it concerns (or None)."""
         self._version += 1
         if kind == "start":
+            if not self._partial:
+                self.prescreen = dict(data["prescreen"]) if isinstance(data.get("prescreen"), Mapping) else None
             self.device = str(data.get("device") or "")
             timing = [str(c) for c in data.get("timing_checks") or []]
             evidence = [str(c) for c in data.get("timing_evidence_checks") or []]

@@ -129,7 +129,7 @@ class RayBackend:
         try:
             ray.init(address=address, ignore_reinit_error=True, log_to_driver=False,
                      logging_level="ERROR", _node_ip_address=node_ip)
-        except (ConnectionError, RuntimeError, ValueError) as e:
+        except (ConnectionError, RuntimeError, ValueError, ray.exceptions.RayError) as e:
             raise RayUnavailable(f"cannot connect to the Ray cluster at {address!r}: {e}. Start one "
                                  "(ray start --head) or name its address (host:6379); with "
                                  "RAY_AUTH_MODE=token set the same token on this machine") from e
