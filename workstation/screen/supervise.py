@@ -17,8 +17,8 @@ COMMAND with the supervisor's stdout and stderr, and then:
 
 With ``--module MOD`` COMMAND is the argument list of ``python -m MOD``, run in a forked
 child of the supervisor's own interpreter (``kws screen`` runs ``kws check`` so: one
-interpreter start per run, not two). With ``--report-file PATH`` it writes ``{"child_seconds", "killed"}`` (COMMAND's wall time,
-processes killed after it) there at the end. With ``--parent PID`` it exits at once (143) when its parent is already not ``PID`` (the
+interpreter start per run, not two). With ``--report-file PATH`` it writes ``{"child_seconds", "killed", "cleanup_seconds"}`` (COMMAND's wall
+time, the processes killed after it, the time that took) there at the end. With ``--parent PID`` it exits at once (143) when its parent is already not ``PID`` (the
 parent died before the death signal was armed). Where ``prctl`` is not available (not
 Linux) the tree is still killed by walking the process table; orphans that escaped it then
 are not found. Processes are listed with psutil.
@@ -178,13 +178,15 @@ def main(argv: list[str] | None = None) -> int:
             code = 128 + stop.signum
     for s in (signal.SIGTERM, signal.SIGINT, signal.SIGHUP):
         signal.signal(s, signal.SIG_IGN)  # cleaning up: a second signal must not cut it short
+    t_end = time.monotonic()
     killed = kill_tree(me)  # on a normal exit: what the command left running
     if code == EXIT_TIMEOUT:
         print(f"kws screen: time limit of {args.timeout:g} s reached; killed {killed} process(es)", file=sys.stderr)
     if args.report_file:
         try:
             with open(args.report_file, "w", encoding="utf-8") as fh:
-                json.dump({"child_seconds": round(time.monotonic() - t0, 6), "killed": killed}, fh)
+                json.dump({"child_seconds": round(t_end - t0, 6), "killed": killed,
+                           "cleanup_seconds": round(time.monotonic() - t_end, 6)}, fh)
         except OSError:
             pass
     return code
