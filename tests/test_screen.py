@@ -463,3 +463,40 @@ def test_a_hung_task_is_stopped_at_the_limit_and_nothing_is_left_running(env):
     pids = [int(x) for x in pidfile.read_text().split()]
     assert pids and not any(_alive(p) for p in pids)
     assert read_index(repo).by_tree[task_trees(repo)["hangs"]][0].outcome == "timeout"
+
+
+@pytest.mark.slow
+def test_ctrl_c_stops_cleanly_and_keeps_what_finished(env):
+    import signal
+
+    repo = sample_queue_repo(env / "q", tasks=CHEAP)
+    root = env / "q"
+    p = subprocess.Popen([sys.executable, "-m", "workstation.cli.main", "screen", "--queue", str(root), "--json",
+                          "--only", "correctness", "--workers", "1"], stdout=subprocess.PIPE,
+                         stderr=subprocess.PIPE, text=True, cwd=REPO_ROOT, start_new_session=True)
+    deadline = time.monotonic() + 300
+    while time.monotonic() < deadline and p.poll() is None:
+        with git.Repo(root) as r:
+            if read_index(r).by_tree:
+                break
+        time.sleep(0.3)
+    time.sleep(1.0)  # the next run is under way
+    p.send_signal(signal.SIGINT)
+    out, err = p.communicate(timeout=180)
+    assert p.returncode == 130, err
+    doc = json.loads(out)
+    assert doc["interrupted"] and "stopped" in err
+    finished = {r["task"] for r in doc["screened"]}
+    stored = {r.task for rs in read_index(repo).by_tree.values() for r in rs}
+    assert stored == finished and 1 <= len(stored) < len(CHEAP)
+    left = [q for q in psutil.process_iter(["cmdline"]) if any("kws-screen-" in a for a in (q.info["cmdline"] or []))]
+    assert not [q for q in left if _alive(q.pid)], left
+    # the next screen picks up what was not finished
+    from workstation.screen.local import LocalPool
+
+    pool = LocalPool(1)
+    try:
+        todo = {tp.task for tp in plan_screen(root, pool, ScreenOptions(only=("correctness",))).tasks}
+    finally:
+        pool.close()
+    assert todo == set(CHEAP) - stored

@@ -26,8 +26,11 @@ and returns with ``interrupted`` set: what finished before is stored.
 
 from __future__ import annotations
 
+import signal
+import threading
 import time
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Callable, Iterable, Iterator, Mapping
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Protocol
@@ -393,6 +396,21 @@ def finish_task(plan: Plan, tp: TaskPlan, opts: ScreenOptions, backend: str) -> 
 # the run
 
 
+@contextmanager
+def _sigint_deferred() -> Iterator[None]:
+    """SIGINT blocked while a result is written: Ctrl-C reaches the whole foreground process
+    group, and a git killed half-way through a notes update would leave a stale ref lock.
+    The git children inherit the blocked mask; the signal arrives when it is unblocked."""
+    if threading.current_thread() is not threading.main_thread() or not hasattr(signal, "pthread_sigmask"):
+        yield
+        return
+    old = signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGINT})
+    try:
+        yield
+    finally:
+        signal.pthread_sigmask(signal.SIG_SETMASK, old)
+
+
 def _spec(tp: TaskPlan, part: str, opts: ScreenOptions) -> RunSpec:
     ids = tp.main if part == "main" else tp.timing
     return RunSpec(job=f"{tp.task}#{part}", task=tp.task, part=part, payload=tp.payload, only=ids,
@@ -454,7 +472,8 @@ def run_plan(plan: Plan, backend: Backend, opts: ScreenOptions, *, on_event: OnE
                 if storable and repo is not None:
                     ts = time.monotonic()
                     try:
-                        store_result(repo, res, report)
+                        with _sigint_deferred():
+                            store_result(repo, res, report)
                         stored = True
                     except StoreError as e:
                         why = str(e)
