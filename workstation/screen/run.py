@@ -177,7 +177,8 @@ class ScreenRun:
     """What a screen did: ``results`` (every finished task, stored or not), ``not_stored``
     (task id, why), ``interrupted``, wall ``seconds`` and kws's own ``overhead`` (seconds by
     phase: ``plan``, ``payload``, ``store``, ``merge``, ``loop``; ``worker``: the runs' time on
-    the workers outside ``kws check``)."""
+    the workers outside ``kws check`` and its interpreter's start; ``interpreter``: that start,
+    which a plain ``kws check`` pays too)."""
 
     plan: Plan
     results: list[ScreenResult] = field(default_factory=list)
@@ -430,7 +431,7 @@ def run_plan(plan: Plan, backend: Backend, opts: ScreenOptions, *, on_event: OnE
     t0 = time.monotonic()
     run = ScreenRun(plan=plan)
     over = {"plan": plan.seconds, "payload": plan.payload_seconds, "store": 0.0, "merge": 0.0, "loop": 0.0,
-            "worker": 0.0}
+            "worker": 0.0, "interpreter": 0.0}
     by_job: dict[str, TaskPlan] = {}
     repo = open_queue(plan.root) if opts.store else None
     emit("planned", {"plan": plan})
@@ -457,7 +458,8 @@ def run_plan(plan: Plan, backend: Backend, opts: ScreenOptions, *, on_event: OnE
                 oc: RunOutcome = data  # type: ignore[assignment]
                 run.outcomes.append(oc)
                 if oc.check_seconds:
-                    over["worker"] += max(0.0, oc.seconds - oc.check_seconds)
+                    over["worker"] += max(0.0, oc.seconds - oc.check_seconds - oc.interpreter_seconds)
+                    over["interpreter"] += oc.interpreter_seconds
                 tp = by_job[oc.job]
                 tp.outcomes[oc.part] = oc
                 if oc.part == "main" and tp.timing and oc.status == "ok":

@@ -17,8 +17,9 @@ COMMAND with the supervisor's stdout and stderr, and then:
 
 With ``--module MOD`` COMMAND is the argument list of ``python -m MOD``, run in a forked
 child of the supervisor's own interpreter (``kws screen`` runs ``kws check`` so: one
-interpreter start per run, not two). With ``--report-file PATH`` it writes ``{"child_seconds", "killed", "cleanup_seconds"}`` (COMMAND's wall
-time, the processes killed after it, the time that took) there at the end. With ``--parent PID`` it exits at once (143) when its parent is already not ``PID`` (the
+interpreter start per run, not two). With ``--report-file PATH`` it writes ``{"child_seconds", "killed", "started_at", "cleanup_seconds"}``
+(COMMAND's wall time, the processes killed after it, when the supervisor's interpreter was
+up, the clean-up's time) there at the end. With ``--parent PID`` it exits at once (143) when its parent is already not ``PID`` (the
 parent died before the death signal was armed). Where ``prctl`` is not available (not
 Linux) the tree is still killed by walking the process table; orphans that escaped it then
 are not found. Processes are listed with psutil.
@@ -26,18 +27,23 @@ are not found. Processes are listed with psutil.
 
 from __future__ import annotations
 
-import argparse
-import ctypes
-import json
-import os
-import runpy
-import signal
-import subprocess
-import sys
 import time
-import traceback
 
-import psutil
+#: when this interpreter was up (Unix time): the worker takes the time before it as the
+#: interpreter's start, which a plain ``kws check`` pays too; what follows is the supervisor's
+_STARTED = time.time()
+
+import argparse  # noqa: E402
+import ctypes  # noqa: E402
+import json  # noqa: E402
+import os  # noqa: E402
+import runpy  # noqa: E402
+import signal  # noqa: E402
+import subprocess  # noqa: E402
+import sys  # noqa: E402
+import traceback  # noqa: E402
+
+import psutil  # noqa: E402
 
 PR_SET_PDEATHSIG = 1
 PR_SET_CHILD_SUBREAPER = 36
@@ -185,7 +191,7 @@ def main(argv: list[str] | None = None) -> int:
     if args.report_file:
         try:
             with open(args.report_file, "w", encoding="utf-8") as fh:
-                json.dump({"child_seconds": round(t_end - t0, 6), "killed": killed,
+                json.dump({"child_seconds": round(t_end - t0, 6), "killed": killed, "started_at": _STARTED,
                            "cleanup_seconds": round(time.monotonic() - t_end, 6)}, fh)
         except OSError:
             pass

@@ -75,8 +75,10 @@ class RunOutcome:
     where it ran; ``t_start`` / ``t_end`` the same as Unix times; ``attempts``: 2 when it
     was retried; ``libs``: the versions of the task's libraries on the worker
     (:func:`~workstation.screen.keys.library_versions`). ``seconds``: the run's wall time on
-    the worker; ``check_seconds``: the ``kws check`` process's own (the rest is the screen's
-    overhead on the worker: unpacking, the supervisor, clean-up)."""
+    the worker; ``check_seconds``: the ``kws check`` process's own; ``interpreter_seconds``:
+    the start of the supervisor's interpreter, which ``kws check`` runs in (a plain ``kws
+    check`` pays it too); the rest is the screen's overhead on the worker (unpacking, the
+    supervisor's imports and clean-up, the library versions)."""
 
     job: str
     task: str
@@ -93,6 +95,7 @@ class RunOutcome:
     node: str = ""
     attempts: int = 1
     check_seconds: float = 0.0
+    interpreter_seconds: float = 0.0
     t_start: float = 0.0
     t_end: float = 0.0
     libs: dict[str, str] = field(default_factory=dict)
@@ -186,6 +189,7 @@ def _run(spec: RunSpec, node: str, where: str,
                "--", *check]
         out_p, err_p = tmp / "stdout", tmp / "stderr"
         with out_p.open("wb") as out, err_p.open("wb") as err:
+            t_popen = time.time()
             proc = subprocess.Popen(cmd, stdout=out, stderr=err, stdin=subprocess.DEVNULL, cwd=tmp,
                                     start_new_session=True)  # the terminal's Ctrl-C is kws screen's to pass on
             if on_start is not None:
@@ -205,7 +209,9 @@ def _run(spec: RunSpec, node: str, where: str,
         oc = RunOutcome(job=spec.job, task=spec.task, part=spec.part, status="crash", exit_code=code,
                         stderr_tail=stderr, host=where, node=node)
         try:
-            oc.check_seconds = float(json.loads(sup.read_text(encoding="utf-8"))["child_seconds"])
+            sup_doc = json.loads(sup.read_text(encoding="utf-8"))
+            oc.check_seconds = float(sup_doc["child_seconds"])
+            oc.interpreter_seconds = max(0.0, float(sup_doc["started_at"]) - t_popen)
         except (OSError, ValueError, KeyError, TypeError):
             pass
         doc: Any = None
