@@ -12,9 +12,10 @@ import numpy as np
 from workstation.analysis.timingstats import consistent_with, log_distance
 from workstation.checks.support.benchsource import BenchIssue, TimedUse, scan_bench
 from workstation.checks.support.timing import CaseTiming, Measurement, measure, plan
-from workstation.engine.check import Check, Finding, Skip, register
+from workstation.engine.check import Check, Finding, register
 from workstation.engine.context import CheckContext, case_label
 from workstation.protocol.steps import AuthorBenchStep
+from workstation.task.model import Task
 
 #: two times "match" when within this factor of each other.
 MATCH_FACTOR = 1.25
@@ -167,10 +168,12 @@ class BenchmarkBias(Check):
     title = "The author's benchmark vs kws's"
     phase = "exclusive"
 
+    @classmethod
+    def skip_reason(cls, task: Task) -> str:
+        return "" if "bench" in task.entry else "the task has no [entry] bench (the author's benchmark)"
+
     def run(self, ctx: CheckContext) -> list[Finding]:
         task = ctx.task
-        if "bench" not in task.entry:
-            raise Skip("the task has no [entry] bench (the author's benchmark)")
         uses, issues = scan_bench(task)
         bench_file = task.entry["bench"].file
         p = plan(ctx)

@@ -10,6 +10,7 @@ from workstation.analysis.timingstats import CLAIM_MARGIN, judge_claim
 from workstation.checks.support.timing import CaseTiming, Measurement, measure, plan
 from workstation.engine.check import Check, Finding, Skip, register
 from workstation.engine.context import CheckContext, case_label
+from workstation.task.model import Task
 
 
 def fmt_ci(lo: float, hi: float) -> str:
@@ -57,10 +58,14 @@ class SpeedupClaim(Check):
     phase = "exclusive"
     timing_evidence = True
 
+    @classmethod
+    def skip_reason(cls, task: Task) -> str:
+        if float(task.claims.speedup or 0.0) <= 0:
+            return "the task makes no speedup claim ([claims] speedup = 0)"
+        return ""
+
     def run(self, ctx: CheckContext) -> list[Finding]:
         claim = float(ctx.task.claims.speedup or 0.0)
-        if claim <= 0:
-            raise Skip("the task makes no speedup claim ([claims] speedup = 0)")
         p = plan(ctx)
         if not p.representative:
             raise Skip(f"not representative here: {p.reason}; the claimed {claim:g}x is not judged "

@@ -3,8 +3,8 @@
 ``kws`` with no sub-command opens the review app on a queue (``--queue PATH``, default:
 the per-user copy of the bundled sample queue, made on first run). The sub-commands live
 in one module per command group: :mod:`workstation.cli.check` (check, queue),
-:mod:`workstation.cli.profile` (profile) and :mod:`workstation.cli.records` (verdict,
-dispute, history, sync, ...).
+:mod:`workstation.cli.profile` (profile), :mod:`workstation.cli.records` (verdict,
+dispute, history, sync, ...) and :mod:`workstation.cli.screen` (screen).
 """
 
 from __future__ import annotations
@@ -31,9 +31,9 @@ def main(ctx: click.Context, queue: Path | None, keymap: str | None) -> None:
     run_app(queue=queue, keymap=keymap)
 
 
-from workstation.cli import check, profile, records  # noqa: E402  (command modules; they never import this one)
+from workstation.cli import check, profile, records, screen  # noqa: E402  (command modules; they never import this one)
 
-for _cmd in (*check.COMMANDS, *profile.COMMANDS, *records.COMMANDS):
+for _cmd in (*check.COMMANDS, *profile.COMMANDS, *records.COMMANDS, *screen.COMMANDS):
     main.add_command(_cmd)
 
 if __name__ == "__main__":

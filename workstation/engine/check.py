@@ -129,6 +129,16 @@ class Check:
     kinds: ClassVar[tuple[str, ...]] = ()
     timing_evidence: ClassVar[bool] = False
 
+    @classmethod
+    def skip_reason(cls, task: Task) -> str:
+        """Why this check has nothing to judge on ``task``, read from the task's declarations
+        alone (no task code runs), or ``""`` when it may have. Unlike :meth:`applies` the
+        check stays in the battery: the engine reports it as ``skip`` with this reason
+        without calling :meth:`run`; ``kws screen`` uses it to give the
+        node to a task's timing checks only when one of them has work (docs/screen.md).
+        Override only for a reason :meth:`run` would raise as its first :class:`Skip`."""
+        return ""
+
     def run(self, ctx: CheckContext) -> list[Finding]:
         """Judge the task; return findings. Raise :class:`Skip` to skip with a reason."""
         raise NotImplementedError

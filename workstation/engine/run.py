@@ -112,7 +112,7 @@ def run_checks(task: Task, runner: Runner, *, only: Iterable[str] | None = None,
         emit("check_started", {"check": cid})
         s = time.monotonic()
         try:
-            if reason := checks[cid].applies(task):
+            if reason := checks[cid].applies(task) or checks[cid].skip_reason(task):
                 raise Skip(reason)
             findings = checks[cid].run(ctx)
             res = CheckResult(cid, status_of(findings), time.monotonic() - s, "", findings)

@@ -10,7 +10,8 @@ the TUI calls for every git, record and file operation (:mod:`~workstation.revie
 
 May import: the standard library and third-party libraries (no Textual), and of kws
 :mod:`workstation.records`, :mod:`workstation.repo`, :mod:`workstation.task`,
-:mod:`workstation.rubric`, :mod:`workstation.schema`, and of the engine only
+:mod:`workstation.rubric`, :mod:`workstation.schema`, the stored pre-screens of
+:mod:`workstation.screen` (``store``, ``summary``), and of the engine only
 :mod:`workstation.engine.events`, :mod:`workstation.engine.report` and
 :func:`workstation.engine.context.case_label`. Never :mod:`workstation.tui`, the runner,
 the harness or the checks; never torch or triton.

@@ -318,7 +318,9 @@ class QueueRow:
     ``mine`` is the viewer's latest verdict's overall on this task (None: not reviewed by
     them), ``overall`` the task's effective current overall (any reviewer),
     ``reserved_by`` the holder's name ("" when free), ``open_disputes`` the count of
-    unresolved disputes.
+    unresolved disputes, ``screen`` the task's stored pre-screen
+    (:class:`workstation.screen.summary.PrescreenBadge`: worst severity, failing check ids,
+    when and where it ran) or None when its version has none.
     """
 
     summary: TaskSummary
@@ -330,6 +332,7 @@ class QueueRow:
     reserved_by_me: bool = False
     open_disputes: int = 0
     has_draft: bool = False
+    screen: Any = None
 
     @property
     def id(self) -> str:
@@ -350,16 +353,19 @@ def build_rows(
     records: Any | None = None,
     me: Any | None = None,
     drafts: Iterable[str] = (),
+    screens: Mapping[str, Any] | None = None,
 ) -> list[QueueRow]:
     """Rows for every loadable task, in folder order, with flags from a
-    :class:`workstation.records.state.RecordSet` for viewer ``me`` (an Identity) when given."""
+    :class:`workstation.records.state.RecordSet` for viewer ``me`` (an Identity) when given,
+    and each task's pre-screen badge from ``screens`` (task id -> badge)."""
     flags: Mapping[str, Any] = records.all_flags(me) if records is not None else {}
     drafted = set(drafts)
+    badges = screens or {}
     out = []
     for s in index.tasks.values():
         f = flags.get(s.id)
         if f is None:
-            out.append(QueueRow(summary=s, has_draft=s.id in drafted))
+            out.append(QueueRow(summary=s, has_draft=s.id in drafted, screen=badges.get(s.id)))
             continue
         reserved = f.reserved_by
         out.append(
@@ -376,6 +382,7 @@ def build_rows(
                 ),
                 open_disputes=f.open_disputes,
                 has_draft=s.id in drafted,
+                screen=badges.get(s.id),
             )
         )
     return out
@@ -392,9 +399,11 @@ FILTER_KEYS: dict[str, str] = {
     "reserved": "yes / no / me, or part of the holder's name",
     "disputed": "yes / no: has an open dispute",
     "mine": "yes / no (reviewed by me), or my overall: accept / reject / needs-work",
+    "screen": "pre-screen's worst: fail / warn / info / pass / error / timeout, none (not screened), stale",
+    "failing": "a check id (or its start) the pre-screen failed or errored on",
 }
 #: sort keys, in the order the sort key cycles.
-SORT_KEYS: tuple[str, ...] = ("id", "kind", "backend", "claimed", "reserved", "disputed", "mine")
+SORT_KEYS: tuple[str, ...] = ("id", "kind", "backend", "claimed", "reserved", "disputed", "mine", "screen")
 
 _YES = {"yes", "y", "true", "1"}
 _NO = {"no", "n", "false", "0"}
@@ -452,6 +461,18 @@ def _term_matches(key: str, v: str, row: QueueRow) -> bool:
         if v in _NO:
             return row.mine is None
         return (row.mine or "") == v
+    if key == "screen":
+        b = row.screen
+        if v in ("none", *_NO):
+            return b is None
+        if v in ("any", *_YES):
+            return b is not None
+        if v == "stale":
+            return b is not None and b.stale
+        return b is not None and b.worst.startswith(v)
+    if key == "failing":
+        b = row.screen
+        return b is not None and any(c.startswith(v) for c in (*b.failing, *b.errored))
     return False
 
 
@@ -495,6 +516,9 @@ def _sort_value(key: str, row: QueueRow) -> tuple:
         return (-row.open_disputes, s.id)
     if key == "mine":
         return (row.mine is not None, row.mine or "", s.id)
+    if key == "screen":
+        b = row.screen
+        return (b.rank, -len(b.failing), -len(b.errored), s.id) if b is not None else (99, 0, 0, s.id)
     return (s.id,)
 
 

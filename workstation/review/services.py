@@ -9,7 +9,8 @@ imports the records, repository or task packages itself. Failures come back as d
 imported where they are used: the app imports this module before its first paint.)
 
 - the queue: :func:`open_queue_root`, :func:`load_queue` (the index in stages, with the
-  rubric, drafts, identity and records), :func:`reload_records`, :func:`task_dir`;
+  rubric, drafts, identity, records and pre-screens), :func:`reload_records`,
+  :func:`load_screens`, :func:`task_dir`;
 - one task: :func:`load_draft`, :func:`task_tree`, :func:`task_history`,
   :func:`open_disputes`, :func:`task_report`;
 - commits: :func:`commit_verdict`, :func:`commit_dispute`, :func:`resolve_dispute`,
@@ -55,6 +56,7 @@ __all__ = [
     "identity",
     "load_draft",
     "load_queue",
+    "load_screens",
     "open_disputes",
     "open_queue_root",
     "problem_lines",
@@ -118,9 +120,10 @@ class QueueState:
     ``records`` is the queue's record set (opaque to the display: :func:`build_rows` reads
     it), ``me`` the reviewer's git identity (``name``, ``email``) or None with
     ``identity_problem`` saying why; ``rubric`` the queue's rubric or None with
-    ``rubric_problem``; ``drafts`` the task ids with a saved draft; ``validating`` is true
-    while tasks the index cache did not vouch for are being validated; ``loaded``: the
-    rows are there; ``flags_loaded``: the rubric, identity and records too.
+    ``rubric_problem``; ``drafts`` the task ids with a saved draft; ``screens`` each task's
+    pre-screen badge (:func:`load_screens`); ``validating`` is true while tasks the index
+    cache did not vouch for are being validated; ``loaded``: the rows are there;
+    ``flags_loaded``: the rubric, identity, records and pre-screens too.
     """
 
     root: Path
@@ -132,6 +135,7 @@ class QueueState:
     rubric: Rubric | None = None
     rubric_problem: str = ""
     drafts: set[str] = field(default_factory=set)
+    screens: dict[str, Any] = field(default_factory=dict)
     validating: bool = False
     loaded: bool = False
     flags_loaded: bool = False
@@ -178,7 +182,8 @@ def load_queue(root: Path, *, validate: bool = True) -> Iterator[QueueState]:
     :class:`QueueState` each time, so the UI thread can keep reading the one before):
 
     1. the task rows (file reads only) and the drafts: what the first frame shows;
-    2. the rubric, the review flags (the reviewer's git identity and the records);
+    2. the rubric, the review flags (the reviewer's git identity, the records and the
+       pre-screens);
     3. with ``validate``, when the index cache did not vouch for every task: the rows
        after validating those tasks (``validating`` is true in the stages before).
 
@@ -207,16 +212,18 @@ def load_queue(root: Path, *, validate: bool = True) -> Iterator[QueueState]:
 
     st.records = load_records(root)
     st.record_problems, st.record_warnings = _record_problems(root, st.records)
-    st.rows = build_rows(st.index, st.records, st.me, st.drafts)
+    st.screens = load_screens(root)
+    st.rows = build_rows(st.index, st.records, st.me, st.drafts, st.screens)
     st.flags_loaded = True
     yield st
 
     if st.validating:
         ix = st.index
-        ix = QueueIndex(ix.root, ix.name, ix.rubric_id, dict(ix.tasks), dict(ix.errors), dict(ix.signatures))
+        ix = QueueIndex(ix.root, ix.name, ix.rubric_id, dict(ix.tasks), dict(ix.errors), dict(ix.signatures),
+                        {k: list(v) for k, v in ix.warnings.items()}, list(ix.queue_problems))
         validate_index(ix)  # on a copy: the UI thread reads the one yielded before
         st = replace(st, index=ix, validating=False)
-        st.rows = build_rows(ix, st.records, st.me, st.drafts)
+        st.rows = build_rows(ix, st.records, st.me, st.drafts, st.screens)
         yield st
 
 
@@ -263,8 +270,29 @@ def reload_records(state: QueueState) -> QueueState:
     st.records = load_records(st.root)
     st.record_problems, st.record_warnings = _record_problems(st.root, st.records)
     if st.index is not None:
-        st.rows = build_rows(st.index, st.records, st.me, st.drafts)
+        st.rows = build_rows(st.index, st.records, st.me, st.drafts, st.screens)
     return st
+
+
+def load_screens(root: Path) -> dict[str, Any]:
+    """``{task id: pre-screen badge}`` (:class:`workstation.screen.summary.PrescreenBadge`)
+    for the tasks whose version in ``HEAD`` has a stored screening result (``kws screen``);
+    empty when the queue is not a git repository or git fails (the queue still shows)."""
+    import git
+
+    from workstation.screen.summary import badges
+
+    gq = _gq()
+    try:
+        repo = gq.open_queue(root)
+    except gq.QueueError:
+        return {}
+    try:
+        return badges(repo, root)
+    except git.GitError:
+        return {}
+    finally:
+        repo.close()
 
 
 # --------------------------------------------------------------------------------------------

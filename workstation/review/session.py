@@ -84,7 +84,10 @@ class ReviewSession:
     event names them (a re-run of some checks adds to what the full run named).
 
     ``source`` says where the rows came from: ``"run"`` (a live check run, the default) or
-    ``"prescreen"`` (:meth:`load_prescreen`: a report stored by an earlier screening run).
+    ``"prescreen"`` (a report stored by an earlier screening run: replayed by the check
+    source with the ``start`` event's ``prescreen`` table, or given to :meth:`load_prescreen`).
+    ``prescreen`` is that table when the checks shown came from ``kws screen``'s stored notes:
+    ``{"finished", "host", "backend", "key", "timing"}``; None after a fresh run.
     ``suggested`` maps each field whose value was taken from kws's suggestion to its
     provenance; ``reflagged`` maps each such field whose suggestion changed afterwards to
     a sentence saying how. ``touched`` is true once the reviewer changed something (or a
@@ -109,6 +112,7 @@ class ReviewSession:
         self.error: str = ""
         self.run_started: float | None = None
         self.run_seconds: float | None = None
+        self.prescreen: dict[str, Any] | None = None
         self.on_change = on_change
         self._partial = False  # the current run re-runs some checks only
         self._undo: list[tuple[list[Change], Any, Any]] = []
@@ -183,6 +187,9 @@ class ReviewSession:
     def _apply_event(self, kind: str, data: Mapping[str, Any]) -> str | None:
         self._version += 1
         if kind == "start":
+            if not self._partial:
+                self.prescreen = dict(data["prescreen"]) if isinstance(data.get("prescreen"), Mapping) else None
+                self.source = "prescreen" if self.prescreen is not None else "run"
             self.device = str(data.get("device") or "")
             timing = [str(c) for c in data.get("timing_checks") or []]
             evidence = [str(c) for c in data.get("timing_evidence_checks") or []]

@@ -2,7 +2,9 @@
 session.
 
 - :class:`RunnerCheckSource`: the real battery, in a check server process of its own
-  (``python -m workstation.engine.server``); this process only reads its events;
+  (``python -m workstation.engine.server``); this process only reads its events. The first
+  full run of a task whose version has a stored pre-screen (``kws screen``) replays that
+  instead, at once; the next full run (re-run all) is a fresh one;
 - :class:`ReplayCheckSource`: recorded event streams, for tests, snapshots and demos.
 
 Events are the JSON-ready dicts of :func:`workstation.engine.events.normalise_event`.
@@ -51,10 +53,18 @@ class RunnerCheckSource:
     the GIL, and this process imports neither torch nor triton nor the engine. Task code
     runs in the runner's niced child processes. :meth:`close` ends the server's stdin and
     returns at once; the server closes the runner (killing jobs) on its own.
+
+    With ``prescreen`` (the default), the first full run of a task (no ``only``) whose
+    version in ``HEAD`` has a stored pre-screen of this kws version, with a clean work tree,
+    replays it (:func:`workstation.screen.summary.stored_run`) instead of running: the
+    ``start`` event carries ``prescreen`` (when, where, how) and the report its ``screen``
+    key. Later full runs of that task version run the battery.
     """
 
-    def __init__(self, device: str | None = None) -> None:
+    def __init__(self, device: str | None = None, *, prescreen: bool = True) -> None:
         self._device = device
+        self.prescreen = prescreen
+        self._served: set[tuple[str, str]] = set()
         self._proc: Any = None
         self._lock = threading.Lock()
         self._runs: dict[int, tuple[Emit, threading.Event, list[Any]]] = {}
@@ -140,6 +150,10 @@ class RunnerCheckSource:
         return str(self._warm_reply.get("device", ""))
 
     def run(self, task_dir: Path, only: Sequence[str] | None, emit: Emit) -> dict[str, Any] | None:
+        if self.prescreen and not only:
+            replayed = self._replay(Path(task_dir), emit)
+            if replayed is not None:
+                return replayed
         done = threading.Event()
         result: list[Any] = []
         with self._lock:
@@ -157,6 +171,21 @@ class RunnerCheckSource:
             with self._lock:
                 self._runs.pop(rid, None)
         return result[0] if result else None
+
+    def _replay(self, task_dir: Path, emit: Emit) -> dict[str, Any] | None:
+        from workstation.screen.summary import stored_run
+
+        got = stored_run(task_dir.parent.parent, task_dir.name)
+        if got is None:
+            return None
+        key = (str(task_dir), got.tree)
+        with self._lock:
+            if key in self._served:
+                return None
+            self._served.add(key)
+        for kind, data in got.events:
+            emit(kind, json.loads(json.dumps(data)))
+        return got.report
 
     def close(self) -> None:
         with self._lock:

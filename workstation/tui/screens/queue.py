@@ -28,7 +28,8 @@ from workstation.tui.widgets.key_hints import KeyHints
 from workstation.tui.widgets.queue_table import QueueTable
 from workstation.tui.widgets.text import fit, set_static
 
-FILTER_HINT = "filter: kind:fusion backend:triton claimed:fail reserved:me disputed:yes mine:no  (/ to type)"
+FILTER_HINT = ("filter: kind:fusion backend:triton claimed:fail reserved:me disputed:yes mine:no "
+               "screen:fail failing:edge  (/ to type)")
 
 
 class QueueScreen(Screen):

@@ -25,8 +25,10 @@ class _Col:
 
 class QueueTable(CursorList):
     """The tasks of the queue: id, kind, backend, claimed status, reserved-by, open
-    disputes, my verdict, title. Column widths follow the terminal width (the title
-    column takes what is left and disappears first on narrow terminals)."""
+    disputes, my verdict, the pre-screen (worst severity, failing check ids, how long ago
+    and where it ran; ``*``: the work tree differs from the screened version), title.
+    Column widths follow the terminal width (the title column takes what is left and
+    disappears first on narrow terminals, then the pre-screen's age and failing ids)."""
 
     DEFAULT_CSS = """
     QueueTable { height: 1fr; }
@@ -72,8 +74,13 @@ class QueueTable(CursorList):
     def _layout(self, width: int) -> list[_Col]:
         idw = min(34, self._id_width + 1)
         cols = [_Col("", 2), _Col("task", idw + 1), _Col("kind", 13), _Col("backend", 8),
-                _Col("claims", 20), _Col("reserved by", 14), _Col("disp", 5), _Col("my verdict", 12)]
+                _Col("claims", 20), _Col("reserved by", 14), _Col("disp", 5), _Col("my verdict", 12),
+                _Col("screen", 7), _Col("failing", 20), _Col("screened", 13)]
         used = sum(c.width for c in cols)
+        for name in ("screened", "failing"):  # the badge's detail goes before anything else
+            if width < used:
+                cols = [c for c in cols if c.title != name]
+                used = sum(c.width for c in cols)
         if width - used >= 12:
             cols.append(_Col("title", width - used))
         elif width < used:
@@ -107,8 +114,40 @@ class QueueTable(CursorList):
             "reserved by": ("me" if r.reserved_by_me else r.reserved_by) or "-",
             "disp": f"⚑{r.open_disputes}" if r.open_disputes else "-",
             "my verdict": r.mine or "-",
+            **_screen_cells(r.screen),
             "title": s.title,
         }
         text = "".join(fit(cells[c.title], c.width - 1) + " " for c in self.columns(width))
         style = self._style("cursorlist--cursor") if selected else Style()
         return Strip([Segment(fit(text, width), style)])
+
+
+_WORST_MARK = {"fail": "FAIL", "warn": "warn", "info": "info", "pass": "pass", "error": "ERROR", "timeout": "T/O"}
+
+
+def _screen_cells(badge: Any) -> dict[str, str]:
+    """The pre-screen's three cells (``-`` when the task's version has none)."""
+    if badge is None:
+        return {"screen": "-", "failing": "", "screened": ""}
+    failing = ",".join(badge.failing)
+    if badge.errored:
+        failing = (failing + " " if failing else "") + "err:" + ",".join(badge.errored)
+    return {"screen": _WORST_MARK.get(badge.worst, badge.worst) + ("*" if badge.stale else ""),
+            "failing": failing, "screened": f"{_age(badge.finished)} {badge.host.split(' ')[0]}".strip()}
+
+
+def _age(iso: str) -> str:
+    """``"2h"`` for an ISO 8601 time two hours ago (``""`` when it does not parse)."""
+    from datetime import UTC, datetime
+
+    try:
+        then = datetime.fromisoformat(iso)
+    except ValueError:
+        return ""
+    if then.tzinfo is None:
+        then = then.replace(tzinfo=UTC)
+    secs = max(0, int((datetime.now(UTC) - then).total_seconds()))
+    for unit, size in (("d", 86400), ("h", 3600), ("m", 60)):
+        if secs >= size:
+            return f"{secs // size}{unit}"
+    return f"{secs}s"
