@@ -131,6 +131,13 @@ class Check:
         """Judge the task; return findings. Raise :class:`Skip` to skip with a reason."""
         raise NotImplementedError
 
+    @classmethod
+    def applies_to(cls, task: Any) -> bool:
+        """Whether the check is scheduled for ``task`` at all (beyond :attr:`kinds`): False
+        for a task of a shape the check does not judge (e.g. a failure report under review
+        for a check of fixes), so that it never turns another shape's ``complete`` false."""
+        return True
+
     def after_all(self, ctx: CheckContext) -> list[Finding]:
         """Findings about the end state, once every check of the run has finished (e.g. the
         task folder changed on disk). Called only when :meth:`run` returned findings."""

@@ -18,8 +18,10 @@ from dataclasses import dataclass
 from typing import Any
 
 from workstation.analysis.compare import Comparison, ResolvedTolerance, compare, resolve_tolerance
-from workstation.protocol.steps import CallStep, Step, memo_key
+from workstation.engine.check import Skip
+from workstation.protocol.steps import CallStep, Step, memo_key, step_roles
 from workstation.runner import JobResult, Runner, StepResult
+from workstation.task.backends import cannot_run, role_backend
 from workstation.task.model import Task
 from workstation.task.sources import TaskSources
 
@@ -182,6 +184,8 @@ class CheckContext:
         #: content digest of the task folder before any task code ran.
         self.task_digest_before: str | None = None
         self.notes: list[str] = []
+        self._call_log: list[tuple[CallStep, CallOutcome]] = []
+        self._log_lock = threading.Lock()
 
     # -- task facts --------------------------------------------------------------------
 
@@ -202,6 +206,23 @@ class CheckContext:
     def cases(self) -> list[dict[str, Any]]:
         """The declared cases (or the one case given with ``--case``)."""
         return [dict(self.case_filter)] if self.case_filter else [dict(c) for c in self.task.cases]
+
+    def backend_of(self, role: str) -> str | None:
+        """The backend ``role``'s code is written in (:func:`~workstation.task.backends.role_backend`)."""
+        return self.stash.once(("backend_of", role), lambda: role_backend(self.task, role, self.sources))
+
+    def cannot_run(self, role: str) -> str | None:
+        """Why ``role``'s code cannot run on this device (a CUDA extension without a GPU, a
+        Pallas kernel without JAX, an NKI kernel without a simulator), or ``None``."""
+        d = self.runner.device
+        return cannot_run(self.backend_of(role), d.kind, d.versions)
+
+    def call_log(self) -> list[tuple[CallStep, CallOutcome]]:
+        """Every ``call`` step this run has executed so far, with its outcome, in the order
+        they finished (memoised steps once): the cases "the battery ran", for the checks
+        of phase ``after`` that replay them on another role."""
+        with self._log_lock:
+            return list(self._call_log)
 
     def tolerance(self, case: dict[str, Any], out_dtype: str) -> ResolvedTolerance:
         """The declared tolerance for ``case`` (per-dtype override by the case dtype),
@@ -225,7 +246,14 @@ class CheckContext:
 
         Raises:
             StepError: a step does not have its declared form.
+            Skip: a step runs a role whose backend cannot run here (:meth:`cannot_run`):
+                the check that asked is ``skip`` with the reason.
         """
+        for s in steps:
+            for role in sorted(step_roles(s)):
+                why = self.cannot_run(role)
+                if why:
+                    raise Skip(f"the {role} ({self.backend_of(role)}) cannot run here: {why}")
         st = step_timeout or step_timeout_s()
         t = self.task
         return self.runner.run(t.dir, steps, timeout=60 + st * len(steps) * 1.5, exclusive=exclusive,
@@ -255,7 +283,10 @@ class CheckContext:
                 signal_name=job.signal_name, stdout_tail=job.stdout_tail, stderr_tail=job.stderr_tail,
                 stdout_bytes=job.stdout_bytes)
             start += died + 1
-        return [o for o in outcomes if o is not None]
+        done = [o for o in outcomes if o is not None]
+        with self._log_lock:
+            self._call_log.extend((o.spec, o) for o in done if isinstance(o.spec, CallStep))
+        return done
 
     def calls(self, steps: list[Step], *, memo: bool = False) -> list[CallOutcome]:
         """Run ``steps``; with ``memo`` the results are shared with every other check

@@ -74,7 +74,8 @@ def task_tree(task: Task) -> str | None:
 
 def select_checks(only: Iterable[str] | None, task: Task | None = None) -> list[str]:
     """Check ids to run, in report order: every registered check (or those in ``only``),
-    without the checks whose ``kinds`` exclude ``task``'s kind.
+    without the checks whose ``kinds`` exclude ``task``'s kind or that do not apply to it
+    (:meth:`~workstation.engine.check.Check.applies_to`).
 
     Raises:
         KeyError: an id that is not a registered check.
@@ -87,7 +88,8 @@ def select_checks(only: Iterable[str] | None, task: Task | None = None) -> list[
             raise KeyError(f"unknown check id(s): {', '.join(unknown)}; known: {', '.join(known)}")
         known = [i for i in known if i in ids]
     if task is not None:
-        known = [i for i in known if not check_class(i).kinds or task.kind in check_class(i).kinds]
+        known = [i for i in known if (not check_class(i).kinds or task.kind in check_class(i).kinds)
+                 and check_class(i).applies_to(task)]
     return known
 
 
