@@ -66,9 +66,8 @@ def cannot_run(backend: str | None, device_kind: str, versions: Mapping[str, str
     if backend == "pallas" and "jax" not in versions:
         return f"JAX is not installed for kws, so a Pallas kernel cannot run here: {PALLAS_HINT}"
     if backend == "cuda" and device_kind != "cuda":
-        return ("a CUDA extension builds (torch.utils.cpp_extension.load_inline links against a CUDA build of "
-                "torch) and runs only on a CUDA GPU; on this CPU machine kws compiles its sources with nvcc and "
-                "reads PTX/SASS instead (check cuda-build)")
+        return ("a CUDA extension runs only on a CUDA GPU (load_inline links against a CUDA build of torch); "
+                "without one kws compiles its sources and reads PTX/SASS (cuda-build)")
     if backend == "nki" and "nki" not in versions:
         return f"no NKI simulator is importable here, so an NKI kernel cannot run: {NKI_HINT}"
     return None
