@@ -27,7 +27,7 @@ import msgspec
 
 from workstation.checks.support.trials import Trial, TrialResult, classify
 from workstation.engine.context import CallOutcome, CheckContext, case_label
-from workstation.protocol.steps import CallStep, Layout, kind_of, memo_key
+from workstation.protocol.steps import CallStep, Layout, ValueTransform, kind_of, memo_key
 
 #: most replayed steps on the CPU (interpreter) and on a GPU.
 CPU_MAX_STEPS = 40
@@ -45,6 +45,13 @@ class Replayed:
     cand: TrialResult
     other: TrialResult
     other_out: CallOutcome
+
+    @property
+    def valued(self) -> bool:
+        """True when the inputs' values were transformed (large magnitudes, subnormals, signed
+        zeros...): there the declared tolerance may not scale, and ``special-values`` judges
+        the candidate alone against a float64 oracle."""
+        return any(isinstance(t, ValueTransform) for t in self.step.transforms)
 
     @property
     def case(self) -> dict[str, Any]:
