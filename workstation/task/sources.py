@@ -19,12 +19,13 @@ from __future__ import annotations
 
 import ast
 import os
-import threading
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 
-_PARSE_LOCK = threading.Lock()
+from workstation.protocol.parsing import AST_LOCK
+
+_PARSE_LOCK = AST_LOCK  # shared with the parent's npz reading (workstation.protocol.parsing)
 _CACHE: dict[tuple[str, int, int], SourceFile | str] = {}
 _CACHE_LIMIT = 4096
 
