@@ -95,13 +95,16 @@ def jax_wanted(task_dir: str | Path) -> bool:
 
 
 def install() -> bool:
-    """Import JAX and Pallas (CPU platform unless ``JAX_PLATFORMS`` says otherwise) and wrap
-    ``pallas_call`` (idempotent). False when JAX is not installed. Creates no array."""
+    """Import JAX and Pallas (CPU platform unless ``JAX_PLATFORMS`` says otherwise; on a GPU
+    without XLA's memory preallocation, which would starve torch) and wrap ``pallas_call``
+    (idempotent). False when JAX is not installed. Creates no array."""
     global _orig
     if _orig is not None:
         return True
     if os.environ.get("TRITON_INTERPRET") == "1":  # kws chose the CPU
         os.environ.setdefault("JAX_PLATFORMS", "cpu")
+    else:  # a GPU shared with torch: JAX must not take 75% of its memory up front
+        os.environ.setdefault("XLA_PYTHON_CLIENT_PREALLOCATE", "false")
     try:
         import jax  # noqa: F401
         import jax.experimental.pallas as pl
