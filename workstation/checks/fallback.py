@@ -177,7 +177,9 @@ class Fallback(Check):
             findings.append(self.finding(
                 ctx, "info",
                 f"{label}: {launches} Triton launch(es) ({', '.join(f'{k} x{v}' for k, v in kernels.items()) or 'none'})"
-                f"; no aten compute op on the full problem; with every launch failing the candidate raises",
+                "; no aten compute op on the full problem"
+                + ("; with every launch failing the candidate raises" if inject is not None else
+                   f" (no fault injection for backend {task.backend})"),
                 ev_base, case=case, seed=seed))
         return findings
 

@@ -18,8 +18,10 @@ from dataclasses import dataclass
 from typing import Any
 
 from workstation.analysis.compare import Comparison, ResolvedTolerance, compare, resolve_tolerance
-from workstation.protocol.steps import CallStep, Step, memo_key
+from workstation.engine.check import Skip
+from workstation.protocol.steps import CallStep, Step, memo_key, step_roles
 from workstation.runner import JobResult, Runner, StepResult
+from workstation.task.backends import cannot_run, role_backend
 from workstation.task.model import Task
 from workstation.task.sources import TaskSources
 
@@ -193,6 +195,9 @@ class CheckContext:
         with self._ext_lock:
             self.extensions.setdefault(key, {})[part] = value
 
+        self._call_log: list[tuple[CallStep, CallOutcome]] = []
+        self._log_lock = threading.Lock()
+
     # -- task facts --------------------------------------------------------------------
 
     @property
@@ -228,6 +233,23 @@ class CheckContext:
         """The declared cases (or the one case given with ``--case``)."""
         return [dict(self.case_filter)] if self.case_filter else [dict(c) for c in self.task.cases]
 
+    def backend_of(self, role: str) -> str | None:
+        """The backend ``role``'s code is written in (:func:`~workstation.task.backends.role_backend`)."""
+        return self.stash.once(("backend_of", role), lambda: role_backend(self.task, role, self.sources))
+
+    def cannot_run(self, role: str) -> str | None:
+        """Why ``role``'s code cannot run on this device (a CUDA extension without a GPU, a
+        Pallas kernel without JAX, an NKI kernel without a simulator), or ``None``."""
+        d = self.runner.device
+        return cannot_run(self.backend_of(role), d.kind, d.versions)
+
+    def call_log(self) -> list[tuple[CallStep, CallOutcome]]:
+        """Every ``call`` step this run has executed so far, with its outcome, in the order
+        they finished (memoised steps once): the cases "the battery ran", for the checks
+        of phase ``after`` that replay them on another role."""
+        with self._log_lock:
+            return list(self._call_log)
+
     def tolerance(self, case: dict[str, Any], out_dtype: str) -> ResolvedTolerance:
         """The declared tolerance for ``case`` (per-dtype override by the case dtype),
         completed with torch.testing's defaults for ``out_dtype``."""
@@ -250,7 +272,14 @@ class CheckContext:
 
         Raises:
             StepError: a step does not have its declared form.
+            Skip: a step runs a role whose backend cannot run here (:meth:`cannot_run`):
+                the check that asked is ``skip`` with the reason.
         """
+        for s in steps:
+            for role in sorted(step_roles(s)):
+                why = self.cannot_run(role)
+                if why:
+                    raise Skip(f"the {role} ({self.backend_of(role)}) cannot run here: {why}")
         st = step_timeout or step_timeout_s()
         t = self.task
         return self.runner.run(t.dir, steps, timeout=60 + st * len(steps) * 1.5, exclusive=exclusive,
@@ -281,6 +310,8 @@ class CheckContext:
                 stdout_bytes=job.stdout_bytes)
             start += died + 1
         done = [o for o in outcomes if o is not None]
+        with self._log_lock:
+            self._call_log.extend((o.spec, o) for o in done if isinstance(o.spec, CallStep))
         self._task_format_problem(done)
         return done
 

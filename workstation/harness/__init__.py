@@ -41,6 +41,12 @@ STEPS: dict[type, Callable[..., StepOutput]] = {}
 TRANSFORMS: dict[type, Callable[..., Any]] = {}
 #: monitor Struct type -> ``fn(ctx, spec, report: dict)`` returning a context manager.
 MONITORS: dict[type, Callable[..., Any]] = {}
+#: ``fn(job)`` run at the start of every job, before any task file is imported (a backend
+#: sets itself up: e.g. Pallas wraps ``pallas_call`` when the task uses JAX).
+JOB_HOOKS: list[Callable[[Job], None]] = []
+#: ``fn(inputs) -> context manager`` entered around every role call
+#: (:func:`workstation.harness.core.call_context`; e.g. JAX's x64 mode for float64 inputs).
+CALL_HOOKS: list[Callable[[tuple], Any]] = []
 
 
 @dataclass
@@ -90,6 +96,21 @@ def monitor(spec_type: type) -> Callable:
     return deco
 
 
+def job_hook(fn: Callable[[Job], None]) -> Callable[[Job], None]:
+    """Register ``fn(job)`` to run at the start of every job (:data:`JOB_HOOKS`)."""
+    if fn not in JOB_HOOKS:
+        JOB_HOOKS.append(fn)
+    return fn
+
+
+def call_hook(fn: Callable[[tuple], Any]) -> Callable[[tuple], Any]:
+    """Register ``fn(inputs)`` returning a context manager entered around every role call
+    (:data:`CALL_HOOKS`)."""
+    if fn not in CALL_HOOKS:
+        CALL_HOOKS.append(fn)
+    return fn
+
+
 def load_plugins() -> None:
     """Import every module of this package (they register steps, transforms, monitors)."""
     import pkgutil
@@ -111,6 +132,8 @@ def run_job(job: Job) -> None:
 
     load_plugins()
     out = Path(job.out_dir)
+    for hook in JOB_HOOKS:
+        hook(job)
     ctx = JobContext(job)
     for i, spec in enumerate(job.steps):
         (out / f"step-{i}.start").touch()

@@ -45,7 +45,7 @@ from typing import Any
 import numpy as np
 import torch
 
-from workstation.harness import MONITORS, TRANSFORMS, StepOutput, step, transform
+from workstation.harness import CALL_HOOKS, MONITORS, TRANSFORMS, StepOutput, step, transform
 from workstation.protocol.steps import (
     AuthorTestStep,
     CallStep,
@@ -349,8 +349,9 @@ class JobContext:
         An exception escapes tagged with phase ``"call"``."""
         t0 = time.perf_counter()
         try:
-            result = fn(*inputs)
-            self.sync()
+            with call_context(inputs):
+                result = fn(*inputs)
+                self.sync()
         except BaseException as e:
             raise _tag(e, "call") from None
         return result, time.perf_counter() - t0
@@ -427,6 +428,15 @@ class JobContext:
     def sync(self) -> None:
         if self.device.type == "cuda":
             torch.cuda.synchronize(self.device)
+
+
+def call_context(inputs: tuple) -> contextlib.ExitStack:
+    """The context of every registered call hook (:data:`workstation.harness.CALL_HOOKS`)
+    for a role call on ``inputs``, entered around the call."""
+    stack = contextlib.ExitStack()
+    for hook in CALL_HOOKS:
+        stack.enter_context(hook(inputs))
+    return stack
 
 
 def describe_inputs(inputs: tuple) -> list[dict[str, Any]]:

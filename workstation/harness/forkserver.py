@@ -10,6 +10,13 @@ signal number). The server never runs task code itself and never initialises CUD
 
 Device choice: ``KWS_DEVICE`` (``cpu``/``cuda``) when set, else CUDA when available.
 On the CPU, ``TRITON_INTERPRET=1`` is set before triton is imported.
+
+Optional backends: ``versions`` names ``jax`` when JAX is installed (the ``kws[pallas]``
+extra) and ``nki`` when an NKI with ``simulate_kernel`` imports. JAX is imported into the
+server (``workstation.harness.pallas.install``: JAX, Pallas, the ``pallas_call`` wrapper;
+about 1.5 s) before forking the first job whose task files import it, so that its
+children do not each pay the import; the server never creates a JAX array (a child
+forked after one deadlocks).
 """
 
 from __future__ import annotations
@@ -31,6 +38,41 @@ def _choose_device() -> tuple[str, bool]:
     import torch  # noqa: F401  (only the NVML-based availability check; no CUDA init)
 
     return ("cuda", False) if torch.cuda.is_available() else ("cpu", True)
+
+
+def _optional_versions() -> dict[str, str]:
+    """Versions of the optional backends that can run here (module doc), without importing
+    JAX."""
+    import importlib.metadata
+    import importlib.util
+
+    out: dict[str, str] = {}
+    if importlib.util.find_spec("jax") is not None and importlib.util.find_spec("jaxlib") is not None:
+        try:
+            out["jax"] = importlib.metadata.version("jax")
+        except importlib.metadata.PackageNotFoundError:
+            pass
+    try:
+        import nki  # noqa: F401  (the PyPI placeholder raises ImportError here)
+
+        if hasattr(nki, "simulate_kernel"):
+            out["nki"] = str(getattr(nki, "__version__", "unknown"))
+    except Exception:  # noqa: BLE001,S110  (no usable NKI: the entry stays absent)
+        pass
+    return out
+
+
+def _preload_for(req: dict, state: dict) -> None:
+    """Import JAX into the server before forking a job whose task uses it (once)."""
+    if state.get("jax_loaded") or "jax" not in state.get("versions", {}):
+        return
+    try:
+        from workstation.harness import pallas
+
+        if pallas.jax_wanted(read_job(req["job"]).task_dir):
+            state["jax_loaded"] = pallas.install()
+    except Exception:  # noqa: BLE001  (the child imports JAX itself then)
+        state["jax_loaded"] = True
 
 
 def _emit(msg: dict) -> None:
@@ -104,6 +146,8 @@ def main() -> None:
     workstation.harness.load_plugins()  # preload the harness and its step modules
 
     versions["kws"] = workstation.__version__
+    versions.update(_optional_versions())
+    preload = {"versions": versions}
     if device == "cuda":
         label = "cuda"
     else:
@@ -131,6 +175,7 @@ def main() -> None:
                         continue
                     req = json.loads(line)
                     if req.get("op") == "run":
+                        _preload_for(req, preload)
                         pid = os.fork()
                         if pid == 0:
                             _child(req)

@@ -46,6 +46,7 @@ from workstation.harness.core import (
     JobContext,
     _tag,
     apply_transforms,
+    call_context,
     describe_inputs,
     encode_tensor,
     error_info,
@@ -142,8 +143,9 @@ def _outputs(ctx: JobContext, result: Any, inputs: tuple) -> list[torch.Tensor]:
 def _call_ref(ctx: JobContext, inputs: tuple) -> list[torch.Tensor]:
     fn = ctx.callable("reference")
     try:
-        res = fn(*inputs)
-        ctx.sync()
+        with call_context(inputs):
+            res = fn(*inputs)
+            ctx.sync()
     except BaseException as e:
         raise _tag(e, "call") from None
     return _outputs(ctx, res, inputs)

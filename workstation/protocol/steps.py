@@ -8,13 +8,13 @@ field, spelled in snake_case:
 - steps (tag ``kind``): ``call``, ``author_test``, ``guarded_call``, ``sanitizer_call``,
   ``inputs_only``, ``repeat_call``, ``hashseed_call``, ``stale_call``, ``fault_call``,
   ``state_probe``, ``autotune_probe``, ``num_oracle``, ``triton_aot``, ``timing``,
-  ``torch_timer``, ``author_bench``, ``profile``;
+  ``torch_timer``, ``author_bench``, ``profile``, ``pallas_read``, ``cuda_build``;
 - transforms (tag ``name``; applied in order to a step's inputs after ``make_inputs``):
   ``upcast``, ``cast``, ``layout``, ``magnitude``, ``signed_zeros``, ``tiny``,
   ``nonfinite``, ``perturb``, ``diverse``, ``num_fresh``, ``num_tf32``;
 - monitors (tag ``name``; context managers around a ``call`` step's call, each reporting
   into ``extra["monitors"][<name>]``): ``aten_ops``, ``triton_launches``,
-  ``triton_launch_records``, ``num_callers``.
+  ``triton_launch_records``, ``num_callers``, ``pallas_calls``, ``pallas_strict``.
 
 Life of a job: checks build the Structs (fields are keyword-only: a misspelled one is a
 ``TypeError`` at once, in the parent); the runner writes :func:`encode_job`'s JSON as the
@@ -187,7 +187,21 @@ class NumCallers(_Monitor, tag="num_callers", kw_only=True):
     file: str
 
 
-Monitor = AtenOps | TritonLaunches | TritonLaunchRecords | NumCallers
+class PallasCalls(_Monitor, tag="pallas_calls", kw_only=True):
+    """Count the call's ``pallas_call`` kernel invocations per kernel name, and how they ran
+    (interpret mode or native) (:mod:`workstation.harness.pallas`)."""
+
+
+class PallasStrict(_Monitor, tag="pallas_strict", kw_only=True):
+    """Run every ``pallas_call`` of the call in Pallas's TPU interpret mode with strict
+    settings: out-of-bounds reads raise, uninitialised memory is NaN, races are detected
+    between ``cores`` simulated cores, every grid dimension ``parallel`` unless the kernel
+    states its own dimension semantics (:mod:`workstation.harness.pallas`)."""
+
+    cores: int = 2
+
+
+Monitor = AtenOps | TritonLaunches | TritonLaunchRecords | NumCallers | PallasCalls | PallasStrict
 
 
 # ----------------------------------------------------------------------------- steps
@@ -403,9 +417,55 @@ class ProfileStep(_Step, tag="profile", kw_only=True):
     max_events: int = 50_000
 
 
+class PallasReadStep(_Step, tag="pallas_read", kw_only=True):
+    """Run the candidate once per case of ``cases`` and read the jaxpr of every distinct
+    ``pallas_call`` it makes (``jax.make_jaxpr``, no extra execution): grid, block specs and
+    how the output blocks cover the output, partial input blocks, scratch buffers,
+    ``dot_general`` operand and ``preferred_element_type`` dtypes, read-modify-write
+    accumulations and their dtypes (:mod:`workstation.harness.pallas`)."""
+
+    cases: list[Case]
+    seed: int = 0
+
+
+class CudaBuildStep(_Step, tag="cuda_build", kw_only=True):
+    """Capture the CUDA/C++ sources ``role`` builds with ``torch.utils.cpp_extension``
+    (``load_inline`` / ``load``) without building them (the role's module is imported and,
+    when the build is lazy, called once on ``case``), then compile each CUDA source with
+    nvcc for ``arch`` (``None``: ``sm_90``, ``sm_90a`` where the source uses ``wgmma``; an
+    ``-arch``/``-gencode`` the build's own flags give wins) to a cubin with ``-Xptxas -v``
+    and read PTX and SASS; each nvcc run is killed after ``timeout`` seconds
+    (:mod:`workstation.harness.cuda_capture`)."""
+
+    role: Role = "candidate"
+    case: Case
+    seed: int = 0
+    arch: str | None = None
+    timeout: float = 180.0
+
+
 Step = (CallStep | AuthorTestStep | GuardedCallStep | SanitizerCallStep | InputsOnlyStep | RepeatCallStep
         | HashseedCallStep | StaleCallStep | FaultCallStep | StateProbeStep | AutotuneProbeStep | NumOracleStep
-        | TritonAotStep | TimingStep | TorchTimerStep | AuthorBenchStep | ProfileStep)
+        | TritonAotStep | TimingStep | TorchTimerStep | AuthorBenchStep | ProfileStep | PallasReadStep
+        | CudaBuildStep)
+
+
+def step_roles(step: _Step) -> set[str]:
+    """The task roles whose code a step runs (``candidate``, ``reference``, ``baseline``):
+    the author's test and benchmark call the candidate; a ``cuda_build`` step only captures
+    and compiles sources, so it runs on a machine where the role itself cannot."""
+    if isinstance(step, CudaBuildStep | InputsOnlyStep):
+        return set()
+    if isinstance(step, TimingStep):
+        return {s.role for s in step.sides}
+    if isinstance(step, AuthorBenchStep):
+        return {"candidate", step.baseline_role}
+    if isinstance(step, AuthorTestStep | AutotuneProbeStep | TritonAotStep | PallasReadStep):
+        return {"candidate"}
+    if isinstance(step, NumOracleStep):
+        return {"reference"}
+    role = getattr(step, "role", None)
+    return {role} if isinstance(role, str) else set()
 
 
 class Job(msgspec.Struct, frozen=True, forbid_unknown_fields=True, kw_only=True):

@@ -17,6 +17,8 @@ from typing import Any
 
 import numpy as np
 
+from workstation.protocol.parsing import AST_LOCK
+
 MAX_JSON_BYTES = 32 * 1024 * 1024
 
 
@@ -86,7 +88,7 @@ def read_step(out_dir: Path, index: int) -> StepResult | None:
     npz = out_dir / f"step-{index}.npz"
     if npz.is_file():
         try:
-            with np.load(npz, allow_pickle=False) as z:
+            with AST_LOCK, np.load(npz, allow_pickle=False) as z:  # numpy parses headers with ast
                 arrays = {k: z[k] for k in z.files}
         except (ValueError, OSError, zipfile.BadZipFile) as e:
             raise WireError(f"{npz}: unreadable arrays: {e}") from None

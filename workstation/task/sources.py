@@ -19,12 +19,13 @@ from __future__ import annotations
 
 import ast
 import os
-import threading
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 
-_PARSE_LOCK = threading.Lock()
+from workstation.protocol.parsing import AST_LOCK
+
+_PARSE_LOCK = AST_LOCK  # shared with the parent's npz reading (workstation.protocol.parsing)
 _CACHE: dict[tuple[str, int, int], SourceFile | str] = {}
 _CACHE_LIMIT = 4096
 
@@ -94,13 +95,37 @@ class SourceFile:
                 if isinstance(n, ast.FunctionDef | ast.AsyncFunctionDef | ast.ClassDef)}
 
     def is_kernel_def(self, node: ast.AST) -> bool:
-        """A ``@triton.jit`` / ``@triton.autotune`` / ``@triton.heuristics`` function."""
+        """A ``@triton.jit`` / ``@triton.autotune`` / ``@triton.heuristics`` function (also
+        ``@nki.jit``), or a Pallas kernel (:meth:`pallas_kernel_names`)."""
+        if getattr(node, "name", None) in self.pallas_kernel_names():
+            return True
         for d in getattr(node, "decorator_list", []):
             target = d.func if isinstance(d, ast.Call) else d
             name = self.dotted(target) or ""
             if name.startswith("triton.") or name in ("jit", "triton_jit") or name.endswith(".jit"):
                 return True
         return False
+
+    def pallas_kernel_names(self) -> set[str]:
+        """Names of the functions passed as the kernel (first argument) of a ``pallas_call``
+        in this file, directly or through ``functools.partial``: Pallas kernels."""
+        cached = self.__dict__.get("_pallas_kernels")
+        if cached is not None:
+            return cached
+        names: set[str] = set()
+        for node in ast.walk(self.tree):
+            if not isinstance(node, ast.Call) or not node.args:
+                continue
+            fn = self.dotted(node.func) or ""
+            if not fn.endswith("pallas_call"):
+                continue
+            k = node.args[0]
+            if isinstance(k, ast.Call) and (self.dotted(k.func) or "").endswith("partial") and k.args:
+                k = k.args[0]
+            if isinstance(k, ast.Name):
+                names.add(k.id)
+        self.__dict__["_pallas_kernels"] = names
+        return names
 
     def imported_modules(self) -> set[str]:
         """Every module name the file imports, with ``from m import a`` also as ``m.a``."""

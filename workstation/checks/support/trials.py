@@ -106,6 +106,14 @@ def _classify(ctx: CheckContext, t: Trial, ref: CallOutcome, cand: CallOutcome |
     return TrialResult(t, ref, cand, "mismatch", "mismatch", comps, bad.reason)
 
 
+def classify(ctx: CheckContext, t: Trial, ref: CallOutcome, cand: CallOutcome | None,
+             drop_nonfinite_ref: bool = True) -> TrialResult:
+    """Classify one reference/candidate pair already run (module doc): the rule
+    :func:`run_trials` applies, for callers that ran the pair themselves (a replay of the
+    battery's calls on another role)."""
+    return _classify(ctx, t, ref, cand, drop_nonfinite_ref)
+
+
 def run_trials(ctx: CheckContext, trials: list[Trial], *, drop_nonfinite_ref: bool = True,
                ref_extra: dict[str, Any] | None = None, budget_timeout: float | None = None) -> list[TrialResult]:
     """Run every trial's reference and candidate (two children at once) and classify.

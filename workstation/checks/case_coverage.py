@@ -1,0 +1,185 @@
+"""``case-coverage``: a generated kernel checked over the whole domain its spec declares."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from workstation.analysis.compare import is_float
+from workstation.checks.support.costmodel import CostModel, cost_units
+from workstation.checks.support.legal import UNLISTED, int_params, snap
+from workstation.checks.support.ragged import ragged_value
+from workstation.checks.support.trials import (
+    Trial,
+    TrialResult,
+    case_key,
+    cheapest_per_dtype,
+    declared_baselines,
+    evidence_of,
+    failure_text,
+    run_trials,
+)
+from workstation.engine.check import Check, Finding, register
+from workstation.engine.context import CheckContext, case_label
+from workstation.task.model import ParamSpec
+
+#: most coverage cases run by this check (the rest are reported as not run).
+MAX_RUNS = 16
+#: CPU: the predicted seconds one coverage case may take (the cost model of edge-shapes,
+#: which overestimates wide single-program rows), their predicted total, and the wall-clock
+#: limit of one call (a call past it is dropped as over budget, never charged).
+CPU_CASE_S = 8.0
+CPU_TOTAL_S = 20.0
+CPU_CALL_LIMIT_S = 12.0
+
+
+def _targets(p: str, spec: ParamSpec) -> list[tuple[str, int]]:
+    """(what, value) the cases must reach for parameter ``p``: its min, its max (when
+    ``[params]`` gives one), a ragged value (an odd multiple of ``multiple_of``, or an odd
+    size), or every one of its ``choices``."""
+    if spec.choices is not None:
+        return [(f"choice {c}", c) for c in spec.choices if isinstance(c, int) and not isinstance(c, bool)]
+    out: list[tuple[str, int]] = []
+    lo = snap(spec.min if spec.min is not None else 1, spec, "up")
+    if lo is not None:
+        out.append(("min", lo))
+    if spec.max is not None:
+        hi = snap(spec.max, spec, "down")
+        if hi is not None and hi != lo:
+            out.append(("max", hi))
+    r = ragged_value(max(lo or 1, 2), spec)
+    if r is not None:
+        m = spec.multiple_of
+        out.append((f"ragged (an odd multiple of {m})" if m and m > 1 else "ragged (odd)", r))
+    return out
+
+
+@register
+class CaseCoverage(Check):
+    """A generated kernel that was never run at the edges of its own declared domain.
+
+    For ``kind = "generation"``: the spec (``[params]``, ``[contract] dtypes``) declares the
+    domain the new kernel serves; the checks must have run it at every corner of it. After
+    every other check has run, kws lists the cases the battery ran (every ``call`` step of
+    the candidate: declared cases, derived shapes, layouts, value variants, dtype runs) and
+    requires, for every integer case parameter, its ``[params]`` ``min`` (1 when unlisted),
+    its ``max`` (when given), a ragged value (where ``multiple_of = m``: an odd multiple of
+    m above m, which no block of 2m or more divides; else an odd size), every one of its
+    ``choices``; and every ``[contract] dtypes`` entry. Each value no call reached is run
+    here against the reference (one parameter moved from the cheapest declared case; for a
+    maximum, the other parameters at their smallest legal value so that the run fits), in
+    the order min, ragged, max, dtypes, as far as the budget allows (on the CPU the cost
+    model of ``edge-shapes``, fitted on the declared cases' call times: 8 s predicted per
+    case, 20 s in all, 12 s per call; 16 runs at most).
+
+    Verdicts: a coverage run that fails (mismatch, NaN, raised, crashed) where the declared
+    case it came from passes is a ``fail`` (e.g. a kernel whose single block is capped at
+    4096 columns, run at the ``[params]`` maximum N = 8192); a target that could not be run
+    is ``info`` on the CPU (the interpreter's cost: a GPU runs it) and ``warn`` on a GPU; a
+    target ``make_inputs`` or the reference rejects is dropped (``info``). The summary lists,
+    per parameter and dtype, which call covered each target.
+
+    Source of the defect class: kernels generated against a few round sizes and the first
+    dtype of the list, which break at the extremes of the declared range (index overflow,
+    a block-size cap, a grid limit) or at the other dtypes.
+    Limits: targets are reached one parameter at a time (corners of several parameters at
+    once only as far as other checks tried them); on the CPU large maxima are usually
+    beyond the interpreter's budget.
+    """
+
+    id = "case-coverage"
+    order = 37
+    title = "Generation: cases cover every [params] extreme and dtype"
+    phase = "after"
+    kinds = ("generation",)
+
+    def run(self, ctx: CheckContext) -> list[Finding]:
+        task = ctx.task
+        seed = ctx.seeds[0]
+        declared = declared_baselines(ctx, ctx.cases, seed)
+        log = [(s, o) for s, o in ctx.call_log() if s.role == "candidate"]
+        params = int_params(ctx.cases)
+        cheapest = cheapest_per_dtype(ctx)
+        base = cheapest[0]
+        cost = CostModel.fit([(cost_units(r.trial.case, params),
+                               r.cand.step.seconds if r.cand is not None and r.cand.step is not None else 0.0)
+                              for r in declared.values()], ctx.on_gpu)
+        table: list[dict[str, Any]] = []
+        todo: list[tuple[dict[str, Any], Trial]] = []
+        for p in params:
+            spec = task.params.get(p, UNLISTED)
+            for what, v in _targets(p, spec):
+                hit = next((s for s, _ in log if s.case.get(p) == v), None)
+                row = {"param": p, "target": what, "value": v,
+                       "covered_by": f"case {case_label(dict(hit.case))}" if hit is not None else None}
+                table.append(row)
+                if hit is None:
+                    case = {**base, p: v}
+                    if what == "max":  # the other sizes at their smallest legal value, so the run fits
+                        for q in params:
+                            if q != p:
+                                case[q] = snap(1, task.params.get(q, UNLISTED), "up") or base[q]
+                    todo.append((row, Trial(case, seed, f"{p}={v} ({what})")))
+        dtypes = [d for d in task.contract.dtypes if d]
+        for d in dtypes:
+            hit = next((s for s, _ in log if s.case.get("dtype") == d), None)
+            row = {"param": "dtype", "target": "contract dtype", "value": d,
+                   "covered_by": f"case {case_label(dict(hit.case))}" if hit is not None else None}
+            table.append(row)
+            if hit is None:
+                todo.append((row, Trial(dict(base, dtype=d), seed, f"dtype {d} (contract)")))
+        order = {"min": 0, "ragged": 1, "max": 2, "contract dtype": 3}
+        todo.sort(key=lambda t: order.get(t[0]["target"].split(" ")[0], 4))
+        runnable, skipped = [], []
+        total = 0.0
+        for row, t in todo:
+            pred = cost.seconds(cost_units(t.case, params))
+            if not ctx.on_gpu and (pred > CPU_CASE_S or total + pred > CPU_TOTAL_S):
+                row["not_run"] = f"predicted {pred:.2g} s under the interpreter"
+                skipped.append(row)
+            elif len(runnable) >= MAX_RUNS:
+                row["not_run"] = f"beyond the {MAX_RUNS} coverage runs of one check"
+                skipped.append(row)
+            else:
+                total += 0.0 if ctx.on_gpu else pred
+                runnable.append((row, t))
+        results = run_trials(ctx, [t for _, t in runnable],
+                             budget_timeout=None if ctx.on_gpu else max(CPU_CALL_LIMIT_S, cost.call_limit_s)
+                             ) if runnable else []
+        findings: list[Finding] = []
+        fails: list[tuple[dict[str, Any], TrialResult]] = []
+        for (row, _), r in zip(runnable, results, strict=True):
+            row["run_here"] = r.status
+            if r.status == "dropped":
+                row["dropped_because"] = r.reason
+            elif r.failed:
+                fails.append((row, r))
+            else:
+                row["covered_by"] = "run by case-coverage"
+        for row, r in fails:
+            origin = declared.get(case_key(base))
+            if origin is not None and origin.failed:
+                row["inherits"] = "the declared case it varies fails too"
+                continue
+            findings.append(self.finding(
+                ctx, "fail", f"at the {row['target']} of {row['param']} ({row['param']}={row['value']}), case "
+                f"{case_label(r.trial.case)}: {failure_text(r)}", {"target": row, **evidence_of(r)},
+                case=r.trial.case, seed=r.trial.seed))
+        dropped = [row for row in table if row.get("run_here") == "dropped"]
+        if dropped:
+            findings.append(self.finding(
+                ctx, "info", f"{len(dropped)} target(s) rejected by make_inputs or the reference (dropped): "
+                + ", ".join(f"{r['param']}={r['value']}" for r in dropped), {"dropped": dropped}))
+        if skipped:
+            sev = "warn" if ctx.on_gpu else "info"
+            findings.append(self.finding(
+                ctx, sev, f"{len(skipped)} target(s) of the declared domain not run"
+                + (" (the Triton interpreter's cost on the CPU; a GPU runs them)" if not ctx.on_gpu else "")
+                + ": " + ", ".join(f"{r['param']}={r['value']} ({r['target']}: {r['not_run']})" for r in skipped[:8]),
+                {"not_run": skipped}))
+        covered = sum(1 for row in table if row.get("covered_by"))
+        findings.append(self.finding(
+            ctx, "info", f"{covered} of {len(table)} domain targets covered ("
+            + "; ".join(f"{r['param']} {r['target']} {r['value']}: {r.get('covered_by') or r.get('run_here') or 'not run'}"
+                        for r in table) + ")",
+            {"targets": table, "dtypes": dtypes, "floating": [d for d in dtypes if is_float(d)]}))
+        return findings

@@ -1,0 +1,140 @@
+"""``fix-vs-baseline``: a debugging fix against the buggy code it replaces."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from workstation.checks.failure_mismatch import claimed_class
+from workstation.checks.support.replay import Replayed, counts, outcome_class, replay
+from workstation.checks.support.trials import evidence_of, failure_text
+from workstation.engine.check import Check, Finding, Skip, register
+from workstation.engine.context import CheckContext
+
+MAX_LISTED = 6
+
+
+def _ev(it: Replayed) -> dict[str, Any]:
+    return {"case": it.case, "seed": it.seed, "input": it.label,
+            "baseline": {"class": outcome_class(it.other), **evidence_of(it.other)},
+            "candidate": {"class": outcome_class(it.cand), **evidence_of(it.cand)}}
+
+
+@register
+class FixVsBaseline(Check):
+    """A debugging fix does not fix the reported bug, or breaks what worked.
+
+    Applies to ``kind = "debugging"`` tasks with ``[claims] status = "pass"``: the candidate
+    is a fix and ``entry.baseline`` the buggy code before it. (A failure report under
+    review, ``status = "fail"``, is ``failure-mismatch``'s shape and is not scheduled here.)
+    The reported bug is ``[claims] failure_class`` / ``failure`` (kws extension for a fix:
+    the failure of the baseline that the fix addresses; when both are empty, any failure of
+    the baseline is the bug).
+
+    How, after every other check has run: every distinct candidate call the battery made
+    (declared cases first, then derived shapes, then transformed inputs; at most 40 on the
+    CPU, 160 on a GPU; ``workstation.checks.support.replay``) is replayed on the baseline,
+    and both are classified against the reference with the battery's own rule (tolerance,
+    NaN, raised, crashed). Then:
+
+    - the reported bug must *reproduce on the baseline* as claimed: no call of the baseline
+      shows that failure class, ``fail`` (the fix cannot be verified: wrong baseline, or a
+      report that names another failure); it fails only with another class, ``warn``;
+    - it must *not reproduce on the candidate*: a call where the baseline shows the bug and
+      the candidate still fails (in any class: a fix that turns a compile error into a wrong
+      result has not fixed it), ``fail``; a tolerance mismatch on transformed values (large
+      magnitudes, subnormals) is left to ``special-values``, which judges it against a
+      float64 oracle;
+    - *no regression*: a call where the baseline passes and the candidate fails, ``fail``.
+
+    Source of the defect class: fixes that silence the reported symptom (a compile error
+    at a non-power-of-two size) and leave the computation wrong there, or that fix one size
+    and break another: the reason a debugging review reruns the original failure and the
+    cases that passed before.
+
+    Limits: only the inputs the battery ran (bounded by the interpreter's cost on the
+    CPU); a bug that needs a GPU to show (a race, a crash in compiled code) does not
+    reproduce under the Triton interpreter: then the first point is a ``fail`` that a GPU
+    run may reverse, and the evidence says which device ran.
+    """
+
+    id = "fix-vs-baseline"
+    order = 33
+    title = "Debugging fix vs the buggy baseline"
+    phase = "after"
+    kinds = ("debugging",)
+
+    @classmethod
+    def applies(cls, task: Any) -> str:
+        if why := super().applies(task):
+            return why
+        if task.claims.status != "pass":
+            return f"only for a fix under review ([claims] status = \"pass\"); this task claims {task.claims.status!r}"
+        return ""
+
+    def run(self, ctx: CheckContext) -> list[Finding]:
+        task = ctx.task
+        if "baseline" not in task.entry:
+            raise Skip("a fix under review (status = \"pass\") without entry.baseline: there is no buggy code to "
+                       "reproduce the bug on")
+        why = ctx.cannot_run("baseline")
+        if why:
+            raise Skip(f"the baseline ({ctx.backend_of('baseline')}) cannot run here: {why}")
+        stated = bool(task.claims.failure_class or task.claims.failure)
+        claimed, source = claimed_class(task.claims.failure_class, task.claims.failure) if stated else (None, "")
+        if claimed in ("nondeterministic", "slow"):
+            source += f"; a {claimed} bug is not a per-call outcome: any baseline failure counts here " \
+                "(nondeterminism and speedup-claim judge that class)"
+            claimed = None
+        items = replay(ctx, "baseline")
+        device = ctx.device.label
+        base_fail = [it for it in items if it.other.failed]
+        bug = [it for it in base_fail if claimed is None or outcome_class(it.other) == claimed]
+        ev0 = {"claimed": claimed, "claimed_from": source if stated else "no failure stated: any baseline failure",
+               "failure_text": task.claims.failure, "device": device, "replayed": len(items), "outcomes": counts(items)}
+        findings: list[Finding] = []
+        if not bug:
+            if base_fail:
+                other = sorted({outcome_class(it.other) for it in base_fail})
+                first = base_fail[0]
+                findings.append(self.finding(
+                    ctx, "warn",
+                    f"the reported bug ({claimed}) does not reproduce on the baseline as reported: it fails as "
+                    f"{', '.join(other)} instead ({first.line()}: {failure_text(first.other)})",
+                    {**ev0, **_ev(first)}, case=first.case, seed=first.seed))
+                bug = base_fail
+            else:
+                findings.append(self.finding(
+                    ctx, "fail",
+                    f"the reported bug ({claimed or 'any failure'}) does not reproduce on the baseline: it passes all "
+                    f"{len(items)} calls the battery made ({device}), so the fix cannot be verified",
+                    ev0))
+        # where the baseline produced no value to compare with, a tolerance mismatch on
+        # transformed values is special-values' to judge (against its float64 oracle)
+        still = [it for it in bug if it.cand.failed and not (it.valued and it.cand.status == "mismatch")]
+        if still:
+            first = still[0]
+            findings.append(self.finding(
+                ctx, "fail",
+                f"the candidate still fails where the baseline shows the bug: {first.line()}: the baseline "
+                f"{outcome_class(first.other)}, the candidate {failure_text(first.cand)}"
+                + (f" ({len(still)} of {len(bug)} calls that show the bug)" if len(still) > 1 else ""),
+                {**ev0, **_ev(first), "still_failing": [_ev(it) for it in still[:MAX_LISTED]]},
+                case=first.case, seed=first.seed))
+        regress = [it for it in items if it.other.status == "pass" and it.cand.failed]
+        if regress:
+            first = regress[0]
+            findings.append(self.finding(
+                ctx, "fail",
+                f"the fix breaks what worked: {first.line()} passes on the baseline and the candidate "
+                f"{failure_text(first.cand)}" + (f" ({len(regress)} such calls)" if len(regress) > 1 else ""),
+                {**ev0, **_ev(first), "regressions": [_ev(it) for it in regress[:MAX_LISTED]]},
+                case=first.case, seed=first.seed))
+        fixed = [it for it in bug if it.cand.status == "pass"]
+        if not still and not regress and bug:
+            findings.append(self.finding(
+                ctx, "info",
+                f"the fix holds: the baseline shows the bug on {len(bug)} of {len(items)} calls "
+                f"({', '.join(sorted({outcome_class(it.other) for it in bug}))}; e.g. {bug[0].line()}), the candidate "
+                f"passes all {len(fixed)} of them, and no call that passed on the baseline fails on the candidate",
+                {**ev0, "fixed": [_ev(it) for it in fixed[:MAX_LISTED]]}))
+        return findings

@@ -1,0 +1,114 @@
+"""``no-regression``: an optimization that is wrong where the code before it was right."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from workstation.checks.speedup_claim import fmt_ci
+from workstation.checks.support.replay import Replayed, counts, outcome_class, replay
+from workstation.checks.support.timing import measure, plan
+from workstation.checks.support.trials import evidence_of, failure_text
+from workstation.engine.check import Check, Finding, Skip, register
+from workstation.engine.context import CheckContext, case_label
+
+MAX_LISTED = 6
+
+
+def _ev(it: Replayed) -> dict[str, Any]:
+    return {"case": it.case, "seed": it.seed, "input": it.label,
+            "baseline": {"class": outcome_class(it.other), **evidence_of(it.other)},
+            "candidate": {"class": outcome_class(it.cand), **evidence_of(it.cand)}}
+
+
+@register
+class NoRegression(Check):
+    """An optimization that regresses correctness against the code before it, or is slower.
+
+    For ``kind = "optimization"`` with ``entry.baseline`` (the code before the change), after
+    every other check has run: every distinct candidate call the battery made (declared
+    cases, derived shapes, layouts, value variants, the numerics audit's dtype runs; at most
+    40 on the CPU, 160 on a GPU; ``workstation.checks.support.replay``) is replayed on the
+    baseline, and both are judged against the reference with the battery's own rule. A call
+    where the baseline passes and the candidate fails is a ``fail`` (the optimization broke
+    it: a dropped max-subtraction that overflows on large inputs, a vectorised tail that
+    reads past the end); calls where both fail are counted (``info``: the failure is older
+    than the optimization; the other checks report it).
+
+    Speed, by kws's own timing protocol (``docs/timing.md``; the measurement
+    ``speedup-claim`` uses, shared): with a ``[claims] speedup`` it is ``speedup-claim``'s to
+    judge and this check only points there; without one, the measured ratio
+    median(baseline) / median(candidate) with its 95% bootstrap interval is reported, a
+    ``warn`` when the whole interval is below 1 (the optimization is slower than what it
+    replaces). Where timing is not representative (Triton under the interpreter, CUDA on
+    the CPU) the speed is not judged and the finding says why.
+
+    Source of the defect class: optimizations validated only on the benchmark shape or on
+    the author's cases, which trade away the numerical safeguards or the tail handling of
+    the original (the reason performance PRs rerun the original's test matrix).
+    Limits: only the inputs the battery ran.
+    """
+
+    id = "no-regression"
+    order = 35
+    title = "Optimization: no regression against the baseline"
+    phase = "after"
+    kinds = ("optimization",)
+
+    def run(self, ctx: CheckContext) -> list[Finding]:
+        task = ctx.task
+        if "baseline" not in task.entry:
+            raise Skip("an optimization task without entry.baseline: there is no code before the change to compare with")
+        why = ctx.cannot_run("baseline")
+        if why:
+            raise Skip(f"the baseline ({ctx.backend_of('baseline')}) cannot run here: {why}")
+        items = replay(ctx, "baseline")
+        findings: list[Finding] = []
+        regress = [it for it in items if it.other.status == "pass" and it.cand.failed]
+        both = [it for it in items if it.other.failed and it.cand.failed]
+        ev0 = {"replayed": len(items), "outcomes": counts(items), "device": ctx.device.label}
+        if regress:
+            first = regress[0]
+            kinds = sorted({it.label for it in regress})
+            findings.append(self.finding(
+                ctx, "fail",
+                f"the optimization regresses: {first.line()} passes on the baseline and the candidate "
+                f"{failure_text(first.cand)}" + (f" ({len(regress)} such calls: {'; '.join(kinds)})"
+                                                 if len(regress) > 1 else ""),
+                {**ev0, **_ev(first), "regressions": [_ev(it) for it in regress[:MAX_LISTED]]},
+                case=first.case, seed=first.seed))
+        if both:
+            findings.append(self.finding(
+                ctx, "info", f"{len(both)} call(s) fail on the baseline too (older than the optimization; e.g. "
+                f"{both[0].line()}: the baseline {failure_text(both[0].other)})",
+                {**ev0, "both_fail": [_ev(it) for it in both[:MAX_LISTED]]}))
+        if not regress:
+            findings.append(self.finding(
+                ctx, "info", f"no regression: of {len(items)} calls the battery made, every one that passes on the "
+                f"baseline passes on the candidate ({', '.join(f'{k}: {v}' for k, v in counts(items).items())})", ev0))
+        findings += self._speed(ctx)
+        return findings
+
+    def _speed(self, ctx: CheckContext) -> list[Finding]:
+        claim = float(ctx.task.claims.speedup or 0.0)
+        if claim > 0:
+            return [self.finding(ctx, "info", f"the claimed {claim:g}x is judged by speedup-claim (same timing protocol)")]
+        p = plan(ctx)
+        if not p.representative:
+            return [self.finding(ctx, "info", f"speed not judged: {p.reason}")]
+        m = measure(ctx)
+        out = []
+        for ct in m.cases:
+            if ct.ratio is None:
+                out.append(self.finding(ctx, "info", f"case {case_label(ct.case)}: kws could not time candidate and "
+                                        "baseline", {"case": ct.case, "errors": ct.errors, "stopped": ct.stopped},
+                                        case=ct.case))
+                continue
+            r = ct.ratio
+            text = (f"case {case_label(ct.case)}: the candidate is {r.ratio:.3g}x {fmt_ci(r.lo, r.hi)} over the baseline "
+                    f"({ct.primary} cache, 95% CI, {m.device_text()})")
+            sev = "warn" if r.hi < 1.0 else "info"
+            if sev == "warn":
+                text += ": the optimization is slower than the code it replaces"
+            out.append(self.finding(ctx, sev, text, {"case": ct.case, "ratio": r.ratio, "ci": r.as_list(),
+                                                     "condition": ct.primary}, case=ct.case))
+        return out

@@ -1,0 +1,240 @@
+"""``pallas-kernel``: a Pallas candidate's kernels, read from the jaxpr and run strictly."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from workstation.checks.support.ragged import ragged_case
+from workstation.checks.support.trials import cheapest_per_dtype
+from workstation.engine.check import Check, Finding, Skip, register
+from workstation.engine.context import CallOutcome, CheckContext, case_label
+from workstation.protocol.steps import PallasCalls, PallasReadStep, PallasStrict, kind_of
+
+HALF = ("float16", "bfloat16")
+#: declared cases run under the strict interpreter (the cheapest per dtype, at most this many).
+STRICT_CASES = 2
+
+
+def _src(line: dict[str, Any] | None) -> str:
+    return f"{line['file']}:{line['line']}" if line else "(no task line)"
+
+
+@register
+class PallasKernel(Check):
+    """A Pallas candidate's kernels, read statically from the jaxpr and run under Pallas's
+    strict interpreter.
+
+    How: kws wraps ``pallas_call`` in the job child (``workstation.harness.pallas``) and
+    runs every kernel in interpret mode on the CPU (native where JAX finds a GPU/TPU).
+
+    - *The jaxpr reading* (``jax.make_jaxpr`` of each distinct ``pallas_call`` the candidate
+      makes on the cheapest declared case per dtype and on a ragged variant of the first,
+      every integer parameter moved to a legal size no power-of-two block divides): the
+      grid; each block mapping's block shape, its array and the index map evaluated at every
+      grid point, giving the output elements that no grid step writes (``fail``: a grid of
+      ``M // block`` instead of ``pl.cdiv(M, block)`` leaves the ragged tail unwritten: NaN
+      under the interpreter, stale memory on a GPU) and the input blocks that reach past their
+      array (padding reads, ``info``: harmless where rows are independent, wrong if a
+      reduction takes them in unmasked); scratch buffers; every ``dot_general`` with its
+      operand and ``preferred_element_type`` dtypes; read-modify-write accumulations into
+      an output, a scratch buffer or a loop carry of float16/bfloat16 (``warn``: a
+      half-precision accumulator; ``jnp.dot`` without ``preferred_element_type=jnp.float32``
+      on half inputs rounds every partial product to half).
+    - *No kernel*: a candidate that made no ``pallas_call`` on any case computed its output
+      with JAX/XLA or torch ops instead (``fail``; the Pallas analogue of ``fallback``).
+    - *Strict interpretation* on the cheapest declared case of up to two dtypes: every
+      ``pallas_call`` runs in Pallas's TPU interpret mode with
+      ``InterpretParams(out_of_bounds_reads="raise", uninitialized_memory="nan",
+      detect_races=True, num_cores_or_threads=2)``, grid dimensions ``parallel`` unless the
+      kernel states TPU dimension semantics (the GPU's model: every grid step an
+      independent program). An out-of-bounds read inside the kernel (plain interpret mode
+      clamps dynamic slices silently) where the plain run returns is a ``fail``; a result
+      that differs from the reference where the plain run matches (a read of uninitialised
+      scratch or output memory) is a ``fail``; a race between simulated cores (two grid
+      steps writing the same block with no ordering) is a ``warn``.
+
+    Source of the defect classes: the Pallas documentation (grids and BlockSpecs: blocks
+    past the array edge are padded, the grid must cover the output; "parallel" vs
+    "arbitrary" dimension semantics; ``preferred_element_type`` for accumulation), and
+    Pallas's TPU interpret mode (``pltpu.InterpretParams``) built to catch out-of-bounds
+    reads, uninitialised memory and races.
+
+    Limits: the jaxpr is read for the cases run, not for every shape; block kinds other
+    than blocked/squeezed dimensions, dynamic grids and grids above 65536 points are not
+    covered (the evidence says so); the strict pass costs about 0.4-1.2 s per call. JAX's
+    interpreter is not the GPU's or TPU's compiler: Mosaic/Triton lowering limits (block
+    shapes a TPU cannot tile, shared-memory limits) are seen only natively (GPU/TPU box).
+    Skipped when JAX is not installed (``pip install 'kws[pallas]'``).
+    """
+
+    id = "pallas-kernel"
+    order = 30
+    title = "Pallas kernels: grid cover, accumulators, strict interpretation"
+
+    @classmethod
+    def applies(cls, task: Any) -> str:
+        return "" if task.backend == "pallas" else f"only for Pallas candidates; this one is {task.backend}"
+
+    def run(self, ctx: CheckContext) -> list[Finding]:
+        why = ctx.cannot_run("candidate")
+        if why:
+            raise Skip(why)
+        seed = ctx.seeds[0]
+        base = cheapest_per_dtype(ctx)
+        read_cases = list(base)
+        rag = ragged_case(base[0], ctx.task.params)
+        if rag is not None and not ctx.case_filter:
+            read_cases.append(rag)
+        read = ctx.calls([PallasReadStep(cases=read_cases, seed=seed)], memo=True)[0]
+        strict_cases = base[:STRICT_CASES]
+        pairs = [(c, seed) for c in strict_cases]
+        strict = ctx.calls([ctx.call_step("candidate", c, seed, monitors=[PallasStrict(), PallasCalls()])
+                            for c in strict_cases], memo=True)
+        refs = ctx.reference(pairs)
+        plain = ctx.candidate(pairs)
+        findings: list[Finding] = []
+        findings += self._reading(ctx, read, read_cases, rag)
+        findings += self._strict(ctx, strict_cases, strict, refs, plain)
+        return findings
+
+    # -- the jaxpr reading ---------------------------------------------------------------
+
+    def _reading(self, ctx: CheckContext, read: CallOutcome, cases: list[dict[str, Any]],
+                 rag: dict[str, Any] | None) -> list[Finding]:
+        if not read.ok:
+            return [self.finding(ctx, "warn", f"the jaxpr reading did not run: {read.failure_text()}",
+                                 read.failure_evidence())]
+        ex = read.step.extra
+        kernels = ex.get("kernels") or []
+        errs = ex.get("case_errors") or {}
+        calls = ex.get("calls") or []
+        out: list[Finding] = []
+        ran = [i for i in range(len(cases)) if str(i) not in errs]
+        if ran and all(calls[i] == 0 for i in ran if i < len(calls)):
+            out.append(self.finding(
+                ctx, "fail",
+                f"the candidate (backend pallas) made no pallas_call on {len(ran)} case(s) "
+                f"({', '.join(case_label(cases[i]) for i in ran)}): its output comes from JAX/XLA or torch ops, "
+                "not from a Pallas kernel", {"cases": [cases[i] for i in ran], "calls": calls}))
+        for k in kernels:
+            case = cases[k.get("case", 0)]
+            label = f"{k.get('name')} on case {case_label(case)}" + (" (ragged variant)" if case is rag else "")
+            if "error" in k:
+                out.append(self.finding(ctx, "warn", f"{label}: the jaxpr could not be read: {k['error'][:300]}",
+                                        {"kernel": k, "case": case}))
+                continue
+            out += self._cover(ctx, k, case, label)
+            out += self._precision(ctx, k, case, label)
+        if errs:
+            first = next(iter(errs.values()))
+            out.append(self.finding(ctx, "info", f"the candidate raised on {len(errs)} read case(s) "
+                                    f"(correctness and edge-shapes report it): {first.get('type')}: "
+                                    f"{str(first.get('message', ''))[:200]}",
+                                    {"case_errors": {cases[int(i)]["dtype"] + " " + case_label(cases[int(i)]): e
+                                                     for i, e in errs.items()}}))
+        summary = "; ".join(
+            f"{k.get('name')} grid {k.get('grid')} blocks in {[b.get('block_shape') for b in k.get('inputs', [])]} "
+            f"out {[b.get('block_shape') for b in k.get('outputs', [])]}"
+            + (f" scratch {[(s['shape'], s['dtype']) for s in k.get('scratch', [])]}" if k.get("scratch") else "")
+            + (f" dots {[(d['lhs'], d['preferred_element_type']) for d in k.get('dots', [])]}" if k.get("dots") else "")
+            for k in kernels if "error" not in k)
+        out.append(self.finding(ctx, "info", f"read {len(kernels)} pallas_call(s) on {len(cases)} case(s): "
+                                f"{summary or 'none'}", {"kernels": kernels, "cases": cases, "calls": calls}))
+        return out
+
+    def _cover(self, ctx: CheckContext, k: dict[str, Any], case: dict[str, Any], label: str) -> list[Finding]:
+        out = []
+        for j, o in enumerate(k.get("outputs", [])):
+            cov = o.get("cover")
+            if not cov or not cov.get("uncovered"):
+                continue
+            reach = cov.get("reach") or []
+            shape = o.get("array_shape") or []
+            where = " x ".join(f"[0, {r})" for r in reach)
+            out.append(self.finding(
+                ctx, "fail",
+                f"{label}: the grid {k.get('grid')} with output block {o.get('block_shape')} never writes "
+                f"{cov['uncovered']} of {cov['elements']} elements of output {j} {shape} (its blocks reach "
+                f"{where} only): the ragged tail is left unwritten (NaN under the interpreter, stale memory on a "
+                f"GPU); a grid of pl.cdiv(size, block) covers it", {"kernel": k.get("name"), "case": case, "grid":
+                                                                     k.get("grid"), "output": o,
+                                                                     "source": k.get("site")}, case=case))
+        pads = [(j, b) for j, b in enumerate(k.get("inputs", [])) if any(b.get("padding") or [])]
+        if pads:
+            text = "; ".join(f"input {j} block {b['block_shape']} over {b['array_shape']} reaches {b['padding']} "
+                             f"past the end" for j, b in pads)
+            out.append(self.finding(
+                ctx, "info", f"{label}: {text} (padding reads: NaN under the interpreter, undefined on a device; "
+                "harmless where they only feed output elements that are dropped, wrong if a reduction takes them in)",
+                {"kernel": k.get("name"), "case": case, "inputs": [b for _, b in pads]}, case=case))
+        return out
+
+    def _precision(self, ctx: CheckContext, k: dict[str, Any], case: dict[str, Any], label: str) -> list[Finding]:
+        out = []
+        accs = [a for a in k.get("accumulations", []) if a.get("dtype") in HALF]
+        for a in accs:
+            out.append(self.finding(
+                ctx, "warn",
+                f"{label}: a {a['dtype']} accumulator: {a['target']} is read, added to and written back "
+                f"({a['op']}) at {_src(a.get('line'))}: every partial sum is rounded to {a['dtype']} (8 or 11 "
+                "significant bits); accumulate in float32 (an f32 scratch buffer or carry) and round once",
+                {"kernel": k.get("name"), "case": case, "accumulation": a,
+                 **({"source": a["line"]} if a.get("line") else {})}, case=case))
+        half_dots = [d for d in k.get("dots", []) if d.get("lhs") in HALF and d.get("out") in HALF]
+        for d in half_dots:
+            sev = "warn" if accs or any(a for a in k.get("accumulations", [])) else "info"
+            out.append(self.finding(
+                ctx, sev,
+                f"{label}: jnp.dot/dot_general of {d['lhs']} x {d['rhs']} at {_src(d.get('line'))} returns "
+                f"{d['out']} (preferred_element_type {d['preferred_element_type']}): each tile product is rounded "
+                f"to {d['out']} before it is used" + ("" if sev == "info" else " and then accumulated")
+                + "; pass preferred_element_type=jnp.float32",
+                {"kernel": k.get("name"), "case": case, "dot": d, **({"source": d["line"]} if d.get("line") else {})},
+                case=case))
+        return out
+
+    # -- strict interpretation ---------------------------------------------------------
+
+    def _strict(self, ctx: CheckContext, cases: list[dict[str, Any]], strict: list[CallOutcome],
+                refs: list[CallOutcome], plain: list[CallOutcome]) -> list[Finding]:
+        out: list[Finding] = []
+        seed = ctx.seeds[0]
+        clean = []
+        for case, s, r, p in zip(cases, strict, refs, plain, strict=True):
+            label = f"case {case_label(case)} (seed {seed})"
+            mon = ((s.step.extra.get("monitors") or {}).get(kind_of(PallasStrict)) or {}) if s.step else {}
+            races = [n for n, v in (mon.get("kernels") or {}).items() if v.get("races")]
+            ev = {"case": case, "seed": seed, "strict": mon.get("strict"), "kernels": mon.get("kernels")}
+            if not s.ok:
+                if p.ok:
+                    msg = (s.error or {}).get("message", "") if s.step else s.death
+                    kind = "an out-of-bounds read inside the kernel" if "out-of-bounds" in msg.lower() else \
+                        "an error"
+                    out.append(self.finding(
+                        ctx, "fail", f"{label}: under the strict interpreter (out-of-bounds reads raise) the candidate "
+                        f"{s.failure_text()}: {kind} that plain interpret mode hides (it clamps dynamic slices)",
+                        {**ev, **s.failure_evidence()}, case=case, seed=seed))
+                continue
+            if races:
+                out.append(self.finding(
+                    ctx, "warn", f"{label}: race detected in {', '.join(races)}: two grid steps on different simulated "
+                    "cores write the same block with no ordering (every grid step is an independent program on a GPU; on a "
+                    "TPU only an 'arbitrary' dimension runs in order)", ev, case=case, seed=seed))
+            if r.ok and p.ok:
+                strict_ok = all(c.ok for c in ctx.compare(r, s, case))
+                plain_ok = all(c.ok for c in ctx.compare(r, p, case))
+                if plain_ok and not strict_ok:
+                    bad = next(c for c in ctx.compare(r, s, case) if not c.ok)
+                    out.append(self.finding(
+                        ctx, "fail", f"{label}: with uninitialised memory NaN (strict interpreter) the candidate no longer "
+                        f"matches the reference ({bad.reason}): the kernel reads scratch or output memory it never "
+                        "wrote", {**ev, "comparison": bad.evidence()}, case=case, seed=seed))
+                    continue
+            if not races:
+                clean.append(case)
+        if clean:
+            out.append(self.finding(
+                ctx, "info", f"strict interpretation (out-of-bounds reads raise, uninitialised memory NaN, race "
+                f"detection on 2 cores) found nothing on {', '.join(case_label(c) for c in clean)}",
+                {"cases": clean}))
+        return out

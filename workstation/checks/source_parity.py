@@ -1,0 +1,186 @@
+"""``source-parity``: a translation or migration against its source, on the same inputs."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+
+from workstation.analysis.compare import compare
+from workstation.checks.support.ragged import ragged_case
+from workstation.checks.support.replay import Replayed, outcome_class, replay
+from workstation.checks.support.trials import cheapest_per_dtype, evidence_of, failure_text
+from workstation.engine.check import Check, Finding, Skip, register
+from workstation.engine.context import CheckContext, case_label
+from workstation.protocol.steps import CallStep, Nonfinite, SignedZeros
+
+MAX_LISTED = 6
+
+
+def _direct(ctx: CheckContext, it: Replayed) -> tuple[bool, list[dict[str, Any]], str]:
+    """Candidate against the source (expected) at the task's tolerance, NaN equal to NaN at
+    the same place: (close, per-output evidence, first reason)."""
+    c, o = it.cand.cand, it.other_out
+    if c is None or not c.ok or not o.ok:
+        return False, [], ""
+    evs, ok, reason = [], True, ""
+    for j in range(max(len(c.outputs), len(o.outputs))):
+        if j >= len(c.outputs) or j >= len(o.outputs):
+            return False, evs, f"the source returns {len(o.outputs)} outputs, the candidate {len(c.outputs)}"
+        e, g = o.outputs[j], c.outputs[j]
+        cmp = compare(e.values, g.values, ctx.tolerance(it.case, e.dtype), expected_dtype=e.dtype, got_dtype=g.dtype,
+                      nonfinite_ok=True)
+        ev = cmp.evidence()
+        ev["bitwise_equal"] = bool(e.values.shape == g.values.shape and e.dtype == g.dtype
+                                   and np.array_equal(e.values, g.values, equal_nan=True))
+        evs.append(ev)
+        if not cmp.ok and ok:
+            ok, reason = False, cmp.reason
+    return ok, evs, reason
+
+
+@register
+class SourceParity(Check):
+    """A translation or migration that does not do what its source does, on the same inputs.
+
+    For ``kind = "translation"`` and ``"migration"`` the source implementation is
+    ``entry.baseline`` (task format v1: "the source of a translation"; the display-only
+    ``original`` file never runs). Where the source can run (Triton, torch, Pallas on the
+    CPU; CUDA on a GPU), kws runs it on exactly the inputs the candidate got and compares
+    the two directly, at the task's tolerance with NaN equal to NaN at the same place, not
+    only each against the reference.
+
+    Inputs: every distinct candidate call of the battery (declared cases, derived shapes,
+    layouts, value variants; ``workstation.checks.support.replay``), plus a ragged variant of
+    the cheapest declared case (every integer size moved to a legal size no power-of-two
+    block divides: the masking of tails), that case with one NaN, +inf and -inf per row
+    (NaN propagation) and with signed zeros (rounding and sign handling).
+
+    Verdicts per call where candidate and source differ beyond the tolerance: the source
+    matches the reference and the candidate does not, ``fail`` (a translation error: the
+    source gets this input right); the candidate matches and the source does not, ``info``
+    (the translation changed, or fixed, the source's behaviour); both fail, ``info``
+    (``correctness`` and the rest report the candidate); no reference verdict because the
+    input is outside the spec's domain (non-finite values where ``nonfinite_inputs`` is
+    false), ``info`` naming the difference (e.g. the source propagates NaN, the candidate
+    returns 0), ``warn`` where the contract admits non-finite inputs. Calls where they
+    agree are counted (bitwise equal or within tolerance) in an ``info`` summary.
+
+    Source of the defect class: ports that drop an upcast, a mask on the tail, or NaN
+    propagation that the source had (e.g. a Pallas kernel's ``astype(jnp.float32)`` lost in
+    the Triton version), which a comparison against a lenient reference alone can miss.
+
+    Limits: a CUDA source runs only on a GPU (``skip`` on the CPU, with the reason); a
+    source written for an old toolchain runs only where that toolchain is (the task ships a
+    compatibility shim or the check is ``skip``); at most 40 replayed calls on the CPU.
+    """
+
+    id = "source-parity"
+    order = 34
+    title = "Translation/migration vs its source, same inputs"
+    phase = "after"
+    kinds = ("translation", "migration")
+
+    def run(self, ctx: CheckContext) -> list[Finding]:
+        task = ctx.task
+        if "baseline" not in task.entry:
+            raise Skip("no entry.baseline: the source of the translation is not runnable (the `original` file is "
+                       "display-only), so candidate and source cannot be compared directly")
+        why = ctx.cannot_run("baseline")
+        if why:
+            raise Skip(f"the source ({ctx.backend_of('baseline')}, entry.baseline) cannot run here: {why}")
+        seed = ctx.seeds[0]
+        base = cheapest_per_dtype(ctx)[0]
+        extra: list[tuple[CallStep, str]] = []
+        if not ctx.case_filter:
+            rag = ragged_case(base, task.params)
+            if rag is not None:
+                extra.append((ctx.call_step("candidate", rag, seed), "ragged sizes"))
+            extra.append((ctx.call_step("candidate", base, seed, transforms=[Nonfinite(seed=seed)]),
+                          "one nan, +inf, -inf per row"))
+            extra.append((ctx.call_step("candidate", base, seed, transforms=[SignedZeros(seed=seed)]),
+                          "signed zeros"))
+        items = replay(ctx, "baseline", extra)
+        findings: list[Finding] = []
+        agree_bits, agree_tol, diffs = 0, 0, []
+        broken_source = []
+        for it in items:
+            if not it.other_out.ok:
+                broken_source.append(it)
+                continue
+            if it.cand.cand is None or not it.cand.cand.ok:
+                diffs.append((it, [], "the candidate " + (it.cand.reason or "raised")))
+                continue
+            ok, evs, reason = _direct(ctx, it)
+            if ok:
+                if evs and all(e.get("bitwise_equal") for e in evs):
+                    agree_bits += 1
+                else:
+                    agree_tol += 1
+                continue
+            diffs.append((it, evs, reason))
+        translation_errors, changed, both, outside = [], [], [], []
+        for it, evs, reason in diffs:
+            c_ok, s_ok = it.cand.status == "pass", it.other.status == "pass"
+            if it.other.status == "dropped" or it.cand.status == "dropped":
+                outside.append((it, evs, reason))
+            elif s_ok and not c_ok:
+                translation_errors.append((it, evs, reason))
+            elif c_ok and not s_ok:
+                changed.append((it, evs, reason))
+            else:
+                both.append((it, evs, reason))
+
+        def ev_of(it: Replayed, evs: list[dict[str, Any]], reason: str) -> dict[str, Any]:
+            return {"case": it.case, "seed": it.seed, "input": it.label, "candidate_vs_source": evs,
+                    "difference": reason, "candidate": {"class": outcome_class(it.cand), **evidence_of(it.cand)},
+                    "source": {"class": outcome_class(it.other), **evidence_of(it.other)}}
+
+        if translation_errors:
+            it, evs, reason = translation_errors[0]
+            findings.append(self.finding(
+                ctx, "fail",
+                f"the source gets {it.line()} right and the candidate does not: {failure_text(it.cand)}; candidate vs "
+                f"source on the same inputs: {reason or 'the candidate did not return'}"
+                + (f" ({len(translation_errors)} such calls)" if len(translation_errors) > 1 else ""),
+                {**ev_of(it, evs, reason), "all": [ev_of(*t) for t in translation_errors[:MAX_LISTED]]},
+                case=it.case, seed=it.seed))
+        if changed:
+            it, evs, reason = changed[0]
+            findings.append(self.finding(
+                ctx, "info",
+                f"the candidate matches the reference where its source does not, on {len(changed)} call(s) (e.g. "
+                f"{it.line()}: the source {failure_text(it.other)}): the translation changes the source's behaviour",
+                {**ev_of(it, evs, reason), "all": [ev_of(*t) for t in changed[:MAX_LISTED]]},
+                case=it.case, seed=it.seed))
+        if both:
+            it, evs, reason = both[0]
+            findings.append(self.finding(
+                ctx, "info", f"candidate and source both fail against the reference, differently, on {len(both)} "
+                f"call(s) (e.g. {it.line()}: {reason})", {"all": [ev_of(*t) for t in both[:MAX_LISTED]]},
+                case=it.case, seed=it.seed))
+        if outside:
+            it, evs, reason = outside[0]
+            sev = "warn" if task.contract.nonfinite_inputs else "info"
+            findings.append(self.finding(
+                ctx, sev, f"outside the reference's verdict ({it.other.reason or it.cand.reason}), candidate and source "
+                f"differ on {len(outside)} call(s): {it.line()}: {reason}"
+                + ("" if sev == "warn" else " (non-finite inputs are outside the spec's domain: semantics, not a defect)"),
+                {"all": [ev_of(*t) for t in outside[:MAX_LISTED]]}, case=it.case, seed=it.seed))
+        if broken_source:
+            it = broken_source[0]
+            findings.append(self.finding(
+                ctx, "info", f"the source itself did not return on {len(broken_source)} of {len(items)} calls (e.g. "
+                f"{it.line()}: {it.other_out.failure_text()}): not compared there",
+                {"calls": [{"case": b.case, "seed": b.seed, "input": b.label, **b.other_out.failure_evidence()}
+                           for b in broken_source[:MAX_LISTED]]}))
+        compared = agree_bits + agree_tol + len(diffs)
+        findings.append(self.finding(
+            ctx, "info",
+            f"candidate vs source ({ctx.backend_of('candidate')} vs {ctx.backend_of('baseline')}) on the same inputs: "
+            f"{compared} of {len(items)} calls compared directly: {agree_bits} bitwise equal, {agree_tol} within the "
+            f"tolerance, {len(diffs)} differ ({', '.join(sorted({it.label.split(':')[0] for it in items}))})",
+            {"compared": compared, "bitwise_equal": agree_bits, "within_tolerance": agree_tol, "differ": len(diffs),
+             "calls": [{"case": it.case, "seed": it.seed, "input": it.label} for it in items],
+             "cases": sorted({case_label(it.case) for it in items})}))
+        return findings

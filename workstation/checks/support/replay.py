@@ -1,0 +1,166 @@
+"""The battery's candidate calls replayed on another role (the baseline), for the checks of
+task kinds that compare a candidate with the code before the change or with the source of a
+translation (``fix-vs-baseline``, ``source-parity``, ``no-regression``).
+
+"The cases the battery runs" are the ``call`` steps every other check of the run executed
+(:meth:`~workstation.engine.context.CheckContext.call_log`): the declared cases and seeds,
+the derived shapes of ``edge-shapes``, the layouts of ``noncontiguous``, the value
+variants of ``special-values``, the dtype and long-reduction runs of the numerics audit.
+:func:`replay` takes each distinct candidate step that ran without monitors and whose
+reference step (the same case, seed and transforms) ran too, in that order of priority
+(declared cases, then derived shapes, then transformed inputs) up to a cap, reruns it with
+the role replaced (memoised, so two checks share the runs), and classifies both roles
+against the reference with the battery's own rule (:func:`~.trials.classify`). The
+declared cases are always included (run here when no other check ran them, e.g. with
+``--only``).
+
+Same imports as the checks.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+from typing import Any
+
+import msgspec
+
+from workstation.checks.support.trials import Trial, TrialResult, classify
+from workstation.engine.context import CallOutcome, CheckContext, case_label
+from workstation.protocol.steps import CallStep, Layout, ValueTransform, kind_of, memo_key
+
+#: most replayed steps on the CPU (interpreter) and on a GPU.
+CPU_MAX_STEPS = 40
+GPU_MAX_STEPS = 160
+
+
+@dataclass(eq=False)
+class Replayed:
+    """One battery call and its replay: ``label`` says what kind of input it was; ``cand``
+    / ``other`` are the candidate's and the other role's results against the reference."""
+
+    step: CallStep
+    label: str
+    ref: CallOutcome
+    cand: TrialResult
+    other: TrialResult
+    other_out: CallOutcome
+
+    @property
+    def valued(self) -> bool:
+        """True when the inputs' values were transformed (large magnitudes, subnormals, signed
+        zeros...): there the declared tolerance may not scale, and ``special-values`` judges
+        the candidate alone against a float64 oracle."""
+        return any(isinstance(t, ValueTransform) for t in self.step.transforms)
+
+    @property
+    def case(self) -> dict[str, Any]:
+        return dict(self.step.case)
+
+    @property
+    def seed(self) -> int:
+        return int(self.step.seed)
+
+    def line(self) -> str:
+        return f"case {case_label(self.case)} seed {self.seed} ({self.label})"
+
+
+def outcome_class(r: TrialResult) -> str:
+    """The contract's failure class of a classified result, or ``pass`` / ``dropped``:
+    ``mismatch``, ``nan``, ``compile-error``, ``runtime-error``, ``crash``, ``timeout``."""
+    if r.status in ("pass", "dropped"):
+        return r.status
+    if r.status == "nonfinite":
+        return "nan"
+    if r.status == "mismatch":
+        return "mismatch"
+    return (r.klass or "runtime-error").split(":")[0]
+
+
+def _label(step: CallStep, declared: set[str]) -> tuple[int, str]:
+    key = json.dumps(step.case, sort_keys=True)
+    if not step.transforms:
+        return (0, "declared case") if key in declared else (1, "derived shape")
+    names = []
+    for t in step.transforms:
+        d = msgspec.to_builtins(t)
+        extra = d.get("kind") or d.get("mode") or d.get("dist") or d.get("dtype") or ""
+        names.append(f"{kind_of(t)}{':' + str(extra) if extra else ''}")
+    return 2, "inputs: " + ", ".join(names)
+
+
+def _reference_step(s: CallStep) -> CallStep:
+    """The reference step the battery pairs with candidate step ``s``: the same step, but
+    a layout transform (same values in another memory layout) is the reference's only for
+    ``expand`` (materialised), as ``noncontiguous`` runs it."""
+    ts = []
+    for t in s.transforms:
+        if isinstance(t, Layout):
+            if t.kind == "expand":
+                ts.append(msgspec.structs.replace(t, materialize=True))
+            continue
+        ts.append(t)
+    return msgspec.structs.replace(s, role="reference", transforms=ts)
+
+
+def battery_calls(ctx: CheckContext, limit: int | None = None) -> list[tuple[CallStep, str, CallOutcome, CallOutcome]]:
+    """(candidate step, label, candidate outcome, reference outcome) for the distinct
+    candidate calls of the run (module doc), declared cases first, at most ``limit``."""
+    pairs = ctx.declared_pairs()
+    ctx.reference(pairs)
+    ctx.candidate(pairs)
+    declared = {json.dumps(c, sort_keys=True) for c in ctx.cases}
+    log = ctx.call_log()
+    by_key = {memo_key(s): o for s, o in log}
+    seen: set[str] = set()
+    found: list[tuple[int, int, CallStep, str, CallOutcome, CallOutcome]] = []
+    for n, (s, o) in enumerate(log):
+        if s.role != "candidate" or s.monitors or s.repeat != 1:
+            continue
+        k = memo_key(s)
+        if k in seen:
+            continue
+        seen.add(k)
+        ref = by_key.get(memo_key(_reference_step(s)))
+        if ref is None:
+            continue
+        prio, label = _label(s, declared)
+        found.append((prio, n, s, label, o, ref))
+    found.sort(key=lambda t: (t[0], t[1]))
+    cap = limit if limit is not None else (GPU_MAX_STEPS if ctx.on_gpu else CPU_MAX_STEPS)
+    return [(s, label, o, ref) for _, _, s, label, o, ref in found[:cap]]
+
+
+def replay(ctx: CheckContext, role: str, extra: list[tuple[CallStep, str]] | None = None,
+           limit: int | None = None) -> list[Replayed]:
+    """The battery's candidate calls (plus ``extra`` candidate steps with labels, run here
+    for both roles and the reference) replayed on ``role``, each classified against the
+    reference.
+
+    Raises:
+        Skip: ``role``'s code cannot run here (from the context).
+    """
+    calls = battery_calls(ctx, limit)
+    if extra:
+        have = {memo_key(s) for s, *_ in calls}
+        new = [(s, lab) for s, lab in extra if memo_key(s) not in have]
+        if new:
+            cand = ctx.calls([s for s, _ in new], memo=True)
+            refs = ctx.calls([_reference_step(s) for s, _ in new], memo=True)
+            calls += [(s, lab, c, r) for (s, lab), c, r in zip(new, cand, refs, strict=True)]
+    others = ctx.calls([msgspec.structs.replace(s, role=role) for s, *_ in calls], memo=True)
+    out = []
+    for (s, label, c, r), o in zip(calls, others, strict=True):
+        t = Trial(dict(s.case), int(s.seed), label, list(_reference_step(s).transforms), list(s.transforms))
+        drop = not ctx.task.contract.nonfinite_inputs
+        out.append(Replayed(s, label, r, classify(ctx, t, r, c, drop), classify(ctx, t, r, o, drop), o))
+    return out
+
+
+def counts(items: list[Replayed]) -> dict[str, int]:
+    """How many replayed calls each (candidate, other) outcome pair has."""
+    out: dict[str, int] = {}
+    for it in items:
+        k = f"candidate {outcome_class(it.cand)} / other {outcome_class(it.other)}"
+        out[k] = out.get(k, 0) + 1
+    return out
