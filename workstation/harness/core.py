@@ -183,6 +183,12 @@ class JobContext:
             sys.path.insert(0, str(self.task_dir))
         if INTERPRETER:
             _patch_autotuner_for_interpreter()
+            from workstation.harness import fidelity
+
+            self.fidelity = fidelity.install()
+            self.fidelity["device_stand_in"] = fidelity.device_stand_in()
+        else:
+            self.fidelity = {"installed": False, "errors": []}
 
     @property
     def device_name(self) -> str:
