@@ -249,7 +249,8 @@ class CheckContext:
             if died is None:
                 break
             if not job.died:  # the child ended normally without writing a step: a kws bug
-                raise RuntimeError(f"harness wrote no result for step {start + died}: {job.stderr_tail[-2000:]}")
+                why = "; ".join(job.wire_errors) or job.stderr_tail[-2000:]
+                raise RuntimeError(f"harness wrote no readable result for step {start + died}: {why}")
             outcomes[start + died] = CallOutcome(
                 steps[start + died], None, death=job.describe_death(), death_status=job.status,
                 signal_name=job.signal_name, stdout_tail=job.stdout_tail, stderr_tail=job.stderr_tail,

@@ -120,7 +120,8 @@ def tensor_digest(t: torch.Tensor) -> str:
 
 def encode_tensor(t: Any) -> tuple[dict[str, Any], np.ndarray]:
     """(metadata, array) for one output: float dtypes as float64 (exact up to fp32),
-    integers as int64, bool as bool, complex as complex128.
+    integers as int64, bool as bool, complex as complex128; the array has the tensor's
+    shape, ``()`` for a 0-d tensor.
 
     Raises:
         TypeError: ``t`` is not a tensor.
@@ -148,7 +149,9 @@ def encode_tensor(t: Any) -> tuple[dict[str, Any], np.ndarray]:
         arr = c.numpy()
     else:
         arr = c.to(torch.int64).numpy()
-    return meta, np.ascontiguousarray(arr)
+    # np.require keeps a 0-d array 0-d (np.ascontiguousarray makes it shape (1,)): a
+    # scalar output (a mean- or sum-reduced loss) round-trips as shape ().
+    return meta, np.require(arr, requirements="C")
 
 
 def _patch_autotuner_for_interpreter() -> None:
