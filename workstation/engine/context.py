@@ -204,9 +204,11 @@ class CheckContext:
         return [dict(self.case_filter)] if self.case_filter else [dict(c) for c in self.task.cases]
 
     def tolerance(self, case: dict[str, Any], out_dtype: str) -> ResolvedTolerance:
-        """The declared tolerance for ``case`` (per-dtype override by the case dtype),
-        completed with torch.testing's defaults for ``out_dtype``."""
-        return resolve_tolerance(self.task.tolerance_for(case.get("dtype", "")), out_dtype)
+        """The declared tolerance for ``case`` (per-dtype override by the case dtype, then
+        the kws extensions ``[[case_tolerance]]`` and ``[tolerance_rule]``, see
+        :meth:`Task.tolerance_for_case`), completed with torch.testing's defaults for
+        ``out_dtype``."""
+        return resolve_tolerance(self.task.tolerance_for_case(case), out_dtype)
 
     def repro(self, check: str, case: dict[str, Any] | None = None, seed: int | None = None) -> str:
         """A shell command that reruns ``check`` (on ``case`` and ``seed`` when given)."""
@@ -230,7 +232,8 @@ class CheckContext:
         t = self.task
         return self.runner.run(t.dir, steps, timeout=60 + st * len(steps) * 1.5, exclusive=exclusive,
                                entry={k: str(v) for k, v in t.entry.items()}, out_args=list(t.out_args),
-                               inout_args=list(t.inout_args), step_timeout=st)
+                               inout_args=list(t.inout_args), step_timeout=st,
+                               helper_dirs=[str(h) for h in t.helper_dirs])
 
     def run_steps(self, steps: list[Step], *, step_timeout: float | None = None) -> list[CallOutcome]:
         """Run steps in as few children as possible: when a child dies in step k, step k

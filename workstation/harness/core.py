@@ -184,6 +184,9 @@ class JobContext:
         self._modules: dict[str, Any] = {}
         if str(self.task_dir) not in sys.path:
             sys.path.insert(0, str(self.task_dir))
+        for i, h in enumerate(job.helper_dirs):  # the queue's shared helpers, after the task
+            if h not in sys.path:
+                sys.path.insert(1 + i, h)
         if INTERPRETER:
             _patch_autotuner_for_interpreter()
             from workstation.harness import fidelity

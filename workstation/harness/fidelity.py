@@ -633,7 +633,7 @@ def _wrap_jit_class() -> None:
             return base.__call__(self, *args, **kwargs)
 
         def __getitem__(self, grid: Any) -> Any:
-            return lambda *args, **kwargs: self.run(grid=grid, warmup=False, *args, **kwargs)
+            return lambda *args, **kwargs: self.run(*args, grid=grid, warmup=False, **kwargs)
 
         @property
         def cache_key(self) -> str:  # type: ignore[override]

@@ -180,6 +180,19 @@ class TritonLaunchRecords(_Monitor, tag="triton_launch_records", kw_only=True):
     compile (:mod:`workstation.harness.aot_capture`)."""
 
 
+class KeepFloat64(_Monitor, tag="keep_float64", kw_only=True):
+    """While the role runs (on float64 inputs: the oracle), every aten op asked for a
+    narrower float dtype (``x.float()``, ``.to(torch.float16)``, a float32 factory) gets
+    float64 instead, so a reference that casts internally still computes an oracle.
+    Reports ``{"kept": {op: n}, "total": n}``."""
+
+
+class PoisonMaskedLoads(_Monitor, tag="poison_masked_loads", kw_only=True):
+    """While the role runs under the Triton interpreter, masked lanes of ``tl.load``
+    without ``other=`` read NaN (floats) or the 0x5A sentinel (ints), as undefined lanes
+    may on a GPU. Reports ``{"active": bool, "poisoned_lanes": n}``."""
+
+
 class NumCallers(_Monitor, tag="num_callers", kw_only=True):
     """Count Python calls into functions defined in the task file ``file`` (path relative
     to the task folder) while the call runs (:mod:`workstation.harness.numerics`)."""
@@ -187,7 +200,7 @@ class NumCallers(_Monitor, tag="num_callers", kw_only=True):
     file: str
 
 
-Monitor = AtenOps | TritonLaunches | TritonLaunchRecords | NumCallers
+Monitor = AtenOps | TritonLaunches | TritonLaunchRecords | NumCallers | KeepFloat64 | PoisonMaskedLoads
 
 
 # ----------------------------------------------------------------------------- steps
@@ -403,6 +416,8 @@ class Job(msgspec.Struct, frozen=True, forbid_unknown_fields=True, kw_only=True)
         out_dir: where the child writes ``step-<i>.*`` (absolute path).
         device: ``"cpu"`` or ``"cuda"``.
         steps: run in order.
+        helper_dirs: folders put on ``sys.path`` after the task copy (a queue's shared
+            helper folder, ``queue.toml`` ``helpers``; read-only to the task).
     """
 
     entry: dict[str, str] = {}
@@ -412,6 +427,7 @@ class Job(msgspec.Struct, frozen=True, forbid_unknown_fields=True, kw_only=True)
     out_dir: str
     device: Literal["cpu", "cuda"] = "cpu"
     steps: list[Step]
+    helper_dirs: list[str] = []
 
 
 # ----------------------------------------------------------------------------- encoding

@@ -4,7 +4,9 @@ A queue is a git repository with ``tasks/<task-id>/task.toml`` folders (task for
 "A queue"). ``queue.toml`` is optional; its keys (documented in ``docs/task-format.md``):
 
 - ``name``: the queue's display name (default: the folder's name);
-- ``rubric``: the rubric id verdicts use (default ``kernel-review``).
+- ``rubric``: the rubric id verdicts use (default ``kernel-review``);
+- ``helpers`` (kws extension): a folder of helper modules every task may import
+  (:mod:`workstation.task.helpers`).
 
 Unknown keys are warnings, as in task.toml. Every component that needs queue settings
 (the CLI, the queue screen's index, the rubric lookup) reads them through
@@ -33,6 +35,7 @@ class QueueFile(Struct, frozen=True):
 
     name: Annotated[str, Meta(description="a string", max_length=200)] | None = None
     rubric: Annotated[str, Meta(description="a rubric id", pattern=r"^[a-z0-9][a-z0-9._-]*$")] | None = None
+    helpers: Annotated[str, Meta(description="a folder name", max_length=200)] | None = None
 
 
 @dataclass(frozen=True)
@@ -59,6 +62,10 @@ def read_queue_config(root: Path | str) -> QueueConfig:
     data = read_toml(qt)
     doc = convert(data, QueueFile, file=qt)
     warnings = tuple(Problem(qt, k, "unknown key (ignored)") for k in unknown_keys(data, QueueFile))
+    if doc.helpers is not None:
+        from workstation.task.helpers import queue_helpers_dir
+
+        queue_helpers_dir(root)  # raises the Problem naming queue.toml's helpers key
     return QueueConfig(root, doc.name or root.name, doc.rubric or DEFAULT_RUBRIC, warnings)
 
 

@@ -1,0 +1,5 @@
+import torch
+
+
+def colsum(x):
+    return x.sum(dim=0)
