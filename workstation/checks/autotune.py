@@ -225,7 +225,8 @@ class Autotune(Check):
                        "correctness reports it")
         ats = st.extra.get("autotuners") or []
         if not ats:
-            raise Skip("the candidate has no autotuned kernel (no triton Autotuner instance after import)")
+            raise Skip("the candidate has no autotuned kernel (no triton Autotuner instance after import, in the "
+                       "task's modules or the installed packages it imports)")
         by_name = {k.name: k for k in kernels}
         refs = ctx.reference([(c, seed) for c in cases])
         findings: list[Finding] = []

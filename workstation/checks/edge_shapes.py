@@ -31,6 +31,7 @@ from workstation.checks.support.trials import (
 )
 from workstation.engine.check import Check, Finding, Skip, register
 from workstation.engine.context import CheckContext, case_label
+from workstation.protocol.steps import PoisonMaskedLoads
 from workstation.task.model import ParamSpec
 
 # CPU budget (Triton interpreter): measured candidate seconds for the derived cases (run in
@@ -206,7 +207,8 @@ class EdgeShapes(Check):
             if k in seen or not all(specs[p].allows(case[p]) for p in params) or not cost.fits(case, params):
                 continue
             seen.add(k)
-            trials.append(Trial(case, seed, why))
+            # masked lanes of loads without other= read poison, as undefined lanes may on a GPU
+            trials.append(Trial(case, seed, why, cand_monitors=[PoisonMaskedLoads()]))
             if len(trials) >= limit:
                 break
         return trials

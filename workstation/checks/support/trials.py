@@ -39,6 +39,8 @@ class Trial:
     ref_transforms: list[Transform] = field(default_factory=list)
     cand_transforms: list[Transform] = field(default_factory=list)
     info: dict[str, Any] = field(default_factory=dict)
+    #: monitors around the candidate's call (``PoisonMaskedLoads`` for derived shapes).
+    cand_monitors: list[Any] = field(default_factory=list)
 
 
 @dataclass(eq=False)
@@ -121,7 +123,8 @@ def run_trials(ctx: CheckContext, trials: list[Trial], *, drop_nonfinite_ref: bo
         return []
     rkw = dict(ref_extra or {})
     ref_steps = [ctx.call_step("reference", t.case, t.seed, transforms=t.ref_transforms, **rkw) for t in trials]
-    cand_steps = [ctx.call_step("candidate", t.case, t.seed, transforms=t.cand_transforms) for t in trials]
+    cand_steps = [ctx.call_step("candidate", t.case, t.seed, transforms=t.cand_transforms,
+                                **({"monitors": list(t.cand_monitors)} if t.cand_monitors else {})) for t in trials]
     if budget_timeout is not None:
         def go(steps):
             return ctx.run_steps(steps, step_timeout=budget_timeout)
