@@ -26,6 +26,7 @@ from workstation.checks.support.trials import (
     case_key,
     evidence_of,
     failure_text,
+    oracle_judgement,
     run_trials,
     same_failure,
 )
@@ -358,6 +359,15 @@ class EdgeShapes(Check):
               "first_found": evidence_of(start) if shrunk else None,
               "shrink_path": path, "failing_cases": [r.trial.case for r in rs],
               "per_parameter": pattern["per_param"]}
+        if klass == "mismatch":
+            # a float64 oracle tells a candidate error from a reference that is off itself
+            ev["oracle"] = verdict = oracle_judgement(ctx, best)
+            if verdict.get("available") and verdict["candidate_within"] and not verdict["reference_within"]:
+                return self.finding(
+                    ctx, "warn", summary + f"; but the candidate is within tolerance of the float64 oracle "
+                    f"(error {verdict['candidate_max_err']:.3g}) and the reference is not "
+                    f"({verdict['reference_max_err']:.3g}): the reference is off at this shape",
+                    ev, case=best.trial.case, seed=best.trial.seed)
         return self.finding(ctx, "fail", summary, ev, case=best.trial.case, seed=best.trial.seed)
 
     def _report_single(self, ctx: CheckContext, r: TrialResult) -> list[Finding]:
