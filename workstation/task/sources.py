@@ -254,3 +254,27 @@ class TaskSources:
         for sf, _ in self.closure(rel):
             mods |= sf.imported_modules()
         return mods
+
+
+def installed_versions(sources: TaskSources, files: Iterable[str]) -> dict[str, str]:
+    """Versions of the installed distributions that ``files`` of the task (and the task
+    files they import) import, by distribution name (``{"liger_kernel": "0.8.5"}``): read
+    from package metadata (``importlib.metadata``), never by importing. The standard
+    library and modules of the task itself are left out."""
+    import importlib.metadata as md
+    import sys
+
+    tops: set[str] = set()
+    for f in files:
+        for m in sources.all_imports(f):
+            tops.add(m.split(".")[0])
+    tops -= set(getattr(sys, "stdlib_module_names", ()))
+    dists = md.packages_distributions()
+    out: dict[str, str] = {}
+    for top in sorted(tops):
+        for dist in dists.get(top, ()):
+            try:
+                out[dist.replace("-", "_").lower()] = md.version(dist)
+            except md.PackageNotFoundError:
+                continue
+    return out
