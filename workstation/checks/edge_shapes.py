@@ -293,7 +293,8 @@ class EdgeShapes(Check):
                 for v in (b // 2, 3 * b // 2):
                     c = {**base, p: v}
                     if b >= 4 and specs[p].allows(v) and case_key(c) not in known:
-                        tries.append(Trial(c, base_seed(ctx), f"{p}={v} (is {b // 2} the block that divides?)"))
+                        tries.append(Trial(c, base_seed(ctx), f"{p}={v} (is {b // 2} the block that divides?)",
+                                           cand_monitors=[PoisonMaskedLoads()]))
             if not tries:
                 break
             res = run_trials(ctx, tries, budget_timeout=None if ctx.on_gpu else cost.call_limit_s)
@@ -319,7 +320,8 @@ class EdgeShapes(Check):
                 for w in shrink_values(best.trial.case[p], specs[p]):
                     c = {**best.trial.case, p: w}
                     if case_key(c) not in known:
-                        tries.append(Trial(c, best.trial.seed, f"shrinking {p}: {best.trial.case[p]} -> {w}"))
+                        tries.append(Trial(c, best.trial.seed, f"shrinking {p}: {best.trial.case[p]} -> {w}",
+                                           cand_monitors=[PoisonMaskedLoads()]))
             return tries
 
         def run(tries: list[Trial]) -> list[TrialResult]:
