@@ -240,3 +240,59 @@ def log_distance(a: float, b: float) -> float:
     if a <= 0 or b <= 0 or not (math.isfinite(a) and math.isfinite(b)):
         return math.inf
     return abs(math.log(a / b))
+
+
+#: a measured interval wider than this (``hi / lo - 1``) is too noisy to fail a claim on.
+ROBUST_MAX_WIDTH = 0.5
+#: a measurement with more than this fraction of descheduled samples ran on a busy machine.
+ROBUST_MAX_DESCHEDULED = 0.25
+
+
+@dataclass(frozen=True)
+class Robustness:
+    """Whether a claim found above the measured interval is above it *robustly*: the
+    interval is tight, the machine was not busy, and each half of the samples (in the
+    order they were taken, sides interleaved) alone puts the claim above its own median
+    ratio by more than the margin. ``reasons`` names every condition that failed."""
+
+    robust: bool
+    reasons: tuple[str, ...]
+    halves: tuple[float, float] | None
+
+    def as_dict(self) -> dict[str, Any]:
+        return {"robust": self.robust, "reasons": list(self.reasons),
+                "half_ratios": list(self.halves) if self.halves else None,
+                "max_width": ROBUST_MAX_WIDTH, "max_descheduled": ROBUST_MAX_DESCHEDULED}
+
+
+def half_ratios(baseline: list[float], candidate: list[float]) -> tuple[float, float] | None:
+    """median(baseline) / median(candidate) over the first and the second half of the
+    samples (each side split at its middle), or None with fewer than 4 samples a side."""
+    if len(baseline) < 4 or len(candidate) < 4:
+        return None
+    hb, hc = len(baseline) // 2, len(candidate) // 2
+    out = []
+    for b, c in ((baseline[:hb], candidate[:hc]), (baseline[hb:], candidate[hc:])):
+        mc = float(np.median(c))
+        out.append(float(np.median(b)) / mc if mc > 0 else math.inf)
+    return out[0], out[1]
+
+
+def robustness(claimed: float, primary: RatioCI, baseline: list[float], candidate: list[float],
+               descheduled: float = 0.0, margin: float = CLAIM_MARGIN) -> Robustness:
+    """:class:`Robustness` of a claim above ``primary`` (module rule: interval width at
+    most :data:`ROBUST_MAX_WIDTH`, descheduled fraction at most
+    :data:`ROBUST_MAX_DESCHEDULED`, both half-sample ratios below ``claimed / (1 + margin)``).
+    ``baseline``/``candidate``: the primary condition's samples (ms, in order)."""
+    reasons = []
+    width = primary.hi / primary.lo - 1.0 if primary.lo > 0 else math.inf
+    if width > ROBUST_MAX_WIDTH:
+        reasons.append(f"the 95% interval is {width:.0%} wide (more than {ROBUST_MAX_WIDTH:.0%})")
+    if descheduled > ROBUST_MAX_DESCHEDULED:
+        reasons.append(f"{descheduled:.0%} of the samples were descheduled (a busy machine)")
+    halves = half_ratios(baseline, candidate)
+    if halves is None:
+        reasons.append("too few samples to split in halves")
+    elif max(halves) * (1 + margin) >= claimed:
+        reasons.append(f"one half of the samples measures {max(halves):.3g}x, within {margin:.0%} of the claim")
+    return Robustness(not reasons, tuple(reasons), halves)

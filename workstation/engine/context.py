@@ -24,6 +24,8 @@ from workstation.task.model import Task
 from workstation.task.sources import TaskSources
 
 DEFAULT_SEEDS = (0, 1, 2)
+#: the dtypes the Triton interpreter stores as raw bits (kws's fidelity layer emulates them).
+EMULATED_DTYPES = ("bfloat16", "float8_e4m3fn", "float8_e5m2", "float8_e4m3fnuz", "float8_e5m2fnuz")
 Event = Callable[[str, dict[str, Any]], None]
 
 
@@ -199,9 +201,59 @@ class CheckContext:
         return self.runner.device.kind == "cuda"
 
     @property
-    def cases(self) -> list[dict[str, Any]]:
-        """The declared cases (or the one case given with ``--case``)."""
+    def all_cases(self) -> list[dict[str, Any]]:
+        """The declared cases (or the one case given with ``--case``), judged or not."""
         return [dict(self.case_filter)] if self.case_filter else [dict(c) for c in self.task.cases]
+
+    @property
+    def cases(self) -> list[dict[str, Any]]:
+        """The declared cases (or the one case given with ``--case``) whose dtype the
+        device computes right: on the CPU, a Triton candidate's case in a dtype the
+        interpreter fidelity self-test fails (:meth:`unjudged_reason`) is left out, so no
+        check judges interpreter garbage; ``correctness`` reports each one left out.
+
+        Raises:
+            Skip: every case is left out (the check's status is then ``skip`` with why).
+        """
+        cases = self.all_cases
+        judged = [c for c in cases if self.unjudged_reason(str(c.get("dtype", ""))) is None]
+        if cases and not judged:
+            from workstation.engine.check import Skip
+
+            raise Skip("no case kws can judge here: " + "; ".join(
+                sorted({f"{c.get('dtype')}: {self.unjudged_reason(str(c.get('dtype', '')))}" for c in cases})))
+        return judged
+
+    def interpreter_fidelity(self) -> dict[str, Any]:
+        """The interpreter fidelity self-test of this run (one ``interpreter_selftest``
+        step, memoised): ``extra`` of :class:`~workstation.protocol.steps.InterpreterSelftestStep`."""
+        def run() -> dict[str, Any]:
+            from workstation.protocol.steps import InterpreterSelftestStep
+
+            out = self.run_steps([InterpreterSelftestStep()])[0]
+            if not out.ok or out.step is None:
+                return {"error": out.failure_text()}
+            return dict(out.step.extra)
+
+        return self.stash.once("interpreter_fidelity", run)
+
+    def unjudged_reason(self, dtype: str) -> str | None:
+        """Why kws cannot judge a Triton candidate's ``dtype`` on this device (None: it
+        can): only under the interpreter, only for the dtypes it stores as raw bits
+        (:data:`EMULATED_DTYPES`), and only when the self-test fails for that dtype."""
+        if self.on_gpu or self.task.backend != "triton" or dtype not in EMULATED_DTYPES:
+            return None
+        st = self.interpreter_fidelity()
+        if "error" in st:
+            return f"the interpreter self-test could not run ({str(st['error'])[:200]})"
+        res = (st.get("selftest") or {}).get(dtype)
+        if res is None:
+            return f"the interpreter self-test does not cover {dtype}"
+        if not res.get("ok"):
+            bad = [k for k, v in (res.get("probes") or {}).items() if not v] or [res.get("error", "?")]
+            return (f"the Triton interpreter does not compute {dtype} as compiled Triton does here "
+                    f"(self-test probes failed: {', '.join(map(str, bad))})")
+        return None
 
     def tolerance(self, case: dict[str, Any], out_dtype: str) -> ResolvedTolerance:
         """The declared tolerance for ``case`` (per-dtype override by the case dtype, then

@@ -44,7 +44,7 @@ from workstation.harness.ir import analyze
 from workstation.harness.selftest import interpreter_selftest
 from workstation.protocol.steps import Case, TritonAotStep, TritonLaunchRecords, kind_of
 
-ANALYSIS_VERSION = 1
+ANALYSIS_VERSION = 2
 AOT_TIMEOUT_S = 120.0
 DEFAULT_TARGETS = (("cuda", 90, 32),)
 

@@ -340,6 +340,11 @@ class NumOracleStep(_Step, tag="num_oracle", kw_only=True):
     skip: list[int] = []
 
 
+class InterpreterSelftestStep(_Step, tag="interpreter_selftest", kw_only=True):
+    """The interpreter fidelity self-test (:mod:`workstation.harness.selftest`): which
+    dtypes the Triton interpreter computes right under kws's fidelity layer."""
+
+
 class TritonAotStep(_Step, tag="triton_aot", kw_only=True):
     """Capture the candidate's Triton launches on every case of ``cases`` and read their
     IR compiled for ``targets`` (``None``: sm_90) (:mod:`workstation.harness.aot`)."""
@@ -402,7 +407,7 @@ class AuthorBenchStep(_Step, tag="author_bench", kw_only=True):
 
 Step = (CallStep | AuthorTestStep | GuardedCallStep | SanitizerCallStep | InputsOnlyStep | RepeatCallStep
         | HashseedCallStep | StaleCallStep | FaultCallStep | StateProbeStep | AutotuneProbeStep | NumOracleStep
-        | TritonAotStep | TimingStep | TorchTimerStep | AuthorBenchStep)
+        | TritonAotStep | TimingStep | TorchTimerStep | AuthorBenchStep | InterpreterSelftestStep)
 
 
 class Job(msgspec.Struct, frozen=True, forbid_unknown_fields=True, kw_only=True):
