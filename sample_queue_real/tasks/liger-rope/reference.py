@@ -1,4 +1,3 @@
-import torch
 from refops import hf_rotate_half
 
 
