@@ -822,10 +822,12 @@ class _Props:
         return f"_CudaDeviceProperties(name='{self.name}', major=9, minor=0, multi_processor_count=132)"
 
 
-def device_stand_in() -> list[str]:
-    """Answer device queries on a machine without CUDA, under the interpreter only (module
-    doc). Returns the names patched ([] when CUDA is available or not interpreting)."""
-    if os.environ.get("TRITON_INTERPRET") != "1":
+def device_stand_in(interpreter_only: bool = True) -> list[str]:
+    """Answer device queries on a machine without CUDA (module doc): under the
+    interpreter, or also without it (``interpreter_only=False``: the AOT compile child,
+    which imports library modules to compile their kernels for sm_90). Returns the names
+    patched ([] when CUDA is available, or when not interpreting and ``interpreter_only``)."""
+    if interpreter_only and os.environ.get("TRITON_INTERPRET") != "1":
         return []
     import torch
 
@@ -852,14 +854,5 @@ def device_stand_in() -> list[str]:
             self.idx = 0
 
     _set("device", _Device)
-    os.environ.setdefault("GEMS_VENDOR", "nvidia")
-    try:
-        import triton
-
-        drv = triton.runtime.driver.active
-        utils = getattr(drv, "utils", None)
-        if utils is not None and not hasattr(utils, "get_device_properties"):
-            pass
-    except Exception:  # noqa: BLE001
-        pass
+    os.environ.setdefault("GEMS_VENDOR", "nvidia")  # FlagGems' own vendor override
     return patched
