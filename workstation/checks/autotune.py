@@ -15,7 +15,12 @@ from workstation.engine.context import CheckContext, case_label, step_timeout_s
 from workstation.protocol.steps import AutotuneProbeStep
 from workstation.protocol.wire import TensorData, WireError, tensor_from
 from workstation.task.model import Task
-from workstation.task.sources import TaskSources
+from workstation.task.sources import TaskSources, package_closure
+
+#: decorator names that make an autotuner: Triton's, and FlagGems' ``libtuner`` (a
+#: ``triton.runtime.Autotuner`` subclass with the same ``configs`` / ``key`` /
+#: ``reset_to_zero`` / ``restore_value`` arguments).
+AUTOTUNE_DECORATORS = ("autotune", "libtuner")
 
 ATOMICS = ("atomic_add", "atomic_max", "atomic_min", "atomic_xchg", "atomic_cas", "atomic_and", "atomic_or",
            "atomic_xor")
@@ -106,17 +111,20 @@ def _base_params(expr: ast.AST, der: dict[str, set[str]], params: set[str]) -> s
 
 
 def scan_autotune(task: Task) -> list[KernelSource]:
-    """Every ``@triton.autotune``-decorated function in the candidate's file and the task
-    modules it imports, read with :mod:`ast` (never imported here)."""
+    """Every ``@triton.autotune``-decorated function (or FlagGems ``@libtuner``) in the
+    candidate's file, the task modules it imports, and the installed-package modules they
+    import (:func:`~workstation.task.sources.package_closure`), read with :mod:`ast`
+    (never imported here)."""
     ep = task.entry.get("candidate")
     if ep is None:
         return []
     out: list[KernelSource] = []
-    for sf, _chain in TaskSources(task.dir).closure(ep.file):
+    src = TaskSources(task.dir)
+    for sf, _chain in [*src.closure(ep.file), *package_closure(src, ep.file)]:
         tree = sf.tree
         for fn in (n for n in ast.walk(tree) if isinstance(n, ast.FunctionDef)):
             deco = next((d for d in fn.decorator_list if isinstance(d, ast.Call)
-                         and _dotted(d.func).rpartition(".")[2] == "autotune"), None)
+                         and _dotted(d.func).rpartition(".")[2] in AUTOTUNE_DECORATORS), None)
             if deco is None:
                 continue
             kw = {k.arg: k.value for k in deco.keywords if k.arg}
