@@ -279,6 +279,8 @@ class Autotune(Check):
                                 "launches": rec["tuned"].get("launches"),
                                 "cached_ok": cached is not None and all(c.ok for c in cached)})
         findings += self._corruption(ctx, corrupt, ats, by_name, interp)
+        if not corrupt:
+            findings += self._static_hazards(ctx, ats, by_name, interp)
         findings += self._config_findings(ctx, ats, bad_cfg, raised_cfg, cases)
         findings += spread
         findings.append(self._summary(ctx, ats, picks, n_compared, interp, kernels))
@@ -380,6 +382,33 @@ class Autotune(Check):
         if region:
             ev["region"] = region
         return [self.finding(ctx, "fail", summary, ev, case=case)]
+
+    def _static_hazards(self, ctx: CheckContext, ats: list[dict[str, Any]], by_name: dict[str, KernelSource],
+                        interp: bool) -> list[Finding]:
+        """``warn`` for a multi-config autotuner whose kernel writes an output in place or
+        accumulates into it (static scan) with no ``reset_to_zero`` / ``restore_value``,
+        where kws drove the tuning launches and the result did not change on these cases
+        (an idempotent write, or inputs where it does not show): the hazard is real, its
+        effect was not observed."""
+        out = []
+        for at in ats:
+            ks = by_name.get(at["kernel"])
+            if len(at["configs"]) < 2 or ks is None:
+                continue
+            hz = {k: v for k, v in ks.hazards().items()
+                  if k not in (at["reset_to_zero"] or []) and k not in (at["restore_value"] or [])}
+            if not hz:
+                continue
+            arg, (how, line) = next(iter(hz.items()))
+            out.append(self.finding(
+                ctx, "warn",
+                f"{at['kernel']} {how} ({ks.file}:{line}) and its autotuner ({ks.file}:{ks.line}) has no "
+                f"reset_to_zero=[{arg!r}] or restore_value=[{arg!r}]; kws drove the tuning launches"
+                + (" (3 per config under the interpreter)" if interp else "")
+                + " and the tuned result still matched on these cases: a hazard seen only in the source",
+                {"kernel": at["kernel"], "hazards": {k: {"how": v[0], "line": v[1]} for k, v in hz.items()},
+                 "source": {"file": ks.file, "line": line}}))
+        return out
 
     def _config_findings(self, ctx: CheckContext, ats: list[dict[str, Any]],
                          bad: dict[tuple[int, int], list[dict[str, Any]]],
