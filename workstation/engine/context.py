@@ -241,7 +241,7 @@ class CheckContext:
         """Why kws cannot judge a Triton candidate's ``dtype`` on this device (None: it
         can): only under the interpreter, only for the dtypes it stores as raw bits
         (:data:`EMULATED_DTYPES`), and only when the self-test fails for that dtype."""
-        if self.on_gpu or self.task.backend != "triton" or dtype not in EMULATED_DTYPES:
+        if dtype not in EMULATED_DTYPES or self.task.backend != "triton" or self.runner is None or self.on_gpu:
             return None
         st = self.interpreter_fidelity()
         if "error" in st:
