@@ -20,9 +20,9 @@ def _row_scale(x_ptr, s_ptr, y_ptr, N, BLOCK: tl.constexpr, HALF: tl.constexpr):
 def row_scale(x, s):
     M, N = x.shape
     y = torch.empty_like(x)
-    # BUG: above 2048 the block is N rounded up to a multiple of 96, not a power of two:
-    # Triton refuses the arange (a compile error) for every such N.
-    block = triton.next_power_of_2(N) if N <= 2048 else ((N + 95) // 96) * 96
+    # BUG: an odd N takes a block of exactly N, not a power of two: Triton refuses the
+    # arange (a compile error) for every odd N > 1.
+    block = triton.next_power_of_2(N) if N % 2 == 0 else N
     half = x.dtype in (torch.float16, torch.bfloat16)
     _row_scale[(M,)](x, s, y, N, BLOCK=block, HALF=half)
     return y
