@@ -195,3 +195,26 @@ def test_memory_bound_for_claims_only_when_the_working_set_exceeds_the_cache():
     tiny = b.t_mem_ms / 10
     assert not roofline.beats(tiny, b, memory="all")     # a warm claim may beat DRAM bandwidth
     assert roofline.beats(b.t_read_ms / 10, b, memory="read")  # a cold measured time may not
+
+
+def test_speedup_fail_needs_a_robust_measurement_injected_samples():
+    """speedup-claim fails only when the claim is above the interval robustly: each half of
+    the samples must put it above by the margin, and by 1.5x more on a noisy measurement
+    (busy machine, wide interval). Injected samples: a steady 2x."""
+    from workstation.analysis.timingstats import ratio_ci, robustness
+
+    rng = np.random.default_rng(0)
+    base = list(2.0 + 0.01 * rng.standard_normal(40))
+    cand = list(1.0 + 0.005 * rng.standard_normal(40))
+    ci = ratio_ci(base, cand)
+    assert judge_claim(2.5, ci).severity == "fail"
+    quiet = robustness(2.5, ci, base, cand, descheduled=0.0)
+    assert quiet.robust and quiet.halves is not None and max(quiet.halves) < 2.5
+    busy = robustness(2.5, ci, base, cand, descheduled=0.4)  # the same claim on a loaded machine
+    assert not busy.robust and "descheduled" in busy.noisy[0] and "not" in busy.reasons[0]
+    assert robustness(4.0, ci, base, cand, descheduled=0.4).robust  # far above: robust under load too
+    # one half of the samples drifted (load in the second half): 2x, then ~2.6x
+    drift = cand[:20] + [c / 1.3 for c in cand[20:]]
+    assert not robustness(2.5, ratio_ci(base, drift), base, drift).robust
+    few = robustness(3.0, _ci(1.9, 2.1), base[:3], cand[:3])
+    assert not few.robust and "too few samples" in few.reasons[0]

@@ -240,3 +240,66 @@ def log_distance(a: float, b: float) -> float:
     if a <= 0 or b <= 0 or not (math.isfinite(a) and math.isfinite(b)):
         return math.inf
     return abs(math.log(a / b))
+
+
+#: a measured interval wider than this (``hi / lo - 1``) marks a noisy measurement.
+ROBUST_MAX_WIDTH = 0.5
+#: a measurement with more than this fraction of descheduled samples ran on a busy machine.
+ROBUST_MAX_DESCHEDULED = 0.25
+#: on a noisy measurement (wide interval or busy machine) the claim must exceed every
+#: half-sample ratio by this factor more than on a quiet one.
+NOISY_GAP = 1.5
+
+
+@dataclass(frozen=True)
+class Robustness:
+    """Whether a claim found above the measured interval is above it *robustly*: each half
+    of the samples (in the order they were taken) alone measures a ratio below the claim by
+    more than the margin, and by :data:`NOISY_GAP` times more when the measurement is noisy
+    (its interval wider than :data:`ROBUST_MAX_WIDTH`, or more than
+    :data:`ROBUST_MAX_DESCHEDULED` of the samples descheduled). ``reasons`` says why not."""
+
+    robust: bool
+    reasons: tuple[str, ...]
+    halves: tuple[float, float] | None
+    noisy: tuple[str, ...] = ()
+
+    def as_dict(self) -> dict[str, Any]:
+        return {"robust": self.robust, "reasons": list(self.reasons), "noise": list(self.noisy),
+                "half_ratios": list(self.halves) if self.halves else None,
+                "max_width": ROBUST_MAX_WIDTH, "max_descheduled": ROBUST_MAX_DESCHEDULED, "noisy_gap": NOISY_GAP}
+
+
+def half_ratios(baseline: list[float], candidate: list[float]) -> tuple[float, float] | None:
+    """median(baseline) / median(candidate) over the first and the second half of the
+    samples (each side split at its middle), or None with fewer than 4 samples a side."""
+    if len(baseline) < 4 or len(candidate) < 4:
+        return None
+    hb, hc = len(baseline) // 2, len(candidate) // 2
+    out = []
+    for b, c in ((baseline[:hb], candidate[:hc]), (baseline[hb:], candidate[hc:])):
+        mc = float(np.median(c))
+        out.append(float(np.median(b)) / mc if mc > 0 else math.inf)
+    return out[0], out[1]
+
+
+def robustness(claimed: float, primary: RatioCI, baseline: list[float], candidate: list[float],
+               descheduled: float = 0.0, margin: float = CLAIM_MARGIN) -> Robustness:
+    """:class:`Robustness` of a claim above ``primary`` (``baseline``/``candidate``: the
+    primary condition's samples in ms, in the order taken; ``descheduled``: the largest
+    fraction of descheduled samples of a side)."""
+    noisy = []
+    width = primary.hi / primary.lo - 1.0 if primary.lo > 0 else math.inf
+    if width > ROBUST_MAX_WIDTH:
+        noisy.append(f"the 95% interval is {width:.0%} wide (more than {ROBUST_MAX_WIDTH:.0%})")
+    if descheduled > ROBUST_MAX_DESCHEDULED:
+        noisy.append(f"{descheduled:.0%} of the samples were descheduled (a busy machine)")
+    need = (1 + margin) * (NOISY_GAP if noisy else 1.0)
+    halves = half_ratios(baseline, candidate)
+    reasons = []
+    if halves is None:
+        reasons.append("too few samples to split in halves")
+    elif max(halves) * need >= claimed:
+        reasons.append(f"a half of the samples measures {max(halves):.3g}x: the claim is not {need:.2g}x above it"
+                       + (f" (the gap a noisy measurement needs: {'; '.join(noisy)})" if noisy else ""))
+    return Robustness(not reasons, tuple(reasons), halves, tuple(noisy))

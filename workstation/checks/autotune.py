@@ -15,7 +15,12 @@ from workstation.engine.context import CheckContext, case_label, step_timeout_s
 from workstation.protocol.steps import AutotuneProbeStep
 from workstation.protocol.wire import TensorData, WireError, tensor_from
 from workstation.task.model import Task
-from workstation.task.sources import TaskSources
+from workstation.task.sources import TaskSources, package_closure
+
+#: decorator names that make an autotuner: Triton's, and FlagGems' ``libtuner`` (a
+#: ``triton.runtime.Autotuner`` subclass with the same ``configs`` / ``key`` /
+#: ``reset_to_zero`` / ``restore_value`` arguments).
+AUTOTUNE_DECORATORS = ("autotune", "libtuner")
 
 ATOMICS = ("atomic_add", "atomic_max", "atomic_min", "atomic_xchg", "atomic_cas", "atomic_and", "atomic_or",
            "atomic_xor")
@@ -106,17 +111,20 @@ def _base_params(expr: ast.AST, der: dict[str, set[str]], params: set[str]) -> s
 
 
 def scan_autotune(task: Task) -> list[KernelSource]:
-    """Every ``@triton.autotune``-decorated function in the candidate's file and the task
-    modules it imports, read with :mod:`ast` (never imported here)."""
+    """Every ``@triton.autotune``-decorated function (or FlagGems ``@libtuner``) in the
+    candidate's file, the task modules it imports, and the installed-package modules they
+    import (:func:`~workstation.task.sources.package_closure`), read with :mod:`ast`
+    (never imported here)."""
     ep = task.entry.get("candidate")
     if ep is None:
         return []
     out: list[KernelSource] = []
-    for sf, _chain in TaskSources(task.dir).closure(ep.file):
+    src = TaskSources(task.dir)
+    for sf, _chain in [*src.closure(ep.file), *package_closure(src, ep.file)]:
         tree = sf.tree
         for fn in (n for n in ast.walk(tree) if isinstance(n, ast.FunctionDef)):
             deco = next((d for d in fn.decorator_list if isinstance(d, ast.Call)
-                         and _dotted(d.func).rpartition(".")[2] == "autotune"), None)
+                         and _dotted(d.func).rpartition(".")[2] in AUTOTUNE_DECORATORS), None)
             if deco is None:
                 continue
             kw = {k.arg: k.value for k in deco.keywords if k.arg}
@@ -225,7 +233,8 @@ class Autotune(Check):
                        "correctness reports it")
         ats = st.extra.get("autotuners") or []
         if not ats:
-            raise Skip("the candidate has no autotuned kernel (no triton Autotuner instance after import)")
+            raise Skip("the candidate has no autotuned kernel (no triton Autotuner instance after import, in the "
+                       "task's modules or the installed packages it imports)")
         by_name = {k.name: k for k in kernels}
         refs = ctx.reference([(c, seed) for c in cases])
         findings: list[Finding] = []
@@ -270,6 +279,8 @@ class Autotune(Check):
                                 "launches": rec["tuned"].get("launches"),
                                 "cached_ok": cached is not None and all(c.ok for c in cached)})
         findings += self._corruption(ctx, corrupt, ats, by_name, interp)
+        if not corrupt:
+            findings += self._static_hazards(ctx, ats, by_name, interp)
         findings += self._config_findings(ctx, ats, bad_cfg, raised_cfg, cases)
         findings += spread
         findings.append(self._summary(ctx, ats, picks, n_compared, interp, kernels))
@@ -371,6 +382,33 @@ class Autotune(Check):
         if region:
             ev["region"] = region
         return [self.finding(ctx, "fail", summary, ev, case=case)]
+
+    def _static_hazards(self, ctx: CheckContext, ats: list[dict[str, Any]], by_name: dict[str, KernelSource],
+                        interp: bool) -> list[Finding]:
+        """``warn`` for a multi-config autotuner whose kernel writes an output in place or
+        accumulates into it (static scan) with no ``reset_to_zero`` / ``restore_value``,
+        where kws drove the tuning launches and the result did not change on these cases
+        (an idempotent write, or inputs where it does not show): the hazard is real, its
+        effect was not observed."""
+        out = []
+        for at in ats:
+            ks = by_name.get(at["kernel"])
+            if len(at["configs"]) < 2 or ks is None:
+                continue
+            hz = {k: v for k, v in ks.hazards().items()
+                  if k not in (at["reset_to_zero"] or []) and k not in (at["restore_value"] or [])}
+            if not hz:
+                continue
+            arg, (how, line) = next(iter(hz.items()))
+            out.append(self.finding(
+                ctx, "warn",
+                f"{at['kernel']} {how} ({ks.file}:{line}) and its autotuner ({ks.file}:{ks.line}) has no "
+                f"reset_to_zero=[{arg!r}] or restore_value=[{arg!r}]; kws drove the tuning launches"
+                + (" (3 per config under the interpreter)" if interp else "")
+                + " and the tuned result still matched on these cases: a hazard seen only in the source",
+                {"kernel": at["kernel"], "hazards": {k: {"how": v[0], "line": v[1]} for k, v in hz.items()},
+                 "source": {"file": ks.file, "line": line}}))
+        return out
 
     def _config_findings(self, ctx: CheckContext, ats: list[dict[str, Any]],
                          bad: dict[tuple[int, int], list[dict[str, Any]]],

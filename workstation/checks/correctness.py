@@ -70,6 +70,9 @@ class Correctness(Check):
     title = "Declared cases at the declared tolerance"
 
     def run(self, ctx: CheckContext) -> list[Finding]:
+        unjudged = [(c, ctx.unjudged_reason(str(c.get("dtype", "")))) for c in ctx.all_cases]
+        left_out = [self.finding(ctx, "info", f"case {case_label(c)} not judged: {why}", {"case": c, "reason": why},
+                                 case=c) for c, why in unjudged if why]
         pairs = ctx.declared_pairs()
         refs = ctx.reference(pairs)
         cands = ctx.candidate(pairs)
@@ -119,4 +122,4 @@ class Correctness(Check):
                 {"case": case, "seed": seed, "headroom_used": worst_ratio, **c.evidence()},
                 case=case, seed=seed,
             ))
-        return findings
+        return left_out + findings

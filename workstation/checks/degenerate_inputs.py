@@ -134,6 +134,7 @@ class DegenerateInputs(Check):
         seed0 = ctx.seeds[0]
         with_inputs = ctx.reference([(c, seed0) for c in ctx.cases], send_inputs=True)
         written = set(ctx.task.out_args)
+        keep = set(ctx.task.extensions.keep_structure)  # [inputs] keep_structure: not perturbed
         per_case: dict[int, dict[str, Any]] = {}
         inspected = 0
         for ci, (case, ref) in enumerate(zip(ctx.cases, with_inputs, strict=True)):
@@ -143,6 +144,8 @@ class DegenerateInputs(Check):
             for d in ref.step.extra.get("inputs") or []:
                 i = d["index"]
                 if d.get("kind") != "tensor" or i in written or not str(d.get("dtype", "")).startswith(("float", "bfloat")):
+                    continue
+                if i in keep:
                     continue
                 arr = ref.step.arrays.get(f"in{i}")
                 if arr is None:

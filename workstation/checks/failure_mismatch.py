@@ -23,6 +23,53 @@ _CLASS_WORDS: list[tuple[str, str]] = [
 ]
 
 
+#: dtype names and the short spellings reports use, for reading a claim's scope.
+_DTYPE_WORDS: dict[str, str] = {
+    "float16": "float16", "fp16": "float16", "half": "float16", "bfloat16": "bfloat16", "bf16": "bfloat16",
+    "float32": "float32", "fp32": "float32", "float64": "float64", "fp64": "float64",
+    "float8_e4m3fn": "float8_e4m3fn", "fp8": "float8_e4m3fn", "e4m3": "float8_e4m3fn", "e5m2": "float8_e5m2",
+}
+#: a size condition in a report: ``N >= 4096``, ``K > 1024``, ``M = 1``.
+_COND_RE = re.compile(r"\b([A-Za-z_][A-Za-z_0-9]*)\s*(>=|<=|==|=|>|<|≥|≤)\s*(\d+)\b")
+#: the checks whose fail findings name a case (evidence ``case``) and so a failure the
+#: claim must cover.
+BATTERY = ("correctness", "edge-shapes", "noncontiguous", "special-values", "nondeterminism", "out-of-bounds")
+
+
+def claim_scope(text: str) -> dict[str, Any]:
+    """What a free-text failure report limits itself to: ``dtypes`` it names and size
+    ``conditions`` (``[("N", ">=", 4096)]``). Empty lists: no limit stated."""
+    low = text.lower()
+    dtypes = sorted({v for k, v in _DTYPE_WORDS.items() if re.search(rf"(?<![a-z0-9_]){re.escape(k)}(?![a-z0-9_])", low)})
+    conds = [(m.group(1), m.group(2).replace("≥", ">=").replace("≤", "<=").replace("==", "="), int(m.group(3)))
+             for m in _COND_RE.finditer(text)]
+    return {"dtypes": dtypes, "conditions": conds}
+
+
+def _family(cls: str) -> str:
+    """A failure class for comparing scope: ``runtime-error:ValueError`` -> ``runtime-error``;
+    ``nan`` counts as ``mismatch`` (a wrong value either way)."""
+    c = (cls or "").split(":")[0]
+    return "mismatch" if c == "nan" else c
+
+
+def within_claim(obs: dict[str, Any], claimed: str | None, scope: dict[str, Any]) -> list[str]:
+    """Why an observed failure lies outside the claim (empty: the claim covers it)."""
+    why = []
+    case = obs.get("case") or {}
+    if claimed and _family(obs["class"]) != _family(claimed):
+        why.append(f"class {obs['class']} (claimed {claimed})")
+    if scope["dtypes"] and case.get("dtype") not in scope["dtypes"]:
+        why.append(f"dtype {case.get('dtype')} (claimed {', '.join(scope['dtypes'])})")
+    ops = {">=": lambda a, b: a >= b, "<=": lambda a, b: a <= b, ">": lambda a, b: a > b,
+           "<": lambda a, b: a < b, "=": lambda a, b: a == b}
+    for name, op, v in scope["conditions"]:
+        x = case.get(name)
+        if isinstance(x, int) and not isinstance(x, bool) and not ops[op](x, v):
+            why.append(f"{name} = {x} (claimed {name} {op} {v})")
+    return why
+
+
 def claimed_class(failure_class: str, failure: str) -> tuple[str | None, str]:
     """The reported failure class and where it came from (``failure_class`` or the text)."""
     if failure_class:
@@ -50,6 +97,15 @@ class FailureMismatch(Check):
     ``failure`` text). A debugging task whose reported failure is not its real one sends
     the fixer after the wrong bug.
 
+    It runs after the rest of the battery (``phase = "after"``) and compares the claim
+    with everything the battery observed: the fail findings of :data:`BATTERY` checks name
+    a case (dtype, shape) and a failure class. The claim's scope is read from its text
+    (:func:`claim_scope`: the dtypes it names, size conditions such as ``N >= 4096``) and
+    its class. When the reported failure reproduces but kws also sees failures outside
+    that scope (another dtype, a shape the condition excludes, another class such as a
+    compile error), the report is narrower than the real failure: a ``fail`` with both
+    sides side by side (a fixer who trusts the report fixes one bug of several).
+
     With ``status = "pass"`` the check is ``skip``: ``correctness`` and the rest speak.
     ``slow`` claims are judged by ``speedup-claim``; here they are only noted.
     """
@@ -57,6 +113,7 @@ class FailureMismatch(Check):
     id = "failure-mismatch"
     order = 21
     title = "Reported failure vs observed failure"
+    phase = "after"
 
     def run(self, ctx: CheckContext) -> list[Finding]:
         claims = ctx.task.claims
@@ -78,7 +135,8 @@ class FailureMismatch(Check):
                     ref_finite = all(math.isfinite(v) for v in [c.max_abs]) and c.nan_expected == 0
                     cls = "nan" if (c.nan_got or c.inf_got) and ref_finite else "mismatch"
                     detail = c.reason
-            observed.append({"case": case, "seed": seed, "class": cls or "pass", "detail": detail})
+            observed.append({"check": "failure-mismatch", "case": case, "seed": seed, "class": cls or "pass",
+                             "detail": detail})
         if claimed == "nondeterministic":
             observed.extend(self._nondeterminism(ctx))
         classes = sorted({o["class"] for o in observed})
@@ -98,14 +156,52 @@ class FailureMismatch(Check):
                                  f"{first['detail']} on case {case_label(first['case'])}", ev,
                                  case=first["case"], seed=first["seed"])]
         if claimed in classes:
+            scope = claim_scope(claims.failure)
+            battery = self._battery(ctx)
+            outside = []
+            for o in failing + battery:
+                why = within_claim(o, claimed, scope)
+                if why:
+                    outside.append({**o, "outside_claim": why})
+            ev.update({"claim_scope": {"class": claimed, **scope}, "battery_failures": battery})
+            n_rep = sum(o['class'] == claimed for o in observed)
+            if outside:
+                ev["observed_outside_claim"] = outside
+                o = outside[0]
+                return [self.finding(
+                    ctx, "fail",
+                    f"the report is narrower than the failure: the reported {claimed} reproduces on {n_rep} of "
+                    f"{len(observed)} runs, but kws also observes {len(outside)} failure(s) outside it, e.g. "
+                    f"{o['check']} on case {case_label(o['case'])}: {'; '.join(o['outside_claim'])}"
+                    + (f" ({o['detail'][:160]})" if o.get("detail") else "")
+                    + f"; claimed: {claims.failure!r}",
+                    ev, case=o["case"], seed=o.get("seed"))]
             return [self.finding(ctx, "info",
-                                 f"the reported {claimed} reproduces on {sum(o['class'] == claimed for o in observed)}"
-                                 f" of {len(observed)} runs", ev)]
+                                 f"the reported {claimed} reproduces on {n_rep} of {len(observed)} runs, and every "
+                                 f"failure the battery observed lies within the claim", ev)]
         return [self.finding(
             ctx, "fail",
             f"reported {claimed}, observed {', '.join(c for c in classes if c != 'pass')}: "
             f"{first['detail']} on case {case_label(first['case'])} (seed {first['seed']})",
             ev, case=first["case"], seed=first["seed"])]
+
+    @staticmethod
+    def _battery(ctx: CheckContext) -> list[dict[str, Any]]:
+        """The failures other checks of this run observed: each fail finding of a
+        :data:`BATTERY` check whose evidence names a case."""
+        out = []
+        for cid in BATTERY:
+            res = ctx.results.get(cid)
+            for f in getattr(res, "findings", None) or []:
+                ev = f.evidence or {}
+                case = ev.get("case")
+                if f.severity != "fail" or not isinstance(case, dict):
+                    continue
+                cls = ev.get("class") or ("nan" if "nan" in f.summary.lower() and cid != "nondeterminism" else
+                                          "nondeterministic" if cid == "nondeterminism" else "mismatch")
+                out.append({"check": cid, "case": case, "seed": ev.get("seed"), "class": str(cls),
+                            "detail": f.summary[:300]})
+        return out
 
     def _nondeterminism(self, ctx: CheckContext) -> list[dict[str, Any]]:
         """Run each declared case twice (seed 0) in one child and compare bitwise."""

@@ -41,6 +41,25 @@ def work_ops(ops: dict[str, Any], full: int) -> dict[str, dict[str, Any]]:
     return out
 
 
+def delegate_names(delegates: tuple[str, ...]) -> set[str]:
+    """``[delegation] ops`` as bare aten names / families: ``"aten::mm"``, ``"aten.mm.default"``
+    and ``"mm"`` all become ``"mm"``; ``"torch.matmul"`` becomes ``"matmul"``."""
+    out = set()
+    for d in delegates:
+        n = d.strip()
+        for pre in ("aten::", "aten.", "torch.nn.functional.", "torch.", "F."):
+            n = n.removeprefix(pre)
+        n = n.removesuffix(".default")
+        out.add(n)
+    return out
+
+
+def is_delegated(name: str, delegates: set[str]) -> bool:
+    """True when the aten op ``name`` (or its family) is one the task delegates by design."""
+    fam = aten_family(name)
+    return name in delegates or name.split(".")[0] in delegates or (fam is not None and fam in delegates)
+
+
 def problem_size(ref: CallOutcome, cand: CallOutcome) -> int:
     """Elements of the largest tensor among the inputs and the reference's outputs."""
     sizes = [1]
@@ -134,7 +153,9 @@ class Fallback(Check):
         errors = counted.get("errors") or []
         ref_ops = ((ref.step.extra.get("monitors") or {}).get(kind_of(AtenOps)) or {}).get("ops") or {}
         full = problem_size(ref, cand)
-        work = work_ops(ops, full)
+        delegates = delegate_names(task.extensions.delegates)
+        delegated = {n: r for n, r in work_ops(ops, full).items() if is_delegated(n, delegates)}
+        work = {n: r for n, r in work_ops(ops, full).items() if n not in delegated}
         ref_work = work_ops(ref_ops, full)
         ref_fams = {r["family"] for r in ref_work.values()}
         # static hits whose family ran at all (even on a small operand) are confirmed: a
@@ -144,6 +165,12 @@ class Fallback(Check):
                    "failed_launches": failed, "launch_errors": errors,
                    "reference_work_ops": sorted(ref_work), "problem_elements": full,
                    "static_hits": [h.as_dict() for h in scan.hits], "call_graph": scan.functions}
+        if delegated:
+            findings.append(self.finding(
+                ctx, "info",
+                f"{label}: framework ops the task delegates by design ([delegation] ops) ran on the full problem: "
+                f"{_ops_text(delegated)}; judged only the rest",
+                {**ev_base, "delegated": sorted(delegated), "delegation_ops": sorted(delegates)}, case=case, seed=seed))
         if triton and launches == 0:
             exc = next((h for h in scan.hits if h.kind == "except-fallback"), None)
             src = ({"file": ep.file, "line": exc.line} if exc and failed else None) or _first_site(work) \
@@ -172,7 +199,9 @@ class Fallback(Check):
             if f is not None:
                 findings.append(f)
                 confirmed.add("except")
-        findings.extend(self._static_only(ctx, scan.hits, confirmed))
+        findings.extend(self._static_only(ctx, [h for h in scan.hits if not (
+            h.kind in ("framework-op", "method") and (h.family in delegates or h.name.split(".")[-1] in delegates))],
+            confirmed))
         if not any(f.severity in ("fail", "warn") for f in findings):
             findings.append(self.finding(
                 ctx, "info",

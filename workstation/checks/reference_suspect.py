@@ -186,6 +186,12 @@ class ReferenceSuspect(Check):
                 cand_txt = (f"; the candidate's error on the same run is {num(cands[0][1])}x the budget")
                 deriv += (f" The candidate, on the same inputs, is at {num(cands[0][1])}x its budget against the same "
                           f"oracle.")
+                if sev == "fail" and cands[0][1] > REF_WARN_RATIO:
+                    # both round in the input's precision (e.g. bf16 arithmetic, as the
+                    # production code does): the reference is no worse in kind than the
+                    # candidate, so this is for the reviewer to weigh, not a defect
+                    sev = "warn"
+                    cand_txt += " (the candidate also computes beyond the fp32-accumulation budget: both round in the input dtype)"
             out.append(self.finding(
                 ctx, sev,
                 f"the reference misses the float64 oracle by {num(e.max_abs)} on {r.label}, {num(ratio)}x the "

@@ -23,6 +23,7 @@ from workstation.checks.support.trials import (
 from workstation.engine.check import Check, Finding, Skip, register
 from workstation.engine.context import CallOutcome, CheckContext, case_label
 from workstation.protocol.steps import (
+    KeepFloat64,
     Magnitude,
     Nonfinite,
     SignedZeros,
@@ -97,6 +98,14 @@ def oracle_verdict(ctx: CheckContext, r: TrialResult, oracle: CallOutcome | None
     if oracle is None or not oracle.ok or len(oracle.outputs) != len(r.ref.outputs):
         return {"available": False, "why": oracle.failure_text() if oracle is not None and not oracle.ok
                 else "the reference gave no float64 result"}
+    narrow = [j for j, o in enumerate(oracle.outputs)
+              if o.values.dtype.kind == "f" and o.dtype not in ("float64", "complex128")]
+    if narrow:
+        # the reference computed in a narrower format even on float64 inputs, through
+        # something kws's float64 dispatch mode cannot reach: there is no oracle
+        return {"available": False, "why": f"no oracle: on float64 inputs the reference still returns "
+                f"{', '.join(oracle.outputs[j].dtype for j in narrow)} (output(s) {narrow})"}
+    kept = ((oracle.step.extra.get("monitors") or {}).get("keep_float64") or {}) if oracle.step else {}
     worst_excess, ref_err_max = 0.0, 0.0
     per = []
     for j, (e, g, o) in enumerate(zip(r.ref.outputs, r.cand.outputs, oracle.outputs, strict=False)):
@@ -116,7 +125,7 @@ def oracle_verdict(ctx: CheckContext, r: TrialResult, oracle: CallOutcome | None
         worst_excess = max(worst_excess, excess)
         ref_err_max = max(ref_err_max, ref_err)
     return {"available": True, "beyond_noise": worst_excess > 0, "reference_max_err_vs_oracle": ref_err_max,
-            "outputs": per}
+            "outputs": per, "casts_kept_in_float64": kept.get("kept", {})}
 
 
 def _subnormal_only(r: TrialResult) -> bool:
@@ -163,8 +172,12 @@ class SpecialValues(Check):
     inputs): when the candidate is further from it than the tolerance plus 8x the
     reference's own error, it is a ``fail``; when it is as close to the oracle as the
     reference, the declared tolerance simply does not scale to these magnitudes (an
-    ``info`` for the tolerance checks). Without an oracle, a finite mismatch is a
+    ``info`` for the tolerance checks). The oracle runs under the ``keep_float64``
+    dispatch mode, so a reference that casts internally (``x.float()``) still computes in
+    float64; where it returns a narrower dtype anyway there is no oracle, and the finding
+    says so. Without an oracle, a finite mismatch is a
     ``fail`` within a declared ``max_abs_input`` and a ``warn`` at kws's own magnitudes.
+    Inputs listed in ``[inputs] keep_structure`` (kws extension) are left unchanged.
     Mismatches only between subnormal values are a ``warn`` (flush-to-zero). A variant
     that fails the way the declared case itself already fails (same class; ``correctness``
     reports that) is an ``info``.
@@ -188,7 +201,8 @@ class SpecialValues(Check):
             ref = base[case_key(case)].ref
             if not ref.ok:
                 continue
-            args = float_read_inputs(ctx, ref)
+            keep = set(ctx.task.extensions.keep_structure)
+            args = [i for i in float_read_inputs(ctx, ref) if i not in keep]
             if not args:
                 continue
             for name, spec, desc in variants(case.get("dtype", ""), contract.max_abs_input, contract.nonfinite_inputs):
@@ -196,14 +210,16 @@ class SpecialValues(Check):
                 trials.append(Trial(dict(case), seed, name, [t], [t],
                                     {"variant": name, "inputs_changed": args, "values": desc}))
         if not trials:
-            raise Skip("no floating-point tensor input the callables read (or the reference fails on every declared case)")
+            raise Skip("no floating-point tensor input the callables read outside [inputs] keep_structure "
+                       "(or the reference fails on every declared case)")
         results = run_trials(ctx, trials, drop_nonfinite_ref=not contract.nonfinite_inputs)
         inherited = [r for r in results if same_failure(r, base[case_key(r.trial.case)])]
         mism = [r for r in results if r.status == "mismatch" and r not in inherited]
         oracles: dict[int, CallOutcome] = {}
         if mism:
             steps = [ctx.call_step("reference", r.trial.case, r.trial.seed,
-                                   transforms=[*r.trial.ref_transforms, Upcast(dtype="float64")])
+                                   transforms=[*r.trial.ref_transforms, Upcast(dtype="float64")],
+                                   monitors=[KeepFloat64()])
                      for r in mism]
             for r, o in zip(mism, ctx.calls(steps, memo=True), strict=True):
                 oracles[id(r)] = o

@@ -6,7 +6,7 @@ import math
 from typing import Any
 
 from workstation.analysis.roofline import beats
-from workstation.analysis.timingstats import CLAIM_MARGIN, judge_claim
+from workstation.analysis.timingstats import CLAIM_MARGIN, judge_claim, robustness
 from workstation.checks.support.timing import CaseTiming, Measurement, measure, plan
 from workstation.engine.check import Check, Finding, Skip, register
 from workstation.engine.context import CheckContext, case_label
@@ -115,8 +115,17 @@ class SpeedupClaim(Check):
             tail = f" (it holds only with a {cond} cache)" if v.other_holds else ""
             if not v.other_holds and v.severity == "warn":
                 tail = f" (within the {CLAIM_MARGIN:.0%} margin)"
+            sev = v.severity
+            if sev == "fail":
+                samples = ct.cold if ct.primary == "cold" else ct.warm
+                rb = robustness(claim, ct.ratio, list(samples.get("baseline") or []),
+                                list(samples.get("candidate") or []), max(busy.values()) if busy else 0.0)
+                ev["verdict"]["robustness"] = rb.as_dict()
+                if not rb.robust:
+                    sev = "warn"
+                    tail += f"; inconclusive on this machine: {'; '.join(rb.reasons)}"
             out.append(self.finding(
-                ctx, v.severity,
+                ctx, sev,
                 f"claimed {claim:g}x over the {role} but {measured} {where}: the claim is {v.distance:.0%} above the "
                 f"measured interval{tail}", ev, case=ct.case))
         else:

@@ -477,7 +477,7 @@ class TestGap(Check):
             j, comp = next((jj, c) for jj, c in enumerate(comps) if not c.ok)
             where = region_phrase(comp)
             kws_text = f"{comp.reason}" + (f"; mismatches in {where}" if where else "")
-        tol = ctx.task.tolerance_for(case.get("dtype", ""))
+        tol = ctx.task.tolerance_for_case(case)
         obs = src.observations((tol.atol, tol.rtol)) if src is not None else []
         explained: list[str] = []
         regions: dict[tuple[int, str], list[str]] = {}

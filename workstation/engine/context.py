@@ -26,6 +26,8 @@ from workstation.task.model import Task
 from workstation.task.sources import TaskSources
 
 DEFAULT_SEEDS = (0, 1, 2)
+#: the dtypes the Triton interpreter stores as raw bits (kws's fidelity layer emulates them).
+EMULATED_DTYPES = ("bfloat16", "float8_e4m3fn", "float8_e5m2", "float8_e4m3fnuz", "float8_e5m2fnuz")
 Event = Callable[[str, dict[str, Any]], None]
 
 
@@ -229,8 +231,8 @@ class CheckContext:
         return self.runner.device.kind == "cuda"
 
     @property
-    def cases(self) -> list[dict[str, Any]]:
-        """The declared cases (or the one case given with ``--case``)."""
+    def all_cases(self) -> list[dict[str, Any]]:
+        """The declared cases (or the one case given with ``--case``), judged or not."""
         return [dict(self.case_filter)] if self.case_filter else [dict(c) for c in self.task.cases]
 
     def backend_of(self, role: str) -> str | None:
@@ -250,10 +252,62 @@ class CheckContext:
         with self._log_lock:
             return list(self._call_log)
 
+    @property
+    def cases(self) -> list[dict[str, Any]]:
+        """The declared cases (or the one case given with ``--case``) whose dtype the
+        device computes right: on the CPU, a Triton candidate's case in a dtype the
+        interpreter fidelity self-test fails (:meth:`unjudged_reason`) is left out, so no
+        check judges interpreter garbage; ``correctness`` reports each one left out.
+
+        Raises:
+            Skip: every case is left out (the check's status is then ``skip`` with why).
+        """
+        cases = self.all_cases
+        judged = [c for c in cases if self.unjudged_reason(str(c.get("dtype", ""))) is None]
+        if cases and not judged:
+            from workstation.engine.check import Skip
+
+            raise Skip("no case kws can judge here: " + "; ".join(
+                sorted({f"{c.get('dtype')}: {self.unjudged_reason(str(c.get('dtype', '')))}" for c in cases})))
+        return judged
+
+    def interpreter_fidelity(self) -> dict[str, Any]:
+        """The interpreter fidelity self-test of this run (one ``interpreter_selftest``
+        step, memoised): ``extra`` of :class:`~workstation.protocol.steps.InterpreterSelftestStep`."""
+        def run() -> dict[str, Any]:
+            from workstation.protocol.steps import InterpreterSelftestStep
+
+            out = self.run_steps([InterpreterSelftestStep()])[0]
+            if not out.ok or out.step is None:
+                return {"error": out.failure_text()}
+            return dict(out.step.extra)
+
+        return self.stash.once("interpreter_fidelity", run)
+
+    def unjudged_reason(self, dtype: str) -> str | None:
+        """Why kws cannot judge a Triton candidate's ``dtype`` on this device (None: it
+        can): only under the interpreter, only for the dtypes it stores as raw bits
+        (:data:`EMULATED_DTYPES`), and only when the self-test fails for that dtype."""
+        if dtype not in EMULATED_DTYPES or self.task.backend != "triton" or self.runner is None or self.on_gpu:
+            return None
+        st = self.interpreter_fidelity()
+        if "error" in st:
+            return f"the interpreter self-test could not run ({str(st['error'])[:200]})"
+        res = (st.get("selftest") or {}).get(dtype)
+        if res is None:
+            return f"the interpreter self-test does not cover {dtype}"
+        if not res.get("ok"):
+            bad = [k for k, v in (res.get("probes") or {}).items() if not v] or [res.get("error", "?")]
+            return (f"the Triton interpreter does not compute {dtype} as compiled Triton does here "
+                    f"(self-test probes failed: {', '.join(map(str, bad))})")
+        return None
+
     def tolerance(self, case: dict[str, Any], out_dtype: str) -> ResolvedTolerance:
-        """The declared tolerance for ``case`` (per-dtype override by the case dtype),
-        completed with torch.testing's defaults for ``out_dtype``."""
-        return resolve_tolerance(self.task.tolerance_for(case.get("dtype", "")), out_dtype)
+        """The declared tolerance for ``case`` (per-dtype override by the case dtype, then
+        the kws extensions ``[[case_tolerance]]`` and ``[tolerance_rule]``, see
+        :meth:`Task.tolerance_for_case`), completed with torch.testing's defaults for
+        ``out_dtype``."""
+        return resolve_tolerance(self.task.tolerance_for_case(case), out_dtype)
 
     def repro(self, check: str, case: dict[str, Any] | None = None, seed: int | None = None) -> str:
         """A shell command that reruns ``check`` (on ``case`` and ``seed`` when given)."""
@@ -284,7 +338,8 @@ class CheckContext:
         t = self.task
         return self.runner.run(t.dir, steps, timeout=60 + st * len(steps) * 1.5, exclusive=exclusive,
                                entry={k: str(v) for k, v in t.entry.items()}, out_args=list(t.out_args),
-                               inout_args=list(t.inout_args), step_timeout=st)
+                               inout_args=list(t.inout_args), step_timeout=st,
+                               helper_dirs=[str(h) for h in t.helper_dirs])
 
     def run_steps(self, steps: list[Step], *, step_timeout: float | None = None) -> list[CallOutcome]:
         """Run steps in as few children as possible: when a child dies in step k, step k
@@ -303,7 +358,8 @@ class CheckContext:
             if died is None:
                 break
             if not job.died:  # the child ended normally without writing a step: a kws bug
-                raise RuntimeError(f"harness wrote no result for step {start + died}: {job.stderr_tail[-2000:]}")
+                why = "; ".join(job.wire_errors) or job.stderr_tail[-2000:]
+                raise RuntimeError(f"harness wrote no readable result for step {start + died}: {why}")
             outcomes[start + died] = CallOutcome(
                 steps[start + died], None, death=job.describe_death(), death_status=job.status,
                 signal_name=job.signal_name, stdout_tail=job.stdout_tail, stderr_tail=job.stderr_tail,

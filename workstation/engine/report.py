@@ -51,6 +51,13 @@ def finite_json(obj: Any) -> Any:
 def to_json_dict(res: EngineResult) -> dict[str, Any]:
     """The contract's report object for an engine run."""
     versions = {"kws": __version__, **{k: v for k, v in res.versions.items() if k != "kws"}}
+    # the installed libraries the candidate (and its task files) import: a library kernel's
+    # verdict is a verdict on that version
+    from workstation.task.sources import TaskSources, installed_versions
+
+    files = [ep.file for role, ep in res.task.entry.items() if role == "candidate"]
+    for k, v in installed_versions(TaskSources(res.task.dir), files).items():
+        versions.setdefault(k, v)
     doc = {
         "task": res.task.id,
         "task_tree": res.task_tree,

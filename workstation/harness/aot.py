@@ -44,7 +44,7 @@ from workstation.harness.ir import analyze
 from workstation.harness.selftest import interpreter_selftest
 from workstation.protocol.steps import Case, TritonAotStep, TritonLaunchRecords, kind_of
 
-ANALYSIS_VERSION = 1
+ANALYSIS_VERSION = 2
 AOT_TIMEOUT_S = 120.0
 DEFAULT_TARGETS = (("cuda", 90, 32),)
 
@@ -62,6 +62,14 @@ def _cache_key(task_dir: Path, cases: list[Case], seed: int, targets: list[list[
                          "seed": seed, "targets": targets,
                          "interp": interpreter, "fusion": os.environ.get("TRITON_DEFAULT_FP_FUSION", "")},
                         sort_keys=True).encode())
+    # a library candidate's kernels live in installed packages: any install or upgrade
+    # (and the fidelity layer's version) invalidates the analysis
+    import importlib.metadata as md
+
+    from workstation.harness.fidelity import FIDELITY_VERSION
+
+    dists = sorted(f"{d.metadata.get('Name', '')}=={d.version}" for d in md.distributions())
+    h.update(json.dumps({"fidelity": FIDELITY_VERSION, "dists": dists}).encode())
     for p in sorted(task_dir.rglob("*.py")):
         if "__pycache__" in p.parts:
             continue

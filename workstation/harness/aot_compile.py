@@ -43,10 +43,41 @@ def _decode(v: Any) -> Any:
     return v
 
 
+def installed_module_name(path: str) -> str | None:
+    """The dotted module name of a file that lies in an installed package (under a
+    ``site-packages``/``dist-packages`` entry of ``sys.path``), else None. Such a file is
+    imported by name, as the job child imported it, so its package's relative imports and
+    ``__init__`` run (``flag_gems/ops/mm.py`` -> ``flag_gems.ops.mm``)."""
+    real = Path(os.path.realpath(path))
+    for entry in sys.path:
+        if not entry or not ("site-packages" in entry or "dist-packages" in entry):
+            continue
+        try:
+            rel = real.relative_to(Path(os.path.realpath(entry)))
+        except ValueError:
+            continue
+        parts = list(rel.with_suffix("").parts)
+        if parts and parts[-1] == "__init__":
+            parts = parts[:-1]
+        if parts and all(p.isidentifier() for p in parts):
+            return ".".join(parts)
+    return None
+
+
 def _import_by_path(path: str, cache: dict[str, Any]) -> Any:
+    import importlib
     import importlib.util
 
     if path not in cache:
+        name = installed_module_name(path)
+        if name is not None:
+            try:
+                cache[path] = importlib.import_module(name)
+            except BaseException as e:  # noqa: BLE001
+                raise ImportError(f"cannot import the installed module {name} (from {path}) in the AOT child, "
+                                  f"which compiles without the interpreter and without a GPU: "
+                                  f"{type(e).__name__}: {str(e)[:400]}") from None
+            return cache[path]
         stem = Path(path).stem
         spec = importlib.util.spec_from_file_location(stem, path)
         if spec is None or spec.loader is None:
@@ -138,6 +169,11 @@ def main() -> None:
     (index into ``launches``), ``target``, ``qualname``, ``file`` and
     :func:`compile_launch`'s result or an ``error``). Must run without TRITON_INTERPRET."""
     os.environ.pop("TRITON_INTERPRET", None)
+    # packages that ask the device at import (FlagGems) load as in the job child: the
+    # device stand-in answers, the interpreter patches stay out (this child compiles)
+    from workstation.harness import fidelity
+
+    fidelity.device_stand_in(interpreter_only=False)
     modules: dict[str, Any] = {}
     if len(sys.argv) > 2 and sys.argv[1] == "--preload":
         # import the candidate (torch, triton, its kernels) while the job child is still

@@ -47,18 +47,48 @@ def _autotuner_cls() -> Any:
     return Autotuner
 
 
-def find_autotuners(ctx: JobContext) -> list[Any]:
-    """Every Autotuner in the globals of the task's modules (files under the task folder),
-    unwrapping ``Heuristics`` and other ``.fn`` chains; in discovery order, no repeats."""
+#: top-level packages never searched for a candidate's autotuners (the framework itself).
+FRAMEWORK = {"torch", "triton", "numpy", "scipy", "workstation", "msgspec", "jax", "sympy", "typing_extensions"}
+
+
+def imported_packages(ctx: JobContext) -> set[str]:
+    """Top-level names of the installed (non-stdlib, non-framework) packages the task's
+    modules reference: modules bound in their globals and the modules of the functions and
+    classes they import (``from liger_kernel.ops.rms_norm import LigerRMSNormFunction``
+    gives ``liger_kernel``). These are where a library candidate's kernels live."""
+    root = os.path.realpath(ctx.task_dir)
+    tops: set[str] = set()
+    std = set(getattr(sys, "stdlib_module_names", ()))
+    for mod in list(sys.modules.values()):
+        f = getattr(mod, "__file__", None)
+        if not f or not os.path.realpath(f).startswith(root + os.sep):
+            continue
+        for v in list(vars(mod).values()):
+            name = v.__name__ if inspect.ismodule(v) else getattr(v, "__module__", None)
+            if isinstance(name, str) and name:
+                tops.add(name.split(".")[0])
+    return {t for t in tops if t not in FRAMEWORK and t not in std and not t.startswith("_")}
+
+
+def find_autotuners(ctx: JobContext, packages: set[str] | None = None) -> list[Any]:
+    """Every Autotuner in the globals of the task's modules (files under the task folder)
+    and, when ``packages`` is given, of the loaded modules of those installed packages
+    (:func:`imported_packages`), unwrapping ``Heuristics`` and other ``.fn`` chains; in
+    discovery order (task modules first), no repeats."""
     cls = _autotuner_cls()
     if cls is None:
         return []
     root = os.path.realpath(ctx.task_dir)
     found: list[Any] = []
     seen: set[int] = set()
-    for mod in list(sys.modules.values()):
+    mods = list(sys.modules.items())
+    ordered = [m for _, m in mods if getattr(m, "__file__", None)
+               and os.path.realpath(m.__file__).startswith(root + os.sep)]
+    if packages:
+        ordered += [m for n, m in mods if n.split(".")[0] in packages and m not in ordered]
+    for mod in ordered:
         f = getattr(mod, "__file__", None)
-        if not f or not os.path.realpath(f).startswith(root + os.sep):
+        if not f:
             continue
         for v in list(vars(mod).values()):
             obj, depth = v, 0
@@ -226,9 +256,19 @@ def autotune_probe_step(ctx: JobContext, spec: AutotuneProbeStep) -> StepOutput:
         ctx.callable("candidate")
     except BaseException as e:  # noqa: BLE001
         return StepOutput(ok=False, error=error_info(e, getattr(e, "_kws_phase", "import")))
-    ats = find_autotuners(ctx)
+    own = find_autotuners(ctx)
+    packages = imported_packages(ctx)
+    ats = find_autotuners(ctx, packages)
+    if len(ats) > len(own) and spec.cases:
+        # keep the package autotuners whose kernel the candidate launches (a library has
+        # many); one discovery call on the first case tells
+        with observing(ConfigLaunchCounter(ats)) as counter:
+            _call(ctx, spec.cases[0], spec.seed, StepOutput(ok=True), "discover")
+        used = {a for a, d in counter.log.items() if d["launches"]}
+        ats = [at for a, at in enumerate(ats) if at in own or a in used]
     out.extra = {"autotuners": [describe(at) for at in ats], "device_name": ctx.device_name,
-                 "interpreter": INTERPRETER, "cases": []}
+                 "interpreter": INTERPRETER, "cases": [], "packages_searched": sorted(packages),
+                 "from_packages": [describe(at)["kernel"] for at in ats if at not in own]}
     if not ats:
         return out
     for at in ats:

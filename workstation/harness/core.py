@@ -248,7 +248,8 @@ def tensor_digest(t: torch.Tensor) -> str:
 
 def encode_tensor(t: Any) -> tuple[dict[str, Any], np.ndarray]:
     """(metadata, array) for one output: float dtypes as float64 (exact up to fp32),
-    integers as int64, bool as bool, complex as complex128.
+    integers as int64, bool as bool, complex as complex128; the array has the tensor's
+    shape, ``()`` for a 0-d tensor.
 
     Raises:
         TypeError: ``t`` is not a tensor.
@@ -276,7 +277,9 @@ def encode_tensor(t: Any) -> tuple[dict[str, Any], np.ndarray]:
         arr = c.numpy()
     else:
         arr = c.to(torch.int64).numpy()
-    return meta, np.ascontiguousarray(arr)
+    # np.require keeps a 0-d array 0-d (np.ascontiguousarray makes it shape (1,)): a
+    # scalar output (a mean- or sum-reduced loss) round-trips as shape ().
+    return meta, np.require(arr, requirements="C")
 
 
 def _patch_autotuner_for_interpreter() -> None:
@@ -309,8 +312,17 @@ class JobContext:
         self._modules: dict[str, Any] = {}
         if str(self.task_dir) not in sys.path:
             sys.path.insert(0, str(self.task_dir))
+        for i, h in enumerate(job.helper_dirs):  # the queue's shared helpers, after the task
+            if h not in sys.path:
+                sys.path.insert(1 + i, h)
         if INTERPRETER:
             _patch_autotuner_for_interpreter()
+            from workstation.harness import fidelity
+
+            self.fidelity = fidelity.install()
+            self.fidelity["device_stand_in"] = fidelity.device_stand_in()
+        else:
+            self.fidelity = {"installed": False, "errors": []}
 
     @property
     def device_name(self) -> str:

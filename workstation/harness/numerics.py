@@ -52,7 +52,15 @@ from workstation.harness.core import (
     error_info,
     run_role,
 )
-from workstation.protocol.steps import NumCallers, NumFresh, NumOracleStep, NumTf32, Upcast
+from workstation.protocol.steps import (
+    KeepFloat64,
+    NumCallers,
+    NumFresh,
+    NumOracleStep,
+    NumTf32,
+    PoisonMaskedLoads,
+    Upcast,
+)
 
 BUMP_REL = 2.0 ** -20
 
@@ -246,3 +254,56 @@ def oracle_step(ctx: JobContext, spec: NumOracleStep) -> StepOutput:
                 res.arrays[f"bump_{j}"] = encode_tensor(t)[1]
     res.extra["probe_errors"] = probe_errors
     return res
+
+
+_NARROW_FLOATS = (torch.float32, torch.float16, torch.bfloat16)
+
+
+@monitor(KeepFloat64)
+def _keep_float64(ctx: JobContext, spec: KeepFloat64, report: dict[str, Any]) -> Any:
+    """A ``TorchDispatchMode`` that turns every requested narrower float dtype into float64
+    (the :class:`~workstation.protocol.steps.KeepFloat64` monitor)."""
+    from torch.utils._python_dispatch import TorchDispatchMode
+
+    kept: dict[str, int] = {}
+
+    class _Keep(TorchDispatchMode):
+        def __torch_dispatch__(self, func: Any, types: Any, args: tuple = (), kwargs: dict | None = None) -> Any:
+            kwargs = dict(kwargs or {})
+            dt = kwargs.get("dtype")
+            if dt in _NARROW_FLOATS:
+                src = next((a for a in args if isinstance(a, torch.Tensor)), None)
+                if src is None or src.dtype == torch.float64:
+                    kwargs["dtype"] = torch.float64
+                    name = str(func.overloadpacket.__name__)
+                    kept[name] = kept.get(name, 0) + 1
+            return func(*args, **kwargs)
+
+    @contextmanager
+    def cm() -> Any:
+        with _Keep():
+            try:
+                yield
+            finally:
+                report["kept"] = dict(kept)
+                report["total"] = sum(kept.values())
+
+    return cm()
+
+
+@monitor(PoisonMaskedLoads)
+def _poison_masked_loads(ctx: JobContext, spec: PoisonMaskedLoads, report: dict[str, Any]) -> Any:
+    """Masked loads without ``other=`` read poison while the role runs (interpreter only)."""
+    from workstation.harness import fidelity
+
+    @contextmanager
+    def cm() -> Any:
+        report["active"] = bool(fidelity._state["installed"])
+        if not report["active"]:
+            report["why"] = "not under the Triton interpreter (a GPU's own undefined lanes apply)"
+            yield
+            return
+        with fidelity.poisoned_masked_loads(report):
+            yield
+
+    return cm()

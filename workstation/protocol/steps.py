@@ -180,6 +180,19 @@ class TritonLaunchRecords(_Monitor, tag="triton_launch_records", kw_only=True):
     compile (:mod:`workstation.harness.aot_capture`)."""
 
 
+class KeepFloat64(_Monitor, tag="keep_float64", kw_only=True):
+    """While the role runs (on float64 inputs: the oracle), every aten op asked for a
+    narrower float dtype (``x.float()``, ``.to(torch.float16)``, a float32 factory) gets
+    float64 instead, so a reference that casts internally still computes an oracle.
+    Reports ``{"kept": {op: n}, "total": n}``."""
+
+
+class PoisonMaskedLoads(_Monitor, tag="poison_masked_loads", kw_only=True):
+    """While the role runs under the Triton interpreter, masked lanes of ``tl.load``
+    without ``other=`` read NaN (floats) or the 0x5A sentinel (ints), as undefined lanes
+    may on a GPU. Reports ``{"active": bool, "poisoned_lanes": n}``."""
+
+
 class NumCallers(_Monitor, tag="num_callers", kw_only=True):
     """Count Python calls into functions defined in the task file ``file`` (path relative
     to the task folder) while the call runs (:mod:`workstation.harness.numerics`)."""
@@ -201,7 +214,8 @@ class PallasStrict(_Monitor, tag="pallas_strict", kw_only=True):
     cores: int = 2
 
 
-Monitor = AtenOps | TritonLaunches | TritonLaunchRecords | NumCallers | PallasCalls | PallasStrict
+Monitor = (AtenOps | TritonLaunches | TritonLaunchRecords | NumCallers | PallasCalls | PallasStrict | KeepFloat64
+           | PoisonMaskedLoads)
 
 
 # ----------------------------------------------------------------------------- steps
@@ -341,6 +355,11 @@ class NumOracleStep(_Step, tag="num_oracle", kw_only=True):
     skip: list[int] = []
 
 
+class InterpreterSelftestStep(_Step, tag="interpreter_selftest", kw_only=True):
+    """The interpreter fidelity self-test (:mod:`workstation.harness.selftest`): which
+    dtypes the Triton interpreter computes right under kws's fidelity layer."""
+
+
 class TritonAotStep(_Step, tag="triton_aot", kw_only=True):
     """Capture the candidate's Triton launches on every case of ``cases`` and read their
     IR compiled for ``targets`` (``None``: sm_90) (:mod:`workstation.harness.aot`)."""
@@ -447,7 +466,7 @@ class CudaBuildStep(_Step, tag="cuda_build", kw_only=True):
 Step = (CallStep | AuthorTestStep | GuardedCallStep | SanitizerCallStep | InputsOnlyStep | RepeatCallStep
         | HashseedCallStep | StaleCallStep | FaultCallStep | StateProbeStep | AutotuneProbeStep | NumOracleStep
         | TritonAotStep | TimingStep | TorchTimerStep | AuthorBenchStep | ProfileStep | PallasReadStep
-        | CudaBuildStep)
+        | CudaBuildStep | InterpreterSelftestStep)
 
 
 def step_roles(step: _Step) -> set[str]:
@@ -479,6 +498,8 @@ class Job(msgspec.Struct, frozen=True, forbid_unknown_fields=True, kw_only=True)
         out_dir: where the child writes ``step-<i>.*`` (absolute path).
         device: ``"cpu"`` or ``"cuda"``.
         steps: run in order.
+        helper_dirs: folders put on ``sys.path`` after the task copy (a queue's shared
+            helper folder, ``queue.toml`` ``helpers``; read-only to the task).
     """
 
     entry: dict[str, str] = {}
@@ -488,6 +509,7 @@ class Job(msgspec.Struct, frozen=True, forbid_unknown_fields=True, kw_only=True)
     out_dir: str
     device: Literal["cpu", "cuda"] = "cpu"
     steps: list[Step]
+    helper_dirs: list[str] = []
 
 
 # ----------------------------------------------------------------------------- encoding

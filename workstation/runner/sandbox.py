@@ -308,8 +308,10 @@ class Runner:
         out_args: list[int] | None = None,
         inout_args: list[int] | None = None,
         step_timeout: float | None = None,
+        helper_dirs: list[str] | None = None,
     ) -> JobResult:
-        """Run ``steps`` in one isolated child on a copy of ``task_dir``.
+        """Run ``steps`` in one isolated child on a copy of ``task_dir``
+        (``helper_dirs``: the queue's shared helper folders, put on the child's path).
 
         Args:
             task_dir: the task folder (copied; never modified).
@@ -325,7 +327,8 @@ class Runner:
             StepError: a step does not have its declared form (nothing was started).
             RunnerError: the fork server could not be (re)started.
         """
-        roles = {"entry": dict(entry or {}), "out_args": list(out_args or []), "inout_args": list(inout_args or [])}
+        roles = {"entry": dict(entry or {}), "out_args": list(out_args or []), "inout_args": list(inout_args or []),
+                 "helper_dirs": [str(h) for h in helper_dirs or ()]}
         if exclusive:
             with self._exclusive:
                 with self._active_cv:

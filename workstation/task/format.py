@@ -20,6 +20,13 @@ kws extensions (optional keys, never changing a contract key's meaning):
   ``case``, ``calls``, ``device``; :class:`ProfileTable`). Loading the task checks each
   file's name, location, size and format; the file itself is parsed only when a check,
   ``kws profile`` or the review screen asks (:mod:`workstation.profiles.load`).
+- ``[inputs] keep_structure = [i, ...]``: inputs whose structure value checks keep.
+- ``[delegation] ops = ["aten::mm", ...]``: framework ops the candidate delegates to by design.
+- ``[tolerance_rule] atol_scale = ["K"]`` (and ``rtol_scale``): per-case tolerance scaled by
+  the product of case parameters (FlagGems' ``atol = 1e-4 * K``).
+- ``[[case_tolerance]] match = {...}, atol/rtol/ulp``: a tolerance for matching cases.
+These live outside ``[[cases]]`` (whose keys are case parameters) and ``[tolerance.X]``
+(whose X is a dtype).
 """
 
 from __future__ import annotations
@@ -41,9 +48,11 @@ from workstation.task.model import (
     SCHEMA,
     TASK_ID_RE,
     AttachedProfile,
+    CaseTolerance,
     Claims,
     Contract,
     EntryPoint,
+    Extensions,
     ParamSpec,
     Task,
     Tolerance,
@@ -151,6 +160,34 @@ MAX_TITLE = 200
 MAX_TEXT = 20_000
 
 
+class InputsTable(Struct, frozen=True):
+    """``[inputs]`` (kws extension)."""
+
+    keep_structure: Annotated[list[NonNegInt], Meta(description="an array of input indices")] = []
+
+
+class DelegationTable(Struct, frozen=True):
+    """``[delegation]`` (kws extension)."""
+
+    ops: Annotated[list[Annotated[str, Meta(min_length=1)]], Meta(description="an array of op names")] = []
+
+
+class ToleranceRuleTable(Struct, frozen=True):
+    """``[tolerance_rule]`` (kws extension)."""
+
+    atol_scale: Annotated[list[str], Meta(description="an array of case parameter names")] = []
+    rtol_scale: Annotated[list[str], Meta(description="an array of case parameter names")] = []
+
+
+class CaseToleranceTable(Struct, frozen=True):
+    """One ``[[case_tolerance]]`` (kws extension)."""
+
+    match: Annotated[dict[str, Scalar], Meta(description="a table of case parameters")]
+    atol: NonNegFloat | None = None
+    rtol: NonNegFloat | None = None
+    ulp: NonNegFloat | None = None
+
+
 class TaskFile(Struct, frozen=True):
     """The whole ``task.toml``. ``tolerance`` holds ``atol``/``rtol``/``ulp`` and
     ``[tolerance.<dtype>]`` sub-tables side by side; :func:`_tolerances` splits them."""
@@ -171,6 +208,10 @@ class TaskFile(Struct, frozen=True):
     benchmark: Annotated[BenchmarkTable, Meta(description="the [benchmark] table")] = BenchmarkTable()
     profiles: Annotated[list[ProfileTable], Meta(max_length=MAX_PROFILES,
                                                  description="an array of [[profiles]] tables")] = []
+    inputs: Annotated[InputsTable, Meta(description="the [inputs] table")] = InputsTable()
+    delegation: Annotated[DelegationTable, Meta(description="the [delegation] table")] = DelegationTable()
+    tolerance_rule: Annotated[ToleranceRuleTable, Meta(description="the [tolerance_rule] table")] = ToleranceRuleTable()
+    case_tolerance: Annotated[list[CaseToleranceTable], Meta(description="[[case_tolerance]] tables")] = []
 
 
 # ----------------------------------------------------------------------------- file checks
@@ -377,7 +418,7 @@ def load_task(task_dir: Path | str) -> Task:
         raise Problem(toml, "schema", f"unsupported schema {schema}; this kws reads schema {SCHEMA}")
     doc = convert(data, TaskFile, file=toml)
     warnings = [Problem(toml, k, "unknown key (ignored)") for k in unknown_keys(data, TaskFile)
-                if not k.startswith(("cases[", "benchmark.cases[", "tolerance."))
+                if not k.startswith(("cases[", "benchmark.cases[", "tolerance.", "case_tolerance["))
                 and not (k.startswith("profiles[") and ".case." in k)]
 
     if not TASK_ID_RE.match(doc.id):
@@ -417,10 +458,49 @@ def load_task(task_dir: Path | str) -> Task:
     cases = unique
     profiles = _profiles(task_dir, toml, doc.profiles, params)
 
+    extensions = _extensions(toml, doc, cases)
+
     return Task(
         id=doc.id, dir=task_dir, title=doc.title, kind=doc.kind, backend=doc.backend, spec=doc.spec,
         entry=entry, out_args=tuple(doc.entry.out_args), inout_args=tuple(doc.entry.inout_args),
         params=params, contract=contract, cases=cases, tolerance=tolerance, tolerance_by_dtype=by_dtype,
         claims=claims, benchmark_cases=bench_cases, original=doc.original, profiles=profiles, warnings=warnings,
+        extensions=extensions, helper_dirs=_helper_dirs(task_dir),
     )
+
+
+def _extensions(toml: Path, doc: TaskFile, cases: list[dict[str, Any]]) -> Extensions:
+    """The kws extension tables, validated against the cases."""
+    for k, n in ((f"tolerance_rule.{name}", p) for name in ("atol_scale", "rtol_scale")
+                 for p in getattr(doc.tolerance_rule, name)):
+        if not any(n in case for case in cases):
+            raise Problem(toml, k, f"{n!r} is not a parameter of any case")
+    cts = []
+    for i, ct in enumerate(doc.case_tolerance):
+        if not ct.match:
+            raise Problem(toml, f"case_tolerance[{i}].match", "an empty match would apply to every case; use [tolerance]")
+        if ct.atol is None and ct.rtol is None and ct.ulp is None:
+            raise Problem(toml, f"case_tolerance[{i}]", "gives none of atol, rtol, ulp")
+        if not any(all(c.get(k) == v for k, v in ct.match.items()) for c in cases):
+            raise Problem(toml, f"case_tolerance[{i}].match", f"matches no declared case: {dict(ct.match)}")
+        cts.append(CaseTolerance(tuple(sorted(ct.match.items())), Tolerance(ct.atol, ct.rtol, ct.ulp)))
+    return Extensions(keep_structure=tuple(doc.inputs.keep_structure), delegates=tuple(doc.delegation.ops),
+                      atol_scale=tuple(doc.tolerance_rule.atol_scale), rtol_scale=tuple(doc.tolerance_rule.rtol_scale),
+                      case_tolerances=tuple(cts))
+
+
+def _helper_dirs(task_dir: Path) -> tuple[Path, ...]:
+    """The shared helper folder of the queue ``task_dir`` belongs to (empty outside a
+    queue, or when its ``queue.toml`` names none or cannot be read: the queue loader
+    reports that file's problems)."""
+    from workstation.task.helpers import queue_helpers_dir, queue_root_of
+
+    root = queue_root_of(task_dir)
+    if root is None:
+        return ()
+    try:
+        d = queue_helpers_dir(root)
+    except Problem:
+        return ()
+    return (d,) if d is not None else ()
 

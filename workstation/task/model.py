@@ -138,6 +138,41 @@ class Tolerance:
 
 
 @dataclass(frozen=True)
+class CaseTolerance:
+    """``[[case_tolerance]]`` (kws extension): a tolerance for the cases whose parameters
+    equal every key of ``match`` (``dtype`` included); its keys override the dtype's."""
+
+    match: tuple[tuple[str, Any], ...]
+    tolerance: Tolerance
+
+    def applies(self, case: dict[str, Any]) -> bool:
+        return all(case.get(k) == v for k, v in self.match)
+
+
+@dataclass(frozen=True)
+class Extensions:
+    """The kws extensions of task.toml (docs/task-format.md, "kws extensions").
+
+    Attributes:
+        keep_structure: ``[inputs] keep_structure``: input indices whose values have a
+            structure (rotary tables, probability vectors, SPD matrices) that value checks
+            (special-values, degenerate-inputs' perturbations) must not perturb.
+        delegates: ``[delegation] ops``: framework ops (``aten::mm``, ``matmul``) the
+            candidate may call by design; fallback judges the rest.
+        atol_scale: ``[tolerance_rule] atol_scale``: case parameters whose product
+            multiplies the declared atol per case (FlagGems' ``atol = 1e-4 * K``).
+        rtol_scale: ``[tolerance_rule] rtol_scale``: the same for rtol.
+        case_tolerances: ``[[case_tolerance]]`` tables, in file order (the last match wins).
+    """
+
+    keep_structure: tuple[int, ...] = ()
+    delegates: tuple[str, ...] = ()
+    atol_scale: tuple[str, ...] = ()
+    rtol_scale: tuple[str, ...] = ()
+    case_tolerances: tuple[CaseTolerance, ...] = ()
+
+
+@dataclass(frozen=True)
 class Claims:
     """``[claims]``: what the task reports about itself."""
 
@@ -198,6 +233,10 @@ class Task:
     original: str | None = None
     profiles: tuple[AttachedProfile, ...] = ()
     warnings: list[Problem] = field(default_factory=list)
+    extensions: Extensions = field(default_factory=Extensions)
+    #: the queue's shared helper folders (``queue.toml`` ``helpers``), put on the job
+    #: child's ``sys.path`` after the task folder; part of the task's identity.
+    helper_dirs: tuple[Path, ...] = ()
 
     @property
     def task_toml(self) -> Path:
@@ -214,6 +253,34 @@ class Task:
             rtol=over.rtol if over.rtol is not None else base.rtol,
             ulp=over.ulp if over.ulp is not None else base.ulp,
         )
+
+    def tolerance_for_case(self, case: dict[str, Any]) -> Tolerance:
+        """The declared tolerance for ``case``: :meth:`tolerance_for` its dtype, then the
+        last matching ``[[case_tolerance]]``, then ``[tolerance_rule]``: atol (rtol)
+        multiplied by the product of the case's ``atol_scale`` (``rtol_scale``) parameters
+        (a parameter the case lacks counts 1). Keys missing everywhere stay ``None``."""
+        tol = self.tolerance_for(case.get("dtype", ""))
+        for ct in self.extensions.case_tolerances:
+            if ct.applies(case):
+                o = ct.tolerance
+                tol = Tolerance(atol=o.atol if o.atol is not None else tol.atol,
+                                rtol=o.rtol if o.rtol is not None else tol.rtol,
+                                ulp=o.ulp if o.ulp is not None else tol.ulp)
+        ext = self.extensions
+
+        def scale(names: tuple[str, ...]) -> float:
+            f = 1.0
+            for n in names:
+                v = case.get(n)
+                if isinstance(v, int | float) and not isinstance(v, bool):
+                    f *= float(v)
+            return f
+
+        if ext.atol_scale and tol.atol is not None:
+            tol = Tolerance(atol=tol.atol * scale(ext.atol_scale), rtol=tol.rtol, ulp=tol.ulp)
+        if ext.rtol_scale and tol.rtol is not None:
+            tol = Tolerance(atol=tol.atol, rtol=tol.rtol * scale(ext.rtol_scale), ulp=tol.ulp)
+        return tol
 
     def source_path(self, role: str) -> Path | None:
         """The file of an entry role (``"candidate"``, ``"baseline"``...), or ``None``."""

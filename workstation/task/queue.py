@@ -7,6 +7,8 @@ A queue is a git repository with ``tasks/<task-id>/task.toml`` folders (task for
 - ``rubric``: the rubric id verdicts use (default ``kernel-review``);
 - ``sync_refs``: extra git refs ``kws sync`` exchanges besides the branch (full names such
   as ``refs/notes/kws-screen``; default none).
+- ``helpers`` (kws extension): a folder of helper modules every task may import
+  (:mod:`workstation.task.helpers`).
 
 Unknown keys are warnings, as in task.toml. Every component that needs queue settings
 (the CLI, the queue screen's index, the rubric lookup) reads them through
@@ -39,6 +41,7 @@ class QueueFile(Struct, frozen=True):
         list[Annotated[str, Meta(pattern=r"^refs/(?!heads/|remotes/|tags/)[A-Za-z0-9._/-]+$",
                                  description="a full ref name such as refs/notes/NAME")]],
         Meta(description="an array of ref names")] = []
+    helpers: Annotated[str, Meta(description="a folder name", max_length=200)] | None = None
 
 
 @dataclass(frozen=True)
@@ -66,6 +69,10 @@ def read_queue_config(root: Path | str) -> QueueConfig:
     data = read_toml(qt)
     doc = convert(data, QueueFile, file=qt)
     warnings = tuple(Problem(qt, k, "unknown key (ignored)") for k in unknown_keys(data, QueueFile))
+    if doc.helpers is not None:
+        from workstation.task.helpers import queue_helpers_dir
+
+        queue_helpers_dir(root)  # raises the Problem naming queue.toml's helpers key
     return QueueConfig(root, doc.name or root.name, doc.rubric or DEFAULT_RUBRIC, warnings, tuple(doc.sync_refs))
 
 

@@ -279,3 +279,108 @@ class TaskSources:
         for sf, _ in self.closure(rel):
             mods |= sf.imported_modules()
         return mods
+
+
+#: top-level packages the walker never enters (the framework itself, not the candidate's code).
+FRAMEWORK_PACKAGES = frozenset({"torch", "triton", "numpy", "scipy", "jax", "jaxlib", "sympy", "workstation"})
+#: the most installed-package files one walk reads (a library's __init__ imports hundreds).
+MAX_PACKAGE_FILES = 48
+#: import hops followed inside an installed package from the module the task imports.
+MAX_PACKAGE_DEPTH = 2
+
+
+def find_installed_module(name: str) -> Path | None:
+    """The file of the installed module ``name`` (``"flag_gems.ops.mm"``), found on
+    ``sys.path`` by path alone (never imported): ``a/b/c.py`` or ``a/b/c/__init__.py``
+    under the folder of the top-level package ``a``; None when not found."""
+    import importlib.machinery
+    import sys
+
+    parts = name.split(".")
+    if not parts[0] or parts[0] in FRAMEWORK_PACKAGES or parts[0] in getattr(sys, "stdlib_module_names", ()):
+        return None
+    spec = importlib.machinery.PathFinder.find_spec(parts[0], [p for p in sys.path if p])
+    if spec is None or not spec.origin or spec.origin in ("built-in", "frozen"):
+        return None
+    origin = Path(spec.origin)
+    if len(parts) == 1:
+        return origin if origin.suffix == ".py" else None
+    if origin.name != "__init__.py":
+        return None
+    base = origin.parent.joinpath(*parts[1:])
+    for cand in (base.with_suffix(".py"), base / "__init__.py"):
+        if cand.is_file():
+            return cand
+    return None
+
+
+def package_closure(sources: TaskSources, rel: str) -> Iterator[tuple[SourceFile, tuple[str, ...]]]:
+    """The installed-package modules that ``rel`` and the task files it imports import
+    (``from liger_kernel.ops.rms_norm import ...`` -> ``liger_kernel/ops/rms_norm.py``), and
+    the modules of the same package those import, up to :data:`MAX_PACKAGE_DEPTH` hops and
+    :data:`MAX_PACKAGE_FILES` files; framework and standard-library modules are not
+    entered, nor the packages' ``__init__`` chains. Each file's ``rel`` is its path from
+    the site folder (``flag_gems/ops/mm.py``); the chain starts at the task file."""
+    seen: set[str] = set()
+    todo: list[tuple[str, tuple[str, ...], int]] = []
+    for sf, chain in sources.closure(rel):
+        for imp in sf.imports:
+            if imp.level or sources.resolve(imp, sf.rel):
+                continue
+            names = [imp.module] + ([f"{imp.module}.{n}" for n in imp.names] if imp.names else [])
+            todo += [(n, chain, 0) for n in names]
+    count = 0
+    while todo and count < MAX_PACKAGE_FILES:
+        name, chain, depth = todo.pop(0)
+        if name in seen:
+            continue
+        seen.add(name)
+        path = find_installed_module(name)
+        if path is None:
+            continue
+        top = name.split(".")[0]
+        site = path.parents[len(name.split(".")) - (1 if path.name != "__init__.py" else 0)]
+        got = read_source(path, str(path.relative_to(site)))
+        if isinstance(got, str):
+            sources.problems[name] = got
+            continue
+        count += 1
+        yield got, (*chain, name)
+        if depth >= MAX_PACKAGE_DEPTH or path.name == "__init__.py":
+            continue
+        pkg = name.rsplit(".", 1)[0] if "." in name else name
+        for imp in got.imports:
+            if imp.level:
+                base = pkg.split(".")
+                base = base[: len(base) - (imp.level - 1)] if imp.level > 1 else base
+                mod = ".".join([*base, imp.module] if imp.module else base)
+            else:
+                mod = imp.module
+            if mod.split(".")[0] != top:
+                continue
+            todo.append((mod, (*chain, name), depth + 1))
+            todo += [(f"{mod}.{n}", (*chain, name), depth + 1) for n in imp.names]
+
+
+def installed_versions(sources: TaskSources, files: Iterable[str]) -> dict[str, str]:
+    """Versions of the installed distributions that ``files`` of the task (and the task
+    files they import) import, by distribution name (``{"liger_kernel": "0.8.5"}``): read
+    from package metadata (``importlib.metadata``), never by importing. The standard
+    library and modules of the task itself are left out."""
+    import importlib.metadata as md
+    import sys
+
+    tops: set[str] = set()
+    for f in files:
+        for m in sources.all_imports(f):
+            tops.add(m.split(".")[0])
+    tops -= set(getattr(sys, "stdlib_module_names", ()))
+    dists = md.packages_distributions()
+    out: dict[str, str] = {}
+    for top in sorted(tops):
+        for dist in dists.get(top, ()):
+            try:
+                out[dist.replace("-", "_").lower()] = md.version(dist)
+            except md.PackageNotFoundError:
+                continue
+    return out

@@ -17,7 +17,7 @@ from pathlib import Path
 from typing import Any
 
 from workstation.task.model import Task
-from workstation.task.sources import SourceFile, TaskSources
+from workstation.task.sources import SourceFile, TaskSources, package_closure
 
 #: framework namespaces whose functions count as "the framework doing the work".
 FRAMEWORK_PREFIXES = ("torch.nn.functional.", "torch.special.", "torch.linalg.", "torch.fft.",
@@ -329,9 +329,10 @@ def scan_state_writes(sources: TaskSources, rel: str) -> list[StateSite]:
 
 
 def scan_hash_order(sources: TaskSources, entry_file: str) -> list[dict[str, Any]]:
-    """Places in ``entry_file`` and the task-local modules it imports (transitively) where
-    Python's hash seed can reach the order of work: set/frozenset displays,
-    comprehensions and constructors, and ``hash()`` calls.
+    """Places in ``entry_file``, the task-local modules it imports (transitively) and the
+    installed-package modules they import (:func:`package_closure`) where Python's hash
+    seed can reach the order of work: set/frozenset displays, comprehensions and
+    constructors, and ``hash()`` calls.
 
     ``PYTHONHASHSEED`` randomises the hashes of str, bytes and datetime objects (and of
     tuples and frozensets holding them); among the built-in containers only set and
@@ -339,7 +340,7 @@ def scan_hash_order(sources: TaskSources, entry_file: str) -> list[dict[str, Any
     Each item: ``{"file", "line", "text"}``.
     """
     hits: list[dict[str, Any]] = []
-    for mod, _chain in sources.closure(entry_file):
+    for mod, _chain in [*sources.closure(entry_file), *package_closure(sources, entry_file)]:
         for node in ast.walk(mod.tree):
             if isinstance(node, ast.Set | ast.SetComp):
                 hits.append({"file": mod.rel, "line": node.lineno, "text": mod.text(node)})

@@ -39,6 +39,8 @@ class Trial:
     ref_transforms: list[Transform] = field(default_factory=list)
     cand_transforms: list[Transform] = field(default_factory=list)
     info: dict[str, Any] = field(default_factory=dict)
+    #: monitors around the candidate's call (``PoisonMaskedLoads`` for derived shapes).
+    cand_monitors: list[Any] = field(default_factory=list)
 
 
 @dataclass(eq=False)
@@ -129,7 +131,8 @@ def run_trials(ctx: CheckContext, trials: list[Trial], *, drop_nonfinite_ref: bo
         return []
     rkw = dict(ref_extra or {})
     ref_steps = [ctx.call_step("reference", t.case, t.seed, transforms=t.ref_transforms, **rkw) for t in trials]
-    cand_steps = [ctx.call_step("candidate", t.case, t.seed, transforms=t.cand_transforms) for t in trials]
+    cand_steps = [ctx.call_step("candidate", t.case, t.seed, transforms=t.cand_transforms,
+                                **({"monitors": list(t.cand_monitors)} if t.cand_monitors else {})) for t in trials]
     if budget_timeout is not None:
         def go(steps):
             return ctx.run_steps(steps, step_timeout=budget_timeout)
@@ -298,3 +301,37 @@ def trial_line(r: TrialResult) -> str:
     """``"M=64 K=1000 float32 seed 0"`` plus the trial's label."""
     s = f"case {case_label(r.trial.case)}, seed {r.trial.seed}"
     return f"{r.trial.label}: {s}" if r.trial.label else s
+
+
+def oracle_judgement(ctx: CheckContext, r: TrialResult) -> dict[str, Any]:
+    """Who is off in a mismatching trial: the reference re-run on float64 copies of the
+    trial's inputs under the ``keep_float64`` dispatch mode (a float64 oracle even when the
+    reference casts internally), and both results compared with it at the declared
+    tolerance. ``available`` False (with ``why``) where there is no oracle (the reference
+    raises, or still returns a narrower dtype on float64 inputs).
+
+    Returns: ``{"available", "candidate_within", "reference_within",
+    "candidate_max_err", "reference_max_err"}`` (errors against the oracle, max over outputs).
+    """
+    from workstation.protocol.steps import KeepFloat64, Upcast
+
+    step = ctx.call_step("reference", r.trial.case, r.trial.seed,
+                         transforms=[*r.trial.ref_transforms, Upcast(dtype="float64")], monitors=[KeepFloat64()])
+    o = ctx.calls([step], memo=True)[0]
+    if not o.ok or r.cand is None or len(o.outputs) != len(r.ref.outputs):
+        return {"available": False, "why": o.failure_text() if not o.ok else "the oracle's outputs do not match"}
+    if any(t.values.dtype.kind == "f" and t.dtype != "float64" for t in o.outputs):
+        return {"available": False, "why": "no oracle: the reference returns a narrower dtype on float64 inputs"}
+    cand_ok = ref_ok = True
+    cmax = rmax = 0.0
+    for e, g, ov in zip(r.ref.outputs, r.cand.outputs, o.outputs, strict=False):
+        if e.values.dtype.kind != "f" or g.values.shape != ov.values.shape:
+            continue
+        tol = ctx.tolerance(r.trial.case, e.dtype)
+        lim = tol.atol + tol.rtol * np.abs(ov.values)
+        ce, re_ = np.abs(g.values - ov.values), np.abs(e.values - ov.values)
+        cand_ok &= bool(np.all(ce <= lim))
+        ref_ok &= bool(np.all(re_ <= lim))
+        cmax, rmax = max(cmax, float(np.nanmax(ce)) if ce.size else 0.0), max(rmax, float(np.nanmax(re_)) if re_.size else 0.0)
+    return {"available": True, "candidate_within": cand_ok, "reference_within": ref_ok,
+            "candidate_max_err": cmax, "reference_max_err": rmax}

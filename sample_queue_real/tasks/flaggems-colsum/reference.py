@@ -1,0 +1,4 @@
+
+
+def colsum(x):
+    return x.sum(dim=0)

@@ -1,0 +1,5 @@
+import torch
+
+
+def mm(a, b):
+    return torch.mm(a, b)

@@ -1,0 +1,6 @@
+import torch
+
+
+def make_inputs(case, device, seed):
+    g = torch.Generator().manual_seed(seed)
+    return (torch.randn(case["N"], generator=g).to(device),)

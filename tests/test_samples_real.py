@@ -1,0 +1,93 @@
+"""The real-kernel sample queue (``sample_queue_real/``): library kernels run as they are,
+and every fail kws reports is one a kernel engineer agrees with.
+
+Its candidates import Liger-Kernel 0.8.5 and FlagGems 5.0.2 as installed (the
+``realkernels`` extra, installed by ``.ci/run`` with ``--no-deps``); the module skips when
+they are not importable. Expectations live in ``tests/sample_expectations.d/real/<task>.toml``
+(never in the queue): ``fail`` lists checks that must fail, ``not_fail`` checks that must
+not, ``clean = true`` admits no fail at all, ``only`` (optional) limits the run to those
+checks (CI time: each task runs once, every test of it reads that one report), ``why`` says
+for each expected fail why it is true.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import json
+import tomllib
+from pathlib import Path
+
+import pytest
+
+from workstation.engine.report import to_json_dict
+from workstation.engine.run import run_checks
+from workstation.task.format import load_task
+
+ROOT = Path(__file__).resolve().parent.parent
+REAL_QUEUE = ROOT / "sample_queue_real"
+EXPECT_DIR = Path(__file__).parent / "sample_expectations.d" / "real"
+EXPECTATIONS = {p.stem: tomllib.loads(p.read_text()) for p in sorted(EXPECT_DIR.glob("*.toml"))}
+LIBS = ("liger_kernel", "flag_gems", "sqlalchemy")
+missing = [m for m in LIBS if importlib.util.find_spec(m) is None]
+pytestmark = [pytest.mark.slow, pytest.mark.skipif(
+    bool(missing), reason=f"the realkernels extra is not installed ({', '.join(missing)}): "
+    "run scripts/install_realkernels.py")]
+
+
+def test_every_real_task_has_expectations_and_vice_versa():
+    tasks = {p.name for p in (REAL_QUEUE / "tasks").iterdir() if p.is_dir()}
+    assert tasks == set(EXPECTATIONS)
+
+
+def test_no_interpreter_shim_in_the_queue():
+    """No file of the queue (tasks or the shared helpers) patches Triton's interpreter,
+    torch.cuda or a library's launch wrapper: kws's fidelity layer does that."""
+    needles = ("interpreter", "TRITON_INTERPRET", "libentry", "torch.cuda.", "_implicit_cvt", "GEMS_VENDOR",
+               "extern_elementwise", "InterpretedFunction")
+    for p in REAL_QUEUE.rglob("*.py"):
+        text = p.read_text()
+        hits = [n for n in needles if n in text]
+        assert not hits, f"{p.relative_to(ROOT)} mentions {hits}"
+
+
+def test_real_queue_has_ten_library_tasks_three_backward():
+    lib = [t for t in EXPECTATIONS if t.startswith(("liger-", "flaggems-"))]
+    assert len(lib) >= 10
+    assert sum(t.endswith("-bwd") for t in lib) >= 3
+    for t in lib:
+        text = (REAL_QUEUE / "tasks" / t / "candidate.py").read_text()
+        assert "from liger_kernel" in text or "from flag_gems" in text, t
+
+
+@pytest.fixture(scope="module")
+def reports(runner):
+    cache: dict[str, dict] = {}
+
+    def get(task_id: str) -> dict:
+        if task_id not in cache:
+            exp = EXPECTATIONS[task_id]
+            task = load_task(REAL_QUEUE / "tasks" / task_id)
+            cache[task_id] = to_json_dict(run_checks(task, runner, only=exp.get("only")))
+        return cache[task_id]
+
+    return get
+
+
+@pytest.mark.parametrize("task_id", sorted(EXPECTATIONS))
+def test_real_task_outcome(task_id, reports):
+    exp = EXPECTATIONS[task_id]
+    doc = reports(task_id)
+    failing = {f["check"] for f in doc["findings"] if f["severity"] == "fail"}
+    errors = {c["check"]: c["reason"] for c in doc["checks"] if c["status"] == "error"}
+    assert not errors, f"checks broke (kws bugs): {errors}"
+    detail = json.dumps([f["summary"] for f in doc["findings"] if f["severity"] == "fail"], indent=1)
+    if exp.get("clean"):
+        assert not failing, f"clean task {task_id} got fail findings: {detail}"
+    for cid in exp.get("fail", []):
+        assert cid in failing, f"{task_id}: expected a fail from {cid}; fails were {sorted(failing)}: {detail}"
+    for cid in exp.get("not_fail", []):
+        assert cid not in failing, f"{task_id}: {cid} must not fail: {detail}"
+    unexpected = failing - set(exp.get("fail", []))
+    assert not unexpected, f"{task_id}: fails no expectation explains: {sorted(unexpected)}: {detail}"
+    for lib in exp.get("versions", []):
+        assert lib in doc["versions"], f"{task_id}: report versions lack {lib}: {doc['versions']}"
