@@ -124,7 +124,7 @@ def run_trials(ctx: CheckContext, trials: list[Trial], *, drop_nonfinite_ref: bo
     cand_steps = [ctx.call_step("candidate", t.case, t.seed, transforms=t.cand_transforms) for t in trials]
     if budget_timeout is not None:
         def go(steps):
-            return ctx.run_steps(steps, step_timeout=budget_timeout)
+            return ctx.run_steps(steps, step_timeout=budget_timeout, budget=True)
     else:
         def go(steps):
             return ctx.calls(steps, memo=True)

@@ -35,7 +35,7 @@ class HelpScreen(ModalScreen[None]):
 
     def compose(self) -> ComposeResult:
         with VerticalScroll(can_focus=True) as vs:
-            vs.border_title = "Keys (Esc closes)"
+            vs.border_title = "Keys (Esc closes)" + (f" · {self.app.sandbox_marker}" if getattr(self.app, "sandbox_marker", "") else "")
             yield Static(self._render_help(), id="help-text")
 
     def on_mount(self) -> None:
