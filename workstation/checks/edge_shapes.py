@@ -29,7 +29,7 @@ from workstation.checks.support.trials import (
     run_trials,
     same_failure,
 )
-from workstation.engine.check import Check, Finding, Skip, register
+from workstation.engine.check import Check, Finding, NotJudged, register
 from workstation.engine.context import CheckContext, case_label
 from workstation.task.model import ParamSpec
 
@@ -108,10 +108,10 @@ class EdgeShapes(Check):
         trials = self._derive(ctx, params, cost)
         results, not_run = self._run_budgeted(ctx, trials, CPU_DERIVED_BUDGET_S, cost.call_limit_s)
         if not results:
-            raise Skip("no legal derived case fits the CPU budget: the declared cases take "
+            raise NotJudged("no legal derived case fits the CPU budget: the declared cases take "
                        f"{cost.a * 2:.2g} s or more per call under the Triton interpreter (a GPU runs them)")
         if all(r.status == "dropped" for r in results):
-            raise Skip(f"every derived case was dropped ({len(results)}); first: "
+            raise NotJudged(f"every derived case was dropped ({len(results)}); first: "
                        f"{case_label(results[0].trial.case)}: {results[0].reason}")
         known: dict[str, TrialResult] = {case_key(r.trial.case): r for r in results}
         findings: list[Finding] = []

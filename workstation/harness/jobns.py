@@ -158,7 +158,7 @@ def enter_job_view(job_folder: str, cache_folder: str | None) -> None:
         try:
             umount(root)
         except OSError as e:
-            if e.errno != 22:  # EINVAL: not a mount point (no such folder in this sandbox)
+            if e.errno not in (2, 22):  # ENOENT, EINVAL: no such folder, or not a mount point
                 raise
     mount("tmpfs", "/tmp", "tmpfs", MS_NOSUID | MS_NODEV, f"size={TMP_SIZE},mode=1777")
     mount("proc", "/proc", "proc", MS_NOSUID | MS_NODEV | MS_NOEXEC)
