@@ -2,8 +2,10 @@
 # Set up kws in ./.venv: reuse the machine's torch when one is importable (a GPU box's CUDA
 # build), else install the pinned CPU-capable torch==2.13.0 (on a machine of this project's
 # kind it comes from a local file; never an unpinned torch, which pulls a multi-GB CUDA build).
+# It also installs bubblewrap (the sandbox of task code) where it can, and says what it did.
 set -euo pipefail
 cd "$(dirname "$0")/.."
+./scripts/install-bubblewrap.sh
 PY="${PYTHON:-python3}"
 if [ ! -x .venv/bin/python ]; then
   # --system-site-packages: a torch already installed for this Python stays visible.

@@ -70,27 +70,34 @@ def test_child_environment_is_scrubbed_and_task_is_a_copy(task_factory, runner, 
     assert (d / "candidate.py").read_text() == before
 
 
-def test_process_group_is_killed_at_the_limit(task_factory, runner, monkeypatch, tmp_path):
-    marker = tmp_path / "grandchild.pid"
+def test_process_group_is_killed_at_the_limit(task_factory, runner, monkeypatch):
+    import uuid
+
+    marker = f"kws-grandchild-{uuid.uuid4().hex}"
     src = (
         "import subprocess, sys, time\n"
         "def add(x, y):\n"
-        f"    p = subprocess.Popen([sys.executable, '-c', 'import time; time.sleep(600)'])\n"
-        f"    open({str(marker)!r}, 'w').write(str(p.pid))\n"
+        f"    subprocess.Popen([sys.executable, '-c', 'import time; time.sleep(600)', {marker!r}])\n"
         "    time.sleep(600)\n"
     )
     monkeypatch.setenv("KWS_STEP_TIMEOUT", "2")
     res = run_checks(load_task(task_factory(src)), runner, only=["correctness"], seeds=[0])
     assert res.results[0].findings[0].evidence["failure_class"] == "timeout"
-    pid = int(marker.read_text())
     for _ in range(50):
-        try:
-            os.kill(pid, 0)
-        except ProcessLookupError:
+        alive = [p for p in os.listdir("/proc") if p.isdigit() and _cmdline_has(p, marker)]
+        if not alive:
             break
         time.sleep(0.1)
     else:
         pytest.fail("the candidate's grandchild survived the kill")
+
+
+def _cmdline_has(pid: str, marker: str) -> bool:
+    try:
+        with open(f"/proc/{pid}/cmdline", "rb") as f:
+            return marker.encode() in f.read()
+    except OSError:
+        return False
 
 
 def test_device_is_reported(runner):

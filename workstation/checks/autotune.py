@@ -10,7 +10,7 @@ import numpy as np
 
 from workstation.analysis.compare import Comparison, compare, region_text
 from workstation.checks.support.benchsource import _dotted
-from workstation.engine.check import Check, Finding, Skip, register
+from workstation.engine.check import Check, Finding, NotJudged, Skip, register
 from workstation.engine.context import CheckContext, case_label, step_timeout_s
 from workstation.protocol.steps import AutotuneProbeStep
 from workstation.protocol.wire import TensorData, WireError, tensor_from
@@ -229,7 +229,7 @@ class Autotune(Check):
             raise RuntimeError(f"the autotune probe {job.describe_death()}: {job.stderr_tail[-1500:]}")
         if not st.ok:
             err = st.error or {}
-            raise Skip(f"the candidate does not import here ({err.get('type')}: {err.get('message', '')[:200]}): "
+            raise NotJudged(f"the candidate does not import here ({err.get('type')}: {err.get('message', '')[:200]}): "
                        "correctness reports it")
         ats = st.extra.get("autotuners") or []
         if not ats:

@@ -28,7 +28,7 @@ from workstation.checks.support.trials import (
     run_trials,
     same_failure,
 )
-from workstation.engine.check import Check, Finding, Skip, register
+from workstation.engine.check import Check, Finding, NotJudged, register
 from workstation.engine.context import CheckContext, case_label
 from workstation.protocol.steps import PoisonMaskedLoads
 from workstation.task.model import ParamSpec
@@ -107,10 +107,10 @@ class EdgeShapes(Check):
         trials, not_run = self._derive(ctx, params, cost)
         results = run_trials(ctx, trials)
         if not results:
-            raise Skip("no legal derived case fits the plan: every case kws derives from [params] is a "
+            raise NotJudged("no legal derived case fits the plan: every case kws derives from [params] is a "
                        f"declared one or beyond {cost.case_cap} cost units (2x the largest declared case)")
         if all(r.status == "dropped" for r in results):
-            raise Skip(f"every derived case was dropped ({len(results)}); first: "
+            raise NotJudged(f"every derived case was dropped ({len(results)}); first: "
                        f"{case_label(results[0].trial.case)}: {results[0].reason}")
         known: dict[str, TrialResult] = {case_key(r.trial.case): r for r in results}
         findings: list[Finding] = []

@@ -146,6 +146,7 @@ class Fallback(Check):
             return findings
         mon = cand.step.extra.get("monitors") or {}
         ops = (mon.get(kind_of(AtenOps)) or {}).get("ops") or {}
+        prof = (mon.get(kind_of(AtenOps)) or {}).get("profiler") or {}
         counted = mon.get(kind_of(TritonLaunches)) or {}
         launches = counted.get("launches", 0)
         kernels = counted.get("kernels") or {}
@@ -171,6 +172,9 @@ class Fallback(Check):
                 f"{label}: framework ops the task delegates by design ([delegation] ops) ran on the full problem: "
                 f"{_ops_text(delegated)}; judged only the rest",
                 {**ev_base, "delegated": sorted(delegated), "delegation_ops": sorted(delegates)}, case=case, seed=seed))
+        hidden = self._hidden(ctx, case, seed, label, prof, ops, full, ev_base)
+        if hidden is not None:
+            findings.append(hidden)
         if triton and launches == 0:
             exc = next((h for h in scan.hits if h.kind == "except-fallback"), None)
             src = ({"file": ep.file, "line": exc.line} if exc and failed else None) or _first_site(work) \
@@ -211,6 +215,35 @@ class Fallback(Check):
                    f" (no fault injection for backend {task.backend})"),
                 ev_base, case=case, seed=seed))
         return findings
+
+    def _hidden(self, ctx: CheckContext, case: dict[str, Any], seed: int, label: str, prof: dict[str, Any],
+                ops: dict[str, Any], full: int, ev_base: dict[str, Any]) -> Finding | None:
+        """A ``fail`` when the candidate hid work from the dispatch-mode tracer: the
+        independent recorder (the autograd profiler) saw compute ops on the full problem
+        of a family the tracer never saw, or the candidate turned the recorder off, replaced
+        its session or took the tracer off the mode stack (``workstation.harness.trace``)."""
+        if not prof:
+            return None
+        tampered = []
+        if prof.get("stopped"):
+            tampered.append("it stopped the autograd profiler")
+        if not prof.get("marker", True) and not prof.get("stopped"):
+            tampered.append("the profiler session kws opened was replaced")
+        if prof.get("mode_removed"):
+            tampered.append("it took kws's dispatch mode off the mode stack")
+        seen = {f for f in (aten_family(n) for n in ops if n not in BOOKKEEPING) if f}
+        unseen = {n: r for n, r in work_ops(prof.get("ops") or {}, full).items() if r["family"] not in seen}
+        if not tampered and not unseen:
+            return None
+        ev = {**ev_base, "profiler_ops": prof.get("ops"), "hidden_ops": unseen, "observation_tampered": tampered}
+        parts = []
+        if unseen:
+            parts.append(f"{_ops_text(unseen)} ran on the full problem (seen by kws's independent recorder, the "
+                         "autograd profiler) but not through the dispatch-mode tracer: the candidate hid framework "
+                         "work from it (e.g. with torch._C._disable_current_modes())")
+        if tampered:
+            parts.append("during the call " + " and ".join(tampered) + ": kws's observation of its ops was disabled")
+        return self.finding(ctx, "fail", f"{label}: " + "; ".join(parts), ev, case=case, seed=seed)
 
     def _fault_finding(self, ctx: CheckContext, case: dict[str, Any], seed: int, inject: CallOutcome,
                        ref: CallOutcome, triton: bool, hits: list[StaticHit]) -> Finding | None:

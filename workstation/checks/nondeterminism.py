@@ -10,7 +10,7 @@ import numpy as np
 from workstation.analysis.compare import is_float, ulp_distance
 from workstation.checks.support.guarded import indices, where_text
 from workstation.checks.support.static import scan_hash_order
-from workstation.engine.check import Check, Finding, Skip, register
+from workstation.engine.check import Check, Finding, NotJudged, Skip, register
 from workstation.engine.context import CallOutcome, CheckContext, case_label
 from workstation.engine.report import json_scalar
 from workstation.protocol.steps import HashseedCallStep, RepeatCallStep
@@ -104,7 +104,7 @@ class Nondeterminism(Check):
         findings: list[Finding] = []
         if len(runs) < 2:
             why = "; ".join(f"{w}: {o.failure_text()}" for w, o in failures)
-            raise Skip(f"fewer than two runs of case {case_label(case)} returned ({why})")
+            raise NotJudged(f"fewer than two runs of case {case_label(case)} returned ({why})")
         base_label, base = runs[0]
         diffs = []
         for label, outs in runs[1:]:

@@ -8,7 +8,7 @@ from typing import Any
 from workstation.analysis.roofline import beats
 from workstation.analysis.timingstats import CLAIM_MARGIN, judge_claim, robustness
 from workstation.checks.support.timing import CaseTiming, Measurement, measure, plan
-from workstation.engine.check import Check, Finding, Skip, register
+from workstation.engine.check import Check, Finding, NotJudged, register
 from workstation.engine.context import CheckContext, case_label
 from workstation.task.model import Task
 
@@ -68,7 +68,7 @@ class SpeedupClaim(Check):
         claim = float(ctx.task.claims.speedup or 0.0)
         p = plan(ctx)
         if not p.representative:
-            raise Skip(f"not representative here: {p.reason}; the claimed {claim:g}x is not judged "
+            raise NotJudged(f"not representative here: {p.reason}; the claimed {claim:g}x is not judged "
                        "(run kws on a GPU)")
         m = measure(ctx)
         findings: list[Finding] = []

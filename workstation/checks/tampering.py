@@ -121,8 +121,16 @@ class Tampering(Check):
     Source: submissions that set ``allow_tf32``/``set_float32_matmul_precision`` "for the
     surrounding GEMMs", patch ``torch.allclose`` or the benchmark's timers, or leave a
     background thread writing results (GPU MODE and KernelBench reward-hacking reports).
+    The snapshot is taken inside the candidate's own process, so the candidate can forge it
+    (replace ``workstation.harness.state.snapshot``, ``builtins.id``...). So kws's fork
+    server, a process the candidate cannot reach, also reads the watched namespaces back
+    from the job's memory after the probe (:mod:`workstation.harness.watch`): a change it
+    sees that the snapshot does not report is a ``fail`` (the snapshot was forged or
+    hidden), and a patched kws harness makes the probe's result untrusted (``fail``).
     Limits: state outside these namespaces (C-level globals, other modules) is not
-    snapshotted; a candidate that restores what it changed before returning is not seen.
+    snapshotted; a candidate that restores what it changed before returning is not seen;
+    one that writes the namespaces' dict entries back through ctypes defeats the outside
+    check too.
     CUDA streams are examined on a GPU only (an info finding on the CPU).
     """
 
@@ -148,7 +156,12 @@ class Tampering(Check):
         cfile = ctx.task.entry["candidate"].file
         sites = scan_state_writes(ctx.sources, cfile)
         findings: list[Finding] = []
-        if not cand.ok:
+        outside = self._outside(ctx, case, seed, cand)
+        if outside is not None:
+            findings.append(outside)
+        if cand.death_status == "forged":
+            pass  # the finding above says it all
+        elif not cand.ok:
             plain = ctx.candidate([(case, seed)])[0]
             findings.append(self.finding(
                 ctx, "warn" if plain.ok else "info",
@@ -211,6 +224,30 @@ class Tampering(Check):
                 f"{n} framework/timer callables, threads and environment compared",
                 {"case": case, "seed": seed, "callables": n}))
         return findings
+
+    def _outside(self, ctx: CheckContext, case: dict[str, Any], seed: int, cand: CallOutcome) -> Finding | None:
+        """What kws's fork server saw changed in the candidate's probe job from outside
+        (:mod:`workstation.harness.watch`) that the in-process snapshot did not report: a
+        ``fail`` (the snapshot was forged, or the probe's result could not be trusted)."""
+        seen = cand.verified
+        if not seen:
+            return None
+        reported = {c["key"] for c in self._changes(cand) if c["what"] == "function"}
+        missing = [line for line in seen if line.split(" ", 1)[0] not in reported]
+        if not missing and cand.death_status != "forged":
+            return None
+        changes = [{"what": "function", "key": line.split(" ", 1)[0], "change": line.split(" ", 1)[-1],
+                    "severity": "fail", "seen_by": "kws's fork server, from outside the job"} for line in missing]
+        if cand.death_status == "forged":
+            summary = (f"the candidate forged kws's state probe ({cand.death}); seen from outside the job: "
+                       + ", ".join(missing[:8]) + ("; ..." if len(missing) > 8 else ""))
+        else:
+            summary = ("kws's fork server saw, from outside the job, " + ", ".join(missing[:8])
+                       + ("; ..." if len(missing) > 8 else "")
+                       + " after the state probe (import, call or the task's make_inputs), which the in-process "
+                       "snapshot did not report: the snapshot was forged or hidden")
+        return self.finding(ctx, "fail", summary, {"case": case, "seed": seed, "changes": changes,
+                                                   "outside_view": seen}, case=case, seed=seed)
 
     @staticmethod
     def _changes(out: CallOutcome) -> list[dict[str, Any]]:

@@ -9,7 +9,7 @@ import numpy as np
 from workstation.analysis.compare import compare, unit_roundoff
 from workstation.analysis.numerics import num, pow2_text, round_to, ulp
 from workstation.checks.support.numaudit import REF_FAIL_RATIO, OutData, Run, audit
-from workstation.engine.check import Check, Finding, Skip, register
+from workstation.engine.check import Check, Finding, NotJudged, Skip, register
 from workstation.engine.context import CheckContext, case_label
 
 
@@ -63,7 +63,7 @@ class ToleranceTight(Check):
             notes = sorted({r.note for r in runs if r.note})
             if not any(r.outs for r in runs):
                 raise Skip("no floating-point output to judge" + (f" ({notes[0]})" if notes else ""))
-            raise Skip("no float64 oracle: " + (notes[0] if notes else "the reference does not run on float64 inputs"))
+            raise NotJudged("no float64 oracle: " + (notes[0] if notes else "the reference does not run on float64 inputs"))
         findings: list[Finding] = []
         by_dtype: dict[str, list[tuple[Run, OutData]]] = {}
         for r, o in pairs:

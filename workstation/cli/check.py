@@ -2,7 +2,8 @@
 
 Exit codes of ``kws check``: 0 no ``fail`` finding, 1 at least one, 2 the task could not be
 loaded (the message names the file, the key and the problem) or the arguments are wrong,
-3 the isolated runner itself failed.
+3 the isolated runner itself failed (bubblewrap missing or unusable, the fork server
+dying), or with ``--strict`` a check ended in ``error`` or could not judge.
 """
 
 from __future__ import annotations
@@ -23,12 +24,17 @@ import click
 @click.option("--device", type=click.Choice(["cpu", "cuda"]), default=None,
               help="Force a device (default: CUDA when present, else CPU with the Triton interpreter).")
 @click.option("-v", "--verbose", is_flag=True, help="Also list info findings in the text report.")
+@click.option("--no-sandbox", "no_sandbox", is_flag=True,
+              help="Run task code without the bubblewrap sandbox (it can then read your files and keys); "
+                   "the report records sandbox: none. Also: sandbox = \"none\" in ~/.config/kws/config.toml.")
+@click.option("--strict", is_flag=True, help="Exit 3 when a check ends in error or could not judge (for CI).")
 def check_cmd(task_dir: Path, as_json: bool, only: str | None, seeds: str, case_json: str | None,
-              device: str | None, verbose: bool) -> None:
+              device: str | None, verbose: bool, no_sandbox: bool, strict: bool) -> None:
     """Run the check battery on TASK_DIR and report findings."""
     from workstation.engine.report import dumps, exit_code, to_json_dict, to_text
     from workstation.engine.run import run_checks, select_checks
     from workstation.runner import Runner, RunnerError
+    from workstation.runner.policy import sandbox_mode
     from workstation.schema.problem import Problem
     from workstation.task.format import load_task
 
@@ -57,15 +63,26 @@ def check_cmd(task_dir: Path, as_json: bool, only: str | None, seeds: str, case_
                 r = data["result"]
                 click.echo(f"  {r.check:<18} {r.status:5} {r.seconds:6.2f}s", err=True)
     try:
-        with Runner(device=device) as runner:
+        mode = sandbox_mode("none" if no_sandbox else None)
+    except Problem as e:
+        _fail_load(str(e), e.as_dict(), as_json)
+        return
+    try:
+        with Runner(device=device, sandbox=mode) as runner:
             res = run_checks(task, runner, only=ids, seeds=seed_list, on_event=progress,
                              task_arg=str(task_dir), case=case)
+    except Problem as e:
+        _fail_load(str(e), e.as_dict(), as_json)
+        return
     except RunnerError as e:
+        if as_json:
+            click.echo(json.dumps({"error": {"file": "", "key": "", "problem": f"the isolated runner failed: {e}"},
+                                   "runner_failed": True}))
         click.echo(f"kws: the isolated runner failed: {e}", err=True)
         sys.exit(3)
     doc = to_json_dict(res)
     click.echo(dumps(doc) if as_json else to_text(doc, verbose=verbose))
-    sys.exit(exit_code(doc))
+    sys.exit(exit_code(doc, strict=strict))
 
 
 class _OptionError(ValueError):

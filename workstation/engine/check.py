@@ -78,6 +78,10 @@ class CheckResult:
     seconds: float
     reason: str = ""
     findings: list[Finding] = field(default_factory=list)
+    #: why the check could not look ("" when it looked, or had nothing to look at).
+    not_judged: str = ""
+    #: the check failed because kws's runner failed (exit code 3).
+    runner_failed: bool = False
 
     def as_dict(self) -> dict[str, Any]:
         return {"check": self.check, "status": self.status, "seconds": round(self.seconds, 3),
@@ -85,7 +89,14 @@ class CheckResult:
 
 
 class Skip(Exception):  # noqa: N818  (a control-flow signal, like unittest.SkipTest)
-    """Raised by a check that cannot look at this task here; the message is the reason."""
+    """Raised by a check that has nothing to look at in this task (no bench, a contract
+    that allows what it checks); the message is the reason. Status ``skip``."""
+
+
+class NotJudged(Skip):
+    """Raised by a check that could not look here although there is something to look at
+    (it needs a GPU, a tool is missing, no derived case fits the CPU budget). Status
+    ``skip`` as the contract says, and the report lists it in ``not_judged``."""
 
 
 def status_of(findings: list[Finding]) -> str:

@@ -8,22 +8,37 @@ which it compares here in the parent (:mod:`workstation.analysis.compare`).
 
 from __future__ import annotations
 
+import copy
 import json
 import os
 import shlex
 import threading
+import uuid
 from collections.abc import Callable, Iterable
-from concurrent.futures import Future
+from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass
 from typing import Any
 
 from workstation.analysis.compare import Comparison, ResolvedTolerance, compare, resolve_tolerance
-from workstation.engine.check import Skip
-from workstation.protocol.steps import CallStep, Step, memo_key, step_roles
-from workstation.runner import JobResult, Runner, StepResult
+from workstation.engine.check import NotJudged
+from workstation.protocol.steps import (
+    CallStep,
+    Step,
+    TritonAotStep,
+    kind_of,
+    memo_key,
+    principal,
+    step_roles,
+)
+from workstation.protocol.wire import StepResult as _WireStep
+from workstation.runner import JobCancelled, JobResult, Runner, RunnerError, StepResult
+from workstation.runner.sandbox import kws_cache_dir
 from workstation.task.backends import cannot_run, role_backend
 from workstation.task.model import Task
 from workstation.task.sources import TaskSources
+
+#: step kinds whose results kws keeps across runs (in the parent: see :func:`result_cache_key`).
+CACHED_STEPS = (TritonAotStep,)
 
 DEFAULT_SEEDS = (0, 1, 2)
 #: the dtypes the Triton interpreter stores as raw bits (kws's fidelity layer emulates them).
@@ -34,6 +49,28 @@ Event = Callable[[str, dict[str, Any]], None]
 def step_timeout_s() -> float:
     """Per-step wall-clock limit (s): ``KWS_STEP_TIMEOUT``, default 30."""
     return float(os.environ.get("KWS_STEP_TIMEOUT", "30"))
+
+
+def hang_limit() -> int:
+    """Timeouts of one principal after which kws runs none of its steps again in this run:
+    ``KWS_HANG_LIMIT``, default 2 (a candidate that never returns costs two step limits,
+    not one per call)."""
+    return int(os.environ.get("KWS_HANG_LIMIT", "2"))
+
+
+class TaskDied(Exception):  # noqa: N818  (a verdict signal, like Skip)
+    """Raised by a check when task code ended a job it needed (a death, hang or forged
+    result): the engine makes it a ``fail`` finding of that check, never an ``error``."""
+
+    def __init__(self, message: str, evidence: dict[str, Any] | None = None):
+        super().__init__(message)
+        self.evidence = evidence or {}
+
+
+def step_case(step: Step) -> dict[str, Any] | None:
+    """The case a step runs (None for steps over several cases)."""
+    case = getattr(step, "case", None)
+    return dict(case) if isinstance(case, dict) else None
 
 
 def case_label(case: dict[str, Any]) -> str:
@@ -61,6 +98,19 @@ class CallOutcome:
     stdout_tail: str = ""
     stderr_tail: str = ""
     stdout_bytes: int = 0
+    limit: str = ""
+    #: it timed out at a budget of kws's own choosing (not charged to the task code).
+    budget: bool = False
+    #: a forged step: what kws's fork server saw changed in the job from outside.
+    forged_changes: list[str] | None = None
+
+    @property
+    def verified(self) -> list[str] | None:
+        """What the fork server saw changed in the job after this step (watched
+        namespaces, :mod:`workstation.harness.watch`), None when it did not check."""
+        if self.step is not None:
+            return self.step.verified
+        return self.forged_changes
 
     @property
     def ok(self) -> bool:
@@ -77,9 +127,10 @@ class CallOutcome:
     def failure_class(self) -> str | None:
         """The contract's failure class of this call, or None when it returned:
         ``compile-error`` (Triton or an extension build rejected it), ``runtime-error``
-        (it raised), ``crash`` (the process died), ``timeout``."""
+        (it raised), ``crash`` (the process died, or its result was forged), ``timeout``
+        (it hung, now or earlier in the run: ``death_status`` ``"skipped"``)."""
         if self.step is None:
-            return "timeout" if self.death_status == "timeout" else "crash"
+            return "timeout" if self.death_status in ("timeout", "skipped") else "crash"
         if self.step.ok:
             return None
         origin = (self.step.error or {}).get("origin")
@@ -89,6 +140,8 @@ class CallOutcome:
         """Evidence for a call that did not return: the exception or the death."""
         if self.step is None:
             ev: dict[str, Any] = {"death": self.death, "status": self.death_status}
+            if self.limit:
+                ev["limit"] = self.limit
             if self.signal_name:
                 ev["signal"] = self.signal_name
             if self.stderr_tail:
@@ -199,6 +252,27 @@ class CheckContext:
 
         self._call_log: list[tuple[CallStep, CallOutcome]] = []
         self._log_lock = threading.Lock()
+
+        #: one id per engine run: compiler caches are per task run and principal.
+        self.run_id = uuid.uuid4().hex[:12]
+        #: the check this view belongs to ("" for the run's shared context), and the
+        #: deaths of task code its calls met (:meth:`for_check`).
+        self.check_id = ""
+        self.ledger: list[dict[str, Any]] = []
+        self._ledger_seen: set[int] = set()
+        #: principal -> timeouts in this run; (principal, case) pairs that timed out.
+        self._hangs: dict[str, list[str]] = {}
+        self._hung_cases: set[tuple[str, str]] = set()
+        self._hang_lock = threading.Lock()
+
+    def for_check(self, check_id: str) -> CheckContext:
+        """A view of this context for one check: everything shared (the stash, the
+        results, the runner, what hung) except its :attr:`ledger` of task-code deaths."""
+        view = copy.copy(self)
+        view.check_id = check_id
+        view.ledger = []
+        view._ledger_seen = set()
+        return view
 
     # -- task facts --------------------------------------------------------------------
 
@@ -322,54 +396,167 @@ class CheckContext:
 
     def run_job(self, steps: list[Step], *, exclusive: bool = False,
                 step_timeout: float | None = None) -> JobResult:
-        """Run harness steps in one child (see :mod:`workstation.harness`).
+        """Run harness steps (of one principal) in one child (see :mod:`workstation.harness`).
+        A job that task code ended is noted in this check's :attr:`ledger`.
 
         Raises:
             StepError: a step does not have its declared form.
-            Skip: a step runs a role whose backend cannot run here (:meth:`cannot_run`):
-                the check that asked is ``skip`` with the reason.
+            ValueError: the steps belong to more than one principal (a kws bug).
+            RunnerError: the runner failed.
+            NotJudged: a step runs a role whose backend cannot run here (:meth:`cannot_run`):
+                the check that asked is ``skip`` with the reason, as not judged.
         """
         for s in steps:
             for role in sorted(step_roles(s)):
                 why = self.cannot_run(role)
                 if why:
-                    raise Skip(f"the {role} ({self.backend_of(role)}) cannot run here: {why}")
+                    raise NotJudged(f"the {role} ({self.backend_of(role)}) cannot run here: {why}")
+        job = self._run_job(steps, exclusive=exclusive, step_timeout=step_timeout)
+        if job.died:
+            i = job.died_in_step if job.died_in_step is not None else next(iter(job.forged), 0)
+            self._note(None, {"role": principal(steps[min(i, len(steps) - 1)]), "step": kind_of(steps[0]),
+                              "death": job.describe_death(), "status": job.status, "limit": job.limit,
+                              "stderr_tail": job.stderr_tail[-1500:]})
+        return job
+
+    def _run_job(self, steps: list[Step], *, exclusive: bool = False,
+                 step_timeout: float | None = None, cancel: Callable[[], str] | None = None) -> JobResult:
+        who = {principal(s) for s in steps}
+        if len(who) > 1:
+            raise ValueError(f"one job runs one principal's steps; got {sorted(who)}")
         st = step_timeout or step_timeout_s()
         t = self.task
-        return self.runner.run(t.dir, steps, timeout=60 + st * len(steps) * 1.5, exclusive=exclusive,
-                               entry={k: str(v) for k, v in t.entry.items()}, out_args=list(t.out_args),
-                               inout_args=list(t.inout_args), step_timeout=st,
-                               helper_dirs=[str(h) for h in t.helper_dirs])
+        job = self.runner.run(t.dir, steps, timeout=60 + st * len(steps) * 1.5, exclusive=exclusive,
+                              entry={k: str(v) for k, v in t.entry.items()}, out_args=list(t.out_args),
+                              inout_args=list(t.inout_args), step_timeout=st, principal=next(iter(who), "job"),
+                              cache_key=f"{t.id}-{self.run_id}", cancel=cancel,
+                              helper_dirs=[str(h) for h in t.helper_dirs])
+        if job.died and job.status != "timeout" and not job.forged and all(x is None for x in job.steps) \
+                and job.died_in_step is None:
+            raise RunnerError(f"a job ended before its first step ({job.describe_death()}): "
+                              f"{job.stderr_tail[-2000:]}")
+        return job
 
-    def run_steps(self, steps: list[Step], *, step_timeout: float | None = None) -> list[CallOutcome]:
-        """Run steps in as few children as possible: when a child dies in step k, step k
-        becomes a death outcome and the remaining steps continue in a fresh child."""
+    def _note(self, outcome: CallOutcome | None, entry: dict[str, Any] | None = None) -> None:
+        """Add a task-code death to this check's ledger (once per outcome)."""
+        if outcome is not None:
+            if outcome.step is not None or outcome.budget or id(outcome) in self._ledger_seen:
+                return
+            self._ledger_seen.add(id(outcome))
+            spec = outcome.spec
+            entry = {"role": principal(spec), "step": kind_of(spec), "death": outcome.death,
+                     "status": outcome.death_status, **({"limit": outcome.limit} if outcome.limit else {})}
+            case = step_case(spec)
+            if case is not None:
+                entry["case"] = case
+            if getattr(spec, "seed", None) is not None:
+                entry["seed"] = spec.seed
+            if outcome.stderr_tail:
+                entry["stderr_tail"] = outcome.stderr_tail[-1500:]
+        if entry is not None:
+            self.ledger.append(entry)
+
+    def _hung(self, step: Step) -> str:
+        """Why ``step`` is not run (its principal hung earlier in this run), or ""."""
+        who = principal(step)
+        case = step_case(step)
+        with self._hang_lock:
+            hangs = self._hangs.get(who, [])
+            if len(hangs) >= hang_limit():
+                return (f"not run: the {who} hung {len(hangs)} times earlier in this run (on {', '.join(hangs[:3])}: "
+                        "killed at the step limit); kws does not wait for it again")
+            if case is not None and (who, json.dumps(case, sort_keys=True)) in self._hung_cases:
+                return (f"not run: the {who} hung on case {case_label(case)} earlier in this run; "
+                        "kws does not wait for it again")
+        return ""
+
+    def _record_hang(self, step: Step, death: str) -> None:
+        who = principal(step)
+        case = step_case(step)
+        with self._hang_lock:
+            where = f"case {case_label(case)}" if case is not None else kind_of(step)
+            self._hangs.setdefault(who, []).append(where)
+            if case is not None:
+                self._hung_cases.add((who, json.dumps(case, sort_keys=True)))
+
+    def run_steps(self, steps: list[Step], *, step_timeout: float | None = None,
+                  budget: bool = False) -> list[CallOutcome]:
+        """Run steps in as few children as possible, one principal per child (a candidate
+        and a reference never share a process; groups of different principals run side by
+        side): when a child dies in step k, step k becomes a death outcome and the
+        remaining steps continue in a fresh child. A step of a principal that hung earlier
+        in this run (on its case, or :func:`hang_limit` times at all) is not run: its
+        outcome is a ``"skipped"`` death naming the earlier hang. ``budget``: ``step_timeout``
+        is a budget of kws's own choosing (derived cases on the CPU): a step over it is
+        not charged to the task code (no hang recorded, nothing in the ledger)."""
+        groups: dict[str, list[int]] = {}
+        for i, s in enumerate(steps):
+            groups.setdefault(principal(s), []).append(i)
+        outcomes: list[CallOutcome | None] = [None] * len(steps)
+
+        def run_group(idx: list[int]) -> None:
+            for i, o in zip(idx, self._run_group([steps[i] for i in idx], step_timeout, budget), strict=True):
+                outcomes[i] = o
+
+        items = list(groups.values())
+        if len(items) == 1:
+            run_group(items[0])
+        else:
+            with ThreadPoolExecutor(max_workers=len(items)) as ex:
+                for f in [ex.submit(run_group, idx) for idx in items]:
+                    f.result()
+        out = [o for o in outcomes if o is not None]
+        for o in out:
+            self._note(o)
+        with self._log_lock:
+            self._call_log.extend((o.spec, o) for o in out if isinstance(o.spec, CallStep))
+        self._task_format_problem(out)
+        return out
+
+    def _run_group(self, steps: list[Step], step_timeout: float | None, budget: bool) -> list[CallOutcome]:
         outcomes: list[CallOutcome | None] = [None] * len(steps)
         start = 0
         while start < len(steps):
-            job = self.run_job(steps[start:], step_timeout=step_timeout)
+            why = self._hung(steps[start])
+            if why:
+                outcomes[start] = CallOutcome(steps[start], None, death=why, death_status="skipped")
+                start += 1
+                continue
+            # run up to the next step that must be skipped
+            end = start + 1
+            while end < len(steps) and not self._hung(steps[end]):
+                end += 1
+            try:
+                job = self._run_job(steps[start:end], step_timeout=step_timeout,
+                                    cancel=lambda first=steps[start]: self._hung(first))
+            except JobCancelled:
+                continue  # the principal hung while this job waited for a slot: skipped above
             died = None
             for i, st in enumerate(job.steps):
                 if st is not None:
                     outcomes[start + i] = CallOutcome(steps[start + i], st, stdout_tail=job.stdout_tail,
                                                       stderr_tail=job.stderr_tail, stdout_bytes=job.stdout_bytes)
+                elif i in job.forged:
+                    outcomes[start + i] = CallOutcome(
+                        steps[start + i], None, death=f"its result cannot be trusted: {job.forged[i]}",
+                        death_status="forged", stdout_tail=job.stdout_tail, stderr_tail=job.stderr_tail,
+                        stdout_bytes=job.stdout_bytes, forged_changes=job.forged_changes.get(i))
                 elif died is None:
                     died = i
             if died is None:
-                break
-            if not job.died:  # the child ended normally without writing a step: a kws bug
-                why = "; ".join(job.wire_errors) or job.stderr_tail[-2000:]
-                raise RuntimeError(f"harness wrote no readable result for step {start + died}: {why}")
-            outcomes[start + died] = CallOutcome(
-                steps[start + died], None, death=job.describe_death(), death_status=job.status,
+                start = end
+                continue
+            k = start + died
+            outcomes[k] = CallOutcome(
+                steps[k], None, death=job.describe_death(), death_status=job.status,
                 signal_name=job.signal_name, stdout_tail=job.stdout_tail, stderr_tail=job.stderr_tail,
-                stdout_bytes=job.stdout_bytes)
-            start += died + 1
-        done = [o for o in outcomes if o is not None]
-        with self._log_lock:
-            self._call_log.extend((o.spec, o) for o in done if isinstance(o.spec, CallStep))
-        self._task_format_problem(done)
-        return done
+                stdout_bytes=job.stdout_bytes, limit=job.limit, budget=budget and job.status == "timeout")
+            if job.status == "timeout" and not budget:
+                self._record_hang(steps[k], job.describe_death())
+            for i in range(died + 1, end - start):  # not run: the process died before them
+                outcomes[start + i] = None
+            start = k + 1
+        return [o for o in outcomes if o is not None]
 
     def _task_format_problem(self, outcomes: list[CallOutcome]) -> None:
         """Raise :class:`~workstation.engine.check.Skip` naming task.toml and the key when a
@@ -389,23 +576,82 @@ class CheckContext:
                 continue
             raise Skip(f"the task is malformed: {self.task.dir / 'task.toml'}: {key}: {err.get('message')}")
 
+    def result_cache_key(self, step: Step) -> str | None:
+        """The key of ``step``'s result in kws's own result cache, or None when it is not
+        kept: only :data:`CACHED_STEPS` (the AOT compile analysis, seconds of work that
+        depend only on the task's files and the versions) once the task's content digest
+        is known. The parent computes the key (the step, the task folder's digest, the
+        device, kws/torch/triton versions) and writes the entry itself, and only for a
+        result kws's fork server checked from outside with nothing changed: task code can
+        neither choose the key nor write the cache, so it can poison no other task (its
+        own forged result would need its own files, byte for byte)."""
+        if not isinstance(step, CACHED_STEPS) or not self.task_digest_before:
+            return None
+        import hashlib
+
+        dev = self.runner.device
+        blob = json.dumps([memo_key(step), self.task_digest_before, dev.kind, dev.interpreter,
+                           sorted(dev.versions.items())], sort_keys=True)
+        return hashlib.sha256(blob.encode()).hexdigest()[:40]
+
+    def _cached(self, step: Step) -> CallOutcome | None:
+        key = self.result_cache_key(step)
+        if key is None:
+            return None
+        path = kws_cache_dir() / "results" / f"{key}.json"
+        try:
+            raw = json.loads(path.read_text())
+        except (OSError, ValueError):
+            return None
+        st = _WireStep(index=0, ok=bool(raw.get("ok")), error=raw.get("error"), outputs=[],
+                       extra=raw.get("extra") or {}, arrays={}, seconds=float(raw.get("seconds") or 0.0), raw=raw,
+                       verified=[])
+        return CallOutcome(step, st)
+
+    def _keep(self, step: Step, out: CallOutcome) -> None:
+        key = self.result_cache_key(step)
+        st = out.step
+        if key is None or st is None or not st.ok or st.verified != [] or st.outputs or st.arrays:
+            return
+        d = kws_cache_dir() / "results"
+        try:
+            d.mkdir(parents=True, exist_ok=True)
+            tmp = d / f"{key}.{uuid.uuid4().hex}.tmp"
+            tmp.write_text(json.dumps(st.raw))
+            os.replace(tmp, d / f"{key}.json")
+        except (OSError, TypeError, ValueError):
+            pass
+
     def calls(self, steps: list[Step], *, memo: bool = False) -> list[CallOutcome]:
         """Run ``steps``; with ``memo`` the results are shared with every other check
         that asks for an equal step (:func:`~workstation.protocol.steps.memo_key`: same
-        kind and fields, e.g. role, case, seed, transforms, monitors)."""
+        kind and fields, e.g. role, case, seed, transforms, monitors), and the steps of
+        :data:`CACHED_STEPS` come from kws's own result cache when it has them
+        (:meth:`result_cache_key`)."""
         if not memo:
             return self.run_steps(steps)
         keys = [("call", memo_key(s)) for s in steps]
         futs, mine = self.stash.claim(keys)
         if mine:
+            hits = {i: self._cached(steps[i]) for i in mine}
+            for i, o in hits.items():
+                if o is not None:
+                    futs[i].set_result(o)
+            mine = [i for i in mine if hits[i] is None]
+        if mine:
             try:
                 got = self.run_steps([steps[i] for i in mine])
+                for i, o in zip(mine, got, strict=True):
+                    self._keep(steps[i], o)
                 for i, o in zip(mine, got, strict=True):
                     futs[i].set_result(o)
             except BaseException as e:
                 self.stash.fail([keys[i] for i in mine], [futs[i] for i in mine], e)
                 raise
-        return [f.result() for f in futs]
+        out = [f.result() for f in futs]
+        for o in out:
+            self._note(o)
+        return out
 
     @staticmethod
     def call_step(role: str, case: dict[str, Any], seed: int, **kw: Any) -> CallStep:

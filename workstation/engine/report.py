@@ -4,11 +4,17 @@ JSON shape (``kws check --json``, task format v1)::
 
     {"task", "task_tree", "device", "complete", "versions", "seeds", "findings", "checks"}
 
-plus kws extensions: ``title``, ``seconds``, ``warnings`` (task-file warnings), and the keys
+plus kws extensions: ``title``, ``seconds``, ``warnings`` (task-file warnings), the keys
 checks add through :meth:`~workstation.engine.context.CheckContext.extend_report`
-(``profile``: what ran, from the ``profile`` and ``profile-attached`` checks). Non-finite
-numbers anywhere in the evidence are written as the strings "nan", "inf", "-inf".
-``complete`` is false when any check ended in ``error`` or ``skip``.
+(``profile``: what ran, from the ``profile`` and ``profile-attached`` checks),
+``sandbox`` (``"bwrap"``: task code ran in kws's bubblewrap sandbox; ``"none"``: it ran
+unconfined, the reviewer opted out), ``isolation`` (notes on it: the memory cap, an
+inherited limit lower than kws's, the out-of-process check being off), ``not_judged``
+(``[{"check", "reason"}]``: the checks that could not look — an ``error``, or a ``skip``
+for want of a GPU, a tool or a budget — as opposed to those with nothing to look at, such
+as a task with no bench) and ``runner_failed`` (kws's own runner failed: exit code 3).
+Non-finite numbers anywhere in the evidence are written as the strings "nan", "inf",
+"-inf". ``complete`` is false when any check ended in ``error`` or ``skip``.
 """
 
 from __future__ import annotations
@@ -70,6 +76,10 @@ def to_json_dict(res: EngineResult) -> dict[str, Any]:
         "title": res.task.title,
         "seconds": round(res.seconds, 3),
         "warnings": [str(w) for w in res.task.warnings],
+        "sandbox": res.sandbox,
+        "isolation": list(res.notes),
+        "not_judged": [{"check": r.check, "reason": r.not_judged} for r in res.results if r.not_judged],
+        "runner_failed": res.runner_failed,
     }
     for key, value in res.extensions.items():
         doc.setdefault(key, value)  # never over a contract key
@@ -81,9 +91,17 @@ def dumps(doc: dict[str, Any]) -> str:
     return json.dumps(finite_json(doc), indent=2, allow_nan=False)
 
 
-def exit_code(doc: dict[str, Any]) -> int:
-    """0 when no finding has severity ``fail``, 1 when one has (2 is for load errors)."""
-    return 1 if any(f["severity"] == "fail" for f in doc["findings"]) else 0
+def exit_code(doc: dict[str, Any], *, strict: bool = False) -> int:
+    """1 when a finding has severity ``fail``; else 3 when kws's runner failed, or with
+    ``strict`` when a check ended in ``error`` or could not judge (``not_judged``); else 0
+    (2 is for load errors, see :mod:`workstation.cli.check`)."""
+    if any(f["severity"] == "fail" for f in doc["findings"]):
+        return 1
+    if doc.get("runner_failed"):
+        return 3
+    if strict and (doc.get("not_judged") or any(c["status"] == "error" for c in doc["checks"])):
+        return 3
+    return 0
 
 
 def to_text(doc: dict[str, Any], *, verbose: bool = False) -> str:
@@ -91,10 +109,14 @@ def to_text(doc: dict[str, Any], *, verbose: bool = False) -> str:
     lines = [
         f"kws check: {doc['task']} — {doc.get('title', '')}",
         f"device: {doc['device']}   seeds: {doc['seeds']}   tree: {doc.get('task_tree') or '-'}"
-        f"   kws {doc['versions'].get('kws')}",
+        f"   kws {doc['versions'].get('kws')}   sandbox: {doc.get('sandbox', '?')}",
     ]
+    if doc.get("sandbox") == "none":
+        lines.append("warning: SANDBOX OFF: task code ran unconfined, as you (--no-sandbox / sandbox = \"none\")")
     for w in doc.get("warnings", []):
         lines.append(f"warning: {w}")
+    for n in doc.get("isolation", []):
+        lines.append(f"isolation: {n}")
     lines.append("")
     for c in doc["checks"]:
         reason = f"  ({c['reason'].splitlines()[0]})" if c.get("reason") else ""
@@ -114,4 +136,8 @@ def to_text(doc: dict[str, Any], *, verbose: bool = False) -> str:
     not_run = [f"{c['check']} {c['status']}" for c in doc["checks"] if c["status"] in ("skip", "error")]
     complete = "" if doc["complete"] else f" (incomplete: {', '.join(not_run)})"
     lines.append(f"{n_fail} fail, {n_warn} warn: {verdict}{complete}")
+    for nj in doc.get("not_judged", []):
+        lines.append(f"  not judged: {nj['check']}: {nj['reason'].splitlines()[0][:200]}")
+    if doc.get("runner_failed"):
+        lines.append("kws's own runner failed: the run is not a verdict (exit 3)")
     return "\n".join(lines)

@@ -19,19 +19,28 @@ from pathlib import Path
 from typing import Any
 
 from workstation.engine.check import (
+    Check,
     CheckResult,
     Finding,
+    NotJudged,
     Skip,
     check_class,
     check_ids,
     ids_where,
     status_of,
 )
-from workstation.engine.context import DEFAULT_SEEDS, CheckContext, Event
-from workstation.runner import Runner
+from workstation.engine.context import DEFAULT_SEEDS, CheckContext, Event, TaskDied, case_label
+from workstation.runner import Runner, RunnerError
 from workstation.runner.sandbox import tree_digest
+from workstation.runner.taskcopy import TaskFolderError
+from workstation.schema.problem import Problem
 from workstation.task.format import load_task
 from workstation.task.model import Task
+
+#: how a role is named in a death finding.
+_WHO = {"candidate": "the candidate", "reference": "the reference", "baseline": "the baseline",
+        "test": "the author's test", "bench": "the author's benchmark", "inputs": "make_inputs",
+        "timing": "the timed code"}
 
 
 @dataclass
@@ -46,6 +55,15 @@ class EngineResult:
     task_tree: str | None
     seconds: float
     extensions: dict[str, Any] = field(default_factory=dict)
+    #: ``"bwrap"`` or ``"none"`` (how task code was isolated).
+    sandbox: str = "none"
+    #: what the report should say about the isolation (memory cap, inherited limits...).
+    notes: tuple[str, ...] = ()
+
+    @property
+    def runner_failed(self) -> bool:
+        """True when kws's own runner failed in some check (``kws check`` exits 3)."""
+        return any(r.runner_failed for r in self.results)
 
     @property
     def findings(self) -> list[Finding]:
@@ -100,27 +118,42 @@ def run_checks(task: Task, runner: Runner, *, only: Iterable[str] | None = None,
     emit = on_event or (lambda kind, data: None)
     t0 = time.monotonic()
     ids = select_checks(only, task)
+    try:
+        digest = tree_digest(task.dir)  # refuses device nodes, FIFOs, symlinks leaving the folder
+    except TaskFolderError as e:
+        raise Problem(e.folder / e.path, "", e.problem) from None
     ctx = CheckContext(task, runner, seeds=seeds, task_arg=task_arg, case_filter=case)
     device = runner.device
-    emit("start", {"checks": ids, "device": device.label,
+    emit("start", {"checks": ids, "device": device.label, "sandbox": device.sandbox,
                    "timing_checks": ids_where(phase="exclusive", among=ids),
                    "timing_evidence_checks": ids_where(timing_evidence=True, among=ids)})
-    ctx.task_digest_before = tree_digest(task.dir)
+    ctx.task_digest_before = digest
     checks = {cid: check_class(cid)() for cid in ids}
 
     def one(cid: str) -> CheckResult:
         emit("check_started", {"check": cid})
         s = time.monotonic()
+        view = ctx.for_check(cid)
         try:
             if reason := checks[cid].applies(task) or checks[cid].skip_reason(task):
                 raise Skip(reason)
-            findings = checks[cid].run(ctx)
+            findings = checks[cid].run(view)
             res = CheckResult(cid, status_of(findings), time.monotonic() - s, "", findings)
+        except NotJudged as e:
+            res = CheckResult(cid, "skip", time.monotonic() - s, str(e), not_judged=str(e))
         except Skip as e:
             res = CheckResult(cid, "skip", time.monotonic() - s, str(e))
+        except TaskDied as e:
+            res = CheckResult(cid, "fail", time.monotonic() - s, "",
+                              [checks[cid].finding(view, "fail", str(e), e.evidence)])
+        except RunnerError as e:  # kws's runner (or its environment) failed: exit code 3
+            res = CheckResult(cid, "error", time.monotonic() - s, f"the isolated runner failed: {e}",
+                              not_judged=f"the isolated runner failed: {str(e)[:300]}", runner_failed=True)
         except Exception as e:  # noqa: BLE001  (a bug in kws: reported, never a verdict)
             tb = traceback.format_exc(limit=8)
-            res = CheckResult(cid, "error", time.monotonic() - s, f"{type(e).__name__}: {e}\n{tb}")
+            res = CheckResult(cid, "error", time.monotonic() - s, f"{type(e).__name__}: {e}\n{tb}",
+                              not_judged=f"kws error: {type(e).__name__}: {str(e)[:300]}")
+        res = charge_deaths(checks[cid], view, res)
         ctx.results[cid] = res
         emit("check_finished", {"result": res})
         return res
@@ -142,9 +175,37 @@ def run_checks(task: Task, runner: Runner, *, only: Iterable[str] | None = None,
             res.status = status_of(res.findings)
     res = EngineResult(task=task, device=device.label, versions=dict(device.versions),
                        seeds=tuple(seeds), results=[ctx.results[c] for c in ids],
-                       task_tree=task_tree(task), seconds=time.monotonic() - t0, extensions=dict(ctx.extensions))
+                       task_tree=task_tree(task), seconds=time.monotonic() - t0, extensions=dict(ctx.extensions),
+                       sandbox=device.sandbox, notes=tuple(device.notes))
     emit("done", {"result": res})
     return res
+
+
+def charge_deaths(check: Check, view: CheckContext, res: CheckResult) -> CheckResult:
+    """A check whose calls task code killed (a crash, a hang, an ``os._exit``, a forged
+    result: the entries of ``view.ledger``) and that has no ``fail`` finding gets one: the
+    task does not hold up, and the check could not judge those calls. A ``skip`` or an
+    ``error`` the deaths caused becomes that ``fail`` (the reason stays in the evidence);
+    a runner failure stays an ``error``."""
+    deaths = view.ledger
+    if not deaths or res.runner_failed or any(f.severity == "fail" for f in res.findings):
+        return res
+    first = deaths[0]
+    who = _WHO.get(first.get("role", ""), f"the {first.get('role')}")
+    where = f" on case {case_label(first['case'])}" if first.get("case") else ""
+    seed = f" (seed {first['seed']})" if first.get("seed") is not None else ""
+    roles = sorted({d.get("role", "") for d in deaths})
+    summary = (f"{who}: {first['death']}{where}{seed}; {len(deaths)} of the calls this check needed "
+               f"ended this way (task code: {', '.join(roles)}), so it could not judge them")
+    klass = "timeout" if first.get("status") in ("timeout", "skipped") else "crash"
+    ev: dict[str, Any] = {"failure_class": klass, "deaths": deaths[:20], "count": len(deaths)}
+    if first.get("case"):
+        ev["case"] = first["case"]
+    if res.status in ("skip", "error") and res.reason:
+        ev["check_reason"] = res.reason[:2000]
+    finding = check.finding(view, "fail", summary, ev, case=first.get("case"), seed=first.get("seed"))
+    findings = [*res.findings, finding]
+    return CheckResult(res.check, status_of(findings), res.seconds, "", findings)
 
 
 def check_task(task_dir: Path | str, *, only: Iterable[str] | None = None,

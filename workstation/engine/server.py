@@ -94,11 +94,29 @@ class _Server:
             r.close()
 
 
+def _watch_parent(server: _Server, interval: float = 0.5) -> None:
+    """End this process once the app that started it is gone (its pid is no longer our
+    parent): close the runner (killing every job) and exit."""
+    import time
+
+    parent = os.getppid()
+    while True:
+        time.sleep(interval)
+        if os.getppid() != parent:
+            with server._runner_lock:
+                r, server._runner = server._runner, None
+            if r is not None:
+                r.close()
+            os._exit(0)
+
+
 def main() -> None:
     nice = int(os.environ.get("KWS_CHECKSERVER_NICE", "10"))
     if nice:
         os.nice(nice)
-    _Server().serve()
+    server = _Server()
+    threading.Thread(target=_watch_parent, args=(server,), name="kws-parent-watch", daemon=True).start()
+    server.serve()
     sys.stdout.flush()
     os._exit(0)  # daemon run threads may still be unwinding after the runner closed
 

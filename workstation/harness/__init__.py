@@ -17,7 +17,8 @@ Harness modules import only the standard library, numpy, torch, triton, msgspec,
 
 For every step ``i`` the harness writes ``step-<i>.start`` first and ``step-<i>.json`` /
 ``step-<i>.npz`` when the step ends (see :mod:`workstation.protocol.wire`), so the parent
-can tell which step a crash or a timeout hit.
+can tell which step a crash or a timeout hit; then it asks the fork server to check the
+process from outside (:func:`checkpoint`, :mod:`workstation.harness.watch`).
 """
 
 from __future__ import annotations
@@ -47,6 +48,8 @@ JOB_HOOKS: list[Callable[[Job], None]] = []
 #: ``fn(inputs) -> context manager`` entered around every role call
 #: (:func:`workstation.harness.core.call_context`; e.g. JAX's x64 mode for float64 inputs).
 CALL_HOOKS: list[Callable[[tuple], Any]] = []
+#: (write fd, read fd) of the job's channel to the fork server (None outside a job).
+CHANNEL: tuple[int, int] | None = None
 
 
 @dataclass
@@ -166,6 +169,22 @@ def run_job(job: Job) -> None:
             np.savez(tmp, **arrays)
             os.replace(tmp, out / f"step-{i}.npz")
         _write_atomic(out / f"step-{i}.json", json.dumps(doc, default=_json_default).encode())
+        checkpoint(i)
+
+
+def checkpoint(index: int) -> None:
+    """Ask the fork server to check this process from outside after step ``index`` (it
+    stops the job, reads its watched namespaces, continues it, then answers): see
+    :mod:`workstation.harness.watch`. Without a channel (a fresh interpreter) it does
+    nothing; a broken channel is the parent's finding (the step has no verification)."""
+    if CHANNEL is None:
+        return
+    w, r = CHANNEL
+    try:
+        os.write(w, f"V {index}\n".encode())
+        os.read(r, 1)
+    except OSError:
+        pass
 
 
 def _json_default(o: Any) -> Any:

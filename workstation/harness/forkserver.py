@@ -1,12 +1,33 @@
-"""The fork server: imports torch and triton once, then forks one child per job.
+"""The fork server: imports torch and triton once, then forks one job per request.
 
 Run by :class:`workstation.runner.sandbox.Runner` as ``python -m
-workstation.harness.forkserver NICE`` in the scrubbed environment. Protocol, one JSON
-object per line: the parent writes ``{"op": "run", "id", "job", "cwd", "limits"}``; the
-server answers ``{"op": "ready", ...}`` once, then ``{"op": "started", "id", "pid"}`` and
-``{"op": "exited", "id", "pid", "status"}`` per job (``status``: exit code, or minus the
-signal number). The server never runs task code itself and never initialises CUDA
-(children would inherit a broken context): it asks NVML whether a GPU exists.
+workstation.harness.forkserver NICE MODE`` (``MODE``: ``bwrap`` inside the bubblewrap
+sandbox of :mod:`workstation.runner.bwrap`, or ``none``) in the scrubbed environment. It
+never runs task code and never initialises CUDA (children would inherit a broken
+context): it asks NVML whether a GPU exists.
+
+Protocol, one JSON object per line. The parent writes ``{"op": "run", "id", "job",
+"jobdir", "cache", "steps", "limits"}`` and ``{"op": "kill", "id"}``; the server answers
+``{"op": "ready", ...}`` once, then per job ``{"op": "started", "id"}``, one ``{"op":
+"verified", "id", "step", "changes" | "error"}`` per step the job finished (see below) and
+``{"op": "exited", "id", "status"}`` (``status``: the job process's exit code, or minus
+the signal that ended it; ``"killed": true`` when the server killed it on request).
+
+A job (``MODE=bwrap``) is three processes: a keeper in the server's namespaces, the job's
+init (pid 1 of its own pid, mount, IPC, network and UTS namespaces: it sets up the job's
+private file-system view and drops every capability, :mod:`workstation.harness.jobns`)
+and the job process, the init's child, which runs the harness. With ``MODE=none`` the job is one forked
+process in its own session, and the server is a child subreaper that kills whatever a job
+left behind.
+
+After every step the job writes ``V <step>`` on its channel to the server and waits; the
+server stops the job (``SIGSTOP``), reads its watched namespaces from outside
+(:mod:`workstation.harness.watch`), continues it and answers. The parent trusts a step's
+result only with that report (:mod:`workstation.protocol.wire`).
+
+When the parent's end of stdin closes (kws exited or was killed), the server kills every
+job and exits; inside bubblewrap its exit ends the sandbox (``--die-with-parent`` covers a
+server that does not get that far).
 
 Device choice: ``KWS_DEVICE`` (``cpu``/``cuda``) when set, else CUDA when available.
 On the CPU, ``TRITON_INTERPRET=1`` is set before triton is imported.
@@ -27,8 +48,14 @@ import resource
 import select
 import signal
 import sys
+import time
+from typing import Any
 
 from workstation.protocol.steps import read_job
+
+#: most verifications a job may ask for, per step it has (a flood is ignored).
+VERIFY_PER_STEP = 2
+_MODE = "none"
 
 
 def _choose_device() -> tuple[str, bool]:
@@ -80,20 +107,76 @@ def _emit(msg: dict) -> None:
     sys.stdout.flush()
 
 
-def _child(req: dict) -> None:
-    """In the forked child: new session, limits, stdio to files, run the job."""
-    os.setsid()
+def _close_fds(keep: set[int]) -> None:
+    """Close every inherited descriptor >= 3 except ``keep``."""
+    try:
+        fds = sorted(int(n) for n in os.listdir("/proc/self/fd"))
+    except OSError:
+        fds = list(range(3, 1024))
+    for fd in fds:
+        if fd >= 3 and fd not in keep:
+            try:
+                os.close(fd)
+            except OSError:
+                pass
+
+
+def _detach_stdio() -> None:
+    """Point stdin and stdout at /dev/null: the server's pipes to the parent must never
+    reach a job (stderr stays the server's log until the job redirects it)."""
+    devnull = os.open(os.devnull, os.O_RDWR)
+    os.dup2(devnull, 0)
+    os.dup2(devnull, 1)
+    os.close(devnull)
+
+
+def _apply_limits(limits: dict[str, Any]) -> None:
+    """Resource limits of a job: each one is ``min(kws's value, the inherited hard
+    limit)``, so an inherited ``ulimit`` lower than kws's still holds and never makes
+    ``setrlimit`` fail."""
+    resource.setrlimit(resource.RLIMIT_CORE, (0, 0))
+    for key, which in (("fsize", resource.RLIMIT_FSIZE), ("as", resource.RLIMIT_AS)):
+        want = limits.get(key)
+        if not want:
+            continue
+        _, hard = resource.getrlimit(which)
+        value = want if hard == resource.RLIM_INFINITY else min(want, hard)
+        resource.setrlimit(which, (value, value if hard == resource.RLIM_INFINITY else hard))
+    soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+    resource.setrlimit(resource.RLIMIT_NOFILE, (min(4096, hard), hard))
+
+
+#: compiler caches of a job: environment variable -> folder under the job's cache.
+CACHE_VARS = {"TRITON_CACHE_DIR": "triton", "TRITON_HOME": "triton-home", "TORCHINDUCTOR_CACHE_DIR": "inductor",
+              "TORCH_EXTENSIONS_DIR": "torch_extensions", "XDG_CACHE_HOME": "xdg", "CUDA_CACHE_PATH": "nv"}
+
+
+def _job_environment(req: dict) -> None:
+    """``HOME`` and the compiler caches of this job (one per task run and principal)."""
+    home = req.get("home")
+    if home:
+        os.makedirs(home, exist_ok=True)
+        os.environ["HOME"] = home
+    root = req.get("cache_root")
+    if root:
+        for var, sub in CACHE_VARS.items():
+            os.makedirs(os.path.join(root, sub), exist_ok=True)
+            os.environ[var] = os.path.join(root, sub)
+
+
+def _run_in_job(req: dict, channel: tuple[int, int]) -> None:
+    """In the job process: limits, stdio to files, run the job; never returns."""
     # CPython ignores SIGXFSZ (writes then fail with EFBIG); restore the default so that a
     # stdout/stderr flood past the file-size limit ends the child with SIGXFSZ.
     signal.signal(signal.SIGXFSZ, signal.SIG_DFL)
-    limits = req.get("limits") or {}
-    resource.setrlimit(resource.RLIMIT_CORE, (0, 0))
-    if limits.get("fsize"):
-        resource.setrlimit(resource.RLIMIT_FSIZE, (limits["fsize"], limits["fsize"]))
-    if limits.get("as"):
-        resource.setrlimit(resource.RLIMIT_AS, (limits["as"], limits["as"]))
-    soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
-    resource.setrlimit(resource.RLIMIT_NOFILE, (min(4096, hard), hard))
+    signal.signal(signal.SIGPIPE, signal.SIG_DFL)
+    _apply_limits(req.get("limits") or {})
+    try:
+        with open("/proc/self/oom_score_adj", "w") as f:  # the memory cgroup's OOM killer picks jobs first
+            f.write("1000")
+    except OSError:
+        pass
+    _job_environment(req)
     job = read_job(req["job"])
     out_dir = job.out_dir
     devnull = os.open(os.devnull, os.O_RDONLY)
@@ -102,13 +185,17 @@ def _child(req: dict) -> None:
     se = os.open(os.path.join(out_dir, "stderr.txt"), os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
     os.dup2(so, 1)
     os.dup2(se, 2)
+    for fd in (devnull, so, se):
+        if fd > 2:
+            os.close(fd)
     sys.stdin = open(0)  # noqa: SIM115
     os.chdir(req["cwd"])
     code = 0
     try:
-        from workstation.harness import run_job
+        import workstation.harness as harness
 
-        run_job(job)
+        harness.CHANNEL = channel
+        harness.run_job(job)
     except BaseException:  # noqa: BLE001  (the harness reports step errors itself)
         import traceback
 
@@ -121,10 +208,340 @@ def _child(req: dict) -> None:
         os._exit(code)
 
 
+def _job_init(req: dict, channel: tuple[int, int], life: int, status_w: int, go_r: int) -> None:
+    """pid 1 of a namespaced job: set up its view, drop privileges, fork the job process,
+    reap, and report the job process's status on ``status_w``; never returns. (The job
+    itself cannot be pid 1: the kernel ignores signals a pid 1 sends itself, so
+    ``os.abort()`` or the file-size limit's ``SIGXFSZ`` would not end it.)"""
+    from workstation.harness import jobns
+
+    try:
+        jobns.set_parent_death_signal(signal.SIGKILL)
+        os.set_blocking(life, False)
+        try:
+            if os.read(life, 1) == b"":  # the keeper is already gone
+                os._exit(111)
+        except BlockingIOError:
+            pass
+        jobns.enter_job_view(req["jobdir"], req.get("cache"))
+        jobns.drop_privileges()
+        _close_fds(set(channel) | {status_w, go_r})
+    except BaseException as e:  # noqa: BLE001  (the job must not run task code unconfined)
+        try:
+            os.write(2, f"kws: the job's sandbox could not be set up: {e}\n".encode())
+        finally:
+            os._exit(112)
+    pid = os.fork()
+    if pid == 0:
+        os.close(status_w)
+        try:
+            jobns.set_parent_death_signal(signal.SIGKILL)
+        except OSError:
+            os._exit(115)
+        # wait until the keeper told the server this process's pid (so the server can
+        # check it after the first step)
+        if os.read(go_r, 1) != b"g":
+            os._exit(116)
+        os.close(go_r)
+        _run_in_job(req, channel)
+    os.close(go_r)
+    for fd in channel:
+        os.close(fd)
+    os.write(status_w, b"R\n")
+    code = 0
+    while True:  # reap everything; the job process's end ends the namespace
+        try:
+            got, status = os.waitpid(-1, 0)
+        except ChildProcessError:
+            break
+        except InterruptedError:
+            continue
+        if got == pid:
+            code = -os.WTERMSIG(status) if os.WIFSIGNALED(status) else os.WEXITSTATUS(status)
+            break
+    try:
+        os.write(status_w, f"S {code}\n".encode())
+    finally:
+        os._exit(0)
+
+
+def _child_of(pid: int, proc_fd: int) -> int:
+    """The first child of ``pid``, read through ``proc_fd`` (a descriptor of the server's
+    ``/proc``, opened before the job's init mounts its own over it); 0 when none is listed."""
+    def read(name: str) -> bytes:
+        fd = os.open(name, os.O_RDONLY, dir_fd=proc_fd)
+        try:
+            return os.read(fd, 65536)
+        finally:
+            os.close(fd)
+
+    try:
+        kids = read(f"{pid}/task/{pid}/children").split()
+        if kids:
+            return int(kids[0])
+    except OSError:
+        pass
+    for name in os.listdir(proc_fd):  # kernels without CONFIG_PROC_CHILDREN
+        if name.isdigit():
+            try:
+                if int(read(f"{name}/stat").rsplit(b")", 1)[1].split()[1]) == pid:
+                    return int(name)
+            except (OSError, IndexError, ValueError):
+                continue
+    return 0
+
+
+def _keeper(req: dict, ctl_w: int, ack_r: int) -> None:
+    """The keeper of a namespaced job: new namespaces, fork the job's init, report the job
+    process's pid and exit status on the control channel; never returns."""
+    from workstation.harness import jobns
+
+    os.setsid()
+    _close_fds({ctl_w, ack_r})
+    _detach_stdio()
+    proc_fd = os.open("/proc", os.O_RDONLY | os.O_DIRECTORY)
+    try:
+        jobns.unshare(jobns.JOB_NAMESPACES)
+    except OSError as e:
+        os.write(2, f"kws: {e}\n".encode())
+        os._exit(113)
+    life_r, life_w = os.pipe()
+    st_r, st_w = os.pipe()
+    go_r, go_w = os.pipe()
+    init = os.fork()
+    if init == 0:
+        os.close(life_w)
+        os.close(st_r)
+        os.close(go_w)
+        os.close(proc_fd)
+        _job_init(req, (ctl_w, ack_r), life_r, st_w, go_r)
+    os.close(life_r)
+    os.close(st_w)
+    os.close(ack_r)
+    os.close(go_r)
+    buf = b""
+    code: int | None = None
+    while True:
+        chunk = os.read(st_r, 256)
+        if not chunk:
+            break
+        buf += chunk
+        while b"\n" in buf:
+            line, buf = buf.split(b"\n", 1)
+            if line == b"R":
+                job = _child_of(init, proc_fd)
+                if job:
+                    os.write(ctl_w, f"P {job}\n".encode())
+                os.write(go_w, b"g")
+                os.close(go_w)
+            elif line.startswith(b"S "):
+                code = int(line[2:])
+    _, status = os.waitpid(init, 0)
+    if code is None:  # the init died without reporting (killed, or its setup failed)
+        code = -os.WTERMSIG(status) if os.WIFSIGNALED(status) else os.WEXITSTATUS(status)
+    try:
+        os.write(ctl_w, f"X {code}\n".encode())
+    finally:
+        os._exit(0)
+
+
+def _plain_child(req: dict, ctl_w: int, ack_r: int) -> None:
+    """A job without namespaces (``MODE=none``): its own session; never returns."""
+    from workstation.harness import jobns
+
+    os.setsid()
+    try:
+        jobns.set_parent_death_signal(signal.SIGKILL)
+    except OSError:
+        pass
+    _close_fds({ctl_w, ack_r})
+    _detach_stdio()
+    _run_in_job(req, (ctl_w, ack_r))
+
+
+class _Job:
+    def __init__(self, jid: int, pid: int, ctl: int, ack: int, steps: int):
+        self.id = jid
+        self.pid = pid          # the forked process (keeper, or the job itself)
+        self.target = pid if _MODE == "none" else 0  # the process whose memory is verified
+        self.ctl = ctl
+        self.ack = ack
+        self.buf = b""
+        self.status: int | None = None
+        self.killed = False
+        self.verifies = 0
+        self.max_verifies = VERIFY_PER_STEP * max(1, steps) + 4
+
+
+def _stop_and_wait(pid: int, timeout: float = 2.0) -> bool:
+    """Send SIGSTOP to ``pid`` and wait until it is stopped (its state in /proc is T)."""
+    os.kill(pid, signal.SIGSTOP)
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        try:
+            with open(f"/proc/{pid}/stat", "rb") as f:
+                state = f.read().rsplit(b")", 1)[1].split()[0]
+        except (OSError, IndexError):
+            return False
+        if state in (b"T", b"t"):
+            return True
+        if state in (b"Z", b"X"):
+            return False
+        time.sleep(0.0002)
+    return False
+
+
+def _verify(job: _Job, step: int, table: Any) -> None:
+    msg: dict[str, Any] = {"op": "verified", "id": job.id, "step": step}
+    if table is None or not table.ok:
+        msg["error"] = table.reason if table is not None else "no watch table"
+    elif not job.target:
+        msg["error"] = "the job's pid was not reported"
+    else:
+        from workstation.harness.watch import VerifyError
+
+        try:
+            if not _stop_and_wait(job.target):
+                msg["error"] = "the job could not be stopped for the check"
+            else:
+                msg["changes"] = table.verify(job.target)
+        except (VerifyError, OSError) as e:
+            msg["error"] = str(e)
+        finally:
+            try:
+                os.kill(job.target, signal.SIGCONT)
+            except OSError:
+                pass
+    _emit(msg)
+
+
+def _handle_ctl(job: _Job, table: Any) -> None:
+    try:
+        chunk = os.read(job.ctl, 4096)
+    except OSError:
+        chunk = b""
+    if not chunk:
+        os.close(job.ctl)
+        job.ctl = -1
+        return
+    job.buf += chunk
+    if len(job.buf) > 65536:  # a flood: stop listening
+        job.buf = b""
+        return
+    while b"\n" in job.buf:
+        line, job.buf = job.buf.split(b"\n", 1)
+        parts = line.split()
+        if len(parts) != 2 or not parts[1].lstrip(b"-").isdigit():
+            continue
+        op, arg = parts[0], int(parts[1])
+        if op == b"P" and _MODE != "none" and not job.target:
+            job.target = arg
+        elif op == b"X" and _MODE != "none" and job.status is None:
+            job.status = arg
+        elif op == b"V":
+            if job.verifies >= job.max_verifies:
+                continue
+            job.verifies += 1
+            _verify(job, arg, table)
+            try:
+                os.write(job.ack, b"k")
+            except OSError:
+                pass
+
+
+def _selftest_namespaces() -> str:
+    """Fork a process that sets up a job's namespaces and drops its privileges; "" when
+    that works, else why not."""
+    from workstation.harness import jobns
+
+    os.makedirs("/tmp/kws-selftest", exist_ok=True)
+    r, w = os.pipe()
+    pid = os.fork()
+    if pid == 0:
+        os.close(r)
+        try:
+            os.setsid()
+            jobns.unshare(jobns.JOB_NAMESPACES)
+            inner = os.fork()
+            if inner == 0:
+                try:
+                    jobns.enter_job_view("/tmp/kws-selftest", None)
+                    jobns.drop_privileges()
+                    ok = os.getpid() == 1 and jobns.capabilities().get("CapEff", "1").strip("0") == ""
+                    os._exit(0 if ok else 3)
+                except BaseException as e:  # noqa: BLE001
+                    os.write(w, str(e).encode()[:500])
+                    os._exit(4)
+            _, st = os.waitpid(inner, 0)
+            os._exit(os.waitstatus_to_exitcode(st))
+        except BaseException as e:  # noqa: BLE001
+            os.write(w, str(e).encode()[:500])
+            os._exit(5)
+    os.close(w)
+    _, st = os.waitpid(pid, 0)
+    text = os.read(r, 1000).decode(errors="replace")
+    os.close(r)
+    code = os.waitstatus_to_exitcode(st)
+    if code == 0:
+        return ""
+    return text or f"the namespace self-test exited with {code}"
+
+
+def _selftest_verifier(table: Any) -> str:
+    """Fork a child that patches ``time.perf_counter`` and check that the verifier sees
+    it: "" when it does, else why not (e.g. ptrace restricted by Yama)."""
+    r, w = os.pipe()
+    pid = os.fork()
+    if pid == 0:
+        os.close(r)
+        import time as _t
+
+        _t.perf_counter = lambda: 0.0
+        os.write(w, b"x")
+        time.sleep(30)
+        os._exit(0)
+    os.close(w)
+    try:
+        os.read(r, 1)
+        os.close(r)
+        if not _stop_and_wait(pid):
+            return "the verifier's self-test child could not be stopped"
+        from workstation.harness.watch import VerifyError
+
+        try:
+            changes = table.verify(pid)
+        except VerifyError as e:
+            return f"the fork server cannot read a job's memory: {e}"
+        if changes != ["time.perf_counter replaced"]:
+            return f"the verifier's self-test saw {changes[:3]} instead of time.perf_counter replaced"
+        return ""
+    finally:
+        os.kill(pid, signal.SIGKILL)
+        os.waitpid(pid, 0)
+
+
+def _limits_in_force() -> dict[str, list[int]]:
+    out = {}
+    for name in ("AS", "DATA", "FSIZE", "NOFILE", "NPROC", "STACK"):
+        soft, hard = resource.getrlimit(getattr(resource, f"RLIMIT_{name}"))
+        out[name.lower()] = [soft, hard]
+    return out
+
+
 def main() -> None:
+    global _MODE
     nice = int(sys.argv[1]) if len(sys.argv) > 1 else 10
+    _MODE = sys.argv[2] if len(sys.argv) > 2 else "none"
     if nice:
         os.nice(nice)
+    from workstation.harness import jobns
+
+    if _MODE == "none":
+        try:
+            jobns.set_child_subreaper()
+            jobns.set_parent_death_signal(signal.SIGKILL)
+        except OSError:
+            pass
     device, interpret = _choose_device()
     if interpret:
         os.environ["TRITON_INTERPRET"] = "1"
@@ -152,50 +569,134 @@ def main() -> None:
         label = "cuda"
     else:
         label = "cpu (triton interpreter)" if "triton" in versions else "cpu"
-    _emit({"op": "ready", "device": device, "label": label, "interpreter": interpret,
-           "versions": versions})
+    jobns_problem = _selftest_namespaces() if _MODE == "bwrap" else ""
+    from workstation.harness import state, watch
 
-    running: dict[int, int] = {}  # pid -> job id
+    table = watch.WatchTable.build(state.MODULES, state.CLASSES)
+    if table.ok:
+        problem = _selftest_verifier(table)
+        if problem:
+            table = watch.WatchTable([], problem)
+    _emit({"op": "ready", "device": device, "label": label, "interpreter": interpret,
+           "versions": versions, "mode": _MODE, "jobns": jobns_problem, "verifier": table.reason,
+           "watched": table.entry_count(), "limits": _limits_in_force()})
+    _serve(table, preload)
+
+
+def _serve(table: Any, preload: dict) -> None:
+    jobs: dict[int, _Job] = {}     # forked pid -> job
+    by_id: dict[int, _Job] = {}
     # Read stdin unbuffered: select() reports the fd, so a buffered readline() could pull
     # two requests from the pipe and leave the second in Python's buffer, unseen by the
     # next select() (a job that never starts when two are submitted at once).
     pending = b""
     open_in = True
-    while open_in or running:
-        if open_in:
-            r, _, _ = select.select([0], [], [], 0.02)
-            if r:
-                chunk = os.read(0, 1 << 16)
-                if not chunk:
-                    open_in = False
-                pending += chunk
-                while b"\n" in pending:
-                    line, pending = pending.split(b"\n", 1)
-                    if not line.strip():
-                        continue
-                    req = json.loads(line)
-                    if req.get("op") == "run":
-                        _preload_for(req, preload)
-                        pid = os.fork()
-                        if pid == 0:
-                            _child(req)
-                        running[pid] = req["id"]
-                        _emit({"op": "started", "id": req["id"], "pid": pid})
-        else:
-            select.select([], [], [], 0.02)
-        while running:
+    last_sweep = time.monotonic()
+    while open_in or jobs:
+        fds = ([0] if open_in else []) + [j.ctl for j in jobs.values() if j.ctl >= 0]
+        r, _, _ = select.select(fds, [], [], 0.02)
+        for j in [j for j in jobs.values() if j.ctl in r]:
+            _handle_ctl(j, table)
+        if 0 in r:
+            chunk = os.read(0, 1 << 16)
+            if not chunk:
+                open_in = False
+                for j in jobs.values():  # the parent is gone: nothing may outlive it
+                    _kill(j)
+            pending += chunk
+            while b"\n" in pending:
+                line, pending = pending.split(b"\n", 1)
+                if not line.strip():
+                    continue
+                req = json.loads(line)
+                if req.get("op") == "run":
+                    _preload_for(req, preload)
+                    j = _start(req)
+                    jobs[j.pid] = by_id[j.id] = j
+                    _emit({"op": "started", "id": j.id})
+                elif req.get("op") == "kill" and req.get("id") in by_id:
+                    _kill(by_id[req["id"]])
+        while jobs:
             try:
                 pid, status = os.waitpid(-1, os.WNOHANG)
             except ChildProcessError:
-                running.clear()
                 break
             if pid == 0:
                 break
-            jid = running.pop(pid, None)
-            if jid is None:
-                continue
-            code = -os.WTERMSIG(status) if os.WIFSIGNALED(status) else os.WEXITSTATUS(status)
-            _emit({"op": "exited", "id": jid, "pid": pid, "status": code})
+            j = jobs.pop(pid, None)
+            if j is None:
+                continue  # an orphan re-parented to this subreaper
+            while j.ctl >= 0:  # the last messages (verifications, the exit status)
+                rr, _, _ = select.select([j.ctl], [], [], 0)
+                if not rr:
+                    break
+                _handle_ctl(j, table)
+            if j.ctl >= 0:
+                os.close(j.ctl)
+            os.close(j.ack)
+            by_id.pop(j.id, None)
+            try:
+                os.killpg(j.pid, signal.SIGKILL)  # stray processes of its session
+            except OSError:
+                pass
+            own = -os.WTERMSIG(status) if os.WIFSIGNALED(status) else os.WEXITSTATUS(status)
+            code = j.status if (_MODE != "none" and j.status is not None) else own
+            _emit({"op": "exited", "id": j.id, "status": code, "killed": j.killed})
+        if _MODE == "none" and time.monotonic() - last_sweep > 0.5:
+            last_sweep = time.monotonic()
+            _sweep_orphans(set(jobs))
+
+
+def _start(req: dict) -> _Job:
+    ctl_r, ctl_w = os.pipe()
+    ack_r, ack_w = os.pipe()
+    pid = os.fork()
+    if pid == 0:
+        try:
+            os.close(ctl_r)
+            os.close(ack_w)
+            if _MODE == "none":
+                _plain_child(req, ctl_w, ack_r)
+            else:
+                _keeper(req, ctl_w, ack_r)
+        finally:
+            os._exit(114)
+    os.close(ctl_w)
+    os.close(ack_r)
+    return _Job(req["id"], pid, ctl_r, ack_w, int(req.get("steps") or 1))
+
+
+def _kill(j: _Job) -> None:
+    j.killed = True
+    for target in (j.pid, j.target):
+        if target:
+            try:
+                os.killpg(target, signal.SIGKILL)
+            except OSError:
+                pass
+            try:
+                os.kill(target, signal.SIGKILL)
+            except OSError:
+                pass
+
+
+def _sweep_orphans(running: set[int]) -> None:
+    """Kill children of this server that are no running job (orphans a job left behind,
+    re-parented here because the server is a child subreaper)."""
+    me = os.getpid()
+    for name in os.listdir("/proc"):
+        if not name.isdigit() or int(name) in running or int(name) == me:
+            continue
+        try:
+            with open(f"/proc/{name}/stat", "rb") as f:
+                ppid = int(f.read().rsplit(b")", 1)[1].split()[1])
+        except (OSError, IndexError, ValueError):
+            continue
+        if ppid == me:
+            try:
+                os.kill(int(name), signal.SIGKILL)
+            except OSError:
+                pass
 
 
 if __name__ == "__main__":

@@ -6,7 +6,15 @@ Monitors (for the ``call`` step's ``monitors`` list):
   with the largest tensor (elements) among its arguments and results and the first
   task-code line that issued it (``report["ops"][name] = {"count", "max_numel", "site"}``).
   Ops issued inside other ops are not seen (a dispatch mode sees the outermost call of
-  each op), which is what "the framework op the candidate called" means.
+  each op), which is what "the framework op the candidate called" means. Task code can
+  step outside a dispatch mode (``torch._C._disable_current_modes()``), so the call also
+  runs under an independent recorder, the autograd profiler (``RecordFunction``
+  callbacks in the dispatcher: they see every aten op whatever the Python dispatch modes
+  do): ``report["profiler"] = {"ops": {name: {"count", "max_numel"}}, "events",
+  "stopped", "marker", "mode_removed"}`` lists the top-level aten ops it saw, whether
+  the profiler was still running when the call returned (``stopped``: task code turned it
+  off), whether kws's opening marker is in its events (``marker`` False: the session was
+  replaced), and whether the dispatch mode was taken off the mode stack.
 - ``triton_launches``: counts launches of ``@triton.jit`` kernels (seen through
   :mod:`workstation.harness.launches`), per kernel name: ``report["launches"]`` /
   ``report["kernels"]`` those that returned, ``report["failed_launches"]`` /
@@ -74,14 +82,65 @@ def aten_ops_monitor(ctx: Any, spec: AtenOps, report: dict[str, Any]):
     return _aten_ops(ctx, report)
 
 
+#: the name of the profiler event kws opens its recording session with.
+PROFILER_MARKER = "kws::aten_ops_open"
+
+
+def _profiler_ops(events: Any) -> dict[str, dict[str, int]]:
+    """Top-level aten events (no aten parent) by name: count and largest input (elements)."""
+    out: dict[str, dict[str, int]] = {}
+    for e in events:
+        name = getattr(e, "name", "")
+        if not name.startswith("aten::"):
+            continue
+        parent = getattr(e, "cpu_parent", None)
+        while parent is not None and not parent.name.startswith("aten::"):
+            parent = parent.cpu_parent
+        if parent is not None:
+            continue
+        n = 0
+        for shape in getattr(e, "input_shapes", None) or []:
+            if isinstance(shape, list | tuple) and all(isinstance(d, int) for d in shape):
+                k = 1
+                for d in shape:
+                    k *= d
+                n = max(n, k if shape else 0)
+        rec = out.setdefault(name.removeprefix("aten::"), {"count": 0, "max_numel": 0})
+        rec["count"] += 1
+        rec["max_numel"] = max(rec["max_numel"], n)
+    return out
+
+
 @contextlib.contextmanager
 def _aten_ops(ctx: Any, report: dict[str, Any]) -> Iterator[None]:
+    from torch.utils._python_dispatch import _get_current_dispatch_mode_stack
+
     mode = OpTraceMode(ctx.task_dir)
+    prof = torch.autograd.profiler.profile(use_kineto=False, record_shapes=True)
+    prof.__enter__()
+    with torch.autograd.profiler.record_function(PROFILER_MARKER):
+        pass
+    rep: dict[str, Any] = {}
     try:
         with mode:
-            yield
+            try:
+                yield
+            finally:
+                rep["mode_removed"] = mode not in _get_current_dispatch_mode_stack()
     finally:
         report["ops"] = mode.ops
+        running = torch.autograd._profiler_enabled()
+        rep["stopped"] = not running
+        try:
+            prof.__exit__(None, None, None)
+            events = list(prof.function_events or [])
+        except Exception as e:  # noqa: BLE001  (task code broke the session: evidence)
+            events = []
+            rep["error"] = f"{type(e).__name__}: {str(e)[:200]}"
+        rep["marker"] = any(getattr(e, "name", "") == PROFILER_MARKER for e in events)
+        rep["events"] = len(events)
+        rep["ops"] = _profiler_ops(events)
+        report["profiler"] = rep
 
 
 class LaunchCounter(LaunchObserver):
@@ -179,7 +238,9 @@ def fault_call_step(ctx: Any, spec: FaultCallStep) -> StepOutput:
             result, seconds = ctx.timed_call(ctx.callable(spec.role), inputs)
         outputs = ctx.outputs_of(result, inputs)
     except BaseException as e:  # noqa: BLE001
-        extra.update(attempted=faults.attempts, kernels=faults.kernels, ops=report.get("ops", {}))
+        extra.update(attempted=faults.attempts, kernels=faults.kernels, ops=report.get("ops", {}),
+                     profiler=report.get("profiler"))
         return StepOutput(ok=False, error=error_info(e, getattr(e, "_kws_phase", "call")), extra=extra)
-    extra.update(attempted=faults.attempts, kernels=faults.kernels, ops=report.get("ops", {}))
+    extra.update(attempted=faults.attempts, kernels=faults.kernels, ops=report.get("ops", {}),
+                  profiler=report.get("profiler"))
     return StepOutput(ok=True, outputs=outputs, extra=extra, seconds=seconds)

@@ -512,6 +512,30 @@ class Job(msgspec.Struct, frozen=True, forbid_unknown_fields=True, kw_only=True)
     helper_dirs: list[str] = []
 
 
+# ----------------------------------------------------------------------------- principals
+
+#: the principal of the steps that run no single role's code (see :func:`principal`).
+_PRINCIPALS: dict[type, str] = {NumOracleStep: "reference", AutotuneProbeStep: "candidate",
+                                TritonAotStep: "candidate", AuthorTestStep: "test", AuthorBenchStep: "bench",
+                                InputsOnlyStep: "inputs", TimingStep: "timing"}
+
+
+def principal(step: _Step) -> str:
+    """Whose task code a step runs: its ``role`` (``candidate``, ``reference``,
+    ``baseline``), ``reference`` for the float64 oracle, ``candidate`` for the autotune and
+    AOT probes, ``test`` / ``bench`` for the author's test and benchmark (they call what
+    they like), ``inputs`` for ``inputs_only``, ``timing`` for a timing step (its sides are
+    timed interleaved in one process, by design: the measurement needs it).
+
+    A job runs the steps of one principal only, so a candidate and a reference never share
+    a process (:meth:`workstation.engine.context.CheckContext.run_steps`).
+    """
+    role = getattr(step, "role", None)
+    if isinstance(role, str):
+        return role
+    return _PRINCIPALS.get(type(step), kind_of(step))
+
+
 # ----------------------------------------------------------------------------- encoding
 
 

@@ -23,7 +23,21 @@ from typing import Any, Protocol
 
 from workstation.protocol.lines import json_lines
 
-__all__ = ["CheckSource", "Emit", "ReplayCheckSource", "RunnerCheckSource"]
+__all__ = ["CheckSource", "Emit", "ReplayCheckSource", "RunnerCheckSource", "sandbox_marker"]
+
+
+def sandbox_marker() -> str:
+    """What every screen of the app shows when task code runs unsandboxed ("" when it runs
+    in bubblewrap): the check server reads the same setting
+    (:func:`workstation.runner.policy.sandbox_mode`)."""
+    from workstation.runner.policy import sandbox_mode
+    from workstation.schema.problem import Problem
+
+    try:
+        mode = sandbox_mode()
+    except Problem as e:
+        return f"⚠ sandbox setting invalid: {e.problem}"
+    return "⚠ SANDBOX OFF" if mode == "none" else ""
 
 #: ``emit(kind, data)``: called for every event of a run.
 Emit = Callable[[str, dict[str, Any]], None]

@@ -1,17 +1,29 @@
 """Isolated execution of untrusted task code.
 
 The parent (the CLI or the TUI) never imports task code, torch or triton. It starts one
-*fork server* (:mod:`workstation.harness.forkserver`) with a scrubbed environment; the
-server imports torch and triton once, then forks one child per job. Each child runs
-:mod:`workstation.harness` on a temporary copy of the task folder, in its own process
-group, with resource limits, and writes its results as JSON plus ``.npz`` arrays that the
-parent reads without unpickling (:mod:`workstation.protocol.wire`).
+*fork server* (:mod:`workstation.harness.forkserver`) inside a bubblewrap sandbox
+(:mod:`bwrap`; the reviewer may opt out: :mod:`policy`), in a memory cgroup where the
+machine allows one (:mod:`cgroup`), with a scrubbed environment; the server imports torch
+and triton once, then forks one job per request, each in namespaces of its own
+(:mod:`workstation.harness.jobns`). Each job runs :mod:`workstation.harness` on a copy of
+the task folder (:mod:`taskcopy`), with resource limits, and writes its results as JSON
+plus ``.npz`` arrays that the parent reads as hostile input (:mod:`workstation.protocol.wire`).
+The parent side lives in :mod:`sandbox`.
 
-May import protocol and the standard library; never harness (it starts the fork server by
-module name), engine or anything above.
+May import protocol, schema and the standard library; never harness (it starts the fork
+server by module name), engine or anything above.
 """
 
 from workstation.protocol.wire import StepResult, TensorData
-from workstation.runner.sandbox import DeviceInfo, JobResult, Runner, RunnerError
+from workstation.runner.sandbox import (
+           DeviceInfo,
+           JobCancelled,
+           JobResult,
+           Runner,
+           RunnerError,
+           SandboxUnavailable,
+)
+from workstation.runner.taskcopy import TaskFolderError
 
-__all__ = ["DeviceInfo", "JobResult", "Runner", "RunnerError", "StepResult", "TensorData"]
+__all__ = ["DeviceInfo", "JobCancelled", "JobResult", "Runner", "RunnerError", "SandboxUnavailable", "StepResult", "TaskFolderError",
+           "TensorData"]

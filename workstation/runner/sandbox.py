@@ -1,31 +1,49 @@
-"""Parent side of the isolated runner: the fork server's lifecycle, jobs, limits.
+"""Parent side of the isolated runner: the sandboxed fork server, jobs, limits, kills.
 
-Isolation, per job:
+Isolation (``sandbox="bwrap"``, the default; see :mod:`workstation.runner.bwrap` and
+:mod:`workstation.harness.jobns`):
 
-- a fresh temporary copy of the task folder; the child's working directory and ``HOME``
-  are temporary folders, so relative writes never reach the queue;
+- the fork server runs inside a bubblewrap sandbox (new user, pid, IPC, UTS, network
+  namespaces; the system read-only; nothing of the reviewer's home, the queue or kws's
+  processes visible; ``--die-with-parent``, ``--new-session``), optionally in a memory
+  cgroup (:mod:`workstation.runner.cgroup`);
+- every job is pid 1 of its own pid namespace with its own mount, IPC, network and UTS
+  namespaces, a private ``/tmp`` and ``HOME``, sees only its own copy of the task folder
+  (the one writable place) and its task's and role's compiler cache, and has no
+  capabilities;
+- jobs of one *principal* only: the runner runs steps of one role (``candidate``,
+  ``reference``, ...) per job (:func:`workstation.protocol.steps.principal`), so a
+  candidate job and a reference job never share a process, a file or a namespace;
+- compiler caches (Triton, inductor, ``TORCH_EXTENSIONS_DIR``) are one per task run and
+  principal (``cache_key``), under the run's folder, deleted with it;
 - a scrubbed environment (an allow-list: no tokens, no ``SSH_AUTH_SOCK``, no cloud
   credentials), see :func:`child_env`;
-- its own session and process group (``setsid``), killed whole (``SIGKILL``) at the time
-  limit and after it exits, so stray grandchildren die too;
 - resource limits: no core files, a cap on file size (stdout/stderr floods end with
-  ``SIGXFSZ``), a cap on address space on the CPU, a cap on open files;
-- a lower CPU priority (``nice``), so the TUI stays responsive;
-- results come back as JSON and ``.npz`` files read without unpickling.
+  ``SIGXFSZ``), a cap on address space on the CPU, a cap on open files, each the smaller of
+  kws's value and the inherited one; a lower CPU priority (``nice``);
+- a job is killed whole at its limits; when kws exits (even by ``SIGKILL``) the sandbox
+  and everything in it ends;
+- the task folder is copied without following it anywhere (:mod:`workstation.runner.taskcopy`);
+  results are read as hostile input, bounded per job (:mod:`workstation.protocol.wire`);
+- after every step the fork server checks the job from outside
+  (:mod:`workstation.harness.watch`); a result written after kws's harness was patched,
+  or without that check, is reported as forged.
+
+``sandbox="none"`` (``--no-sandbox``, or ``sandbox = "none"`` in the user config; see
+:mod:`workstation.runner.policy`) keeps the copies, the environment, the limits and the
+checks from outside, but task code then runs as the reviewer with their file system in
+view; every report says ``"sandbox": "none"``.
 
 The job file is a :class:`workstation.protocol.steps.Job`, encoded and checked against its
 type (:func:`~workstation.protocol.steps.encode_job`) before the child is asked to start.
-
-What isolation does not do: the child runs as the same user, so code that writes to an
-absolute path it guesses could still reach the queue. kws checks the task folder's
-content hash before and after each run (:func:`tree_digest`) and reports a change.
 """
 
 from __future__ import annotations
 
-import hashlib
 import json
 import os
+import queue
+import resource
 import shutil
 import signal
 import subprocess
@@ -33,6 +51,7 @@ import sys
 import tempfile
 import threading
 import time
+from concurrent.futures import Future
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -41,11 +60,22 @@ import platformdirs
 
 from workstation.protocol.lines import json_lines
 from workstation.protocol.steps import Job, Step, encode_job
-from workstation.protocol.wire import StepResult, WireError, read_step, step_started
+from workstation.protocol.wire import (
+    Budget,
+    StepResult,
+    WireError,
+    exists,
+    forging_changes,
+    open_dir,
+    read_step,
+    read_tail,
+)
+from workstation.runner import bwrap, cgroup, taskcopy
+from workstation.runner.policy import sandbox_mode
 
 #: environment variables a child may inherit (everything else is dropped).
 ENV_ALLOW = (
-    "PATH", "LANG", "LC_ALL", "LC_CTYPE", "TZ", "TMPDIR",
+    "PATH", "LANG", "LC_ALL", "LC_CTYPE", "TZ",
     "CUDA_VISIBLE_DEVICES", "CUDA_HOME", "CUDA_PATH", "CUDA_LAUNCH_BLOCKING",
     "LD_LIBRARY_PATH", "NVIDIA_VISIBLE_DEVICES", "NVIDIA_DRIVER_CAPABILITIES",
     "TRITON_PTXAS_PATH", "TRITON_CUOBJDUMP_PATH", "TRITON_NVDISASM_PATH",
@@ -55,33 +85,53 @@ STDIO_LIMIT_BYTES = 256 * 1024 * 1024
 CPU_ADDRESS_SPACE_BYTES = 24 * 1024 ** 3
 TAIL_BYTES = 8192
 READY_TIMEOUT_S = 120.0
+#: seconds a killed job has to be reported gone before the runner gives up on the server.
+KILL_GRACE_S = 10.0
 
 
 class RunnerError(Exception):
-    """The runner itself failed (the fork server would not start or died)."""
+    """The runner itself failed (the fork server would not start or died): kws's fault or
+    its environment's, never a verdict on the task."""
+
+
+class JobCancelled(Exception):  # noqa: N818  (a control-flow signal)
+    """A job's ``cancel`` hook said not to start it (after it waited for a slot)."""
+
+
+class SandboxUnavailable(RunnerError):
+    """bubblewrap is missing or cannot create its namespaces here (the message says how to
+    install it and how to opt out)."""
 
 
 @dataclass(frozen=True)
 class DeviceInfo:
     """Where task code runs. ``kind``: ``"cuda"`` or ``"cpu"``; ``label`` is what reports
-    print (``"cpu (triton interpreter)"``, ``"cuda (NVIDIA H200)"``)."""
+    print (``"cpu (triton interpreter)"``, ``"cuda (NVIDIA H200)"``); ``sandbox``:
+    ``"bwrap"`` or ``"none"``; ``notes``: what the report should say about the isolation
+    (memory cap, an inherited limit, the out-of-process check being off)."""
 
     kind: str
     label: str
     interpreter: bool
     versions: dict[str, str]
     name: str = ""
+    sandbox: str = "none"
+    verifier: bool = False
+    notes: tuple[str, ...] = ()
 
 
 @dataclass
 class JobResult:
     """What happened to one job.
 
-    ``status``: ``"ok"`` (exited 0), ``"exit"`` (exited non-zero outside a step result),
-    ``"signal"`` (killed by a signal it raised or received, e.g. SIGABRT, SIGSEGV,
-    SIGXFSZ), ``"timeout"`` (killed by kws at the limit). ``steps[i]`` is ``None`` for a
-    step that never finished; ``died_in_step`` is the step running when the process
-    died (or ``None``). ``seconds``: wall time of the whole job.
+    ``status``: ``"ok"`` (exited 0 with every step's result), ``"exit"`` (exited before
+    reporting every result: non-zero, or 0 from task code's ``os._exit``), ``"signal"``
+    (killed by a signal it raised or received, e.g. SIGABRT, SIGSEGV, SIGXFSZ, or the
+    memory cap's OOM kill), ``"timeout"`` (killed by kws at the step or job limit).
+    ``steps[i]`` is ``None`` for a step that never finished or whose result was refused
+    (``forged[i]`` says why); ``died_in_step`` is the step running when the process died
+    (or ``None``). ``limit`` names the limit that fired: ``"step"``, ``"job"``,
+    ``"memory"``, ``"fsize"`` or ``""``. ``seconds``: wall time of the whole job.
     """
 
     status: str
@@ -95,20 +145,31 @@ class JobResult:
     stdout_bytes: int = 0
     stderr_bytes: int = 0
     timeout_s: float = 0.0
+    step_timeout_s: float | None = None
+    limit: str = ""
+    memory_note: str = ""
     wire_errors: list[str] = field(default_factory=list)
+    forged: dict[int, str] = field(default_factory=dict)
+    #: what the fork server saw changed after each forged step (the verifier's lines).
+    forged_changes: dict[int, list[str]] = field(default_factory=dict)
 
     @property
     def died(self) -> bool:
         return self.status != "ok"
 
     def describe_death(self) -> str:
-        """One sentence for a job that did not end normally."""
+        """One sentence for a job that did not end normally, naming the limit that fired."""
         if self.status == "timeout":
-            return f"did not finish within the {self.timeout_s:g} s limit and was killed"
+            if self.limit == "step" and self.step_timeout_s is not None:
+                return (f"did not finish within the {self.step_timeout_s:g} s step limit (KWS_STEP_TIMEOUT) "
+                        "and was killed")
+            return f"did not finish within the job's {self.timeout_s:g} s limit and was killed"
         if self.status == "signal":
             extra = ""
             if self.signal_name == "SIGXFSZ":
-                extra = f" (wrote more than {STDIO_LIMIT_BYTES // 2**20} MiB to stdout/stderr)"
+                extra = f" (wrote more than {STDIO_LIMIT_BYTES // 2**20} MiB to stdout/stderr: the file-size limit)"
+            elif self.limit == "memory":
+                extra = f" (the kernel's OOM killer at the sandbox's {self.memory_note})"
             return f"the process died from {self.signal_name}{extra}"
         if self.status == "exit":
             return f"the process exited with status {self.exit_code} before reporting a result"
@@ -116,56 +177,101 @@ class JobResult:
 
 
 def kws_cache_dir() -> Path:
-    """Per-user cache folder (Triton's kernel cache lives under it)."""
+    """Per-user cache folder of kws's own data (never written by task code)."""
     return Path(os.environ.get("KWS_CACHE_DIR") or platformdirs.user_cache_dir("kws"))
 
 
-def child_env(home: Path, device: str | None) -> dict[str, str]:
+def child_env(home: Path | str, device: str | None, *, pythonpath: str | None = None,
+              cuda_visible: str | None = None) -> dict[str, str]:
     """The scrubbed environment of the fork server and its children.
 
-    Only :data:`ENV_ALLOW` passes through. ``HOME`` is a temporary folder, Triton's cache
-    a kws cache folder, one intra-op thread per child (jobs run in parallel),
+    Only :data:`ENV_ALLOW` passes through. ``HOME`` is ``home`` (private), ``TMPDIR``
+    ``/tmp``, one intra-op thread per child (jobs run in parallel),
     ``PYTORCH_NVML_BASED_CUDA_CHECK=1`` so that asking whether CUDA exists does not
-    initialise CUDA in the server (children are forked from it).
+    initialise CUDA in the server (children are forked from it); the compiler caches are
+    set per job (:meth:`Runner.run`). ``cuda_visible``: the ``CUDA_VISIBLE_DEVICES`` of
+    the sandbox (the bound GPUs' UUIDs).
     """
     env = {k: v for k, v in os.environ.items() if k in ENV_ALLOW}
     pkg_root = str(Path(__file__).resolve().parents[2])
     env.update(
         HOME=str(home),
-        PYTHONPATH=pkg_root,
+        TMPDIR="/tmp",
+        PYTHONPATH=pythonpath or pkg_root,
         PYTHONDONTWRITEBYTECODE="1",
         PYTORCH_NVML_BASED_CUDA_CHECK="1",
-        TRITON_CACHE_DIR=str(kws_cache_dir() / "triton"),
+        CUDA_DEVICE_ORDER="PCI_BUS_ID",
         OMP_NUM_THREADS=os.environ.get("KWS_CHILD_THREADS", "1"),
         MKL_NUM_THREADS=os.environ.get("KWS_CHILD_THREADS", "1"),
         TRITON_DEFAULT_FP_FUSION=os.environ.get("TRITON_DEFAULT_FP_FUSION", "1"),
     )
+    if cuda_visible is not None:
+        env["CUDA_VISIBLE_DEVICES"] = cuda_visible
     if device:
         env["KWS_DEVICE"] = device
     return env
 
 
 def tree_digest(folder: Path) -> str:
-    """sha256 over every file's relative path and bytes under ``folder``."""
-    h = hashlib.sha256()
-    for p in sorted(folder.rglob("*")):
-        if p.is_file() and "__pycache__" not in p.parts:
-            h.update(str(p.relative_to(folder)).encode())
-            h.update(p.read_bytes())
-    return h.hexdigest()
+    """sha256 over every file's relative path and bytes under ``folder`` (symlinks are
+    never followed out of it; see :func:`workstation.runner.taskcopy.digest`).
+
+    Raises:
+        TaskFolderError: the folder holds an entry kws refuses.
+    """
+    return taskcopy.digest(folder)
 
 
-def _tail(path: Path) -> tuple[str, int]:
-    if not path.exists():
-        return "", 0
-    size = path.stat().st_size
-    with path.open("rb") as f:
-        f.seek(max(0, size - TAIL_BYTES))
-        return f.read().decode("utf-8", "replace"), size
+class _Spawner:
+    """One long-lived thread that starts every sandbox: ``--die-with-parent`` (and the
+    parent-death signal) fire when the *thread* that forked a process ends, so no sandbox
+    may be forked from a short-lived worker thread."""
+
+    def __init__(self) -> None:
+        self._q: queue.Queue[tuple[Any, Future[Any]]] = queue.Queue()
+        self._t: threading.Thread | None = None
+        self._lock = threading.Lock()
+
+    def call(self, fn: Any) -> Any:
+        with self._lock:
+            if self._t is None or not self._t.is_alive():
+                self._t = threading.Thread(target=self._loop, name="kws-spawner", daemon=True)
+                self._t.start()
+        fut: Future[Any] = Future()
+        self._q.put((fn, fut))
+        return fut.result()
+
+    def _loop(self) -> None:
+        while True:
+            fn, fut = self._q.get()
+            try:
+                fut.set_result(fn())
+            except BaseException as e:  # noqa: BLE001  (handed to the caller)
+                fut.set_exception(e)
+
+
+_SPAWNER = _Spawner()
+
+
+def inherited_limit_notes() -> list[str]:
+    """Inherited resource limits lower than kws's own, in words (empty when none)."""
+    notes = []
+    soft, hard = resource.getrlimit(resource.RLIMIT_AS)
+    lim = min(x for x in (soft, hard) if x != resource.RLIM_INFINITY) if \
+        any(x != resource.RLIM_INFINITY for x in (soft, hard)) else None
+    if lim is not None and lim < CPU_ADDRESS_SPACE_BYTES:
+        notes.append(f"an inherited address-space limit (ulimit -v) of {lim // 2**20} MiB is lower than kws's "
+                     f"{CPU_ADDRESS_SPACE_BYTES // 2**30} GiB per job: jobs run within it, and a MemoryError may "
+                     "come from it rather than from the task")
+    soft, hard = resource.getrlimit(resource.RLIMIT_FSIZE)
+    if hard != resource.RLIM_INFINITY and hard < STDIO_LIMIT_BYTES:
+        notes.append(f"an inherited file-size limit (ulimit -f) of {hard // 2**20} MiB is lower than kws's "
+                     f"{STDIO_LIMIT_BYTES // 2**20} MiB")
+    return notes
 
 
 class Runner:
-    """Runs jobs (lists of harness steps) in forked, isolated children.
+    """Runs jobs (lists of harness steps) in sandboxed, forked children.
 
     Thread-safe: checks call :meth:`run` from several threads; at most ``max_parallel``
     jobs run at once (default: the number of CPU cores). Use as a context manager or call
@@ -175,11 +281,17 @@ class Runner:
         device: ``"cpu"`` or ``"cuda"`` to force one; ``None`` picks CUDA when present.
         max_parallel: concurrent jobs.
         nice: CPU priority increment of the server and its children.
+        sandbox: ``"bwrap"`` or ``"none"``; ``None``: :func:`~workstation.runner.policy.sandbox_mode`
+            (the user config, ``KWS_SANDBOX``; default ``"bwrap"``).
     """
 
-    def __init__(self, device: str | None = None, max_parallel: int | None = None, nice: int = 10):
+    def __init__(self, device: str | None = None, max_parallel: int | None = None, nice: int = 10,
+                 sandbox: str | None = None):
         self._device_req = device or os.environ.get("KWS_DEVICE") or None
         self.max_parallel = max_parallel or max(1, os.cpu_count() or 1)
+        self.sandbox = sandbox or sandbox_mode()
+        if self.sandbox not in ("bwrap", "none"):
+            raise ValueError(f"sandbox must be 'bwrap' or 'none', not {self.sandbox!r}")
         self._nice = nice
         self._slots = threading.BoundedSemaphore(self.max_parallel)
         self._exclusive = threading.Lock()  # held by timing jobs: nothing else runs
@@ -191,7 +303,13 @@ class Runner:
         self._waiters: dict[int, dict[str, Any]] = {}
         self._next_id = 0
         self._device: DeviceInfo | None = None
-        self._home = Path(tempfile.mkdtemp(prefix="kws-home-"))
+        self._root = Path(tempfile.mkdtemp(prefix="kws-run-"))
+        self._jobs = self._root / "jobs"
+        self._caches = self._root / "caches"
+        for d in (self._jobs, self._caches, self._root / "home"):
+            d.mkdir()
+        self._cgroup: cgroup.MemoryCgroup | None = None
+        self._memory_note = ""
         self._closed = False
 
     # -- lifecycle ---------------------------------------------------------------------
@@ -211,39 +329,88 @@ class Runner:
         assert self._device is not None
         return self._device
 
+    def _command(self) -> tuple[list[str], dict[str, str], list[str]]:
+        """The fork server's command line, environment and isolation notes."""
+        pkg = Path(__file__).resolve().parents[1]
+        notes: list[str] = []
+        server = [sys.executable, "-m", "workstation.harness.forkserver", str(self._nice), self.sandbox]
+        if self.sandbox == "none":
+            env = child_env(self._root / "home", self._device_req)
+            notes.append("sandbox none: task code runs as you, with your files, keys and network in view")
+            return server, env, notes
+        bw = bwrap.find_bwrap()
+        if not bw:
+            raise SandboxUnavailable("bubblewrap (bwrap) is not installed. " + bwrap.INSTALL_HINT)
+        why = bwrap.probe(bw)
+        if why:
+            raise SandboxUnavailable(f"{why}. " + bwrap.INSTALL_HINT)
+        visible = os.environ.get("CUDA_VISIBLE_DEVICES")
+        gpu, uuids, gpu_note = bwrap.gpu_binds(visible)
+        if gpu_note:
+            notes.append(gpu_note)
+        argv = bwrap.sandbox_argv(bw, jobs=self._jobs, caches=self._caches, pkg_dir=pkg, gpu=gpu)
+        env = child_env(bwrap.HOME, self._device_req, pythonpath=bwrap.KWS_LIB,
+                        cuda_visible=",".join(uuids) if (gpu or visible is not None) else None)
+        return [*argv, "--", *server], env, notes
+
     def start(self) -> DeviceInfo:
         """Start the fork server if it is not running; returns the device it found.
 
         Raises:
+            SandboxUnavailable: bubblewrap is missing or cannot run here.
             RunnerError: the server did not start (its stderr is in the message).
         """
         with self._lock:
             if self._proc is not None and self._proc.poll() is None:
                 assert self._device is not None
                 return self._device
-            (kws_cache_dir() / "triton").mkdir(parents=True, exist_ok=True)
-            errlog = self._home / "forkserver.stderr"
-            self._proc = subprocess.Popen(
-                [sys.executable, "-m", "workstation.harness.forkserver", str(self._nice)],
-                stdin=subprocess.PIPE,
-                stdout=subprocess.PIPE,
-                stderr=errlog.open("wb"),
-                env=child_env(self._home, self._device_req),
-                cwd=self._home,
-                text=True,
-                start_new_session=True,
-            )
+            if self._closed:
+                raise RunnerError("runner is closed")
+            argv, env, notes = self._command()
+            limit_notes = inherited_limit_notes()
+            if self._cgroup is None:
+                cg, why = cgroup.create()
+                self._cgroup = cg
+                self._memory_note = cg.describe() if cg else f"no memory cap on the GPU: {why}"
+            if self._cgroup is not None:
+                argv = self._cgroup.wrap(argv)
+            errlog = self._root / "forkserver.stderr"
+            cwd = self._root / "home"
+
+            def spawn() -> subprocess.Popen[str]:
+                return subprocess.Popen(argv, stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+                                        stderr=errlog.open("wb"), env=env, cwd=cwd, text=True,
+                                        start_new_session=True)
+
+            self._proc = _SPAWNER.call(spawn)
             line = self._read_line_with_timeout(READY_TIMEOUT_S)
             if not line:
-                self._proc.kill()
-                raise RunnerError(f"the kws fork server did not start: {_tail(errlog)[0][-2000:]}")
+                self._kill_server()
+                tail = read_tail_path(errlog)
+                hint = ""
+                if any("address-space" in n for n in limit_notes) or "MemoryError" in tail \
+                        or "failed to map segment" in tail or "Cannot allocate memory" in tail:
+                    hint = ("; " + "; ".join(limit_notes) +
+                            ": within it the fork server could not load torch (raise it: `ulimit -v unlimited`)")
+                raise RunnerError(f"the kws fork server did not start{hint}: {tail[-2000:]}")
             ready = json.loads(line)
+            if self.sandbox == "bwrap" and ready.get("jobns"):
+                self._kill_server()
+                raise SandboxUnavailable("bubblewrap runs, but a job cannot get namespaces of its own inside it: "
+                                         f"{ready['jobns']}. " + bwrap.INSTALL_HINT)
+            if ready.get("verifier"):
+                notes.append(f"kws's out-of-process check of each job is off: {ready['verifier']}")
+            if self._cgroup is not None or ready["device"] == "cuda":
+                notes.append(self._memory_note)
             self._device = DeviceInfo(
                 kind=ready["device"],
                 label=ready["label"],
                 interpreter=ready["interpreter"],
                 versions=ready["versions"],
                 name=ready.get("name", ""),
+                sandbox=self.sandbox,
+                verifier=not ready.get("verifier"),
+                notes=tuple(notes + limit_notes),
             )
             self._reader = threading.Thread(target=self._read_loop, args=(self._proc,), daemon=True)
             self._reader.start()
@@ -257,22 +424,34 @@ class Runner:
         t.join(timeout)
         return result[0] if result else ""
 
+    def _kill_server(self) -> None:
+        if self._proc is not None:
+            _killpg(self._proc.pid)
+            try:
+                self._proc.wait(timeout=5)
+            except subprocess.TimeoutExpired:
+                pass
+
     def close(self) -> None:
-        """Stop the fork server and kill any job still running."""
+        """Stop the fork server (it kills every job still running) and remove the run's
+        folders (task copies, results, compiler caches)."""
         self._closed = True
         with self._lock:
             proc, self._proc = self._proc, None
-            waiters = list(self._waiters.values())
-        for w in waiters:
-            if w.get("pid"):
-                _killpg(w["pid"])
         if proc is not None:
             try:
                 proc.stdin.close()  # type: ignore[union-attr]
                 proc.wait(timeout=5)
             except (OSError, subprocess.TimeoutExpired):
-                _killpg(proc.pid)
-        shutil.rmtree(self._home, ignore_errors=True)
+                pass
+            _killpg(proc.pid)
+            try:
+                proc.wait(timeout=5)
+            except subprocess.TimeoutExpired:
+                pass
+        if self._cgroup is not None:
+            self._cgroup.remove()
+        shutil.rmtree(self._root, ignore_errors=True)
 
     def _read_loop(self, proc: subprocess.Popen[str]) -> None:
         assert proc.stdout is not None
@@ -281,19 +460,34 @@ class Runner:
                 w = self._waiters.get(msg.get("id"))
             if w is None:
                 continue
-            if msg.get("op") == "started":
-                w["pid"] = msg["pid"]
+            op = msg.get("op")
+            if op == "started":
                 w["started"].set()
-            elif msg.get("op") == "exited":
+            elif op == "verified":
+                step = msg.get("step")
+                if isinstance(step, int):
+                    w["verified"].setdefault(step, []).append(msg)
+            elif op == "exited":
                 w["status"] = msg["status"]
+                w["killed"] = bool(msg.get("killed"))
                 w["started"].set()
                 w["exited"].set()
         # server gone: wake everyone still waiting
         with self._lock:
             for w in self._waiters.values():
                 w.setdefault("status", None)
+                w["server_gone"] = True
                 w["started"].set()
                 w["exited"].set()
+
+    def _send(self, req: dict[str, Any]) -> None:
+        with self._lock:
+            try:
+                assert self._proc is not None and self._proc.stdin is not None
+                self._proc.stdin.write(json.dumps(req) + "\n")
+                self._proc.stdin.flush()
+            except (OSError, AssertionError, ValueError) as e:
+                raise RunnerError(f"the kws fork server is gone: {e}") from None
 
     # -- jobs --------------------------------------------------------------------------
 
@@ -309,136 +503,232 @@ class Runner:
         inout_args: list[int] | None = None,
         step_timeout: float | None = None,
         helper_dirs: list[str] | None = None,
+        principal: str = "job",
+        cache_key: str = "default",
+        cancel: Any = None,
     ) -> JobResult:
         """Run ``steps`` in one isolated child on a copy of ``task_dir``
         (``helper_dirs``: the queue's shared helper folders, put on the child's path).
 
         Args:
-            task_dir: the task folder (copied; never modified).
+            task_dir: the task folder (copied; never modified, never visible to the job).
             steps: the harness steps (:mod:`workstation.protocol.steps`), run in order in
-                one process.
+                one process; all of one principal.
             timeout: wall-clock limit for the whole job, seconds.
             step_timeout: wall-clock limit for any one step, seconds (None: no limit).
             exclusive: run with no other job at the same time (timing).
             entry: the task's entry points (role -> ``"file.py:function"``).
             out_args, inout_args: the indices of the inputs the callables write.
+            principal: whose code the job runs (``candidate``, ``reference``, ...): the
+                name of its compiler cache.
+            cache_key: the run and task the caches belong to (one cache per task run).
+            cancel: called once the job holds its slot, before it starts; a non-empty
+                string cancels it (:class:`JobCancelled`): e.g. its principal hung while
+                it waited.
 
         Raises:
+            JobCancelled: ``cancel`` said so.
             StepError: a step does not have its declared form (nothing was started).
-            RunnerError: the fork server could not be (re)started.
+            TaskFolderError: the task folder holds something kws will not copy.
+            RunnerError: the fork server could not be (re)started or died.
         """
         roles = {"entry": dict(entry or {}), "out_args": list(out_args or []), "inout_args": list(inout_args or []),
                  "helper_dirs": [str(h) for h in helper_dirs or ()]}
+        args = (task_dir, steps, roles, timeout, step_timeout, principal, cache_key)
+
+        def check_cancel() -> None:
+            why = cancel() if cancel is not None else ""
+            if why:
+                raise JobCancelled(why)
+
         if exclusive:
             with self._exclusive:
                 with self._active_cv:
                     self._active_cv.wait_for(lambda: self._active == 0)
-                return self._run(task_dir, steps, roles, timeout, step_timeout)
+                check_cancel()
+                return self._run(*args)
         with self._slots:
             with self._exclusive:  # wait while a timing job runs
                 pass
+            check_cancel()
             with self._active_cv:
                 self._active += 1
             try:
-                return self._run(task_dir, steps, roles, timeout, step_timeout)
+                return self._run(*args)
             finally:
                 with self._active_cv:
                     self._active -= 1
                     self._active_cv.notify_all()
 
+    def _paths(self, jid: int, principal: str, cache_key: str) -> tuple[Path, Path, dict[str, str]]:
+        """Host job folder, host cache folder, and the paths the server and the job see."""
+        safe = "".join(c if c.isalnum() or c in "-_." else "_" for c in f"{cache_key}")[:120] or "default"
+        role = "".join(c if c.isalnum() else "_" for c in principal)[:40] or "job"
+        host_job = self._jobs / str(jid)
+        host_cache = self._caches / safe / role
+        host_cache.mkdir(parents=True, exist_ok=True)
+        if self.sandbox == "bwrap":
+            view = {"jobdir": f"{bwrap.JOBS}/{jid}", "cache": f"{bwrap.CACHES}/{safe}/{role}",
+                    "job_view": "/kws/job", "cache_view": "/kws/cache", "home": bwrap.HOME}
+        else:
+            view = {"jobdir": str(host_job), "cache": str(host_cache), "job_view": str(host_job),
+                    "cache_view": str(host_cache), "home": str(host_job / "home")}
+        return host_job, host_cache, view
+
     def _run(self, task_dir: Path, steps: list[Step], roles: dict[str, Any], timeout: float,
-             step_timeout: float | None) -> JobResult:
+             step_timeout: float | None, principal: str, cache_key: str) -> JobResult:
         if self._closed:
             raise RunnerError("runner is closed")
         self.start()
         n = len(steps)
-        work = Path(tempfile.mkdtemp(prefix="kws-job-"))
+        with self._lock:
+            self._next_id += 1
+            jid = self._next_id
+        work, _, view = self._paths(jid, principal, cache_key)
+        work.mkdir()
+        out_fd = -1
         try:
-            copy, out = work / "task", work / "out"
-            job = Job(**roles, task_dir=str(copy), out_dir=str(out), device=self.device.kind, steps=steps)
+            jv = view["job_view"]
+            job = Job(**roles, task_dir=f"{jv}/task", out_dir=f"{jv}/out", device=self.device.kind, steps=steps)
             data = encode_job(job)  # raises StepError before anything runs
-            shutil.copytree(task_dir, copy, ignore=shutil.ignore_patterns("__pycache__", ".git"))
-            out.mkdir()
+            taskcopy.copy(Path(task_dir), work / "task")
+            (work / "out").mkdir()
+            (work / "home").mkdir()
             (work / "job.json").write_bytes(data)
+            out_fd = open_dir(work / "out")
             limits = {
                 "fsize": STDIO_LIMIT_BYTES,
                 "as": CPU_ADDRESS_SPACE_BYTES if self.device.kind == "cpu" else None,
             }
+            w: dict[str, Any] = {"started": threading.Event(), "exited": threading.Event(), "verified": {}}
             with self._lock:
-                self._next_id += 1
-                jid = self._next_id
-                w: dict[str, Any] = {"started": threading.Event(), "exited": threading.Event()}
                 self._waiters[jid] = w
-                req = {"op": "run", "id": jid, "job": str(work / "job.json"), "cwd": str(work), "limits": limits}
-                try:
-                    assert self._proc is not None and self._proc.stdin is not None
-                    self._proc.stdin.write(json.dumps(req) + "\n")
-                    self._proc.stdin.flush()
-                except (OSError, AssertionError) as e:
+            req = {"op": "run", "id": jid, "job": f"{jv}/job.json", "jobdir": view["jobdir"], "cache": view["cache"],
+                   "cwd": jv, "home": view["home"], "cache_root": view["cache_view"], "steps": n, "limits": limits}
+            oom_before = self._cgroup.oom_kills() if self._cgroup is not None else 0
+            try:
+                self._send(req)
+            except RunnerError:
+                with self._lock:
                     self._waiters.pop(jid, None)
-                    raise RunnerError(f"the kws fork server is gone: {e}") from None
+                raise
             t0 = time.monotonic()
-            timed_out = self._watch(w, out, n, t0, timeout, step_timeout)
-            if timed_out:
-                w["started"].wait(5)
-                if w.get("pid"):
-                    _killpg(w["pid"])
-                w["exited"].wait(10)
+            fired = self._watch(w, out_fd, n, t0, timeout, step_timeout)
+            if fired:
+                try:
+                    self._send({"op": "kill", "id": jid})
+                except RunnerError:
+                    pass
+                if not w["exited"].wait(KILL_GRACE_S):
+                    raise RunnerError(f"the kws fork server did not end job {jid} within {KILL_GRACE_S:g} s of "
+                                      "being asked to kill it")
             seconds = time.monotonic() - t0
-            if w.get("pid"):
-                _killpg(w["pid"])  # stray grandchildren
             with self._lock:
                 self._waiters.pop(jid, None)
-            return self._collect(out, n, w.get("status"), timed_out, seconds, timeout)
+            if w.get("server_gone") and not fired:
+                raise RunnerError("the kws fork server died while a job ran: "
+                                  + read_tail_path(self._root / "forkserver.stderr")[-1500:])
+            oom = (self._cgroup.oom_kills() - oom_before) if self._cgroup is not None else 0
+            return self._collect(out_fd, work / "out", n, w, fired, seconds, timeout, step_timeout, oom > 0)
         finally:
+            if out_fd >= 0:
+                os.close(out_fd)
             shutil.rmtree(work, ignore_errors=True)
 
     @staticmethod
-    def _watch(w: dict[str, Any], out: Path, n: int, t0: float, timeout: float,
-               step_timeout: float | None) -> bool:
-        """Wait for the job to exit; True when it ran past ``timeout`` (whole job) or one
-        step ran past ``step_timeout`` (measured from when its ``.start`` file appeared)."""
+    def _watch(w: dict[str, Any], out_fd: int, n: int, t0: float, timeout: float,
+               step_timeout: float | None) -> str:
+        """Wait for the job to exit; ``"job"`` when it ran past ``timeout``, ``"step"``
+        when one step ran past ``step_timeout`` (from when its ``.start`` file appeared),
+        ``""`` when it exited by itself."""
         current, since = -1, t0
         while not w["exited"].wait(0.05):
             now = time.monotonic()
             if now - t0 > timeout:
-                return True
+                return "job"
             if step_timeout is None:
                 continue
-            while current + 1 < n and step_started(out, current + 1):
+            while current + 1 < n and exists(out_fd, f"step-{current + 1}.start"):
                 current, since = current + 1, now
             if current >= 0 and now - since > step_timeout:
-                return True
-        return False
+                return "step"
+        return ""
 
-    def _collect(self, out: Path, n: int, status: int | None, timed_out: bool,
-                 seconds: float, timeout: float) -> JobResult:
+    def _collect(self, out_fd: int, out: Path, n: int, w: dict[str, Any], fired: str, seconds: float,
+                 timeout: float, step_timeout: float | None, oom: bool) -> JobResult:
         steps: list[StepResult | None] = []
-        wire_errors = []
+        wire_errors: list[str] = []
+        forged: dict[int, str] = {}
+        forged_changes: dict[int, list[str]] = {}
+        budget = Budget()
+        verify_on = self.device.verifier
         for i in range(n):
             try:
-                steps.append(read_step(out, i))
+                st = read_step(out, i, budget, dir_fd=out_fd)
             except WireError as e:
                 steps.append(None)
                 wire_errors.append(str(e))
-        died_in = next((i for i in range(n) if steps[i] is None and step_started(out, i)), None)
-        so, so_n = _tail(out / "stdout.txt")
-        se, se_n = _tail(out / "stderr.txt")
-        if timed_out:
-            st, code, sig = "timeout", None, "SIGKILL"
+                forged[i] = f"its result file was refused: {e}"
+                continue
+            if st is not None:
+                reports = w["verified"].get(i) or []
+                changes = sorted({c for r in reports for c in (r.get("changes") or [])})
+                errors = [r["error"] for r in reports if r.get("error")]
+                st.verified = changes if reports and not errors else None
+                st.verify_error = "; ".join(errors)
+                if verify_on:
+                    bad = forging_changes(changes)
+                    if bad:
+                        forged[i] = ("task code patched kws's harness before its result was written (seen by the "
+                                     f"fork server from outside the job: {', '.join(bad[:6])})")
+                    elif not reports:
+                        forged[i] = ("the job did not let kws's fork server check it after the step (task code "
+                                     "closed or took over kws's channel, or ended the process right after the step)")
+                    elif errors:
+                        forged[i] = f"the job could not be checked from outside after the step: {errors[0]}"
+                if i in forged:
+                    st = None
+                    forged_changes[i] = changes
+                    if changes:
+                        forged[i] += f"; all changes seen: {', '.join(changes[:12])}"
+            steps.append(st)
+        died_in = next((i for i in range(n) if steps[i] is None and i not in forged and exists(out_fd, f"step-{i}.start")),
+                       None)
+        so, so_n = read_tail(out_fd, "stdout.txt", TAIL_BYTES)
+        se, se_n = read_tail(out_fd, "stderr.txt", TAIL_BYTES)
+        status = w.get("status")
+        limit = fired
+        if fired:
+            st_, code, sig = "timeout", None, "SIGKILL"
         elif status is None:
-            st, code, sig = "exit", None, None
+            st_, code, sig = "exit", None, None
         elif status < 0:
-            st, code, sig = "signal", None, signal.Signals(-status).name if -status in signal.valid_signals() else str(-status)
-        elif status > 0:
-            st, code, sig = "exit", status, None
+            sig = signal.Signals(-status).name if -status in signal.valid_signals() else str(-status)
+            st_, code = "signal", None
+            if sig == "SIGKILL" and oom:
+                limit = "memory"
+            elif sig == "SIGXFSZ":
+                limit = "fsize"
+        elif status > 0 or any(s is None for s in steps):
+            st_, code, sig = "exit", status, None
         else:
-            st, code, sig = "ok", 0, None
+            st_, code, sig = "ok", 0, None
         return JobResult(
-            status=st, exit_code=code, signal_name=sig, steps=steps, died_in_step=died_in,
+            status=st_, exit_code=code, signal_name=sig, steps=steps, died_in_step=died_in,
             seconds=seconds, stdout_tail=so, stderr_tail=se, stdout_bytes=so_n,
-            stderr_bytes=se_n, timeout_s=timeout, wire_errors=wire_errors,
+            stderr_bytes=se_n, timeout_s=timeout, step_timeout_s=step_timeout, limit=limit,
+            memory_note=self._memory_note, wire_errors=wire_errors, forged=forged, forged_changes=forged_changes,
         )
+
+
+def read_tail_path(path: Path) -> str:
+    """The last :data:`TAIL_BYTES` of a file kws wrote itself (the server's log)."""
+    try:
+        with path.open("rb") as f:
+            f.seek(max(0, path.stat().st_size - TAIL_BYTES))
+            return f.read().decode("utf-8", "replace")
+    except OSError:
+        return ""
 
 
 def _killpg(pid: int) -> None:

@@ -32,7 +32,7 @@ from workstation.review.autosave import DraftSaver
 from workstation.review.queueview import QueueRow
 from workstation.review.services import QueueState
 from workstation.review.session import ReviewSession
-from workstation.review.sources import CheckSource, RunnerCheckSource
+from workstation.review.sources import CheckSource, RunnerCheckSource, sandbox_marker
 from workstation.schema.problem import Problem
 from workstation.tui.keymap import KeymapLoad, bindings_for, resolve_keymap
 from workstation.tui.messages import CheckEvent, QueueLoaded, SessionEvent
@@ -85,6 +85,8 @@ class KwsApp(App):
         self.keymap_load = keymap if isinstance(keymap, KeymapLoad) else resolve_keymap(keymap)
         self.check_source: CheckSource = check_source or RunnerCheckSource()
         self.highlight = highlight
+        #: shown on every screen when task code runs without the sandbox ("" otherwise).
+        self.sandbox_marker = sandbox_marker()
         self.warm_runner = warm_runner and check_source is None
         self.sessions: dict[str, ReviewSession] = {}
         #: set once the queue screen has painted the rows of a loading stage

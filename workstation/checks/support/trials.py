@@ -135,7 +135,7 @@ def run_trials(ctx: CheckContext, trials: list[Trial], *, drop_nonfinite_ref: bo
                                 **({"monitors": list(t.cand_monitors)} if t.cand_monitors else {})) for t in trials]
     if budget_timeout is not None:
         def go(steps):
-            return ctx.run_steps(steps, step_timeout=budget_timeout)
+            return ctx.run_steps(steps, step_timeout=budget_timeout, budget=True)
     else:
         def go(steps):
             return ctx.calls(steps, memo=True)

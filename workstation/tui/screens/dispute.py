@@ -46,7 +46,7 @@ class DisputeScreen(ModalScreen[Any]):
 
     def compose(self) -> ComposeResult:
         with Vertical() as v:
-            v.border_title = f"Dispute a verdict on {self.task_id}"
+            v.border_title = f"Dispute a verdict on {self.task_id}" + (f" · {self.app.sandbox_marker}" if getattr(self.app, "sandbox_marker", "") else "")
             yield Static("", id="dispute-head", markup=False)
             yield DisputeFields(self.rubric, self.verdicts[0])
             yield Static("Rationale (required):", markup=False)

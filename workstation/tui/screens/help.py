@@ -56,7 +56,7 @@ class HelpScreen(ModalScreen[None]):
 
     def compose(self) -> ComposeResult:
         with ScrollPane() as vs:
-            vs.border_title = "Keys (Esc closes)"
+            vs.border_title = "Keys (Esc closes)" + (f" · {self.app.sandbox_marker}" if getattr(self.app, "sandbox_marker", "") else "")
             yield Static(self._render_help(), id="help-text")
 
     def on_mount(self) -> None:

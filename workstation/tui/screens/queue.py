@@ -122,7 +122,8 @@ class QueueScreen(Screen):
         unreviewed = sum(1 for r in q.rows if r.mine is None)
         bad = len(idx.errors) if idx else 0
         who = q.me.name if q.me else "no git identity"
-        parts = [f" kws · {name}", f"{n} tasks" + (f", {bad} malformed" if bad else ""),
+        marker = [self.app.sandbox_marker] if getattr(self.app, "sandbox_marker", "") else []
+        parts = [f" kws · {name}", *marker, f"{n} tasks" + (f", {bad} malformed" if bad else ""),
                  f"{unreviewed} to review", f"keys: {self.app.keymap_load.name}", who]
         set_static(self.query_one("#queue-title", Static), fit(" │ ".join(parts), max(1, self.size.width)))
 

@@ -354,6 +354,8 @@ class ReviewScreen(Screen):
         row = self.app.row(self.task_id)
         s = row.summary if row else None
         parts = [f" {self.task_id}"]
+        if getattr(self.app, "sandbox_marker", ""):
+            parts.append(self.app.sandbox_marker)
         if self.task_title:
             parts.append(self.task_title)
         if s is not None:

@@ -1,0 +1,211 @@
+"""Linux namespaces, mounts and capabilities of one job, set up in the fork server's child.
+
+Runs in the fork server (inside the bubblewrap sandbox, see
+:mod:`workstation.runner.bwrap`), never in the parent. The fork server keeps three
+capabilities of the sandbox's user namespace (``CAP_SYS_ADMIN``, ``CAP_SYS_PTRACE``,
+``CAP_SETPCAP``; they mean nothing outside it) so that each job can get namespaces of its
+own; it never runs task code. A job is two processes:
+
+- the *keeper* (forked by the server): calls ``unshare(CLONE_NEWPID | CLONE_NEWNS |
+  CLONE_NEWIPC | CLONE_NEWNET | CLONE_NEWUTS)``, forks the job process, tells the server
+  its pid, waits for it and reports its exit status;
+- the *job process*: pid 1 of its own pid namespace (when it ends, the kernel kills every
+  process left in that namespace: a double-forked ``setsid`` daemon dies with it), in its
+  own mount, IPC, network and UTS namespaces. :func:`enter_job_view` gives it a private
+  file-system view: its own job folder at ``/kws/job`` (the task copy and the output
+  folder; the only writable place besides its private ``/tmp``), its role's compiler cache
+  at ``/kws/cache``, a fresh ``/proc`` that lists only its own processes (with ``sys``,
+  ``sysrq-trigger``, ``irq`` and ``bus`` read-only, as bubblewrap does), and the folder of
+  every other job unmounted. :func:`drop_privileges` then drops every capability (bounding
+  set, ambient, effective/permitted/inheritable), locks the secure bits and sets
+  ``no_new_privs``, before any task code is imported.
+
+A candidate job and a reference job therefore never share a writable file, a pid
+namespace (neither can see, signal or trace the other), SysV IPC, or a network namespace
+(abstract Unix sockets are per network namespace).
+
+All system calls go through :mod:`ctypes` (Python 3.11 has no ``os.unshare``).
+Errors raise :class:`OSError` naming the call.
+"""
+
+from __future__ import annotations
+
+import ctypes
+import os
+
+CLONE_NEWNS = 0x00020000
+CLONE_NEWUTS = 0x04000000
+CLONE_NEWIPC = 0x08000000
+CLONE_NEWPID = 0x20000000
+CLONE_NEWNET = 0x40000000
+JOB_NAMESPACES = CLONE_NEWPID | CLONE_NEWNS | CLONE_NEWIPC | CLONE_NEWNET | CLONE_NEWUTS
+
+MS_RDONLY = 1
+MS_NOSUID = 2
+MS_NODEV = 4
+MS_NOEXEC = 8
+MS_REMOUNT = 32
+MS_BIND = 4096
+MS_REC = 16384
+MS_PRIVATE = 1 << 18
+MNT_DETACH = 2
+
+PR_SET_PDEATHSIG = 1
+PR_CAPBSET_DROP = 24
+PR_SET_SECUREBITS = 28
+PR_SET_NO_NEW_PRIVS = 38
+PR_CAP_AMBIENT = 47
+PR_CAP_AMBIENT_CLEAR_ALL = 4
+PR_SET_CHILD_SUBREAPER = 36
+#: SECBIT_NOROOT | SECBIT_NOROOT_LOCKED | SECBIT_NO_SETUID_FIXUP | ..._LOCKED |
+#: SECBIT_KEEP_CAPS_LOCKED | SECBIT_NO_CAP_AMBIENT_RAISE | ..._LOCKED: uid 0 gains no
+#: capability on execve, and nobody can undo it.
+SECURE_BITS = 0x01 | 0x02 | 0x04 | 0x08 | 0x20 | 0x40 | 0x80
+_LINUX_CAPABILITY_VERSION_3 = 0x20080522
+
+#: where a job sees its own folder, its cache, and (in the server) all of them.
+JOB_MOUNT = "/kws/job"
+CACHE_MOUNT = "/kws/cache"
+JOBS_ROOT = "/kws/jobs"
+CACHES_ROOT = "/kws/caches"
+#: size cap of a job's private /tmp (a tmpfs: memory).
+TMP_SIZE = "2g"
+#: parts of a fresh /proc made read-only (bubblewrap's list).
+PROC_READONLY = ("sys", "sysrq-trigger", "irq", "bus")
+
+_libc: ctypes.CDLL | None = None
+
+
+def libc() -> ctypes.CDLL:
+    """The C library with the prototypes used here."""
+    global _libc
+    if _libc is None:
+        lib = ctypes.CDLL(None, use_errno=True)
+        lib.mount.argtypes = [ctypes.c_char_p, ctypes.c_char_p, ctypes.c_char_p, ctypes.c_ulong, ctypes.c_void_p]
+        lib.umount2.argtypes = [ctypes.c_char_p, ctypes.c_int]
+        lib.unshare.argtypes = [ctypes.c_int]
+        lib.prctl.argtypes = [ctypes.c_int, ctypes.c_ulong, ctypes.c_ulong, ctypes.c_ulong, ctypes.c_ulong]
+        lib.capset.argtypes = [ctypes.c_void_p, ctypes.c_void_p]
+        _libc = lib
+    return _libc
+
+
+def _check(rc: int, what: str) -> None:
+    if rc != 0:
+        err = ctypes.get_errno()
+        raise OSError(err, f"{what}: {os.strerror(err)}")
+
+
+def unshare(flags: int) -> None:
+    """``unshare(2)``.
+
+    Raises:
+        OSError: the kernel refused (the message names the call).
+    """
+    _check(libc().unshare(flags), f"unshare({flags:#x})")
+
+
+def mount(source: str | None, target: str, fstype: str | None, flags: int, data: str | None = None) -> None:
+    """``mount(2)``; raises :class:`OSError` naming the target."""
+    def enc(s: str | None) -> bytes | None:
+        return s.encode() if s is not None else None
+
+    _check(libc().mount(enc(source), target.encode(), enc(fstype), flags,
+                        ctypes.c_char_p(data.encode()) if data is not None else None),
+           f"mount {source or fstype} on {target}")
+
+
+def umount(target: str) -> None:
+    """Detach the mount at ``target`` (``MNT_DETACH``)."""
+    _check(libc().umount2(target.encode(), MNT_DETACH), f"umount {target}")
+
+
+def prctl(option: int, arg2: int = 0) -> None:
+    """``prctl(2)`` with one argument; raises :class:`OSError`."""
+    _check(libc().prctl(option, arg2, 0, 0, 0), f"prctl({option}, {arg2})")
+
+
+def set_parent_death_signal(sig: int) -> None:
+    """``PR_SET_PDEATHSIG``: ``sig`` arrives when the parent thread ends."""
+    prctl(PR_SET_PDEATHSIG, sig)
+
+
+def set_child_subreaper() -> None:
+    """``PR_SET_CHILD_SUBREAPER``: orphaned descendants are re-parented to this process
+    (the fork server kills them)."""
+    prctl(PR_SET_CHILD_SUBREAPER, 1)
+
+
+def _bind_readonly(path: str) -> None:
+    mount(path, path, None, MS_BIND | MS_REC)
+    mount(path, path, None, MS_BIND | MS_REMOUNT | MS_RDONLY | MS_NOSUID | MS_NODEV | MS_NOEXEC)
+
+
+def enter_job_view(job_folder: str, cache_folder: str | None) -> None:
+    """In the job process (pid 1 of a fresh pid namespace, in a fresh mount namespace):
+    make the mount tree private, bind ``job_folder`` at :data:`JOB_MOUNT` and
+    ``cache_folder`` at :data:`CACHE_MOUNT`, unmount the folders of every job and cache,
+    mount a private ``/tmp`` (tmpfs, :data:`TMP_SIZE`) and a fresh ``/proc``.
+
+    Raises:
+        OSError: a mount failed (the message names it).
+    """
+    mount(None, "/", None, MS_REC | MS_PRIVATE)
+    mount(job_folder, JOB_MOUNT, None, MS_BIND | MS_REC)
+    if cache_folder:
+        mount(cache_folder, CACHE_MOUNT, None, MS_BIND | MS_REC)
+    for root in (JOBS_ROOT, CACHES_ROOT):
+        try:
+            umount(root)
+        except OSError as e:
+            if e.errno not in (2, 22):  # ENOENT, EINVAL: no such folder, or not a mount point
+                raise
+    mount("tmpfs", "/tmp", "tmpfs", MS_NOSUID | MS_NODEV, f"size={TMP_SIZE},mode=1777")
+    mount("proc", "/proc", "proc", MS_NOSUID | MS_NODEV | MS_NOEXEC)
+    for name in PROC_READONLY:
+        p = f"/proc/{name}"
+        if os.path.exists(p):
+            _bind_readonly(p)
+
+
+class _CapHeader(ctypes.Structure):
+    _fields_ = [("version", ctypes.c_uint32), ("pid", ctypes.c_int)]
+
+
+class _CapData(ctypes.Structure):
+    _fields_ = [("effective", ctypes.c_uint32), ("permitted", ctypes.c_uint32), ("inheritable", ctypes.c_uint32)]
+
+
+def drop_privileges() -> None:
+    """Drop every capability for good: the bounding set (needs ``CAP_SETPCAP``), the
+    ambient set, the secure bits (:data:`SECURE_BITS`), ``no_new_privs``, then the
+    effective, permitted and inheritable sets (``capset``).
+
+    Raises:
+        OSError: a step failed (the job must not run task code then).
+    """
+    try:
+        last = int(open("/proc/sys/kernel/cap_last_cap").read())  # noqa: SIM115
+    except (OSError, ValueError):
+        last = 63
+    for cap in range(last + 1):
+        rc = libc().prctl(PR_CAPBSET_DROP, cap, 0, 0, 0)
+        if rc != 0 and ctypes.get_errno() != 22:  # EINVAL: a capability this kernel lacks
+            _check(rc, f"prctl(PR_CAPBSET_DROP, {cap})")
+    _check(libc().prctl(PR_CAP_AMBIENT, PR_CAP_AMBIENT_CLEAR_ALL, 0, 0, 0), "prctl(PR_CAP_AMBIENT_CLEAR_ALL)")
+    _check(libc().prctl(PR_SET_SECUREBITS, SECURE_BITS, 0, 0, 0), "prctl(PR_SET_SECUREBITS)")
+    prctl(PR_SET_NO_NEW_PRIVS, 1)
+    header = _CapHeader(_LINUX_CAPABILITY_VERSION_3, 0)
+    data = (_CapData * 2)()
+    _check(libc().capset(ctypes.byref(header), ctypes.byref(data)), "capset(0)")
+
+
+def capabilities() -> dict[str, str]:
+    """The ``Cap*`` lines of ``/proc/self/status`` (hex masks), for tests and reports."""
+    out = {}
+    with open("/proc/self/status") as f:
+        for line in f:
+            if line.startswith("Cap"):
+                k, _, v = line.partition(":")
+                out[k] = v.strip()
+    return out

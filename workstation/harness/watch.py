@@ -1,0 +1,303 @@
+"""Out-of-process evidence: the fork server reads a job's memory to see what it patched.
+
+Anything a job reports about itself can be forged by the task code running in it (a
+candidate can replace ``workstation.harness.state.snapshot`` so ``tampering`` compares two
+copies of the same clean snapshot). This module lets a process the task code cannot reach
+— the fork server, outside the job's pid namespace — check the job's namespaces itself.
+
+Before it forks any job, the fork server builds a :class:`WatchTable` from its own memory:
+for every watched namespace (the modules and classes ``tampering`` snapshots, kws's own
+harness and protocol modules and their classes, the modules the harness writes results
+with, ``sys.modules``) the address of the namespace's ``dict`` and, for every entry whose
+value is a module, a class or a callable, the addresses of the key and value objects. A
+forked job has the same memory layout (fork copies it), so after each step the server
+stops the job (``SIGSTOP``: every thread), reads those dicts back from the job's memory
+with ``process_vm_readv(2)``, lets it continue (``SIGCONT``) and reports every entry whose
+value object changed or that disappeared: ``time.perf_counter replaced``,
+``workstation.harness.state.snapshot replaced``. New entries are ignored (lazy imports add
+them). Non-callable values (flags, counters) are not watched (``tampering``'s in-process
+snapshot compares those).
+
+The reader knows CPython's dict layout (``PyDictObject`` → ``ma_keys`` → the entry table,
+"general" and "unicode" entry kinds, CPython 3.11–3.13); :meth:`WatchTable.build`
+calibrates it by parsing the server's own memory (through :func:`ctypes.string_at`) and
+comparing with the table Python's own iteration gives; when they differ the verifier is
+off and every report says why.
+
+What it cannot see: a task that writes the dict entries back through :mod:`ctypes`
+before the step ends, or restores what it patched before returning; patches of objects'
+internals (a function's ``__code__`` is not compared: a Python function's code pointer
+lives in the function object, not in the dict); state outside the watched namespaces.
+"""
+
+from __future__ import annotations
+
+import ctypes
+import ctypes.util
+import importlib
+import os
+import struct
+import sys
+import types
+from dataclasses import dataclass, field
+from typing import Any
+
+#: modules whose namespaces are watched besides kws's own (``workstation.*``) and those
+#: of :mod:`workstation.harness.state` (what ``tampering`` snapshots).
+EXTRA_MODULES = (
+    "json", "os", "os.path", "posixpath", "io", "hashlib", "traceback", "importlib", "importlib.util",
+    "msgspec", "msgspec.json", "numpy.lib.format", "numpy.lib._npyio_impl", "torch.profiler",
+    "torch.autograd", "torch.autograd.profiler", "torch.utils._python_dispatch", "torch.overrides",
+    "torch._C", "torch.utils.cpp_extension", "triton.runtime", "triton.runtime.jit",
+)
+#: ``sys.modules`` entries are watched for these prefixes (a replaced module object).
+SYS_MODULES_PREFIXES = ("workstation.", "torch", "numpy", "triton", "time", "math", "builtins", "json", "os")
+#: most entries read per dict (a dict larger than this is cut: a huge forged table).
+MAX_ENTRIES = 1 << 16
+_HEADER = struct.Struct("<qQqQQQ")  # refcnt, type, ma_used, ma_version_tag, ma_keys, ma_values
+_KEYS = struct.Struct("<qBBBxIqq")  # dk_refcnt, log2_size, log2_index_bytes, kind, version, usable, nentries
+_GENERAL, _UNICODE = 0, 1
+
+
+class VerifyError(Exception):
+    """The job's memory could not be read (it died, or the kernel refused)."""
+
+
+@dataclass
+class Namespace:
+    """One watched dict: ``label`` (``"time"``, ``"torch.Tensor"``), its address, and the
+    watched entries: key object address -> (key text, value object address)."""
+
+    label: str
+    address: int
+    entries: dict[int, tuple[str, int]] = field(default_factory=dict)
+    _arrays: Any = None
+
+    def arrays(self) -> tuple[Any, Any, list[str]]:
+        """(key addresses, value addresses, key texts) of the watched entries."""
+        if self._arrays is None:
+            import numpy as np
+
+            items = list(self.entries.items())
+            self._arrays = (np.array([k for k, _ in items], dtype="<u8"),
+                            np.array([v for _, (_, v) in items], dtype="<u8"), [n for _, (n, _) in items])
+        return self._arrays
+
+
+class _Iovec(ctypes.Structure):
+    _fields_ = [("iov_base", ctypes.c_void_p), ("iov_len", ctypes.c_size_t)]
+
+
+_vm_readv: Any = None
+
+
+def _readv(pid: int, spans: list[tuple[int, int]]) -> list[bytes]:
+    """Read ``(address, size)`` spans of process ``pid``'s memory in one
+    ``process_vm_readv`` call per 512 spans.
+
+    Raises:
+        VerifyError: the call failed or read less than asked (an unmapped address).
+    """
+    global _vm_readv
+    if _vm_readv is None:
+        lib = ctypes.CDLL(ctypes.util.find_library("c") or None, use_errno=True)
+        fn = lib.process_vm_readv
+        fn.argtypes = [ctypes.c_int, ctypes.POINTER(_Iovec), ctypes.c_ulong, ctypes.POINTER(_Iovec),
+                       ctypes.c_ulong, ctypes.c_ulong]
+        fn.restype = ctypes.c_ssize_t
+        _vm_readv = fn
+    out: list[bytes] = []
+    for start in range(0, len(spans), 512):
+        chunk = spans[start:start + 512]
+        bufs = [ctypes.create_string_buffer(max(1, n)) for _, n in chunk]
+        local = (_Iovec * len(chunk))(*[_Iovec(ctypes.cast(b, ctypes.c_void_p), n) for b, (_, n) in zip(bufs, chunk, strict=True)])
+        remote = (_Iovec * len(chunk))(*[_Iovec(a, n) for a, n in chunk])
+        want = sum(n for _, n in chunk)
+        got = _vm_readv(pid, local, len(chunk), remote, len(chunk), 0)
+        if got < 0:
+            err = ctypes.get_errno()
+            raise VerifyError(f"process_vm_readv({pid}): {os.strerror(err)}")
+        if got != want:  # a partial read stops at the first unreadable span: read one by one
+            for (a, n) in chunk:
+                try:
+                    out.extend(_readv(pid, [(a, n)]) if len(chunk) > 1 else [b""])
+                except VerifyError:
+                    out.append(b"")
+            continue
+        out.extend(b.raw[:n] for b, (_, n) in zip(bufs, chunk, strict=True))
+    return out
+
+
+def _own(spans: list[tuple[int, int]]) -> list[bytes]:
+    return [ctypes.string_at(a, n) for a, n in spans]
+
+
+def _parse_entries(keys_blob: bytes) -> tuple[Any, Any] | None:
+    """(key addresses, value addresses) as uint64 arrays of a ``PyDictKeysObject`` (its
+    header, indices and entries in ``keys_blob``; deleted entries dropped); None when the
+    header does not look like one."""
+    import numpy as np
+
+    size = _keys_size(keys_blob)
+    if size is None or size > len(keys_blob):
+        return None
+    _, _, log2_idx, kind, _, _, nentries = _KEYS.unpack_from(keys_blob)
+    width = 3 if kind == _GENERAL else 2
+    arr = np.frombuffer(keys_blob, dtype="<u8", count=nentries * width,
+                        offset=_KEYS.size + (1 << log2_idx)).reshape(nentries, width)
+    k, v = arr[:, width - 2], arr[:, width - 1]
+    live = k != 0
+    return k[live], v[live]
+
+
+def _keys_size(keys_blob: bytes) -> int | None:
+    if len(keys_blob) < _KEYS.size:
+        return None
+    _, log2_size, log2_idx, kind, _, _, nentries = _KEYS.unpack_from(keys_blob)
+    if kind not in (_GENERAL, _UNICODE) or not 0 <= nentries <= MAX_ENTRIES or log2_size > 30:
+        return None
+    return _KEYS.size + (1 << log2_idx) + nentries * (24 if kind == _GENERAL else 16)
+
+
+def _watched(v: Any) -> bool:
+    return isinstance(v, types.ModuleType | type) or callable(v)
+
+
+class WatchTable:
+    """The watched namespaces of a process and a reader of another process's copy of
+    them (module doc). Build with :meth:`build` in the fork server before forking."""
+
+    def __init__(self, namespaces: list[Namespace], reason: str = ""):
+        self.namespaces = namespaces
+        #: why the verifier is off ("" when it works).
+        self.reason = reason
+
+    @property
+    def ok(self) -> bool:
+        return not self.reason
+
+    @classmethod
+    def build(cls, module_names: tuple[str, ...] = (), class_paths: tuple[str, ...] = ()) -> WatchTable:
+        """The table for ``module_names`` + :data:`EXTRA_MODULES` + every loaded
+        ``workstation.*`` module (and the classes they define), ``class_paths`` and
+        ``sys.modules``, calibrated against this process's own memory."""
+        if sys.implementation.name != "cpython" or not (3, 11) <= sys.version_info[:2] <= (3, 13):
+            return cls([], f"the verifier reads CPython 3.11-3.13 dicts; this is {sys.implementation.name} "
+                           f"{sys.version.split()[0]}")
+        spaces: list[tuple[str, dict[str, Any]]] = []
+        names = list(dict.fromkeys(module_names + EXTRA_MODULES))
+        own = sorted(n for n in sys.modules if n == "workstation" or n.startswith("workstation."))
+        for name in names + own:
+            mod = sys.modules.get(name)
+            if mod is None:
+                try:
+                    mod = importlib.import_module(name)
+                except Exception:  # noqa: BLE001  (a module this install lacks)
+                    continue
+            spaces.append((name, vars(mod)))
+        classes: list[tuple[str, type]] = []
+        for path in class_paths:
+            mod_name, _, attr = path.rpartition(".")
+            try:
+                classes.append((path, getattr(importlib.import_module(mod_name), attr)))
+            except (ImportError, AttributeError):
+                continue
+        for name in own:
+            mod = sys.modules[name]
+            for k, v in list(vars(mod).items()):
+                if isinstance(v, type) and v.__module__ == name:
+                    classes.append((f"{name}.{k}", v))
+        import gc
+
+        for label, c in classes:
+            inner = [r for r in gc.get_referents(c.__dict__) if type(r) is dict]
+            if inner:
+                spaces.append((label, inner[0]))
+        mods = {k: v for k, v in sys.modules.items() if isinstance(k, str) and k.startswith(SYS_MODULES_PREFIXES)}
+        namespaces: list[Namespace] = []
+        for label, d in spaces:
+            ns = Namespace(label, id(d))
+            for k, v in list(d.items()):
+                if isinstance(k, str) and _watched(v):
+                    ns.entries[id(k)] = (k, id(v))
+            namespaces.append(ns)
+        sm = Namespace("sys.modules", id(sys.modules))
+        for k in list(sys.modules):
+            if k in mods:
+                sm.entries[id(k)] = (k, id(mods[k]))
+        namespaces.append(sm)
+        table = cls(namespaces)
+        # calibration: parse our own memory with the same reader
+        try:
+            mine = table._read(_own)
+        except Exception as e:  # noqa: BLE001
+            return cls([], f"the verifier cannot parse this Python's dicts ({type(e).__name__}: {e})")
+        bad = [c for c in mine if c]
+        if bad:
+            return cls([], f"the verifier's dict reader disagrees with this Python ({len(bad)} namespaces, "
+                           f"first: {bad[0][0]})")
+        # the keys above hold the entries alive: keep references so no address is reused
+        table._keep = (spaces, classes, mods)  # type: ignore[attr-defined]
+        return table
+
+    def entry_count(self) -> int:
+        """Watched entries over every namespace."""
+        return sum(len(n.entries) for n in self.namespaces)
+
+    def verify(self, pid: int) -> list[str]:
+        """What changed in process ``pid``'s copy of the watched namespaces: one line per
+        changed entry (``"time.perf_counter replaced"``, ``"... removed"``) or per
+        namespace that is no dict any more.
+
+        Raises:
+            VerifyError: the memory could not be read.
+        """
+        if not self.ok:
+            raise VerifyError(self.reason)
+        return self._read(lambda spans: _readv(pid, spans))
+
+    def _read(self, reader: Any) -> list[str]:
+        heads = reader([(ns.address, _HEADER.size) for ns in self.namespaces])
+        dict_type = id(dict)
+        changes: list[str] = []
+        key_spans: list[tuple[int, int]] = []
+        live: list[Namespace] = []
+        for ns, h in zip(self.namespaces, heads, strict=True):
+            if len(h) < _HEADER.size:
+                changes.append(f"{ns.label}: its namespace could not be read")
+                continue
+            _, tp, _, _, keys, values = _HEADER.unpack(h)
+            if tp != dict_type or values != 0 or keys == 0:
+                changes.append(f"{ns.label}: its namespace is no plain dict any more")
+                continue
+            key_spans.append((keys, _KEYS.size))
+            live.append(ns)
+        khead = reader(key_spans)
+        full_spans: list[tuple[int, int]] = []
+        full_ns: list[Namespace] = []
+        for ns, (addr, _), kh in zip(live, key_spans, khead, strict=True):
+            size = _keys_size(kh)
+            if size is None:
+                changes.append(f"{ns.label}: its key table is corrupt")
+                continue
+            full_spans.append((addr, size))
+            full_ns.append(ns)
+        blobs = reader(full_spans)
+        import numpy as np
+
+        for ns, blob in zip(full_ns, blobs, strict=True):
+            got = _parse_entries(blob)
+            if got is None:
+                changes.append(f"{ns.label}: its key table is corrupt")
+                continue
+            keys, vals = got
+            want_k, want_v, names = ns.arrays()
+            order = np.argsort(keys, kind="stable")
+            sk, sv = keys[order], vals[order]
+            pos = np.searchsorted(sk, want_k)
+            pos_c = np.minimum(pos, max(len(sk) - 1, 0))
+            found = (pos < len(sk)) & (sk[pos_c] == want_k) if len(sk) else np.zeros(len(want_k), bool)
+            same = found & (sv[pos_c] == want_v) if len(sk) else found
+            for i in np.flatnonzero(~same):
+                changes.append(f"{ns.label}.{names[i]} {'replaced' if found[i] else 'removed'}")
+        return changes
