@@ -11,9 +11,8 @@ only (the interpreter runs them as Python: no durations, no time shares).
 Which kernels are the candidate's own (:func:`own_kernel_names`): the Triton kernels its
 calls launched (launch tracing), the ``@triton.jit`` functions of its source files, and for
 a ``cuda`` candidate the ``__global__`` functions in its sources. Framework ops the task
-lets the candidate delegate to are read from ``Task.delegated_ops`` when the task model has
-it (the task-format extension of the real-kernel work; read defensively: absent, nothing
-is delegated).
+lets the candidate delegate to are its ``[delegation] ops`` (kws extension,
+``Task.extensions.delegates``; the same list ``fallback`` honours).
 """
 
 from __future__ import annotations
@@ -28,6 +27,7 @@ from workstation.engine.context import CallOutcome, CheckContext
 from workstation.profiles.model import KernelStat, Profile
 from workstation.profiles.torchtrace import parse_chrome_trace
 from workstation.protocol.steps import ProfileStep
+from workstation.task.model import Task
 
 #: profiled calls (after warm-up calls) on a GPU and on the CPU.
 GPU_CALLS, GPU_WARMUP = 5, 3
@@ -77,13 +77,11 @@ class SelfProfile:
         return self.on_gpu and c is not None and c.timed
 
 
-def delegated_ops(task: Any) -> list[str]:
-    """The framework ops the task lets the candidate delegate to (module doc), as names."""
-    for name in ("delegated_ops", "delegate_ops", "delegated"):
-        v = getattr(task, name, None) or getattr(getattr(task, "contract", None), name, None)
-        if v:
-            return [str(x) for x in (v if isinstance(v, list | tuple | set | frozenset) else [v])]
-    return []
+def delegated_ops(task: Task) -> list[str]:
+    """The framework ops the task lets the candidate delegate to: its ``[delegation] ops``,
+    as written (``aten::mm``, ``matmul``; :func:`workstation.profiles.analysis.op_base`
+    normalises them)."""
+    return [str(x) for x in task.extensions.delegates]
 
 
 def profile_case(ctx: CheckContext) -> tuple[dict[str, Any], str]:
