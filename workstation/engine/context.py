@@ -242,14 +242,7 @@ class CheckContext:
         #: kws extension keys of the report, filled by checks (:meth:`extend_report`).
         self.extensions: dict[str, dict[str, Any]] = {}
         self._ext_lock = threading.Lock()
-
-    def extend_report(self, key: str, part: str, value: Any) -> None:
-        """Put ``value`` under ``report[key][part]`` of the run's JSON report (a kws
-        extension key beside the contract's; e.g. ``profile.self``). Thread-safe: checks
-        running in parallel may fill parts of one key."""
-        with self._ext_lock:
-            self.extensions.setdefault(key, {})[part] = value
-
+        #: every call step this run executed, with its outcome (:meth:`call_log`).
         self._call_log: list[tuple[CallStep, CallOutcome]] = []
         self._log_lock = threading.Lock()
 
@@ -264,6 +257,13 @@ class CheckContext:
         self._hangs: dict[str, list[str]] = {}
         self._hung_cases: set[tuple[str, str]] = set()
         self._hang_lock = threading.Lock()
+
+    def extend_report(self, key: str, part: str, value: Any) -> None:
+        """Put ``value`` under ``report[key][part]`` of the run's JSON report (a kws
+        extension key beside the contract's; e.g. ``profile.self``). Thread-safe: checks
+        running in parallel may fill parts of one key."""
+        with self._ext_lock:
+            self.extensions.setdefault(key, {})[part] = value
 
     def for_check(self, check_id: str) -> CheckContext:
         """A view of this context for one check: everything shared (the stash, the
