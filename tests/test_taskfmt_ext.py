@@ -77,8 +77,11 @@ def test_bad_helpers_folder_is_a_queue_problem(tmp_path, value, problem):
     (tmp_path / "queue.toml").write_text(f"helpers = {value}\n")
     (tmp_path / "tasks").mkdir()
     with pytest.raises(Problem) as ei:
-        load_queue(tmp_path)
+        read_queue_config(tmp_path)
     assert ei.value.key == "helpers" and problem in ei.value.problem
+    # loading the queue lists the problem and goes on with the defaults (nothing is lost)
+    (err,) = [e for e in load_queue(tmp_path).errors if e.key == "helpers"]
+    assert problem in err.problem
 
 
 def test_claim_scope_reads_dtypes_and_conditions():

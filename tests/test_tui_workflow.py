@@ -144,7 +144,7 @@ async def test_the_palette_runs_review_actions_on_the_screen_under_it(tmp_path, 
         await pilot.press("f1")
         text = widget_text(app.screen.query_one("#help-text"))
         for needle in ("review.commit_next", "review.resolve", "app.sync", "app.calibration", "queue.reserve",
-                       "checks.open", "rubric.pick_1", "Enter", "alt+1..6"):
+                       "checks.open", "rubric.pick_1", "Enter", "alt+1..7"):
             assert needle in text, needle
 
 

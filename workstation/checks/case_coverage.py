@@ -5,7 +5,7 @@ from __future__ import annotations
 from typing import Any
 
 from workstation.analysis.compare import is_float
-from workstation.checks.support.costmodel import CostModel, cost_units
+from workstation.checks.support.costmodel import GPU_MAX_ELEMENTS, CostModel, elements
 from workstation.checks.support.legal import UNLISTED, int_params, snap
 from workstation.checks.support.ragged import ragged_value
 from workstation.checks.support.trials import (
@@ -22,14 +22,17 @@ from workstation.engine.check import Check, Finding, register
 from workstation.engine.context import CheckContext, case_label
 from workstation.task.model import ParamSpec
 
-#: most coverage cases run by this check (the rest are reported as not run).
+#: most coverage cases run by this check (the rest are reported as not run). Which cases
+#: fit is decided by edge-shapes' deterministic cost model
+#: (:mod:`workstation.checks.support.costmodel`: cost units, never measured times), so the
+#: same task version gets the same coverage runs on every machine.
 MAX_RUNS = 16
-#: CPU: the predicted seconds one coverage case may take (the cost model of edge-shapes,
-#: which overestimates wide single-program rows), their predicted total, and the wall-clock
-#: limit of one call (a call past it is dropped as over budget, never charged).
-CPU_CASE_S = 8.0
-CPU_TOTAL_S = 20.0
-CPU_CALL_LIMIT_S = 12.0
+#: under the Triton interpreter (CPU) one coverage case may cost this many times the largest
+#: declared case's cost units, and all of them together :data:`INTERPRETER_BUDGET` times: more
+#: than a derived edge shape (2x), since reaching a declared extreme is this check's purpose;
+#: other backends on the CPU, and every backend on a GPU, are limited by elements only.
+INTERPRETER_CASE_CAP = 24
+INTERPRETER_BUDGET = 48
 
 
 def _targets(p: str, spec: ParamSpec) -> list[tuple[str, int]]:
@@ -100,9 +103,7 @@ class CaseCoverage(Check):
         params = int_params(ctx.cases)
         cheapest = cheapest_per_dtype(ctx)
         base = cheapest[0]
-        cost = CostModel.fit([(cost_units(r.trial.case, params),
-                               r.cand.step.seconds if r.cand is not None and r.cand.step is not None else 0.0)
-                              for r in declared.values()], ctx.on_gpu)
+        cost = CostModel.plan(ctx.cases, params, ctx.on_gpu)
         table: list[dict[str, Any]] = []
         todo: list[tuple[dict[str, Any], Trial]] = []
         for p in params:
@@ -130,21 +131,29 @@ class CaseCoverage(Check):
         order = {"min": 0, "ragged": 1, "max": 2, "contract dtype": 3}
         todo.sort(key=lambda t: order.get(t[0]["target"].split(" ")[0], 4))
         runnable, skipped = [], []
-        total = 0.0
+        interpreted = not ctx.on_gpu and ctx.backend_of("candidate") == "triton"
+        cap, budget = INTERPRETER_CASE_CAP * cost.declared_max, INTERPRETER_BUDGET * cost.declared_max
+        total = 0
         for row, t in todo:
-            pred = cost.seconds(cost_units(t.case, params))
-            if not ctx.on_gpu and (pred > CPU_CASE_S or total + pred > CPU_TOTAL_S):
-                row["not_run"] = f"predicted {pred:.2g} s under the interpreter"
+            units = cost.units(t.case)
+            if elements(t.case, params) > GPU_MAX_ELEMENTS:
+                row["not_run"] = f"{elements(t.case, params)} elements, over the {GPU_MAX_ELEMENTS} a derived case may have"
+                skipped.append(row)
+            elif interpreted and units > cap:
+                row["not_run"] = (f"{units} cost units, over the {cap} a coverage case may have under the Triton "
+                                  f"interpreter ({INTERPRETER_CASE_CAP}x the largest declared case; a GPU runs it)")
+                skipped.append(row)
+            elif interpreted and total + units > budget:
+                row["not_run"] = (f"the coverage cases would exceed {budget} cost units together under the Triton "
+                                  "interpreter (a GPU runs it)")
                 skipped.append(row)
             elif len(runnable) >= MAX_RUNS:
                 row["not_run"] = f"beyond the {MAX_RUNS} coverage runs of one check"
                 skipped.append(row)
             else:
-                total += 0.0 if ctx.on_gpu else pred
+                total += units if interpreted else 0
                 runnable.append((row, t))
-        results = run_trials(ctx, [t for _, t in runnable],
-                             budget_timeout=None if ctx.on_gpu else max(CPU_CALL_LIMIT_S, cost.call_limit_s)
-                             ) if runnable else []
+        results = run_trials(ctx, [t for _, t in runnable]) if runnable else []
         findings: list[Finding] = []
         fails: list[tuple[dict[str, Any], TrialResult]] = []
         for (row, _), r in zip(runnable, results, strict=True):

@@ -406,11 +406,6 @@ class CheckContext:
             NotJudged: a step runs a role whose backend cannot run here (:meth:`cannot_run`):
                 the check that asked is ``skip`` with the reason, as not judged.
         """
-        for s in steps:
-            for role in sorted(step_roles(s)):
-                why = self.cannot_run(role)
-                if why:
-                    raise NotJudged(f"the {role} ({self.backend_of(role)}) cannot run here: {why}")
         job = self._run_job(steps, exclusive=exclusive, step_timeout=step_timeout)
         if job.died:
             i = job.died_in_step if job.died_in_step is not None else next(iter(job.forged), 0)
@@ -421,6 +416,11 @@ class CheckContext:
 
     def _run_job(self, steps: list[Step], *, exclusive: bool = False,
                  step_timeout: float | None = None, cancel: Callable[[], str] | None = None) -> JobResult:
+        for s in steps:
+            for role in sorted(step_roles(s)):
+                why = self.cannot_run(role)
+                if why:
+                    raise NotJudged(f"the {role} ({self.backend_of(role)}) cannot run here: {why}")
         who = {principal(s) for s in steps}
         if len(who) > 1:
             raise ValueError(f"one job runs one principal's steps; got {sorted(who)}")

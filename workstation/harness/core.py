@@ -299,6 +299,28 @@ def _patch_autotuner_for_interpreter() -> None:
     Autotuner.do_bench = property(lambda self: interp_bench)  # type: ignore[assignment]
 
 
+_PREPARED: dict[str, Any] = {}
+
+
+def prepare_interpreter() -> dict[str, Any]:
+    """kws's own patches of a process that runs Triton under ``TRITON_INTERPRET=1``: the
+    autotuner's benchmark stand-in, the interpreter fidelity layer and the device stand-in
+    (:mod:`workstation.harness.fidelity`). Installed once per process; the fork server
+    installs them before it snapshots the watched modules, so its check of each job from
+    outside sees them as the baseline and not as tampering by task code. Returns the
+    fidelity layer's report (``{"installed", "errors", "device_stand_in"}``); without the
+    interpreter ``{"installed": False, "errors": []}``."""
+    if not INTERPRETER:
+        return {"installed": False, "errors": []}
+    if not _PREPARED:
+        _patch_autotuner_for_interpreter()
+        from workstation.harness import fidelity
+
+        _PREPARED.update(fidelity.install())
+        _PREPARED["device_stand_in"] = fidelity.device_stand_in()
+    return dict(_PREPARED)
+
+
 class JobContext:
     """Per-job state in the child: the task copy, the device, loaded entry modules."""
 
@@ -315,14 +337,7 @@ class JobContext:
         for i, h in enumerate(job.helper_dirs):  # the queue's shared helpers, after the task
             if h not in sys.path:
                 sys.path.insert(1 + i, h)
-        if INTERPRETER:
-            _patch_autotuner_for_interpreter()
-            from workstation.harness import fidelity
-
-            self.fidelity = fidelity.install()
-            self.fidelity["device_stand_in"] = fidelity.device_stand_in()
-        else:
-            self.fidelity = {"installed": False, "errors": []}
+        self.fidelity = prepare_interpreter()
 
     @property
     def device_name(self) -> str:
