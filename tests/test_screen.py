@@ -437,17 +437,34 @@ def test_local_screen_stores_then_skips_then_rescreens_a_changed_task(env):
 
 
 @pytest.mark.slow
+def _marked_processes(marker: str) -> list[str]:
+    """Pids of live processes whose command line holds ``marker``."""
+    out = []
+    for p in os.listdir("/proc"):
+        if p.isdigit():
+            try:
+                with open(f"/proc/{p}/cmdline", "rb") as f:
+                    if marker.encode() in f.read():
+                        out.append(p)
+            except OSError:
+                pass
+    return out
+
+
 def test_a_hung_task_is_stopped_at_the_limit_and_nothing_is_left_running(env):
+    import uuid
+
     import git as _git
 
     root = env / "q"
-    pidfile = env / "candidate.pid"
+    # the candidate starts a child that sleeps too (found afterwards by the marker in its
+    # command line: the sandboxed candidate cannot write a file outside its job), then hangs
+    marker = f"kws-hung-{uuid.uuid4().hex}"
     write_task(root, "hangs", candidate=textwrap.dedent(f"""\
-        import os, time
+        import subprocess, sys, time
 
         def add(x, y):
-            with open({str(pidfile)!r}, "a") as fh:
-                fh.write(f"{{os.getpid()}}\\n")
+            subprocess.Popen([sys.executable, "-c", "import time; time.sleep(10_000)", {marker!r}])
             time.sleep(10_000)
             return x + y
         """))
@@ -460,8 +477,11 @@ def test_a_hung_task_is_stopped_at_the_limit_and_nothing_is_left_running(env):
     assert code == 0, err
     (res,) = out["screened"]
     assert res["outcome"] == "timeout" and "20 s" in res["message"], res
-    pids = [int(x) for x in pidfile.read_text().split()]
-    assert pids and not any(_alive(p) for p in pids)
+    for _ in range(50):  # nothing of the run survives 5 s after kws screen exits
+        if not _marked_processes(marker):
+            break
+        time.sleep(0.1)
+    assert not _marked_processes(marker)
     assert read_index(repo).by_tree[task_trees(repo)["hangs"]][0].outcome == "timeout"
 
 

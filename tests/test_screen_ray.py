@@ -25,7 +25,6 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import git
-import psutil
 import pytest
 
 from tests.conftest import write_task
@@ -131,14 +130,17 @@ def test_gpu_requests_no_node_can_satisfy_end_with_a_clear_error(cluster, env):
 
 
 def test_a_hung_run_is_force_cancelled_and_leaves_nothing_running(cluster, env):
+    import uuid
+
     root = env / "q"
-    pidfile = env / "candidate.pid"
+    # the candidate starts a child that sleeps too (found afterwards by the marker in its
+    # command line: the sandboxed candidate cannot write a file outside its job), then hangs
+    marker = f"kws-hung-{uuid.uuid4().hex}"
     write_task(root, "hangs", candidate=textwrap.dedent(f"""\
-        import os, time
+        import subprocess, sys, time
 
         def add(x, y):
-            with open({str(pidfile)!r}, "a") as fh:
-                fh.write(f"{{os.getpid()}}\\n")
+            subprocess.Popen([sys.executable, "-c", "import time; time.sleep(10_000)", {marker!r}])
             time.sleep(10_000)
             return x + y
         """))
@@ -157,18 +159,24 @@ def test_a_hung_run_is_force_cancelled_and_leaves_nothing_running(cluster, env):
         backend.close()
     (res,) = run.results
     assert res.outcome == "timeout" and "force-cancelled" in res.message, res
-    pids = [int(x) for x in pidfile.read_text().split()]
     deadline = time.monotonic() + 30
-    while time.monotonic() < deadline and any(_alive(p) for p in pids):
+    while time.monotonic() < deadline and _marked_processes(marker):
         time.sleep(0.2)
-    assert pids and not any(_alive(p) for p in pids)
+    assert not _marked_processes(marker)
 
 
-def _alive(pid: int) -> bool:
-    try:
-        return psutil.Process(pid).status() != psutil.STATUS_ZOMBIE
-    except psutil.NoSuchProcess:
-        return False
+def _marked_processes(marker: str) -> list[str]:
+    """Pids of live processes whose command line holds ``marker``."""
+    out = []
+    for p in os.listdir("/proc"):
+        if p.isdigit():
+            try:
+                with open(f"/proc/{p}/cmdline", "rb") as f:
+                    if marker.encode() in f.read():
+                        out.append(p)
+            except OSError:
+                pass
+    return out
 
 
 def test_a_worker_node_killed_mid_run_loses_no_result(cluster, env):

@@ -135,9 +135,7 @@ class RayBackend:
                                  "RAY_AUTH_MODE=token set the same token on this machine") from e
         self._run = ray.remote(remote_run)
         self._probe = ray.remote(remote_probe)
-        here = ray.get_runtime_context().get_node_id()
-        self._tracker = ray.remote(num_cpus=0)(Tracker).options(
-            scheduling_strategy=NodeAffinitySchedulingStrategy(here, soft=True)).remote()
+        self._tracker = self._new_tracker()
         self.workers = int(workers) if workers else max(1, int(self._total("CPU") // self.cpus))
         self._inflight: dict[Any, _Job] = {}
         self._waiting: deque[RunSpec] = deque()
@@ -223,6 +221,11 @@ class RayBackend:
     def pending(self) -> int:
         return len(self._inflight) + len(self._waiting)
 
+    def _new_tracker(self) -> Any:
+        """The run tracker, pinned to the head node (Ray's ``node:__internal_head__``
+        resource): a worker node that dies must not take the start reports with it."""
+        return self.ray.remote(num_cpus=0, resources={"node:__internal_head__": 0.001})(Tracker).remote()
+
     def poll(self, timeout: float) -> list[tuple[str, object]]:
         ray = self.ray
         events: list[tuple[str, object]] = []
@@ -236,7 +239,12 @@ class RayBackend:
             ready = ready + more
         now = time.monotonic()
         by_job = {j.spec.job: j for j in self._inflight.values()}
-        for job_id, host, _t in ray.get(self._tracker.drain.remote(), timeout=60):
+        try:
+            started = ray.get(self._tracker.drain.remote(), timeout=60)
+        except ray.exceptions.RayError as e:  # the tracker's node went away: a new one, starts unknown
+            self._warn(f"the run tracker was lost ({type(e).__name__}); a new one is started")
+            self._tracker, started = self._new_tracker(), []
+        for job_id, host, _t in started:
             j = by_job.get(job_id)
             if j is None:
                 continue

@@ -96,10 +96,17 @@ def _reap() -> None:
 def _fork_module(module: str, argv: list[str]) -> int:
     """Fork; the child runs ``python -m module argv...`` in this interpreter and exits with
     its status. Returns the child's pid."""
+    parent = os.getpid()
     pid = os.fork()
     if pid:
         return pid
     code = 1
+    # the child dies with the supervisor: a supervisor killed outright (SIGKILL, e.g. by Ray
+    # force-cancelling its worker, which also kills the worker's children) cannot clean up,
+    # and the fork cleared the death signal it had itself
+    _prctl(PR_SET_PDEATHSIG, signal.SIGKILL)
+    if os.getppid() != parent:
+        os._exit(128 + signal.SIGKILL)
     try:
         for s in (signal.SIGTERM, signal.SIGINT, signal.SIGHUP, signal.SIGALRM):
             signal.signal(s, signal.SIG_DFL)
