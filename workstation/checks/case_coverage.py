@@ -27,12 +27,11 @@ from workstation.task.model import ParamSpec
 #: (:mod:`workstation.checks.support.costmodel`: cost units, never measured times), so the
 #: same task version gets the same coverage runs on every machine.
 MAX_RUNS = 16
-#: under the Triton interpreter (CPU) one coverage case may cost this many times the largest
-#: declared case's cost units, and all of them together :data:`INTERPRETER_BUDGET` times: more
-#: than a derived edge shape (2x), since reaching a declared extreme is this check's purpose;
-#: other backends on the CPU, and every backend on a GPU, are limited by elements only.
-INTERPRETER_CASE_CAP = 24
-INTERPRETER_BUDGET = 48
+#: Under the Triton interpreter (CPU) a coverage case has the limits of a derived edge shape
+#: (:class:`~workstation.checks.support.costmodel.CostModel`: 2x the largest declared case's
+#: cost units, 24x for all of them): a [params] maximum far beyond the declared sizes is left
+#: to a GPU run (the interpreter runs one Python program per tile). Other backends on the CPU,
+#: and every backend on a GPU, are limited by elements only.
 
 
 def _targets(p: str, spec: ParamSpec) -> list[tuple[str, int]]:
@@ -132,7 +131,7 @@ class CaseCoverage(Check):
         todo.sort(key=lambda t: order.get(t[0]["target"].split(" ")[0], 4))
         runnable, skipped = [], []
         interpreted = not ctx.on_gpu and ctx.backend_of("candidate") == "triton"
-        cap, budget = INTERPRETER_CASE_CAP * cost.declared_max, INTERPRETER_BUDGET * cost.declared_max
+        cap, budget = cost.case_cap, cost.budget
         total = 0
         for row, t in todo:
             units = cost.units(t.case)
@@ -140,8 +139,8 @@ class CaseCoverage(Check):
                 row["not_run"] = f"{elements(t.case, params)} elements, over the {GPU_MAX_ELEMENTS} a derived case may have"
                 skipped.append(row)
             elif interpreted and units > cap:
-                row["not_run"] = (f"{units} cost units, over the {cap} a coverage case may have under the Triton "
-                                  f"interpreter ({INTERPRETER_CASE_CAP}x the largest declared case; a GPU runs it)")
+                row["not_run"] = (f"{units} cost units, over the {cap} a derived case may have under the Triton "
+                                  "interpreter (2x the largest declared case; a GPU runs it)")
                 skipped.append(row)
             elif interpreted and total + units > budget:
                 row["not_run"] = (f"the coverage cases would exceed {budget} cost units together under the Triton "

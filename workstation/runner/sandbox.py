@@ -589,9 +589,15 @@ class Runner:
         out_fd = -1
         try:
             jv = view["job_view"]
-            job = Job(**roles, task_dir=f"{jv}/task", out_dir=f"{jv}/out", device=self.device.kind, steps=steps)
+            # the queue's helper folders are copied into the job folder like the task (the
+            # job sees nothing of the queue itself)
+            helpers = [str(h) for h in roles.get("helper_dirs") or ()]
+            job = Job(**{**roles, "helper_dirs": [f"{jv}/helpers/{i}" for i in range(len(helpers))]},
+                      task_dir=f"{jv}/task", out_dir=f"{jv}/out", device=self.device.kind, steps=steps)
             data = encode_job(job)  # raises StepError before anything runs
             taskcopy.copy(Path(task_dir), work / "task")
+            for i, h in enumerate(helpers):
+                taskcopy.copy(Path(h), work / "helpers" / str(i))
             (work / "out").mkdir()
             (work / "home").mkdir()
             (work / "job.json").write_bytes(data)
