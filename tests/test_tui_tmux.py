@@ -123,7 +123,7 @@ def test_real_kws_full_review_in_tmux(tmp_path, env):
         t.keys("Escape")
         t.wait("Half of each output row is never written", 10)
         t.keys("C-s")
-        s = t.wait("not final", 20)
+        s = t.wait("Enter: yes", 20)  # the dialog (the rubric panel says "not final" by itself)
         assert "not finished" in s and "Enter: yes" in s
         t.keys("Escape")
         t.wait("not committed (cancelled)", 10)
