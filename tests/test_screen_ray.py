@@ -165,6 +165,23 @@ def test_a_hung_run_is_force_cancelled_and_leaves_nothing_running(cluster, env):
     assert not _marked_processes(marker)
 
 
+def _has_descendant(pid: int, needle: str) -> bool:
+    """True when a descendant of ``pid`` has ``needle`` in its command line."""
+    import psutil
+
+    try:
+        kids = psutil.Process(pid).children(recursive=True)
+    except psutil.Error:
+        return False
+    for k in kids:
+        try:
+            if needle in " ".join(k.cmdline()):
+                return True
+        except psutil.Error:
+            pass
+    return False
+
+
 def _marked_processes(marker: str) -> list[str]:
     """Pids of live processes whose command line holds ``marker``."""
     out = []
@@ -189,7 +206,11 @@ def test_a_worker_node_killed_mid_run_loses_no_result(cluster, env):
 
     def on_event(kind: str, data: dict) -> None:
         if kind == "started" and WORKER_IP in data["host"] and not killed:
-            time.sleep(1.0)  # mid-run: kws check is starting its fork server
+            # mid-run: kill the node once its kws check has its fork server up (a process of
+            # the worker node's tree), so the run cannot have finished before the kill
+            deadline = time.monotonic() + 20
+            while time.monotonic() < deadline and not _has_descendant(cluster.worker.pid, "harness.forkserver"):
+                time.sleep(0.05)
             os.killpg(cluster.worker.pid, signal.SIGKILL)
             killed.append(data["task"])
 

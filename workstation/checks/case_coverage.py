@@ -27,11 +27,14 @@ from workstation.task.model import ParamSpec
 #: (:mod:`workstation.checks.support.costmodel`: cost units, never measured times), so the
 #: same task version gets the same coverage runs on every machine.
 MAX_RUNS = 16
-#: Under the Triton interpreter (CPU) a coverage case has the limits of a derived edge shape
-#: (:class:`~workstation.checks.support.costmodel.CostModel`: 2x the largest declared case's
-#: cost units, 24x for all of them): a [params] maximum far beyond the declared sizes is left
-#: to a GPU run (the interpreter runs one Python program per tile). Other backends on the CPU,
-#: and every backend on a GPU, are limited by elements only.
+#: Under the Triton interpreter (CPU) one coverage case may cost this many times the largest
+#: declared case's cost units (:mod:`workstation.checks.support.costmodel`; a derived edge
+#: shape may cost 2x): each target is one case, so a [params] maximum just past twice the
+#: declared sizes is still reached, while one far beyond them (65536 rows: the interpreter runs
+#: one Python program per row tile) is left to a GPU run. All of them together: the edge-shapes
+#: plan's budget (24x). Other backends on the CPU, and every backend on a GPU, are limited by
+#: elements only.
+INTERPRETER_CASE_CAP = 4
 
 
 def _targets(p: str, spec: ParamSpec) -> list[tuple[str, int]]:
@@ -131,7 +134,7 @@ class CaseCoverage(Check):
         todo.sort(key=lambda t: order.get(t[0]["target"].split(" ")[0], 4))
         runnable, skipped = [], []
         interpreted = not ctx.on_gpu and ctx.backend_of("candidate") == "triton"
-        cap, budget = cost.case_cap, cost.budget
+        cap, budget = INTERPRETER_CASE_CAP * cost.declared_max, cost.budget
         total = 0
         for row, t in todo:
             units = cost.units(t.case)
@@ -139,8 +142,8 @@ class CaseCoverage(Check):
                 row["not_run"] = f"{elements(t.case, params)} elements, over the {GPU_MAX_ELEMENTS} a derived case may have"
                 skipped.append(row)
             elif interpreted and units > cap:
-                row["not_run"] = (f"{units} cost units, over the {cap} a derived case may have under the Triton "
-                                  "interpreter (2x the largest declared case; a GPU runs it)")
+                row["not_run"] = (f"{units} cost units, over the {cap} a coverage case may have under the Triton "
+                                  f"interpreter ({INTERPRETER_CASE_CAP}x the largest declared case; a GPU runs it)")
                 skipped.append(row)
             elif interpreted and total + units > budget:
                 row["not_run"] = (f"the coverage cases would exceed {budget} cost units together under the Triton "
