@@ -32,6 +32,7 @@ from __future__ import annotations
 
 import ctypes
 import os
+import re
 
 CLONE_NEWNS = 0x00020000
 CLONE_NEWUTS = 0x04000000
@@ -46,6 +47,7 @@ MS_NODEV = 4
 MS_NOEXEC = 8
 MS_REMOUNT = 32
 MS_BIND = 4096
+MS_MOVE = 8192
 MS_REC = 16384
 MS_PRIVATE = 1 << 18
 MNT_DETACH = 2
@@ -70,6 +72,8 @@ JOBS_ROOT = "/kws/jobs"
 CACHES_ROOT = "/kws/caches"
 #: size cap of a job's private /tmp (a tmpfs: memory).
 TMP_SIZE = "2g"
+#: an empty folder of the sandbox where the private /tmp is built (``runner.bwrap.TMP_STAGING``).
+TMP_STAGING = "/kws/tmp-staging"
 #: parts of a fresh /proc made read-only (bubblewrap's list).
 PROC_READONLY = ("sys", "sysrq-trigger", "irq", "bus")
 
@@ -141,6 +145,36 @@ def _bind_readonly(path: str) -> None:
     mount(path, path, None, MS_BIND | MS_REMOUNT | MS_RDONLY | MS_NOSUID | MS_NODEV | MS_NOEXEC)
 
 
+def _mounts_below(prefix: str) -> list[str]:
+    """The outermost mount points strictly below ``prefix`` (``/proc/self/mountinfo``)."""
+    points = []
+    with open("/proc/self/mountinfo", encoding="utf-8") as f:
+        for line in f:
+            mp = line.split()[4]
+            mp = re.sub(r"\\([0-7]{3})", lambda m: chr(int(m.group(1), 8)), mp)  # \040 is a space
+            if mp.startswith(prefix + "/"):
+                points.append(mp)
+    points.sort(key=len)
+    return [p for i, p in enumerate(points) if not any(p.startswith(q + "/") for q in points[:i])]
+
+
+def _private_tmp() -> None:
+    """A fresh tmpfs at ``/tmp`` that keeps the read-only binds the sandbox made below it (a
+    Python installation under ``/tmp``): built at :data:`TMP_STAGING`, the binds copied in
+    read-only, then moved over ``/tmp`` (``MS_MOVE``)."""
+    keep = _mounts_below("/tmp")
+    if not keep or not os.path.isdir(TMP_STAGING):
+        mount("tmpfs", "/tmp", "tmpfs", MS_NOSUID | MS_NODEV, f"size={TMP_SIZE},mode=1777")
+        return
+    mount("tmpfs", TMP_STAGING, "tmpfs", MS_NOSUID | MS_NODEV, f"size={TMP_SIZE},mode=1777")
+    for mp in keep:
+        dst = TMP_STAGING + mp[len("/tmp"):]
+        os.makedirs(dst, exist_ok=True)
+        mount(mp, dst, None, MS_BIND | MS_REC)
+        mount(dst, dst, None, MS_BIND | MS_REMOUNT | MS_RDONLY | MS_NOSUID | MS_NODEV)
+    mount(TMP_STAGING, "/tmp", None, MS_MOVE)
+
+
 def enter_job_view(job_folder: str, cache_folder: str | None) -> None:
     """In the job process (pid 1 of a fresh pid namespace, in a fresh mount namespace):
     make the mount tree private, bind ``job_folder`` at :data:`JOB_MOUNT` and
@@ -160,7 +194,7 @@ def enter_job_view(job_folder: str, cache_folder: str | None) -> None:
         except OSError as e:
             if e.errno not in (2, 22):  # ENOENT, EINVAL: no such folder, or not a mount point
                 raise
-    mount("tmpfs", "/tmp", "tmpfs", MS_NOSUID | MS_NODEV, f"size={TMP_SIZE},mode=1777")
+    _private_tmp()
     mount("proc", "/proc", "proc", MS_NOSUID | MS_NODEV | MS_NOEXEC)
     for name in PROC_READONLY:
         p = f"/proc/{name}"

@@ -61,6 +61,8 @@ KWS_LIB = "/kws/lib"
 JOBS = "/kws/jobs"
 CACHES = "/kws/caches"
 HOME = "/tmp/home"
+#: where a job builds its private /tmp before moving it into place (:mod:`workstation.harness.jobns`).
+TMP_STAGING = "/kws/tmp-staging"
 #: at most this many /etc entries are masked (a machine with more is unusual).
 MAX_MASKS = 256
 #: the capabilities the fork server keeps (of the sandbox's user namespace only).
@@ -254,13 +256,15 @@ def sandbox_argv(bwrap: str, *, jobs: Path, caches: Path, pkg_dir: Path, gpu: li
             argv += ["--ro-bind", d, d]
     for path, is_dir in etc_masks():
         argv += (["--tmpfs", path, "--remount-ro", path] if is_dir else ["--ro-bind", "/dev/null", path])
+    # the private /tmp first: a Python installation that lives under /tmp (a CI checkout's
+    # .venv) is bound over it, not hidden by it (each job keeps those binds, harness.jobns)
+    argv += ["--tmpfs", "/tmp", "--dir", HOME, "--tmpfs", "/var/tmp", "--dir", TMP_STAGING]
     for d in python_dirs(pkg_dir.parent):
         argv += ["--ro-bind", d, d]
     argv += ["--ro-bind", str(pkg_dir), f"{KWS_LIB}/workstation"]
     argv += ["--proc", "/proc", "--dev", "/dev"]
     if os.path.isdir("/sys"):
         argv += ["--ro-bind", "/sys", "/sys"]
-    argv += ["--tmpfs", "/tmp", "--dir", HOME, "--tmpfs", "/var/tmp"]
     argv += ["--bind", str(jobs), JOBS, "--bind", str(caches), CACHES, "--dir", "/kws/job", "--dir", "/kws/cache"]
     argv += list(gpu or [])
     argv += ["--chdir", "/kws"]
