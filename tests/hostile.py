@@ -6,6 +6,7 @@ from source strings; the defaults are a 1-D fp32 ``add`` of two inputs of N = 64
 
 from __future__ import annotations
 
+import os
 import textwrap
 from pathlib import Path
 
@@ -93,3 +94,29 @@ def findings(res, check: str, severity: str | None = None):
 def result(res, check: str):
     """The CheckResult of ``check`` in an EngineResult."""
     return next(r for r in res.results if r.check == check)
+
+
+#: a candidate that starts a child sleeping with ``{marker}`` in its command line, then hangs
+#: (the sandboxed candidate cannot write a pid file outside its job; the marker finds both).
+HANGING_CANDIDATE = '''\
+import subprocess, sys, time
+
+def add(x, y):
+    subprocess.Popen([sys.executable, "-c", "import time; time.sleep(10_000)", {marker!r}])
+    time.sleep(10_000)
+    return x + y
+'''
+
+
+def marked_processes(marker: str) -> list[str]:
+    """Pids of live processes whose command line holds ``marker`` (from ``/proc``)."""
+    out = []
+    for p in os.listdir("/proc"):
+        if p.isdigit():
+            try:
+                with open(f"/proc/{p}/cmdline", "rb") as f:
+                    if marker.encode() in f.read():
+                        out.append(p)
+            except OSError:
+                pass
+    return out

@@ -8,7 +8,6 @@ import json
 import os
 import subprocess
 import sys
-import textwrap
 import threading
 import time
 from pathlib import Path
@@ -18,6 +17,7 @@ import psutil
 import pytest
 
 from tests.conftest import write_task
+from tests.hostile import HANGING_CANDIDATE, marked_processes
 from tests.recordkit import ALICE, BOB, isolate, make_remote, set_repo_identity
 from tests.screenkit import CHEAP, ENV, FakeBackend, sample_queue_repo
 from workstation.review.queueview import (
@@ -437,20 +437,6 @@ def test_local_screen_stores_then_skips_then_rescreens_a_changed_task(env):
 
 
 @pytest.mark.slow
-def _marked_processes(marker: str) -> list[str]:
-    """Pids of live processes whose command line holds ``marker``."""
-    out = []
-    for p in os.listdir("/proc"):
-        if p.isdigit():
-            try:
-                with open(f"/proc/{p}/cmdline", "rb") as f:
-                    if marker.encode() in f.read():
-                        out.append(p)
-            except OSError:
-                pass
-    return out
-
-
 def test_a_hung_task_is_stopped_at_the_limit_and_nothing_is_left_running(env):
     import uuid
 
@@ -460,14 +446,7 @@ def test_a_hung_task_is_stopped_at_the_limit_and_nothing_is_left_running(env):
     # the candidate starts a child that sleeps too (found afterwards by the marker in its
     # command line: the sandboxed candidate cannot write a file outside its job), then hangs
     marker = f"kws-hung-{uuid.uuid4().hex}"
-    write_task(root, "hangs", candidate=textwrap.dedent(f"""\
-        import subprocess, sys, time
-
-        def add(x, y):
-            subprocess.Popen([sys.executable, "-c", "import time; time.sleep(10_000)", {marker!r}])
-            time.sleep(10_000)
-            return x + y
-        """))
+    write_task(root, "hangs", candidate=HANGING_CANDIDATE.format(marker=marker))
     repo = _git.Repo.init(root, initial_branch="main")
     set_repo_identity(repo, ALICE)
     repo.git.add("--all")
@@ -478,10 +457,10 @@ def test_a_hung_task_is_stopped_at_the_limit_and_nothing_is_left_running(env):
     (res,) = out["screened"]
     assert res["outcome"] == "timeout" and "20 s" in res["message"], res
     for _ in range(50):  # nothing of the run survives 5 s after kws screen exits
-        if not _marked_processes(marker):
+        if not marked_processes(marker):
             break
         time.sleep(0.1)
-    assert not _marked_processes(marker)
+    assert not marked_processes(marker)
     assert read_index(repo).by_tree[task_trees(repo)["hangs"]][0].outcome == "timeout"
 
 

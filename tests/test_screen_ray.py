@@ -19,7 +19,6 @@ import socket
 import subprocess
 import sys
 import tempfile
-import textwrap
 import time
 from dataclasses import dataclass
 from pathlib import Path
@@ -28,6 +27,7 @@ import git
 import pytest
 
 from tests.conftest import write_task
+from tests.hostile import HANGING_CANDIDATE, marked_processes
 from tests.recordkit import ALICE, isolate, set_repo_identity
 from tests.screenkit import sample_queue_repo
 from workstation.screen.keys import task_trees
@@ -136,14 +136,7 @@ def test_a_hung_run_is_force_cancelled_and_leaves_nothing_running(cluster, env):
     # the candidate starts a child that sleeps too (found afterwards by the marker in its
     # command line: the sandboxed candidate cannot write a file outside its job), then hangs
     marker = f"kws-hung-{uuid.uuid4().hex}"
-    write_task(root, "hangs", candidate=textwrap.dedent(f"""\
-        import subprocess, sys, time
-
-        def add(x, y):
-            subprocess.Popen([sys.executable, "-c", "import time; time.sleep(10_000)", {marker!r}])
-            time.sleep(10_000)
-            return x + y
-        """))
+    write_task(root, "hangs", candidate=HANGING_CANDIDATE.format(marker=marker))
     repo = git.Repo.init(root, initial_branch="main")
     set_repo_identity(repo, ALICE)
     repo.git.add("--all")
@@ -160,9 +153,9 @@ def test_a_hung_run_is_force_cancelled_and_leaves_nothing_running(cluster, env):
     (res,) = run.results
     assert res.outcome == "timeout" and "force-cancelled" in res.message, res
     deadline = time.monotonic() + 30
-    while time.monotonic() < deadline and _marked_processes(marker):
+    while time.monotonic() < deadline and marked_processes(marker):
         time.sleep(0.2)
-    assert not _marked_processes(marker)
+    assert not marked_processes(marker)
 
 
 def _has_descendant(pid: int, needle: str) -> bool:
@@ -180,20 +173,6 @@ def _has_descendant(pid: int, needle: str) -> bool:
         except psutil.Error:
             pass
     return False
-
-
-def _marked_processes(marker: str) -> list[str]:
-    """Pids of live processes whose command line holds ``marker``."""
-    out = []
-    for p in os.listdir("/proc"):
-        if p.isdigit():
-            try:
-                with open(f"/proc/{p}/cmdline", "rb") as f:
-                    if marker.encode() in f.read():
-                        out.append(p)
-            except OSError:
-                pass
-    return out
 
 
 def test_a_worker_node_killed_mid_run_loses_no_result(cluster, env):
