@@ -44,7 +44,7 @@ def check_cmd(task_dir: Path, as_json: bool, only: str | None, seeds: str, case_
         _fail_load(str(e), e.as_dict(), as_json)
         return
     try:
-        ids = select_checks(only.split(",") if only else None)
+        ids = select_checks(only.split(",") if only else None, task)
         seed_list = _parse_seeds(seeds)
         case = _parse_case(case_json, task) if case_json else None
         if device == "cuda":
