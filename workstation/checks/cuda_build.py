@@ -15,6 +15,7 @@ from workstation.checks.support.cuda_read import (
     ptxas_resources,
     sass_functions,
 )
+from workstation.checks.support.legal import reduction_max
 from workstation.checks.support.trials import cheapest_per_dtype
 from workstation.engine.check import Check, Finding, Skip, register
 from workstation.engine.context import CheckContext
@@ -174,7 +175,7 @@ class CudaBuild(Check):
     def _precision(self, ctx: CheckContext, label: str, prec: dict[str, Any], ev: dict[str, Any]) -> list[Finding]:
         out = []
         task = ctx.task
-        kmax = self._reduction_max(task)
+        kmax = reduction_max(task)
         half_loop = [h for h in prec["half_arith"] if h["in_loop"]]
         mma_acc = prec["half_mma_acc"]
         if half_loop or mma_acc["sass"] or mma_acc["ptx"]:
@@ -230,18 +231,3 @@ class CudaBuild(Check):
                 + ", ".join(f"{t}: {o['occupancy']:.0%}" if o["launchable"] else f"{t}: not launchable"
                             for t, o in table.items()), {**ev, "occupancy_by_threads": table, "limits": SM90}))
         return out
-
-    @staticmethod
-    def _reduction_max(task: Any) -> tuple[str, int] | None:
-        """The largest reduction length the contract admits: the product of the ``[params]``
-        maxima of the ``[contract] reduction`` parameters (None when not stated)."""
-        params = task.contract.reduction
-        if not params:
-            return None
-        n = 1
-        for p in params:
-            spec = task.params.get(p)
-            if spec is None or spec.max is None:
-                return None
-            n *= spec.max
-        return " * ".join(params), n

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from workstation.checks.support.legal import reduction_max
 from workstation.checks.support.nki_read import HALF, NkiKernel, read_nki
 from workstation.engine.check import Check, Finding, register
 from workstation.engine.context import CheckContext
@@ -75,7 +76,7 @@ class NkiKernelCheck(Check):
             return [self.finding(ctx, "warn", f"no @nki.jit kernel in {', '.join(files) or ep.file}"
                                  + (f" ({probs})" if probs else "") + ": nothing to read",
                                  {"files": files, "problems": ctx.sources.problems})]
-        kmax = _reduction_max(task)
+        kmax = reduction_max(task)
         served32 = "float32" in (task.contract.dtypes or [c["dtype"] for c in task.cases])
         out: list[Finding] = []
         for k in kernels:
@@ -152,18 +153,3 @@ class NkiKernelCheck(Check):
 def _tiles_text(k: NkiKernel) -> str:
     return ", ".join(" ".join(x for x in (n, t.get("dtype") or "?", t.get("buffer") or "") if x)
                      for n, t in k.tiles.items())
-
-
-def _reduction_max(task: Any) -> tuple[str, int] | None:
-    """The largest reduction length the contract admits (``[params]`` maxima of the
-    ``[contract] reduction`` parameters), or None."""
-    params = task.contract.reduction
-    if not params:
-        return None
-    n = 1
-    for p in params:
-        spec = task.params.get(p)
-        if spec is None or spec.max is None:
-            return None
-        n *= spec.max
-    return " * ".join(params), n

@@ -163,3 +163,21 @@ def shrink_values(v: int, spec: ParamSpec) -> list[int]:
         if s is not None and s < v and s not in out and spec.allows(s):
             out.append(s)
     return out
+
+
+def reduction_max(task: Any) -> tuple[str, int] | None:
+    """The largest reduction length the task's contract admits: (the ``[contract]
+    reduction`` parameters joined by ``" * "``, the product of their ``[params]`` maxima),
+    or None when the contract names none or one has no maximum. Used to judge a
+    half-precision accumulator against the reduction length (Higham, ch. 3: the error
+    bound of a recursive sum grows with n times the unit roundoff)."""
+    params = task.contract.reduction
+    if not params:
+        return None
+    n = 1
+    for p in params:
+        spec = task.params.get(p)
+        if spec is None or spec.max is None:
+            return None
+        n *= spec.max
+    return " * ".join(params), n
