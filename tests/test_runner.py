@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import json
-import os
 import subprocess
 import sys
 import time
@@ -11,6 +10,7 @@ import time
 import pytest
 
 from tests.conftest import REPO
+from tests.hostile import marked_processes
 from workstation.engine.run import run_checks
 from workstation.runner import Runner
 from workstation.task.format import load_task
@@ -84,20 +84,12 @@ def test_process_group_is_killed_at_the_limit(task_factory, runner, monkeypatch)
     res = run_checks(load_task(task_factory(src)), runner, only=["correctness"], seeds=[0])
     assert res.results[0].findings[0].evidence["failure_class"] == "timeout"
     for _ in range(50):
-        alive = [p for p in os.listdir("/proc") if p.isdigit() and _cmdline_has(p, marker)]
+        alive = marked_processes(marker)
         if not alive:
             break
         time.sleep(0.1)
     else:
         pytest.fail("the candidate's grandchild survived the kill")
-
-
-def _cmdline_has(pid: str, marker: str) -> bool:
-    try:
-        with open(f"/proc/{pid}/cmdline", "rb") as f:
-            return marker.encode() in f.read()
-    except OSError:
-        return False
 
 
 def test_device_is_reported(runner):
