@@ -147,6 +147,15 @@ def add(x, y):
             bad.append('visible: ' + path)
     for top in ('/root', '/home', '/work'):
         bad += ['visible: ' + p for p in _extra(top)][:5]
+    if os.getppid() != 0:  # the fork server is outside the job's pid namespace
+        bad.append(f'parent visible as pid {{os.getppid()}}')
+    for probe in (lambda: open('/proc/1/environ', 'rb').read(), lambda: os.listdir('/proc/1/root'),
+                  lambda: open('/proc/1/mem', 'rb').read(1)):
+        try:
+            probe()
+            bad.append('the namespace init is readable')
+        except OSError:
+            pass
     status = open('/proc/self/status').read()
     for line in status.splitlines():
         if line.startswith(('CapEff', 'CapPrm', 'CapBnd', 'CapAmb')) and line.split()[1].strip('0'):

@@ -13,12 +13,15 @@ Protocol, one JSON object per line. The parent writes ``{"op": "run", "id", "job
 ``{"op": "exited", "id", "status"}`` (``status``: the job process's exit code, or minus
 the signal that ended it; ``"killed": true`` when the server killed it on request).
 
-A job (``MODE=bwrap``) is three processes: a keeper in the server's namespaces, the job's
-init (pid 1 of its own pid, mount, IPC, network and UTS namespaces: it sets up the job's
-private file-system view and drops every capability, :mod:`workstation.harness.jobns`)
-and the job process, the init's child, which runs the harness. With ``MODE=none`` the job is one forked
-process in its own session, and the server is a child subreaper that kills whatever a job
-left behind.
+A job (``MODE=bwrap``) is two processes: a small confined init, pid 1 of a fresh pid
+namespace, made by the pid-namespace nursery the server forks before it imports torch; and
+the job process, forked by the server into that namespace, which takes its own mount, IPC,
+network and UTS namespaces, sets up the job's private file-system view, drops every
+capability (:mod:`workstation.harness.jobns`) and runs the harness. The job process is the
+only fork of the (large) server per job; when it ends, the server kills the init and with
+it whatever the job left in its namespace. With ``MODE=none`` the job is one forked process
+in its own session, and the server is a child subreaper that kills whatever a job left
+behind.
 
 After every step the job writes ``V <step>`` on its channel to the server and waits; the
 server stops the job (``SIGSTOP``), reads its watched namespaces from outside
@@ -56,6 +59,8 @@ from workstation.protocol.steps import read_job
 #: most verifications a job may ask for, per step it has (a flood is ignored).
 VERIFY_PER_STEP = 2
 _MODE = "none"
+#: the pid-namespace maker of ``MODE=bwrap`` (made before torch is imported).
+_PIDNS: Any = None
 
 
 def _choose_device() -> tuple[str, bool]:
@@ -208,141 +213,29 @@ def _run_in_job(req: dict, channel: tuple[int, int]) -> None:
         os._exit(code)
 
 
-def _job_init(req: dict, channel: tuple[int, int], life: int, status_w: int, go_r: int) -> None:
-    """pid 1 of a namespaced job: set up its view, drop privileges, fork the job process,
-    reap, and report the job process's status on ``status_w``; never returns. (The job
-    itself cannot be pid 1: the kernel ignores signals a pid 1 sends itself, so
-    ``os.abort()`` or the file-size limit's ``SIGXFSZ`` would not end it.)"""
+def _namespaced_child(req: dict, ctl_w: int, ack_r: int) -> None:
+    """The job process of a namespaced job (``MODE=bwrap``), just forked into its pid
+    namespace (:class:`~workstation.harness.jobns.PidNamespaces`): its own session, mount,
+    IPC, network and UTS namespaces, the job's file-system view, every capability dropped,
+    then the job; never returns."""
     from workstation.harness import jobns
 
     try:
+        os.setsid()
         jobns.set_parent_death_signal(signal.SIGKILL)
-        os.set_blocking(life, False)
-        try:
-            if os.read(life, 1) == b"":  # the keeper is already gone
-                os._exit(111)
-        except BlockingIOError:
-            pass
+        if os.getppid() != 0:  # re-parented to the init: the server ended before the line above
+            os._exit(111)
+        jobns.unshare(jobns.JOB_OWN_NAMESPACES)
+        _close_fds({ctl_w, ack_r})
+        _detach_stdio()
         jobns.enter_job_view(req["jobdir"], req.get("cache"))
         jobns.drop_privileges()
-        _close_fds(set(channel) | {status_w, go_r})
     except BaseException as e:  # noqa: BLE001  (the job must not run task code unconfined)
         try:
             os.write(2, f"kws: the job's sandbox could not be set up: {e}\n".encode())
         finally:
             os._exit(112)
-    pid = os.fork()
-    if pid == 0:
-        os.close(status_w)
-        try:
-            jobns.set_parent_death_signal(signal.SIGKILL)
-        except OSError:
-            os._exit(115)
-        # wait until the keeper told the server this process's pid (so the server can
-        # check it after the first step)
-        if os.read(go_r, 1) != b"g":
-            os._exit(116)
-        os.close(go_r)
-        _run_in_job(req, channel)
-    os.close(go_r)
-    for fd in channel:
-        os.close(fd)
-    os.write(status_w, b"R\n")
-    code = 0
-    while True:  # reap everything; the job process's end ends the namespace
-        try:
-            got, status = os.waitpid(-1, 0)
-        except ChildProcessError:
-            break
-        except InterruptedError:
-            continue
-        if got == pid:
-            code = -os.WTERMSIG(status) if os.WIFSIGNALED(status) else os.WEXITSTATUS(status)
-            break
-    try:
-        os.write(status_w, f"S {code}\n".encode())
-    finally:
-        os._exit(0)
-
-
-def _child_of(pid: int, proc_fd: int) -> int:
-    """The first child of ``pid``, read through ``proc_fd`` (a descriptor of the server's
-    ``/proc``, opened before the job's init mounts its own over it); 0 when none is listed."""
-    def read(name: str) -> bytes:
-        fd = os.open(name, os.O_RDONLY, dir_fd=proc_fd)
-        try:
-            return os.read(fd, 65536)
-        finally:
-            os.close(fd)
-
-    try:
-        kids = read(f"{pid}/task/{pid}/children").split()
-        if kids:
-            return int(kids[0])
-    except OSError:
-        pass
-    for name in os.listdir(proc_fd):  # kernels without CONFIG_PROC_CHILDREN
-        if name.isdigit():
-            try:
-                if int(read(f"{name}/stat").rsplit(b")", 1)[1].split()[1]) == pid:
-                    return int(name)
-            except (OSError, IndexError, ValueError):
-                continue
-    return 0
-
-
-def _keeper(req: dict, ctl_w: int, ack_r: int) -> None:
-    """The keeper of a namespaced job: new namespaces, fork the job's init, report the job
-    process's pid and exit status on the control channel; never returns."""
-    from workstation.harness import jobns
-
-    os.setsid()
-    _close_fds({ctl_w, ack_r})
-    _detach_stdio()
-    proc_fd = os.open("/proc", os.O_RDONLY | os.O_DIRECTORY)
-    try:
-        jobns.unshare(jobns.JOB_NAMESPACES)
-    except OSError as e:
-        os.write(2, f"kws: {e}\n".encode())
-        os._exit(113)
-    life_r, life_w = os.pipe()
-    st_r, st_w = os.pipe()
-    go_r, go_w = os.pipe()
-    init = os.fork()
-    if init == 0:
-        os.close(life_w)
-        os.close(st_r)
-        os.close(go_w)
-        os.close(proc_fd)
-        _job_init(req, (ctl_w, ack_r), life_r, st_w, go_r)
-    os.close(life_r)
-    os.close(st_w)
-    os.close(ack_r)
-    os.close(go_r)
-    buf = b""
-    code: int | None = None
-    while True:
-        chunk = os.read(st_r, 256)
-        if not chunk:
-            break
-        buf += chunk
-        while b"\n" in buf:
-            line, buf = buf.split(b"\n", 1)
-            if line == b"R":
-                job = _child_of(init, proc_fd)
-                if job:
-                    os.write(ctl_w, f"P {job}\n".encode())
-                os.write(go_w, b"g")
-                os.close(go_w)
-            elif line.startswith(b"S "):
-                code = int(line[2:])
-    _, status = os.waitpid(init, 0)
-    if code is None:  # the init died without reporting (killed, or its setup failed)
-        code = -os.WTERMSIG(status) if os.WIFSIGNALED(status) else os.WEXITSTATUS(status)
-    try:
-        os.write(ctl_w, f"X {code}\n".encode())
-    finally:
-        os._exit(0)
+    _run_in_job(req, (ctl_w, ack_r))
 
 
 def _plain_child(req: dict, ctl_w: int, ack_r: int) -> None:
@@ -360,14 +253,14 @@ def _plain_child(req: dict, ctl_w: int, ack_r: int) -> None:
 
 
 class _Job:
-    def __init__(self, jid: int, pid: int, ctl: int, ack: int, steps: int):
+    def __init__(self, jid: int, pid: int, ctl: int, ack: int, steps: int, init: int = 0):
         self.id = jid
-        self.pid = pid          # the forked process (keeper, or the job itself)
-        self.target = pid if _MODE == "none" else 0  # the process whose memory is verified
+        self.pid = pid          # the job process (the server's child in both modes)
+        self.init = init        # pid 1 of its pid namespace (MODE=bwrap), else 0
+        self.target = pid       # the process whose memory is verified
         self.ctl = ctl
         self.ack = ack
         self.buf = b""
-        self.status: int | None = None
         self.killed = False
         self.verifies = 0
         self.max_verifies = VERIFY_PER_STEP * max(1, steps) + 4
@@ -434,11 +327,7 @@ def _handle_ctl(job: _Job, table: Any) -> None:
         if len(parts) != 2 or not parts[1].lstrip(b"-").isdigit():
             continue
         op, arg = parts[0], int(parts[1])
-        if op == b"P" and _MODE != "none" and not job.target:
-            job.target = arg
-        elif op == b"X" and _MODE != "none" and job.status is None:
-            job.status = arg
-        elif op == b"V":
+        if op == b"V":
             if job.verifies >= job.max_verifies:
                 continue
             job.verifies += 1
@@ -450,35 +339,52 @@ def _handle_ctl(job: _Job, table: Any) -> None:
 
 
 def _selftest_namespaces() -> str:
-    """Fork a process that sets up a job's namespaces and drops its privileges; "" when
-    that works, else why not."""
+    """Set up one job's namespaces as :func:`_start` does (a pid namespace from the nursery,
+    the job process forked into it, its view, privileges dropped) and check what the job
+    sees: pid 2 with a parent outside its namespace, only its namespace's processes in
+    ``/proc``, no capability, the init's memory unreadable. "" when all holds, else why not."""
     from workstation.harness import jobns
 
     os.makedirs("/tmp/kws-selftest", exist_ok=True)
     r, w = os.pipe()
-    pid = os.fork()
+    init = 0
+    try:
+        init = _PIDNS.new()
+        pid = _PIDNS.fork_into(init)
+    except OSError as e:
+        if init:
+            os.kill(init, signal.SIGKILL)
+        return f"the job namespaces could not be made: {e}"
     if pid == 0:
         os.close(r)
         try:
             os.setsid()
-            jobns.unshare(jobns.JOB_NAMESPACES)
-            inner = os.fork()
-            if inner == 0:
-                try:
-                    jobns.enter_job_view("/tmp/kws-selftest", None)
-                    jobns.drop_privileges()
-                    ok = os.getpid() == 1 and jobns.capabilities().get("CapEff", "1").strip("0") == ""
-                    os._exit(0 if ok else 3)
-                except BaseException as e:  # noqa: BLE001
-                    os.write(w, str(e).encode()[:500])
-                    os._exit(4)
-            _, st = os.waitpid(inner, 0)
-            os._exit(os.waitstatus_to_exitcode(st))
+            jobns.unshare(jobns.JOB_OWN_NAMESPACES)
+            jobns.enter_job_view("/tmp/kws-selftest", None)
+            jobns.drop_privileges()
+            seen = sorted(n for n in os.listdir("/proc") if n.isdigit())
+            problems = []
+            if (os.getpid(), os.getppid()) != (2, 0):
+                problems.append(f"pid {os.getpid()}, parent {os.getppid()} (want 2, 0)")
+            if seen != ["1", "2"]:
+                problems.append(f"/proc lists {seen[:5]}")
+            if jobns.capabilities().get("CapEff", "1").strip("0"):
+                problems.append("capabilities left")
+            try:
+                open("/proc/1/environ", "rb").close()
+                problems.append("the init's /proc/1/environ is readable")
+            except OSError:
+                pass
+            if problems:
+                os.write(w, ("; ".join(problems)).encode()[:500])
+                os._exit(3)
+            os._exit(0)
         except BaseException as e:  # noqa: BLE001
             os.write(w, str(e).encode()[:500])
-            os._exit(5)
+            os._exit(4)
     os.close(w)
     _, st = os.waitpid(pid, 0)
+    os.kill(init, signal.SIGKILL)
     text = os.read(r, 1000).decode(errors="replace")
     os.close(r)
     code = os.waitstatus_to_exitcode(st)
@@ -529,13 +435,19 @@ def _limits_in_force() -> dict[str, list[int]]:
 
 
 def main() -> None:
-    global _MODE
+    global _MODE, _PIDNS
     nice = int(sys.argv[1]) if len(sys.argv) > 1 else 10
     _MODE = sys.argv[2] if len(sys.argv) > 2 else "none"
     if nice:
         os.nice(nice)
     from workstation.harness import jobns
 
+    nursery_problem = ""
+    if _MODE == "bwrap":  # before anything large is imported: its forks must be small
+        try:
+            _PIDNS = jobns.PidNamespaces()
+        except OSError as e:
+            nursery_problem = f"the pid-namespace nursery could not start: {e}"
     if _MODE == "none":
         try:
             jobns.set_child_subreaper()
@@ -569,7 +481,7 @@ def main() -> None:
         label = "cuda"
     else:
         label = "cpu (triton interpreter)" if "triton" in versions else "cpu"
-    jobns_problem = _selftest_namespaces() if _MODE == "bwrap" else ""
+    jobns_problem = (nursery_problem or _selftest_namespaces()) if _MODE == "bwrap" else ""
     from workstation.harness import core, state, watch
 
     core.prepare_interpreter()  # kws's own patches belong to the baseline the jobs are checked against
@@ -641,8 +553,12 @@ def _serve(table: Any, preload: dict) -> None:
                 os.killpg(j.pid, signal.SIGKILL)  # stray processes of its session
             except OSError:
                 pass
-            own = -os.WTERMSIG(status) if os.WIFSIGNALED(status) else os.WEXITSTATUS(status)
-            code = j.status if (_MODE != "none" and j.status is not None) else own
+            if j.init:  # and of its pid namespace (the kernel kills them with its init)
+                try:
+                    os.kill(j.init, signal.SIGKILL)
+                except OSError:
+                    pass
+            code = -os.WTERMSIG(status) if os.WIFSIGNALED(status) else os.WEXITSTATUS(status)
             _emit({"op": "exited", "id": j.id, "status": code, "killed": j.killed})
         if _MODE == "none" and time.monotonic() - last_sweep > 0.5:
             last_sweep = time.monotonic()
@@ -652,30 +568,49 @@ def _serve(table: Any, preload: dict) -> None:
 def _start(req: dict) -> _Job:
     ctl_r, ctl_w = os.pipe()
     ack_r, ack_w = os.pipe()
-    pid = os.fork()
+    init, problem = 0, ""
+    if _MODE == "none":
+        pid = os.fork()
+    else:
+        try:
+            if _PIDNS is None:
+                raise OSError(0, "no pid-namespace nursery")
+            init = _PIDNS.new()
+            pid = _PIDNS.fork_into(init)
+        except OSError as e:
+            problem = str(e)
+            pid = os.fork()
     if pid == 0:
         try:
             os.close(ctl_r)
             os.close(ack_w)
+            if problem:  # runs no task code: the job ends as one whose sandbox failed
+                os.write(2, f"kws: {problem}\n".encode())
+                os._exit(113)
             if _MODE == "none":
                 _plain_child(req, ctl_w, ack_r)
             else:
-                _keeper(req, ctl_w, ack_r)
+                _namespaced_child(req, ctl_w, ack_r)
         finally:
             os._exit(114)
     os.close(ctl_w)
     os.close(ack_r)
-    return _Job(req["id"], pid, ctl_r, ack_w, int(req.get("steps") or 1))
+    if problem and init:
+        try:
+            os.kill(init, signal.SIGKILL)
+        except OSError:
+            pass
+    return _Job(req["id"], pid, ctl_r, ack_w, int(req.get("steps") or 1), 0 if problem else init)
 
 
 def _kill(j: _Job) -> None:
     j.killed = True
-    for target in (j.pid, j.target):
+    try:
+        os.killpg(j.pid, signal.SIGKILL)
+    except OSError:
+        pass
+    for target in (j.pid, j.init):
         if target:
-            try:
-                os.killpg(target, signal.SIGKILL)
-            except OSError:
-                pass
             try:
                 os.kill(target, signal.SIGKILL)
             except OSError:

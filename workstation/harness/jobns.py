@@ -6,26 +6,35 @@ capabilities of the sandbox's user namespace (``CAP_SYS_ADMIN``, ``CAP_SYS_PTRAC
 ``CAP_SETPCAP``; they mean nothing outside it) so that each job can get namespaces of its
 own; it never runs task code. A job is two processes:
 
-- the *keeper* (forked by the server): calls ``unshare(CLONE_NEWPID | CLONE_NEWNS |
-  CLONE_NEWIPC | CLONE_NEWNET | CLONE_NEWUTS)``, forks the job process, tells the server
-  its pid, waits for it and reports its exit status;
-- the *job process*: pid 1 of its own pid namespace (when it ends, the kernel kills every
-  process left in that namespace: a double-forked ``setsid`` daemon dies with it), in its
-  own mount, IPC, network and UTS namespaces. :func:`enter_job_view` gives it a private
-  file-system view: its own job folder at ``/kws/job`` (the task copy and the output
-  folder; the only writable place besides its private ``/tmp``), its role's compiler cache
-  at ``/kws/cache``, a fresh ``/proc`` that lists only its own processes (with ``sys``,
-  ``sysrq-trigger``, ``irq`` and ``bus`` read-only, as bubblewrap does), and the folder of
-  every other job unmounted. :func:`drop_privileges` then drops every capability (bounding
-  set, ambient, effective/permitted/inheritable), locks the secure bits and sets
-  ``no_new_privs``, before any task code is imported.
+- the job's *init*: pid 1 of a fresh pid namespace, made by :class:`PidNamespaces` from a
+  small process (the *nursery*) that the server forks before it imports torch, so that
+  making it costs a fork of a few MB, not of the server's hundreds. It has a mount
+  namespace of its own without any job's or cache's folder, drops every capability and is
+  not dumpable (the job cannot read its memory, environment or ``/proc/1/root``), and does
+  nothing but reap: when it ends, the kernel kills every process left in that namespace (a
+  double-forked ``setsid`` daemon dies with it), and the server ends it when the job
+  process ends;
+- the *job process*: forked by the server itself into that pid namespace
+  (:meth:`PidNamespaces.fork_into`: ``setns`` on the server's pid-namespace-for-children,
+  the only heavy fork of a job), pid 2 there (not pid 1: the kernel ignores signals a pid
+  1 sends itself, so ``os.abort()`` or the file-size limit's ``SIGXFSZ`` would not end
+  it). It unshares its own mount, IPC, network and UTS namespaces, and
+  :func:`enter_job_view` gives it a private file-system view: its own job folder at
+  ``/kws/job`` (the task copy and the output folder; the only writable place besides its
+  private ``/tmp``), its role's compiler cache at ``/kws/cache``, a fresh ``/proc`` that
+  lists only its namespace's processes (with ``sys``, ``sysrq-trigger``, ``irq`` and
+  ``bus`` read-only, as bubblewrap does), and the folder of every other job unmounted.
+  :func:`drop_privileges` then drops every capability (bounding set, ambient,
+  effective/permitted/inheritable), locks the secure bits and sets ``no_new_privs``,
+  before any task code is imported. Its parent, the server, is outside its pid namespace
+  (``getppid()`` is 0 there): it cannot name, signal or trace it.
 
 A candidate job and a reference job therefore never share a writable file, a pid
 namespace (neither can see, signal or trace the other), SysV IPC, or a network namespace
 (abstract Unix sockets are per network namespace).
 
-All system calls go through :mod:`ctypes` (Python 3.11 has no ``os.unshare``).
-Errors raise :class:`OSError` naming the call.
+All system calls go through :mod:`ctypes` (Python 3.11 has no ``os.unshare`` or
+``os.setns``). Errors raise :class:`OSError` naming the call.
 """
 
 from __future__ import annotations
@@ -33,6 +42,8 @@ from __future__ import annotations
 import ctypes
 import os
 import re
+import select
+import signal
 
 CLONE_NEWNS = 0x00020000
 CLONE_NEWUTS = 0x04000000
@@ -40,6 +51,8 @@ CLONE_NEWIPC = 0x08000000
 CLONE_NEWPID = 0x20000000
 CLONE_NEWNET = 0x40000000
 JOB_NAMESPACES = CLONE_NEWPID | CLONE_NEWNS | CLONE_NEWIPC | CLONE_NEWNET | CLONE_NEWUTS
+#: what the job process unshares itself (its pid namespace comes from :class:`PidNamespaces`).
+JOB_OWN_NAMESPACES = JOB_NAMESPACES & ~CLONE_NEWPID
 
 MS_RDONLY = 1
 MS_NOSUID = 2
@@ -53,6 +66,7 @@ MS_PRIVATE = 1 << 18
 MNT_DETACH = 2
 
 PR_SET_PDEATHSIG = 1
+PR_SET_DUMPABLE = 4
 PR_CAPBSET_DROP = 24
 PR_SET_SECUREBITS = 28
 PR_SET_NO_NEW_PRIVS = 38
@@ -88,6 +102,7 @@ def libc() -> ctypes.CDLL:
         lib.mount.argtypes = [ctypes.c_char_p, ctypes.c_char_p, ctypes.c_char_p, ctypes.c_ulong, ctypes.c_void_p]
         lib.umount2.argtypes = [ctypes.c_char_p, ctypes.c_int]
         lib.unshare.argtypes = [ctypes.c_int]
+        lib.setns.argtypes = [ctypes.c_int, ctypes.c_int]
         lib.prctl.argtypes = [ctypes.c_int, ctypes.c_ulong, ctypes.c_ulong, ctypes.c_ulong, ctypes.c_ulong]
         lib.capset.argtypes = [ctypes.c_void_p, ctypes.c_void_p]
         _libc = lib
@@ -107,6 +122,16 @@ def unshare(flags: int) -> None:
         OSError: the kernel refused (the message names the call).
     """
     _check(libc().unshare(flags), f"unshare({flags:#x})")
+
+
+def setns(fd: int, nstype: int) -> None:
+    """``setns(2)``: join the namespace ``fd`` refers to (for ``CLONE_NEWPID``: the
+    namespace this process's next children are born in).
+
+    Raises:
+        OSError: the kernel refused (the message names the call).
+    """
+    _check(libc().setns(fd, nstype), f"setns({nstype:#x})")
 
 
 def mount(source: str | None, target: str, fstype: str | None, flags: int, data: str | None = None) -> None:
@@ -243,3 +268,135 @@ def capabilities() -> dict[str, str]:
                 k, _, v = line.partition(":")
                 out[k] = v.strip()
     return out
+
+
+def _init_of_namespace() -> None:
+    """pid 1 of a job's pid namespace (see the module docstring); never returns."""
+    try:
+        set_parent_death_signal(signal.SIGKILL)  # the nursery's end (the server's) ends it
+        unshare(CLONE_NEWNS)
+        mount(None, "/", None, MS_REC | MS_PRIVATE)
+        for root in (JOBS_ROOT, CACHES_ROOT):
+            try:
+                umount(root)
+            except OSError as e:
+                if e.errno not in (2, 22):  # ENOENT, EINVAL: no such folder, or not a mount point
+                    raise
+        prctl(PR_SET_DUMPABLE, 0)
+        drop_privileges()
+    except BaseException:  # noqa: BLE001  (no job may join a namespace whose init is not confined)
+        os._exit(120)
+    signal.signal(signal.SIGCHLD, signal.SIG_IGN)  # re-parented orphans are reaped by the kernel
+    while True:
+        signal.pause()
+
+
+def _nursery(req_r: int, rep_w: int) -> None:
+    """The nursery's loop: one byte on ``req_r`` asks for a pid namespace; it answers
+    ``I <pid>`` (its init, in the server's pid namespace) or ``E <why>`` on ``rep_w``;
+    never returns (exits when ``req_r`` closes: the server ended)."""
+    try:
+        set_parent_death_signal(signal.SIGKILL)
+    except OSError:
+        pass
+    signal.signal(signal.SIGCHLD, signal.SIG_IGN)  # inits are reaped by the kernel
+    devnull = os.open(os.devnull, os.O_RDWR)  # the server's pipes to the parent stay the server's
+    os.dup2(devnull, 0)
+    os.dup2(devnull, 1)
+    os.close(devnull)
+    own = os.open("/proc/self/ns/pid", os.O_RDONLY)
+    keep = {req_r, rep_w, own}
+    for name in os.listdir("/proc/self/fd"):
+        if name.isdigit() and int(name) > 2 and int(name) not in keep:
+            try:
+                os.close(int(name))
+            except OSError:
+                pass
+    while True:
+        try:
+            if not os.read(req_r, 1):
+                os._exit(0)
+        except InterruptedError:
+            continue
+        try:
+            setns(own, CLONE_NEWPID)  # back to this namespace, so that unshare may make a new one
+            unshare(CLONE_NEWPID)
+            pid = os.fork()
+            if pid == 0:
+                os.close(req_r)
+                os.close(rep_w)
+                os.close(own)
+                _init_of_namespace()
+            os.write(rep_w, f"I {pid}\n".encode())
+        except OSError as e:
+            os.write(rep_w, f"E {str(e)[:300]}\n".replace("\n", " ").encode() + b"\n")
+
+
+class PidNamespaces:
+    """Pid namespaces for jobs, each with a small confined init (module docstring).
+
+    Create it before the fork server imports anything large: it forks the nursery. Not
+    thread-safe (the fork server is single-threaded where it uses it).
+    """
+
+    #: seconds to wait for the nursery's answer.
+    TIMEOUT = 10.0
+
+    def __init__(self) -> None:
+        req_r, self._req = os.pipe()
+        self._rep, rep_w = os.pipe()
+        self._own = os.open("/proc/self/ns/pid", os.O_RDONLY)
+        pid = os.fork()
+        if pid == 0:
+            try:
+                os.close(self._req)
+                os.close(self._rep)
+                _nursery(req_r, rep_w)
+            finally:
+                os._exit(121)
+        os.close(req_r)
+        os.close(rep_w)
+        self.nursery = pid
+        self._buf = b""
+
+    def new(self) -> int:
+        """A new pid namespace: the pid of its init in this process's namespace.
+
+        Raises:
+            OSError: the nursery is gone, did not answer within :data:`TIMEOUT`, or the
+                kernel refused (its message).
+        """
+        os.write(self._req, b"n")
+        while b"\n" not in self._buf:
+            r, _, _ = select.select([self._rep], [], [], self.TIMEOUT)
+            chunk = os.read(self._rep, 256) if r else b""
+            if not chunk:
+                raise OSError(0, "the pid-namespace nursery did not answer" if not r else
+                              "the pid-namespace nursery is gone")
+            self._buf += chunk
+        line, self._buf = self._buf.split(b"\n", 1)
+        if line.startswith(b"I "):
+            return int(line[2:])
+        raise OSError(0, f"no pid namespace for the job: {line[2:].decode(errors='replace')}")
+
+    def fork_into(self, init: int) -> int:
+        """``os.fork()`` with the child born in the pid namespace of ``init`` (pid 2 or
+        later there); returns as :func:`os.fork` does. This process's own children are
+        born in its own namespace again afterwards.
+
+        Raises:
+            OSError: ``init`` is gone or ``setns`` was refused (nothing was forked).
+        """
+        fd = os.open(f"/proc/{init}/ns/pid", os.O_RDONLY)
+        try:
+            setns(fd, CLONE_NEWPID)
+        finally:
+            os.close(fd)
+        try:
+            pid = os.fork()
+        except BaseException:
+            setns(self._own, CLONE_NEWPID)
+            raise
+        if pid != 0:
+            setns(self._own, CLONE_NEWPID)
+        return pid
