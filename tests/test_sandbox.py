@@ -656,6 +656,43 @@ def test_a_daemon_dies_with_its_job(tmp_path, runner):
     assert _wait_gone(_pids_with(marker)) == []
 
 
+def _nurseries() -> list[int]:
+    """This test's fork servers' children that outlive a job: the pid-namespace nurseries."""
+    mine = _descendants(os.getpid())
+    servers = []
+    for p in _pids_with("workstation.harness.forkserver"):
+        try:
+            argv0 = Path(f"/proc/{p}/cmdline").read_bytes().split(b"\0")[0]
+        except OSError:
+            continue
+        if p in mine and not argv0.endswith(b"bwrap"):
+            servers.append(p)
+    out = []
+    for p in servers:
+        try:
+            ppid = int(Path(f"/proc/{p}/stat").read_bytes().rsplit(b")", 1)[1].split()[1])
+        except (OSError, IndexError, ValueError):
+            continue
+        if ppid in servers:
+            out.append(p)
+    return out
+
+
+def test_a_killed_nursery_is_replaced_and_jobs_stay_sandboxed(tmp_path):
+    d = make_task(tmp_path, "view", VIEW.format(queue=str(tmp_path), secret_file="/nonexistent",
+                                                 token="ghp_none", key="ssh-key-none"))
+    with Runner() as fresh:
+        first = run_checks(load_task(d), fresh, only=["correctness"], seeds=[0])
+        assert result(first, "correctness").status == "pass", _summaries(first, "correctness")
+        nurseries = _nurseries()
+        assert len(nurseries) == 1, nurseries
+        os.kill(nurseries[0], signal.SIGKILL)
+        assert _wait_gone(nurseries) == []
+        again = run_checks(load_task(d), fresh, only=["correctness"], seeds=[0])
+        assert result(again, "correctness").status == "pass", _summaries(again, "correctness")
+        assert len(_nurseries()) == 1
+
+
 WAIT_FOR_DAEMON = """for _ in range(600):
         if any(b'{marker}' in open(f'/proc/{{p}}/cmdline', 'rb').read() for p in os.listdir('/proc') if p.isdigit()):
             return x + y

@@ -573,9 +573,7 @@ def _start(req: dict) -> _Job:
         pid = os.fork()
     else:
         try:
-            if _PIDNS is None:
-                raise OSError(0, "no pid-namespace nursery")
-            init = _PIDNS.new()
+            init = _new_pid_namespace()
             pid = _PIDNS.fork_into(init)
         except OSError as e:
             problem = str(e)
@@ -601,6 +599,27 @@ def _start(req: dict) -> _Job:
         except OSError:
             pass
     return _Job(req["id"], pid, ctl_r, ack_w, int(req.get("steps") or 1), 0 if problem else init)
+
+
+def _new_pid_namespace() -> int:
+    """A pid namespace for the next job (its init's pid). A nursery that is gone (killed
+    from outside) is replaced once per request by a fork of the server: correct, but each
+    namespace then costs a fork of the large server.
+
+    Raises:
+        OSError: no namespace could be made.
+    """
+    global _PIDNS
+    from workstation.harness import jobns
+
+    if _PIDNS is None:
+        raise OSError(0, "no pid-namespace nursery")
+    try:
+        return _PIDNS.new()
+    except jobns.NurseryGone:
+        _PIDNS.close()
+        _PIDNS = jobns.PidNamespaces()
+        return _PIDNS.new()
 
 
 def _kill(j: _Job) -> None:

@@ -332,6 +332,10 @@ def _nursery(req_r: int, rep_w: int) -> None:
             os.write(rep_w, f"E {str(e)[:300]}\n".replace("\n", " ").encode() + b"\n")
 
 
+class NurseryGone(OSError):
+    """The nursery of :class:`PidNamespaces` has exited or closed its end."""
+
+
 class PidNamespaces:
     """Pid namespaces for jobs, each with a small confined init (module docstring).
 
@@ -366,13 +370,17 @@ class PidNamespaces:
             OSError: the nursery is gone, did not answer within :data:`TIMEOUT`, or the
                 kernel refused (its message).
         """
-        os.write(self._req, b"n")
+        try:
+            os.write(self._req, b"n")
+        except BrokenPipeError as e:
+            raise NurseryGone(0, "the pid-namespace nursery is gone") from e
         while b"\n" not in self._buf:
             r, _, _ = select.select([self._rep], [], [], self.TIMEOUT)
-            chunk = os.read(self._rep, 256) if r else b""
+            if not r:
+                raise OSError(0, f"the pid-namespace nursery did not answer within {self.TIMEOUT:g} s")
+            chunk = os.read(self._rep, 256)
             if not chunk:
-                raise OSError(0, "the pid-namespace nursery did not answer" if not r else
-                              "the pid-namespace nursery is gone")
+                raise NurseryGone(0, "the pid-namespace nursery is gone")
             self._buf += chunk
         line, self._buf = self._buf.split(b"\n", 1)
         if line.startswith(b"I "):
@@ -400,3 +408,15 @@ class PidNamespaces:
         if pid != 0:
             setns(self._own, CLONE_NEWPID)
         return pid
+
+    def close(self) -> None:
+        """Close the pipes (the nursery exits) and reap the nursery."""
+        for fd in (self._req, self._rep, self._own):
+            try:
+                os.close(fd)
+            except OSError:
+                pass
+        try:
+            os.waitpid(self.nursery, 0)
+        except ChildProcessError:
+            pass
