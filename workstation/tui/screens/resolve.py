@@ -4,19 +4,14 @@ from __future__ import annotations
 
 from typing import Any
 
-from textual.app import ComposeResult
-from textual.binding import Binding
-from textual.containers import Vertical
-from textual.screen import ModalScreen
-from textual.widgets import Static, TextArea
-
 from workstation.review.services import DisputeSummary
+from workstation.tui.screens.record_form import RecordForm, form_bindings
 from workstation.tui.widgets.resolve_fields import ResolveFields
 
 __all__ = ["ResolveScreen"]
 
 
-class ResolveScreen(ModalScreen[Any]):
+class ResolveScreen(RecordForm):
     """Resolve one of the task's open disputes (:class:`DisputeSummary`, oldest first):
     ``1``-``3`` pick the outcome (upheld, overturned, amended; for amended, the values of
     the disputed fields with ``1``-``9``), write the rationale, ``ctrl+s`` commits,
@@ -24,11 +19,7 @@ class ResolveScreen(ModalScreen[Any]):
 
     Dismissed with ``(dispute, outcome, fields, rationale)`` or None."""
 
-    BINDINGS = [
-        Binding("escape", "cancel", "Cancel"),
-        Binding("ctrl+s", "submit", "Commit resolution"),
-        Binding("ctrl+n", "next_dispute", "Other dispute"),
-    ]
+    BINDINGS = form_bindings("Commit resolution", "Other dispute")
     DEFAULT_CSS = """
     ResolveScreen { align: center middle; }
     ResolveScreen > Vertical { width: 95%; max-width: 110; height: auto; max-height: 95%;
@@ -36,54 +27,36 @@ class ResolveScreen(ModalScreen[Any]):
     ResolveScreen TextArea { height: 5; }
     ResolveScreen #resolve-head, ResolveScreen #resolve-status { height: auto; }
     """
+    PREFIX = "resolve"
+    RATIONALE_LABEL = "Rationale (required; cite both sides):"
+    KEYS = "1-3 outcome · ↑/↓ row · Enter next · ctrl+s commit · ctrl+n other dispute · Esc cancel"
 
     def __init__(self, task_id: str, disputes: list[DisputeSummary], rubric: Any) -> None:
-        super().__init__()
-        self.task_id = task_id
-        self.disputes = list(disputes)
-        self.rubric = rubric
-        self.di = 0
+        super().__init__(task_id, list(disputes), rubric)
 
-    def compose(self) -> ComposeResult:
-        with Vertical() as v:
-            v.border_title = f"Resolve a dispute on {self.task_id}"
-            yield Static("", id="resolve-head", markup=False)
-            yield ResolveFields(self.rubric, self.disputes[0])
-            yield Static("Rationale (required; cite both sides):", markup=False)
-            yield TextArea(id="resolve-rationale", soft_wrap=True)
-            yield Static("1-3 outcome · ↑/↓ row · Enter next · ctrl+s commit · ctrl+n other dispute · Esc cancel",
-                         id="resolve-status", markup=False)
+    def make_form(self, item: DisputeSummary) -> ResolveFields:
+        return ResolveFields(self.rubric, item)
 
-    def on_mount(self) -> None:
-        self._head()
-        self.query_one(ResolveFields).focus()
+    def form_title(self) -> str:
+        return f"Resolve a dispute on {self.task_id}"
 
-    def _head(self) -> None:
-        d = self.disputes[self.di]
-        self.query_one("#resolve-head", Static).update(
-            f"dispute {d.dispute_id[:8]} by {d.disputer} at {d.timestamp:%Y-%m-%d %H:%M}Z of verdict "
-            f"{d.verdict_id[:8]} by {d.verdict_reviewer}  ({self.di + 1}/{len(self.disputes)})\n"
-            f"disputer's rationale: {d.rationale}")
+    def head(self, d: DisputeSummary) -> str:
+        return (f"dispute {d.dispute_id[:8]} by {d.disputer} at {d.timestamp:%Y-%m-%d %H:%M}Z of verdict "
+                f"{d.verdict_id[:8]} by {d.verdict_reviewer}  ({self.index + 1}/{len(self.items)})\n"
+                f"disputer's rationale: {d.rationale}")
 
-    def action_next_dispute(self) -> None:
-        self.di = (self.di + 1) % len(self.disputes)
-        self.query_one(ResolveFields).set_dispute(self.disputes[self.di])
-        self._head()
+    def show_item(self, form: ResolveFields, item: DisputeSummary) -> None:
+        form.set_dispute(item)
 
-    def action_cancel(self) -> None:
-        self.dismiss(None)
-
-    def action_submit(self) -> None:
-        form = self.query_one(ResolveFields)
-        rationale = self.query_one("#resolve-rationale", TextArea).text
-        problems = []
+    def problems(self, form: ResolveFields, rationale: str) -> list[str]:
+        out = []
         if form.outcome is None:
-            problems.append("pick an outcome (1 upheld, 2 overturned, 3 amended)")
+            out.append("pick an outcome (1 upheld, 2 overturned, 3 amended)")
         elif form.outcome == "amended" and not form.values:
-            problems.append("amended: pick your value for at least one disputed field")
+            out.append("amended: pick your value for at least one disputed field")
         if not rationale.strip():
-            problems.append("a resolution needs a rationale")
-        if problems:
-            self.query_one("#resolve-status", Static).update("; ".join(problems))
-            return
-        self.dismiss((self.disputes[self.di], form.outcome, dict(form.values), rationale))
+            out.append("a resolution needs a rationale")
+        return out
+
+    def result(self, form: ResolveFields, item: DisputeSummary, rationale: str) -> Any:
+        return (item, form.outcome, dict(form.values), rationale)
