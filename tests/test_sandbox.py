@@ -656,9 +656,9 @@ def test_a_daemon_dies_with_its_job(tmp_path, runner):
     assert _wait_gone(_pids_with(marker)) == []
 
 
-def _nurseries() -> list[int]:
-    """This test's fork servers' children that outlive a job: the pid-namespace nurseries."""
-    mine = _descendants(os.getpid())
+def _nurseries(runner: Runner) -> list[int]:
+    """The children of ``runner``'s fork server that outlive a job: its pid-namespace nursery."""
+    mine = _descendants(runner.server_pid or -1)
     servers = []
     for p in _pids_with("workstation.harness.forkserver"):
         try:
@@ -684,13 +684,13 @@ def test_a_killed_nursery_is_replaced_and_jobs_stay_sandboxed(tmp_path):
     with Runner() as fresh:
         first = run_checks(load_task(d), fresh, only=["correctness"], seeds=[0])
         assert result(first, "correctness").status == "pass", _summaries(first, "correctness")
-        nurseries = _nurseries()
+        nurseries = _nurseries(fresh)
         assert len(nurseries) == 1, nurseries
         os.kill(nurseries[0], signal.SIGKILL)
         assert _wait_gone(nurseries) == []
         again = run_checks(load_task(d), fresh, only=["correctness"], seeds=[0])
         assert result(again, "correctness").status == "pass", _summaries(again, "correctness")
-        assert len(_nurseries()) == 1
+        assert len(_nurseries(fresh)) == 1
 
 
 WAIT_FOR_DAEMON = """for _ in range(600):

@@ -329,6 +329,14 @@ class Runner:
         assert self._device is not None
         return self._device
 
+    @property
+    def server_pid(self) -> int | None:
+        """The host pid of the fork server's outermost process (``bwrap``, or the server
+        itself without the sandbox); None before it started or after it ended. For
+        diagnostics and tests: every job is its descendant."""
+        p = self._proc
+        return p.pid if p is not None and p.poll() is None else None
+
     def _command(self) -> tuple[list[str], dict[str, str], list[str]]:
         """The fork server's command line, environment and isolation notes."""
         pkg = Path(__file__).resolve().parents[1]
