@@ -200,6 +200,17 @@ def _private_tmp() -> None:
     mount(TMP_STAGING, "/tmp", None, MS_MOVE)
 
 
+def _unmount_all_jobs() -> None:
+    """Detach :data:`JOBS_ROOT` and :data:`CACHES_ROOT` (every job's folder and cache) from
+    this mount namespace; a root that is not there or not a mount point is fine."""
+    for root in (JOBS_ROOT, CACHES_ROOT):
+        try:
+            umount(root)
+        except OSError as e:
+            if e.errno not in (2, 22):  # ENOENT, EINVAL: no such folder, or not a mount point
+                raise
+
+
 def enter_job_view(job_folder: str, cache_folder: str | None) -> None:
     """In the job process (pid 1 of a fresh pid namespace, in a fresh mount namespace):
     make the mount tree private, bind ``job_folder`` at :data:`JOB_MOUNT` and
@@ -213,12 +224,7 @@ def enter_job_view(job_folder: str, cache_folder: str | None) -> None:
     mount(job_folder, JOB_MOUNT, None, MS_BIND | MS_REC)
     if cache_folder:
         mount(cache_folder, CACHE_MOUNT, None, MS_BIND | MS_REC)
-    for root in (JOBS_ROOT, CACHES_ROOT):
-        try:
-            umount(root)
-        except OSError as e:
-            if e.errno not in (2, 22):  # ENOENT, EINVAL: no such folder, or not a mount point
-                raise
+    _unmount_all_jobs()
     _private_tmp()
     mount("proc", "/proc", "proc", MS_NOSUID | MS_NODEV | MS_NOEXEC)
     for name in PROC_READONLY:
@@ -276,12 +282,7 @@ def _init_of_namespace() -> None:
         set_parent_death_signal(signal.SIGKILL)  # the nursery's end (the server's) ends it
         unshare(CLONE_NEWNS)
         mount(None, "/", None, MS_REC | MS_PRIVATE)
-        for root in (JOBS_ROOT, CACHES_ROOT):
-            try:
-                umount(root)
-            except OSError as e:
-                if e.errno not in (2, 22):  # ENOENT, EINVAL: no such folder, or not a mount point
-                    raise
+        _unmount_all_jobs()
         prctl(PR_SET_DUMPABLE, 0)
         drop_privileges()
     except BaseException:  # noqa: BLE001  (no job may join a namespace whose init is not confined)
