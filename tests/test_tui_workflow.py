@@ -280,8 +280,12 @@ async def test_reserve_release_sync_calibration_and_report_from_the_queue(tmp_pa
         assert table.current.id == "relu-unwritten"
         await pilot.press("u")
         await wait_for(pilot, lambda: not app.row("relu-unwritten").reserved_by, what="the release")
+        # the release pushes too; its outcome comes after the row changes (later under load)
+        await wait_for(pilot, lambda: app.last_outcome is not None and "released" in app.last_outcome.text,
+                       what="the release's outcome")
+        released = app.last_outcome
         await pilot.press("f6")
-        await wait_for(pilot, lambda: app.last_outcome is not None and "sync:" in app.last_outcome.text,
+        await wait_for(pilot, lambda: app.last_outcome is not released and "sync:" in app.last_outcome.text,
                        what="the sync outcome")
         assert "up to date" in app.last_outcome.text
         await pilot.press("f7")
