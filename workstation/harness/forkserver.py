@@ -112,29 +112,6 @@ def _emit(msg: dict) -> None:
     sys.stdout.flush()
 
 
-def _close_fds(keep: set[int]) -> None:
-    """Close every inherited descriptor >= 3 except ``keep``."""
-    try:
-        fds = sorted(int(n) for n in os.listdir("/proc/self/fd"))
-    except OSError:
-        fds = list(range(3, 1024))
-    for fd in fds:
-        if fd >= 3 and fd not in keep:
-            try:
-                os.close(fd)
-            except OSError:
-                pass
-
-
-def _detach_stdio() -> None:
-    """Point stdin and stdout at /dev/null: the server's pipes to the parent must never
-    reach a job (stderr stays the server's log until the job redirects it)."""
-    devnull = os.open(os.devnull, os.O_RDWR)
-    os.dup2(devnull, 0)
-    os.dup2(devnull, 1)
-    os.close(devnull)
-
-
 def _apply_limits(limits: dict[str, Any]) -> None:
     """Resource limits of a job: each one is ``min(kws's value, the inherited hard
     limit)``, so an inherited ``ulimit`` lower than kws's still holds and never makes
@@ -226,8 +203,8 @@ def _namespaced_child(req: dict, ctl_w: int, ack_r: int) -> None:
         if os.getppid() != 0:  # re-parented to the init: the server ended before the line above
             os._exit(111)
         jobns.unshare(jobns.JOB_OWN_NAMESPACES)
-        _close_fds({ctl_w, ack_r})
-        _detach_stdio()
+        jobns.close_fds({ctl_w, ack_r})
+        jobns.detach_stdio()
         jobns.enter_job_view(req["jobdir"], req.get("cache"))
         jobns.drop_privileges()
     except BaseException as e:  # noqa: BLE001  (the job must not run task code unconfined)
@@ -247,8 +224,8 @@ def _plain_child(req: dict, ctl_w: int, ack_r: int) -> None:
         jobns.set_parent_death_signal(signal.SIGKILL)
     except OSError:
         pass
-    _close_fds({ctl_w, ack_r})
-    _detach_stdio()
+    jobns.close_fds({ctl_w, ack_r})
+    jobns.detach_stdio()
     _run_in_job(req, (ctl_w, ack_r))
 
 

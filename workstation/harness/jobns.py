@@ -276,6 +276,29 @@ def capabilities() -> dict[str, str]:
     return out
 
 
+def close_fds(keep: set[int]) -> None:
+    """Close every inherited descriptor >= 3 except ``keep``."""
+    try:
+        fds = sorted(int(n) for n in os.listdir("/proc/self/fd"))
+    except OSError:
+        fds = list(range(3, 1024))
+    for fd in fds:
+        if fd >= 3 and fd not in keep:
+            try:
+                os.close(fd)
+            except OSError:
+                pass
+
+
+def detach_stdio() -> None:
+    """Point stdin and stdout at /dev/null: the server's pipes to the parent must never
+    reach a job (stderr stays the server's log until the job redirects it)."""
+    devnull = os.open(os.devnull, os.O_RDWR)
+    os.dup2(devnull, 0)
+    os.dup2(devnull, 1)
+    os.close(devnull)
+
+
 def _init_of_namespace() -> None:
     """pid 1 of a job's pid namespace (see the module docstring); never returns."""
     try:
@@ -301,18 +324,9 @@ def _nursery(req_r: int, rep_w: int) -> None:
     except OSError:
         pass
     signal.signal(signal.SIGCHLD, signal.SIG_IGN)  # inits are reaped by the kernel
-    devnull = os.open(os.devnull, os.O_RDWR)  # the server's pipes to the parent stay the server's
-    os.dup2(devnull, 0)
-    os.dup2(devnull, 1)
-    os.close(devnull)
+    detach_stdio()  # the server's pipes to the parent stay the server's
     own = os.open("/proc/self/ns/pid", os.O_RDONLY)
-    keep = {req_r, rep_w, own}
-    for name in os.listdir("/proc/self/fd"):
-        if name.isdigit() and int(name) > 2 and int(name) not in keep:
-            try:
-                os.close(int(name))
-            except OSError:
-                pass
+    close_fds({req_r, rep_w, own})
     while True:
         try:
             if not os.read(req_r, 1):
