@@ -8,6 +8,8 @@ from __future__ import annotations
 
 import os
 import textwrap
+import time
+from collections.abc import Callable
 from pathlib import Path
 
 ADD_INPUTS = """\
@@ -108,7 +110,7 @@ def add(x, y):
 '''
 
 
-def marked_processes(marker: str) -> list[str]:
+def marked_processes(marker: str) -> list[int]:
     """Pids of live processes whose command line holds ``marker`` (from ``/proc``)."""
     out = []
     for p in os.listdir("/proc"):
@@ -116,7 +118,19 @@ def marked_processes(marker: str) -> list[str]:
             try:
                 with open(f"/proc/{p}/cmdline", "rb") as f:
                     if marker.encode() in f.read():
-                        out.append(p)
+                        out.append(int(p))
             except OSError:
                 pass
     return out
+
+
+def wait_until(done: Callable[[], object], seconds: float = 5.0, every: float = 0.1) -> bool:
+    """Ask ``done`` every ``every`` s until it answers truthy or ``seconds`` have passed;
+    True when it did. For what the system does after a call returns (a killed tree ending)."""
+    deadline = time.monotonic() + seconds
+    while True:
+        if done():
+            return True
+        if time.monotonic() >= deadline:
+            return False
+        time.sleep(every)

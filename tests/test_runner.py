@@ -5,12 +5,11 @@ from __future__ import annotations
 import json
 import subprocess
 import sys
-import time
 
 import pytest
 
 from tests.conftest import REPO
-from tests.hostile import marked_processes
+from tests.hostile import marked_processes, wait_until
 from workstation.engine.run import run_checks
 from workstation.runner import Runner
 from workstation.task.format import load_task
@@ -83,12 +82,7 @@ def test_process_group_is_killed_at_the_limit(task_factory, runner, monkeypatch)
     monkeypatch.setenv("KWS_STEP_TIMEOUT", "2")
     res = run_checks(load_task(task_factory(src)), runner, only=["correctness"], seeds=[0])
     assert res.results[0].findings[0].evidence["failure_class"] == "timeout"
-    for _ in range(50):
-        alive = marked_processes(marker)
-        if not alive:
-            break
-        time.sleep(0.1)
-    else:
+    if not wait_until(lambda: not marked_processes(marker)):
         pytest.fail("the candidate's grandchild survived the kill")
 
 

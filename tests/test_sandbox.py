@@ -20,7 +20,6 @@ import signal
 import subprocess
 import sys
 import textwrap
-import time
 import uuid
 import zipfile
 from pathlib import Path
@@ -29,7 +28,7 @@ import numpy as np
 import pytest
 
 from tests.conftest import REPO
-from tests.hostile import findings, make_task, result
+from tests.hostile import findings, make_task, marked_processes, result, wait_until
 from workstation.engine.report import exit_code, to_json_dict
 from workstation.engine.run import run_checks
 from workstation.protocol.wire import (
@@ -57,19 +56,6 @@ def _kws(*args: str, env: dict[str, str] | None = None, timeout: float = 240,
         cmd = ["/bin/sh", "-c", f'{preexec}; exec "$@"', "kws", *cmd]
     return subprocess.run(cmd, capture_output=True, text=True, timeout=timeout, cwd=REPO,
                           env={**os.environ, **(env or {})})
-
-
-def _pids_with(marker: str) -> list[int]:
-    """Host processes whose command line holds ``marker``."""
-    out = []
-    for name in os.listdir("/proc"):
-        if name.isdigit():
-            try:
-                if marker.encode() in Path(f"/proc/{name}/cmdline").read_bytes():
-                    out.append(int(name))
-            except OSError:
-                pass
-    return out
 
 
 def _descendants(pid: int) -> set[int]:
@@ -103,11 +89,7 @@ def _alive(pids: set[int] | list[int]) -> list[int]:
 
 
 def _wait_gone(pids: set[int] | list[int], seconds: float = 5.0) -> list[int]:
-    deadline = time.monotonic() + seconds
-    while time.monotonic() < deadline:
-        if not _alive(pids):
-            return []
-        time.sleep(0.1)
+    wait_until(lambda: not _alive(pids), seconds)
     return _alive(pids)
 
 
@@ -653,14 +635,14 @@ def test_a_daemon_dies_with_its_job(tmp_path, runner):
     d = make_task(tmp_path, "daemon", DAEMON.format(marker=marker, tail="time.sleep(1)\n    return x + y"))
     res = run_checks(load_task(d), runner, only=["correctness"], seeds=[0])
     assert result(res, "correctness").status == "pass"
-    assert _wait_gone(_pids_with(marker)) == []
+    assert _wait_gone(marked_processes(marker)) == []
 
 
 def _nurseries(runner: Runner) -> list[int]:
     """The children of ``runner``'s fork server that outlive a job: its pid-namespace nursery."""
     mine = _descendants(runner.server_pid or -1)
     servers = []
-    for p in _pids_with("workstation.harness.forkserver"):
+    for p in marked_processes("workstation.harness.forkserver"):
         try:
             argv0 = Path(f"/proc/{p}/cmdline").read_bytes().split(b"\0")[0]
         except OSError:
@@ -711,16 +693,14 @@ def test_nothing_of_a_run_survives_kws(tmp_path, how):
     try:
         if how == "exit":
             assert p.wait(timeout=240) == 0  # the candidate saw its daemon running, then returned
-            assert _wait_gone(_pids_with(marker)) == []
+            assert _wait_gone(marked_processes(marker)) == []
             return
-        deadline = time.monotonic() + 180
-        while not _pids_with(marker) and time.monotonic() < deadline and p.poll() is None:
-            time.sleep(0.2)
-        assert _pids_with(marker), "the daemon never started"
+        wait_until(lambda: marked_processes(marker) or p.poll() is not None, seconds=180, every=0.2)
+        assert marked_processes(marker), "the daemon never started"
         tree = _descendants(p.pid)
         p.send_signal(signal.SIGKILL)
         p.wait(timeout=120)
-        assert _wait_gone(tree | set(_pids_with(marker))) == []
+        assert _wait_gone(tree | set(marked_processes(marker))) == []
     finally:
         if p.poll() is None:
             p.kill()
@@ -744,14 +724,12 @@ def test_the_check_server_dies_with_the_app(tmp_path):
     app = subprocess.Popen([sys.executable, "-c", APP, str(d)], cwd=REPO, stdout=subprocess.PIPE, text=True,
                            env={**os.environ, "KWS_STEP_TIMEOUT": "120"})
     try:
-        deadline = time.monotonic() + 180
-        while not _pids_with(marker) and time.monotonic() < deadline and app.poll() is None:
-            time.sleep(0.2)
-        assert _pids_with(marker), "the daemon never started"
+        wait_until(lambda: marked_processes(marker) or app.poll() is not None, seconds=180, every=0.2)
+        assert marked_processes(marker), "the daemon never started"
         tree = _descendants(app.pid)
         app.kill()
         app.wait()
-        assert _wait_gone(tree | set(_pids_with(marker))) == []
+        assert _wait_gone(tree | set(marked_processes(marker))) == []
     finally:
         if app.poll() is None:
             app.kill()

@@ -17,7 +17,7 @@ import psutil
 import pytest
 
 from tests.conftest import write_task
-from tests.hostile import HANGING_CANDIDATE, marked_processes
+from tests.hostile import HANGING_CANDIDATE, marked_processes, wait_until
 from tests.recordkit import ALICE, BOB, isolate, make_remote, set_repo_identity
 from tests.screenkit import CHEAP, ENV, FakeBackend, sample_queue_repo
 from workstation.review.queueview import (
@@ -456,11 +456,8 @@ def test_a_hung_task_is_stopped_at_the_limit_and_nothing_is_left_running(env):
     assert code == 0, err
     (res,) = out["screened"]
     assert res["outcome"] == "timeout" and "20 s" in res["message"], res
-    for _ in range(50):  # nothing of the run survives 5 s after kws screen exits
-        if not marked_processes(marker):
-            break
-        time.sleep(0.1)
-    assert not marked_processes(marker)
+    # nothing of the run survives 5 s after kws screen exits
+    assert wait_until(lambda: not marked_processes(marker)), marked_processes(marker)
     assert read_index(repo).by_tree[task_trees(repo)["hangs"]][0].outcome == "timeout"
 
 
@@ -500,20 +497,15 @@ def test_ctrl_c_stops_cleanly_and_keeps_what_finished(env):
     finished = {r["task"] for r in doc["screened"]}
     stored = {r.task for rs in read_index(repo).by_tree.values() for r in rs}
     assert stored == finished and 1 <= len(stored) <= len(CHEAP) and "zz-hangs" not in stored
-    for _ in range(50):  # the hung candidate's processes end with the run
-        if not marked_processes(marker):
-            break
-        time.sleep(0.1)
-    assert not marked_processes(marker)
+    # the hung candidate's processes end with the run
+    assert wait_until(lambda: not marked_processes(marker)), marked_processes(marker)
+
     def left() -> list[psutil.Process]:
         return [q for q in psutil.process_iter(["cmdline"])
                 if any("kws-screen-" in a for a in (q.info["cmdline"] or [])) and _alive(q.pid)]
 
-    for _ in range(50):  # nothing of the run survives 5 s after kws screen exits
-        if not left():
-            break
-        time.sleep(0.1)
-    assert not left(), left()
+    # nothing of the run survives 5 s after kws screen exits
+    assert wait_until(lambda: not left()), left()
     # the next screen picks up what was not finished
     from workstation.screen.local import LocalPool
 

@@ -27,7 +27,7 @@ import git
 import pytest
 
 from tests.conftest import write_task
-from tests.hostile import HANGING_CANDIDATE, marked_processes
+from tests.hostile import HANGING_CANDIDATE, marked_processes, wait_until
 from tests.recordkit import ALICE, isolate, set_repo_identity
 from tests.screenkit import sample_queue_repo
 from workstation.screen.keys import task_trees
@@ -152,10 +152,7 @@ def test_a_hung_run_is_force_cancelled_and_leaves_nothing_running(cluster, env):
         backend.close()
     (res,) = run.results
     assert res.outcome == "timeout" and "force-cancelled" in res.message, res
-    deadline = time.monotonic() + 30
-    while time.monotonic() < deadline and marked_processes(marker):
-        time.sleep(0.2)
-    assert not marked_processes(marker)
+    assert wait_until(lambda: not marked_processes(marker), seconds=30, every=0.2), marked_processes(marker)
 
 
 def _has_descendant(pid: int, needle: str) -> bool:

@@ -40,6 +40,7 @@ All system calls go through :mod:`ctypes` (Python 3.11 has no ``os.unshare`` or
 from __future__ import annotations
 
 import ctypes
+import errno
 import os
 import re
 import select
@@ -207,7 +208,7 @@ def _unmount_all_jobs() -> None:
         try:
             umount(root)
         except OSError as e:
-            if e.errno not in (2, 22):  # ENOENT, EINVAL: no such folder, or not a mount point
+            if e.errno not in (errno.ENOENT, errno.EINVAL):  # no such folder, or not a mount point
                 raise
 
 
@@ -255,7 +256,7 @@ def drop_privileges() -> None:
         last = 63
     for cap in range(last + 1):
         rc = libc().prctl(PR_CAPBSET_DROP, cap, 0, 0, 0)
-        if rc != 0 and ctypes.get_errno() != 22:  # EINVAL: a capability this kernel lacks
+        if rc != 0 and ctypes.get_errno() != errno.EINVAL:  # a capability this kernel lacks
             _check(rc, f"prctl(PR_CAPBSET_DROP, {cap})")
     _check(libc().prctl(PR_CAP_AMBIENT, PR_CAP_AMBIENT_CLEAR_ALL, 0, 0, 0), "prctl(PR_CAP_AMBIENT_CLEAR_ALL)")
     _check(libc().prctl(PR_SET_SECUREBITS, SECURE_BITS, 0, 0, 0), "prctl(PR_SET_SECUREBITS)")
