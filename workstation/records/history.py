@@ -16,7 +16,7 @@ import git
 from workstation.records.model import Dispute, Resolution, Verdict
 from workstation.records.parse import load_records
 from workstation.records.state import RecordSet
-from workstation.repo.gitqueue import TaskVersion, harden, task_version
+from workstation.repo.gitqueue import TaskVersion, git_text, harden, task_version
 from workstation.schema.problem import Problem
 
 __all__ = ["History", "HistoryEntry", "format_history", "task_history", "tree_changes"]
@@ -68,7 +68,7 @@ def tree_changes(repo: git.Repo, a: str, b: str) -> tuple[str, ...] | None:
     if a == b:
         return ()
     try:
-        out = repo.git.diff_tree("-r", "--name-status", "--no-renames", a, b)
+        out = git_text(repo, "diff-tree", "-r", "--name-status", "--no-renames", a, b)
     except git.GitCommandError:
         return None
     rows = []

@@ -14,9 +14,10 @@ initial commit, using the user's git identity or, where none is set, the fallbac
 Records (verdicts, disputes, ...) are committed with the **reviewer's** identity
 (:func:`reviewer_identity`), never the fallback: a verdict must say who made it.
 
-**Every git command kws runs goes through** :func:`harden` (applied by :func:`open_queue`
-and by every records function that receives a repository): the repository's own hooks
-and the programs its configuration names never run. A queue's ``.git/`` can be written by
+**Every git command kws runs goes through** :func:`run_git` (or :func:`git_result`, the
+same command with its exit status and stderr), which applies :func:`harden`: the
+repository's own hooks and the programs its configuration names never run.
+``tests/test_git_one_way.py`` fails when any other module runs git another way. A queue's ``.git/`` can be written by
 anyone who could write the work tree (task code runs as the reviewer's user), so its
 configuration is not trusted: see :func:`safe_environment` for the list. The user's own
 environment and global configuration are trusted (their SSH command, credential helpers).
@@ -24,10 +25,13 @@ environment and global configuration are trusted (their SSH command, credential 
 
 from __future__ import annotations
 
+import contextlib
 import os
 import re
 import shutil
+import subprocess
 import tempfile
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -49,12 +53,15 @@ __all__ = [
     "default_queue_path",
     "ensure_default_queue",
     "git_env",
+    "git_result",
+    "git_text",
     "harden",
     "detached_advice",
     "head_branch",
     "open_queue",
     "resolve_queue",
     "reviewer_identity",
+    "run_git",
     "safe_environment",
     "sample_queue_source",
     "state_dir",
@@ -152,9 +159,8 @@ def sample_queue_source() -> Path:
 
 
 def _git_config_get(key: str, repo: git.Repo | None) -> str | None:
-    g = repo.git if repo is not None else git.Git()
     try:
-        val = g.config("--get", key)
+        val = git_text(repo, "config", "--get", key)
     except git.GitCommandError:
         return None
     return val.strip() or None
@@ -235,15 +241,13 @@ _GPG_DEFAULTS = {"gpg.program": "gpg", "gpg.openpgp.program": "gpg", "gpg.x509.p
 
 
 def _config_list(args: list[str], cwd: str | None = None) -> list[tuple[str, str]]:
-    """``git config <args> --null --list`` as (key, value) pairs; [] when git refuses."""
-    import subprocess
-
-    env = {k: v for k, v in os.environ.items()
-           if not k.startswith(("GIT_CONFIG_KEY_", "GIT_CONFIG_VALUE_")) and k not in ("GIT_CONFIG_COUNT", "GIT_CONFIG_PARAMETERS")}
+    """``git config <args> --null --list`` as (key, value) pairs, without the command-line
+    settings of the caller's environment (``GIT_CONFIG_COUNT`` / ``GIT_CONFIG_PARAMETERS``
+    emptied); [] when git refuses."""
     try:
-        out = subprocess.run(["git", "config", *args, "--null", "--list"], cwd=cwd, env=env,
-                             capture_output=True, timeout=30).stdout
-    except (OSError, subprocess.SubprocessError):
+        out = run_git(None, "config", *args, "--null", "--list", cwd=cwd, check=False, timeout=30,
+                      env={"GIT_CONFIG_COUNT": "0", "GIT_CONFIG_PARAMETERS": ""})
+    except git.CommandError:  # no git at all
         return []
     pairs = []
     for item in out.decode("utf-8", "replace").split("\0"):
@@ -353,6 +357,85 @@ def harden(repo: git.Repo) -> git.Repo:
 
 
 # --------------------------------------------------------------------------------------------
+# the one way kws runs git
+
+
+def git_result(
+    repo: git.Repo | None,
+    *args: str,
+    input: bytes | None = None,
+    env: Mapping[str, str] | None = None,
+    timeout: float | None = 300.0,
+    cwd: str | os.PathLike[str] | None = None,
+) -> subprocess.CompletedProcess[bytes]:
+    """Run ``git <args>`` and return the completed process (exit status, stdout and stderr
+    as bytes) whatever the exit status. The one place kws starts git.
+
+    In ``repo`` (its work tree; its git dir for a bare one), through GitPython's
+    ``Git.execute`` with the hardened environment (:func:`harden`: the caller's environment,
+    ``LC_ALL=C``, :func:`safe_environment`, then ``env``). ``repo`` None: outside any
+    repository kws opened (``git init``, the user's global and system configuration), in
+    ``cwd`` (default: the current folder) with the caller's environment and ``env``.
+
+    ``input`` is written to git's stdin (from a temporary file: GitPython passes stdin to
+    ``Popen`` as a file). A git still running after ``timeout`` seconds (None: no limit) is
+    killed with its children (``SIGKILL``); its exit status is then negative and stderr
+    says ``Timeout: ... did not complete in <timeout> secs``.
+
+    Raises:
+        git.GitCommandNotFound: there is no ``git`` executable.
+    """
+    runner = harden(repo).git if repo is not None else git.Git(cwd)
+    cmd = [runner.GIT_PYTHON_GIT_EXECUTABLE or "git", *args]
+    with contextlib.ExitStack() as stack:
+        stdin = None
+        if input is not None:
+            stdin = stack.enter_context(tempfile.TemporaryFile())
+            stdin.write(input)
+            stdin.seek(0)
+        status, out, err = runner.execute(
+            cmd, istream=stdin, env=dict(env) if env else None, with_extended_output=True,
+            with_exceptions=False, stdout_as_string=False, strip_newline_in_stdout=False,
+            kill_after_timeout=timeout)
+    return subprocess.CompletedProcess(cmd, status, out or b"", os.fsencode(err))
+
+
+def run_git(
+    repo: git.Repo | None,
+    *args: str,
+    input: bytes | None = None,
+    env: Mapping[str, str] | None = None,
+    check: bool = True,
+    timeout: float | None = 300.0,
+    cwd: str | os.PathLike[str] | None = None,
+) -> bytes:
+    """Run ``git <args>`` like :func:`git_result` (hardened, in ``repo``); returns stdout.
+
+    Raises:
+        git.GitCommandError: git exited non-zero (with ``check``; ``stderr`` and ``stdout``
+            are kept on the exception), or did not finish in ``timeout`` seconds (it was
+            killed; the exit status is negative).
+        git.GitCommandNotFound: there is no ``git`` executable.
+    """
+    proc = git_result(repo, *args, input=input, env=env, timeout=timeout, cwd=cwd)
+    if check and proc.returncode != 0:
+        raise git.GitCommandError(proc.args, proc.returncode, proc.stderr, proc.stdout)
+    return proc.stdout
+
+
+def git_text(repo: git.Repo | None, *args: str, env: Mapping[str, str] | None = None,
+             timeout: float | None = 300.0) -> str:
+    """:func:`run_git`'s stdout as text (UTF-8; undecodable bytes kept as surrogates, as
+    :func:`os.fsdecode` does), one trailing newline removed.
+
+    Raises:
+        git.GitCommandError: as :func:`run_git`.
+    """
+    out = run_git(repo, *args, env=env, timeout=timeout).decode("utf-8", "surrogateescape")
+    return out[:-1] if out.endswith("\n") else out
+
+
+# --------------------------------------------------------------------------------------------
 # opening a queue
 
 
@@ -408,7 +491,7 @@ def detached_advice(repo: git.Repo) -> str:
     wt = repo.working_tree_dir
     gd = Path(repo.git_dir)
     try:
-        head = repo.git.log("-1", "--format=%h %s").strip()
+        head = git_text(repo, "log", "-1", "--format=%h %s").strip()
     except git.GitCommandError:
         head = "an unknown commit"
     for name in ("rebase-merge", "rebase-apply"):
@@ -422,7 +505,7 @@ def detached_advice(repo: git.Repo) -> str:
                     f"(not started by kws); finish it (git -C {wt} rebase --continue) or undo it "
                     f"(git -C {wt} rebase --abort), then run the command again")
     try:
-        branches = [b.strip() for b in repo.git.branch("--contains", "HEAD", "--format=%(refname:short)").splitlines()
+        branches = [b.strip() for b in git_text(repo, "branch", "--contains", "HEAD", "--format=%(refname:short)").splitlines()
                     if b.strip()]
     except git.GitCommandError:
         branches = []
@@ -453,7 +536,7 @@ def task_version(repo: git.Repo, task_id: str) -> TaskVersion:
             obj = None
         if obj is not None and obj.type == "tree":
             tree = obj.hexsha
-    status = repo.git.status("--porcelain=v1", "-z", "--untracked-files=all", "--", rel)
+    status = git_text(repo, "status", "--porcelain=v1", "-z", "--untracked-files=all", "--", rel)
     paths: set[str] = set()
     tokens = iter(status.split("\0"))
     for entry in tokens:
@@ -500,16 +583,12 @@ def ensure_default_queue(
         shutil.copytree(src, work, ignore=shutil.ignore_patterns("__pycache__", "*.pyc"))
         if not (work / ".gitignore").exists():
             (work / ".gitignore").write_text(_QUEUE_GITIGNORE, encoding="utf-8")
-        repo = git.Repo.init(work, initial_branch="main")
+        run_git(None, "init", "-q", "--initial-branch=main", str(work))
+        repo = git.Repo(work)
         ident = _identity_or_none(repo) or FALLBACK_IDENTITY
-        repo.git.add("--all", ".")
-        repo.git.commit(
-            "-q",
-            "--no-verify",
-            "-m",
-            f"kws: sample queue\n\nCopied from {src} on first run.",
-            env=git_env(ident),
-        )
+        run_git(repo, "add", "--all", ".")
+        run_git(repo, "commit", "-q", "--no-verify", "-m", f"kws: sample queue\n\nCopied from {src} on first run.",
+                env=git_env(ident))
         repo.close()
         try:
             os.rename(work, dest)

@@ -20,8 +20,8 @@ Killed anywhere, the clone is either before 3 (nothing changed: the journal is d
 after it (the branch holds the new commit; :func:`finish_journal`, run by the next kws
 command under its lock, redoes 4, accepting each path in its old or its new state).
 
-Every command runs through :func:`run_git`, with the repository's hardened environment
-(:func:`workstation.repo.gitqueue.harden`).
+Every command runs through :func:`workstation.repo.gitqueue.run_git` (re-exported here),
+with the repository's hardened environment (:func:`workstation.repo.gitqueue.harden`).
 """
 
 from __future__ import annotations
@@ -30,14 +30,13 @@ import contextlib
 import json
 import os
 import secrets
-import subprocess
 from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
 import git
 
-from workstation.repo.gitqueue import QueueError, harden
+from workstation.repo.gitqueue import QueueError, git_result, run_git
 
 __all__ = [
     "EMPTY_TREE",
@@ -84,55 +83,6 @@ def kws_dir(repo: git.Repo) -> Path:
     return d
 
 
-def run_git(
-    repo: git.Repo,
-    *args: str,
-    input: bytes | None = None,
-    env: Mapping[str, str] | None = None,
-    check: bool = True,
-    timeout: float | None = 300.0,
-) -> bytes:
-    """Run ``git <args>`` in ``repo``'s work tree (its git dir for a bare one) with the
-    hardened environment plus ``env``; returns stdout.
-
-    Raises:
-        git.GitCommandError: git exited non-zero (with ``check``; its stderr is kept), or
-            did not finish in ``timeout`` seconds (it is killed).
-    """
-    harden(repo)
-    full = dict(os.environ)
-    full.update(repo.git.environment())
-    if env:
-        full.update(env)
-    cwd = repo.working_tree_dir or repo.git_dir
-    try:
-        proc = subprocess.run(["git", *args], cwd=cwd, input=input, env=full, capture_output=True,
-                              timeout=timeout)
-    except subprocess.TimeoutExpired as exc:
-        raise git.GitCommandError(["git", *args], -1, f"git did not finish in {timeout:.0f} s".encode(),
-                                  b"") from exc
-    if check and proc.returncode != 0:
-        raise git.GitCommandError(["git", *args], proc.returncode, proc.stderr, proc.stdout)
-    return proc.stdout
-
-
-def git_result(
-    repo: git.Repo, *args: str, env: Mapping[str, str] | None = None, timeout: float | None = 300.0
-) -> subprocess.CompletedProcess[bytes]:
-    """Run ``git <args>`` like :func:`run_git` and return the completed process (exit
-    status, stdout and stderr) whatever the exit status."""
-    harden(repo)
-    full = dict(os.environ)
-    full.update(repo.git.environment())
-    if env:
-        full.update(env)
-    try:
-        return subprocess.run(["git", *args], cwd=repo.working_tree_dir or repo.git_dir, env=full,
-                              capture_output=True, timeout=timeout)
-    except subprocess.TimeoutExpired:
-        return subprocess.CompletedProcess(["git", *args], -1, b"", f"git did not finish in {timeout:.0f} s".encode())
-
-
 def rev(repo: git.Repo, ref: str) -> str | None:
     """The commit id ``ref`` names, or None when it does not exist."""
     out = run_git(repo, "rev-parse", "-q", "--verify", f"{ref}^{{commit}}", check=False)
@@ -148,8 +98,7 @@ def tree_of(repo: git.Repo, commit: str | None) -> str:
 
 def is_ancestor(repo: git.Repo, a: str, b: str) -> bool:
     """Whether commit ``a`` is an ancestor of (or equal to) commit ``b``."""
-    return subprocess.run(["git", "merge-base", "--is-ancestor", a, b], cwd=repo.working_tree_dir or repo.git_dir,
-                          env={**os.environ, **harden(repo).git.environment()}, capture_output=True).returncode == 0
+    return git_result(repo, "merge-base", "--is-ancestor", a, b).returncode == 0
 
 
 @dataclass(frozen=True)

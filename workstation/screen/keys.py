@@ -30,6 +30,7 @@ from typing import Any
 
 import git
 
+from workstation.repo.gitqueue import git_text
 from workstation.schema.problem import Problem
 from workstation.schema.toml import read_toml
 
@@ -137,7 +138,7 @@ def task_trees(repo: git.Repo) -> dict[str, str]:
     """``{task id: tree id}`` of every folder under ``tasks/`` in ``HEAD`` (one ``git
     ls-tree``); empty when HEAD has no commit or no ``tasks/``."""
     try:
-        out = repo.git.ls_tree("-z", "HEAD", "tasks/")
+        out = git_text(repo, "ls-tree", "-z", "HEAD", "tasks/")
     except git.GitCommandError:
         return {}
     trees: dict[str, str] = {}
@@ -154,7 +155,7 @@ def dirty_tasks(repo: git.Repo, paths: Iterable[str] = ()) -> tuple[set[str], bo
     ignored files excluded), and whether any of ``paths`` (e.g. the shared helper folder)
     does. One ``git status`` for the whole queue."""
     extra = [p.rstrip("/") for p in paths if p]
-    out = repo.git.status("--porcelain=v1", "-z", "--untracked-files=all", "--", "tasks", *extra)
+    out = git_text(repo, "status", "--porcelain=v1", "-z", "--untracked-files=all", "--", "tasks", *extra)
     dirty: set[str] = set()
     other = False
     tokens = iter(out.split("\0"))

@@ -32,10 +32,15 @@ import msgspec
 
 from workstation.repo.gitqueue import (
     FALLBACK_IDENTITY,
+    TRANSPORT_FETCH,
+    TRANSPORT_PUSH,
     Identity,
     IdentityError,
     git_env,
+    git_result,
+    git_text,
     reviewer_identity,
+    run_git,
 )
 
 __all__ = [
@@ -156,11 +161,9 @@ _ENCODER = msgspec.json.Encoder()
 
 def _notes_list(repo: git.Repo, ref: str) -> list[tuple[str, str]]:
     """``[(note blob, annotated object)]`` of notes ref ``ref`` (empty when it does not exist)."""
-    try:
-        repo.git.rev_parse("--verify", "-q", ref)
-    except git.GitCommandError:
+    if not _has_ref(repo, ref):
         return []
-    out = repo.git.notes("--ref", ref, "list")
+    out = git_text(repo, "notes", "--ref", ref, "list")
     pairs = []
     for line in out.splitlines():
         parts = line.split()
@@ -169,21 +172,46 @@ def _notes_list(repo: git.Repo, ref: str) -> list[tuple[str, str]]:
     return pairs
 
 
-def _blob_text(repo: git.Repo, sha: str) -> str:
-    _hexsha, _type, _size, data = repo.git.get_object_data(sha)
-    return data.decode("utf-8", errors="replace")
+def _has_ref(repo: git.Repo, ref: str) -> bool:
+    return git_result(repo, "rev-parse", "--verify", "-q", ref).returncode == 0
+
+
+def _blob_texts(repo: git.Repo, shas: Iterable[str]) -> dict[str, str]:
+    """``{blob id: its text}`` (UTF-8, undecodable bytes replaced) of ``shas``, read by one
+    ``git cat-file --batch``; ids that name no blob are left out.
+
+    Raises:
+        git.GitCommandError: git refused the read.
+    """
+    wanted = list(dict.fromkeys(shas))
+    if not wanted:
+        return {}
+    out = run_git(repo, "cat-file", "--batch", input="".join(f"{s}\n" for s in wanted).encode())
+    texts: dict[str, str] = {}
+    pos = 0
+    for sha in wanted:
+        end = out.index(b"\n", pos)
+        header = out[pos:end].split()
+        pos = end + 1
+        if len(header) != 3:  # "<id> missing" / "<id> ambiguous"
+            continue
+        size = int(header[2])
+        if header[1] == b"blob":
+            texts[sha] = out[pos:pos + size].decode("utf-8", errors="replace")
+        pos += size + 1  # the object, then a newline
+    return texts
 
 
 def read_index(repo: git.Repo, trees: Iterable[str] | None = None) -> ResultIndex:
     """The stored results (all, or only those on ``trees``): one ``git notes list`` and one
-    blob read per annotated tree (through gitpython's persistent ``cat-file``)."""
+    ``git cat-file --batch`` reading every note blob wanted."""
     wanted = set(trees) if trees is not None else None
     idx = ResultIndex()
-    for blob, obj in _notes_list(repo, INDEX_REF):
-        if wanted is not None and obj not in wanted:
-            continue
+    notes = [(blob, obj) for blob, obj in _notes_list(repo, INDEX_REF) if wanted is None or obj in wanted]
+    texts = _blob_texts(repo, [blob for blob, _obj in notes])
+    for blob, obj in notes:
         rows: list[ScreenResult] = []
-        for line in _blob_text(repo, blob).splitlines():
+        for line in texts.get(blob, "").splitlines():
             if not line.strip():
                 continue
             try:
@@ -203,7 +231,7 @@ def read_index(repo: git.Repo, trees: Iterable[str] | None = None) -> ResultInde
 def read_report(repo: git.Repo, tree: str, key: str) -> dict[str, Any] | None:
     """The full report stored for ``key`` on ``tree`` (the latest when several), or None."""
     try:
-        text = repo.git.notes("--ref", REPORTS_REF, "show", tree)
+        text = git_text(repo, "notes", "--ref", REPORTS_REF, "show", tree)
     except git.GitCommandError:
         return None
     found = None
@@ -233,7 +261,7 @@ def _append(repo: git.Repo, ref: str, obj: str, line: str, env: Mapping[str, str
             fh.write(line + "\n")
         for i in range(attempts):
             try:
-                repo.git.notes("--ref", ref, "append", "-F", path, obj, env=dict(env))
+                run_git(repo, "notes", "--ref", ref, "append", "-F", path, obj, env=env)
                 return
             except git.GitCommandError as e:
                 # another kws updating the same notes ref at once: its ref lock; try again
@@ -293,25 +321,22 @@ def sync_notes(repo: git.Repo, remote: str, *, env: Mapping[str, str] | None = N
         received[ref] = 0
         for attempt in range(1, attempts + 1):
             try:
-                repo.git.fetch("-q", remote, f"+{ref}:{fetched}", env=env, kill_after_timeout=timeout)
+                run_git(repo, "fetch", "-q", *TRANSPORT_FETCH, "--no-tags", "--no-write-fetch-head", remote,
+                        f"+{ref}:{fetched}", env=env, timeout=timeout)
                 have_remote = True
             except git.GitCommandError as e:
                 if "couldn't find remote ref" in _stderr(e).lower() or "no such ref" in _stderr(e).lower():
                     have_remote = False
                 else:
                     raise StoreError(f"cannot fetch {ref} from {remote!r}: {_stderr(e)}") from e
-            try:
-                repo.git.rev_parse("--verify", "-q", ref)
-                have_local = True
-            except git.GitCommandError:
-                have_local = False
+            have_local = _has_ref(repo, ref)
             if have_remote:
                 before = dict((o, b) for b, o in _notes_list(repo, ref))
                 if not have_local:
-                    repo.git.update_ref(ref, fetched)
+                    run_git(repo, "update-ref", ref, fetched)
                 else:
                     try:
-                        repo.git.notes("--ref", ref, "merge", "-q", "-s", "cat_sort_uniq", fetched, env=env)
+                        run_git(repo, "notes", "--ref", ref, "merge", "-q", "-s", "cat_sort_uniq", fetched, env=env)
                     except git.GitCommandError as e:
                         raise StoreError(f"cannot merge {remote}'s {ref}: {_stderr(e)}") from e
                 after = dict((o, b) for b, o in _notes_list(repo, ref))
@@ -319,7 +344,8 @@ def sync_notes(repo: git.Repo, remote: str, *, env: Mapping[str, str] | None = N
             if not have_local and not have_remote:
                 break
             try:
-                repo.git.push("-q", "--porcelain", remote, f"{ref}:{ref}", env=env, kill_after_timeout=timeout)
+                run_git(repo, "push", "-q", "--porcelain", *TRANSPORT_PUSH, "--no-verify", remote, f"{ref}:{ref}",
+                        env=env, timeout=timeout)
                 break
             except git.GitCommandError as e:
                 text = f"{e.stdout or ''} {e.stderr or ''}".lower()

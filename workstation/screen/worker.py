@@ -35,6 +35,7 @@ from typing import Any
 
 import git
 
+from workstation.repo.gitqueue import run_git
 from workstation.screen.keys import library_versions
 from workstation.screen.supervise import EXIT_TIMEOUT
 
@@ -135,7 +136,7 @@ def task_payload(repo: git.Repo, task_id: str, *, dirty: bool, extra: Iterable[s
             except KeyError:
                 continue
             rel.append(p)
-        return repo.git.archive("--format=tar", "HEAD", "--", *rel, stdout_as_string=False)
+        return run_git(repo, "archive", "--format=tar", "HEAD", "--", *rel)
     buf = io.BytesIO()
 
     def keep(ti: tarfile.TarInfo) -> tarfile.TarInfo | None:
