@@ -9,7 +9,6 @@ from workstation.checks.support.static import StateSite, scan_state_writes
 from workstation.engine.check import Check, Finding, register
 from workstation.engine.context import CallOutcome, CheckContext, case_label
 from workstation.protocol.steps import StateProbeStep
-from workstation.runner.sandbox import tree_digest
 
 #: flags whose change alters other code's numerics, determinism or tracing: ``fail``.
 FAIL_FLAGS = {
@@ -142,7 +141,7 @@ class Tampering(Check):
         """The task folder's content digest after every check ran, against the one taken
         before any task code ran (jobs work on copies; a change came through a path the
         task code guessed)."""
-        if ctx.task_digest_before is None or tree_digest(ctx.task.dir) == ctx.task_digest_before:
+        if not ctx.task_folder_changed():
             return []
         return [Finding(self.id, "fail", "the task folder changed on disk while its code ran (kws ran it on a copy)",
                         {"task_dir": str(ctx.task.dir)}, ctx.repro(self.id))]

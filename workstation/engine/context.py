@@ -32,7 +32,7 @@ from workstation.protocol.steps import (
 )
 from workstation.protocol.wire import StepResult as _WireStep
 from workstation.runner import JobCancelled, JobResult, Runner, RunnerError, StepResult
-from workstation.runner.sandbox import kws_cache_dir
+from workstation.runner.sandbox import kws_cache_dir, tree_digest
 from workstation.task.backends import cannot_run, role_backend
 from workstation.task.model import Task
 from workstation.task.sources import TaskSources
@@ -318,6 +318,17 @@ class CheckContext:
         Pallas kernel without JAX, an NKI kernel without a simulator), or ``None``."""
         d = self.runner.device
         return cannot_run(self.backend_of(role), d.kind, d.versions)
+
+    def task_folder_changed(self) -> bool:
+        """Whether the task folder's content digest now differs from
+        :attr:`task_digest_before` (False when none was taken): how a check sees a change that
+        task code made to the folder it was copied from, without reaching the runner.
+
+        Raises:
+            workstation.runner.TaskFolderError: the folder now holds an entry kws refuses (a
+                device node, a FIFO, a symlink leaving it).
+        """
+        return self.task_digest_before is not None and tree_digest(self.task.dir) != self.task_digest_before
 
     def call_log(self) -> list[tuple[CallStep, CallOutcome]]:
         """Every ``call`` step this run has executed so far, with its outcome, in the order
