@@ -12,8 +12,10 @@ returns the outputs. Registries are keyed by the spec's Struct type. Modules of 
 package register their handlers at import; every module is imported at start-up
 (:func:`load_plugins`, preloaded by the fork server).
 
-Harness modules import only the standard library, numpy, torch, triton, msgspec,
-:mod:`workstation.protocol` and this package.
+Of kws, harness modules import only :mod:`workstation.protocol` and this package (an
+import-linter contract); beyond the standard library: numpy, torch, triton, msgspec, scipy
+(the fidelity layer's libdevice stand-ins), and a backend's own packages where a task uses
+it (jax for Pallas, nki for NKI, the ``nvidia`` wheels' CUDA tools).
 
 For every step ``i`` the harness writes ``step-<i>.start`` first and ``step-<i>.json`` /
 ``step-<i>.npz`` when the step ends (see :mod:`workstation.protocol.wire`), so the parent

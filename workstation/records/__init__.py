@@ -20,9 +20,11 @@ commit each, never edited; format: ``docs/records.md``), and what is built on th
 - :mod:`~workstation.records.report`: the Markdown report of a verdict.
 
 May import: :mod:`workstation.schema`, :mod:`workstation.repo`, :mod:`workstation.task`,
-:mod:`workstation.rubric`, :mod:`workstation.analysis`, and :mod:`workstation.engine` from
-``recheck`` only (to re-run the checks). Never :mod:`workstation.tui`,
+:mod:`workstation.rubric`, :mod:`workstation.analysis`, and of :mod:`workstation.engine`
+only the registry and the run in ``recheck`` (to re-run the checks) and the report's
+encoding of non-finite floats in ``store`` (:func:`workstation.engine.report.finite_json`:
+a record writes them as the report does). Never :mod:`workstation.tui`,
 :mod:`workstation.review`, :mod:`workstation.runner`, :mod:`workstation.harness` or
 :mod:`workstation.checks`. Inside the package the order is model, state, parse, store;
-nothing imports upwards.
+nothing imports upwards. Import-linter contracts (pyproject.toml) hold each sentence.
 """

@@ -10,9 +10,13 @@ the TUI calls for every git, record and file operation (:mod:`~workstation.revie
 
 May import: the standard library and third-party libraries (no Textual), and of kws
 :mod:`workstation.records`, :mod:`workstation.repo`, :mod:`workstation.task`,
-:mod:`workstation.rubric`, :mod:`workstation.schema`, the stored pre-screens of
-:mod:`workstation.screen` (``store``, ``summary``), and of the engine only
-:mod:`workstation.engine.events`, :mod:`workstation.engine.report` and
-:func:`workstation.engine.context.case_label`. Never :mod:`workstation.tui`, the runner,
-the harness or the checks; never torch or triton.
+:mod:`workstation.rubric`, :mod:`workstation.schema`, :mod:`workstation.protocol` (the
+JSON-lines reader of the check server's stream), the stored pre-screens of
+:mod:`workstation.screen` (``summary``), of the engine only
+:func:`workstation.engine.context.case_label` (``evidence``), and of the runner only the
+sandbox setting (:func:`workstation.runner.policy.sandbox_mode`, read by ``sources`` for
+the marker every screen shows: the check server starts the runner with the same setting).
+Never :mod:`workstation.tui`, the rest of the runner and the engine, the harness, the
+checks, analysis or profiles; never torch or triton. Import-linter contracts
+(pyproject.toml) hold each of these.
 """

@@ -10,8 +10,8 @@ the task folder (:mod:`taskcopy`), with resource limits, and writes its results 
 plus ``.npz`` arrays that the parent reads as hostile input (:mod:`workstation.protocol.wire`).
 The parent side lives in :mod:`sandbox`.
 
-May import protocol, schema and the standard library; never harness (it starts the fork
-server by module name), engine or anything above.
+Of kws, imports only protocol and schema (an import-linter contract); never harness (it
+starts the fork server by module name), task, repo, engine or anything above.
 """
 
 from workstation.protocol.wire import StepResult, TensorData

@@ -15,7 +15,8 @@ Every task runs as its own ``kws check --json`` child process, so kws's own isol
 limits apply on every node; this package never runs task code itself and never imports
 torch or triton. May import: the standard library, third-party libraries (gitpython,
 msgspec, psutil; ray only in ``raycluster``), and of kws :mod:`workstation.engine` (the check
-registry), :mod:`workstation.runner` (the device probe), :mod:`workstation.task`,
+registry and its selection), :mod:`workstation.runner` (the device probe), :mod:`workstation.task`,
 :mod:`workstation.repo`, :mod:`workstation.schema`, :mod:`workstation.protocol`. Never
-records, review, rubric, the TUI or the harness. docs/screen.md describes the whole.
+records, review, rubric, the checks, analysis, profiles, the TUI or the harness
+(import-linter contracts). docs/screen.md describes the whole.
 """
