@@ -179,36 +179,62 @@ class Autotune(Check):
     """Autotuning hides a fault: configs that fail or disagree, tuning runs that corrupt
     in-place or accumulating outputs, a silent fallback config.
 
-    How: the candidate's ``@triton.autotune`` kernels are read with ``ast`` (configs,
-    ``reset_to_zero`` / ``restore_value``, pointer arguments the kernel accumulates into
-    with ``tl.atomic_*`` or loads and stores in place) and found in a child as
-    ``triton.runtime.autotuner.Autotuner`` instances
-    (:mod:`workstation.harness.autotune`). Per declared case, on fresh inputs: (1) the
-    first call with an empty tuning cache, which runs the autotuner: on a GPU its
-    ``do_bench`` launches every config many times on the real arguments; under the
-    interpreter kws's harness launches each config 3 times, in declaration order; (2) a
-    second call that hits the tuning cache; (3) each config forced alone. Everything is
-    compared with the reference at the task's tolerance. A first call that mismatches
-    while the cached call or every config alone matches is ``fail``: the tuning
-    launches corrupted the output (the kernel accumulates or writes in place and the
-    autotuner does not reset or restore that argument). A config whose result
-    mismatches is ``fail`` (another GPU or shape may pick it); a config that raises is
-    ``warn`` (Triton prunes configs that fail to compile silently), ``fail`` when every
-    config fails; configs within tolerance of the reference but not of each other,
-    ``warn``. On CUDA the config the autotuner picked per case is reported
-    (``triton.knobs.autotuning.listener``, ``Autotuner.cache``).
+    Catches:
+        faults that `@triton.autotune` hides: tuning launches that corrupt an
+        output the kernel accumulates into or writes in place (no `reset_to_zero` /
+        `restore_value`), configs that give wrong results, configs that fail (Triton's
+        `Autotuner._bench` turns `OutOfResources`, `CompileTimeAssertionFailure` and
+        `PTXASError` into an infinite time: the config disappears without a word), configs that
+        disagree with each other.
 
-    Source of the defect class: Triton's ``autotune`` docstring ("If all configs are
-    evaluated, the kernel will run multiple times. This means that whatever value the
-    kernel updates will be updated multiple times... use reset_to_zero"), and
-    ``Autotuner._bench``, which returns ``inf`` for a config that raises
-    ``OutOfResources``, ``CompileTimeAssertionFailure`` or ``PTXASError``.
+    How:
+        the candidate's autotuned kernels are read with `ast` (configs,
+        `reset_to_zero`, `restore_value`, pointer arguments the kernel accumulates into with
+        `tl.atomic_*` or loads and stores in place, followed through local pointer arithmetic)
+        and found in a child as `triton.runtime.autotuner.Autotuner` instances
+        (`workstation/harness/autotune.py`, also behind `@triton.heuristics`). Per declared case,
+        on fresh inputs: the first call with an empty tuning cache (Triton's on-disk tuning cache
+        disabled), which runs the autotuner, every launch counted per config; a second call that
+        hits the cache; each config forced alone (the config list set to that one config, so
+        Triton runs it without benchmarking). All are compared with the reference at the
+        task's tolerance (the findings table below).
 
-    Limits: under the interpreter, configs are not timed (the pick is the first config,
-    so a corruption whose size depends on timing shows as 3 launches per config) and
-    resource limits (shared memory, registers) do not exist, so configs that would fail
-    to compile on a GPU run here; kernels behind a user ``pre_hook`` that resets its
-    own outputs are judged by their outputs only.
+        Discovery of the autotuners follows the candidate into the installed packages it imports
+        (`harness.autotune.imported_packages`: the top-level packages of the modules, functions
+        and classes the task's modules bind, minus the framework and the standard library): their
+        autotuners (FlagGems' `LibTuner`, a `triton.Autotuner` subclass) are kept when one
+        discovery call shows the candidate launching their kernel, and driven like the task's own.
+        The evidence lists `packages_searched` and `from_packages`.
+
+    Findings:
+        | finding | severity |
+        |---|---|
+        | the first call mismatches while the cached call or every config alone matches: the tuning launches corrupted the output (the summary names the argument, the `tl.atomic_*` line and the missing `reset_to_zero`, and the factor: e.g. 13x = 4 configs x 3 tuning launches + 1) | `fail` |
+        | a config's result mismatches the reference | `fail` |
+        | configs raise (compile or run) | `warn`; `fail` when all do |
+        | configs each within tolerance of the reference but not of each other | `warn` |
+        | which config was picked per case (on CUDA: `triton.knobs.autotuning.listener`, `Autotuner.cache`) | `info` |
+
+    Source:
+        Triton's `autotune` docstring ("If all configs are evaluated, the kernel will run
+        multiple times. This means that whatever value the kernel updates will be updated
+        multiple times... use reset_to_zero"), and `Autotuner._bench`, which returns `inf`
+        for a config that raises `OutOfResources`, `CompileTimeAssertionFailure` or
+        `PTXASError`.
+
+    Limits:
+        under the interpreter configs cannot be timed (Triton's autotuner needs a
+        GPU driver): kws's harness launches each config 3 times and ranks them in declaration
+        order, so the first config is "picked" and a corruption shows as 3 launches per config
+        (on a GPU, `do_bench` launches each config for ~125 ms: hundreds of times). Resource
+        limits (shared memory, registers) do not exist in the interpreter, so configs that
+        would not compile on a GPU run on the CPU. Kernels behind a user `pre_hook` that resets
+        its own outputs are judged by their outputs only. `skip` when the candidate has no
+        autotuned kernel.
+
+    Forgeable:
+        Measured in the job process: the tuner's configs and the in-place buffers around tuning.
+        Still forgeable from inside: a tuner replaced by one that reports other configs than it ran is seen only when the replacement is a watched entry.
     """
 
     id = "autotune"

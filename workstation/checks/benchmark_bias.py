@@ -121,46 +121,88 @@ class BenchmarkBias(Check):
     or autotune time on one side only, different inputs, shapes or dtypes between sides,
     different statistics per side, timing utilities used against their documentation.
 
-    How: (1) the bench source is read (``ast``, :mod:`workstation.checks.support.benchsource`): where
-    each side is timed (host clock pairs, CUDA events, ``triton.testing.do_bench``,
-    ``torch.utils.benchmark.Timer``, also through helper functions), on which device
-    path (``if device.type == "cuda"`` branches, early returns), whether a warm-up call
-    precedes the timed region, whether a synchronize ends it on the CUDA path, whether
-    a cache flush precedes it, what else it times (``x.clone()``, input construction),
-    the call's arguments, and the statistic behind ``candidate_ms`` / ``baseline_ms``.
-    (2) Where the sides are not interpreted Triton code, kws runs ``run(case, device)``
-    in an exclusive child on the case kws times (the same as ``speedup-claim``), traced
-    (:mod:`workstation.harness.authorbench`): each call of either side, each clock read,
-    the bench's own work between them. The author's ratio is compared with kws's
-    intervals (``docs/timing.md``); where it falls outside them (and outside a 10%
-    margin), the finding decomposes the author's numbers per side, against kws's warm,
-    cold and first-call medians, into: the side's own call time as the bench ran it,
-    work timed with it, the first call timed without warm-up, and the statistic used,
-    and names the largest factor.
+    Catches:
+        an author's benchmark (`[entry] bench`, `run(case, device) ->
+        {"candidate_ms", "baseline_ms"}`) that treats the two sides differently, or times them
+        in ways the timing tools' own documentation warns against.
 
-    Severity: a defect that treats the sides differently is ``fail`` (unless kws ran the
-    bench on that device path and its numbers agree with kws's, then ``warn``); one
-    that affects both sides alike (no warm-up on either, ``time.time()``, misread
-    ``do_bench`` units) is ``warn``. The author's ratio outside kws's intervals is
-    ``fail`` when the method explains it: a one-sided defect in the source, different
-    argument shapes or dtypes, or (on the CPU, where calls are synchronous) the author's
-    ratio departing by more than 1.25x from the ratio of the side calls as the bench ran
-    them (``traced_ratio``) in the candidate's favour (``warn`` when against it by more
-    than 1.5x: fixed timer overhead on a microsecond candidate does that much); or when
-    there is no trace to tell (CUDA, where host call times are launch times). When the
-    bench's numbers follow its own calls (within 1.25x) and its source shows no one-sided
-    defect, the two runs differ (machine load, cache state), not the method: ``info``.
+    How:
+        1. *Source* (`workstation/checks/support/benchsource.py`, `ast` only): finds where each side is timed:
+           host clock pairs (`t0 = time.perf_counter()` ... `time.perf_counter() - t0`, also
+           `perf_counter_ns`, `time.time`, `monotonic`, `process_time`, `timeit.default_timer`),
+           CUDA event pairs, `triton.testing.do_bench`, `torch.utils.benchmark.Timer`, directly
+           or through helper functions that receive the side as an argument (lambdas,
+           `functools.partial`); which side a call is (imports of the entry files, `importlib`
+           by path, names bound to them); and on which device path (`if device.type ==
+           "cuda"` branches, early returns). Each defect it finds is a finding of its kind (the
+           table below).
 
-    Source of the defect class: the benchmarking pitfalls the tools' own docs warn about
-    (``triton.testing.do_bench``: warm-up, L2 flush, milliseconds; ``torch.utils.benchmark``:
-    warm-up, synchronisation, replicates; Python ``time``: ``perf_counter`` for
-    benchmarks) and Hoefler & Belli, SC 2015.
+        2. *Run*: where the sides are not Triton code under the interpreter, kws runs the
+           author's `run(case, device)` in an exclusive child on the case it times itself
+           (`[benchmark]` cases, else the largest declared case), traced with `sys.setprofile`
+           (`workstation/harness/authorbench.py`): every call of either side's entry function
+           (duration, argument shapes and dtypes), every clock read and its line, the bench's
+           own C calls in between (`Tensor.clone`...). The author's ratio baseline_ms /
+           candidate_ms is compared with kws's cold and warm intervals (`docs/timing.md`). Outside
+           them (and a 10% margin), kws asks whether the bench's *method* explains it: a
+           one-sided defect in the source, different argument shapes or dtypes, or (on the CPU,
+           where calls are synchronous) the author's ratio departing by more than 1.25x from the
+           ratio of the side calls as the bench itself ran them (`traced_ratio`, medians without
+           first calls; the bench runs twice, untraced for the numbers compared with kws's and
+           traced for this, since the profiler slows Python-heavy sides). Then it is `fail`
+           (`warn` when the method works against the candidate by more than 1.5x: fixed timer
+           overhead on a microsecond candidate is allowed that much),
+           with the author's number for each side decomposed against kws's warm, cold and
+           first-call medians: the side's own call as the bench ran it, work timed with it, the
+           first call timed without warm-up, the statistic (mean against median), different
+           argument shapes or dtypes; the largest factor is named. When the author's number
+           matches kws's cold first-call time, the summary says so ("the author's baseline_ms
+           includes the first call: kws's cold first-call time for the baseline is X ms, which
+           matches the author's Y ms"). When the bench's numbers follow its own calls and its
+           source shows nothing one-sided, the two runs differ (machine load, cache state), not
+           the method: `info`. On CUDA, where host call times are launch times, there is no
+           traced ratio and a discrepancy is `fail`.
 
-    Limits: the source scan follows names, lambdas, ``functools.partial`` and helper
-    functions one level deep, not arbitrary data flow. Under the Triton interpreter
-    the bench of a Triton task is not run (its timings say nothing about GPU speed and
-    its GPU-sized cases do not finish): the static reading alone speaks. On the CPU, the
-    CUDA paths of a bench are judged from the source only.
+    Findings:
+        | finding | severity |
+        |---|---|
+        | `no-sync`: a host clock around CUDA work with no `torch.cuda.synchronize()` / `event.synchronize()` / `.item()` in the region (CUDA path only; a bench helper that synchronises counts) | `fail` when one side only, else `warn` |
+        | `first-call-timed`: a single timed call with no warm-up before it (with `torch.compile`: the compile is timed) | `fail` one side, `warn` both |
+        | `no-warmup`: repeated timed calls whose first one is the cold first call | `fail` one side, `warn` both |
+        | `do-bench-one-side`, `method-differs`: the sides timed with different methods | `fail` |
+        | `flush-one-side`: a cache flush (`<cache>.zero_()`, `clear_cache`, `do_bench`) before one side's timed runs only | `fail` |
+        | `setup-in-timed-region`: other work timed with one side's call (`x.clone()`, input construction) | `fail` |
+        | `fresh-inputs-one-side`: one side gets new inputs before every timed call, the other reuses one set (cold against warm data) | `fail` |
+        | `inputs-differ`: the sides are called on different inputs (after stripping `.clone()`-like calls), with the lines that build them | `fail` |
+        | `aggregate-differs`: `candidate_ms` and `baseline_ms` are different statistics (median against mean...) | `fail` |
+        | `timer-misuse`: `time.time()` (the docs recommend `perf_counter`), `do_bench(...) * 1000` (it returns ms), `do_bench(rep=3)` (ms, not a count), `Measurement.raw_times` (per-block totals), `Timer.timeit(1)`, `Timer(num_threads=...)` | `warn` |
+        | a one-sided defect above where kws ran the bench on that device path and the author's numbers still agree with kws's | `warn` |
+        | the author's ratio outside kws's intervals (and a 10% margin) and the bench's method explains it (a one-sided defect, different argument shapes or dtypes, the traced ratio departing by more than 1.25x), with the per-side decomposition and the largest factor named; on CUDA any such discrepancy | `fail` |
+        | the same, where the method works against the candidate by more than 1.5x | `warn` |
+        | the author's numbers differ from kws's but follow the bench's own calls, and its source shows nothing one-sided (the runs differ, not the method) | `info` |
+
+    Example:
+        (sample task `bench-biased`): the baseline's timed region also clones `x`
+        and `residual`, it gets a fresh batch every step with no warm-up, and is reported as a
+        mean while the candidate is warmed, reuses its inputs and is reported as a median: five
+        `fail` findings, the last decomposing the author's 3x against kws's ~1.2-1.4x.
+
+    Source:
+        the benchmarking pitfalls the tools' own documentation warns about
+        (`triton.testing.do_bench`: warm-up, L2 flush, milliseconds; `torch.utils.benchmark`:
+        warm-up, synchronisation, replicates; Python's `time`: `perf_counter` for benchmarks)
+        and Hoefler & Belli, "Scientific Benchmarking of Parallel Computing Systems", SC 2015.
+
+    Limits:
+        the source scan follows names, lambdas, `partial` and helper functions one
+        level deep, not arbitrary data flow. On the CPU, the CUDA paths of a bench are judged
+        from the source only; under the Triton interpreter the bench of a Triton task is not run
+        (its timings say nothing about GPU speed, its GPU-sized cases would not finish).
+        `skip` when the task has no `[entry] bench`.
+
+    Forgeable:
+        Measured in the job process: the timing step's timers and CUDA events in the job process.
+        Still forgeable from inside: the timer functions are watched; a candidate that slows the other side it is compared with (the baseline runs in the same timing process by design).
     """
 
     id = "benchmark-bias"

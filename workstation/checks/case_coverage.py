@@ -62,33 +62,53 @@ def _targets(p: str, spec: ParamSpec) -> list[tuple[str, int]]:
 class CaseCoverage(Check):
     """A generated kernel that was never run at the edges of its own declared domain.
 
-    For ``kind = "generation"``: the spec (``[params]``, ``[contract] dtypes``) declares the
-    domain the new kernel serves; the checks must have run it at every corner of it. After
-    every other check has run, kws lists the cases the battery ran (every ``call`` step of
-    the candidate: declared cases, derived shapes, layouts, value variants, dtype runs) and
-    requires, for every integer case parameter, its ``[params]`` ``min`` (1 when unlisted),
-    its ``max`` (when given), a ragged value (where ``multiple_of = m``: an odd multiple of
-    m above m, which no block of 2m or more divides; else an odd size), every one of its
-    ``choices``; and every ``[contract] dtypes`` entry. Each value no call reached is run
-    here against the reference (one parameter moved from the cheapest declared case; for a
-    maximum, the other parameters at their smallest legal value so that the run fits), in
-    the order min, ragged, max, dtypes, as far as the budget allows (on the CPU the cost
-    model of ``edge-shapes``, fitted on the declared cases' call times: 8 s predicted per
-    case, 20 s in all, 12 s per call; 16 runs at most).
+    Scheduled for:
+        `kind = "generation"`.
 
-    Verdicts: a coverage run that fails (mismatch, NaN, raised, crashed) where the declared
-    case it came from passes is a ``fail`` (e.g. a kernel whose single block is capped at
-    4096 columns, run at the ``[params]`` maximum N = 8192); a target that could not be run
-    is ``info`` on the CPU (the interpreter's cost: a GPU runs it) and ``warn`` on a GPU; a
-    target ``make_inputs`` or the reference rejects is dropped (``info``). The summary lists,
-    per parameter and dtype, which call covered each target.
+    Catches:
+        a generated kernel never run at the edges of its declared domain that fails there: the
+        spec (`[params]`, `[contract] dtypes`) declares the domain the new kernel serves, and
+        the checks must have run it at every corner of it.
 
-    Source of the defect class: kernels generated against a few round sizes and the first
-    dtype of the list, which break at the extremes of the declared range (index overflow,
-    a block-size cap, a grid limit) or at the other dtypes.
-    Limits: targets are reached one parameter at a time (corners of several parameters at
-    once only as far as other checks tried them); on the CPU large maxima are usually
-    beyond the interpreter's budget.
+    How:
+        (phase `after`): kws lists the cases the battery ran (every `call` step of the
+        candidate: declared cases, derived shapes, layouts, value variants, dtype runs) and
+        requires, for every integer case parameter, its `[params]` `min` (1 when unlisted),
+        its `max` (when given), a ragged value (where `multiple_of = m`: an odd multiple of
+        m above m, which no block of 2m or more divides; else an odd size), every one of its
+        `choices`; and every `[contract] dtypes` entry. Each target no call reached is run
+        here against the reference (one parameter moved from the cheapest declared case; for a
+        maximum, the other parameters at their smallest legal value so that the run fits), in
+        the order min, ragged, max, dtypes, as far as the budget allows (on the CPU the cost
+        model of `edge-shapes`, fitted on the declared cases' call times: 8 s predicted per
+        case, 20 s in all, 12 s per call; 16 runs at most). The summary lists, per parameter and
+        dtype, which call covered each target.
+
+    Findings:
+        | finding | severity |
+        |---|---|
+        | a target run fails (mismatch, NaN, raised, crashed) where the declared case it came from passes | `fail` |
+        | targets not run (CPU: interpreter cost) | `info` (`warn` on a GPU) |
+        | targets dropped by make_inputs/the reference; the coverage table | `info` |
+
+    Example:
+        (`softmax-wide-gen`): `at the max of N (N=8192), case M=1 N=8192 float32: 7766 of
+        8192 elements ... outside atol=1e-06, rtol=1e-05` (a kernel whose single block is capped
+        at 4096 columns, run at the `[params]` maximum).
+
+    Source:
+        kernels generated against a few round sizes and the first dtype of the list, which break
+        at the extremes of the declared range (index overflow, a block-size cap, a grid limit) or
+        at the other dtypes.
+
+    Limits:
+        targets are reached one parameter at a time (corners of several parameters at once only
+        as far as other checks tried them); on the CPU large maxima are usually beyond the
+        interpreter's budget.
+
+    Forgeable:
+        Measured in the job process: the outputs only (copied by the harness into the result files).
+        Still forgeable from inside: nothing short of computing the right values: the harness's writer and the result path are watched, and a result file written by task code is refused.
     """
 
     id = "case-coverage"

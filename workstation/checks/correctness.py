@@ -54,15 +54,37 @@ def mismatch_finding(check: Check, ctx: CheckContext, case: dict[str, Any], seed
 class Correctness(Check):
     """Mismatch at the task's own cases and tolerance, recomputed with fresh outputs.
 
-    For every declared case and every seed (default 0, 1, 2), kws makes fresh inputs and
-    runs the reference and the candidate in *separate* child processes, so the reference
-    never sees buffers the candidate touched and the candidate cannot patch the
-    reference. Each output is compared over the whole tensor with torch.testing's rule at
-    the declared tolerance (atol/rtol or ULP; torch.testing's per-dtype defaults where
-    missing). A shape or dtype difference is a mismatch, as in ``torch.testing``.
+    Catches:
+        wrong results at the author's own cases that a stale or partial test hid: the
+        contract's baseline, every other check varies something from here.
 
-    Catches: wrong results at the author's own cases that a stale or partial test hid.
-    Limits: only the declared cases; the other checks vary shapes, layouts and values.
+    How:
+        for every declared case and every seed (default 0, 1, 2), kws makes fresh inputs and
+        runs the reference and the candidate in *separate* child processes, so the reference
+        never sees buffers the candidate touched and the candidate cannot patch the
+        reference. Each output is compared over the whole tensor with torch.testing's rule at
+        the declared tolerance (atol/rtol or ULP; torch.testing's per-dtype defaults where
+        missing). A shape or dtype difference is a mismatch, as in `torch.testing`. The
+        reference and candidate results are memoised for the run: every check that needs the
+        declared cases reads these.
+
+    Findings:
+        | finding | severity |
+        |---|---|
+        | a case whose outputs mismatch: the case, the seeds, the output, the comparison's reason, the worst element (index, expected, got) and the mismatch region | `fail` |
+        | the candidate raises, crashes or times out on a case (the failure class, the exception or signal; one finding per case and failure, listing the seeds) | `fail` |
+        | the reference raises, crashes or times out on a case | `warn` |
+        | how many case/seed runs are within tolerance and the one closest to the limit (the share of the allowed error its worst element uses) | `info` |
+        | a declared case left out because the interpreter fidelity probe fails for its dtype (docs/checks.md, "The interpreter fidelity layer") | `info` |
+
+    Limits:
+        only the declared cases and seeds; the other checks vary shapes, layouts and values.
+        On the CPU, Triton runs under the interpreter (docs/checks.md, "The interpreter fidelity layer"), so
+        GPU-only behaviour (reduction order, undefined lanes) is not seen here.
+
+    Forgeable:
+        Measured in the job process: the outputs only (copied by the harness into the result files).
+        Still forgeable from inside: nothing short of computing the right values: the harness's writer and the result path are watched, and a result file written by task code is refused.
     """
 
     id = "correctness"

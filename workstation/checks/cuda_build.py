@@ -41,48 +41,55 @@ def _first_error(log: str) -> str:
 class CudaBuild(Check):
     """A CUDA candidate's kernels, compiled for Hopper and read from ptxas, PTX and SASS.
 
-    Applies to ``backend = "cuda"``. The candidate builds its kernel with
-    ``torch.utils.cpp_extension.load_inline`` (or ``load``); in a job child kws captures the
-    sources of that build instead of running it (``workstation.harness.cuda_capture``: the
-    module is imported, and called once on the cheapest declared case if the build is
-    lazy), compiles each CUDA source with ``nvcc -Xptxas -v`` for the task's target (the
-    build's own ``-arch``/``-gencode``; else ``sm_90``, ``sm_90a`` where the source uses
-    ``wgmma``) and disassembles it with ``cuobjdump``. On a GPU the same reading runs beside
-    the real build, and the run-time checks run the candidate.
+    Scheduled for:
+        `backend = "cuda"`.
 
-    Findings (``workstation.checks.support.cuda_read``):
+    Catches:
+        CUDA sources that do not compile for the
+        target, half-precision accumulators, TF32 on fp32 matmuls, spills, blocks an SM cannot
+        hold, low occupancy, global accesses with no bounds guard.
 
-    - the source does not compile for the target: ``fail`` with nvcc's first error (the
-      task's actual failure; ``info`` where the task itself reports a compile error);
-    - a kernel whose block needs more registers or shared memory than an SM has, at the
-      launch's block size read from the source: ``fail`` (the launch fails with "too many
-      resources requested");
-    - half-precision accumulation (PTX ``add``/``fma`` on f16/bf16 inside a loop, or an MMA
-      accumulating in f16, SASS ``HMMA.*.F16``): ``fail`` where the contract's reduction
-      can exceed 2048 terms (``[params]`` maximum of the ``reduction`` parameters; fp16 has
-      11 significant bits, so past 2048 terms a sum stops taking in its addends), else
-      ``warn``;
-    - TF32 tensor-core ops (SASS ``HMMA.1684.F32.TF32`` / ``HGMMA.*.TF32``, PTX ``.tf32``)
-      in a kernel the contract serves at float32: ``warn`` (products of 10-bit mantissas;
-      ``precision-regime`` measures the error where the candidate runs);
-    - spills (``-Xptxas -v``: spill stores/loads to local memory): ``warn``;
-    - theoretical occupancy below 25% at the launch's block size (registers or shared
-      memory per block against sm_90's limits): ``warn``; the table for 128..1024 threads
-      when the block size is not stated: ``info``;
-    - global loads/stores with no guard at all (no predicated ``LDG``/``STG`` and no
-      predicated ``EXIT``/``BRA`` before them: a heuristic for a missing bounds check):
-      ``warn``;
-    - per kernel: registers, shared memory, stack, the tensor-core ops used: ``info``.
+    How:
+        the `cuda_build` step (`workstation/harness/cuda_capture.py`) intercepts
+        `torch.utils.cpp_extension.load_inline`/`load` in the child (the module imported, and called
+        once if the build is lazy), writes each CUDA source as `load_inline` would, compiles it with
+        `nvcc -fatbin -gencode arch=compute_90,code=[sm_90,compute_90] -Xptxas -v` plus torch's
+        extension flags and the build's own (its `-arch`/`-gencode` choose the target; `sm_90a` where
+        the source uses `wgmma`), and disassembles it with `cuobjdump -sass` / `-ptx`; results are
+        cached by source, flags and nvcc version. `workstation/checks/support/cuda_read.py` parses
+        ptxas's report, PTX and SASS.
 
-    Source of the defect classes: NVIDIA's CUDA C++ Programming Guide (compute capability
-    9.0 limits, occupancy), the PTX ISA (``mma`` type suffixes, ``cvt.rna.tf32.f32``),
-    ``cuobjdump``/``nvdisasm`` SASS mnemonics; IEEE 754 binary16 for fp16 sums.
+    Findings:
+        | finding | severity |
+        |---|---|
+        | nvcc rejects the source (first error, the log) | `fail` (`info` when the task reports that compile error) |
+        | a block of the launch's size (`__launch_bounds__`, `dim3 b(X, Y)` in the source) needs more registers or shared memory than an sm_90 SM has | `fail` |
+        | half add/fma in a loop, or an f16-accumulating MMA, with a `[contract] reduction` that can exceed 2048 terms | `fail` (else `warn`) |
+        | TF32 tensor-core ops in a task served at float32; spills; occupancy below 25%; global accesses with no predicated access and no predicated EXIT/BRA before them (heuristic) | `warn` |
+        | per kernel: registers, shared memory, stack, tensor-core ops, occupancy | `info` |
 
-    Limits: a static reading: no value is computed (``skip``ped run-time checks say so on the
-    CPU); host code (the ``cpp_sources`` wrapper) is not compiled; the guard heuristic cannot
-    tell a wrong guard from a right one; a kernel built another way (a prebuilt ``.so``,
-    CuPy, ``torch.cuda.jiterator``) is not seen. Needs nvcc (``nvidia-cuda-nvcc`` on PyPI, or
-    a CUDA toolkit) and ``cuobjdump`` (``nvidia-cuda-cuobjdump``) for SASS/PTX.
+    Example:
+        (`gemm-cuda-halfacc`): `gemm_f16_tiled(...) (sm_90): a half-precision accumulator:
+        32 half-precision add/fma instruction(s) inside a loop (e.g. fma.rn.f16 ...); the reduction K
+        reaches 16384 terms ([params] maximum), past the 2048 that fp16's 11 significant bits sum
+        exactly`.
+
+    Source:
+        NVIDIA's CUDA C++ Programming Guide (compute capability
+        9.0 limits, occupancy), the PTX ISA (`mma` type suffixes, `cvt.rna.tf32.f32`),
+        `cuobjdump`/`nvdisasm` SASS mnemonics; IEEE 754 binary16 for fp16 sums.
+
+    Limits:
+        static: no value is computed on the CPU (the run-time checks `skip`); host code
+        is not compiled; the guard heuristic cannot tell a wrong guard from a right one; sources that
+        include `<torch/types.h>` take tens of seconds to compile; a kernel built another way (a prebuilt `.so`, CuPy,
+        `torch.cuda.jiterator`) is not seen. Needs nvcc (`nvidia-cuda-nvcc` on PyPI, or a CUDA
+        toolkit); PTX/SASS need
+        cuobjdump (`kws[cuda-read]`).
+
+    Forgeable:
+        Measured in the job process: source, jaxpr, compiler output and attached files read by kws.
+        Still forgeable from inside: nothing at run time (static); the sources may of course lie in comments.
     """
 
     id = "cuda-build"

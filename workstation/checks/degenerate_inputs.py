@@ -98,30 +98,56 @@ def _within(ctx: CheckContext, case: dict[str, Any], a: CallOutcome, b: CallOutc
 class DegenerateInputs(Check):
     """The task's inputs or outputs are degenerate, so wrong kernels can pass.
 
-    A test that feeds constant rows to a softmax, zeros to a bias, ones to a norm weight, or
-    values so small that every output is within atol of zero, passes kernels that ignore
-    what the test cannot see. KernelBench's "zero-output" false passes and inputs built
-    with ``expand`` (one value per row) are public examples.
+    Catches:
+        tasks whose own inputs or outputs cannot tell a wrong kernel from a right
+        one: constant rows fed to a softmax (the answer is 1/N whatever the denominator), a zero
+        bias, a weight of ones, inputs so small that every output is within atol of zero, outputs
+        saturated so that the inputs do not matter (KernelBench's zero-output false passes,
+        `expand`-built inputs).
 
-    How: kws runs the reference on every declared case (first seed) with the inputs sent
-    back and inspects each floating-point input the callables read (constant; at least
-    half of the rows constant along the last dim; all rows identical; every value within
-    atol of zero), and every seed's reference output (constant; an all-zero output passing
-    the declared tolerance; these runs are ``correctness``'s). On the cheapest case of each
-    dtype it then perturbs each such input in the reference, slightly (relative 1e-2: an output
-    that does not change in a single bit is saturated or ignores the input) and coarsely
-    (relative 0.5: an output that stays within the tolerance cannot see the input). Where
-    something is degenerate, the candidate and the reference rerun (first seed, up to two
-    cases) on diverse inputs of the same shapes and dtypes made by the harness (normal,
-    uniform, Student-t with 2 degrees of freedom clipped at 20, log-uniform magnitudes with
-    mixed signs; scaled to each input's RMS; non-negative inputs stay non-negative;
-    integer inputs and scalars unchanged). A mismatch there is a ``fail``; degenerate
-    inputs without one are a ``warn``: a wrong kernel could pass these cases.
+    How:
+        the reference runs on every declared case (first seed) with its inputs sent back;
+        every floating-point input the callables read is inspected: constant; at least half of the
+        rows (last dimension) constant; all rows identical; every value within the declared atol
+        of zero. Every seed's reference output (the runs `correctness` has) is inspected:
+        constant; so close to zero that an all-zero output passes the declared tolerance. On the
+        cheapest case of each dtype each such input is then perturbed in the reference: slightly
+        (`x + 1e-2 (|x| + rms) n`: an output that does not change in a single bit is saturated or
+        ignores the input) and coarsely (`x + 0.5 (|x| + rms) n`: an output that stays within the
+        declared tolerance cannot see the input). Where anything is degenerate, candidate and
+        reference rerun (first seed, up to two cases, distinct dtypes first) on diverse inputs of
+        the same shapes and dtypes, made in the child by replacing the values of the
+        floating-point inputs: normal, uniform (unit variance), heavy-tailed (Student-t, 2 degrees
+        of freedom, clipped at 20) and mixed signs (log-uniform magnitudes in [1e-2, 1e2]), each
+        scaled to the input's RMS; an input whose values were all >= 0 stays non-negative;
+        integer (index) inputs and Python scalars keep their values. A rerun where the reference
+        raises or goes non-finite is dropped.
 
-    Limits: only floating-point inputs are inspected and replaced; integer inputs (indices)
-    keep their values. Replacement values ignore relations between inputs that the spec
-    may require (a positive-definite matrix, sorted indices); where the reference raises or
-    goes non-finite on them the rerun is dropped.
+    Findings:
+        | finding | severity |
+        |---|---|
+        | the case's degenerate inputs/outputs, and the candidate's mismatch on diverse inputs (which distributions, worst element, region) | `fail` |
+        | degenerate inputs/outputs and no mismatch on diverse inputs: "a wrong kernel could pass these cases" | `warn` |
+        | what was inspected, per case | `info` |
+
+    Example:
+        (`softmax-degenerate`): `case M=4 N=2000 float32: the task's inputs/outputs are
+        degenerate (input 0: 4 of 4 rows constant along the last dim; the output is constant
+        (0.0005 everywhere)); with normal, uniform, heavy, mixed inputs of the same shapes the
+        candidate mismatches: 21 of 8000 elements (0.263%) outside atol=1e-06, rtol=1e-05
+        [declared [tolerance]]; worst at [2, 1286]: expected 0.99992, got 0.24998 ...`.
+        `softmax-loose-atol` gets a `warn`: its outputs (about 5e-4) are within atol = 1e-2 of zero.
+
+    Limits:
+        only floating-point inputs are inspected and replaced; input degeneracy is read
+        at the first seed. Replacement values do not keep relations between inputs that a spec may
+        require (positive-definite matrices, sorted indices, probabilities summing to 1); where
+        the reference then raises or goes non-finite the rerun is dropped. A discrete-valued
+        output (rounding, argmax as float) can look insensitive to a slight perturbation.
+
+    Forgeable:
+        Measured in the job process: the outputs only (copied by the harness into the result files).
+        Still forgeable from inside: nothing short of computing the right values: the harness's writer and the result path are watched, and a result file written by task code is refused.
     """
 
     id = "degenerate-inputs"

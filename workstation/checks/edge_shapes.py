@@ -45,43 +45,72 @@ MAX_SHRINK_ROUNDS = 6
 class EdgeShapes(Check):
     """Mismatch at legal shapes beyond the task's cases.
 
-    Kernels written against a few "nice" sizes (multiples of the block size) often drop or
-    double-count the ragged last tile: a loop bound ``K // BLOCK_K``, a mask on one
-    dimension only, an unmasked tail, a grid rounded down. The Triton tutorials mask every
-    load for that reason; KernelBench-style harnesses that only test round sizes let such
-    kernels through.
+    Catches:
+        mismatches at legal shapes the author did not try: a K loop bound
+        `K // BLOCK_K` that drops the ragged tail tile, a mask on one dimension only, a grid
+        rounded down, an unmasked last tile, a kernel that raises or crashes at sizes that are not
+        multiples of its block (`tl.arange` needs a power of two).
 
-    Deterministic: the cases, their order and their inputs depend only on the task version
-    and the kws version (the inputs of derived cases use the run's derivation seed,
-    :mod:`workstation.engine.derivation`; the plan's limits are predicted cost units, not
-    measured times), so the same task version gives the same cases and findings on any
-    machine and ``kws recheck`` can compare a verdict's findings exactly.
+    How:
+        from `[params]` (`min`, `max`, `multiple_of`, `choices`) and the declared cases,
+        kws derives legal cases by varying one integer shape parameter at a time (the contract's
+        `reduction` parameters first) from the cheapest declared case of each dtype; non-integer
+        case values (bools, strings, floats) and the dtype stay fixed. Values per parameter, interleaved in this order of priority:
 
-    How: from ``[params]`` (min / max / multiple_of / choices) and the declared cases,
-    kws derives legal cases by varying one integer shape parameter at a time (the
-    contract's ``reduction`` parameters first) from a declared case (the cheapest one per
-    dtype): sizes just above and below the powers of
-    two near the declared values (``P +- 1``: past any power-of-two block multiple), 1,
-    small primes, odd block multiples and powers of two (they tell a divisibility pattern
-    apart), declared values +-1 and a larger size (2-4x the largest declared value),
-    plus a few all-odd combinations. Non-integer case values stay fixed. A case where
-    ``make_inputs`` or the reference raises is dropped (task format v1). Each derived case
-    runs once (inputs from the derivation seed) against the reference at the declared
-    tolerance. A failing
-    case is shrunk like a property-based test case: smaller legal values are tried per
-    parameter while the failure keeps its class (mismatch, NaN, the exception type), and
-    the smallest one is reported with its comparison evidence, where the mismatches lie
-    (e.g. the ragged last tile), and, per parameter, which values failed and passed.
+        - just above and just below the powers of two near the declared values (`P + 1`, `P - 1`,
+          snapped to the nearest legal value: with `multiple_of = 8`, `P + 8` and `P - 8`); these
+          are also the sizes just past a block multiple of any power-of-two block;
+        - 1 (or the smallest legal value);
+        - small primes (3, 7, 13, 37, 97);
+        - odd block multiples and block sizes (48, 96, 192, 384, 768 and 16 ... 256): sizes a
+          tiled kernel handles without a ragged tile, which tell a divisibility pattern apart;
+        - declared values +- 1;
+        - a larger size, `3 x` (else `2 x`, `4 x`) the largest declared value plus 1, with the other
+          parameters halved until it fits the CPU budget; on a GPU also each parameter's
+          `[params]` maximum (halved to fit 2^27 elements);
+        - a few all-odd combinations (every parameter at its first odd value just above a power
+          of two; every parameter at a distinct small prime, so swapped dimensions show).
 
-    Limits: on the CPU (Triton interpreter) a derived case has at most 2x the cost units
-    of the largest declared case (units: the product of the parameters, each rounded up
-    to 16), the plan at most 24x in all, in at most 24 cases (fewer for an autotuned
-    candidate, which re-tunes at each new shape: 24 / its configs), taken in priority
-    order; a shrink spends at most 16 candidate calls per failure class. So the larger
-    size is modest on the CPU. On a GPU up to 48 cases, reaching the ``[params]`` maxima
-    within 2**27 elements. One seed; dtypes are not varied (``precision-regime`` looks at
-    those). A derived case that fails the way a declared case of its dtype already fails
-    (same class) is an ``info`` (``correctness`` reports the declared case).
+        Every derived case runs once (the first seed) in the reference and the candidate, compared
+        at the declared tolerance. A case where `make_inputs` or the reference raises is dropped
+        (task format v1); so is, on the CPU, a call that runs past the per-call limit (over the
+        budget, not charged to the candidate). A failing case is then **shrunk** as
+        property-based testing tools shrink: each round tries, per parameter, the smallest legal
+        value, 2, 3, half and one step down, and moves to the smallest case that still fails
+        with the same class (mismatch, NaN, the exception type, crash, timeout). When the failing
+        and passing values of a parameter are separated by divisibility, kws tries `b/2` and
+        `3b/2` to find the smallest block that explains it.
+
+    Findings:
+        | finding | severity |
+        |---|---|
+        | the smallest failing case, shrunk: its comparison (worst element, expected vs got, mismatch region in the output's terms, e.g. "cols 1024..1029 of 1030 (the ragged last tile past 1024)"), the case it was shrunk from, the shrink path, and per parameter the values that failed and passed ("K fails exactly when K % 128 != 0 among the values tried"); one finding per failure class | `fail` |
+        | derived cases that fail the way a declared case of the same dtype already fails (same class: `correctness` reports it) | `info` |
+        | the derived cases with their reasons and outcomes, the cases not run within the budget, the cost model | `info` |
+        | every derived case dropped, or none fits the CPU budget | `skip` (with the reason) |
+
+    Example:
+        (`rowsum-edge`): `case M=1 K=1 float32, seed 0 (shrunk from M=8 K=1 float32):
+        1 of 1 elements (100%) outside atol=0.0001, rtol=1e-05 [declared [tolerance]]; worst at
+        [0]: expected 1.541, got 0; mismatches in the only element; K fails exactly when K % 128 !=
+        0 among the values tried (fail: {1, 3, 7, 13, 64, 192, 255, 257, ...}; pass: {256, 384,
+        512, 1024})`. The repro (`--case '{"K": 1, "M": 1, "dtype": "float32"}' --seeds 0`) runs
+        exactly that case.
+
+    Limits:
+        on the CPU (Triton interpreter) a case must fit a cost model fitted on the
+        declared cases' measured call times (cost units: the product of the parameters, each
+        rounded up to 16; at most 0.6 s predicted, or 1.2x the fastest declared call for kernels
+        that are slow at any size, e.g. autotuned ones); cases run in priority order, in small
+        batches, until 2 s of measured candidate time is spent (at most 24 cases), and one call
+        is limited to 2 s (or 2.5x the fastest declared call, where that is longer). So the
+        larger size is modest on the CPU (e.g. `K = 2049` for `rowsum-edge`); on a GPU up to 48
+        cases run, including the `[params]` maxima. Only the first seed; dtypes are not varied
+        (`precision-regime` covers those).
+
+    Forgeable:
+        Measured in the job process: the outputs only (copied by the harness into the result files).
+        Still forgeable from inside: nothing short of computing the right values: the harness's writer and the result path are watched, and a result file written by task code is refused.
     """
 
     id = "edge-shapes"

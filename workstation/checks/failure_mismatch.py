@@ -85,29 +85,45 @@ def claimed_class(failure_class: str, failure: str) -> tuple[str | None, str]:
 class FailureMismatch(Check):
     """The failure the task reports is not the failure kws observes.
 
-    For a task with ``[claims] status = "fail"``, kws runs the candidate on every declared
-    case and seed and classifies what actually happens, per the contract's classes:
-    ``compile-error`` (Triton rejected the program: a ``CompilationError`` on a GPU, an
-    error from ``triton.language``/``triton.compiler`` under the interpreter; or a C++/CUDA
-    extension build failure), ``runtime-error`` (the call raised), ``crash`` (the process
-    died from a signal or exited), ``timeout``, ``nan`` (NaN/inf where the reference is
-    finite), ``mismatch`` (outside the declared tolerance), ``nondeterministic`` (two
-    runs on equal inputs differ bitwise; checked when that is the claim). It compares the
-    observed classes with the claimed one (``failure_class``, else inferred from the
-    ``failure`` text). A debugging task whose reported failure is not its real one sends
-    the fixer after the wrong bug.
+    Catches:
+        a debugging task (`[claims] status = "fail"`) whose reported failure is not
+        the failure kws observes: it does not reproduce, it is of another class, or it is
+        **narrower** than the real one. A debugging task whose reported failure is not its real
+        one sends the fixer after the wrong bug (a fixer who trusts a narrow report fixes one bug
+        of several).
 
-    It runs after the rest of the battery (``phase = "after"``) and compares the claim
-    with everything the battery observed: the fail findings of :data:`BATTERY` checks name
-    a case (dtype, shape) and a failure class. The claim's scope is read from its text
-    (:func:`claim_scope`: the dtypes it names, size conditions such as ``N >= 4096``) and
-    its class. When the reported failure reproduces but kws also sees failures outside
-    that scope (another dtype, a shape the condition excludes, another class such as a
-    compile error), the report is narrower than the real failure: a ``fail`` with both
-    sides side by side (a fixer who trusts the report fixes one bug of several).
+    How:
+        runs after every other check (`phase = "after"`), with their results. The
+        candidate's declared cases and seeds are classified per the contract's classes:
+        `compile-error` (Triton rejected the program: a `CompilationError` on a GPU, an error
+        from `triton.language`/`triton.compiler` under the interpreter; or a C++/CUDA extension
+        build failure), `runtime-error` (the call raised), `crash` (the process died from a
+        signal or exited), `timeout`, `nan` (NaN/inf where the reference is finite), `mismatch`
+        (outside the declared tolerance), `nondeterministic` (two runs on equal inputs differ
+        bitwise; checked when that is the claim). The claim's scope is read
+        from its text (`checks.failure_mismatch.claim_scope`): the dtypes it names (`fp16`,
+        `bfloat16`, ...) and size conditions (`N >= 4096`), plus its class (`failure_class`, else
+        inferred from the `failure` text). Every fail finding of `correctness`, `edge-shapes`,
+        `noncontiguous`, `special-values`, `nondeterminism` and `out-of-bounds` whose evidence
+        names a case is a failure the battery observed (`nan` counts as `mismatch` when classes
+        are compared). `slow` claims are judged by `speedup-claim`; here they are only noted.
 
-    With ``status = "pass"`` the check is ``skip``: ``correctness`` and the rest speak.
-    ``slow`` claims are judged by ``speedup-claim``; here they are only noted.
+    Findings:
+        | finding | severity |
+        |---|---|
+        | no failure at all: the report does not reproduce | `fail` |
+        | the observed failures are of a different class only | `fail` |
+        | the reported failure reproduces but some observed failure lies outside its scope (another dtype, a size the condition excludes, another class): "the report is narrower than the failure", with both sides in the evidence (`claim_scope`, `observed_outside_claim`, `battery_failures`) | `fail` |
+        | every observed failure lies inside the claim | `info` |
+        | the task claims `status = "pass"` (`correctness` and the rest speak) | `skip` |
+
+    Limits:
+        the scope is read from free text; a claim that states its limits in words
+        kws does not parse ("only on large inputs") is taken as unlimited in that respect.
+
+    Forgeable:
+        Measured in the job process: the outputs only (copied by the harness into the result files).
+        Still forgeable from inside: nothing short of computing the right values: the harness's writer and the result path are watched, and a result file written by task code is refused.
     """
 
     id = "failure-mismatch"

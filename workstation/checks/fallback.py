@@ -82,31 +82,68 @@ class Fallback(Check):
     """The candidate's work is done by the framework op it should replace, or it falls
     back to it on error.
 
-    How, statically: an AST scan of the candidate's entry callable and every module-level
-    function it reaches by name (``@triton.jit`` kernels excluded) for framework calls
-    that do the work (``torch.matmul``, ``@``, ``F.linear``, ``F.softmax``,
-    ``F.layer_norm``, ``torch.einsum``, ``torch.bmm``, ``F.gelu``, ``.sum()``/``.mean()``/
-    ``.max()``..., names resolved through the module's imports), for calls into the
-    task's reference module, and for ``try``/``except`` blocks whose body launches a
-    kernel and whose handler calls the framework or the reference. Dynamically: on the
-    first declared case the candidate runs once under a ``TorchDispatchMode`` that lists
-    the aten ops it issued (count, largest operand, the task line that issued each) with
-    Triton's launch entry points wrapped to count kernel launches; the reference runs
-    under the same tracer (the ops the candidate should replace); and the candidate runs
-    once more with every Triton launch (or C++/CUDA extension build) made to raise: a
-    candidate that still returns has a silent fallback. Verdicts: a ``triton`` candidate
-    that launched no Triton kernel and ran aten compute ops on the full problem, or that
-    returns when its launches fail, is a ``fail``; heavy framework ops (matmul, softmax,
-    norms) on the full problem next to Triton launches are a ``fail`` when the
-    reference's own work is of that family; other full-size aten compute is a ``warn``; a
-    static hit not confirmed at run time is a ``warn`` with its line.
+    Catches:
+        a candidate whose work is done by the framework op it should replace
+        (`torch.matmul` inside a "Triton GEMM"), or that falls back to it on error
+        (`try: kernel[grid](...) except Exception: return torch.relu(F.linear(x, w, b))` around a
+        kernel that never compiles).
 
-    Source: KernelBench and GPU MODE submissions that call ``torch.matmul`` inside a
-    "custom kernel", and ``try: kernel[grid](...) except: return torch...`` wrappers that
-    hide a kernel that never compiles. Limits: backend ``torch`` candidates legitimately
-    use aten ops (skipped); work in other task files, through ``torch.compile`` or in a
-    CUDA extension's C++ is seen only dynamically (as aten ops or as no launch); kernels
-    launched through ``triton.compile``'s ``CompiledKernel`` are not counted.
+    How:
+        , statically: an AST scan of the entry callable and every module-level function
+        it reaches by name (calls, and functions passed as values), `@triton.jit` kernels
+        excluded, for framework calls that do work (`torch.matmul`, `@`, `F.linear`,
+        `F.softmax`, `F.layer_norm`, `torch.einsum`, `torch.bmm`, `F.gelu`, `.sum()` / `.mean()`
+        / `.max()`..., names resolved through the module's imports), for uses of the task's
+        reference module, and for `try`/`except` blocks whose body launches a kernel and whose
+        handler calls the framework or the reference. Dynamically, on the first declared case:
+        the candidate runs under a `TorchDispatchMode` that lists the aten ops it issues (count,
+        largest operand, the task line that issued each) with Triton's launch entry points
+        (`JITFunction.run`, the interpreter's `InterpretedFunction.run`) wrapped to count launches
+        that completed and launches that raised; the reference runs under the same tracer; and
+        the candidate runs once more with every Triton launch (for `cuda` candidates: every
+        `torch.utils.cpp_extension.load`/`load_inline`) made to raise. An aten op "does the work"
+        when it computes (not allocation, copy, view, fill) on at least a quarter of the largest
+        task tensor.
+
+    Findings:
+        | finding | severity |
+        |---|---|
+        | backend `triton`, no Triton launch completed, and the output came from aten ops (named, with counts; the launch error and the except line when there was one) | `fail` |
+        | with every launch failing the candidate still returns (within tolerance or not), and which ops computed it | `fail` |
+        | matmul / softmax / norm aten ops on the full problem next to Triton launches, where the reference's own work is of that family | `fail` |
+        | other aten compute on the full problem next to Triton launches | `warn` |
+        | a static hit not seen at run time (a size- or device-dependent path, an except that did not fire): with its line | `warn` |
+        | launches per kernel, no full-size aten compute, raises when launches fail | `info` |
+        | backend `torch` | `skip`: a torch candidate legitimately uses aten ops; fallback applies to non-torch backends only |
+
+    Example:
+        (`linear-relu-fallback`): `the candidate (backend triton) completed no Triton
+        kernel launch (1 launch(es) raised: _linear_relu_kernel: InterpreterError:
+        ValueError("arange's arguments must be of type tl.constexpr"); caught by the except
+        handler at line 59); its output came from aten.addmm x1, aten.relu x1`, and the fault
+        injection's `with every Triton launch failing (1 attempted) the candidate still returns
+        a result within tolerance ...`.
+
+    Source:
+        KernelBench and GPU MODE submissions that call `torch.matmul` inside a
+        "custom kernel", and `try: kernel[grid](...) except: return torch...` wrappers that
+        hide a kernel that never compiles.
+
+    Limits:
+        backend `torch` candidates legitimately use aten ops (skipped); work in other task
+        files or through `torch.compile` is seen only dynamically; kernels launched through
+        a `CompiledKernel` from `triton.compile` are not counted; work in a CUDA extension's C++
+        or in JAX (pallas) is invisible to the dispatcher (seen as no aten op). CPU and GPU alike;
+        on the CPU a candidate's explicit CPU path (`if not x.is_cuda: return torch...`) is what
+        runs, and is reported as such.
+
+        Ops listed in `[delegation] ops` (a fused linear-cross-entropy computes its
+        logits with `torch.matmul` by design) are reported as `info` and left out of the verdict,
+        dynamic and static alike; fallback judges the rest.
+
+    Forgeable:
+        Measured in the job process: the dispatch-mode tracer and an independent recorder (the autograd profiler), Triton launch counts.
+        Still forgeable from inside: work done outside the dispatcher and the profiler (numpy, a C extension of its own) is flagged only when no kernel ran at all.
     """
 
     id = "fallback"

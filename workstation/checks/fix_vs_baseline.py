@@ -23,38 +23,53 @@ def _ev(it: Replayed) -> dict[str, Any]:
 class FixVsBaseline(Check):
     """A debugging fix does not fix the reported bug, or breaks what worked.
 
-    Applies to ``kind = "debugging"`` tasks with ``[claims] status = "pass"``: the candidate
-    is a fix and ``entry.baseline`` the buggy code before it. (A failure report under
-    review, ``status = "fail"``, is ``failure-mismatch``'s shape and is not scheduled here.)
-    The reported bug is ``[claims] failure_class`` / ``failure`` (kws extension for a fix:
-    the failure of the baseline that the fix addresses; when both are empty, any failure of
-    the baseline is the bug).
+    Scheduled for:
+        `kind = "debugging"` with `status = "pass"` (a fix): the candidate is a fix and
+        `entry.baseline` the buggy code before it. (A failure report under review,
+        `status = "fail"`, is `failure-mismatch`'s shape and is not scheduled here.)
 
-    How, after every other check has run: every distinct candidate call the battery made
-    (declared cases first, then derived shapes, then transformed inputs; at most 40 on the
-    CPU, 160 on a GPU; ``workstation.checks.support.replay``) is replayed on the baseline,
-    and both are classified against the reference with the battery's own rule (tolerance,
-    NaN, raised, crashed). Then:
+    Catches:
+        a fix
+        whose reported bug does not reproduce on the baseline, still shows on the candidate, or that
+        breaks what worked.
 
-    - the reported bug must *reproduce on the baseline* as claimed: no call of the baseline
-      shows that failure class, ``fail`` (the fix cannot be verified: wrong baseline, or a
-      report that names another failure); it fails only with another class, ``warn``;
-    - it must *not reproduce on the candidate*: a call where the baseline shows the bug and
-      the candidate still fails (in any class: a fix that turns a compile error into a wrong
-      result has not fixed it), ``fail``; a tolerance mismatch on transformed values (large
-      magnitudes, subnormals) is left to ``special-values``, which judges it against a
-      float64 oracle;
-    - *no regression*: a call where the baseline passes and the candidate fails, ``fail``.
+    How:
+        (phase `after`): every distinct candidate call of the battery (at most 40 on the CPU,
+        160 on a GPU: declared cases, derived shapes, layouts, value variants, dtype runs) is replayed
+        on `entry.baseline` and both are classified against the reference with the battery's rule.
+        The bug is `[claims] failure_class` / `failure` (the baseline's failure; see task-format.md;
+        when both are empty, any failure of the baseline is the bug). The candidate still failing
+        counts in any class: a fix that turns a compile error into a wrong result has not fixed it.
 
-    Source of the defect class: fixes that silence the reported symptom (a compile error
-    at a non-power-of-two size) and leave the computation wrong there, or that fix one size
-    and break another: the reason a debugging review reruns the original failure and the
-    cases that passed before.
+    Findings:
+        | finding | severity |
+        |---|---|
+        | the bug does not reproduce on any call of the baseline | `fail` |
+        | it reproduces only with another class | `warn` |
+        | the candidate still fails on a call where the baseline shows the bug (a tolerance mismatch on transformed values is left to special-values) | `fail` |
+        | a call that passes on the baseline fails on the candidate | `fail` |
+        | the fix holds (how many calls showed the bug) | `info` |
 
-    Limits: only the inputs the battery ran (bounded by the interpreter's cost on the
-    CPU); a bug that needs a GPU to show (a race, a crash in compiled code) does not
-    reproduce under the Triton interpreter: then the first point is a ``fail`` that a GPU
-    run may reverse, and the evidence says which device ran.
+    Example:
+        (`layernorm-fix`): `the candidate still fails where the baseline shows the bug:
+        case M=16 N=1000 float32 seed 0 (inputs: layout:padded-rows): the baseline compile-error, the
+        candidate 15000 NaN ...`.
+
+    Source:
+        fixes that silence the reported symptom (a compile error
+        at a non-power-of-two size) and leave the computation wrong there, or that fix one size
+        and break another: the reason a debugging review reruns the original failure and the
+        cases that passed before.
+
+    Limits:
+        only the inputs the battery ran (bounded by the interpreter's cost on the CPU); a
+        bug that needs a GPU to show (a race, a crash in compiled code) does not reproduce under
+        the Triton interpreter: then the first point is a `fail` that a GPU run may reverse, and
+        the evidence says which device ran.
+
+    Forgeable:
+        Measured in the job process: the outputs only (copied by the harness into the result files).
+        Still forgeable from inside: nothing short of computing the right values: the harness's writer and the result path are watched, and a result file written by task code is refused.
     """
 
     id = "fix-vs-baseline"

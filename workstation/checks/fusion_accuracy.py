@@ -19,30 +19,48 @@ class FusionAccuracy(Check):
     """At a production dtype, the fused kernel's error against the float64 oracle exceeds
     the unfused baseline's error at that dtype by more than the margin.
 
-    For ``kind = "fusion"`` with ``entry.baseline`` (the unfused ops). A fusion keeps
-    intermediates in registers instead of rounding them to memory, so it should be at
-    least as accurate as the chain of ops it replaces; a fused kernel that computes an
-    intermediate in half precision, cancels ``1 + tanh(u)`` in fp16, or drops an upcast is
-    less accurate even where it still passes a lenient tolerance.
+    Scheduled for:
+        `kind = "fusion"` with `entry.baseline` (the unfused ops).
 
-    How: at each production dtype (``[contract] dtypes``, else the declared cases'
-    dtypes), on every declared case and seed of that dtype and on the declared cases re-run
-    at a contract dtype no case declares (the numerics audit's runs, shared with
-    ``precision-regime``), kws computes the float64 oracle (the reference on float64 copies
-    of the inputs) and runs the baseline on the same inputs. Per output it compares
-    ``max|fused - oracle|`` with the margin ``2 * max|unfused - oracle| + floor`` (the rule
-    of FlashAttention's tests, Dao-AILab/flash-attention ``hopper/test_flash_attn.py``; the
-    floor ``2*max|fl(fl(o + 0.3) - 0.3) - o|`` keeps an exact baseline from demanding zero
-    error), and, element by element in units of the error budget B of
-    ``workstation.analysis.numerics`` (an error at a small ``|y|`` that the maximum absolute
-    error hides behind the rounding of the largest ``|y|``), ``max(|fused - oracle| / B)``
-    with ``2 * max(|unfused - oracle| / B) + 1``. Either exceeded on any run of a dtype: ``fail`` (the worst run, both errors, their
-    ratio, the worst element); else ``info`` per dtype with the ratio of the errors.
+    Catches:
+        a fused kernel less accurate than the unfused ops it replaces, even within a lenient
+        tolerance. A fusion keeps intermediates in registers instead of rounding them to memory,
+        so it should be at least as accurate as the chain of ops it replaces; a fused kernel that
+        computes an intermediate in half precision, cancels `1 + tanh(u)` in fp16, or drops an
+        upcast is less accurate even where it still passes a lenient tolerance.
 
-    Limits: needs an oracle (a reference that computes in float64 for float64 inputs) and a
-    runnable baseline; on the CPU the numbers come from the Triton interpreter (numpy order
-    of reductions, true fp32 dots), so a GPU's TF32 or reduction order is not measured
-    here.
+    How:
+        at each production dtype (`[contract] dtypes`, else the declared cases' dtypes), on every
+        declared case and seed of that dtype and on the declared cases re-run at a contract dtype
+        no case declares (the numerics audit's runs, shared with `precision-regime`), kws computes
+        the float64 oracle (the reference on float64 copies of the inputs) and runs the baseline
+        on the same inputs. Per output it compares `max|fused - oracle|` with the margin
+        `2 max|unfused - oracle| + floor` (the rule of FlashAttention's tests,
+        Dao-AILab/flash-attention `hopper/test_flash_attn.py`; the floor
+        `2*max|fl(fl(o + 0.3) - 0.3) - o|` keeps an exact baseline from demanding zero error),
+        and, element by element in units of the error budget B of
+        `workstation.analysis.numerics` (an error at a small `|y|` that the maximum absolute
+        error hides behind the rounding of the largest `|y|`), `max(|fused - oracle|/B)` with
+        `2 max(|unfused - oracle|/B) + 1`.
+
+    Findings:
+        | finding | severity |
+        |---|---|
+        | either margin exceeded on any run of a dtype: the worst run, both errors, their ratio, the worst element | `fail` |
+        | per dtype, within both margins: the ratio of the errors | `info` |
+
+    Example:
+        (`bias-gelu-halfmath`): `float16: ... its worst element is 140 error budgets off
+        the float64 oracle, the baseline's 4.24 (the margin allows 9.48 ...)`.
+
+    Limits:
+        needs an oracle (a reference that computes in float64 for float64 inputs) and a
+        runnable baseline; on the CPU the numbers come from the Triton interpreter (numpy order
+        of reductions, true fp32 dots), so a GPU's TF32 or reduction order is not measured here.
+
+    Forgeable:
+        Measured in the job process: the outputs only (copied by the harness into the result files).
+        Still forgeable from inside: nothing short of computing the right values: the harness's writer and the result path are watched, and a result file written by task code is refused.
     """
 
     id = "fusion-accuracy"

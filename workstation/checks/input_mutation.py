@@ -90,21 +90,48 @@ def describe_mutations(ctx: CheckContext, role: str, case: dict[str, Any], seed:
 class InputMutation(Check):
     """The candidate changes its inputs where the contract does not allow it.
 
-    How: every call step records a sha256 of each input's elements before and after the
-    call (in the child, in logical element order). kws reads those digests for the
-    candidate's runs on every declared case and seed (the same runs ``correctness``
-    compares, so this costs no extra call), skipping ``out_args``/``inout_args`` and
-    tasks whose contract says ``mutates_inputs = true`` (then the check is skipped). For
-    a changed input it reruns one case: one child makes the pristine inputs, another calls
-    the candidate and sends its inputs back, and the parent reports how many elements
-    changed, where, and before/after values.
+    Catches:
+        the candidate writes an input the contract makes read-only (in-place scratch
+        use of the logits, an in-place activation on the caller's tensor).
 
-    Source: in-place scratch use of an input (``exp(x - max)`` written back into the
-    logits), the PyTorch convention that functional ops do not write their arguments
-    unless named ``op_``; harnesses that compute the reference first (or on a copy) cannot
-    see it. Limits: a candidate that restores its inputs before returning is not seen;
-    writes through an alias outside the input's logical elements are the concern of
-    ``out-of-bounds``. CPU and GPU alike.
+    How:
+        every call step records a sha256 of each input's elements before and after the
+        call (in the child). kws reads them from the candidate's runs on every declared case and
+        seed (the runs `correctness` makes: no extra call), skipping `out_args` / `inout_args`.
+        For a changed input it reruns one seed: one child makes the pristine inputs, another
+        calls the candidate and sends its inputs back; the parent diffs them.
+
+    Findings:
+        | finding | severity |
+        |---|---|
+        | per case: which input, how many elements changed (region, max change, an example before -> after, the range afterwards), on which seeds | `fail` |
+        | inputs unchanged in n runs | `info` |
+        | `mutates_inputs = true` in the contract | `skip` (reason says so) |
+
+    Example:
+        (`softmax-inplace-scratch`): `input 0 (float32 [8x2048]): 16384 of 16384
+        elements changed (rows 0..7, cols 0..2047), max |change| 13, e.g. at [0, 0]: -3.37752 ->
+        1.54666e-07; afterwards in [7.74e-11, 1]`.
+
+    Source:
+        in-place scratch use of an input (`exp(x - max)` written back into the
+        logits), the PyTorch convention that functional ops do not write their arguments
+        unless named `op_`; harnesses that compute the reference first (or on a copy) cannot
+        see it.
+
+    Reuse:
+        `workstation.checks.input_mutation.mutated_inputs(outcome, exclude)` and
+        `describe_mutations(ctx, role, case, seed, indices)` work for any role
+        (`reference-suspect` asks the same of the reference).
+
+    Limits:
+        a candidate that restores its inputs before returning is not seen; writes through
+        an alias outside the input's logical elements are the concern of `out-of-bounds`. CPU
+        and GPU alike.
+
+    Forgeable:
+        Measured in the job process: guard bands and poison in buffers kws allocates, read back by the harness after the call.
+        Still forgeable from inside: a candidate that knows kws's sentinel bytes could write them back over what it clobbered before returning.
     """
 
     id = "input-mutation"

@@ -19,40 +19,70 @@ class NkiKernelCheck(Check):
     """An NKI candidate's kernels: accumulator and PSUM dtypes, masks on the loads and
     stores of ragged tiles, matmul precision, read from the Python source.
 
-    Applies to ``backend = "nki"``. kws parses the candidate's file and the task files it
-    imports (never importing them) and reads every ``@nki.jit`` kernel
-    (``workstation.checks.support.nki_read``):
+    Scheduled for:
+        `backend = "nki"`.
 
-    - *Accumulators.* A tile that a loop accumulates into (``acc += nl.matmul(...)``,
-      ``acc = acc + ...``) allocated in float16/bfloat16, in PSUM or SBUF: every partial sum
-      is rounded to 8 or 11 significant bits. ``fail`` where the contract's reduction can
-      exceed the terms that format sums exactly (``[params]`` maxima of the ``[contract]
-      reduction`` parameters: bfloat16 256, float16 2048), else ``warn``. A PSUM buffer
-      allocated in a half dtype is a ``warn`` by itself (the PSUM accumulates in fp32; the
-      Neuron docs allocate ``nl.zeros(..., nl.float32, buffer=nl.psum)``).
-    - *Ragged tiles.* A load or store inside a tile loop whose trip count rounds up
-      (``math.ceil(N / TILE)``, ``(N + TILE - 1) // TILE``) without ``mask=``: the last tile
-      reads or writes past the tensor when N is not a multiple of the tile, ``warn``. A loop
-      whose trip count rounds down (``N // TILE``) with no ``assert N % TILE == 0`` leaves the
-      tail unvisited, ``warn``.
-    - *Matmul precision.* ``nl.matmul`` / ``nisa.nc_matmul`` operands cast to bfloat16/fp8
-      (``.astype(...)``) in a task whose contract serves float32: ``warn`` (8-bit mantissa
-      products); reductions with an explicit half ``dtype=``: ``warn``.
-    - No ``@nki.jit`` kernel in the candidate's files: ``warn``. A summary per kernel:
-      ``info``.
+    Catches:
+        half-precision PSUM/SBUF accumulators,
+        unmasked loads/stores inside tile loops whose trip count rounds up, tile loops that round down
+        without an assert, matmul operands cast to bf16/fp8 in a task served at float32, reductions
+        with a half `dtype=`.
 
-    Run time: NKI kernels run on Trainium/Inferentia or in ``nki.simulate_kernel``, which
-    ships only in the Neuron SDK's ``neuronx-cc`` (AWS's Neuron pip repository; the PyPI
-    ``nki`` and ``neuronx-cc`` names are placeholders that raise ImportError). Where that
-    simulator is importable, the fork server reports it and every run-time check runs the
-    candidate (which calls the simulator or the device itself, as the task format has it);
-    elsewhere they ``skip`` with the install hint.
+    How:
+        the candidate's file and the task files it imports are parsed, never imported
+        (`workstation/checks/support/nki_read.py`); every `@nki.jit` kernel's allocations, loops,
+        accesses, accumulations and matmuls are read:
 
-    Source of the defect classes: the NKI programming guide and ISA docs (PSUM is the fp32
-    accumulation buffer of the PE array; tiles at a tensor's edge need masks; the matmul
-    tutorial's ``nl.zeros((TILE_M, TILE_N), nl.float32, buffer=nl.psum)``).
-    Limits: a reading of the source's form: dtypes and sizes held in variables are not
-    resolved; code generated at trace time is not seen; no value is computed.
+        - *Accumulators.* A tile that a loop accumulates into (`acc += nl.matmul(...)`,
+          `acc = acc + ...`) allocated in float16/bfloat16, in PSUM or SBUF: every partial sum
+          is rounded to 8 or 11 significant bits; the reduction's length is the `[params]` maxima
+          of the `[contract] reduction` parameters. A PSUM buffer allocated in a half dtype is
+          suspect by itself (the PSUM accumulates in fp32; the Neuron docs allocate
+          `nl.zeros(..., nl.float32, buffer=nl.psum)`).
+        - *Ragged tiles.* A load or store inside a tile loop whose trip count rounds up
+          (`math.ceil(N / TILE)`, `(N + TILE - 1) // TILE`) without `mask=`: the last tile
+          reads or writes past the tensor when N is not a multiple of the tile. A loop
+          whose trip count rounds down (`N // TILE`) with no `assert N % TILE == 0` leaves the
+          tail unvisited.
+        - *Matmul precision.* `nl.matmul` / `nisa.nc_matmul` operands cast to bfloat16/fp8
+          (`.astype(...)`) in a task whose contract serves float32 (8-bit mantissa products);
+          reductions with an explicit half `dtype=`.
+
+        Run time: NKI kernels run on Trainium/Inferentia or in `nki.simulate_kernel`, which
+        ships only in the Neuron SDK's `neuronx-cc` (AWS's Neuron pip repository; the PyPI
+        `nki` and `neuronx-cc` names are placeholders that raise ImportError). Where that
+        simulator is importable, the fork server reports it and every run-time check runs the
+        candidate (which calls the simulator or the device itself, as the task format has it);
+        elsewhere they `skip` with the install hint.
+
+    Findings:
+        | finding | severity |
+        |---|---|
+        | a half-precision accumulator with a reduction past the terms that format sums exactly (bfloat16 256, float16 2048) | `fail` |
+        | a half-precision accumulator with a shorter (or unknown) reduction; a PSUM buffer allocated in a half dtype | `warn` |
+        | an unmasked load or store in a tile loop that rounds up; a tile loop that rounds down with no `assert N % TILE == 0` | `warn` |
+        | matmul operands cast to bfloat16/fp8 in a task served at float32; a reduction with an explicit half `dtype=` | `warn` |
+        | no `@nki.jit` kernel in the candidate's files | `warn` |
+        | a summary per kernel | `info` |
+
+    Example:
+        (`matmul-nki-bf16psum`): `` a bfloat16 accumulator: `acc += nl.matmul(a, b,
+        transpose_x=True)` at line 42 adds into tile acc allocated as bfloat16 in psum (line 36)
+        ... the reduction K reaches 4096 terms ``.
+
+    Source:
+        the NKI programming guide and ISA docs (PSUM is the fp32 accumulation buffer of the PE
+        array; tiles at a tensor's edge need masks; the matmul tutorial's
+        `nl.zeros((TILE_M, TILE_N), nl.float32, buffer=nl.psum)`).
+
+    Limits:
+        a reading of the source's form, not its values: dtypes and sizes held in variables are
+        not resolved; code generated at trace time is not seen. The run-time checks run only
+        where `nki.simulate_kernel` imports (the Neuron SDK), else `skip`.
+
+    Forgeable:
+        Measured in the job process: source, jaxpr, compiler output and attached files read by kws.
+        Still forgeable from inside: nothing at run time (static); the sources may of course lie in comments.
     """
 
     id = "nki-kernel"

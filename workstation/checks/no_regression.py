@@ -24,28 +24,46 @@ def _ev(it: Replayed) -> dict[str, Any]:
 class NoRegression(Check):
     """An optimization that regresses correctness against the code before it, or is slower.
 
-    For ``kind = "optimization"`` with ``entry.baseline`` (the code before the change), after
-    every other check has run: every distinct candidate call the battery made (declared
-    cases, derived shapes, layouts, value variants, the numerics audit's dtype runs; at most
-    40 on the CPU, 160 on a GPU; ``workstation.checks.support.replay``) is replayed on the
-    baseline, and both are judged against the reference with the battery's own rule. A call
-    where the baseline passes and the candidate fails is a ``fail`` (the optimization broke
-    it: a dropped max-subtraction that overflows on large inputs, a vectorised tail that
-    reads past the end); calls where both fail are counted (``info``: the failure is older
-    than the optimization; the other checks report it).
+    Scheduled for:
+        `kind = "optimization"` with `entry.baseline` (the code before the change).
 
-    Speed, by kws's own timing protocol (``docs/timing.md``; the measurement
-    ``speedup-claim`` uses, shared): with a ``[claims] speedup`` it is ``speedup-claim``'s to
-    judge and this check only points there; without one, the measured ratio
-    median(baseline) / median(candidate) with its 95% bootstrap interval is reported, a
-    ``warn`` when the whole interval is below 1 (the optimization is slower than what it
-    replaces). Where timing is not representative (Triton under the interpreter, CUDA on
-    the CPU) the speed is not judged and the finding says why.
+    Catches:
+        an optimization that fails where the baseline passes (a dropped max-subtraction that
+        overflows on large inputs, a vectorised tail that reads past the end), or is slower than
+        it.
 
-    Source of the defect class: optimizations validated only on the benchmark shape or on
-    the author's cases, which trade away the numerical safeguards or the tail handling of
-    the original (the reason performance PRs rerun the original's test matrix).
-    Limits: only the inputs the battery ran.
+    How:
+        (phase `after`): every distinct candidate call the battery made (declared cases, derived
+        shapes, layouts, value variants, the numerics audit's dtype runs; at most 40 on the CPU,
+        160 on a GPU; `workstation/checks/support/replay.py`) is replayed on the baseline, and
+        both are judged against the reference with the battery's own rule. Speed, by kws's own
+        timing protocol (`docs/timing.md`; the measurement `speedup-claim` uses, shared): with a
+        `[claims] speedup` it is `speedup-claim`'s to judge and this check only points there;
+        without one, the measured ratio median(baseline) / median(candidate) is reported with its
+        95% bootstrap interval.
+
+    Findings:
+        | finding | severity |
+        |---|---|
+        | a call passes on the baseline and fails on the candidate | `fail` |
+        | measured speedup interval entirely below 1 (no claim): slower than what it replaces | `warn` |
+        | calls failing on both (the failure is older than the optimization; the other checks report it); no regression; speed not judged (not representative: Triton under the interpreter, CUDA on the CPU) or the ratio | `info` |
+
+    Example:
+        (`softmax-overflow`): `the optimization regresses: case M=32 N=500 float32 seed 0
+        (inputs: magnitude:spikes) passes on the baseline and the candidate 32 NaN ...`.
+
+    Source:
+        optimizations validated only on the benchmark shape or on the author's cases, which
+        trade away the numerical safeguards or the tail handling of the original (the reason
+        performance PRs rerun the original's test matrix).
+
+    Limits:
+        only the inputs the battery ran; GPU-only regressions do not show under the interpreter.
+
+    Forgeable:
+        Measured in the job process: the outputs only (copied by the harness into the result files); for its speed, the timing step's timers and CUDA events in the job process.
+        Still forgeable from inside: nothing short of computing the right values for its pass/fail comparison (the harness's writer and the result path are watched, and a result file written by task code is refused); for its speed, the timer functions are watched, but a candidate could slow the baseline it is compared with (the baseline runs in the same timing process by design).
     """
 
     id = "no-regression"

@@ -55,33 +55,73 @@ def _layout_of(r: trials.TrialResult, args: list[int]) -> str:
 class Noncontiguous(Check):
     """Mismatch on strided, sliced, transposed, broadcast or misaligned views of legal inputs.
 
-    A kernel that takes ``x`` and passes ``x.shape[-1]`` (or the output's strides) where it
-    should pass ``x.stride(0)``, or that assumes ``stride(-1) == 1``, is right on every
-    contiguous test input and wrong on the column slice of a fused QKV buffer, a transposed
-    weight or an expanded bias, which production code passes without a copy. Transposed
-    views that keep ``stride(-1) == 1`` on a padded buffer and misaligned storage offsets
-    (Triton specialises pointer arguments on divisibility by 16) are the classic cases.
+    Catches:
+        kernels that are right on contiguous inputs and wrong on the views production
+        code passes without a copy: a wrapper that passes `x.shape[-1]` or the output's strides
+        where it should pass `x.stride(0)`, a kernel that assumes `stride(-1) == 1`, a weight or
+        bias loaded with unit stride, an ignored storage offset.
 
-    How: unless the contract sets ``contiguous_only = true`` (then the check is skipped),
-    kws takes the cheapest declared case of each dtype (first seed) and, for each layout
-    of :mod:`workstation.harness.layouts` (padded rows, a column slice with a storage
-    offset, every other row, every other column, column-major, a one-element misaligned
-    offset, a stride-0 expand), rebuilds every tensor input the callables only read (never
-    ``out_args``/``inout_args``) as a view of that layout with the same values, in the
-    child, and runs the candidate on it. The reference runs on the contiguous inputs, so
-    its results are the ones ``correctness`` already has; for ``expand`` (which changes
-    values) it gets a contiguous copy of the expanded values. Padding around a view is
-    NaN, so a kernel that reads outside its view shows NaN. When a layout fails with more
-    than one input transformed, each input is retried alone to say which one the kernel
-    mishandles. Evidence: the strides, storage offsets and ``data_ptr % 16`` of every
-    transformed input, and the comparison. When the contiguous declared case already fails
-    (``correctness``'s finding), a layout counts only if it changes the candidate's result
-    (its output on the view against its own output on contiguous inputs, at the declared
-    tolerance) or the failure class; otherwise it is an ``info``.
+    How:
+        skipped (with the reason) when the contract sets `contiguous_only = true`.
+        Otherwise, for the cheapest declared case of each dtype (first seed), every tensor input
+        the callables only read (never `out_args` / `inout_args`) is rebuilt in the child
+        (`workstation/harness/layouts.py`) as a view with the same values:
 
-    Limits: one seed and one case per dtype. On the CPU (Triton interpreter) pointer
-    alignment does not change the generated code, so ``misaligned`` only catches offset
-    arithmetic bugs there; on a GPU it exercises the unaligned specialisation too.
+        | layout | what the kernel gets |
+        |---|---|
+        | `padded-rows` | `buf[..., :N]` of a buffer with rows padded to a multiple of 64 plus 64: `stride(-1) == 1`, row stride > N |
+        | `column-slice` | `buf[..., N:2N]` of a `(..., 3N)` buffer, like `qkv[:, k:2k]`: row stride 3N, storage offset N |
+        | `row-step` | `buf[::2]` (every other row; a 1-D input gets stride 2) |
+        | `col-step` | `buf[..., ::2]`: `stride(-1) == 2` |
+        | `transposed` | `x.transpose(-1, -2).contiguous().transpose(-1, -2)`: the same values column-major |
+        | `misaligned` | a contiguous view one element into its buffer: `data_ptr() % 16 != 0` (Triton specialises pointer arguments on divisibility by 16) |
+        | `expand` | `x.narrow(0, 0, 1).expand_as(x)`: stride 0 along dim 0 |
+
+        A kind that does not change a tensor's layout (a 1-D tensor has no rows to pad or
+        transpose) leaves it alone. The padding around a view is NaN (0 for integer tensors), so a
+        kernel that reads outside the view it was given turns outputs into NaN. The reference runs
+        on the contiguous inputs (the runs `correctness` already has); for `expand`, whose values
+        differ, it gets a contiguous copy of the expanded values.
+
+    Expand rule:
+        a stride-0 view is built only for a floating-point input the callables
+        only read whose rank is lower than the highest-rank tensor input (a broadcast operand: a
+        bias, a per-row scale, a norm weight) and whose dim 0 is larger than 1. Every element of
+        such an operand plays the same role, so equal values along dim 0 are still a legal input;
+        the primary operands keep their values (all-equal rows are `degenerate-inputs`' subject),
+        and integer (index) tensors are never expanded, since repeated indices change what a
+        gather or scatter means.
+
+        When a layout fails with several inputs transformed, each is retried alone to name the one
+        the kernel mishandles. When the contiguous declared case itself fails (`correctness`), a
+        layout counts only if it changes the candidate's result: its output on the view is
+        compared with its own output on contiguous inputs (for `expand`, on a contiguous copy of
+        the same values) at the declared tolerance.
+
+    Findings:
+        | finding | severity |
+        |---|---|
+        | per layout: the input(s) at fault with shape, strides, storage offset and `data_ptr % 16`, the case, the comparison (worst element, region), "the padding around the view is NaN, so the kernel read outside the view it was given" where NaN came from the padding | `fail` |
+        | layouts that fail only as the contiguous declared case does (output equal to the contiguous output) | `info` |
+        | layouts checked per case, with strides; the expand rule | `info` |
+        | `contiguous_only = true`, or no tensor input the candidate reads | `skip` (with the reason) |
+
+    Example:
+        (`scale-rows-noncontig`): `layout column-slice (input 0 (48, 320): stride (960,
+        1), offset 320, data_ptr % 16 = 0): case M=48 N=320 float32, seed 0: 10240 NaN in the
+        candidate's output; 15040 of 15360 elements (97.9%) outside atol=1e-06, rtol=1e-05 ...;
+        worst at [1, 0]: expected -0.1457, got nan; mismatches in rows 1..47 of 48, all 320 cols;
+        the padding around the view is NaN, so the kernel read outside the view it was given`.
+
+    Limits:
+        one case per dtype, one seed; layouts of `out_args`/`inout_args` are not varied
+        (kws never rewrites what the callables write). On the CPU the interpreter does not
+        specialise on pointer alignment, so `misaligned` only catches offset arithmetic there; on a
+        GPU it also runs Triton's unaligned specialisation.
+
+    Forgeable:
+        Measured in the job process: the outputs only (copied by the harness into the result files).
+        Still forgeable from inside: nothing short of computing the right values: the harness's writer and the result path are watched, and a result file written by task code is refused.
     """
 
     id = "noncontiguous"

@@ -36,26 +36,51 @@ def differing(a: np.ndarray, b: np.ndarray) -> np.ndarray:
 class Nondeterminism(Check):
     """Equal inputs give different outputs across runs (where ``deterministic = true``).
 
-    How: on the first declared case and seed, the candidate runs several times in one
-    process (3 on the CPU, 5 on a GPU; each call on a fresh clone of the same inputs),
-    once more in a separate forked process (the run ``correctness`` made), and once in a
-    fresh Python interpreter started with ``PYTHONHASHSEED=0``: forked children share the
-    fork server's hash seed, and str/bytes hashing orders every set built on it, so work
-    whose order comes from such a set differs only across interpreters. The fresh
-    interpreter (an import of torch and triton, ~2 s of CPU) runs only where the
-    candidate's file or a task module it imports iterates a set/frozenset or calls
-    ``hash()`` (dicts keep insertion order): elsewhere the hash seed cannot reach the
-    order of task code, and the info says so. Every run is compared bitwise with the
-    first; differences are reported with their count, places and size in ULPs of the
-    output dtype.
+    Catches:
+        equal inputs giving bitwise-different outputs where the contract says
+        `deterministic = true`: atomics in split-K / stream-K reductions, combine orders that come
+        from thread completion, `id()`-ordered sets (object addresses) or sets of strings (ordered by the str hash seed).
 
-    Source: split-K / stream-K reductions with ``tl.atomic_add`` (float addition is not
-    associative, and the order in which programs add is a scheduling accident), as in
-    PyTorch's documented nondeterministic ops (``torch.use_deterministic_algorithms``).
-    Limits: the Triton interpreter runs program instances one after another, so atomics
-    are ordered on the CPU and scheduling-dependent nondeterminism shows only on a GPU;
-    on the CPU the check finds state-, address- and hash-order-dependent results. With
-    ``deterministic = false`` in the contract it is skipped.
+    How:
+        on the first declared case and seed the candidate runs 3 times in one process (5
+        on a GPU), each on a fresh clone of the same inputs; once in a separate forked process (the
+        run `correctness` made); and once in a fresh Python interpreter started with
+        `PYTHONHASHSEED=0`: forked children share the fork server's hash seed, so a result that
+        depends on str/bytes hash order differs only across interpreters. The hash seed reaches
+        task code only through set/frozenset iteration order (dicts keep insertion order) or
+        `hash()`, so the fresh interpreter (~2 s of CPU for torch and triton) runs only where the
+        candidate's file, or a task module it imports, has a set display, comprehension,
+        `set()`/`frozenset()` or `hash()` call; otherwise the info says it was not needed. Every run is compared
+        bitwise with the first (NaN equals NaN; +0 and -0 differ), with differing elements' count,
+        places and size in ULPs of the output dtype.
+
+    Findings:
+        | finding | severity |
+        |---|---|
+        | runs differ: which pair, how many elements, where, max abs, max/median ULP, first element's two values | `fail` |
+        | one kind of run failed where others returned | `warn` |
+        | all runs bitwise equal (which runs) | `info` |
+        | `deterministic = false` in the contract | `skip` (reason says so) |
+
+    Example:
+        (`sum-splitk-nondet`): `case T=2048 N=256 float32 (seed 0) output 0: 157 of 256
+        elements differ bitwise between call 1 of 3 in one process and call 2 of 3 in one process
+        on equal inputs (max abs 1.53e-05, max 40 ULP; ...)`.
+
+    Source:
+        split-K / stream-K reductions with `tl.atomic_add` (float addition is not
+        associative, and the order in which programs add is a scheduling accident), as in
+        PyTorch's documented nondeterministic ops (`torch.use_deterministic_algorithms`).
+
+    Limits:
+        the Triton interpreter runs program instances one after another, so atomics
+        are ordered on the CPU and scheduling-dependent nondeterminism shows only on a GPU; on the
+        CPU the check finds state-, address-, thread- and hash-order-dependent results. Hash-order
+        dependence inside libraries the candidate calls (not task code) is not looked for.
+
+    Forgeable:
+        Measured in the job process: outputs of repeated calls and fresh interpreters.
+        Still forgeable from inside: a candidate that detects repetition (a call counter kept outside the watched modules) could return a cached output.
     """
 
     id = "nondeterminism"

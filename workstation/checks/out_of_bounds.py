@@ -69,26 +69,54 @@ def _span(side: dict[str, Any], where: str) -> str:
 class OutOfBounds(Check):
     """Writes outside the extent of the output (and every other buffer the candidate gets).
 
-    How: in the guarded run the candidate's buffers sit in the middle of larger buffers
-    whose bands before and after are filled with the byte 0xA5: every tensor input
-    (``out_args``/``inout_args`` included) is copied into such a buffer, and every
-    ``torch.empty*`` allocation made during its import and call is turned into one by a
-    ``TorchDispatchMode`` (the same run that ``unwritten-output`` poisons). Bands are
-    max(4096, the buffer's size) elements up to 2**18, rounded to 256 bytes so the buffer
-    keeps its alignment. The child sends the raw bytes of every band; the parent reports
-    each changed guard element with its side, its offset past the end (+1 is the first
-    element after the last one) and the value written. On a GPU one case is also
-    run once under ``compute-sanitizer --tool memcheck`` where the binary is installed
-    (the declared case with the fewest elements, in a fresh interpreter, 240 s at most);
-    on the CPU that part is reported as not run, with the reason.
+    Catches:
+        writes outside the extent of the output (and of any other buffer the
+        candidate is handed or allocates): a store mask missing on the ragged last tile, a tail
+        rounded up to whole vectors, an off-by-one in a row stride.
 
-    Source: the classic missing or rounded-up store mask on the ragged last tile (Triton
-    tutorials' ``mask=offs < n``; CUDA vector-store ports that round the tail up to whole
-    vectors), which on a GPU writes into the neighbouring allocation without faulting
-    (the caching allocator packs blocks) and on the CPU may corrupt the heap.
-    Limits: a write that skips past the guard band lands in unguarded memory (it may crash:
-    reported as a warn); buffers the candidate allocates outside the dispatcher are not
-    guarded. Reads out of bounds are not detected here (the sanitizer reports them).
+    How:
+        the *guarded run* (shared with `unwritten-output`, scenario A below). In a child
+        where nothing else ran first, every tensor input (`out_args` and `inout_args` included)
+        is copied into the middle of a larger buffer, and every `torch.empty` / `empty_like` /
+        `empty_strided` / `new_empty` allocation made while the candidate is imported and called
+        is replaced, by a `TorchDispatchMode`, with a tensor of the same shape, strides, dtype
+        and device in the middle of a larger buffer. The bands before and after hold the byte
+        `0xA5`; each band is max(4096, the buffer's own size) elements, at most 2^18, rounded up
+        to 256 bytes so the guarded tensor keeps the allocator's alignment (Triton specialises
+        pointer arguments on 16-byte divisibility). The child sends the raw bytes of every band;
+        the parent reports each guard element that changed.
+
+    Findings:
+        | finding | severity |
+        |---|---|
+        | guard elements changed: which buffer (output j / out_args input / scratch allocation, with the `torch.empty` line), which side, the offsets (+1 is the element just past the last one, -1 the one just before the first), the values written; one finding per buffer, listing every case where it happened | `fail` |
+        | compute-sanitizer memcheck (GPU) reports errors, with its first report line | `fail` |
+        | the candidate crashed with guarded, poisoned buffers but returns in a plain run | `warn` |
+        | guard bands untouched (how many buffers, band lengths); the compute-sanitizer part not run, with the reason | `info` |
+
+    Example:
+        (`copy-cast-oob`): `case n=4093 float32 (seed 0): wrote 3 element(s) past the
+        end (offsets +1..+3 after the last element) of output 0 (float16 [4093], torch.empty at
+        candidate.py:28); values written: 0, 0, 0; also in 2 more of 5 cases (n=3070 ...: 2, n=1023 ...: 1)`.
+
+    Source:
+        the classic missing or rounded-up store mask on the ragged last tile (Triton
+        tutorials' `mask=offs < n`; CUDA vector-store ports that round the tail up to whole
+        vectors), which on a GPU writes into the neighbouring allocation without faulting
+        (the caching allocator packs blocks) and on the CPU may corrupt the heap.
+
+    Limits:
+        a write that skips past the whole band lands in unguarded memory (on the CPU
+        it may corrupt the heap: then the guarded run crashes, a `warn`); buffers allocated
+        outside the dispatcher (ctypes, `UntypedStorage(n)`, CUDA graph pools) are not guarded;
+        reads out of bounds are not seen by the guards. On a GPU the declared case with the fewest
+        elements also runs once under `compute-sanitizer --tool memcheck` (in a fresh
+        interpreter, 240 s at most) where the binary is installed (`PATH`, `$CUDA_HOME/bin`, `/usr/local/cuda/bin`); on the CPU that part is an
+        `info` finding: "compute-sanitizer memcheck not run: no CUDA device ...".
+
+    Forgeable:
+        Measured in the job process: guard bands and poison in buffers kws allocates, read back by the harness after the call.
+        Still forgeable from inside: a candidate that knows kws's sentinel bytes could write them back over what it clobbered before returning.
     """
 
     id = "out-of-bounds"

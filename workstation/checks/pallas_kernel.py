@@ -24,47 +24,61 @@ class PallasKernel(Check):
     """A Pallas candidate's kernels, read statically from the jaxpr and run under Pallas's
     strict interpreter.
 
-    How: kws wraps ``pallas_call`` in the job child (``workstation.harness.pallas``) and
-    runs every kernel in interpret mode on the CPU (native where JAX finds a GPU/TPU).
+    Scheduled for:
+        `backend = "pallas"`.
 
-    - *The jaxpr reading* (``jax.make_jaxpr`` of each distinct ``pallas_call`` the candidate
-      makes on the cheapest declared case per dtype and on a ragged variant of the first,
-      every integer parameter moved to a legal size no power-of-two block divides): the
-      grid; each block mapping's block shape, its array and the index map evaluated at every
-      grid point, giving the output elements that no grid step writes (``fail``: a grid of
-      ``M // block`` instead of ``pl.cdiv(M, block)`` leaves the ragged tail unwritten: NaN
-      under the interpreter, stale memory on a GPU) and the input blocks that reach past their
-      array (padding reads, ``info``: harmless where rows are independent, wrong if a
-      reduction takes them in unmasked); scratch buffers; every ``dot_general`` with its
-      operand and ``preferred_element_type`` dtypes; read-modify-write accumulations into
-      an output, a scratch buffer or a loop carry of float16/bfloat16 (``warn``: a
-      half-precision accumulator; ``jnp.dot`` without ``preferred_element_type=jnp.float32``
-      on half inputs rounds every partial product to half).
-    - *No kernel*: a candidate that made no ``pallas_call`` on any case computed its output
-      with JAX/XLA or torch ops instead (``fail``; the Pallas analogue of ``fallback``).
-    - *Strict interpretation* on the cheapest declared case of up to two dtypes: every
-      ``pallas_call`` runs in Pallas's TPU interpret mode with
-      ``InterpretParams(out_of_bounds_reads="raise", uninitialized_memory="nan",
-      detect_races=True, num_cores_or_threads=2)``, grid dimensions ``parallel`` unless the
-      kernel states TPU dimension semantics (the GPU's model: every grid step an
-      independent program). An out-of-bounds read inside the kernel (plain interpret mode
-      clamps dynamic slices silently) where the plain run returns is a ``fail``; a result
-      that differs from the reference where the plain run matches (a read of uninitialised
-      scratch or output memory) is a ``fail``; a race between simulated cores (two grid
-      steps writing the same block with no ordering) is a ``warn``.
+    Catches:
+        a grid that leaves output elements
+        unwritten (`M // block` instead of `pl.cdiv(M, block)`), half-precision accumulators, a
+        "Pallas" candidate that makes no `pallas_call`, in-kernel out-of-bounds reads, reads of
+        uninitialised scratch or output memory, races between grid steps.
 
-    Source of the defect classes: the Pallas documentation (grids and BlockSpecs: blocks
-    past the array edge are padded, the grid must cover the output; "parallel" vs
-    "arbitrary" dimension semantics; ``preferred_element_type`` for accumulation), and
-    Pallas's TPU interpret mode (``pltpu.InterpretParams``) built to catch out-of-bounds
-    reads, uninitialised memory and races.
+    How:
+        in the job child kws wraps `pallas_call` (`workstation/harness/pallas.py`) and runs
+        every kernel in interpret mode on the CPU. The `pallas_read` step runs the candidate on the
+        cheapest declared case per dtype and on a ragged variant (every integer size moved to a
+        legal size no power-of-two block divides) and reads each distinct `pallas_call` with
+        `jax.make_jaxpr`: the grid, each block mapping's block shape and array, the index map
+        evaluated at every grid point (the output elements no step writes; the input blocks that
+        reach past their array), scratch buffers, `dot_general` operand/`preferred_element_type`
+        dtypes, read-modify-write accumulations into outputs, scratch and loop carries. Then the
+        cheapest declared case of up to two dtypes runs under Pallas's TPU interpret mode with
+        `InterpretParams(out_of_bounds_reads="raise", uninitialized_memory="nan",
+        detect_races=True, num_cores_or_threads=2)`, grid dimensions `parallel` unless the kernel
+        states TPU dimension semantics, compared with the reference.
 
-    Limits: the jaxpr is read for the cases run, not for every shape; block kinds other
-    than blocked/squeezed dimensions, dynamic grids and grids above 65536 points are not
-    covered (the evidence says so); the strict pass costs about 0.4-1.2 s per call. JAX's
-    interpreter is not the GPU's or TPU's compiler: Mosaic/Triton lowering limits (block
-    shapes a TPU cannot tile, shared-memory limits) are seen only natively (GPU/TPU box).
-    Skipped when JAX is not installed (``pip install 'kws[pallas]'``).
+    Findings:
+        | finding | severity |
+        |---|---|
+        | output elements no grid step writes (which, how far the blocks reach) | `fail` |
+        | no `pallas_call` on any case | `fail` |
+        | the strict pass raises (an out-of-bounds read) where the plain run returns | `fail` |
+        | the strict pass mismatches the reference where the plain run matches (uninitialised memory) | `fail` |
+        | a float16/bfloat16 accumulator; a half `dot_general` result that is accumulated | `warn` |
+        | a race between simulated cores | `warn` |
+        | padding reads of input blocks; the readings; a clean strict pass | `info` |
+
+    Example:
+        (`matmul-pallas-grid`): `_matmul_kernel on case M=65 N=65 K=65 float32 (ragged
+        variant): the grid [2, 2] with output block [32, 32] never writes 129 of 4225 elements of
+        output 0 [65, 65] (its blocks reach [0, 64) x [0, 64) only)`.
+
+    Source:
+        the Pallas documentation (grids and BlockSpecs: blocks
+        past the array edge are padded, the grid must cover the output; "parallel" vs
+        "arbitrary" dimension semantics; `preferred_element_type` for accumulation), and
+        Pallas's TPU interpret mode (`pltpu.InterpretParams`) built to catch out-of-bounds
+        reads, uninitialised memory and races.
+
+    Limits:
+        the jaxpr is read on the cases run; dynamic grids, grids over 65536 points and
+        block kinds other than blocked/squeezed are reported as not read; the strict pass costs about 0.4-1.2 s per call. JAX's interpreter is not the GPU's or
+        TPU's compiler: Mosaic/Triton lowering limits (block shapes a TPU cannot tile,
+        shared-memory limits) show only natively. `skip` without JAX (`pip install 'kws[pallas]'`).
+
+    Forgeable:
+        Measured in the job process: source, jaxpr, compiler output and attached files read by kws.
+        Still forgeable from inside: nothing at run time (static); the sources may of course lie in comments.
     """
 
     id = "pallas-kernel"

@@ -50,37 +50,60 @@ class PrecisionRegime(Check):
     kernel served in fp16/bf16, an fp32 ``tl.dot`` that lowers to TF32 on NVIDIA GPUs,
     half-precision or unpromoted fp8 accumulation.
 
+    Catches:
+        validation that misses the precision the kernel serves in: fp32-only cases
+        for a kernel `[contract] dtypes` serves in fp16/bf16, an fp32 `tl.dot` that lowers to TF32
+        on NVIDIA GPUs (the interpreter computes it in true fp32), accumulators or reductions kept
+        in f16/bf16, fp8 dots without promotion.
+
     How:
+        1. *Served dtypes*: the declared cases (up to 3) re-run at each `[contract] dtypes` entry no
+           case declares, candidate and reference in separate children, judged at
+           `[tolerance.<dtype>]` when declared, else at the budget-derived tolerance; plus their
+           errors against the float64 oracle.
+        2. *FlashAttention's rule*: on every declared and derived run and on one declared case
+           with a 4x longer reduction, the candidate's error against the oracle must be at most 2x
+           the reference's plus `2*max|fl(fl(o + 0.3) - 0.3) - o|`, or within 2x its budget.
+        3. *Lowered IR* (Triton): launches captured in the interpreter, kernels compiled ahead of
+           time for sm_90 in a process without `TRITON_INTERPRET` (`workstation/harness/aot_compile.py`; on
+           a GPU, the JIT's own IR), TTIR/TTGIR/PTX read for dot precision and lowering, MMA types,
+           f16/bf16 accumulators and reductions, `maxNumImpreciseAcc`, FMA contraction, each with
+           the user source line. A TF32 dot is emulated (the reference on TF32-rounded inputs)
+           against the declared fp32 tolerance.
 
-    - *Served dtypes.* Every ``[contract] dtypes`` entry that no declared case uses is run:
-      the declared cases (up to 3) with the dtype swapped, candidate and reference in
-      separate children, judged at the task's ``[tolerance.<dtype>]`` when given, else at the
-      tolerance kws derives from the error budget. A contract that serves float16/bfloat16
-      with no half-precision case declared is a ``warn`` by itself.
-    - *Accuracy against a float64 oracle.* On every declared and derived run, and on one
-      declared case with a 4x longer reduction, the candidate's error against the oracle
-      must satisfy FlashAttention's rule, at most 2x the reference's error plus the floor
-      ``2*max|fl(fl(o + 0.3) - 0.3) - o|`` (Dao-AILab/flash-attention, hopper/test_flash_attn.py),
-      or stay within its error budget (``workstation.analysis.numerics``); breaking both by more than
-      2x the budget is a ``fail`` (low-precision accumulation, a lost upcast).
-    - *Lowered IR* (Triton candidates). The kernels a declared case launches are compiled
-      ahead of time for sm_90 (``workstation.harness.aot``; under the interpreter in a second
-      process without ``TRITON_INTERPRET``) and their TTIR/TTGIR/PTX read: an fp32 ``tl.dot``
-      with ``inputPrecision = tf32`` lowered to ``mma``/``wgmma ... .tf32`` is emulated (the
-      reference on TF32-rounded inputs) and is a ``fail`` when that misses the declared fp32
-      tolerance; dots accumulating in f16/bf16, fp8 dots without promotion
-      (``maxNumImpreciseAcc`` >= K) and f16/bf16 loop-carried accumulators or reductions are
-      ``warn``; FMA contraction is ``info``.
+    Findings:
+        | finding | severity |
+        |---|---|
+        | the candidate raises or misses the reference at a served, undeclared dtype (with zero rows, budget ratio) | `fail` (`warn` for a dtype whose interpreter arithmetic fails kws's self-test: bfloat16 under Triton 3.9's interpreter) |
+        | TF32 lowering whose emulation misses the declared fp32 tolerance | `fail` (`info` when the tolerance absorbs it) |
+        | FlashAttention's rule and 2x the budget broken on a run the declared tolerance accepts (a longer-K run: only with low-precision accumulation in the IR, else `warn`) | `fail` |
+        | fp32-only validation of a kernel served in fp16/bf16 | `warn` |
+        | f16/bf16 loop-carried accumulator or reduction, half-precision MMA accumulator, unpromoted fp8 dot | `warn` |
+        | FMA contraction (GPU rounds once where the interpreter rounds twice); AOT summary; derived runs that pass | `info` |
 
-    Source of the defect class: tl.dot's default ``input_precision`` is TF32 on NVIDIA sm80+
-    (Triton docs), which keeps 10 mantissa bits; fp16 sums overflow at 65504 and lose
-    precision past 2048 (IEEE 754 binary16); Hopper's fp8 MMA accumulator is narrower than
-    fp32, hence periodic promotion (DeepSeek-V3 technical report, 2024, on FP8 GEMM
-    accumulation; Triton's ``max_num_imprecise_acc``).
-    Limits on the CPU: numerics come from the Triton interpreter, whose tl.dot is a numpy
-    matmul in true fp32 and whose reductions run in numpy's order, so TF32 and reduction-order
-    effects are read from the IR, not measured; on a GPU the kernels the launch compiled are
-    read from the JIT instead.
+    Examples:
+        `matmul-fp32-tf32`: `acc += tl.dot(a, b)` at candidate.py:50 lowers to
+        `wgmma.mma_async.sync.aligned.m64n64k8.f32.tf32.tf32`; emulated TF32 misses `atol = rtol =
+        1e-5` by ~70x. `rmsnorm-fp32-only`: contract fp16/bf16, cases fp32 only; at fp16 rows of
+        the output are zero (the sum of squares, kept in fp16 at candidate.py:32-33, overflows).
+
+    Source:
+        tl.dot's default `input_precision` is TF32 on NVIDIA sm80+
+        (Triton docs), which keeps 10 mantissa bits; fp16 sums overflow at 65504 and lose
+        precision past 2048 (IEEE 754 binary16); Hopper's fp8 MMA accumulator is narrower than
+        fp32, hence periodic promotion (DeepSeek-V3 technical report, 2024, on FP8 GEMM
+        accumulation; Triton's `max_num_imprecise_acc`).
+
+    Limits:
+        on the CPU every number comes from the Triton interpreter (true fp32 dots,
+        numpy reduction order, broken bfloat16 sums) and findings say so; TF32 and reduction-order
+        effects are read from the IR and emulated, not measured. The AOT step compiles the kernels
+        the smallest declared case launches; kernels defined inside functions are not reachable
+        by name. On a GPU the IR comes from the kernels the launch compiled.
+
+    Forgeable:
+        Measured in the job process: TF32/reduced-precision flags during the call; the AOT IR (parent side, no task code).
+        Still forgeable from inside: flags set and reset within one call are seen only through the IR.
     """
 
     id = "precision-regime"

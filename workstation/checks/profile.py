@@ -94,33 +94,54 @@ class SelfProfileCheck(Check):
     the time split contradicts the claimed speedup; the candidate launches far more kernels
     than its baseline.
 
-    How: kws profiles the candidate and the baseline (the reference without one), each in
-    a child of its own, on one case (``--case``; on a GPU the first ``[benchmark]`` case,
-    else the largest declared one; on the CPU the first declared case): warm-up calls
-    first (compilation, autotuning), then profiled calls under ``torch.profiler`` with
-    Triton launches traced (:mod:`workstation.harness.profile`); on a GPU the jobs run
-    alone on the machine. The candidate's own kernels are the Triton kernels its calls
-    launched, the ``@triton.jit`` functions of its sources and (backend ``cuda``) their
-    ``__global__`` functions. Verdicts: a ``triton``/``cuda`` candidate whose profiled calls
-    launched none of its own kernels is a ``fail`` (a ``warn`` when every framework op it
-    ran is one the task lets it delegate to, or when its kernels ran only in the warm-up
-    calls); on a GPU, own kernels under 10% of the device time its non-delegated work
-    took is a ``fail``, under 50% a ``warn``; a candidate launching at least 4x and 8 more
-    kernels per call than the other side is a ``warn`` (on the CPU kernels are counted as
-    Triton launches plus host ops that launch kernels); on a GPU, a claimed speedup that
-    the time split rules out is a ``fail``: the candidate's device-busy time per call
-    (a lower bound of its wall time) is more than 10% above the other side's wall time
-    per call (under the profiler: if anything inflated) divided by the claim. The profile
-    itself (kernels and ops with counts, time shares, launches per call, the case's
-    roofline position on a GPU) is an ``info`` finding and the report's ``profile.self``.
+    Catches:
+        a candidate whose own kernels never ran when it ran (a silent fallback to
+        framework ops: a size-gated `if x.numel() <= SMALL: return F.gelu(x)`, a failing launch
+        caught somewhere), or ran for a small share of its device time; a claimed speedup that the
+        time split rules out; a candidate that launches far more kernels per call than its
+        baseline (a launch per row from Python, unfused glue ops).
 
-    Source: KernelBench(-v3) compares profiler kernel lists to show which kernels ran;
-    the fallback patterns of KernelBench and GPU MODE submissions; Amdahl's law for the
-    time split. Limits: under ``TRITON_INTERPRET=1`` (no GPU) Triton kernels are not
-    profiler events, so there are no durations and no time-share or claim verdicts, only
-    launch tracing; host op times on the CPU include no kernel time. Kernels launched
-    through ``triton.compile``'s ``CompiledKernel`` are not traced; a task's delegated
-    framework ops are read from ``Task.delegated_ops`` when the task model has it.
+    How:
+        kws profiles the candidate and the baseline (the reference without one) in
+        children of their own, on one case (`--case`; on a GPU the first `[benchmark]` case, else
+        the largest declared one; on the CPU the first declared case), with `torch.profiler` and
+        Triton launch tracing after warm-up calls ([profiles.md](profiles.md)). The candidate's
+        own kernels are the Triton kernels its calls launched, the `@triton.jit` functions of its
+        sources and (backend `cuda`) their `__global__` functions; ops the task lets it delegate to
+        (`[delegation] ops`) are left out of its share.
+
+    Findings:
+        | finding | severity |
+        |---|---|
+        | backend `triton`/`cuda`: the profiled calls launched none of the candidate's own kernels (with what ran instead and the launch error, if any) | `fail`; `warn` when every framework op it ran is a delegated one |
+        | its Triton kernels ran only in the warm-up calls, none in the profiled ones (a replay or cache) | `warn` |
+        | GPU: own kernels under 10% of the device time of its non-delegated work (the framework kernels named, with the op that launched each) | `fail`; under 50%: `warn` |
+        | GPU, with a claim: the candidate's device-busy time per call exceeds the other side's wall time per call under the profiler divided by the claim, by more than 10% (the split: own, framework, delegated; "even with its own kernels taking no time" when the framework kernels alone exceed it) | `fail` |
+        | the candidate launches at least 4x and at least 8 more kernels per call than the other side | `warn` |
+        | the profile: kernels and ops with counts, time shares, launches per call, and on a GPU the case's roofline position (evidence `profile`, the report's `profile.self`) | `info` |
+
+    Example:
+        (`gelu-small-fallback`): `case M=64 N=1024 float16 (the first declared case,
+        seed 0): the candidate's own kernels never ran (_gelu_kernel); its calls ran aten::gelu x1
+        instead`.
+
+    Source:
+        KernelBench(-v3) compares profiler kernel lists to show which kernels ran; the
+        fallback patterns of KernelBench and GPU MODE submissions; Amdahl's law for the split (the
+        candidate's device-busy time is a lower bound of its wall time; the other side's wall time
+        under the profiler is, if anything, inflated).
+
+    Limits:
+        under `TRITON_INTERPRET=1` (no GPU) Triton kernels are not profiler events:
+        no durations, no time-share, claim or roofline verdicts; the kernel list comes from launch
+        tracing and host op times include no kernel time. Launch counts on the CPU count host ops
+        that launch kernels on a GPU (views and allocations excluded), an estimate. Kernels
+        launched through `triton.compile`'s `CompiledKernel` are not traced. The GPU verdicts are
+        tested on injected traces here and need a GPU run to be seen on real ones.
+
+    Forgeable:
+        Measured in the job process: torch.profiler and launch tracing in the job process.
+        Still forgeable from inside: a candidate that stops or replaces the profiler session is reported by `fallback`'s recorder check; kernels launched outside Triton's launcher are not traced.
     """
 
     id = "profile"

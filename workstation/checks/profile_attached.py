@@ -57,33 +57,52 @@ class ProfileAttached(Check):
     exports, Nsight Systems SQLite exports, proton hatchet files) contradict physics, the
     claim, or what kws saw the candidate run.
 
-    How: each file is read under the schema layer's guard (size cap, UTF-8, JSON depth,
-    CSV limits, a read-only SQLite connection with a work bound;
-    :mod:`workstation.profiles.load`) into kernels with counts, durations, DRAM bytes and
-    FLOPs where the format records them. Verdicts: a file that cannot be read is a
-    ``warn`` naming the file and the problem; a kernel whose achieved bandwidth or FLOP/s
-    (bytes or FLOPs over its duration) exceeds the datasheet peak of the device the file
-    names (:mod:`workstation.analysis.roofline`; for a torch trace, the case's bytes and
-    FLOPs as kws measures them, when the file profiles kws's profile case) by more than
-    5% is a ``fail``: those numbers are not a measurement of that work on that device;
-    with attached profiles of the candidate and of the side the claim is against, a
-    claimed speedup above what they show by more than 10% is a ``fail`` when the other
-    side's time is its wall time per call (call markers in the file: ``ProfilerStep#N``
-    or ``kws#call`` ranges), a ``warn`` when it is device time only (a launch-bound
-    baseline's wall time can exceed its device time); a candidate profile none of whose
-    kernels is one kws saw the candidate launch (or finds in its sources) is a ``warn``
-    (a profile of another version or another code path); on a GPU, an attached candidate
-    profile of kws's profile case on the same device model that is more than 2x faster
-    than kws's own profile is a ``warn``. Each file's kernels, per-call times and roofline
-    positions are an ``info`` finding and the report's ``profile.attached``.
+    Catches:
+        the profiles a task attaches as evidence (`[[profiles]]`) contradicting
+        physics (more bandwidth or FLOP/s than the device has), the claim (a speedup the traces do
+        not show), or what kws saw the candidate run (a profile of another kernel, or far faster
+        numbers than kws measures on the same device).
 
-    Source: reviewers asked to reason from Nsight Systems/Compute and framework-profiler
-    traces (the evidence a speedup claim cites). Limits: kws cannot tell a file's kernels
-    from another process's in a ``mixed`` file; ncu's FLOP counters cover CUDA-core
-    instructions (tensor-core work is not counted, so FLOP/s are a lower bound); a file
-    without bytes or FLOPs gets no roofline position; device peaks exist for the GPU
-    models :mod:`workstation.analysis.roofline` lists (proton's own device record gives a
-    bandwidth peak otherwise).
+    How:
+        each file is read under the schema layer's guard into kernels with counts,
+        durations, DRAM bytes and FLOPs where the format records them
+        ([profiles.md](profiles.md), "What is read from each format"); roofline positions are
+        placed against the datasheet peaks of the device the file names.
+
+    Findings:
+        | finding | severity |
+        |---|---|
+        | a file cannot be read (too large, not UTF-8, nested too deep, not that format, a damaged database): file, key and problem | `warn` |
+        | a kernel (or, for a torch trace of kws's profile case, the case's bytes and FLOPs) moves more bytes or FLOPs per second than the device's peak by more than 5% | `fail` |
+        | attached candidate and baseline (or reference) profiles of one case show a speedup more than 10% below the claim, the other side's time being its wall time per call (call markers in the file) | `fail`; with device time only: `warn` (a launch-bound baseline's wall time can exceed its device time) |
+        | an attached candidate profile none of whose kernels is one kws saw the candidate launch or finds in its sources | `warn` |
+        | GPU: an attached candidate profile of kws's profile case on the same device model more than 2x faster than kws's own profile | `warn` |
+        | per file: kernels, time per call, achieved bandwidth and FLOP/s as fractions of the peaks (evidence `attached_profile`, the report's `profile.attached`) | `info` |
+        | the task attaches no profile | `skip` |
+
+    Examples:
+        `rmsnorm-ncu-profile`: `profiles/candidate.ncu.csv: the attached profile of
+        the candidate shows rms_norm_fwd_kernel, none of which is a kernel of the candidate (kws
+        saw it launch _rmsnorm_rows; its sources define _rmsnorm_rows): a profile of another
+        version or another code path`; `layernorm-trace-claim`: `profiles/candidate.trace.json and
+        profiles/baseline.trace.json show the candidate at 12.3 ms (wall) and the baseline at 352 us
+        (wall) per call on case M=1024 N=1024 float32: 0.0286x, but the task claims 2.5x`.
+
+    Source:
+        reviewers are asked to reason from Nsight Systems/Compute and framework
+        profiler traces and say what they concluded; the peaks are the vendors' datasheets
+        (`workstation/analysis/roofline.py`).
+
+    Limits:
+        a `mixed` file's kernels cannot be told apart by role; ncu's FLOP counters
+        cover CUDA-core instructions only (tensor-core FLOP/s are not seen, so FLOP/s are a lower
+        bound); a file without bytes or FLOPs gets no roofline position; peaks exist for the GPU
+        models kws lists (proton's own device record gives a bandwidth peak otherwise). Reading
+        the files needs no GPU; the comparison with kws's own profile needs one.
+
+    Forgeable:
+        Measured in the job process: source, jaxpr, compiler output and attached files read by kws.
+        Still forgeable from inside: nothing at run time (static); the sources may of course lie in comments.
     """
 
     id = "profile-attached"

@@ -33,31 +33,49 @@ class ReferenceSuspect(Check):
     the error budget (half-precision accumulation), computes at a fixed low precision,
     imports or calls the candidate, mutates its inputs, or is nondeterministic.
 
+    Catches:
+        a reference that is not a legitimate yardstick: it disagrees with a float64
+        oracle beyond the budget (half-precision accumulation), computes at a fixed low
+        precision, imports or calls the candidate, mutates its inputs, or is nondeterministic.
+
     How:
+        the reference's output against the float64 oracle and the budget (per declared
+        case and seed); the oracle's values checked for exact representability in a narrower
+        format while the inputs are not; an `ast` scan of the reference file and its task-local
+        imports for imports of the candidate's module and literals naming its file; a second,
+        traced run of the reference (`sys.setprofile`: calls of functions defined in the
+        candidate's file, also when loaded by path under another name), compared bitwise with the
+        first; sha256 of every input before and after the call.
 
-    - *Accuracy.* The reference's output on every declared case and seed is compared with a
-      float64 oracle (the same reference on inputs upcast to float64, in its own child)
-      against the per-element error budget of ``workstation.analysis.numerics`` (fp32 accumulation,
-      one rounding to the output dtype). Beyond 8x the budget is a ``fail``, beyond 2x a
-      ``warn``. A reference whose float64 outputs are all exactly representable in a
-      narrower format (fp16/bf16/fp32) although its inputs are not computes at that
-      precision internally (``fail``); one that returns a narrower dtype for float64 inputs
-      gives no oracle (``warn``).
-    - *Independence.* The reference file and the task-local modules it imports are parsed
-      (``ast``) for imports of the candidate's module or string literals naming its file
-      (``spec_from_file_location(..., "candidate.py")``); a second run of the reference traces
-      Python calls into functions defined in the candidate's file (``sys.setprofile``).
-      Either is a ``fail``: the comparison then checks the candidate against itself.
-    - *Purity.* sha256 of every input before and after the reference call (``fail`` when one
-      changes and the contract does not allow it), and a second run of the reference on the
-      same inputs compared bitwise (``warn``; ``fail`` beyond the budget).
+    Findings:
+        | finding | severity |
+        |---|---|
+        | error against the oracle beyond 8x the budget (with the candidate's own ratio on the same run) | `fail` (beyond 2x: `warn`) |
+        | all float64 outputs exact values of a narrower format (at least 64 values, 16 distinct) while the inputs are not | `fail` |
+        | imports or calls the candidate (static hits with file:line and import chain; traced calls per function) | `fail` |
+        | writes to an input the contract does not let it write | `fail` |
+        | two runs differ: beyond the budget `fail`, within it `warn` | `fail`/`warn` |
+        | no float64 oracle (raises on float64, or returns a narrower dtype) | `warn` |
 
-    Source of the defect class: a reference that accumulates in the input's half precision
-    (``total += x[:, j]`` on fp16 tensors) is wrong by more than the kernel it judges, and
-    a tolerance loosened to make them agree hides it; a reference that shares the
-    candidate's code cannot catch the shared code's bugs.
-    Limits: the static scan sees only task-local imports and literal file names; the trace
-    sees Python-level calls (a shared C extension is not traced). CPU and GPU alike.
+    Examples:
+        `layernorm-ref-half`: running sums in fp16 (`total += x[:, j]`) put the
+        reference ~10^4x over its budget while the candidate is within it. `gelu-ref-imports-candidate`:
+        reference.py loads candidate.py by path (line 16) and its traced run executes the
+        candidate's `tanh`, `_launch` and `_tanh_kernel`.
+
+    Source:
+        a reference that accumulates in the input's half precision
+        (`total += x[:, j]` on fp16 tensors) is wrong by more than the kernel it judges, and
+        a tolerance loosened to make them agree hides it; a reference that shares the
+        candidate's code cannot catch the shared code's bugs.
+
+    Limits:
+        the static scan follows task-local imports and literal file names, not
+        computed paths; the trace sees Python-level calls only. CPU and GPU alike.
+
+    Forgeable:
+        Measured in the job process: the outputs only (copied by the harness into the result files).
+        Still forgeable from inside: nothing short of computing the right values: the harness's writer and the result path are watched, and a result file written by task code is refused.
     """
 
     id = "reference-suspect"

@@ -43,36 +43,47 @@ def _direct(ctx: CheckContext, it: Replayed) -> tuple[bool, list[dict[str, Any]]
 class SourceParity(Check):
     """A translation or migration that does not do what its source does, on the same inputs.
 
-    For ``kind = "translation"`` and ``"migration"`` the source implementation is
-    ``entry.baseline`` (task format v1: "the source of a translation"; the display-only
-    ``original`` file never runs). Where the source can run (Triton, torch, Pallas on the
-    CPU; CUDA on a GPU), kws runs it on exactly the inputs the candidate got and compares
-    the two directly, at the task's tolerance with NaN equal to NaN at the same place, not
-    only each against the reference.
+    Scheduled for:
+        `kind = "translation"` / `"migration"`.
 
-    Inputs: every distinct candidate call of the battery (declared cases, derived shapes,
-    layouts, value variants; ``workstation.checks.support.replay``), plus a ragged variant of
-    the cheapest declared case (every integer size moved to a legal size no power-of-two
-    block divides: the masking of tails), that case with one NaN, +inf and -inf per row
-    (NaN propagation) and with signed zeros (rounding and sign handling).
+    Catches:
+        a translation that
+        does not do what its source does on the same inputs.
 
-    Verdicts per call where candidate and source differ beyond the tolerance: the source
-    matches the reference and the candidate does not, ``fail`` (a translation error: the
-    source gets this input right); the candidate matches and the source does not, ``info``
-    (the translation changed, or fixed, the source's behaviour); both fail, ``info``
-    (``correctness`` and the rest report the candidate); no reference verdict because the
-    input is outside the spec's domain (non-finite values where ``nonfinite_inputs`` is
-    false), ``info`` naming the difference (e.g. the source propagates NaN, the candidate
-    returns 0), ``warn`` where the contract admits non-finite inputs. Calls where they
-    agree are counted (bitwise equal or within tolerance) in an ``info`` summary.
+    How:
+        (phase `after`): the source is `entry.baseline` (task format v1: "the source of a
+        translation"; the display-only `original` file never runs); the battery's candidate calls plus a
+        ragged case, one NaN/+inf/-inf per row and signed zeros are run on the source and compared
+        with the candidate directly (task tolerance, NaN equal to NaN at the same place), not only
+        each against the reference. The ragged case moves every integer size of the cheapest
+        declared case to a legal size no power-of-two block divides (the masking of tails).
 
-    Source of the defect class: ports that drop an upcast, a mask on the tail, or NaN
-    propagation that the source had (e.g. a Pallas kernel's ``astype(jnp.float32)`` lost in
-    the Triton version), which a comparison against a lenient reference alone can miss.
+    Findings:
+        | finding | severity |
+        |---|---|
+        | the source matches the reference and the candidate does not | `fail` |
+        | outside the reference's verdict (non-finite inputs) they differ, naming the difference (e.g. the source propagates NaN, the candidate returns 0) | `warn` where the contract admits non-finite inputs, else `info` |
+        | the candidate matches where the source does not (the translation changed, or fixed, the source's behaviour); both fail (`correctness` and the rest report the candidate) | `info` |
+        | how many calls agree bitwise / within tolerance | `info` |
 
-    Limits: a CUDA source runs only on a GPU (``skip`` on the CPU, with the reason); a
-    source written for an old toolchain runs only where that toolchain is (the task ships a
-    compatibility shim or the check is ``skip``); at most 40 replayed calls on the CPU.
+    Example:
+        (`rmsnorm-pallas2triton`): `the source gets case M=32 N=1024 float16 seed 0
+        (declared case) right and the candidate does not: 6140 of 32768 elements ...`.
+
+    Source:
+        ports that drop an upcast, a mask on the tail, or NaN
+        propagation that the source had (e.g. a Pallas kernel's `astype(jnp.float32)` lost in
+        the Triton version), which a comparison against a lenient reference alone can miss.
+
+    Limits:
+        CUDA sources run only on a GPU (`skip` on the CPU, with the reason); Pallas sources
+        need JAX; a source written for an old toolchain runs only where that toolchain is (the
+        task ships a compatibility shim or the check is `skip`); at most 40 replayed calls on
+        the CPU.
+
+    Forgeable:
+        Measured in the job process: the outputs only (copied by the harness into the result files).
+        Still forgeable from inside: nothing short of computing the right values: the harness's writer and the result path are watched, and a result file written by task code is refused.
     """
 
     id = "source-parity"

@@ -149,42 +149,65 @@ class SpecialValues(Check):
     """Mismatch on legal inputs of large magnitude, signed zeros, subnormals, and (where
     the contract admits them) inf and nan.
 
-    Test inputs drawn from N(0, 1) never reach the values where kernels break: ``exp``
-    of a logit above 88.7 overflows fp32 (softmax without the max subtraction), a sum of
-    squares overflows fp16 above 65504 (RMSNorm without an fp32 upcast), a one-pass
-    variance ``E[x^2] - E[x]^2`` cancels catastrophically on large values of one sign,
-    ``1/x`` turns ``-0.0`` into ``-inf``, and subnormals are flushed to zero. These are
-    the classic failure modes of "fast" softmax/norm kernels (the Triton fused-softmax
-    tutorial subtracts the row max for exactly this reason; FlashAttention's online
-    softmax rescales for it).
+    Catches:
+        kernels that break on legal values the author's N(0, 1) inputs never reach:
+        `exp` overflow (fp32 above 88.7) in a softmax without the max subtraction, an fp16 sum of
+        squares above 65504, a one-pass variance cancelling on large values of one sign, `-0.0`
+        turned into `-inf` by `1/x`, subnormals mishandled; NaN and inf where the contract admits
+        them.
 
-    How: for the cheapest declared case of each dtype (first seed), the floating-point
-    inputs the callables read are transformed in the child (:mod:`workstation.harness.values`):
-    one ``+A`` and one ``-A`` per row (spikes), the whole tensor scaled to ``max |x| = A``,
-    all values in ``[0.85, 0.95] A`` (shift), signed zeros, tiny (mostly subnormal) values,
-    and inf/nan only where ``nonfinite_inputs``. ``A`` is the contract's
-    ``max_abs_input``; when it is 0, kws uses :data:`DEFAULT_MAGNITUDES` (fp32 1e2 and
-    1e4, fp16 1e2 and 1e4, ...). Reference and candidate get the same inputs and are
-    compared at the declared tolerance; a case where the reference raises or goes
-    non-finite is dropped (unless the contract admits non-finite inputs). Verdicts: NaN/inf
-    in the candidate where the reference is finite, or a candidate error, is a ``fail``.
-    A finite mismatch is judged against a float64 oracle (the reference on upcast
-    inputs): when the candidate is further from it than the tolerance plus 8x the
-    reference's own error, it is a ``fail``; when it is as close to the oracle as the
-    reference, the declared tolerance simply does not scale to these magnitudes (an
-    ``info`` for the tolerance checks). The oracle runs under the ``keep_float64``
-    dispatch mode, so a reference that casts internally (``x.float()``) still computes in
-    float64; where it returns a narrower dtype anyway there is no oracle, and the finding
-    says so. Without an oracle, a finite mismatch is a
-    ``fail`` within a declared ``max_abs_input`` and a ``warn`` at kws's own magnitudes.
-    Inputs listed in ``[inputs] keep_structure`` (kws extension) are left unchanged.
-    Mismatches only between subnormal values are a ``warn`` (flush-to-zero). A variant
-    that fails the way the declared case itself already fails (same class; ``correctness``
-    reports that) is an ``info``.
+    How:
+        for the cheapest declared case of each dtype (first seed), the floating-point
+        tensor inputs the callables read are transformed in the child
+        (`workstation/harness/values.py`), the same for reference and candidate:
 
-    Limits: one case per dtype, one seed. On the CPU the interpreter computes in numpy
-    (IEEE, no flush-to-zero, ``exp`` from numpy), so fast-math approximations of a GPU
-    (``ex2.approx``, FTZ) are only exercised on a GPU.
+        | variant | values |
+        |---|---|
+        | `spikes A` | the inputs as drawn, with one `+A` and one `-A` in every row (last dimension) at seeded positions |
+        | `scale A` | `x * A / max(abs(x))` |
+        | `shift A` | every element in `[0.85, 0.95] A` (large, one sign) |
+        | `signed zeros` | every third element `-0.0`, row 0 all `-0.0`, row 1 all `+0.0` |
+        | `tiny` | magnitudes within 4x the smallest normal of the dtype: mostly subnormal |
+        | `nonfinite` | one `nan`, `+inf`, `-inf` per row; only where `nonfinite_inputs = true` |
+
+        `A` is the contract's `max_abs_input` (rounded down to a value of the dtype, so no input
+        exceeds it). When `max_abs_input = 0` (no bound stated), kws uses its own magnitudes:
+        `spikes` and `scale` at 1e2 and 1e4 for float32, float16 and bfloat16 (1e2 and 1e8 for
+        float64; 1e2 for float8 e4m3), `shift` at 1e2. A variant where the reference raises or its
+        output is not finite is dropped (unless the contract admits non-finite inputs).
+
+    Findings:
+        | finding | severity |
+        |---|---|
+        | NaN or inf in the candidate's output where the reference is finite, or the candidate raises or crashes | `fail` |
+        | a finite mismatch beyond the tolerance plus 8x the reference's own largest error against a float64 oracle (the reference on upcast inputs) | `fail` |
+        | a finite mismatch within that noise: the candidate is as close to the oracle as the reference, the declared tolerance does not scale to these magnitudes | `info` |
+        | a finite mismatch without an oracle (the reference does not run in float64) | `fail` within a declared `max_abs_input`, `warn` at kws's own magnitudes |
+        | only subnormal outputs differ (flush-to-zero) | `warn` |
+        | a variant that fails the way the declared case already fails (`correctness`) | `info` |
+        | the variants checked, the magnitudes used, the dropped ones with the reason | `info` |
+
+    Example:
+        (`softmax-overflow`, `max_abs_input = 100`): `spikes 100 (one +100 and one -100
+        per row (max_abs_input = 100)): case M=32 N=500 float32, seed 0: 32 NaN in the candidate's
+        output; 32 of 16000 elements (0.2%) outside atol=1e-06, rtol=1e-05 [declared [tolerance]];
+        worst at [0, 345]: expected 1, got nan; mismatches in all 32 rows, cols 13..496 of 500; the
+        reference is finite there`.
+
+    Limits:
+        one case per dtype, one seed. On the CPU the interpreter computes with numpy
+        (IEEE arithmetic, no flush-to-zero, numpy's `exp`), so a GPU's fast-math paths
+        (`ex2.approx`, FTZ) are only exercised on a GPU. Integer inputs are never changed.
+
+        Inputs listed in `[inputs] keep_structure` are never transformed. The float64
+        oracle runs the reference under the `keep_float64` dispatch mode, so a reference that
+        casts internally (`x.float()`) still yields a float64 result; when it returns a narrower
+        dtype anyway, the evidence says "no oracle" and the mismatch is judged without one (a
+        `warn` at kws's own magnitudes), never against an "oracle" that was the fp32 reference.
+
+    Forgeable:
+        Measured in the job process: the outputs only (copied by the harness into the result files).
+        Still forgeable from inside: nothing short of computing the right values: the harness's writer and the result path are watched, and a result file written by task code is refused.
     """
 
     id = "special-values"

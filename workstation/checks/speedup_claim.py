@@ -22,34 +22,63 @@ class SpeedupClaim(Check):
     """The measured speedup differs from the claim beyond the measurement noise, or is
     physically impossible.
 
-    How: kws times the candidate against the baseline (or, without one, the reference)
-    with its own protocol (``docs/timing.md``: cache flushed before cold samples, warm-up
-    excluded, sides interleaved, nvbench-style stdrel stopping), on the ``[benchmark]``
-    cases, else the largest declared case, in an exclusive job. The ratio
-    median(baseline) / median(candidate) gets a 95% bootstrap interval
-    (``scipy.stats.bootstrap``) for the cold and the warm samples. The claim is judged
-    against the interval of the primary condition (cold on CUDA, as do_bench and nvbench
-    report; warm on the CPU, as torch.utils.benchmark reports): inside, consistent;
-    above it but inside the other condition's interval, ``warn`` (the speedup holds
-    only with a cold, or a warm, cache); above it by more than 10% (relative), ``fail``;
-    above by less, ``warn``; below it (an understated claim), ``info`` (conservative,
-    within 3x) or ``warn``. Where the baseline is PyTorch code, a ``torch.compile`` of
-    it is timed beside it (time-boxed; the report says when it could not be compiled)
-    and the candidate's speedup over it is reported: ``warn`` when the candidate is
-    slower than the compiled baseline. Roofline: the case's bytes (inputs read, outputs
-    written) and flops (``FlopCounterMode`` on the reference) give the least time the
-    device allows (datasheet peaks per GPU model, the measured copy bandwidth on the
-    CPU); a measured cold time or a claimed time (the baseline's time / the claim) below
-    it is ``fail``: the measurement does not time the work, or the claim is impossible.
+    Catches:
+        a claimed speedup (`[claims] speedup`, over the baseline or, without one,
+        the reference) that kws's own measurement does not support, or that is physically
+        impossible.
 
-    Source of the defect class: speedups reported from unfair or noisy benchmarks
-    (Hoefler & Belli, "Scientific Benchmarking of Parallel Computing Systems", SC 2015:
-    report medians and confidence intervals; NVIDIA nvbench's noise criterion).
+    How:
+        the kws timing protocol (`docs/timing.md`): exclusive child, warm-up excluded,
+        cache (L2 / LLC) flushed before each cold sample, sides interleaved, nvbench's stdrel
+        stopping rule, on the `[benchmark]` cases (else the largest declared case). The ratio
+        median(baseline) / median(candidate) gets a 95% bootstrap interval
+        (`scipy.stats.bootstrap`, BCa, paired by round) for the primary condition (cold on CUDA,
+        as do_bench and nvbench report; warm on the CPU, as torch.utils.benchmark reports) and
+        the other one. Rule, with margin m = 10%: inside the primary
+        interval, consistent (`info`); above it but inside the other condition's interval,
+        `warn` (the speedup holds only with a cold, or a warm, cache); above by at most m,
+        `warn`; above by more, `fail` **only when that holds robustly**
+        (`analysis.timingstats.robustness`: each half of the samples, in the order taken, alone
+        measures a ratio more than m below the claim, and 1.5x further below when the measurement
+        is noisy: an interval more than 50% wide or more than 25% of the samples descheduled),
+        else `warn` "inconclusive on this machine" with the reasons, so machine load cannot flip
+        the verdict between fail and warn (tests inject quiet, loaded and drifting
+        samples); below it, `info` (conservative) within 3x, else `warn`.
+        Where the comparison side is PyTorch code, `torch.compile` of it is timed beside it
+        (time-boxed; the report says when it could not be compiled) and the candidate's speedup
+        over it is reported (`warn` when the compiled baseline is faster). Roofline: a measured
+        cold time below the time needed to read the inputs at the device's bandwidth, or a
+        claimed time (baseline / claim) below `max(bytes / bandwidth, flops / peak)`, is `fail`
+        (datasheet peaks per GPU model; the measured copy bandwidth on the CPU). The claim's
+        finding for each case carries `evidence["timing"]` for the timing panel (shape in
+        `docs/timing.md`).
 
-    Limits: under the Triton interpreter (no GPU), Triton timings are emulation and say
-    nothing about GPU speed: the check skips (the claim is not judged). Torch-only tasks
-    get real CPU timings, one intra-op thread. A claim made for a GPU and checked on the
-    CPU can differ for good reasons: the evidence names the device.
+    Findings:
+        | finding | severity |
+        |---|---|
+        | the claim is above the primary interval by more than m = 10%, robustly (each half of the samples alone measures a ratio more than m below the claim; 1.5x further below when the measurement is noisy) | `fail` |
+        | a measured cold time below the time needed to read the inputs at the device's bandwidth, or a claimed time (baseline / claim) below `max(bytes / bandwidth, flops / peak)` (flops from `FlopCounterMode` on the reference): the measurement does not time the work, or the claim is impossible | `fail` |
+        | the claim is above the primary interval by more than m but not robustly: "inconclusive on this machine", with the reasons | `warn` |
+        | the claim is above the primary interval by at most m, or inside the other condition's interval only (the speedup holds only with a cold, or a warm, cache) | `warn` |
+        | the claim is below the interval by more than 3x (understated) | `warn` |
+        | the candidate is slower than a `torch.compile` of a PyTorch comparison side | `warn` |
+        | the claim is inside the primary interval, or below it within 3x (conservative); the compiled baseline's timing, or why it could not be compiled | `info` |
+
+    Source:
+        speedups reported from unfair or noisy benchmarks (Hoefler & Belli, "Scientific
+        Benchmarking of Parallel Computing Systems", SC 2015: report medians and confidence
+        intervals; NVIDIA nvbench's noise criterion).
+
+    Limits:
+        under the Triton interpreter (no GPU) a Triton candidate or baseline is not
+        timed: `skip`, "not representative", and the claim is not judged. Torch-only tasks get
+        real CPU timings, one intra-op thread. A claim made for a GPU can differ from a CPU
+        measurement for good reasons; the evidence names the device. `skip` when the task
+        claims no speedup.
+
+    Forgeable:
+        Measured in the job process: the timing step's timers and CUDA events in the job process.
+        Still forgeable from inside: the timer functions are watched; a candidate that slows the other side it is compared with (the baseline runs in the same timing process by design).
     """
 
     id = "speedup-claim"

@@ -39,27 +39,52 @@ def bitwise_equal(a: np.ndarray, b: np.ndarray) -> np.ndarray:
 class StaleOutput(Check):
     """The candidate returns cached, replayed, aliased or lazy results.
 
-    How: a ``stale_call`` step makes the inputs of seed A and calls the candidate, then
-    copies the values of seed B into the *same* input tensors in place (same storage,
-    same data_ptr, same shapes and strides) and calls again, keeping the first result
-    alive. The parent checks that the second result matches the reference on seed B at
-    the task's tolerance (a cache keyed on pointers, shapes or ``id()`` replays the first
-    result: GPU MODE's leaderboard had submissions that memoised results across the
-    benchmark's repeated calls), and that each output of the second call is fresh: not
-    sharing storage with the first call's output (unless it is an ``out_args`` buffer:
-    that would overwrite the result the caller still holds), not aliasing an input
-    (unless the reference's output does too), a plain materialised tensor (not ``meta``,
-    not a fake/functional/lazy subclass, not an expanded stride-0 view of a smaller
-    result where the reference returns a dense one). On a GPU the second result is also
-    copied on the current stream *before* ``torch.cuda.synchronize()``: a result that
-    changes after the device-wide sync was computed on another stream without ordering
-    (a consumer on the current stream reads stale memory); on the CPU that part is not
-    examined. The reference runs the same protocol, only to learn whether it aliases.
+    Catches:
+        cached, replayed, aliased or lazy results: a result memoised on operand
+        pointers, shapes or `id()` (GPU MODE's leaderboard replay caches), a persistent output
+        buffer handed to every caller, an output that is an input's storage or an expanded
+        stride-0 view of a smaller result, a meta/fake tensor, a result computed on a side
+        stream without ordering.
 
-    Source: GPU MODE leaderboard replay caches; PyTorch's stream semantics (work on a side
-    stream is not ordered with the current stream without ``wait_stream``/events).
-    Limits: up to two cases (the first, and one per other dtype); a cache keyed on
-    content hashes is correct by construction and not reported.
+    How:
+        a `stale_call` step makes the inputs of seed A and calls the candidate, then
+        copies seed B's values into the *same* input tensors in place (same storage and
+        `data_ptr`) and calls again, keeping the first result alive. The second result must match
+        the reference on seed B at the task's tolerance (while a fresh seed-B run does); each
+        second output must not share storage with the first call's output (unless it is an
+        `out_args`/`inout_args` buffer), must not alias an input (unless the reference's does),
+        must be a plain tensor (not `meta`, fake, functional or another subclass) and not have
+        stride 0 on a dimension of size > 1 where the reference's output is dense. On a GPU the
+        second output is also copied to the host on the current stream before
+        `torch.cuda.synchronize()`: a difference from the synchronised value means the work ran
+        on another stream without ordering. The reference runs the same protocol, to learn
+        whether it aliases. Cases: the first declared case and the first of each other dtype (2).
+
+    Findings:
+        | finding | severity |
+        |---|---|
+        | wrong after the in-place refill (with the fraction bit-identical to the first result: "a replayed result"); same storage / tensor object as the first result (how many elements of the caller's first result changed); input alias; expanded view; not materialised; unsynchronised stream | `fail` |
+        | a tensor subclass other than `Parameter`; the candidate raised only on the second call | `warn` |
+        | fresh results (stream ordering not examined on the CPU) | `info` |
+
+    Example:
+        (`gemm-replay-cache`): `after its input buffers were refilled in place with
+        seed 1's values, the second call is wrong: 6128 of 6144 elements (99.7%) outside
+        atol=0.01, rtol=0.01; ... it is bit-identical to the first call's result (seed 0) at 100%
+        of elements: a replayed result ...; the second call returned the very tensor object of the
+        first call's output`.
+
+    Source:
+        GPU MODE leaderboard replay caches; PyTorch's stream semantics (work on a side
+        stream is not ordered with the current stream without `wait_stream`/events).
+
+    Limits:
+        a cache keyed on content is correct by construction and not reported. On the
+        CPU there are no streams: the ordering part is not examined (said in the info).
+
+    Forgeable:
+        Measured in the job process: guard bands and poison in buffers kws allocates, read back by the harness after the call.
+        Still forgeable from inside: a candidate that knows kws's sentinel bytes could write them back over what it clobbered before returning.
     """
 
     id = "stale-output"

@@ -97,40 +97,65 @@ class Tampering(Check):
     """The candidate changes global state: precision flags, timers, streams, threads,
     monkey-patched functions.
 
-    How: a ``state_probe`` step makes the inputs, then snapshots process-global state,
-    imports the candidate's module, snapshots again, calls it once on the first declared
-    case, and snapshots a third time (:mod:`workstation.harness.state`): TF32 and
-    fp32-precision knobs, ``torch.get_float32_matmul_precision()``, reduced-precision
-    fp16/bf16 reductions, deterministic-algorithm and cuDNN flags, CPU flush-to-zero, the
-    default dtype/device, grad mode, thread counts, SDPA backends, the RNG seed, numpy's
-    error state, trace/profile hooks, signal handlers; the identity (and code object) of
-    every callable in builtins, time, math, numpy, torch, torch.nn.functional,
-    torch.testing, torch.cuda, triton, triton.testing and the methods of torch.Tensor,
-    nn.Module and the CUDA Event/Stream classes (``torch.allclose``,
-    ``torch.testing.assert_close``, ``torch.cuda.synchronize``, ``torch.cuda.Event``,
-    ``time.perf_counter``, ``triton.testing.do_bench``...); live Python threads; the
-    environment; on CUDA the current stream, and streams created during the call. The
-    parent diffs the snapshots: numerics/determinism flags, patched functions, hooks and
-    a changed current stream are ``fail``; new threads still running, other flags,
-    environment variables and new streams are ``warn``. An AST scan of the candidate
-    finds the assignment or setter call behind each change (``evidence["source"]``). The
-    reference gets the same probe in its own process; its changes are reported as
-    ``info`` (``reference-suspect`` judges the reference).
+    Catches:
+        a candidate that changes process-global state: TF32 and matmul-precision
+        knobs "for the surrounding GEMMs", deterministic-algorithm flags, flush-to-zero, the
+        default dtype; monkey-patched `torch.allclose`, `torch.testing.assert_close`, timers,
+        `torch.cuda.synchronize`/`Event`, `triton.testing.do_bench`; background threads still
+        running after the call; environment variables; the current CUDA stream.
 
-    Source: submissions that set ``allow_tf32``/``set_float32_matmul_precision`` "for the
-    surrounding GEMMs", patch ``torch.allclose`` or the benchmark's timers, or leave a
-    background thread writing results (GPU MODE and KernelBench reward-hacking reports).
-    The snapshot is taken inside the candidate's own process, so the candidate can forge it
-    (replace ``workstation.harness.state.snapshot``, ``builtins.id``...). So kws's fork
-    server, a process the candidate cannot reach, also reads the watched namespaces back
-    from the job's memory after the probe (:mod:`workstation.harness.watch`): a change it
-    sees that the snapshot does not report is a ``fail`` (the snapshot was forged or
-    hidden), and a patched kws harness makes the probe's result untrusted (``fail``).
-    Limits: state outside these namespaces (C-level globals, other modules) is not
-    snapshotted; a candidate that restores what it changed before returning is not seen;
-    one that writes the namespaces' dict entries back through ctypes defeats the outside
-    check too.
-    CUDA streams are examined on a GPU only (an info finding on the CPU).
+    How:
+        a `state_probe` step makes the inputs, snapshots global state, imports the
+        candidate's module, snapshots again, calls it once (first declared case), and snapshots
+        a third time. A snapshot holds the flags (TF32 / `fp32_precision` knobs,
+        `get_float32_matmul_precision()`, reduced-precision fp16/bf16 reductions, fp16
+        accumulation, deterministic algorithms, cuDNN flags, CPU flush-to-zero probed as
+        `2**-130 * 1 == 0`, default dtype and device, grad/inference/anomaly mode, thread counts,
+        SDPA backends, `torch.initial_seed()`, numpy's error state, `sys.gettrace/getprofile`,
+        signal handlers); a token (owner, `id`, `id(__code__)`) for every callable in builtins,
+        time, math, numpy, numpy.testing, torch, torch.nn.functional, torch.testing,
+        torch.linalg, torch.special, torch.cuda, triton, triton.testing and the methods of
+        `torch.Tensor`, `nn.Module`, `torch.cuda.Event`/`Stream` (through the MRO); live Python
+        threads; the environment; on CUDA the current stream (and a count of streams created
+        during the call). The parent diffs the snapshots; an AST scan of the candidate finds
+        the assignment or setter call behind each change. The reference gets the same probe in
+        its own process.
+
+        The snapshot is taken inside the candidate's own process, so the candidate can forge it
+        (replace `workstation.harness.state.snapshot`, `builtins.id`...). So kws's fork
+        server, a process the candidate cannot reach, also reads the watched namespaces back
+        from the job's memory after the probe (`workstation.harness.watch`).
+
+    Findings:
+        | finding | severity |
+        |---|---|
+        | the fork server's outside check sees a change the snapshot does not report (the snapshot was forged or hidden), or a patched kws harness (the probe's result is untrusted) | `fail` |
+        | numerics/determinism flags, replaced or removed callables, trace/profile hooks, numerics environment variables (`NVIDIA_TF32_OVERRIDE`, `TORCH_ALLOW_TF32_CUBLAS_OVERRIDE`, ...), the current CUDA stream: per phase (import / call), with each change's line | `fail` |
+        | new threads still running, other environment variables, thread counts, grad mode, RNG reseeding, signal handlers, numpy error state, CUDA streams created | `warn` |
+        | the reference changes global state (`reference-suspect` judges it) | `info` |
+        | CUDA streams not examined on the CPU (reason "no CUDA device") | `info` |
+
+    Example:
+        (`gelu-tamper`): `importing candidate.py changes
+        torch.backends.cuda.matmul.allow_tf32 False -> True (line 9); ... torch.get_float32_matmul_precision()
+        'highest' -> 'high' (line 8)`.
+
+    Source:
+        submissions that set `allow_tf32`/`set_float32_matmul_precision` "for the
+        surrounding GEMMs", patch `torch.allclose` or the benchmark's timers, or leave a
+        background thread writing results (GPU MODE and KernelBench reward-hacking reports).
+
+    Limits:
+        state outside these namespaces (C-level globals, other modules) is not
+        snapshotted; a candidate that restores what it changed before returning is not seen; one
+        that writes the namespaces' dict entries back through ctypes defeats the outside check
+        too; the
+        engine separately reports a task folder changed on disk while its code ran. CPU and GPU
+        alike, except streams (GPU only).
+
+    Forgeable:
+        Measured in the job process: flags and callables snapshotted before and after each call, plus the outside check.
+        Still forgeable from inside: a patch undone before the step ends; a patch of an object's internals (a function's `__code__`, C-level state).
     """
 
     id = "tampering"

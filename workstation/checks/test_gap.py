@@ -368,27 +368,52 @@ def slice_coverage(idx: list[Any], e: np.ndarray, g: np.ndarray, comp: Compariso
 class TestGap(Check):
     """The author's own test passes where kws finds a mismatch in the same case.
 
-    Authors' tests often compare only part of the output (``out[:, :BLOCK]``, the first
-    row, a sum), mask or ``nan_to_num`` the result, use a looser tolerance than they
-    declare, or catch their own assertion; a kernel wrong outside that part then ships
-    with a green test. The layernorm-style "check one tile, the statistics are shared"
-    shortcut is a typical case.
+    Catches:
+        an author's own test that passes where the full comparison fails: it compares
+        a slice (`out[:, :BLOCK]`), one row (`out[0]`), a sum or mean, masked or `nan_to_num`-ed
+        outputs, uses a looser `atol`/`rtol` than declared, sets `equal_nan`, returns early or
+        catches its own `AssertionError`.
 
-    How: kws runs the task's ``test`` entry (``check(case, device, seed)``) in a child on
-    every declared case and seed where kws's full comparison (the same reference and
-    candidate runs as ``correctness``) fails, plus one run where it passes, as a control
-    that the test runs at all. Where the author's test passes and kws's comparison fails, it is a ``fail``
-    whose evidence says what the test skipped: the test function is parsed (AST) for
-    slices and indices of the outputs in its comparisons (evaluated per case, with
-    ``case["N"]``, module constants and ``candidate.BLOCK_N``-style constants of sibling
-    files resolved), reductions (``.sum()``, ``.mean()``), masks, looser ``atol``/``rtol``
-    than declared, ``equal_nan``, early returns and ``except`` clauses; an evaluated slice
-    is related to kws's mismatch region (how many mismatches fall inside it, and whether it
-    passes alone). Skipped when the task has no ``test`` entry.
+    How:
+        skipped when the task has no `[entry] test`. kws compares reference and candidate
+        on every declared case and seed (the runs `correctness` has) and runs the author's
+        `check(case, device, seed)` in a child (harness step `author_test`) on every case and seed
+        where that comparison fails, plus one where it passes (a control that the test runs at
+        all). Where the author's test passes and kws's comparison fails, the test function is
+        parsed (`ast`) for what it leaves out: subscripts of the outputs inside its comparison
+        calls and `assert` statements (followed through local names, e.g. `cols = slice(0,
+        candidate.BLOCK_N)`), reductions, masking calls, `atol`/`rtol` more than 10x the declared
+        ones, `equal_nan=True`, early returns, `except` clauses, `skip`. A slice is evaluated for
+        the failing case (`case["N"]`, module constants, `x.shape[i]` and `module.NAME` constants
+        of sibling files the test loads, e.g. `candidate.BLOCK_N = 256`) and related to kws's
+        mismatches: how many of them lie inside the compared region, and whether that region
+        alone passes at the declared tolerance.
 
-    Limits: the AST scan sees the test function and the names it assigns, not helper
-    functions it calls; a gap it cannot explain is still reported, with the test's
-    comparison lines.
+    Findings:
+        | finding | severity |
+        |---|---|
+        | per case: the author's test passes (seeds) where kws's comparison fails; kws's comparison and mismatch region; what the test compares instead, with file and line (`evidence.source` points at it) | `fail` |
+        | the author's test raises (not an `AssertionError`) on every run | `warn` (on some runs: `info`) |
+        | the author's test fails where kws passes (a stricter test) | `info` |
+        | the runs made, no gap | `info` |
+
+    Example:
+        (`layernorm-testgap`): `the author's test passes on case M=8 N=768 float32
+        (seeds 0, 1, 2) where kws's full comparison fails: 4096 of 6144 elements (66.7%) outside
+        atol=1e-05, rtol=1e-05 [declared [tolerance]]; mismatches in all 8 rows, cols 256..767 of
+        768 (everything past the first 256); the test compares only cols 0..255 of 768:
+        `got[:, cols]` (test.py:33); 0 of kws's 4096 mismatches lie inside it and that part alone
+        passes`.
+
+    Limits:
+        the scan reads the test function and the names it assigns, not helper functions
+        it calls; a gap it cannot explain is still a `fail`, reported with "the static scan ...
+        found no slice, mask, reduction or loose tolerance to explain it". The author's test runs
+        on the device kws runs on (the CPU interpreter here), with the author's own inputs.
+
+    Forgeable:
+        Measured in the job process: source, jaxpr, compiler output and attached files read by kws.
+        Still forgeable from inside: nothing at run time (static); the sources may of course lie in comments.
     """
 
     id = "test-gap"

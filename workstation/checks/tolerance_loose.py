@@ -52,28 +52,56 @@ class ToleranceLoose(Check):
     """The declared tolerance accepts outputs that are clearly wrong, or is far wider than the
     error a correct implementation makes.
 
-    How: for every declared case and seed the reference's output, a float64 oracle (the
-    reference on inputs upcast to float64) and a per-element error budget ``B`` are computed
-    (``workstation.analysis.numerics``: the accumulator's and the output's unit roundoffs, the
-    reduction length K, Higham's worst-case γ_K and Higham and Mary's probabilistic
-    γ̃_K(λ); docs/numerics.md). Negative controls are put in place of the candidate and
-    judged at the declared tolerance against the reference, exactly as the candidate is: an
-    all-zero output, the reference rolled and permuted along its last dimension, random
-    values of the output's scale (all built in the parent from the reference's output), and
-    the reference computed in a lower precision (its floating inputs cast to float16 /
-    bfloat16, the result cast back). A control counts only when it is genuinely wrong: its
-    error against the oracle exceeds the budget by at least 10x somewhere (a roll of a
-    constant row, or a lower-precision result inside the budget, is not wrong). The
-    tolerance accepting a genuine control is a ``fail`` naming the control. A tolerance
-    that allows more than 10x the difference two correct implementations can have (2B) at
-    every element is a ``warn``. An ``info`` finding per dtype gives the tolerance kws would
-    accept, with its derivation, and whether the candidate passes it.
+    Catches:
+        a declared tolerance that accepts clearly wrong outputs, or that is far wider
+        than the error a correct implementation makes for the dtype and reduction length.
 
-    Source of the defect class: an atol larger than the outputs (softmax probabilities of
-    ~1e-3 compared at atol 1e-2) lets an all-zero kernel pass; FlashAttention's tests derive
-    their tolerance from the error of a low-precision reference for the same reason.
-    Limits: the budget models a correct kernel accumulating in fp32 (fp64 for fp64 inputs);
-    it is conservative for reductions of random-sign data (S = |a|ᵀ|b|). CPU and GPU alike.
+    How:
+        (model: [numerics.md](numerics.md)): for every declared case and seed kws has the
+        reference's output, a float64 oracle (the reference on inputs upcast to float64) and a
+        per-element error budget `B` (fp32 accumulation over the reduction length K, Higham's
+        γ_K or Higham and Mary's probabilistic γ̃_K(λ), one rounding to the output dtype). It then
+        puts **negative controls** in place of the candidate and applies the declared tolerance
+        exactly as it is applied to the candidate (torch.testing's rule against the reference):
+
+        | control | built from |
+        |---|---|
+        | `zeros` | an all-zero output |
+        | `rolled` | the reference rolled by one along its last dimension |
+        | `permuted` | the reference under a fixed random permutation of its last dimension |
+        | `random` | normal values with the output's mean and standard deviation |
+        | `float16 reference`, `bfloat16 reference` | the reference run on its floating inputs cast to a lower precision (fp32 cases: float16 and bfloat16; fp16 cases: bfloat16), the result cast back |
+
+        A control counts only when it is genuinely wrong: its error against the oracle exceeds 10x
+        the budget at some element (a roll of constant rows, or a lower-precision result within
+        the budget, is not used and is listed as such).
+
+    Findings:
+        | finding | severity |
+        |---|---|
+        | the tolerance accepts a genuine control (named, with the case, the seed, the control's largest difference from the reference and its error in budget units) | `fail` |
+        | the tolerance allows more than 10x `2B` (what two correct implementations may differ by) at every element of every run of a dtype | `warn` |
+        | the tolerance kws would accept per declared dtype, `evidence = {"suggested": {"atol", "rtol"}, "derivation", ...}`, and whether the candidate passes it | `info` |
+        | which controls were rejected / not genuinely wrong | `info` |
+
+    Example:
+        (`softmax-loose-atol`): `atol = rtol = 1e-2` on fp32 softmax rows of 2048
+        (outputs at most 4.2e-3) accepts all zeros, the rolled and permuted references, random
+        values and the fp16- and bf16-computed references; budget-derived: `atol 6e-10, rtol 5e-5`.
+
+    Source:
+        an atol larger than the outputs (softmax probabilities of
+        ~1e-3 compared at atol 1e-2) lets an all-zero kernel pass; FlashAttention's tests derive
+        their tolerance from the error of a low-precision reference for the same reason.
+
+    Limits:
+        the budget models a correct kernel with an fp32 accumulator; for reductions of
+        random-sign data it is conservative (S = `|a|ᵀ|b|`), so the 10x warning fires late rather
+        than early. CPU and GPU alike (controls and budget come from the reference, in torch).
+
+    Forgeable:
+        Measured in the job process: the outputs only (copied by the harness into the result files).
+        Still forgeable from inside: nothing short of computing the right values: the harness's writer and the result path are watched, and a result file written by task code is refused.
     """
 
     id = "tolerance-loose"

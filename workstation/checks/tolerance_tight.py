@@ -33,23 +33,43 @@ class ToleranceTight(Check):
     """The declared tolerance rejects correct outputs: it asks for less error than the output
     dtype can represent, or less than the reference itself achieves against a float64 oracle.
 
-    How: for every declared case and seed, kws builds a float64 oracle (the reference on
-    inputs upcast to float64, run in its own child) and applies the declared tolerance, as
-    torch.testing would, to (1) the oracle correctly rounded to the output dtype (IEEE 754
-    round to nearest: the best output any kernel can return) and (2) the reference's own
-    output. If (1) fails, no kernel can pass (``fail``); if (2) fails while the reference is
-    within its error budget (``workstation.analysis.numerics``), the tolerance is impossible for a
-    correct implementation (``fail``, with the numbers); a reference beyond its budget is
-    left to ``reference-suspect``. A tolerance whose atol is below half an ULP of the typical
-    output and whose rtol is below the output's unit roundoff (or a ULP tolerance below 0.5)
-    asks for less than the dtype can give even where these runs happened to pass (``warn``).
+    Catches:
+        a declared tolerance no correct output can meet: tighter than the output
+        dtype can represent, or tighter than the reference itself achieves.
 
-    Source of the defect class: torch.testing's per-dtype defaults exist because outputs are
-    rounded to their dtype (IEEE 754: relative rounding error up to u = 2^-p); an fp16 GEMM
-    compared at 1e-6 fails on every element however correct the kernel is.
-    Limits: the oracle is only as good as the reference's float64 path (a reference that
-    computes in a fixed low precision is reported by ``reference-suspect``). CPU and GPU
-    alike (the reference runs in torch).
+    How:
+        per declared case and seed, the declared tolerance is applied (torch.testing's
+        rule) to (1) the float64 oracle correctly rounded to the output dtype (round to nearest,
+        ties to even: the best output any kernel can return) and (2) the reference's own output,
+        both against the oracle.
+
+    Findings:
+        | finding | severity |
+        |---|---|
+        | (1) fails: no output of the dtype can pass; with the numbers, the suggested tolerance and its derivation | `fail` |
+        | (2) fails while the reference is within 8x its budget: the tolerance rejects a correct implementation | `fail` |
+        | (2) fails with the reference beyond 8x its budget: the reference is at fault (`reference-suspect`) | `info` |
+        | atol below half an ULP of the median output and rtol below the output's unit roundoff (or `ulp < 0.5`), on outputs that are not exact | `warn` |
+        | the reference's and the rounded oracle's headroom under the declared tolerance | `info` |
+
+    Example:
+        (`matmul-fp16-tight`): `atol = rtol = 1e-6` on an fp16 GEMM: the correctly
+        rounded oracle misses it on ~98% of the elements (half an fp16 ULP at |y| ~ 0.65 is
+        2.4e-4); suggested `atol 4e-4, rtol 1.2e-3`.
+
+    Source:
+        torch.testing's per-dtype defaults exist because outputs are
+        rounded to their dtype (IEEE 754: relative rounding error up to u = 2^-p); an fp16 GEMM
+        compared at 1e-6 fails on every element however correct the kernel is.
+
+    Limits:
+        `skip` without a float64 oracle (a reference that computes at a fixed
+        precision or raises on float64 inputs); the oracle is only as good as the reference's
+        float64 path. CPU and GPU alike.
+
+    Forgeable:
+        Measured in the job process: the outputs only (copied by the harness into the result files).
+        Still forgeable from inside: nothing short of computing the right values: the harness's writer and the result path are watched, and a result file written by task code is refused.
     """
 
     id = "tolerance-tight"

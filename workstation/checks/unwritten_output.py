@@ -58,32 +58,56 @@ def output_buffer(out: CallOutcome, j: int) -> dict[str, Any] | None:
 class UnwrittenOutput(Check):
     """Output elements the candidate never writes, hidden by whatever memory held before.
 
-    How: every write-only buffer the candidate can receive is *poisoned* before it runs:
-    ``out_args`` inputs, and every ``torch.empty`` / ``empty_like`` / ``empty_strided`` /
-    ``new_empty`` allocation made during its import and call (a ``TorchDispatchMode``
-    intercepts them, on CPU and CUDA, and fills them; Triton kernels then write over the
-    poison). Float poisons are NaNs with a payload, integer poisons repeated bytes 0x5A /
-    0xC3 (:mod:`workstation.protocol.sentinels`). The child sends the raw bits of each output; an
-    element whose bits still equal the poison, where the reference's value is not that
-    value, was never written. The candidate runs in two scenarios, each with its own
-    poison: ``A``, on every declared case, first thing in a fresh child (before any
-    reference touched memory), and ``B``, on the first case and on every case where ``A``
-    left poison, in a child right after the reference ran on the same case (recycled memory:
-    the scenario of KernelBench's no-op kernels, which "passed" because ``torch.empty``
-    returned the block that had just held the reference's result). An element holding
-    poison A in one and poison B in the other was never written, or only read-modify-
-    written (x86 and CUDA propagate a NaN operand's payload, so an accumulator that was
-    never initialised keeps the poison's bits too; both are the same defect); one
-    scenario alone says the write coverage depends on what ran before. Outputs that hold no poison
-    but disagree with the reference only when allocations are poisoned (a plain run
-    matches) read memory they never initialised (an accumulator from ``torch.empty``).
+    Catches:
+        output elements the candidate never writes, hidden by whatever the memory held
+        before: zeroed pages in a fresh process, the reference's result in recycled memory
+        (KernelBench's no-op kernels that "passed" because `torch.empty` returned the block the
+        reference had just freed), zeros from the author's `torch.zeros` out buffer.
 
-    Source: KernelBench (Ouyang et al., 2025) and its reported no-op/partial-write false
-    passes; CUDA's and PyTorch's documented "torch.empty returns uninitialized memory".
-    Limits: buffers allocated outside the dispatcher (ctypes, ``UntypedStorage`` with a
-    size, CUDA graph pools) and before the candidate's import are not poisoned; bool and
-    complex outputs are not poisoned. CPU and GPU alike; on the CPU fresh pages are zero,
-    which is exactly what poisoning defeats.
+    How:
+        every write-only buffer the candidate can receive is *poisoned*: `out_args`
+        inputs, and every `torch.empty*` allocation made during its import and call (the same
+        `TorchDispatchMode` as `out-of-bounds`, on CPU and CUDA; Triton kernels then write over
+        the poison through the pointers they get). Float poisons are quiet NaNs with a payload,
+        integer poisons repeat the bytes `0x5A` / `0xC3` (`workstation/protocol/sentinels.py`). The
+        candidate runs in two scenarios, each with its own poison: **A** on every declared case,
+        first thing in a fresh child (before any reference touched memory there), and **B** on the
+        first case and on every case where A left poison, in a child right after the reference
+        ran on the same case (recycled memory). The child sends each output's raw
+        bits; an element still holding the poison's bits where the reference's value is not that
+        value was never written. In both scenarios: never written, or only read-modify-written
+        (a NaN operand's payload survives arithmetic, so an accumulator that was never
+        initialised keeps the poison too); in one only: write coverage depends on what ran
+        before. An output with no poison left that is wrong only when allocations are poisoned
+        (a plain run matches) read memory it never initialised.
+
+    Findings:
+        | finding | severity |
+        |---|---|
+        | elements never written: count, fraction, first indices, region, per scenario, the reference's values there (e.g. "0 at all of them"), the buffer and its `torch.empty` line | `fail` |
+        | the output differs from the reference only when fresh allocations are poisoned | `fail` |
+        | the candidate raised or crashed only with poisoned allocations | `warn` |
+        | every element written (outputs examined; outputs not poisoned and why) | `info` |
+
+    Example:
+        (`relu-unwritten`): `case M=64 N=1024 float32 (seed 0) output 0: 32851 of
+        65536 elements (50.1%) never written ..., they still hold the poison in a fresh process
+        and after the reference ran; first at [0, 0], [0, 1], [0, 2]; the reference is 0 at all
+        of them (zeroed memory would hide this) (rows 0..63, cols 0..1023); out_args input 1`.
+
+    Source:
+        KernelBench (Ouyang et al., 2025) and its reported no-op/partial-write false
+        passes; CUDA's and PyTorch's documented "torch.empty returns uninitialized memory".
+
+    Limits:
+        buffers allocated before the candidate's import or outside the dispatcher (ctypes,
+        `UntypedStorage` with a size, CUDA graph pools) are not poisoned; `bool` and complex outputs are not poisoned (listed in the info).
+        Seed: the first seed only; every declared case. CPU and GPU alike; on the CPU fresh pages are zero, which is
+        exactly what poisoning defeats.
+
+    Forgeable:
+        Measured in the job process: guard bands and poison in buffers kws allocates, read back by the harness after the call.
+        Still forgeable from inside: a candidate that knows kws's sentinel bytes could write them back over what it clobbered before returning.
     """
 
     id = "unwritten-output"

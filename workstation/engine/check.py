@@ -18,18 +18,22 @@ every module of the :mod:`workstation.checks` package and every entry point of t
 its class with :func:`register`. A check id is declared once, on its class; report order
 comes from the class's :attr:`Check.order` (the contract's check-id table order; new ids
 after), and every other place that needs ids (the rubric's ``informed_by`` validation, the
-TUI's timing panel, ``--only``) asks the registry.
+TUI's timing panel, ``--only``) asks the registry. A plugin that fails to load is kept in
+:data:`PLUGIN_ERRORS` (its entry point, distribution, version and error) and the battery runs
+without it; the report names it (``plugin_errors``) as well as every loaded plugin and its ids
+(``plugins``). The built-in ids are also in a manifest generated from the classes
+(``workstation/checks/manifest.json``, by ``scripts/gen_checks_doc.py`` together with
+docs/checks.md), so :func:`known_check_ids` can answer without importing a check module.
 """
 
 from __future__ import annotations
 
 import importlib
+import json
 import pkgutil
-import re
 import threading
 from collections.abc import Iterable
 from dataclasses import dataclass, field
-from pathlib import Path
 from typing import TYPE_CHECKING, Any, ClassVar, Literal
 
 if TYPE_CHECKING:
@@ -181,8 +185,44 @@ class RegistryError(Exception):
 
 
 REGISTRY: dict[str, type[Check]] = {}
-#: entry points of :data:`ENTRY_POINT_GROUP` that failed to load: ``"name (value): error"``.
-PLUGIN_ERRORS: list[str] = []
+
+
+@dataclass(frozen=True)
+class Plugin:
+    """A ``kws.checks`` entry point that loaded, and the check ids it registered.
+
+    Attributes:
+        entry_point: the entry point's name (``mine`` in ``mine = "my_pkg.checks"``).
+        value: what it names (``my_pkg.checks``).
+        distribution: the installed distribution that declares it ("" when unknown).
+        version: that distribution's version ("" when unknown).
+        checks: the ids its import registered, in report order.
+        error: why it failed to load (``"ImportError: ..."``); "" when it loaded.
+    """
+
+    entry_point: str
+    value: str
+    distribution: str
+    version: str
+    checks: tuple[str, ...] = ()
+    error: str = ""
+
+    def as_dict(self) -> dict[str, Any]:
+        """The report's object: ``plugins`` entries carry ``checks``, ``plugin_errors``
+        entries ``error`` (``kws check --json``, docs/task-format.md)."""
+        d: dict[str, Any] = {"entry_point": self.entry_point, "value": self.value,
+                             "distribution": self.distribution, "version": self.version}
+        if self.error:
+            d["error"] = self.error
+        else:
+            d["checks"] = list(self.checks)
+        return d
+
+
+#: the ``kws.checks`` entry points that loaded, in load order.
+PLUGINS: list[Plugin] = []
+#: the ``kws.checks`` entry points that failed to load (their checks are not in the battery).
+PLUGIN_ERRORS: list[Plugin] = []
 _loaded = False
 _load_lock = threading.Lock()
 
@@ -212,8 +252,11 @@ def load_checks() -> None:
     """Import every built-in check module and every ``kws.checks`` entry point (once).
 
     A built-in module that fails to import is a kws bug and raises; a third-party entry
-    point that fails is recorded in :data:`PLUGIN_ERRORS` (``kws check`` prints it) and the
-    rest of the battery still loads.
+    point whose import raises is recorded in :data:`PLUGIN_ERRORS` (with its distribution,
+    version and the error; the checks it registered before failing are taken out again), and
+    the rest of the battery still loads. ``kws check`` prints those errors and its JSON lists
+    them under ``plugin_errors``; the ids each loaded entry point registered are in
+    :data:`PLUGINS`.
     """
     global _loaded
     with _load_lock:
@@ -226,33 +269,79 @@ def load_checks() -> None:
         from importlib.metadata import entry_points
 
         for ep in entry_points(group=ENTRY_POINT_GROUP):
+            dist = getattr(ep, "dist", None)
+            name = str(dist.metadata["Name"] or "") if dist is not None else ""
+            version = str(dist.version or "") if dist is not None else ""
+            before = dict(REGISTRY)
             try:
                 ep.load()
             except Exception as e:  # noqa: BLE001  (a broken plugin must not take the battery down)
-                PLUGIN_ERRORS.append(f"{ep.name} ({ep.value}): {type(e).__name__}: {e}")
+                for cid in set(REGISTRY) - set(before):
+                    del REGISTRY[cid]
+                PLUGIN_ERRORS.append(Plugin(ep.name, ep.value, name, version, error=f"{type(e).__name__}: {e}"))
+                continue
+            new = sorted((i for i in REGISTRY if before.get(i) is not REGISTRY[i]),
+                         key=lambda i: (REGISTRY[i].order, i))
+            PLUGINS.append(Plugin(ep.name, ep.value, name, version, tuple(new)))
         _loaded = True
 
 
-_ID_RE = re.compile(r'^    id = "([a-z0-9][a-z0-9-]*)"\s*(?:#.*)?$', re.M)
+def plugin_report() -> dict[str, list[dict[str, Any]]]:
+    """``{"plugins": [...], "plugin_errors": [...]}`` for the report: every ``kws.checks``
+    entry point that loaded (its distribution, version and check ids) and every one that
+    failed (the error instead of the ids); both lists are empty when no plugin is
+    installed or the checks were not loaded in this process."""
+    return {"plugins": [p.as_dict() for p in PLUGINS],
+            "plugin_errors": [p.as_dict() for p in PLUGIN_ERRORS]}
+
+
+#: the manifest of the built-in checks (in the :data:`BUILTIN_CHECKS` package), written by
+#: ``scripts/gen_checks_doc.py`` from the registered classes; tests/test_registry.py fails
+#: when it differs from the live registry.
+MANIFEST = "manifest.json"
+
+
+def builtin_manifest() -> list[dict[str, Any]]:
+    """The built-in checks as the committed manifest lists them, in report order, without
+    importing a check module: ``[{"id", "title", "order", "phase", "kinds",
+    "timing_evidence", "module"}]``.
+
+    Raises:
+        OSError: the manifest is missing (a broken install).
+        ValueError: it is not the JSON the generator writes.
+    """
+    from importlib.resources import files
+
+    doc = json.loads(files(BUILTIN_CHECKS).joinpath(MANIFEST).read_text(encoding="utf-8"))
+    checks = doc.get("checks") if isinstance(doc, dict) else None
+    if not isinstance(checks, list) or not all(isinstance(c, dict) and isinstance(c.get("id"), str)
+                                               for c in checks):
+        raise ValueError(f"{BUILTIN_CHECKS}/{MANIFEST}: expected {{\"checks\": [{{\"id\": ...}}, ...]}}")
+    return checks
+
+
+def live_manifest() -> list[dict[str, Any]]:
+    """What :func:`builtin_manifest` should hold: the registered built-in classes (plugins
+    left out), in report order. Loads the checks."""
+    load_checks()
+    return [{"id": cls.id, "title": cls.title, "order": cls.order, "phase": cls.phase,
+             "kinds": list(cls.kinds), "timing_evidence": cls.timing_evidence, "module": cls.__module__}
+            for cls in (REGISTRY[i] for i in check_ids())
+            if cls.__module__.startswith(BUILTIN_CHECKS + ".")]
 
 
 def known_check_ids() -> set[str]:
     """Every check id the battery registers, without importing the built-in check modules:
-    their ``id = "..."`` class attributes read from the sources (a test checks this equals
-    the registry), plus the ids of ``kws.checks`` plugins (loaded when there are any). For
-    callers that only validate ids (the rubric loader in the review app's process, which
-    would otherwise import numpy and every check before its first paint)."""
+    the built-in ids from :func:`builtin_manifest`, plus the ids of ``kws.checks`` plugins
+    (loading the whole battery when any entry point is installed; a plugin that fails to load
+    adds no id). For callers that only validate ids (the rubric loader in the review app's
+    process, which would otherwise import numpy and every check, about 0.4 s, before its
+    first paint)."""
     from importlib.metadata import entry_points
-    from importlib.util import find_spec
 
     if _loaded:
         return set(REGISTRY)
-    spec = find_spec(BUILTIN_CHECKS)
-    ids: set[str] = set()
-    for folder in spec.submodule_search_locations or [] if spec is not None else []:
-        for path in sorted(Path(folder).glob("*.py")):
-            if not path.name.startswith("_"):
-                ids.update(_ID_RE.findall(path.read_text(encoding="utf-8")))
+    ids = {c["id"] for c in builtin_manifest()}
     if entry_points(group=ENTRY_POINT_GROUP):
         load_checks()
         ids |= set(REGISTRY)

@@ -12,7 +12,11 @@ unconfined, the reviewer opted out), ``isolation`` (notes on it: the memory cap,
 inherited limit lower than kws's, the out-of-process check being off), ``not_judged``
 (``[{"check", "reason"}]``: the checks that could not look — an ``error``, or a ``skip``
 for want of a GPU, a tool or a budget — as opposed to those with nothing to look at, such
-as a task with no bench) and ``runner_failed`` (kws's own runner failed: exit code 3).
+as a task with no bench), ``runner_failed`` (kws's own runner failed: exit code 3),
+``plugins`` (``[{"entry_point", "value", "distribution", "version", "checks"}]``: each
+``kws.checks`` entry point that loaded and the check ids it registered) and
+``plugin_errors`` (``[{"entry_point", "value", "distribution", "version", "error"}]``: each
+one that failed to load; its checks are not in the run).
 Non-finite numbers anywhere in the evidence are written as the strings "nan", "inf",
 "-inf". ``complete`` is false when any check ended in ``error`` or ``skip``.
 """
@@ -24,6 +28,7 @@ import math
 from typing import TYPE_CHECKING, Any
 
 from workstation import __version__
+from workstation.engine.check import plugin_report
 
 if TYPE_CHECKING:
     from workstation.engine.run import EngineResult
@@ -80,6 +85,7 @@ def to_json_dict(res: EngineResult) -> dict[str, Any]:
         "isolation": list(res.notes),
         "not_judged": [{"check": r.check, "reason": r.not_judged} for r in res.results if r.not_judged],
         "runner_failed": res.runner_failed,
+        **plugin_report(),
     }
     for key, value in res.extensions.items():
         doc.setdefault(key, value)  # never over a contract key
@@ -104,6 +110,13 @@ def exit_code(doc: dict[str, Any], *, strict: bool = False) -> int:
     return 0
 
 
+def plugin_text(p: dict[str, Any]) -> str:
+    """A ``plugins`` / ``plugin_errors`` entry of the report as words: ``entry point 'team'
+    (team_checks) of team-checks 1.0``."""
+    dist = f"{p.get('distribution') or ''} {p.get('version') or ''}".strip() or "an unknown distribution"
+    return f"entry point {p.get('entry_point')!r} ({p.get('value')}) of {dist}"
+
+
 def to_text(doc: dict[str, Any], *, verbose: bool = False) -> str:
     """A readable report: one line per check, then each finding with its repro."""
     lines = [
@@ -117,6 +130,10 @@ def to_text(doc: dict[str, Any], *, verbose: bool = False) -> str:
         lines.append(f"warning: {w}")
     for n in doc.get("isolation", []):
         lines.append(f"isolation: {n}")
+    for p in doc.get("plugin_errors", []):
+        lines.append(f"plugin error: {plugin_text(p)} failed to load: {p.get('error', '')}; its checks did not run")
+    for p in doc.get("plugins", []):
+        lines.append(f"plugin: {plugin_text(p)}: {', '.join(p.get('checks') or []) or 'no check'}")
     lines.append("")
     for c in doc["checks"]:
         reason = f"  ({c['reason'].splitlines()[0]})" if c.get("reason") else ""

@@ -107,6 +107,9 @@ class ReviewSession:
         self.versions: dict[str, str] = {}
         self.seeds: list[int] = []
         self.report_tree: str | None = None
+        #: ``kws.checks`` plugins that failed to load in the run's process (the report's
+        #: ``plugin_errors``: entry_point, value, distribution, version, error).
+        self.plugin_errors: list[dict[str, Any]] = []
         self.task_tree: str | None = None
         self.final_report: dict[str, Any] | None = None
         self.error: str = ""
@@ -180,6 +183,7 @@ class ReviewSession:
         self.versions = dict(report.get("versions") or {})
         self.seeds = list(report.get("seeds") or [])
         self.report_tree = report.get("task_tree")
+        self.plugin_errors = [dict(p) for p in report.get("plugin_errors") or [] if isinstance(p, Mapping)]
         self.final_report = self.report()
         self.source = "prescreen"
         self._recheck_accepted()
@@ -217,6 +221,7 @@ class ReviewSession:
             self.versions = dict(rep.get("versions") or {})
             self.seeds = list(rep.get("seeds") or [])
             self.report_tree = rep.get("task_tree")
+            self.plugin_errors = [dict(p) for p in rep.get("plugin_errors") or [] if isinstance(p, Mapping)]
             secs = rep.get("seconds")  # the engine's own wall time (kws extension of the report)
             if isinstance(secs, int | float):
                 self.run_seconds = float(secs)
@@ -266,6 +271,19 @@ class ReviewSession:
             "findings": [f for r in done for f in r.findings],
             "checks": [r.as_check() for r in done],
         }
+
+    def plugin_notice(self) -> str:
+        """One line naming the ``kws.checks`` plugins that failed to load in the run's
+        process, so their checks' absence is not silent ("" when none failed): e.g.
+        ``⚠ check plugin 'team' (team-checks 1.0) failed to load: ImportError: ...``."""
+        if not self.plugin_errors:
+            return ""
+        named = []
+        for p in self.plugin_errors:
+            dist = f"{p.get('distribution') or ''} {p.get('version') or ''}".strip() or "unknown distribution"
+            named.append(f"{p.get('entry_point')!r} ({dist}): {p.get('error') or 'unknown error'}")
+        noun = "check plugin" if len(named) == 1 else f"{len(named)} check plugins"
+        return f"⚠ {noun} failed to load: " + "; ".join(named)
 
     def counts(self) -> dict[str, int]:
         """How many checks are in each status."""

@@ -1,9 +1,17 @@
-"""Pieces several checks share (never a check themselves): trials on derived inputs
-(:mod:`.trials`), legal parameter values (:mod:`.legal`), the cost model of derived cases
-(:mod:`.costmodel`), the generic shrinker (:mod:`.shrink`), the numerics audit
-(:mod:`.numaudit`), kws's own timing measurement (:mod:`.timing`), static scans of task
-sources (:mod:`.static`, :mod:`.benchsource`) and the guarded-run helpers
-(:mod:`.guarded`).
+"""Pieces several checks share (never a check themselves):
 
+- trials on derived inputs (:mod:`.trials`), legal parameter values (:mod:`.legal`), ragged
+  variants of declared cases (:mod:`.ragged`), the cost model of derived cases
+  (:mod:`.costmodel`) and the generic shrinker (:mod:`.shrink`);
+- the numerics audit (:mod:`.numaudit`) and kws's own timing measurement (:mod:`.timing`);
+- static scans of task sources (:mod:`.static`, :mod:`.benchsource`) and the guarded-run
+  helpers (:mod:`.guarded`);
+- the battery's candidate calls replayed on the baseline or a translation's source
+  (:mod:`.replay`);
+- kws's own profile of a task (:mod:`.profiling`);
+- backend readings without running: compiled CUDA's ptxas report, PTX and SASS
+  (:mod:`.cuda_read`), NKI kernels from their Python source (:mod:`.nki_read`).
+
+tests/test_registry.py checks that this list names every module of the package.
 Same imports as the checks (engine, analysis, task, protocol, schema).
 """
