@@ -244,3 +244,18 @@ def test_the_support_package_docstring_names_every_module():
     named = set(re.findall(r":mod:`\.(\w+)`", support.__doc__ or ""))
     modules = {m.name for m in pkgutil.iter_modules(support.__path__) if not m.name.startswith("_")}
     assert named == modules, f"missing: {sorted(modules - named)}; stale: {sorted(named - modules)}"
+
+
+def test_the_review_session_names_a_broken_plugin_from_the_report():
+    from workstation.review.session import ReviewSession
+    from workstation.rubric.model import load_rubric
+
+    rubric = load_rubric(REPO / "rubrics" / sorted(p.name for p in (REPO / "rubrics").glob("*.toml"))[0])
+    s = ReviewSession("t", REPO, rubric)
+    s.apply_event("done", {"report": {"checks": [], "findings": [], "plugin_errors": [
+        {"entry_point": "broken", "value": "team_broken", "distribution": "team-broken", "version": "0.3",
+         "error": "ModuleNotFoundError: No module named 'x'"}]}})
+    assert s.plugin_notice() == ("⚠ check plugin failed to load: 'broken' (team-broken 0.3): "
+                                 "ModuleNotFoundError: No module named 'x'")
+    s.apply_event("done", {"report": {"checks": [], "findings": [], "plugin_errors": []}})
+    assert s.plugin_notice() == ""
