@@ -9,7 +9,7 @@ module here, whose class docstring carries the sections docs/checks.md is genera
 review app validates rubrics against without importing the checks), or a module of another
 package named by a ``kws.checks`` entry point.
 
-May import: engine (check, context, report), analysis, profiles, task, protocol, schema.
+May import: engine (check, context, report), analysis, profiles, task, settings, protocol, schema.
 Never tui, review, records, rubric, screen, the repository, the runner (a check runs steps
 and reads the task folder's state through :class:`~workstation.engine.context.CheckContext`)
 or the harness (it runs in children; checks name its steps through

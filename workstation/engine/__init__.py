@@ -5,6 +5,6 @@ comparisons), the scheduler (:mod:`.run`: phases, events), the contract's JSON r
 
 Checks are plugins: the engine loads them by name (``workstation.checks`` and the
 ``kws.checks`` entry points) and never imports a check module statically. May import
-analysis, runner, task, repo, protocol, schema; never checks, rubric, records, review, tui,
+analysis, runner, task, repo, settings, protocol, schema; never checks, rubric, records, review, tui,
 harness.
 """

@@ -19,6 +19,7 @@ from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass
 from typing import Any
 
+from workstation import settings
 from workstation.analysis.compare import Comparison, ResolvedTolerance, compare, resolve_tolerance
 from workstation.engine.check import NotJudged
 from workstation.protocol.steps import (
@@ -47,15 +48,16 @@ Event = Callable[[str, dict[str, Any]], None]
 
 
 def step_timeout_s() -> float:
-    """Per-step wall-clock limit (s): ``KWS_STEP_TIMEOUT``, default 30."""
-    return float(os.environ.get("KWS_STEP_TIMEOUT", "30"))
+    """Per-step wall-clock limit (s): the ``step_timeout`` setting (``KWS_STEP_TIMEOUT``),
+    default 30."""
+    return settings.current().step_timeout
 
 
 def hang_limit() -> int:
     """Timeouts of one principal after which kws runs none of its steps again in this run:
-    ``KWS_HANG_LIMIT``, default 2 (a candidate that never returns costs two step limits,
-    not one per call)."""
-    return int(os.environ.get("KWS_HANG_LIMIT", "2"))
+    the ``hang_limit`` setting (``KWS_HANG_LIMIT``), default 2 (a candidate that never
+    returns costs two step limits, not one per call)."""
+    return settings.current().hang_limit
 
 
 class TaskDied(Exception):  # noqa: N818  (a verdict signal, like Skip)

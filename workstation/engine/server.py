@@ -26,6 +26,7 @@ import sys
 import threading
 from typing import Any
 
+from workstation import settings
 from workstation.protocol.lines import json_lines
 
 
@@ -46,7 +47,7 @@ class _Server:
             if self._runner is None:
                 from workstation.runner import Runner
 
-                r = Runner(device=os.environ.get("KWS_CHECKSERVER_DEVICE") or None)
+                r = Runner()  # the device setting: the app sets KWS_DEVICE for its server
                 r.start()
                 self._runner = r
             return self._runner
@@ -111,7 +112,7 @@ def _watch_parent(server: _Server, interval: float = 0.5) -> None:
 
 
 def main() -> None:
-    nice = int(os.environ.get("KWS_CHECKSERVER_NICE", "10"))
+    nice = settings.current().checkserver_nice
     if nice:
         os.nice(nice)
     server = _Server()

@@ -46,6 +46,7 @@ import numpy as np
 import torch
 
 from workstation.harness import CALL_HOOKS, MONITORS, TRANSFORMS, StepOutput, step, transform
+from workstation.protocol import childenv
 from workstation.protocol.steps import (
     AuthorTestStep,
     CallStep,
@@ -88,13 +89,14 @@ CPU_INPUT_BUDGET = 8 << 30
 
 def input_budget(device: torch.device) -> int:
     """The most bytes one case's inputs may take on ``device``: ``$KWS_INPUT_BUDGET``
-    (bytes) when set; on CUDA half of the device's free memory
+    (bytes; :data:`workstation.protocol.childenv.INPUT_BUDGET`, set by the runner from the
+    parent's ``input_budget`` setting) when set; on CUDA half of the device's free memory
     (``torch.cuda.mem_get_info``); on the CPU half of the host's available memory
     (``MemAvailable`` in ``/proc/meminfo``, else physical memory), at most
     :data:`CPU_INPUT_BUDGET` (8 GiB: inputs that large would take hours under the Triton
     interpreter) and at most half of the address-space limit when one is set. The candidate and the reference need room
     for their outputs and workspace beside the inputs, hence the half."""
-    env = os.environ.get("KWS_INPUT_BUDGET")
+    env = os.environ.get(childenv.INPUT_BUDGET)
     if env:
         try:
             return max(1, int(float(env)))

@@ -32,7 +32,8 @@ When the parent's end of stdin closes (kws exited or was killed), the server kil
 job and exits; inside bubblewrap its exit ends the sandbox (``--die-with-parent`` covers a
 server that does not get that far).
 
-Device choice: ``KWS_DEVICE`` (``cpu``/``cuda``) when set, else CUDA when available.
+Device choice: ``KWS_DEVICE`` (``cpu``/``cuda``; :data:`workstation.protocol.childenv.DEVICE`,
+set by the runner from the ``device`` setting) when set, else CUDA when available.
 On the CPU, ``TRITON_INTERPRET=1`` is set before triton is imported.
 
 Optional backends: ``versions`` names ``jax`` when JAX is installed (the ``kws[pallas]``
@@ -54,6 +55,7 @@ import sys
 import time
 from typing import Any
 
+from workstation.protocol import childenv
 from workstation.protocol.steps import read_job
 
 #: most verifications a job may ask for, per step it has (a flood is ignored).
@@ -64,7 +66,7 @@ _PIDNS: Any = None
 
 
 def _choose_device() -> tuple[str, bool]:
-    forced = os.environ.get("KWS_DEVICE", "").strip().lower()
+    forced = os.environ.get(childenv.DEVICE, "").strip().lower()
     if forced in ("cpu", "cuda"):
         return forced, forced == "cpu"
     import torch  # noqa: F401  (only the NVML-based availability check; no CUDA init)

@@ -12,7 +12,8 @@ is writable by the task code, so the parent reads it as hostile input:
   a compressed member is refused, so 1 MB cannot inflate to 1 GiB), each member a
   ``.npy`` whose header's shape and dtype (no object dtype) account exactly for its
   declared size; every byte counts against the job's :class:`Budget`
-  (:data:`MAX_JOB_BYTES`, ``KWS_RESULT_BYTES``);
+  (:data:`MAX_JOB_BYTES` unless the parent passes its ``result_bytes`` setting,
+  ``KWS_RESULT_BYTES``);
 - JSON is loaded with :mod:`json`, arrays with ``numpy.lib.format.read_array(...,
   allow_pickle=False)``: nothing a child writes can execute code in the parent.
 
@@ -42,8 +43,9 @@ import numpy as np
 from workstation.protocol.parsing import AST_LOCK
 
 MAX_JSON_BYTES = 32 * 1024 * 1024
-#: result bytes (JSON and arrays, as declared) the parent accepts from one job.
-MAX_JOB_BYTES = int(os.environ.get("KWS_RESULT_BYTES", str(768 * 1024 * 1024)))
+#: result bytes (JSON and arrays, as declared) the parent accepts from one job, by default
+#: (the runner passes the ``result_bytes`` setting: workstation.settings).
+MAX_JOB_BYTES = 768 * 1024 * 1024
 #: most members of one step's ``.npz``.
 MAX_MEMBERS = 4096
 _MEMBER = re.compile(r"^[A-Za-z0-9_]{1,64}\.npy$")

@@ -9,6 +9,6 @@
 - :mod:`.lock`: kws's own flock and the recovery it runs.
 
 Inside the package gitqueue is the bottom (plumbing imports it, lock imports both, never
-the reverse). May import gitpython, platformdirs and the standard library; nothing of kws
-but its version. Both are import-linter contracts (pyproject.toml).
+the reverse). May import gitpython and the standard library; of kws only its version and
+:mod:`workstation.settings` (the per-user folders). Both are import-linter contracts (pyproject.toml).
 """

@@ -36,9 +36,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 import git
-import platformdirs
 
 import workstation
+from workstation import settings
 
 __all__ = [
     "EMPTY_HOOKS",
@@ -119,15 +119,14 @@ class TaskVersion:
 
 
 def data_dir() -> Path:
-    """Per-user data folder: ``$KWS_DATA_DIR`` or ``platformdirs.user_data_dir("kws")``."""
-    env = os.environ.get("KWS_DATA_DIR")
-    return Path(env).expanduser() if env else Path(platformdirs.user_data_dir("kws"))
+    """Per-user data folder: the ``data_dir`` setting (``$KWS_DATA_DIR`` or
+    ``platformdirs.user_data_dir("kws")``)."""
+    return settings.current().data_dir
 
 
 def state_dir() -> Path:
     """Per-user state folder (drafts): ``$KWS_STATE_DIR`` or ``user_state_dir("kws")``."""
-    env = os.environ.get("KWS_STATE_DIR")
-    return Path(env).expanduser() if env else Path(platformdirs.user_state_dir("kws"))
+    return settings.current().state_dir
 
 
 def default_queue_path() -> Path:

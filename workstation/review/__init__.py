@@ -10,7 +10,7 @@ the TUI calls for every git, record and file operation (:mod:`~workstation.revie
 
 May import: the standard library and third-party libraries (no Textual), and of kws
 :mod:`workstation.records`, :mod:`workstation.repo`, :mod:`workstation.task`,
-:mod:`workstation.rubric`, :mod:`workstation.schema`, :mod:`workstation.protocol` (the
+:mod:`workstation.rubric`, :mod:`workstation.settings`, :mod:`workstation.schema`, :mod:`workstation.protocol` (the
 JSON-lines reader of the check server's stream), the stored pre-screens of
 :mod:`workstation.screen` (``summary``), of the engine only
 :func:`workstation.engine.context.case_label` (``evidence``), and of the runner only the

@@ -34,8 +34,7 @@ from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
-import platformdirs
-
+from workstation import settings
 from workstation.schema.problem import Problem
 
 __all__ = [
@@ -109,7 +108,7 @@ class QueueIndex:
 
 def cache_file(root: Path | str) -> Path:
     """The index cache file of the queue at ``root``."""
-    base = os.environ.get("KWS_CACHE_DIR") or platformdirs.user_cache_dir("kws")
+    base = settings.current().cache_dir
     p = Path(root).expanduser().resolve()
     key = hashlib.sha256(str(p).encode()).hexdigest()[:16]
     return Path(base) / "queue-index" / f"{re.sub(r'[^A-Za-z0-9._-]+', '-', p.name)}-{key}.json"

@@ -21,6 +21,7 @@ from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import Any, Protocol
 
+from workstation import settings
 from workstation.protocol.lines import json_lines
 
 __all__ = ["CheckSource", "Emit", "ReplayCheckSource", "RunnerCheckSource", "sandbox_marker"]
@@ -99,8 +100,8 @@ class RunnerCheckSource:
             if self._proc is not None and self._proc.poll() is None:
                 return self._proc
             env = dict(os.environ)
-            if self._device:
-                env["KWS_CHECKSERVER_DEVICE"] = self._device
+            if self._device:  # the app's --device over the device setting, in its server only
+                env[settings.BY_NAME["device"].env] = self._device
             fd, log = tempfile.mkstemp(prefix="kws-checkserver-", suffix=".log")
             self._log = Path(log)
             self._proc = subprocess.Popen(

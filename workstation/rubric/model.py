@@ -16,7 +16,6 @@ code, so the TUI may call it on every keystroke.
 
 from __future__ import annotations
 
-import os
 import re
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
@@ -26,6 +25,7 @@ from typing import Annotated, Any, Literal
 from msgspec import Meta, Struct
 
 import workstation
+from workstation import settings
 from workstation.schema.problem import Problem
 from workstation.schema.structs import convert, unknown_keys
 from workstation.schema.toml import read_toml
@@ -294,15 +294,15 @@ def rubric_search_path(queue_root: Path | str | None = None) -> list[Path]:
     """Folders searched for ``<id>.toml``, first match wins.
 
     1. ``<queue>/rubrics/`` (a queue may carry its own rubric),
-    2. each folder in ``KWS_RUBRIC_PATH`` (``os.pathsep``-separated),
+    2. each folder of the ``rubric_path`` setting (``KWS_RUBRIC_PATH``, ``os.pathsep``-separated;
+       ``rubric_path = [...]`` in the user config file),
     3. the project's ``rubrics/`` folder next to the ``workstation`` package,
     4. ``workstation/data/rubrics/`` (package data, for installs without the source tree).
     """
     dirs: list[Path] = []
     if queue_root is not None:
         dirs.append(Path(queue_root) / "rubrics")
-    env = os.environ.get("KWS_RUBRIC_PATH", "")
-    dirs.extend(Path(p) for p in env.split(os.pathsep) if p)
+    dirs.extend(settings.current().rubric_path)
     pkg = Path(workstation.__file__).resolve().parent
     dirs.append(pkg.parent / "rubrics")
     dirs.append(pkg / "data" / "rubrics")

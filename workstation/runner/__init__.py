@@ -10,7 +10,7 @@ the task folder (:mod:`taskcopy`), with resource limits, and writes its results 
 plus ``.npz`` arrays that the parent reads as hostile input (:mod:`workstation.protocol.wire`).
 The parent side lives in :mod:`sandbox`.
 
-Of kws, imports only protocol and schema (an import-linter contract); never harness (it
+Of kws, imports only protocol, schema and settings (an import-linter contract); never harness (it
 starts the fork server by module name), task, repo, engine or anything above.
 """
 

@@ -45,6 +45,8 @@ import subprocess
 import sys
 from pathlib import Path
 
+from workstation import settings
+
 #: how to get bubblewrap (shown when it is missing or cannot run).
 INSTALL_HINT = (
     "kws runs task code only inside bubblewrap (bwrap). Install it: Debian/Ubuntu `sudo apt-get install "
@@ -72,10 +74,11 @@ NAMESPACE_FLAGS = ("--unshare-user", "--unshare-pid", "--unshare-ipc", "--unshar
 
 
 def find_bwrap() -> str | None:
-    """The bwrap binary: ``$KWS_BWRAP`` (an empty value: none), else ``bwrap`` on PATH."""
-    env = os.environ.get("KWS_BWRAP")
-    if env is not None:
-        return env or None
+    """The bwrap binary: the ``bwrap`` setting (``$KWS_BWRAP``; an empty value: none), else
+    ``bwrap`` on PATH."""
+    chosen = settings.current().bwrap
+    if chosen is not None:
+        return chosen or None
     return shutil.which("bwrap")
 
 

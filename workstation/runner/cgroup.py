@@ -30,24 +30,21 @@ import os
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from workstation import settings
+
 _seq = itertools.count()
 
 
 def memory_limit_bytes() -> int:
-    """The cap: ``KWS_MEMORY_LIMIT`` (bytes, or with a K/M/G/T suffix), default 75% of the
-    machine's memory (``MemTotal``).
+    """The cap (bytes): the ``memory_limit`` setting (``KWS_MEMORY_LIMIT``: bytes, or with a
+    K/M/G/T suffix), default 75% of the machine's memory (``MemTotal``).
 
     Raises:
-        ValueError: ``KWS_MEMORY_LIMIT`` is not a size.
+        Problem: ``KWS_MEMORY_LIMIT`` (or the config file's ``memory_limit``) is not a size.
     """
-    env = os.environ.get("KWS_MEMORY_LIMIT", "").strip()
-    if env:
-        mult = {"K": 1 << 10, "M": 1 << 20, "G": 1 << 30, "T": 1 << 40}
-        unit = env[-1].upper()
-        try:
-            return int(float(env[:-1]) * mult[unit]) if unit in mult else int(env)
-        except ValueError:
-            raise ValueError(f"KWS_MEMORY_LIMIT={env!r}: expected a size such as 16G or 17179869184") from None
+    limit = settings.current().memory_limit
+    if limit is not None:
+        return limit
     try:
         with open("/proc/meminfo") as f:
             for line in f:
@@ -196,5 +193,6 @@ def create(limit: int | None = None) -> tuple[MemoryCgroup | None, str]:
 
 
 def pids_limit() -> int:
-    """Processes (threads included) the sandbox may have: ``KWS_PIDS_LIMIT``, default 4096."""
-    return int(os.environ.get("KWS_PIDS_LIMIT", "4096"))
+    """Processes (threads included) the sandbox may have: the ``pids_limit`` setting
+    (``KWS_PIDS_LIMIT``), default 4096."""
+    return settings.current().pids_limit

@@ -56,8 +56,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-import platformdirs
-
+from workstation import settings
+from workstation.protocol import childenv
 from workstation.protocol.lines import json_lines
 from workstation.protocol.steps import Job, Step, encode_job
 from workstation.protocol.wire import (
@@ -177,8 +177,9 @@ class JobResult:
 
 
 def kws_cache_dir() -> Path:
-    """Per-user cache folder of kws's own data (never written by task code)."""
-    return Path(os.environ.get("KWS_CACHE_DIR") or platformdirs.user_cache_dir("kws"))
+    """Per-user cache folder of kws's own data (never written by task code): the
+    ``cache_dir`` setting (``KWS_CACHE_DIR``, else ``platformdirs.user_cache_dir("kws")``)."""
+    return settings.current().cache_dir
 
 
 def child_env(home: Path | str, device: str | None, *, pythonpath: str | None = None,
@@ -190,8 +191,15 @@ def child_env(home: Path | str, device: str | None, *, pythonpath: str | None = 
     ``PYTORCH_NVML_BASED_CUDA_CHECK=1`` so that asking whether CUDA exists does not
     initialise CUDA in the server (children are forked from it); the compiler caches are
     set per job (:meth:`Runner.run`). ``cuda_visible``: the ``CUDA_VISIBLE_DEVICES`` of
-    the sandbox (the bound GPUs' UUIDs).
+    the sandbox (the bound GPUs' UUIDs). Settings the child needs are resolved here and
+    passed through :mod:`workstation.protocol.childenv`: ``device`` (when forced) and the
+    ``input_budget`` setting; ``child_threads`` becomes ``OMP_NUM_THREADS`` /
+    ``MKL_NUM_THREADS``.
+
+    Raises:
+        Problem: a setting is malformed (:func:`workstation.settings.current`).
     """
+    cfg = settings.current()
     env = {k: v for k, v in os.environ.items() if k in ENV_ALLOW}
     pkg_root = str(Path(__file__).resolve().parents[2])
     env.update(
@@ -201,14 +209,16 @@ def child_env(home: Path | str, device: str | None, *, pythonpath: str | None = 
         PYTHONDONTWRITEBYTECODE="1",
         PYTORCH_NVML_BASED_CUDA_CHECK="1",
         CUDA_DEVICE_ORDER="PCI_BUS_ID",
-        OMP_NUM_THREADS=os.environ.get("KWS_CHILD_THREADS", "1"),
-        MKL_NUM_THREADS=os.environ.get("KWS_CHILD_THREADS", "1"),
+        OMP_NUM_THREADS=str(cfg.child_threads),
+        MKL_NUM_THREADS=str(cfg.child_threads),
         TRITON_DEFAULT_FP_FUSION=os.environ.get("TRITON_DEFAULT_FP_FUSION", "1"),
     )
     if cuda_visible is not None:
         env["CUDA_VISIBLE_DEVICES"] = cuda_visible
     if device:
-        env["KWS_DEVICE"] = device
+        env[childenv.DEVICE] = device
+    if cfg.input_budget is not None:
+        env[childenv.INPUT_BUDGET] = str(cfg.input_budget)
     return env
 
 
@@ -278,7 +288,8 @@ class Runner:
     :meth:`close`.
 
     Args:
-        device: ``"cpu"`` or ``"cuda"`` to force one; ``None`` picks CUDA when present.
+        device: ``"cpu"`` or ``"cuda"`` to force one; ``None``: the ``device`` setting
+            (``KWS_DEVICE``; unset: CUDA when present).
         max_parallel: concurrent jobs.
         nice: CPU priority increment of the server and its children.
         sandbox: ``"bwrap"`` or ``"none"``; ``None``: :func:`~workstation.runner.policy.sandbox_mode`
@@ -287,7 +298,7 @@ class Runner:
 
     def __init__(self, device: str | None = None, max_parallel: int | None = None, nice: int = 10,
                  sandbox: str | None = None):
-        self._device_req = device or os.environ.get("KWS_DEVICE") or None
+        self._device_req = device or settings.current().device
         self.max_parallel = max_parallel or max(1, os.cpu_count() or 1)
         self.sandbox = sandbox or sandbox_mode()
         if self.sandbox not in ("bwrap", "none"):
@@ -674,7 +685,7 @@ class Runner:
         wire_errors: list[str] = []
         forged: dict[int, str] = {}
         forged_changes: dict[int, list[str]] = {}
-        budget = Budget()
+        budget = Budget(settings.current().result_bytes)
         verify_on = self.device.verifier
         for i in range(n):
             try:

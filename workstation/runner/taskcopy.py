@@ -4,7 +4,7 @@ A task folder comes from someone else: it may hold a symlink to ``~/.ssh/id_ed25
 ``/dev/zero``, a FIFO that blocks a reader forever, or gigabytes. :func:`scan` walks it
 once without following symlinks and refuses (:class:`TaskFolderError`, naming the entry)
 device nodes, FIFOs, sockets, symlinks whose target lies outside the folder (or does not
-exist), more than :data:`MAX_FILES` entries and more than :data:`MAX_BYTES` of file
+exist), more than :data:`MAX_FILES` entries and more than :func:`task_max_bytes` of file
 content; ``__pycache__`` and ``.git`` are skipped. :func:`copy` copies what :func:`scan`
 accepted (a symlink inside the folder becomes a copy of its target's bytes) and
 :func:`digest` hashes it; both refuse what :func:`scan` refuses, so a folder that changed
@@ -20,11 +20,17 @@ import stat
 from dataclasses import dataclass
 from pathlib import Path
 
-#: most bytes of file content in a task folder (``KWS_TASK_MAX_BYTES`` overrides).
-MAX_BYTES = int(os.environ.get("KWS_TASK_MAX_BYTES", str(256 * 1024 * 1024)))
+from workstation import settings
+
 #: most files and folders in a task folder.
 MAX_FILES = 20_000
 SKIP = ("__pycache__", ".git")
+
+
+def task_max_bytes() -> int:
+    """Most bytes of file content in a task folder: the ``task_max_bytes`` setting
+    (``KWS_TASK_MAX_BYTES``), default 256 MiB."""
+    return settings.current().task_max_bytes
 
 
 class TaskFolderError(ValueError):
@@ -52,7 +58,7 @@ def scan(folder: Path, *, max_bytes: int | None = None, max_files: int = MAX_FIL
     Raises:
         TaskFolderError: an entry kws refuses, or the folder is too large.
     """
-    limit = MAX_BYTES if max_bytes is None else max_bytes
+    limit = task_max_bytes() if max_bytes is None else max_bytes
     root = folder.resolve()
     out: list[Entry] = []
     total = 0
@@ -116,6 +122,7 @@ def copy(folder: Path, dest: Path, entries: list[Entry] | None = None) -> int:
     """
     entries = scan(folder) if entries is None else entries
     dest.mkdir(parents=True)
+    limit = task_max_bytes()
     n = 0
     for e in entries:
         target = dest / e.rel
@@ -124,12 +131,12 @@ def copy(folder: Path, dest: Path, entries: list[Entry] | None = None) -> int:
             continue
         fd = _open_regular(e.source, e.rel, folder)
         with os.fdopen(fd, "rb") as src, open(target, "wb") as dst:
-            n += _copy_bounded(src, dst, MAX_BYTES - n, folder, e.rel)
+            n += _copy_bounded(src, dst, limit - n, limit, folder, e.rel)
         shutil.copymode(e.source, target)
     return n
 
 
-def _copy_bounded(src, dst, room: int, folder: Path, rel: str) -> int:
+def _copy_bounded(src, dst, room: int, limit: int, folder: Path, rel: str) -> int:
     n = 0
     while True:
         chunk = src.read(1 << 20)
@@ -137,7 +144,7 @@ def _copy_bounded(src, dst, room: int, folder: Path, rel: str) -> int:
             return n
         n += len(chunk)
         if n > room:
-            raise TaskFolderError(folder, rel, f"the task folder holds more than {MAX_BYTES // 2**20} MiB")
+            raise TaskFolderError(folder, rel, f"the task folder holds more than {limit // 2**20} MiB")
         dst.write(chunk)
 
 

@@ -7,8 +7,8 @@ the command palette's commands (:mod:`~workstation.tui.commands`), the messages 
 post (:mod:`~workstation.tui.messages`), the screens (:mod:`workstation.tui.screens`) and
 the widgets (:mod:`workstation.tui.widgets`).
 
-May import: Textual, Rich, the standard library (and platformdirs, msgspec for the keymap
-schema), :mod:`workstation.review` (the session, its views and the services that do every
+May import: Textual, Rich, the standard library (and msgspec for the keymap schema),
+:mod:`workstation.settings` (the config folder), :mod:`workstation.review` (the session, its views and the services that do every
 git, record and file operation), :mod:`workstation.schema` and :mod:`workstation.rubric`
 (rubric types to display), and itself. Never the records, repository, task, runner,
 engine, checks, harness or analysis packages, not even inside a function.

@@ -26,15 +26,14 @@ The TUI builds its ``BINDINGS`` from :data:`ACTIONS` and applies the resolved ke
 
 from __future__ import annotations
 
-import os
 import unicodedata
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Annotated, Any
 
-import platformdirs
 from msgspec import Meta, Struct
 
+from workstation import settings
 from workstation.schema.problem import Problem
 from workstation.schema.structs import convert, unknown_keys
 from workstation.schema.toml import read_toml
@@ -252,9 +251,9 @@ class KeymapLoad:
 
 
 def config_dir() -> Path:
-    """Per-user config folder: ``$KWS_CONFIG_DIR`` or ``platformdirs.user_config_dir("kws")``."""
-    env = os.environ.get("KWS_CONFIG_DIR")
-    return Path(env).expanduser() if env else Path(platformdirs.user_config_dir("kws"))
+    """Per-user config folder: the ``config_dir`` setting (``$KWS_CONFIG_DIR`` or
+    ``platformdirs.user_config_dir("kws")``)."""
+    return settings.current().config_dir
 
 
 def user_keymap_path() -> Path:

@@ -15,10 +15,10 @@ interpreter).
 from __future__ import annotations
 
 import math
-import os
 from dataclasses import dataclass, field
 from typing import Any
 
+from workstation import settings
 from workstation.analysis.roofline import Bound, bound
 from workstation.analysis.timingstats import CI_LEVEL, RatioCI, SideStats, ratio_ci, summarize
 from workstation.checks.support.static import source_kind
@@ -31,20 +31,22 @@ PROTOCOL = ("kws timing v1: {clock}; cache flushed before each cold sample ({flu
 
 
 def compile_timeout_s() -> float:
-    """Time box (s) of a torch.compile first call: ``KWS_COMPILE_TIMEOUT``, default 90."""
-    return float(os.environ.get("KWS_COMPILE_TIMEOUT", "90"))
+    """Time box (s) of a torch.compile first call: the ``compile_timeout`` setting
+    (``KWS_COMPILE_TIMEOUT``), default 90."""
+    return settings.current().compile_timeout
 
 
 def torch_compile_enabled() -> bool:
-    """``KWS_TORCH_COMPILE=0`` leaves the torch.compile baseline out (reported as such)."""
-    return os.environ.get("KWS_TORCH_COMPILE", "1") != "0"
+    """The ``torch_compile`` setting: ``KWS_TORCH_COMPILE=0`` leaves the torch.compile
+    baseline out (reported as such)."""
+    return settings.current().torch_compile
 
 
 def cache_bytes_override() -> int | None:
     """``KWS_LLC_BYTES``: the cache size the flush must evict, instead of the one the
-    child reads (sysfs, the GPU's L2): for machines whose sysfs misreports it."""
-    v = os.environ.get("KWS_LLC_BYTES")
-    return int(v) if v else None
+    child reads (sysfs, the GPU's L2): for machines whose sysfs misreports it (the
+    ``llc_bytes`` setting, bytes; ``None`` when unset)."""
+    return settings.current().llc_bytes
 
 
 def _product(case: dict[str, Any]) -> int:
