@@ -3,7 +3,7 @@
 ``kws`` with no sub-command opens the review app on a queue (``--queue PATH``, default:
 the per-user copy of the bundled sample queue, made on first run). The sub-commands live
 in one module per command group: :mod:`workstation.cli.check` (check, queue),
-:mod:`workstation.cli.profile` (profile), :mod:`workstation.cli.records` (verdict,
+:mod:`workstation.cli.config` (config), :mod:`workstation.cli.profile` (profile), :mod:`workstation.cli.records` (verdict,
 dispute, history, sync, ...) and :mod:`workstation.cli.screen` (screen).
 """
 
@@ -24,6 +24,7 @@ from workstation import __version__
 @click.pass_context
 def main(ctx: click.Context, queue: Path | None, keymap: str | None) -> None:
     """kws, the kernel review workstation."""
+    _check_settings(ctx.invoked_subcommand)
     if ctx.invoked_subcommand is not None:
         return
     from workstation.tui.app import run_app
@@ -31,9 +32,34 @@ def main(ctx: click.Context, queue: Path | None, keymap: str | None) -> None:
     run_app(queue=queue, keymap=keymap)
 
 
-from workstation.cli import check, profile, records, screen  # noqa: E402  (command modules; they never import this one)
+#: sub-commands that show the settings' problems and warnings themselves.
+_SHOWS_SETTINGS = ("config", "doctor")
+#: sub-commands that report a bad setting in their own format (``kws check --json``: the
+#: contract's ``{"error": ...}``, exit 2).
+_REPORTS_PROBLEMS = (*_SHOWS_SETTINGS, "check")
 
-for _cmd in (*check.COMMANDS, *profile.COMMANDS, *records.COMMANDS, *screen.COMMANDS):
+
+def _check_settings(command: str | None) -> None:
+    """Stop with the problem (exit 2) when a setting holds a bad value, unless ``command``
+    reports it itself; print the config file's unknown keys as warnings on stderr."""
+    from workstation import settings
+    from workstation.schema.problem import Problem
+
+    try:
+        cfg = settings.current()
+    except Problem as e:
+        if command in _REPORTS_PROBLEMS:
+            return
+        click.echo(f"kws: {e}", err=True)
+        raise SystemExit(2) from None
+    if command not in _SHOWS_SETTINGS:
+        for w in cfg.warnings:
+            click.echo(f"kws: warning: {w}", err=True)
+
+
+from workstation.cli import check, config, profile, records, screen  # noqa: E402  (command modules; they never import this one)
+
+for _cmd in (*check.COMMANDS, *config.COMMANDS, *profile.COMMANDS, *records.COMMANDS, *screen.COMMANDS):
     main.add_command(_cmd)
 
 if __name__ == "__main__":

@@ -405,10 +405,18 @@ def doctor_cmd(queue: Path | None) -> None:
     """What needs attention in this clone: files under the record folders that are not
     committed records, skipped records and tasks, unknown keys, git state, unsent commits.
     Exits 1 when it found a problem."""
+    from workstation import settings
     from workstation.records.doctor import diagnose
+    from workstation.settings.show import summary
 
     repo = _open(queue)
     d = diagnose(repo)
+    try:
+        cfg = settings.current()
+        d.warnings += list(cfg.warnings)
+        d.notes.append(summary(cfg))
+    except Problem as e:  # a bad setting is this machine's problem, named like a file's
+        d.problems.append(e)
     click.echo(d.format())
     if d.problems:
         sys.exit(1)
