@@ -103,3 +103,15 @@ def test_parent_never_imports_torch():
     )
     task = REPO / "sample_queue" / "tasks" / "softmax-gen"
     subprocess.run([sys.executable, "-c", code, str(task)], check=True, cwd=REPO)
+
+
+def test_the_input_budget_setting_reaches_the_job_child(task_factory, monkeypatch):
+    """The child cannot read kws's settings: the runner passes the resolved input budget
+    (workstation.protocol.childenv), so a case over it is refused in the child."""
+    monkeypatch.setenv("KWS_INPUT_BUDGET", "256")  # the cases' two fp32 inputs need 512 and 800 bytes
+    task = load_task(task_factory())
+    with Runner() as r:
+        res = run_checks(task, r, only=["correctness"], seeds=[0])
+    (result,) = res.results
+    assert result.status == "skip", result
+    assert "over the input budget of" in result.reason and "KWS_INPUT_BUDGET" in result.reason
