@@ -217,8 +217,8 @@ class ReplayCheckSource:
     """Replays recorded event streams (``tests/fixtures/events/<task>.json``: ``{"task",
     "events": [[kind, data], ...]}``), for deterministic tests, snapshots and demos.
 
-    ``delay_s`` sleeps before each event; ``gate``, when given, is waited on before the
-    first ``check_finished`` (so a test can look at the screen while checks "run"), or,
+    ``delay_s`` sleeps before each event; ``gate``, when given, is waited on (at most 30 s;
+    :meth:`close` ends the wait and the replay) before the first ``check_finished`` (so a test can look at the screen while checks "run"), or,
     with ``gate_before``, before the result of that check (the checks before it have
     reported).
     With ``only``, only those checks' events are replayed and the final report holds
@@ -235,6 +235,7 @@ class ReplayCheckSource:
         self.gate = gate
         self.gate_before = gate_before
         self.runs: list[tuple[str, tuple[str, ...] | None]] = []
+        self._closed = threading.Event()
 
     def run(self, task_dir: Path, only: Sequence[str] | None, emit: Emit) -> dict[str, Any] | None:
         task_id = Path(task_dir).name
@@ -257,7 +258,10 @@ class ReplayCheckSource:
                 if keep is not None and data["result"]["check"] not in keep:
                     continue
                 if self.gate is not None and not gated and self.gate_before in (None, data["result"]["check"]):
-                    self.gate.wait(30)
+                    end = time.monotonic() + 30
+                    while not self.gate.wait(0.05) and time.monotonic() < end:
+                        if self._closed.is_set():  # the app closed: nobody reads the rest
+                            return None
                     gated = True
             elif kind == "done":
                 report = dict(data["report"])
@@ -270,4 +274,5 @@ class ReplayCheckSource:
         return report
 
     def close(self) -> None:
-        pass
+        """Ends a replay waiting on its gate (the app's shutdown does not wait 30 s for it)."""
+        self._closed.set()
