@@ -802,4 +802,3 @@ def test_records_survive_a_rebase_by_id_not_commit(queue):
 def test_open_queue_via_git_error_is_clean(cli, env):
     r = CliRunner().invoke(cli, ["history", "alpha", "--queue", str(env)])
     assert r.exit_code == 1 and "not a git repository" in r.output
-    assert isinstance(git.Repo, type)
