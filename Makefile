@@ -2,8 +2,13 @@
 # Both set up ./.venv first (scripts/setup.sh; torch is installed only when not importable);
 # `make test` also installs what the tests exercise: the ray, pallas and cuda-read extras and
 # the real-kernel libraries (scripts/install_realkernels.py, --no-deps so torch stays pinned).
+# `make test-fast` runs the tests that start no task code (the unit, git and tui tiers, minus
+# those marked slow; tests/conftest.py assigns the tiers) and prints its wall time;
+# `make test-battery` runs the battery tier. `make test` runs them all (CI: .ci/run).
 
-.PHONY: setup app test lint check-samples
+.PHONY: setup app test test-fast test-battery lint check-samples
+
+FAST_TIERS = not battery and not system and not slow
 
 .venv/.kws-setup: pyproject.toml scripts/setup.sh
 	./scripts/setup.sh
@@ -22,6 +27,14 @@ app: setup
 test: .venv/.kws-test-setup
 	.venv/bin/ruff check .
 	.venv/bin/python -m pytest -q
+
+test-fast: .venv/.kws-test-setup
+	@t0=$$(date +%s); .venv/bin/ruff check . && .venv/bin/python -m pytest -q -m "$(FAST_TIERS)"; rc=$$?; \
+	echo "make test-fast: $$(( $$(date +%s) - t0 )) s wall, $$(uptime | sed 's/.*load average/load average/')"; \
+	exit $$rc
+
+test-battery: .venv/.kws-test-setup
+	.venv/bin/python -m pytest -q -m battery
 
 check-samples: setup
 	@for t in sample_queue/tasks/*/; do .venv/bin/kws check "$$t"; echo "exit $$?"; done

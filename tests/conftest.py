@@ -1,12 +1,36 @@
-"""Shared fixtures: tiny synthetic tasks written to tmp folders, one runner per module."""
+"""Shared fixtures (tiny synthetic tasks written to tmp folders, one runner per module) and the
+test tiers: every collected test gets exactly one tier marker here, in one place.
+
+Tiers (docs/architecture.md, "Test tiers"; `make test-fast` runs unit, git and tui):
+
+- ``unit``: pure code; no git repository, no task code.
+- ``git``: real git repositories in temporary folders (records, sync, the queue, screen's notes).
+- ``tui``: the Textual app under Pilot, and its snapshots, on replayed check runs.
+- ``battery``: starts task code: a fork server (``workstation.runner.Runner``, the ``runner``
+  fixture), ``kws check`` / ``kws profile`` / ``kws recheck`` on a task, the check server.
+- ``system``: whole systems: a Ray cluster, the chaos schedule, ``kws screen`` runs of a queue,
+  the real-kernel libraries, the GPU validation script's dry run, the real app in tmux.
+
+A test's tier is, in this order: its entry in ``TEST_TIER`` (``module::function``); ``battery``
+when it uses the ``runner`` fixture and its module is not ``system``; its module's entry in
+``MODULE_TIER``. A test module missing from ``MODULE_TIER`` is a collection error.
+
+When the selected tests include no ``battery`` or ``system`` test (``make test-fast``,
+``pytest -m unit``), a guard (``tests/tierguard``) makes starting task code raise
+``StartsTaskCode`` naming the test, in the pytest process and in every Python child of a test,
+so a misfiled test fails instead of silently slowing the fast tier.
+"""
 
 from __future__ import annotations
 
 import os
+import subprocess
 import textwrap
 from pathlib import Path
 
 import pytest
+
+from tests.tierguard import sitecustomize as tierguard
 
 REPO = Path(__file__).resolve().parents[1]
 SAMPLE_QUEUE = REPO / "sample_queue"
@@ -94,3 +118,175 @@ def runner():
 
     with Runner() as r:
         yield r
+
+
+# -- test tiers --------------------------------------------------------------------------
+
+TIERS = ("unit", "git", "tui", "battery", "system")
+SLOW_TIERS = ("battery", "system")
+
+MODULE_TIER = {
+    "test_aot_ir": "unit",
+    "test_backend_readings": "unit",
+    "test_calibration": "git",
+    "test_chaos": "system",
+    "test_checks_backends": "battery",
+    "test_checks_bench": "unit",
+    "test_checks_kinds": "unit",
+    "test_checks_memory": "unit",
+    "test_checks_numerics": "unit",
+    "test_checks_shapes": "unit",
+    "test_checks_state": "unit",
+    "test_checks_testgap": "unit",
+    "test_checks_values": "unit",
+    "test_cli_check": "battery",
+    "test_compare": "unit",
+    "test_diffmodel": "unit",
+    "test_fidelity": "unit",
+    "test_git_one_way": "unit",
+    "test_gpu_validation": "system",
+    "test_layers": "unit",
+    "test_malformed": "git",
+    "test_numerics": "unit",
+    "test_profile_panel": "tui",
+    "test_profiles": "unit",
+    "test_protocol": "unit",
+    "test_queueview": "git",
+    "test_record_faults": "git",
+    "test_records": "git",
+    "test_registry": "unit",
+    "test_review": "unit",
+    "test_rubric": "unit",
+    "test_runner": "battery",
+    "test_samples": "battery",
+    "test_samples_real": "system",
+    "test_sandbox": "battery",
+    "test_schema": "unit",
+    "test_settings": "unit",
+    "test_screen": "git",
+    "test_screen_ray": "system",
+    "test_sources": "unit",
+    "test_sync": "git",
+    "test_taskfmt": "unit",
+    "test_taskfmt_ext": "unit",
+    "test_tiers": "unit",
+    "test_timingstats": "unit",
+    "test_tui_app": "tui",
+    "test_tui_isolation": "tui",
+    "test_tui_keymap": "tui",
+    "test_tui_snapshots": "tui",
+    "test_tui_tmux": "system",
+    "test_tui_workflow": "tui",
+}
+
+# Tests whose tier differs from their module's and that do not use the ``runner`` fixture
+# (they start a Runner of their own, run ``kws check`` as a subprocess, ...).
+TEST_TIER: dict[str, str] = {
+    "test_malformed::test_out_args_beyond_the_inputs_and_an_oversized_case_are_task_problems": "battery",
+    "test_profiles::test_kws_profile_command_prints_the_panel_text_and_exits_like_check": "battery",
+    "test_registry::test_a_check_from_another_package_runs_through_kws_check_only": "battery",
+    # the parent's side of the sandbox: result files, task folders, the bwrap command line
+    "test_sandbox::test_the_parent_refuses_compressed_and_oversized_arrays": "unit",
+    "test_sandbox::test_results_are_never_followed_or_blocked_on": "unit",
+    "test_sandbox::test_forging_changes_are_those_on_kws_result_path": "unit",
+    "test_sandbox::test_hostile_task_folders_are_refused": "unit",
+    "test_sandbox::test_strict_and_not_judged": "unit",
+    "test_sandbox::test_the_sandbox_argv_binds_no_home_and_no_checkout": "unit",
+    # the per-run supervisor on shell scripts: processes, no task code, no git
+    "test_screen::test_supervisor_kills_the_whole_tree_at_the_limit": "unit",
+    "test_screen::test_supervisor_cleans_up_what_a_finished_command_left": "unit",
+    "test_screen::test_supervisor_on_sigterm_kills_the_tree": "unit",
+    # kws screen runs of a queue on the local pool
+    "test_screen::test_local_screen_stores_then_skips_then_rescreens_a_changed_task": "system",
+    "test_screen::test_a_hung_task_is_stopped_at_the_limit_and_nothing_is_left_running": "system",
+    "test_screen::test_ctrl_c_stops_cleanly_and_keeps_what_finished": "system",
+    # the real app's process runs the real battery (through the check server)
+    "test_tui_isolation::test_app_process_never_imports_torch_or_triton": "battery",
+}
+
+
+# Tests of the fast tiers that take more than about 5 s (Pilot tests typing long key
+# sequences): marked ``slow``, so ``make test-fast`` leaves them to ``make test``. A key is
+# ``module::function`` (every parameter set) or ``module::function[ids]`` (one).
+SLOW_TESTS = {
+    "test_tui_workflow::test_the_palette_runs_review_actions_on_the_screen_under_it",
+    "test_tui_workflow::test_evidence_scrolls_by_keyboard_and_every_panel_maximises_to_the_screen",
+    "test_tui_workflow::test_commit_and_next_opens_the_next_unreviewed_task",
+    "test_tui_workflow::test_resolve_a_dispute_from_the_review_screen",
+    "test_tui_app::test_command_palette_offers_the_actions",
+    # the fast tier keeps the 160x48 run with the default keymap
+    "test_tui_app::test_full_review_by_keyboard_commits_a_verdict[size0-vim]",
+    "test_tui_app::test_full_review_by_keyboard_commits_a_verdict[size1-default]",
+    "test_tui_app::test_full_review_by_keyboard_commits_a_verdict[size1-vim]",
+}
+
+
+def tier_of(item: pytest.Item) -> str:
+    """The one tier of a collected test (see the module docstring for the order of rules).
+
+    Raises:
+        pytest.UsageError: the test's module is not in ``MODULE_TIER``.
+    """
+    module = Path(str(item.fspath)).stem
+    func = getattr(item, "originalname", None) or item.name
+    if f"{module}::{func}" in TEST_TIER:
+        return TEST_TIER[f"{module}::{func}"]
+    if module not in MODULE_TIER:
+        raise pytest.UsageError(f"{module}.py has no tier: add it to MODULE_TIER in tests/conftest.py "
+                                f"(one of {', '.join(TIERS)})")
+    if MODULE_TIER[module] != "system" and "runner" in getattr(item, "fixturenames", ()):
+        return "battery"
+    return MODULE_TIER[module]
+
+
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    for item in items:
+        item.add_marker(getattr(pytest.mark, tier_of(item)))
+        module = Path(str(item.fspath)).stem
+        func = getattr(item, "originalname", None) or item.name
+        if f"{module}::{func}" in SLOW_TESTS or f"{module}::{item.name}" in SLOW_TESTS:
+            item.add_marker(pytest.mark.slow)
+
+
+@pytest.fixture(scope="session", autouse=True)
+def _fast_tier_guard(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory):
+    """Active when no selected test is battery or system: starting task code raises
+    :class:`tests.tierguard.sitecustomize.StartsTaskCode`, here and in every Python child of a
+    test (``tests/tierguard`` first on ``PYTHONPATH``); yields the refusal log, or None."""
+    if any(i.get_closest_marker(t) for i in request.session.items for t in SLOW_TIERS):
+        yield None
+        return
+    log = tmp_path_factory.mktemp("tierguard") / "refused.txt"
+    log.touch()
+    _guard_log[:] = [log]
+    mp = pytest.MonkeyPatch()
+    mp.setenv(tierguard.ENV, str(log))
+    mp.setenv("PYTHONPATH", os.pathsep.join(p for p in (str(tierguard.HERE), os.environ.get("PYTHONPATH")) if p))
+    init = tierguard.install(log)
+    try:
+        yield log
+    finally:
+        subprocess.Popen.__init__ = init  # type: ignore[method-assign]
+        mp.undo()
+        _guard_log[:] = []
+
+
+_guard_log: list[Path] = []
+
+
+@pytest.hookimpl(wrapper=True)
+def pytest_runtest_setup(item: pytest.Item):
+    if _guard_log:
+        _guard_log[0].write_text("")
+    return (yield)
+
+
+@pytest.hookimpl(wrapper=True)
+def pytest_runtest_call(item: pytest.Item):
+    """Fails a test whose start of task code the guard refused, wherever it was refused (a
+    worker thread or a child process may have swallowed the error)."""
+    res = yield
+    refused = _guard_log[0].read_text().splitlines() if _guard_log else []
+    if refused:
+        raise tierguard.StartsTaskCode(refused[0])
+    return res
