@@ -5,7 +5,9 @@ from __future__ import annotations
 
 import textwrap
 
-from tests.conftest import SAMPLE_QUEUE
+import pytest
+
+from tests.conftest import SAMPLE_QUEUE, TASK_TOML, write_task
 from workstation.checks.support.cuda_read import (
     block_sizes,
     guard_facts,
@@ -27,7 +29,8 @@ from workstation.protocol.steps import (
     TimingStep,
     step_roles,
 )
-from workstation.task.backends import cannot_run, role_backend
+from workstation.schema.problem import Problem
+from workstation.task.backends import backend_mismatch, cannot_run, imported_backend, role_backend
 from workstation.task.format import load_task
 from workstation.task.model import ParamSpec
 from workstation.task.sources import TaskSources
@@ -183,6 +186,41 @@ def test_role_backends_of_the_samples():
     assert role_backend(g, "baseline") == "cuda"
     n = load_task(SAMPLE_QUEUE / "tasks" / "matmul-nki")
     assert role_backend(n, "candidate") == "nki" and role_backend(n, "baseline") == "triton"
+
+
+def test_a_dead_import_does_not_decide_the_backend(tmp_path):
+    # a reference that mentions neuronxcc only under `if False:` is the torch its task declares
+    d = write_task(tmp_path)
+    (d / "reference.py").write_text("if False:\n    import neuronxcc\n\ndef add(x, y):\n    return x + y\n")
+    t = load_task(d)
+    assert role_backend(t, "reference") == "torch" and role_backend(t, "candidate") == "torch"
+    assert cannot_run(role_backend(t, "reference"), "cpu", {}) is None
+    assert imported_backend(t, "reference") == "nki"
+    note = backend_mismatch(t, "reference")
+    assert note is not None and "suggest nki" in note and "kws runs it as torch" in note
+    assert backend_mismatch(t, "candidate") is None and role_backend(t, "baseline") is None
+
+
+def test_backends_table_declares_other_roles(tmp_path):
+    d = write_task(tmp_path, toml=TASK_TOML.format(id="add", status="pass", failure_class="").replace(
+        'inputs = "inputs.py:make_inputs"', 'inputs = "inputs.py:make_inputs"\nbaseline = "candidate.py:add"')
+        + '\n[backends]\nbaseline = "cuda"\n')
+    t = load_task(d)
+    assert role_backend(t, "baseline") == "cuda" and role_backend(t, "reference") == "torch"
+    assert "CUDA GPU" in cannot_run(role_backend(t, "baseline"), "cpu", {})
+
+
+@pytest.mark.parametrize(("table", "key", "words"), [
+    ('[backends]\nbaseline = "metal"\n', "backends.baseline", "unknown value 'metal'"),
+    ('[backends]\nbench = "triton"\n', "backends.bench", "no entry.bench"),
+])
+def test_backends_table_problems_name_the_key(tmp_path, table, key, words):
+    d = write_task(tmp_path, toml=TASK_TOML.format(id="add", status="pass", failure_class="").replace(
+        'inputs = "inputs.py:make_inputs"', 'inputs = "inputs.py:make_inputs"\nbaseline = "candidate.py:add"')
+        + "\n" + table)
+    with pytest.raises(Problem) as e:
+        load_task(d)
+    assert e.value.key == key and words in e.value.problem and e.value.file.name == "task.toml"
 
 
 def test_what_can_run_where():

@@ -34,7 +34,7 @@ from workstation.protocol.steps import (
 from workstation.protocol.wire import StepResult as _WireStep
 from workstation.runner import JobCancelled, JobResult, Runner, RunnerError, StepResult
 from workstation.runner.sandbox import kws_cache_dir, tree_digest
-from workstation.task.backends import cannot_run, role_backend
+from workstation.task.backends import backend_mismatch, cannot_run, role_backend
 from workstation.task.model import Task
 from workstation.task.sources import TaskSources
 
@@ -312,8 +312,17 @@ class CheckContext:
         return [dict(self.case_filter)] if self.case_filter else [dict(c) for c in self.task.cases]
 
     def backend_of(self, role: str) -> str | None:
-        """The backend ``role``'s code is written in (:func:`~workstation.task.backends.role_backend`)."""
-        return self.stash.once(("backend_of", role), lambda: role_backend(self.task, role, self.sources))
+        """The declared backend of ``role``'s code (:func:`~workstation.task.backends.role_backend`:
+        task.toml's ``backend`` / ``[backends]``, never the imports). When the imports suggest
+        another one, the report says so once under the extension key ``backend_notes``
+        (:func:`~workstation.task.backends.backend_mismatch`)."""
+        def declared() -> str | None:
+            note = backend_mismatch(self.task, role, self.sources)
+            if note:
+                self.extend_report("backend_notes", role, note)
+            return role_backend(self.task, role)
+
+        return self.stash.once(("backend_of", role), declared)
 
     def cannot_run(self, role: str) -> str | None:
         """Why ``role``'s code cannot run on this device (a CUDA extension without a GPU, a

@@ -1,14 +1,18 @@
-"""Which backend each role of a task is written in, read statically, and what each backend
-needs to run here.
+"""Which backend each role of a task is written in, and what each backend needs to run here.
 
 The task format says only the *candidate's* backend (``backend = "triton" | "torch" |
 "cuda" | "pallas" | "nki"``). The baseline (the code before the change, or the source of a
 translation) and the reference may be written in another one (a CUDA source translated to
-Triton, a Pallas kernel migrated to Triton), so :func:`role_backend` reads the role's file
-and the task files it imports (:class:`~workstation.task.sources.TaskSources`, never
-importing them): ``torch.utils.cpp_extension`` (``load_inline`` / ``load``) makes a role
-``cuda``, ``jax.experimental.pallas`` ``pallas``, ``nki`` / ``neuronxcc`` ``nki``, ``triton``
-``triton``, else ``torch``.
+Triton, a Pallas kernel migrated to Triton): the task declares it in the kws extension
+``[backends]`` (``baseline = "cuda"``; a role not listed is ``torch``). :func:`role_backend`
+returns the declaration, never a reading of the imports: a file that mentions ``neuronxcc``
+under ``if False:`` is still the backend its task declares. :func:`imported_backend` reads
+what the role's imports suggest (its file and the task files it imports,
+:class:`~workstation.task.sources.TaskSources`, never importing them:
+``torch.utils.cpp_extension`` makes ``cuda``, ``jax.experimental.pallas`` ``pallas``,
+``nki`` / ``neuronxcc`` ``nki``, ``triton`` ``triton``, else ``torch``), and
+:func:`backend_mismatch` says when that differs from the declaration, for a note in the
+report (never a decision).
 
 :func:`cannot_run` says why a backend cannot run on the device kws found (``None`` when it
 can), from what the fork server reported (``versions``: ``jax`` when JAX is importable for
@@ -45,11 +49,16 @@ NKI_HINT = ("install the Neuron SDK's neuronx-cc (it provides nki.simulate_kerne
             "repository; the `nki` and `neuronx-cc` packages on PyPI are placeholders that raise ImportError")
 
 
-def role_backend(task: Task, role: str, sources: TaskSources | None = None) -> str | None:
-    """The backend the ``role``'s code is written in (see module doc); the candidate's is
-    the task's declared ``backend``. ``None`` when the task has no such role."""
-    if role == "candidate":
-        return task.backend
+def role_backend(task: Task, role: str) -> str | None:
+    """The declared backend of ``role``'s code (see module doc): the task's ``backend`` for
+    the candidate, ``[backends]`` for the others (default ``torch``); ``None`` when the task
+    has no such role."""
+    return task.backend_of(role)
+
+
+def imported_backend(task: Task, role: str, sources: TaskSources | None = None) -> str | None:
+    """The backend ``role``'s imports suggest (see module doc; a hint, never a decision),
+    ``None`` when the task has no such role."""
     ep = task.entry.get(role)
     if ep is None:
         return None
@@ -58,6 +67,27 @@ def role_backend(task: Task, role: str, sources: TaskSources | None = None) -> s
         if any(m == prefix or m.startswith(prefix + ".") for m in mods):
             return backend
     return "torch"
+
+
+def backend_mismatch(task: Task, role: str, sources: TaskSources | None = None) -> str | None:
+    """A sentence when the imports of ``role``'s code suggest another backend than the one
+    declared (``None`` when they agree, when they suggest only ``torch``: a library the file
+    imports may launch kernels of its own, or when the role is absent): a note for the
+    reviewer, the declaration still decides."""
+    declared = role_backend(task, role)
+    if declared is None:
+        return None
+    seen = imported_backend(task, role, sources)
+    if seen is None or seen in (declared, "torch"):
+        return None
+    if role == "candidate":
+        key = "backend"
+    elif role in dict(task.extensions.role_backends):
+        key = f"[backends] {role}"
+    else:
+        key = f"[backends] {role} not given: the default"
+    return (f"the {role}'s imports suggest {seen} ({task.entry[role].file} or a task file it imports), but task.toml "
+            f"declares {declared} ({key}); kws runs it as {declared}")
 
 
 def cannot_run(backend: str | None, device_kind: str, versions: Mapping[str, str]) -> str | None:

@@ -25,6 +25,10 @@ kws extensions (optional keys, never changing a contract key's meaning):
 - ``[tolerance_rule] atol_scale = ["K"]`` (and ``rtol_scale``): per-case tolerance scaled by
   the product of case parameters (FlagGems' ``atol = 1e-4 * K``).
 - ``[[case_tolerance]] match = {...}, atol/rtol/ulp``: a tolerance for matching cases.
+- ``[backends] baseline = "cuda"`` (and ``reference``, ``test``, ``bench``): the backend of a
+  role other than the candidate (the CUDA source of a translation, a Pallas kernel being
+  migrated); a role not listed is ``torch``. kws decides where a role can run from this
+  declaration, never from the imports its file mentions.
 These live outside ``[[cases]]`` (whose keys are case parameters) and ``[tolerance.X]``
 (whose X is a dtype).
 """
@@ -41,6 +45,7 @@ from workstation.schema.problem import Problem
 from workstation.schema.structs import convert, unknown_keys
 from workstation.schema.toml import read_toml
 from workstation.task.model import (
+    BACKEND_ROLES,
     DTYPE_NAMES,
     PROFILE_FORMATS,
     ROLES_OPTIONAL,
@@ -179,6 +184,15 @@ class ToleranceRuleTable(Struct, frozen=True):
     rtol_scale: Annotated[list[str], Meta(description="an array of case parameter names")] = []
 
 
+class BackendsTable(Struct, frozen=True):
+    """``[backends]`` (kws extension): the backend of each role other than the candidate."""
+
+    reference: Backend | None = None
+    baseline: Backend | None = None
+    test: Backend | None = None
+    bench: Backend | None = None
+
+
 class CaseToleranceTable(Struct, frozen=True):
     """One ``[[case_tolerance]]`` (kws extension)."""
 
@@ -212,6 +226,7 @@ class TaskFile(Struct, frozen=True):
     delegation: Annotated[DelegationTable, Meta(description="the [delegation] table")] = DelegationTable()
     tolerance_rule: Annotated[ToleranceRuleTable, Meta(description="the [tolerance_rule] table")] = ToleranceRuleTable()
     case_tolerance: Annotated[list[CaseToleranceTable], Meta(description="[[case_tolerance]] tables")] = []
+    backends: Annotated[BackendsTable, Meta(description="the [backends] table")] = BackendsTable()
 
 
 # ----------------------------------------------------------------------------- file checks
@@ -458,7 +473,7 @@ def load_task(task_dir: Path | str) -> Task:
     cases = unique
     profiles = _profiles(task_dir, toml, doc.profiles, params)
 
-    extensions = _extensions(toml, doc, cases)
+    extensions = _extensions(toml, doc, cases, entry)
 
     return Task(
         id=doc.id, dir=task_dir, title=doc.title, kind=doc.kind, backend=doc.backend, spec=doc.spec,
@@ -469,8 +484,18 @@ def load_task(task_dir: Path | str) -> Task:
     )
 
 
-def _extensions(toml: Path, doc: TaskFile, cases: list[dict[str, Any]]) -> Extensions:
-    """The kws extension tables, validated against the cases."""
+def _extensions(toml: Path, doc: TaskFile, cases: list[dict[str, Any]], entry: dict[str, EntryPoint]) -> Extensions:
+    """The kws extension tables, validated against the cases (and ``[backends]`` against
+    the roles ``[entry]`` gives)."""
+    role_backends = []
+    for role in BACKEND_ROLES:
+        b = getattr(doc.backends, role)
+        if b is None:
+            continue
+        if role not in entry:
+            raise Problem(toml, f"backends.{role}", f"the task has no entry.{role}: a backend for a role it does "
+                          "not have")
+        role_backends.append((role, b))
     for k, n in ((f"tolerance_rule.{name}", p) for name in ("atol_scale", "rtol_scale")
                  for p in getattr(doc.tolerance_rule, name)):
         if not any(n in case for case in cases):
@@ -486,7 +511,7 @@ def _extensions(toml: Path, doc: TaskFile, cases: list[dict[str, Any]]) -> Exten
         cts.append(CaseTolerance(tuple(sorted(ct.match.items())), Tolerance(ct.atol, ct.rtol, ct.ulp)))
     return Extensions(keep_structure=tuple(doc.inputs.keep_structure), delegates=tuple(doc.delegation.ops),
                       atol_scale=tuple(doc.tolerance_rule.atol_scale), rtol_scale=tuple(doc.tolerance_rule.rtol_scale),
-                      case_tolerances=tuple(cts))
+                      case_tolerances=tuple(cts), role_backends=tuple(role_backends))
 
 
 def _helper_dirs(task_dir: Path) -> tuple[Path, ...]:

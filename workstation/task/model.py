@@ -20,6 +20,11 @@ KINDS = ("generation", "translation", "migration", "debugging", "optimization", 
 BACKENDS = ("triton", "torch", "cuda", "pallas", "nki")
 ROLES_REQUIRED = ("candidate", "reference", "inputs")
 ROLES_OPTIONAL = ("baseline", "test", "bench")
+#: the roles whose backend ``[backends]`` (a kws extension) may declare: every role but the
+#: candidate (the contract's ``backend``) and ``inputs`` (torch by the contract).
+BACKEND_ROLES = ("reference", "baseline", "test", "bench")
+#: the backend of a role ``[backends]`` does not list.
+DEFAULT_ROLE_BACKEND = "torch"
 FAILURE_CLASSES = (
     "compile-error",
     "runtime-error",
@@ -163,6 +168,10 @@ class Extensions:
             multiplies the declared atol per case (FlagGems' ``atol = 1e-4 * K``).
         rtol_scale: ``[tolerance_rule] rtol_scale``: the same for rtol.
         case_tolerances: ``[[case_tolerance]]`` tables, in file order (the last match wins).
+        role_backends: ``[backends]``: the backend of a role other than the candidate
+            (``(("baseline", "cuda"),)``: the CUDA source of a translation); a role not
+            listed is ``torch`` (:data:`DEFAULT_ROLE_BACKEND`). The candidate's backend is
+            the contract's top-level ``backend``.
     """
 
     keep_structure: tuple[int, ...] = ()
@@ -170,6 +179,7 @@ class Extensions:
     atol_scale: tuple[str, ...] = ()
     rtol_scale: tuple[str, ...] = ()
     case_tolerances: tuple[CaseTolerance, ...] = ()
+    role_backends: tuple[tuple[str, str], ...] = ()
 
 
 @dataclass(frozen=True)
@@ -281,6 +291,18 @@ class Task:
         if ext.rtol_scale and tol.rtol is not None:
             tol = Tolerance(atol=tol.atol, rtol=tol.rtol * scale(ext.rtol_scale), ulp=tol.ulp)
         return tol
+
+    def backend_of(self, role: str) -> str | None:
+        """The declared backend of ``role``'s code: the contract's ``backend`` for the
+        candidate, ``[backends]`` (kws extension) for another role, else
+        :data:`DEFAULT_ROLE_BACKEND`; ``None`` when the task has no such role. Never read
+        from the imports a file mentions (:func:`workstation.task.backends.imported_backend`
+        says what those suggest)."""
+        if role == "candidate":
+            return self.backend
+        if role not in self.entry:
+            return None
+        return dict(self.extensions.role_backends).get(role, DEFAULT_ROLE_BACKEND)
 
     def source_path(self, role: str) -> Path | None:
         """The file of an entry role (``"candidate"``, ``"baseline"``...), or ``None``."""
