@@ -19,6 +19,11 @@ its Markdown body indented under it::
     Source:             (optional) the public source of the defect class
     Reuse:              (optional) what other checks share
     Limits:             what it cannot see, CPU vs GPU
+    Not judged when:    (optional for now) what can stop it looking in a run (a step killed
+                        at a limit, an import that failed, a missing tool) and what it
+                        reports then (``NotJudged``, or its observations with
+                        ``could_not_judge``: never ``pass``); parts it leaves ``info``
+                        because they are structurally impossible on a device class
     Forgeable:          two lines, "Measured in the job process: ..." and
                         "Still forgeable from inside: ..."
 
@@ -56,7 +61,7 @@ MANIFEST_JSON = ROOT / "workstation" / "checks" / "manifest.json"
 SECTIONS: dict[str, bool] = {
     "Scheduled for": False, "Catches": True, "How": True, "Expand rule": False, "Findings": True,
     "Example": False, "Examples": False, "Source": False, "Reuse": False, "Limits": True,
-    "Forgeable": True,
+    "Not judged when": False, "Forgeable": True,
 }
 _HEADING = re.compile(r"^([A-Z][A-Za-z ]*):\s*$")
 _FORGEABLE = re.compile(r"^Measured in the job process:\s*(?P<measured>.+?)\s*"
@@ -94,6 +99,19 @@ cover that process (docs/architecture.md, "Isolation"): the in-process state sna
 replaced entry of the watched modules and classes (`torch`, `torch.cuda`, `torch.testing`,
 `time`, `numpy`, `triton`, kws's own harness and protocol modules, `torch.Tensor`, ...)
 and refuses that step's result. What remains, per check (each check's **Forgeable** above):
+"""
+
+NOT_JUDGED_INTRO = """\
+## When a check could not look
+
+A check that applies to the task but could not look (a step killed at a limit, an import
+that failed, a missing tool or extra, a backend that cannot run here) is listed under the
+report's `not_judged` with its reason and is never `pass`: it raises `NotJudged` (status
+`skip`), or reports what it did observe and names the part it could not judge
+(`Check.could_not_judge`: status `skip` unless a finding warns or fails). `kws check` then
+exits 4 when nothing fails (docs/task-format.md). A part that is structurally impossible on
+a device class and documented so (a GPU-only tool on the CPU) stays an `info` finding; the
+table says which. Per check (its **Not judged when** above):
 """
 
 FIDELITY = """\
@@ -261,8 +279,24 @@ def render_checks_md() -> str:
     cell = lambda text: text.replace("|", "\\|")  # noqa: E731  (a literal | would end the cell)
     table += [f"| `{d.cls.id}` | {cell(d.measured)} | {cell(d.forgeable)} |" for d in docs]
     parts.append(FORGE_INTRO + "\n" + "\n".join(table) + "\n")
+    nj = ["| check | what can stop it looking, and what it reports then |", "|---|---|"]
+    nj += [f"| `{d.cls.id}` | {cell(_one_line(d.sections.get('Not judged when', '')) or NOT_STATED)} |" for d in docs]
+    parts.append(NOT_JUDGED_INTRO + "\n" + "\n".join(nj) + "\n")
     parts.append(FIDELITY)
     return "\n".join(p.rstrip("\n") + "\n" for p in parts)
+
+
+#: the table cell of a check whose docstring has no ``Not judged when:`` section yet.
+NOT_STATED = "(not stated in the check's docstring yet)"
+
+
+def _one_line(text: str) -> str:
+    return " ".join(text.split())
+
+
+def missing_not_judged() -> list[str]:
+    """The built-in check ids whose docstring has no ``Not judged when:`` section."""
+    return [d.cls.id for d in builtin_docs() if "Not judged when" not in d.sections]
 
 
 def render_manifest() -> str:

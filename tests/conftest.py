@@ -190,7 +190,7 @@ TEST_TIER: dict[str, str] = {
     "test_sandbox::test_results_are_never_followed_or_blocked_on": "unit",
     "test_sandbox::test_forging_changes_are_those_on_kws_result_path": "unit",
     "test_sandbox::test_hostile_task_folders_are_refused": "unit",
-    "test_sandbox::test_strict_and_not_judged": "unit",
+    "test_sandbox::test_fail_closed_exit_codes": "unit",
     "test_sandbox::test_the_sandbox_argv_binds_no_home_and_no_checkout": "unit",
     # the per-run supervisor on shell scripts: processes, no task code, no git
     "test_screen::test_supervisor_kills_the_whole_tree_at_the_limit": "unit",

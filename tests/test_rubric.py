@@ -206,15 +206,37 @@ def test_suggest_skipped_and_not_run(rubric):
     # failure-mismatch skipped on a pass claim: the rule maps skipped -> not-applicable
     assert s["failure_report"].value == "not-applicable"
     assert s["failure_report"].outcome == "skipped"
-    # correctness errored: no suggestion, and the reason says it did not run
-    assert s["correctness"].value is None and s["correctness"].outcome == "not-run"
-    assert "correctness (error)" in s["correctness"].reason
+    # correctness errored: it could not look, so no suggestion, and the reason says so
+    assert s["correctness"].value is None and s["correctness"].outcome == "not-judged"
+    assert "could not look: correctness" in s["correctness"].reason
     # reference checks absent from the report: no suggestion
     assert s["reference"].value is None
     assert "no informing check" in s["reference"].reason
     # an errored failure-mismatch is not a skip: no "not-applicable" guess
     s2 = suggest(rubric, [], [_check("failure-mismatch", "error")])
     assert s2["failure_report"].value is None
+
+
+def test_suggest_never_proposes_a_passing_value_from_a_check_that_did_not_look(rubric):
+    """A not-judged informing check (the report's ``not_judged``: a skip, or a check that
+    judged part and reports only ``info``) turns ``clean`` into ``not-judged``: no value
+    unless the rule maps it; a warn or fail from the checks that did look still counts."""
+    checks = _all_pass(except_=("precision-regime",))
+    checks.append(_check("precision-regime", "skip", "the Triton IR was not examined"))
+    findings = [_finding("precision-regime", "info", "the Triton IR was not examined: the AOT step was killed")]
+    nj = [{"check": "precision-regime", "reason": "the Triton IR was not examined: the AOT step was killed"}]
+    clean = suggest(rubric, findings, checks)  # without not_judged the info finding reads as "ran"
+    assert clean["tolerance"].outcome == "clean" and clean["tolerance"].value == "appropriate"
+    s = suggest(rubric, findings, checks, nj)
+    assert s["tolerance"].outcome == "not-judged" and s["tolerance"].value is None
+    assert s["tolerance"].not_judged == ("precision-regime",)
+    assert "could not look: precision-regime (the Triton IR was not examined" in s["tolerance"].reason
+    assert s["overall"].value is None  # never "accept" on what was not looked at
+    assert s["correctness"].value == "correct"  # a field precision-regime does not inform is unchanged
+    # a warn from a check that did look still gives the warn value
+    warned = suggest(rubric, [*findings, _finding("tolerance-loose", "warn", "atol 40x budget")],
+                     [*(c for c in checks if c["check"] != "tolerance-loose"), _check("tolerance-loose", "warn")], nj)
+    assert warned["tolerance"].outcome == "warn" and warned["tolerance"].value == "questionable"
 
 
 def test_suggest_uses_check_status_without_findings(rubric):

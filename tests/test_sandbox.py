@@ -596,16 +596,16 @@ def test_a_hang_is_cut_short_and_not_waited_for_again(tmp_path, runner, monkeypa
     assert 1 <= statuses.count("timeout") <= runner.max_parallel, statuses
 
 
-def test_strict_and_not_judged(tmp_path):
+def test_fail_closed_exit_codes(tmp_path):
     from workstation.engine.report import exit_code as code
 
     doc = {"findings": [], "checks": [{"check": "a", "status": "pass"}], "not_judged": []}
-    assert code(doc) == 0 and code(doc, strict=True) == 0
+    assert code(doc) == 0
     doc["not_judged"] = [{"check": "b", "reason": "needs a GPU"}]
-    assert code(doc) == 0 and code(doc, strict=True) == 3
+    assert code(doc) == 4  # no fail, but a check could not look: not a verdict
     doc["checks"].append({"check": "c", "status": "error"})
     doc["not_judged"] = []
-    assert code(doc, strict=True) == 3
+    assert code(doc) == 4  # an error is not judged either
     doc["runner_failed"] = True
     assert code(doc) == 3
     doc["findings"] = [{"severity": "fail"}]

@@ -89,6 +89,51 @@ async def test_commit_on_a_half_run_battery_asks_first_and_records_what_had_not_
 
 
 @run_async
+async def test_commit_with_a_not_judged_check_asks_first_and_the_verdict_records_it(tmp_path, monkeypatch):
+    """A battery that finished but where precision-regime could not look (its IR step was
+    killed): kws suggests no passing tolerance value from it, ctrl+s asks for the same
+    confirmation as a half-run battery, and the verdict names the check and why."""
+    root = tui_env(monkeypatch, tmp_path)
+    app = replay_app(root)
+    why = "the Triton IR was not examined: the AOT step was killed at the step limit (30 s)"
+    stream = app.check_source.streams["relu-unwritten"]["events"]
+    for kind, data in stream:
+        if kind == "check_finished" and data["result"]["check"] == "precision-regime":
+            data["result"].update(status="skip", reason=why, not_judged=why, findings=[
+                {"check": "precision-regime", "severity": "info", "summary": why, "evidence": {}, "repro": ""}])
+        if kind == "done":
+            rep = data["report"]
+            rep["not_judged"] = [{"check": "precision-regime", "reason": why}]
+            for c in rep["checks"]:
+                if c["check"] == "precision-regime":
+                    c.update(status="skip", reason=why)
+    async with app.run_test(size=(160, 48)) as pilot:
+        await wait_queue(pilot)
+        await open_task(pilot, "relu-unwritten")
+        s = app.screen.session
+        await wait_for(pilot, lambda: s.final_report is not None, what="the check run")
+        assert s.rows["precision-regime"].not_judged == why
+        sug = s.suggestions()["tolerance"]
+        assert sug.outcome == "not-judged" and sug.value is None  # never "appropriate" on what was not looked at
+        await complete_rubric(pilot)
+        assert not s.problems(), s.problems()
+        await pilot.press("ctrl+s")
+        await wait_for(pilot, lambda: type(app.screen).__name__ == "ConfirmScreen", what="the confirmation")
+        text = widget_text(app.screen.query_one("#confirm-reasons"))
+        assert "could not look" in text and "precision-regime" in text
+        await pilot.press("escape")
+        assert not load_records(root).verdicts
+        await pilot.press("ctrl+s")
+        await wait_for(pilot, lambda: type(app.screen).__name__ == "ConfirmScreen", what="the confirmation again")
+        await pilot.press("enter")
+        await wait_for(pilot, lambda: load_records(root).verdicts, what="the commit")
+        v = load_records(root).verdicts[0]
+        assert dict(v.not_judged) == {"precision-regime": why}
+        assert v.checks_complete is False and "tolerance" not in v.suggested
+        await pilot.pause(0.1)
+
+
+@run_async
 async def test_a_finding_that_changes_after_acceptance_flags_the_field_and_the_commit_asks(tmp_path, monkeypatch):
     root = tui_env(monkeypatch, tmp_path)
     gate = threading.Event()

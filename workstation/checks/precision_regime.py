@@ -101,6 +101,15 @@ class PrecisionRegime(Check):
         the smallest declared case launches; kernels defined inside functions are not reachable
         by name. On a GPU the IR comes from the kernels the launch compiled.
 
+    Not judged when:
+        the AOT step (or, on a GPU, the launch that compiles) does not complete: killed at a
+        limit, raised, or kws's compile failed; or a captured kernel does not compile: its IR
+        was not examined (on the CPU TF32 lowering and low-precision accumulation are answered
+        only by the IR). The numerics it did run are still reported; the check is then `skip`
+        unless one of them warns or fails. Not a limit of this run (`info`): a backend other than
+        Triton (no IR to read; judged from numerics alone), a candidate that launched no Triton
+        kernel.
+
     Forgeable:
         Measured in the job process: TF32/reduced-precision flags during the call; the AOT IR (parent side, no task code).
         Still forgeable from inside: flags set and reset within one call are seen only through the IR.
@@ -406,6 +415,8 @@ class PrecisionRegime(Check):
                                   "derivation": "kws reads lowered IR only for Triton candidates; the precision "
                                                 "of other backends is judged from their numerics alone."})]
         if "err" in box:
+            # on the CPU the TF32 and accumulator questions are answered only by the IR
+            self.could_not_judge(f"the Triton IR was not examined: kws's AOT step failed ({box['err'][:200]})")
             return [self.finding(ctx, "info", f"kws could not compile the Triton kernels ahead of time: {box['err']}",
                                  {"error": box["err"], "derivation": "A failure of kws's AOT step is a limitation of "
                                   "kws, not a verdict on the kernel: TF32 lowering and low-precision accumulators "
@@ -413,6 +424,7 @@ class PrecisionRegime(Check):
         outc = box.get("out")
         if outc is None or not outc.ok:
             why = outc.failure_text() if outc is not None else "no result"
+            self.could_not_judge(f"the Triton IR was not examined: the AOT step {why[:200]}")
             return [self.finding(ctx, "info", f"the Triton IR was not examined: the AOT step {why}",
                                  {"error": outc.failure_evidence() if outc is not None else None,
                                   "derivation": "The AOT step runs the candidate on the smallest declared case to "
@@ -429,6 +441,9 @@ class PrecisionRegime(Check):
             return [self.finding(ctx, "info", "the candidate launched no Triton kernel on the smallest declared case "
                                  "(IR not examined)", {"cases": cases, "derivation": "The launch monitor saw no "
                                  "Triton launch, so there is no kernel to compile ahead of time."})]
+        if errs:
+            self.could_not_judge(f"{len(errs)} of {len(kernels)} kernel launch(es) did not compile ahead of time "
+                                 f"({str(errs[0].get('error'))[:160]}): their IR was not examined")
         tf32, half_acc, fp8, lowp, contract = [], [], [], [], []
         for k in ok_k:
             an = k["analysis"]

@@ -1,9 +1,12 @@
 """``kws check`` (the battery on one task folder) and ``kws queue`` (a queue's tasks).
 
-Exit codes of ``kws check``: 0 no ``fail`` finding, 1 at least one, 2 the task could not be
+Exit codes of ``kws check`` (fail-closed, task format v1): 0 every check that applies was
+judged and none has a ``fail`` finding, 1 at least one ``fail``, 2 the task could not be
 loaded (the message names the file, the key and the problem) or the arguments are wrong,
-3 the isolated runner itself failed (bubblewrap missing or unusable, the fork server
-dying), or with ``--strict`` a check ended in ``error`` or could not judge.
+3 kws itself failed (the isolated runner: bubblewrap missing or unusable, the fork server
+dying), 4 no ``fail`` but a check that applies could not look (``not_judged``) or ended in
+``error``: not a verdict. ``--strict`` (which made that case exit 3) is accepted, hidden,
+and does nothing: it is the default now.
 """
 
 from __future__ import annotations
@@ -27,10 +30,17 @@ import click
 @click.option("--no-sandbox", "no_sandbox", is_flag=True,
               help="Run task code without the bubblewrap sandbox (it can then read your files and keys); "
                    "the report records sandbox: none. Also: sandbox = \"none\" in ~/.config/kws/config.toml.")
-@click.option("--strict", is_flag=True, help="Exit 3 when a check ends in error or could not judge (for CI).")
+@click.option("--strict", is_flag=True, hidden=True,
+              help="Deprecated, no effect: kws check exits 4 whenever a check could not judge.")
 def check_cmd(task_dir: Path, as_json: bool, only: str | None, seeds: str, case_json: str | None,
               device: str | None, verbose: bool, no_sandbox: bool, strict: bool) -> None:
-    """Run the check battery on TASK_DIR and report findings."""
+    """Run the check battery on TASK_DIR and report findings.
+
+    Exit 0 only when every check that applies was judged and none failed; 1 a fail; 2 the
+    task did not load; 3 kws failed; 4 no fail, but a check could not look."""
+    if strict:
+        click.echo("kws: --strict is deprecated and has no effect: kws check is fail-closed "
+                   "(exit 4 when a check could not judge)", err=True)
     from workstation.engine.report import dumps, exit_code, to_json_dict, to_text
     from workstation.engine.run import run_checks, select_checks
     from workstation.runner import Runner, RunnerError
@@ -82,7 +92,7 @@ def check_cmd(task_dir: Path, as_json: bool, only: str | None, seeds: str, case_
         sys.exit(3)
     doc = to_json_dict(res)
     click.echo(dumps(doc) if as_json else to_text(doc, verbose=verbose))
-    sys.exit(exit_code(doc, strict=strict))
+    sys.exit(exit_code(doc))
 
 
 class _OptionError(ValueError):

@@ -175,7 +175,8 @@ def verdict_cmd(
         draft.report = report
         draft.task_tree = tv.tree
         if accept_suggestions:
-            for key, s in suggest(rubric, report.get("findings") or [], report.get("checks") or []).items():
+            for key, s in suggest(rubric, report.get("findings") or [], report.get("checks") or [],
+                                  report.get("not_judged") or []).items():
                 if key not in values and s.value is not None:
                     values[key] = s.value
                     click.echo(f"kws: {key} = {s.value} (suggested: {s.reason})", err=True)

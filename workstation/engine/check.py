@@ -11,6 +11,14 @@ the data that comes back. Severities and statuses are the contract's
 - check status: the worst finding's severity (``pass`` when none), ``skip`` (with the
   reason: e.g. needs a GPU), ``error`` (the check itself broke: a bug in kws).
 
+Two kinds of ``skip``: :class:`Skip` says the check had nothing to look at (no bench, no
+claim); :class:`NotJudged` says it had something to look at and could not (a step killed at a
+limit, an import that failed, a missing tool, a backend that cannot run here). A check that
+judged part of the task and could not judge another part that could have produced a ``fail``
+says so with :meth:`Check.could_not_judge` and returns what it observed: the report lists it
+under ``not_judged``, and it is never ``pass`` (its status is ``skip`` unless a finding is
+``warn`` or ``fail``). ``kws check`` exits 4 when a check is not judged and none fails.
+
 The registry follows pytest's plugin model: the engine defines what a check is and runs
 whatever registered; it never imports a check module by name. :func:`load_checks` imports
 every module of the :mod:`workstation.checks` package and every entry point of the
@@ -103,10 +111,13 @@ class NotJudged(Skip):
     ``skip`` as the contract says, and the report lists it in ``not_judged``."""
 
 
-def status_of(findings: list[Finding]) -> str:
-    """The worst severity among ``findings`` as a check status (``pass`` when none fail/warn)."""
+def status_of(findings: list[Finding], *, not_judged: str = "") -> str:
+    """The worst severity among ``findings`` as a check status (``pass`` when none fail/warn);
+    ``skip`` instead of ``pass`` when a part of the check was ``not_judged`` (a check that
+    could not look is never ``pass``)."""
     worst = max((_RANK[f.severity] for f in findings), default=0)
-    return {0: "pass", 1: "warn", 2: "fail"}[worst]
+    status = {0: "pass", 1: "warn", 2: "fail"}[worst]
+    return "skip" if status == "pass" and not_judged else status
 
 
 #: when a check runs: ``parallel`` with the others; ``exclusive`` alone, after them (timing:
@@ -167,6 +178,22 @@ class Check:
         if cls.kinds and task.kind not in cls.kinds:
             return f"only for {' / '.join(cls.kinds)} tasks; this one is {task.kind}"
         return ""
+
+    def could_not_judge(self, reason: str) -> None:
+        """Say that a part of this run that could have produced a ``fail`` did not run here,
+        for a reason of this run or this machine (a step killed at a limit, an import that
+        failed, a tool that is missing), and go on judging the rest. The engine lists the
+        check under the report's ``not_judged`` with every such reason (joined by "; ") and
+        never reports it ``pass``: with no ``warn``/``fail`` finding its status is ``skip``.
+        A part that is structurally impossible on this device class and documented so (a
+        GPU-only tool on the CPU) is an ``info`` finding instead. Thread-safe enough for a
+        check that fans out: a list append."""
+        self.__dict__.setdefault("_unjudged", []).append(reason)
+
+    @property
+    def unjudged(self) -> list[str]:
+        """The reasons given to :meth:`could_not_judge` in this run, in order, without repeats."""
+        return list(dict.fromkeys(self.__dict__.get("_unjudged", [])))
 
     def after_all(self, ctx: CheckContext) -> list[Finding]:
         """Findings about the end state, once every check of the run has finished (e.g. the

@@ -22,7 +22,7 @@ def normalise_event(kind: str, data: Mapping[str, Any]) -> tuple[str, dict[str, 
     ``start`` -> ``{"checks": [ids], "device": label, "timing_checks": [ids],
     "timing_evidence_checks": [ids]}``; ``check_started`` -> ``{"check": id}``;
     ``check_finished`` -> ``{"result": {"check", "status", "seconds", "reason",
-    "findings": [finding dicts]}}``; ``done`` -> ``{"report": <kws check --json dict>}``.
+    "findings": [finding dicts], "not_judged": why it could not look or ""}}``; ``done`` -> ``{"report": <kws check --json dict>}``.
     Non-finite floats become "nan"/"inf"/"-inf" as in the contract's JSON.
     """
     if kind == "check_finished":
@@ -30,6 +30,7 @@ def normalise_event(kind: str, data: Mapping[str, Any]) -> tuple[str, dict[str, 
         if hasattr(r, "as_dict"):
             d = r.as_dict()
             d["findings"] = [f.as_dict() for f in r.findings]
+            d["not_judged"] = str(getattr(r, "not_judged", "") or "")
         else:
             d = dict(r)
         return kind, {"result": finite_json(d)}

@@ -10,15 +10,22 @@ checks add through :meth:`~workstation.engine.context.CheckContext.extend_report
 ``sandbox`` (``"bwrap"``: task code ran in kws's bubblewrap sandbox; ``"none"``: it ran
 unconfined, the reviewer opted out), ``isolation`` (notes on it: the memory cap, an
 inherited limit lower than kws's, the out-of-process check being off), ``not_judged``
-(``[{"check", "reason"}]``: the checks that could not look — an ``error``, or a ``skip``
-for want of a GPU, a tool or a budget — as opposed to those with nothing to look at, such
-as a task with no bench), ``runner_failed`` (kws's own runner failed: exit code 3),
+(``[{"check", "reason"}]``, a contract key: the checks that could not look, wholly or in a
+part that could have failed — an ``error``, a step killed at a limit, an import that
+failed, a missing tool or extra, a backend that cannot run here — as opposed to a ``skip``
+with nothing to look at, such as a task with no bench; such a check is never ``pass``),
+``runner_failed`` (kws's own runner failed: exit code 3),
 ``plugins`` (``[{"entry_point", "value", "distribution", "version", "checks"}]``: each
 ``kws.checks`` entry point that loaded and the check ids it registered) and
 ``plugin_errors`` (``[{"entry_point", "value", "distribution", "version", "error"}]``: each
 one that failed to load; its checks are not in the run).
 Non-finite numbers anywhere in the evidence are written as the strings "nan", "inf",
-"-inf". ``complete`` is false when any check ended in ``error`` or ``skip``.
+"-inf". ``complete`` is false when any check ended in ``error`` or ``skip``, or is listed
+under ``not_judged``.
+
+Exit codes (:func:`exit_code`, fail-closed): 0 every check was judged and none failed, 1 a
+``fail`` finding, 2 the task did not load (``kws check`` itself), 3 kws's runner failed, 4
+no ``fail`` but a check was not judged or ended in ``error``: not a verdict.
 """
 
 from __future__ import annotations
@@ -73,7 +80,7 @@ def to_json_dict(res: EngineResult) -> dict[str, Any]:
         "task": res.task.id,
         "task_tree": res.task_tree,
         "device": res.device,
-        "complete": all(r.status not in ("error", "skip") for r in res.results),
+        "complete": all(r.status not in ("error", "skip") and not r.not_judged for r in res.results),
         "versions": versions,
         "seeds": list(res.seeds),
         "findings": [f.as_dict() for f in res.findings],
@@ -97,17 +104,35 @@ def dumps(doc: dict[str, Any]) -> str:
     return json.dumps(finite_json(doc), indent=2, allow_nan=False)
 
 
-def exit_code(doc: dict[str, Any], *, strict: bool = False) -> int:
-    """1 when a finding has severity ``fail``; else 3 when kws's runner failed, or with
-    ``strict`` when a check ended in ``error`` or could not judge (``not_judged``); else 0
-    (2 is for load errors, see :mod:`workstation.cli.check`)."""
+#: the exit codes of ``kws check`` (task format v1, "kws check --json"; fail-closed).
+EXIT_OK, EXIT_FAIL, EXIT_LOAD, EXIT_KWS, EXIT_NOT_JUDGED = 0, 1, 2, 3, 4
+
+
+def not_judged_of(doc: dict[str, Any]) -> list[dict[str, str]]:
+    """The report's checks that could not look, as ``[{"check", "reason"}]``: its
+    ``not_judged`` list plus every check that ended in ``error`` and is not on it (a report
+    written by an older kws may lack the key)."""
+    out = [dict(n) for n in doc.get("not_judged") or []]
+    seen = {n.get("check") for n in out}
+    for c in doc.get("checks", []):
+        if c.get("status") == "error" and c.get("check") not in seen:
+            out.append({"check": c["check"], "reason": f"kws error: {(c.get('reason') or '').splitlines()[0][:300]}"
+                        if c.get("reason") else "kws error"})
+    return out
+
+
+def exit_code(doc: dict[str, Any]) -> int:
+    """The exit code of a report (fail-closed): 1 when a finding has severity ``fail``;
+    else 3 when kws's runner failed; else 4 when a check that applies was not judged or
+    ended in ``error`` (:func:`not_judged_of`: "no fail" is then not a verdict); else 0.
+    2 (the task did not load) is :mod:`workstation.cli.check`'s."""
     if any(f["severity"] == "fail" for f in doc["findings"]):
-        return 1
+        return EXIT_FAIL
     if doc.get("runner_failed"):
-        return 3
-    if strict and (doc.get("not_judged") or any(c["status"] == "error" for c in doc["checks"])):
-        return 3
-    return 0
+        return EXIT_KWS
+    if not_judged_of(doc):
+        return EXIT_NOT_JUDGED
+    return EXIT_OK
 
 
 def plugin_text(p: dict[str, Any]) -> str:
@@ -153,8 +178,17 @@ def to_text(doc: dict[str, Any], *, verbose: bool = False) -> str:
     not_run = [f"{c['check']} {c['status']}" for c in doc["checks"] if c["status"] in ("skip", "error")]
     complete = "" if doc["complete"] else f" (incomplete: {', '.join(not_run)})"
     lines.append(f"{n_fail} fail, {n_warn} warn: {verdict}{complete}")
-    for nj in doc.get("not_judged", []):
-        lines.append(f"  not judged: {nj['check']}: {nj['reason'].splitlines()[0][:200]}")
+    nj = not_judged_of(doc)
+    for n in nj:
+        lines.append(f"  not judged: {n['check']}: {_first_line(n['reason'])}")
     if doc.get("runner_failed"):
         lines.append("kws's own runner failed: the run is not a verdict (exit 3)")
+    if nj:
+        lines.append(f"not a verdict: {len(nj)} check{'s' if len(nj) != 1 else ''} could not look ("
+                     + "; ".join(f"{n['check']}: {_first_line(n['reason'], 120)}" for n in nj) + ")")
     return "\n".join(lines)
+
+
+def _first_line(text: str, limit: int = 200) -> str:
+    lines = (text or "").splitlines()
+    return lines[0][:limit] if lines else ""

@@ -129,6 +129,7 @@ def run_checks(task: Task, runner: Runner, *, only: Iterable[str] | None = None,
                    "timing_evidence_checks": ids_where(timing_evidence=True, among=ids)})
     ctx.task_digest_before = digest
     checks = {cid: check_class(cid)() for cid in ids}
+    returned: set[str] = set()  # checks whose run returned findings (after_all sees them)
 
     def one(cid: str) -> CheckResult:
         emit("check_started", {"check": cid})
@@ -138,9 +139,15 @@ def run_checks(task: Task, runner: Runner, *, only: Iterable[str] | None = None,
             if reason := checks[cid].applies(task) or checks[cid].skip_reason(task):
                 raise Skip(reason)
             findings = checks[cid].run(view)
-            res = CheckResult(cid, status_of(findings), time.monotonic() - s, "", findings)
+            # judged what it returned; could not judge the parts it named (never ``pass``)
+            unjudged = "; ".join(checks[cid].unjudged)
+            status = status_of(findings, not_judged=unjudged)
+            res = CheckResult(cid, status, time.monotonic() - s, unjudged if status == "skip" else "", findings,
+                              not_judged=unjudged)
+            returned.add(cid)
         except NotJudged as e:
-            res = CheckResult(cid, "skip", time.monotonic() - s, str(e), not_judged=str(e))
+            why = "; ".join([*checks[cid].unjudged, str(e)])
+            res = CheckResult(cid, "skip", time.monotonic() - s, why, not_judged=why)
         except Skip as e:
             res = CheckResult(cid, "skip", time.monotonic() - s, str(e))
         except TaskDied as e:
@@ -167,12 +174,13 @@ def run_checks(task: Task, runner: Runner, *, only: Iterable[str] | None = None,
                 one(cid)
     for cid in ids:
         res = ctx.results[cid]
-        if res.status in ("skip", "error"):
+        if cid not in returned or res.status == "error":
             continue
         extra = checks[cid].after_all(ctx)
         if extra:
             res.findings.extend(extra)
-            res.status = status_of(res.findings)
+            res.status = status_of(res.findings, not_judged=res.not_judged)
+            res.reason = res.not_judged if res.status == "skip" else ""
     res = EngineResult(task=task, device=device.label, versions=dict(device.versions),
                        seeds=tuple(seeds), results=[ctx.results[c] for c in ids],
                        task_tree=task_tree(task), seconds=time.monotonic() - t0, extensions=dict(ctx.extensions),

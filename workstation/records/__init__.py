@@ -22,8 +22,9 @@ commit each, never edited; format: ``docs/records.md``), and what is built on th
 May import: :mod:`workstation.schema`, :mod:`workstation.repo`, :mod:`workstation.task`,
 :mod:`workstation.rubric`, :mod:`workstation.analysis`, and of :mod:`workstation.engine`
 only the registry and the run in ``recheck`` (to re-run the checks) and the report's
-encoding of non-finite floats in ``store`` (:func:`workstation.engine.report.finite_json`:
-a record writes them as the report does). Never :mod:`workstation.tui`,
+encoding of non-finite floats and its list of checks that could not look in ``store``
+(:func:`workstation.engine.report.finite_json`: a record writes them as the report does;
+:func:`workstation.engine.report.not_judged_of`). Never :mod:`workstation.tui`,
 :mod:`workstation.review`, :mod:`workstation.runner`, :mod:`workstation.harness` or
 :mod:`workstation.checks`. Inside the package the order is model, state, parse, store;
 nothing imports upwards. Import-linter contracts (pyproject.toml) hold each sentence.

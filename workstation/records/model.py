@@ -103,7 +103,9 @@ class Verdict:
     ``tasks/<task>`` judged. ``timestamp`` is an aware UTC datetime. ``path`` is the file,
     relative to the queue root. ``sandbox`` is the check report's sandbox (``"bwrap"``,
     ``"none"``; "" when unknown); ``unfinished_checks`` are the checks of the run that had no
-    result yet (queued or running) when the verdict was committed; ``suggested`` maps each
+    result yet (queued or running) when the verdict was committed; ``not_judged`` maps each
+    check of the report that could not look (wholly or in part, or ended in ``error``) to
+    why, so a verdict says what it was not based on; ``suggested`` maps each
     field whose value the reviewer took from kws's suggestion to its :data:`Provenance`.
     """
 
@@ -125,6 +127,7 @@ class Verdict:
     versions: Mapping[str, str] = field(default_factory=dict)
     sandbox: str = ""
     unfinished_checks: tuple[str, ...] = ()
+    not_judged: Mapping[str, str] = field(default_factory=dict)
     suggested: Mapping[str, str] = field(default_factory=dict)
     path: Path | None = None
 

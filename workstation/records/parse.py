@@ -124,6 +124,7 @@ class _VerdictFile(_Header, kw_only=True):
     versions: Annotated[dict[str, str], Meta(description="a table of version strings")] = {}
     sandbox: Annotated[str, Meta(description="the check report's sandbox, e.g. bwrap or none")] = ""
     unfinished_checks: Annotated[list[str], Meta(description="an array of check ids")] = []
+    not_judged: Annotated[dict[str, str], Meta(description="a table of check id = reason")] = {}
     suggested: Annotated[dict[str, Provenance], Meta(description="a table of field = provenance")] = {}
     verdict_id: _Id
     task: _TaskId
@@ -250,6 +251,7 @@ def _verdict(f: _VerdictFile, task: str, file: Path) -> Verdict:
         sandbox=f.sandbox,
         unfinished_checks=tuple(f.unfinished_checks),
         suggested=dict(f.suggested),
+        not_judged=dict(f.not_judged),
         path=file,
     )
 

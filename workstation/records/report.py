@@ -96,6 +96,7 @@ def render_report(
             rubric,
             [{"check": f.check, "severity": f.severity, "summary": f.summary} for f in v.findings],
             [{"check": c.check, "status": c.status, "reason": c.reason} for c in v.checks],
+            [{"check": k, "reason": r} for k, r in v.not_judged.items()],
         )
     out.append("| Field | Value | kws suggested |")
     out.append("|---|---|---|")

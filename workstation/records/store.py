@@ -35,7 +35,7 @@ import git
 import tomli_w
 
 import workstation
-from workstation.engine.report import finite_json
+from workstation.engine.report import finite_json, not_judged_of
 from workstation.records.drafts import Draft, delete_draft
 from workstation.records.model import (
     FOLDERS,
@@ -265,7 +265,9 @@ def commit_verdict(
 
     The verdict records the draft's check report, if any (findings with check, severity,
     summary, repro and TOML-safe evidence; checks with status, seconds, reason; device;
-    ``complete``; versions), the checks that had not finished (``unfinished_checks``) and
+    ``complete``; versions), the checks that could not look (``not_judged``: check id =
+    reason, from the report's ``not_judged`` and its ``error`` checks), the checks that had
+    not finished (``unfinished_checks``) and
     where each accepted suggestion came from (``suggested``). One commit, only this file, with trailers ``Kws-Record``,
     ``Kws-Task``, ``Kws-Overall``, ``Kws-Reviewer``, ``Kws-Task-Tree``. The draft file is
     deleted after the commit succeeded (``remove_draft``).
@@ -323,6 +325,10 @@ def commit_verdict(
         data["checks"] = [_check_table(c, root) for c in report.get("checks") or []]
         if isinstance(report.get("sandbox"), str) and report["sandbox"]:
             data["sandbox"] = report["sandbox"]
+        not_judged = {str(n.get("check")): scrub_text(str(n.get("reason") or "could not look"), root)[:500]
+                      for n in not_judged_of(report) if n.get("check")}
+        if not_judged:  # what the verdict was not based on
+            data["not_judged"] = not_judged
     if draft.unfinished_checks:
         data["unfinished_checks"] = [str(c) for c in draft.unfinished_checks]
     suggested = {k: v for k, v in draft.suggested.items() if k in values or k == "overall"}

@@ -398,8 +398,8 @@ FILTER_KEYS: dict[str, str] = {
     "reserved": "yes / no / me, or part of the holder's name",
     "disputed": "yes / no: has an open dispute",
     "mine": "yes / no (reviewed by me), or my overall: accept / reject / needs-work",
-    "screen": "pre-screen's worst: fail / warn / info / pass / error / timeout, none (not screened), stale",
-    "failing": "a check id (or its start) the pre-screen failed or errored on",
+    "screen": "pre-screen's worst: fail / warn / info / pass / error / timeout / not-judged, none (not screened), stale",
+    "failing": "a check id (or its start) the pre-screen failed, errored or could not judge on",
 }
 #: sort keys, in the order the sort key cycles.
 SORT_KEYS: tuple[str, ...] = ("id", "kind", "backend", "claimed", "reserved", "disputed", "mine", "screen")
@@ -471,7 +471,7 @@ def _term_matches(key: str, v: str, row: QueueRow) -> bool:
         return b is not None and b.worst.startswith(v)
     if key == "failing":
         b = row.screen
-        return b is not None and any(c.startswith(v) for c in (*b.failing, *b.errored))
+        return b is not None and any(c.startswith(v) for c in (*b.failing, *b.errored, *b.not_judged))
     return False
 
 

@@ -50,7 +50,7 @@ class CheckRow:
     """One check in the checks table. ``status``: ``queued`` / ``running`` until its
     result arrives, then the contract's pass / warn / fail / skip / error. ``seconds`` is
     the check's wall time (None until it finishes); ``started`` the monotonic time it
-    started (for a live clock)."""
+    started (for a live clock). ``not_judged``: see the attribute."""
 
     check: str
     status: str = "queued"
@@ -58,6 +58,19 @@ class CheckRow:
     reason: str = ""
     findings: list[dict[str, Any]] = field(default_factory=list)
     started: float | None = None
+    #: why the check could not look, wholly or in part ("" when it looked; the report's
+    #: ``not_judged``); an ``error`` row counts as not judged too (:attr:`unjudged`).
+    not_judged: str = ""
+
+    @property
+    def unjudged(self) -> str:
+        """Why this finished check was not judged ("" when it was): its ``not_judged``
+        reason, or its error."""
+        if self.not_judged:
+            return self.not_judged
+        if self.status == "error":
+            return (self.reason.strip().splitlines() or ["kws error"])[0]
+        return ""
 
     @property
     def done(self) -> bool:
@@ -175,10 +188,13 @@ class ReviewSession:
         by_check: dict[str, list[dict[str, Any]]] = {}
         for f in report.get("findings") or []:
             by_check.setdefault(str(f.get("check")), []).append(dict(f))
+        unjudged = {str(n.get("check")): str(n.get("reason") or "could not look")
+                    for n in report.get("not_judged") or [] if isinstance(n, Mapping)}
         for c in report.get("checks") or []:
             cid = str(c.get("check"))
             self.rows[cid] = CheckRow(cid, str(c.get("status")), float(c.get("seconds") or 0.0),
-                                      str(c.get("reason") or ""), by_check.get(cid, []))
+                                      str(c.get("reason") or ""), by_check.get(cid, []),
+                                      not_judged=unjudged.get(cid, ""))
         self.device = str(report.get("device") or "")
         self.versions = dict(report.get("versions") or {})
         self.seeds = list(report.get("seeds") or [])
@@ -213,7 +229,7 @@ class ReviewSession:
             r = data["result"]
             cid = r["check"]
             self.rows[cid] = CheckRow(cid, r["status"], float(r.get("seconds") or 0.0), r.get("reason") or "",
-                                      list(r.get("findings") or []))
+                                      list(r.get("findings") or []), not_judged=str(r.get("not_judged") or ""))
             return cid
         if kind == "done":
             rep = dict(data.get("report") or {})
@@ -232,6 +248,10 @@ class ReviewSession:
                 row = self.rows.get(c["check"])
                 if row is not None and not row.done:
                     row.status, row.seconds, row.reason = c["status"], c.get("seconds"), c.get("reason") or ""
+            for n in rep.get("not_judged") or []:
+                row = self.rows.get(str(n.get("check"))) if isinstance(n, Mapping) else None
+                if row is not None and row.done and not row.not_judged:
+                    row.not_judged = str(n.get("reason") or "could not look")
             self.final_report = self.report()
             return None
         if kind == "error":
@@ -256,11 +276,13 @@ class ReviewSession:
                 for f in sorted(row.findings, key=lambda f: SEVERITY_RANK.get(f.get("severity"), 3))]
 
     def report(self) -> dict[str, Any]:
-        """The checks so far in the shape of ``kws check --json`` (task format v1).
-        ``complete`` is false while a check is queued or running, or ended in skip/error."""
+        """The checks so far in the shape of ``kws check --json`` (task format v1), with its
+        ``not_judged`` (every finished check that could not look, an ``error`` included).
+        ``complete`` is false while a check is queued or running, or ended in skip/error, or
+        was not judged."""
         done = [r for r in self.rows.values() if r.done]
         complete = bool(self.rows) and len(done) == len(self.rows) and all(
-            r.status not in ("skip", "error") for r in done)
+            r.status not in ("skip", "error") and not r.not_judged for r in done)
         return {
             "task": self.task_id,
             "task_tree": self.report_tree,
@@ -270,6 +292,7 @@ class ReviewSession:
             "seeds": list(self.seeds),
             "findings": [f for r in done for f in r.findings],
             "checks": [r.as_check() for r in done],
+            "not_judged": [{"check": r.check, "reason": r.unjudged} for r in done if r.unjudged],
         }
 
     def plugin_notice(self) -> str:
@@ -299,7 +322,7 @@ class ReviewSession:
         when a check event changed the report: the rubric form asks on every repaint)."""
         if self._suggested is None or self._suggested[0] != self._version:
             rep = self.report()
-            self._suggested = (self._version, suggest(self.rubric, rep["findings"], rep["checks"]))
+            self._suggested = (self._version, suggest(self.rubric, rep["findings"], rep["checks"], rep["not_judged"]))
         return self._suggested[1]
 
     @property
@@ -377,7 +400,8 @@ class ReviewSession:
     def commit_warnings(self) -> list[str]:
         """Why a commit now needs the reviewer's explicit confirmation (empty: it does
         not): no check result yet, the run failed, checks still queued or running (those
-        that inform a field named first), checks that ended in error, fields whose accepted
+        that inform a field named first), checks that ended in error or could not look
+        (``not_judged``: the same confirmation as a half-run battery), fields whose accepted
         suggestion changed (:attr:`reflagged`), suggestions taken from a pre-screen."""
         out: list[str] = []
         informing = {c for f in self.rubric.choice_fields for c in f.informed_by}
@@ -398,6 +422,10 @@ class ReviewSession:
         errored = [c for c, r in self.rows.items() if r.status == "error" and c not in left]
         if errored and not self.error:
             out.append(f"ended in error: {', '.join(errored)}")
+        unjudged = [(c, r.not_judged) for c, r in self.rows.items() if r.not_judged and r.status != "error"]
+        if unjudged:  # "no fail" from these checks is not a verdict
+            out.append(f"{len(unjudged)} check(s) could not look: " + "; ".join(
+                f"{c} ({(why.splitlines() or [''])[0][:120]})" for c, why in unjudged))
         for key, why in self.reflagged.items():
             f = self.rubric.field(key)
             out.append(f"{f.label if f else key}: {why}")

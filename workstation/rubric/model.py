@@ -46,10 +46,13 @@ __all__ = [
 #: The outcome classes a ``suggest`` rule maps, from the informing checks of one field:
 #: ``fail``: some informing check has a ``fail`` finding (or status);
 #: ``warn``: none fails, some has a ``warn`` finding (or status);
+#: ``not-judged``: none warns or fails, but an informing check could not look (the report's
+#: ``not_judged``, wholly or in part, or status ``error``): never a passing value, so with no
+#: rule it falls back to ``not-run``;
 #: ``clean``: at least one informing check ran (status pass/warn/fail) and none warns or fails;
 #: ``skipped``: every informing check in the report has status ``skip`` (no rule: ``not-run``);
-#: ``not-run``: no informing check ran (status ``error``, or absent from the report).
-OUTCOMES: tuple[str, ...] = ("fail", "warn", "clean", "skipped", "not-run")
+#: ``not-run``: no informing check ran (absent from the report).
+OUTCOMES: tuple[str, ...] = ("fail", "warn", "not-judged", "clean", "skipped", "not-run")
 
 #: The values a verdict's ``overall`` takes (walking-skeleton issue, "Verdict").
 OVERALL_VALUES: frozenset[str] = frozenset({"accept", "reject", "needs-work"})

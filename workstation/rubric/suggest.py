@@ -29,7 +29,9 @@ class Suggestion:
     ``outcome`` is the class from :data:`OUTCOMES`. ``findings`` are the informing findings
     (the contract's finding dicts, unchanged), worst first. ``not_run`` lists the informing
     checks that were in the report but did not run (status ``skip`` or ``error``), so a
-    ``clean`` outcome on an incomplete run is visible as such.
+    ``clean`` outcome on an incomplete run is visible as such; ``not_judged`` the informing
+    checks that could not look (wholly or in part, or ended in ``error``): with any of them
+    and no warn or fail the outcome is ``not-judged``, never ``clean``.
     """
 
     value: str | None
@@ -37,6 +39,7 @@ class Suggestion:
     findings: tuple[Mapping[str, Any], ...] = ()
     outcome: str = "not-run"
     not_run: tuple[str, ...] = ()
+    not_judged: tuple[str, ...] = ()
 
 
 
@@ -48,6 +51,7 @@ def suggest(
     rubric: Rubric,
     findings: Sequence[Mapping[str, Any]],
     checks: Sequence[Mapping[str, Any]],
+    not_judged: Sequence[Mapping[str, Any]] = (),
 ) -> dict[str, Suggestion]:
     """kws's suggestion for each choice field that names informing checks.
 
@@ -56,13 +60,17 @@ def suggest(
     ``{"check", "severity", "summary", "evidence", "repro"}`` with severity fail/warn/info;
     checks are ``{"check", "status", "seconds", "reason"}`` with status
     pass/warn/fail/skip/error. Both may be partial (a run still streaming in).
+    ``not_judged`` is the report's ``not_judged`` array (``{"check", "reason"}``): the checks
+    that could not look, wholly or in a part that could have failed.
 
     For one field, the informing findings are those whose check is in ``informed_by``; the
     outcome is ``fail`` if any of them (or an informing check's status) is fail, else
-    ``warn`` likewise, else ``clean`` if at least one informing check ran, else ``skipped``
-    if every informing check present was skipped, else ``not-run`` (see :data:`OUTCOMES`).
-    ``info`` findings never raise the outcome but are listed. The value is
-    ``field.suggest[outcome]`` (``skipped`` falls back to ``not-run``), or None.
+    ``warn`` likewise, else ``not-judged`` if an informing check is in ``not_judged`` or
+    ended in ``error`` (kws never proposes a passing value from a check that did not look),
+    else ``clean`` if at least one informing check ran, else ``skipped`` if every informing
+    check present was skipped, else ``not-run`` (see :data:`OUTCOMES`). ``info`` findings
+    never raise the outcome but are listed. The value is ``field.suggest[outcome]``
+    (``skipped`` and ``not-judged`` fall back to ``not-run``), or None.
 
     Returns ``{field key: Suggestion}`` for every choice field with ``informed_by``.
     """
@@ -71,6 +79,14 @@ def suggest(
         cid = c.get("check")
         if isinstance(cid, str):
             status[cid] = c
+    unjudged: dict[str, str] = {}
+    for n in not_judged:
+        cid = n.get("check")
+        if isinstance(cid, str):
+            unjudged.setdefault(cid, str(n.get("reason") or ""))
+    for cid, c in status.items():
+        if c.get("status") == "error":
+            unjudged.setdefault(cid, str(c.get("reason") or "kws error"))
     out: dict[str, Suggestion] = {}
     for f in rubric.choice_fields:
         if not f.informed_by:
@@ -84,6 +100,7 @@ def suggest(
         not_run = tuple(
             c.get("check") for c in present if c.get("status") in ("skip", "error")
         )
+        nj = tuple(c for c in f.informed_by if c in unjudged)
         worst = max(
             [_severity(x.get("severity")) for x in fs]
             + [_severity(c.get("status")) for c in present],
@@ -93,6 +110,8 @@ def suggest(
             outcome = "fail"
         elif worst == 1:
             outcome = "warn"
+        elif nj:
+            outcome = "not-judged"
         elif ran:
             outcome = "clean"
         elif present and all(c.get("status") == "skip" for c in present):
@@ -100,14 +119,15 @@ def suggest(
         else:
             outcome = "not-run"
         value = f.suggest.get(outcome)
-        if value is None and outcome == "skipped":
+        if value is None and outcome in ("skipped", "not-judged"):
             value = f.suggest.get("not-run")
         out[f.key] = Suggestion(
             value=value,
-            reason=_reason(f, outcome, fs, present, ran, not_run, status),
+            reason=_reason(f, outcome, fs, present, ran, not_run, status, {c: unjudged[c] for c in nj}),
             findings=tuple(fs),
             outcome=outcome,
             not_run=not_run,
+            not_judged=nj,
         )
     return out
 
@@ -120,6 +140,7 @@ def _reason(
     ran: set[Any],
     not_run: tuple[Any, ...],
     status: Mapping[str, Mapping[str, Any]],
+    unjudged: Mapping[str, str],
 ) -> str:
     parts: list[str] = []
     if outcome in ("fail", "warn"):
@@ -136,6 +157,10 @@ def _reason(
     elif outcome == "clean":
         names = [c for c in f.informed_by if c in ran]
         parts.append(f"no warn or fail finding from {', '.join(names)}")
+    if unjudged:
+        parts.append("could not look: " + "; ".join(
+            f"{c} ({why.strip().splitlines()[0][:160]})" if why.strip() else c for c, why in unjudged.items()))
+    not_run = tuple(c for c in not_run if c not in unjudged)
     if not_run:
         desc = []
         for c in not_run:

@@ -293,8 +293,9 @@ def plan_screen(root: Path | str, backend: Backend, opts: ScreenOptions,
 
 def merge_reports(tp: TaskPlan, reports: list[dict[str, Any]]) -> dict[str, Any]:
     """One report from a task's runs: checks and findings in report order (the order of
-    ``tp.checks``), ``complete`` over all, ``seconds`` summed; timing checks that were not
-    run become ``skip`` with the reason."""
+    ``tp.checks``), ``not_judged`` of all, ``complete`` over all, ``seconds`` summed; timing
+    checks that were not run (a run that ended early, ``--no-timing``) become ``skip`` with
+    the reason and are listed in ``not_judged``: they apply, and nothing looked."""
     order = {c: i for i, c in enumerate(tp.checks)}
     base = dict(reports[0])
     checks = [c for r in reports for c in r.get("checks", [])]
@@ -304,16 +305,20 @@ def merge_reports(tp: TaskPlan, reports: list[dict[str, Any]]) -> dict[str, Any]
         oc = tp.outcomes.get(part)
         if oc is not None and oc.status != "ok":
             missing_reason = f"not run: the {part} run ended with {oc.message}"
+    not_judged = [n for r in reports for n in r.get("not_judged") or []]
     for cid in tp.checks:
         if cid not in seen:
-            checks.append({"check": cid, "status": "skip", "seconds": 0.0,
-                           "reason": missing_reason or "not run in this screen"})
+            reason = missing_reason or "not run in this screen"
+            checks.append({"check": cid, "status": "skip", "seconds": 0.0, "reason": reason})
+            not_judged.append({"check": cid, "reason": reason})
     checks.sort(key=lambda c: order.get(c["check"], len(order)))
     findings = [f for r in reports for f in r.get("findings", [])]
     findings.sort(key=lambda f: order.get(f.get("check"), len(order)))
     base["checks"] = checks
     base["findings"] = findings
-    base["complete"] = all(c.get("status") not in ("error", "skip") for c in checks)
+    base["not_judged"] = not_judged
+    base["runner_failed"] = any(bool(r.get("runner_failed")) for r in reports)
+    base["complete"] = all(c.get("status") not in ("error", "skip") for c in checks) and not not_judged
     base["seconds"] = round(sum(float(r.get("seconds") or 0.0) for r in reports), 3)
     base["warnings"] = sorted({w for r in reports for w in r.get("warnings", [])})
     return base
@@ -365,11 +370,14 @@ def finish_task(plan: Plan, tp: TaskPlan, opts: ScreenOptions, backend: str) -> 
                             "timing_checks": ids_where(phase="exclusive", among=tp.checks),
                             "timing_evidence_checks": ids_where(timing_evidence=True, among=tp.checks)}
         statuses = {c["check"]: c.get("status") for c in report["checks"]}
-        outcome = "fail" if any(f.get("severity") == "fail" for f in report["findings"]) else "pass"
-        worst = _worst(report)
+        unjudged = tuple(dict.fromkeys(str(n.get("check")) for n in report.get("not_judged") or []))
+        unjudged += tuple(c for c, s in statuses.items() if s == "error" and c not in unjudged)
+        failed = any(f.get("severity") == "fail" for f in report["findings"])
+        outcome = "fail" if failed else ("not-judged" if unjudged else "pass")
+        worst = "not-judged" if outcome == "not-judged" else _worst(report)
         message = ""
     else:
-        statuses = {}
+        statuses, unjudged = {}, ()
         outcome = "timeout" if first.status == "timeout" else "error"
         worst = outcome
         message = first.message
@@ -380,6 +388,7 @@ def finish_task(plan: Plan, tp: TaskPlan, opts: ScreenOptions, backend: str) -> 
         warning=tuple(c for c, s in statuses.items() if s == "warn"),
         errored=tuple(c for c, s in statuses.items() if s == "error"),
         skipped=tuple(c for c, s in statuses.items() if s == "skip"),
+        not_judged=unjudged,
         checks=len(statuses), timing=timing, seconds=round(sum(oc.seconds for oc in runs), 3),
         battery_seconds=float(report["seconds"]) if report else 0.0, device=key.device, kws=key.kws,
         host=first.host, backend=backend, attempts=max(oc.attempts for oc in runs), timeout_s=opts.timeout,

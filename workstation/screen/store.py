@@ -64,11 +64,13 @@ NOTES_REFS = (INDEX_REF, REPORTS_REF)
 #: where :func:`sync_notes` fetches a remote's notes before merging them.
 REMOTE_NOTES_PREFIX = "refs/notes/kws-remotes"
 
-#: outcome of a task's screening: ``pass`` / ``fail`` (a report; ``fail``: a fail finding),
+#: outcome of a task's screening: ``pass`` / ``fail`` / ``not-judged`` (a report; ``fail``: a
+#: fail finding; ``not-judged``: none, but a check could not look, ``kws check``'s exit 4),
 #: ``error`` (no report: the task does not load, or the run failed), ``timeout``.
-OUTCOMES = ("pass", "fail", "error", "timeout")
-#: worst first: how the queue sorts pre-screens.
-WORST_ORDER = ("fail", "timeout", "error", "warn", "info", "pass")
+OUTCOMES = ("pass", "fail", "not-judged", "error", "timeout")
+#: worst first: how the queue sorts pre-screens (``not-judged``: no fail finding, but a check
+#: that applies could not look, so the task is not "clean" whatever its other findings).
+WORST_ORDER = ("fail", "timeout", "error", "not-judged", "warn", "info", "pass")
 
 
 class StoreError(Exception):
@@ -80,8 +82,10 @@ class ScreenResult(msgspec.Struct, frozen=True, omit_defaults=True, forbid_unkno
 
     ``key`` is the :class:`~workstation.screen.keys.ScreenKey` digest and ``key_fields`` the
     key itself (``ScreenKey.as_dict()``). ``worst``: the worst finding's severity, ``pass``
-    when none, or the outcome for ``error`` / ``timeout``. ``failing`` / ``warning`` /
-    ``errored`` / ``skipped``: check ids by status. ``timing``: ``"run"``, ``"none"`` (no
+    when none, ``not-judged`` when no finding fails but a check could not look, or the
+    outcome for ``error`` / ``timeout``. ``failing`` / ``warning`` / ``errored`` /
+    ``skipped``: check ids by status; ``not_judged``: the ids of the report's ``not_judged``
+    (checks that could not look, wholly or in part; absent from lines of an older kws). ``timing``: ``"run"``, ``"none"`` (no
     timing check had work) or ``"not run: <why>"``. ``seconds``: wall time of the task's
     ``kws check`` runs on the worker; ``battery_seconds``: the engine's own time (the
     reports' ``seconds``). ``finished``: ISO 8601 UTC. ``host``: where it ran (host name, and
@@ -100,6 +104,7 @@ class ScreenResult(msgspec.Struct, frozen=True, omit_defaults=True, forbid_unkno
     warning: tuple[str, ...] = ()
     errored: tuple[str, ...] = ()
     skipped: tuple[str, ...] = ()
+    not_judged: tuple[str, ...] = ()
     checks: int = 0
     timing: str = "none"
     seconds: float = 0.0

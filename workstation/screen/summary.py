@@ -4,8 +4,9 @@ check run (:func:`stored_run`: the review screen shows it at once on opening a t
 
 For every task of the queue, the latest stored result on its tree in ``HEAD`` (of the
 running kws version when there is one, else of any version: the row says which), sorted
-by worst finding (``fail``, ``timeout``, ``error``, ``warn``, ``info``, ``pass``, then the
-tasks not screened), with the failing check ids, the check error rate, the time per task,
+by worst finding (``fail``, ``timeout``, ``error``, ``not-judged``, ``warn``, ``info``,
+``pass``, then the tasks not screened; ``not-judged``: no fail, but a check that applies
+could not look, so the task is not clean), with the failing and not-judged check ids, the check error rate, the time per task,
 the device and when and where it ran. Reads the notes only: nothing is run.
 """
 
@@ -42,12 +43,13 @@ __all__ = [
 class PrescreenBadge:
     """What the queue table shows of a task's pre-screen: ``worst`` (a
     :data:`~workstation.screen.store.WORST_ORDER` value), the ``failing`` and ``errored``
-    check ids, ``finished`` (ISO 8601 UTC), ``host``, ``backend``, ``device``, ``kws`` (the
+    check ids, ``not_judged`` (ids of checks that could not look), ``finished`` (ISO 8601 UTC), ``host``, ``backend``, ``device``, ``kws`` (the
     version that screened), ``stale``: the work tree differs from the screened version."""
 
     worst: str
     failing: tuple[str, ...] = ()
     errored: tuple[str, ...] = ()
+    not_judged: tuple[str, ...] = ()
     finished: str = ""
     host: str = ""
     backend: str = ""
@@ -61,7 +63,8 @@ class PrescreenBadge:
 
     @classmethod
     def of(cls, r: ScreenResult, stale: bool = False) -> PrescreenBadge:
-        return cls(worst=r.worst, failing=tuple(r.failing), errored=tuple(r.errored), finished=r.finished,
+        return cls(worst=r.worst, failing=tuple(r.failing), errored=tuple(r.errored),
+                   not_judged=tuple(r.not_judged), finished=r.finished,
                    host=r.host, backend=r.backend, device=r.device, kws=r.kws, stale=stale)
 
 
@@ -95,6 +98,7 @@ class SummaryRow:
                              "worst": r.worst if r else "not screened"}
         if r is not None:
             d.update(outcome=r.outcome, failing=list(r.failing), warning=list(r.warning), errored=list(r.errored),
+                     not_judged=list(r.not_judged),
                      checks=r.checks, seconds=r.seconds, device=r.device, finished=r.finished, host=r.host,
                      backend=r.backend, kws=r.kws, timing=r.timing, message=r.message)
         return d
@@ -153,6 +157,7 @@ def queue_summary(root: Path | str, index: ResultIndex | None = None) -> QueueSu
         "checks": n_checks,
         "check_errors": n_err,
         "check_error_rate": round(n_err / n_checks, 4) if n_checks else 0.0,
+        "not_judged": sum(1 for r in screened if r.not_judged),
         "seconds_median": round(statistics.median(secs), 3) if secs else None,
         "seconds_mean": round(statistics.fmean(secs), 3) if secs else None,
         "devices": dict(Counter(r.device for r in screened)),
@@ -182,22 +187,25 @@ def to_markdown(s: QueueSummary) -> str:
     devices = ", ".join(f"{d} ({n})" for d, n in t["devices"].items()) or "-"
     lines.append(f"{t['tasks']} tasks, {t['screened']} screened; check error rate {rate} "
                  f"({t['check_errors']} of {t['checks']} checks); time per task: {time_s}; devices: {devices}.")
+    if t["not_judged"]:
+        lines.append(f"{t['not_judged']} task(s) had checks that could not look: their pre-screen is not a verdict.")
     if t["stale"]:
         lines.append(f"{t['stale']} task(s) have uncommitted changes: their pre-screen is of the committed version.")
     if s.problems:
         lines.append(f"{s.problems} stored line(s) could not be read (written by another kws version?).")
-    lines += ["", "| task | worst | failing checks | check errors | time | device | screened |",
-              "|---|---|---|---|---|---|---|"]
+    lines += ["", "| task | worst | failing checks | not judged | check errors | time | device | screened |",
+              "|---|---|---|---|---|---|---|---|"]
     for row in s.rows:
         r = row.result
         if r is None:
-            lines.append(f"| {_cell(row.task)} | not screened | | | | | |")
+            lines.append(f"| {_cell(row.task)} | not screened | | | | | | |")
             continue
         worst = r.worst + (" (stale)" if row.stale else "")
         if r.outcome in ("error", "timeout") and r.message:
             worst += f": {r.message[:80]}"
         when = r.finished.replace("T", " ").replace("+00:00", " UTC")
         lines.append(f"| {_cell(row.task)} | {_cell(worst)} | {_cell(', '.join(r.failing))} | "
+                     f"{_cell(', '.join(r.not_judged))} | "
                      f"{len(r.errored)}/{r.checks} | {r.seconds:.1f} s | {_cell(r.device)} | "
                      f"{_cell(when)} on {_cell(r.host)} ({r.backend}, kws {r.kws}) |")
     return "\n".join(lines) + "\n"
@@ -253,9 +261,12 @@ def stored_run(root: Path | str, task_id: str) -> StoredRun | None:
         "prescreen": {k: scr.get(k) for k in ("finished", "host", "backend", "key", "timing")},
     })]
     findings = list(report.get("findings") or [])
+    unjudged = {n.get("check"): str(n.get("reason") or "") for n in report.get("not_judged") or []
+                if isinstance(n, dict)}
     for c in report["checks"]:
         res = {"check": c.get("check"), "status": c.get("status"), "seconds": c.get("seconds", 0.0),
-               "reason": c.get("reason", ""), "findings": [f for f in findings if f.get("check") == c.get("check")]}
+               "reason": c.get("reason", ""), "findings": [f for f in findings if f.get("check") == c.get("check")],
+               "not_judged": unjudged.get(c.get("check"), "")}
         events.append(("check_finished", {"result": res}))
     events.append(("done", {"report": report}))
     return StoredRun(tree=tree, report=report, events=tuple(events))

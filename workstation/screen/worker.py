@@ -68,7 +68,7 @@ class RunSpec:
 
 @dataclass
 class RunOutcome:
-    """What one run gave. ``status``: ``ok`` (a report: exit 0 or 1), ``load-error`` (exit
+    """What one run gave. ``status``: ``ok`` (a report: exit 0, 1 or 4), ``load-error`` (exit
     2, ``error`` holds the contract's error object), ``runner-error`` (exit 3), ``timeout``
     (the supervisor's limit, or a force-cancel), ``killed`` (stopped by a signal: kws screen
     stopping), ``crash`` (anything else, no report), ``lost`` (the cluster lost the run:
@@ -221,7 +221,7 @@ def _run(spec: RunSpec, node: str, where: str,
                 doc = json.loads(text)
             except ValueError:
                 doc = None
-        if code in (0, 1) and isinstance(doc, dict) and "checks" in doc:
+        if code in (0, 1, 4) and isinstance(doc, dict) and "checks" in doc:
             oc.status, oc.report = "ok", doc
         elif code == 2:
             oc.status = "load-error"

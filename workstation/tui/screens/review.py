@@ -572,8 +572,8 @@ class ReviewScreen(Screen):
 
             self.app.push_screen(ConfirmScreen(
                 f"Commit {self.task_id} with a report that is not final?", warnings,
-                "Commit anyway? The verdict records the checks that had not finished and where each "
-                "accepted suggestion came from."), answered)
+                "Commit anyway? The verdict records the checks that had not finished, those that could "
+                "not look and why, and where each accepted suggestion came from."), answered)
             return
         self._start_commit(then_next)
 

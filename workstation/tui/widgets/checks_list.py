@@ -108,7 +108,9 @@ class ChecksList(CursorList):
             counts = _finding_counts(row.findings)
             head = f"{'▶' if selected else ' '}{glyph} {word:<7}"
             body = f"{row.check:<19}{secs} {counts}"
-            if row.status in ("skip", "error") and row.reason:
+            if row.not_judged and row.status != "error":  # never read as "nothing to look at"
+                body += f"  not judged: {row.not_judged.splitlines()[0]}"
+            elif row.status in ("skip", "error") and row.reason:
                 body += f"  {row.reason.splitlines()[0]}"
             status_style = self._style(f"checks--{row.status}") if row.status in ("fail", "warn", "pass") else Style()
             return Strip([

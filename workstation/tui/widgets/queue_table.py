@@ -122,7 +122,8 @@ class QueueTable(CursorList):
         return Strip([Segment(fit(text, width), style)])
 
 
-_WORST_MARK = {"fail": "FAIL", "warn": "warn", "info": "info", "pass": "pass", "error": "ERROR", "timeout": "T/O"}
+_WORST_MARK = {"fail": "FAIL", "warn": "warn", "info": "info", "pass": "pass", "error": "ERROR", "timeout": "T/O",
+               "not-judged": "N/J"}
 
 
 def _screen_cells(badge: Any) -> dict[str, str]:
@@ -132,6 +133,9 @@ def _screen_cells(badge: Any) -> dict[str, str]:
     failing = ",".join(badge.failing)
     if badge.errored:
         failing = (failing + " " if failing else "") + "err:" + ",".join(badge.errored)
+    unjudged = [c for c in getattr(badge, "not_judged", ()) if c not in badge.errored]
+    if unjudged:  # a task whose checks could not look is never shown as clean
+        failing = (failing + " " if failing else "") + "nj:" + ",".join(unjudged)
     return {"screen": _WORST_MARK.get(badge.worst, badge.worst) + ("*" if badge.stale else ""),
             "failing": failing, "screened": f"{_age(badge.finished)} {badge.host.split(' ')[0]}".strip()}
 
