@@ -21,21 +21,36 @@ For every step ``i`` the harness writes ``step-<i>.start`` first and ``step-<i>.
 ``step-<i>.npz`` when the step ends (see :mod:`workstation.protocol.wire`), so the parent
 can tell which step a crash or a timeout hit; then it asks the fork server to check the
 process from outside (:func:`checkpoint`, :mod:`workstation.harness.watch`).
+
+Besides what its handler returns, a step's JSON holds ``cpu_s`` (CPU seconds, user +
+system, of the job process and the children it reaped during the step:
+``resource.getrusage`` deltas; what the runner compares a candidate's budget with) and
+``imports`` (per task file imported during the step, ``{"cpu_s", "wall_s"}``): imports are
+marked on the channel (:func:`import_phase`) so that the runner charges them to the job's
+import budget, not to the step's CPU budget.
+
+Test hook: with ``KWS_TEST_STRETCH`` = *f* > 1 in the environment
+(:data:`workstation.protocol.childenv.STRETCH`, the ``test_stretch`` setting) every step and
+every import sleeps *f* - 1 times its own wall time before it ends: a loaded machine
+simulated without burning CPU.
 """
 
 from __future__ import annotations
 
+import contextlib
 import importlib
 import json
 import os
+import resource
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 
+from workstation.protocol import childenv
 from workstation.protocol.steps import Job, kind_of
 
 #: step Struct type -> handler ``fn(ctx: JobContext, spec) -> StepOutput``.
@@ -52,6 +67,8 @@ JOB_HOOKS: list[Callable[[Job], None]] = []
 CALL_HOOKS: list[Callable[[tuple], Any]] = []
 #: (write fd, read fd) of the job's channel to the fork server (None outside a job).
 CHANNEL: tuple[int, int] | None = None
+#: the job's output folder (None outside a job).
+OUT_DIR: Path | None = None
 
 
 @dataclass
@@ -131,18 +148,69 @@ def _write_atomic(path: Path, data: bytes) -> None:
     os.replace(tmp, path)
 
 
+def stretch_factor() -> float:
+    """The test hook's factor (module doc): ``KWS_TEST_STRETCH`` as a number >= 1, else 1."""
+    try:
+        f = float(os.environ.get(childenv.STRETCH, "") or 1.0)
+    except ValueError:
+        return 1.0
+    return f if f > 1.0 else 1.0
+
+
+def stretch(wall_s: float) -> None:
+    """Sleep (factor - 1) x ``wall_s`` under the test hook (module doc); nothing without it."""
+    f = stretch_factor()
+    if f > 1.0 and wall_s > 0:
+        time.sleep((f - 1.0) * wall_s)
+
+
+def cpu_seconds() -> float:
+    """CPU seconds (user + system) of this process and of the children it has reaped."""
+    a, b = resource.getrusage(resource.RUSAGE_SELF), resource.getrusage(resource.RUSAGE_CHILDREN)
+    return a.ru_utime + a.ru_stime + b.ru_utime + b.ru_stime
+
+
+def _mark(text: bytes) -> None:
+    if CHANNEL is not None:
+        with contextlib.suppress(OSError):
+            os.write(CHANNEL[0], text)
+
+
+@contextlib.contextmanager
+def import_phase(name: str, record: dict[str, dict[str, float]]) -> Iterator[None]:
+    """Mark the import of task file ``name`` for the fork server (``I 1`` / ``I 0``: the
+    runner charges its CPU to the job's import budget) and put its ``{"cpu_s", "wall_s"}``
+    into ``record[name]``. The file's name is written to ``importing.txt`` in the job's
+    output folder first, so the runner can name an import that ran out of its budget."""
+    if OUT_DIR is not None:
+        with contextlib.suppress(OSError):
+            _write_atomic(OUT_DIR / "importing.txt", name.encode()[:500])
+    _mark(b"I 1\n")
+    c0, t0 = cpu_seconds(), time.perf_counter()
+    try:
+        yield
+    finally:
+        stretch(time.perf_counter() - t0)
+        record[name] = {"cpu_s": round(cpu_seconds() - c0, 4), "wall_s": round(time.perf_counter() - t0, 4)}
+        _mark(b"I 0\n")
+
+
 def run_job(job: Job) -> None:
     """Run every step of ``job`` in order and write its results to ``job.out_dir``."""
     from workstation.harness.core import JobContext, encode_tensor, error_info
 
     load_plugins()
     out = Path(job.out_dir)
+    global OUT_DIR
+    OUT_DIR = out
     for hook in JOB_HOOKS:
         hook(job)
     ctx = JobContext(job)
     for i, spec in enumerate(job.steps):
         (out / f"step-{i}.start").touch()
         handler = STEPS.get(type(spec))
+        ctx.imports = {}
+        c0 = cpu_seconds()
         t0 = time.perf_counter()
         if handler is None:
             res = StepOutput(ok=False, error={"type": "KwsError", "message": f"unknown step kind {kind_of(spec)!r}",
@@ -152,6 +220,8 @@ def run_job(job: Job) -> None:
                 res = handler(ctx, spec)
             except BaseException as e:  # noqa: BLE001  (SystemExit from task code is a finding)
                 res = StepOutput(ok=False, error=error_info(e, getattr(e, "_kws_phase", "step")))
+        imported_wall = sum(v["wall_s"] for v in ctx.imports.values())
+        stretch(time.perf_counter() - t0 - imported_wall)
         arrays = dict(res.arrays)
         metas = []
         for j, t in enumerate(res.outputs):
@@ -165,6 +235,8 @@ def run_job(job: Job) -> None:
             "extra": res.extra,
             "seconds": res.seconds,
             "step_seconds": time.perf_counter() - t0,
+            "cpu_s": round(cpu_seconds() - c0, 4),
+            "imports": dict(ctx.imports),
         }
         if arrays:
             tmp = out / f"step-{i}.npz.tmp.npz"

@@ -45,7 +45,15 @@ from typing import Any
 import numpy as np
 import torch
 
-from workstation.harness import CALL_HOOKS, MONITORS, TRANSFORMS, StepOutput, step, transform
+from workstation.harness import (
+    CALL_HOOKS,
+    MONITORS,
+    TRANSFORMS,
+    StepOutput,
+    import_phase,
+    step,
+    transform,
+)
 from workstation.protocol import childenv
 from workstation.protocol.steps import (
     AuthorTestStep,
@@ -348,7 +356,15 @@ class JobContext:
         return "cpu"
 
     def module(self, file: str) -> Any:
-        """Import a task file (by path, once per job) under a private module name."""
+        """Import a task file (by path, once per job) under a private module name, as an
+        import phase (:func:`workstation.harness.import_phase`: its CPU goes to the job's
+        import budget, and its CPU and wall seconds into the step's ``imports``)."""
+        if file not in self._modules:
+            with import_phase(file, self.imports):
+                self._import(file)
+        return self._modules[file]
+
+    def _import(self, file: str) -> None:
         if file not in self._modules:
             path = self.task_dir / file
             name = Path(file).stem
@@ -363,7 +379,6 @@ class JobContext:
                 sys.modules.pop(name, None)
                 raise _tag(e, "import") from None
             self._modules[file] = mod
-        return self._modules[file]
 
     def callable(self, role: str) -> Any:
         """The entry callable of ``role`` (``"candidate"``, ``"inputs"``, ...)."""
@@ -391,6 +406,9 @@ class JobContext:
         Raises:
             TaskFormatError: the case's inputs need more than :func:`input_budget` (measured
                 before allocating where the case looks large, else from the failed
+        #: the task files imported during the current step: name -> {"cpu_s", "wall_s"}
+        #: (:func:`workstation.harness.import_phase`; ``run_job`` resets it per step).
+        self.imports: dict[str, dict[str, float]] = {}
                 allocation), or ``out_args`` / ``inout_args`` name an input it does not
                 return.
         """

@@ -7,11 +7,24 @@ never runs task code and never initialises CUDA (children would inherit a broken
 context): it asks NVML whether a GPU exists.
 
 Protocol, one JSON object per line. The parent writes ``{"op": "run", "id", "job",
-"jobdir", "cache", "steps", "limits"}`` and ``{"op": "kill", "id"}``; the server answers
-``{"op": "ready", ...}`` once, then per job ``{"op": "started", "id"}``, one ``{"op":
-"verified", "id", "step", "changes" | "error"}`` per step the job finished (see below) and
+"jobdir", "cache", "steps", "limits"}``, ``{"op": "kill", "id"}`` and ``{"op": "cpu", "id",
+"seq"}``; the server answers ``{"op": "ready", ...}`` once, then per job ``{"op": "started",
+"id"}``, one ``{"op": "verified", "id", "step", "changes" | "error"}`` per step the job
+finished (see below), one ``{"op": "cpu", "id", "seq", "cpu_s", "import_cpu_s",
+"import_wall_s", "importing"}`` per ``cpu`` request of a running job (see *CPU time*) and
 ``{"op": "exited", "id", "status"}`` (``status``: the job process's exit code, or minus
 the signal that ended it; ``"killed": true`` when the server killed it on request).
+
+CPU time: ``cpu_s`` is the CPU seconds (user + system) every process of the job has used
+so far, read from ``/proc/<pid>/stat``: the job process, its descendants, whatever was
+re-parented to the job's pid-namespace init, and (through each process's ``cutime`` /
+``cstime``) every child they have already reaped. The runner's step budgets are in these
+seconds, so a loaded machine slows a job without changing what stops it. The harness marks
+the import of a task file on its channel (``I 1`` before, ``I 0`` after;
+:func:`workstation.harness.import_phase`); the server adds the CPU and wall seconds between
+the two marks to ``import_cpu_s`` / ``import_wall_s`` (an import still running counts up to
+now; ``importing`` says one is), which the runner charges to the job's import budget instead
+of the step's.
 
 A job (``MODE=bwrap``) is two processes: a small confined init, pid 1 of a fresh pid
 namespace, made by the pid-namespace nursery the server forks before it imports torch; and
@@ -231,6 +244,50 @@ def _plain_child(req: dict, ctl_w: int, ack_r: int) -> None:
     _run_in_job(req, (ctl_w, ack_r))
 
 
+_TICKS = os.sysconf("SC_CLK_TCK") if hasattr(os, "sysconf") else 100
+
+
+def _proc_table() -> dict[int, tuple[int, int]]:
+    """pid -> (parent pid, CPU clock ticks: utime + stime + cutime + cstime) of every process
+    this server sees in ``/proc``."""
+    table: dict[int, tuple[int, int]] = {}
+    try:
+        names = os.listdir("/proc")
+    except OSError:
+        return table
+    for name in names:
+        if not name.isdigit():
+            continue
+        try:
+            with open(f"/proc/{name}/stat", "rb") as f:
+                fields = f.read().rsplit(b")", 1)[1].split()
+            table[int(name)] = (int(fields[1]), sum(int(x) for x in fields[11:15]))
+        except (OSError, IndexError, ValueError):
+            continue
+    return table
+
+
+def job_cpu_seconds(roots: tuple[int, ...]) -> float:
+    """CPU seconds (user + system) of the processes under ``roots`` (the job process and its
+    pid-namespace init; 0 entries are ignored) and of everything they reaped: the sum of
+    ``utime + stime + cutime + cstime`` over each root and its descendants."""
+    table = _proc_table()
+    children: dict[int, list[int]] = {}
+    for pid, (ppid, _) in table.items():
+        children.setdefault(ppid, []).append(pid)
+    seen: set[int] = set()
+    todo = [r for r in roots if r and r in table]
+    ticks = 0
+    while todo:
+        pid = todo.pop()
+        if pid in seen:
+            continue
+        seen.add(pid)
+        ticks += table[pid][1]
+        todo.extend(children.get(pid, ()))
+    return ticks / _TICKS
+
+
 class _Job:
     def __init__(self, jid: int, pid: int, ctl: int, ack: int, steps: int, init: int = 0):
         self.id = jid
@@ -243,6 +300,34 @@ class _Job:
         self.killed = False
         self.verifies = 0
         self.max_verifies = VERIFY_PER_STEP * max(1, steps) + 4
+        #: CPU and wall seconds of finished import phases, and the start of a running one.
+        self.import_cpu = 0.0
+        self.import_wall = 0.0
+        self.import_since: tuple[float, float] | None = None
+
+    def cpu(self) -> float:
+        return job_cpu_seconds((self.pid, self.init))
+
+    def mark_import(self, begin: bool) -> None:
+        """An ``I 1`` / ``I 0`` mark from the job (module doc, *CPU time*)."""
+        now_cpu, now_wall = self.cpu(), time.monotonic()
+        if begin and self.import_since is None:
+            self.import_since = (now_cpu, now_wall)
+        elif not begin and self.import_since is not None:
+            cpu0, wall0 = self.import_since
+            self.import_cpu += max(0.0, now_cpu - cpu0)
+            self.import_wall += max(0.0, now_wall - wall0)
+            self.import_since = None
+
+    def usage(self) -> dict[str, Any]:
+        """The answer to a ``cpu`` request (module doc)."""
+        cpu = self.cpu()
+        imp_cpu, imp_wall = self.import_cpu, self.import_wall
+        if self.import_since is not None:
+            imp_cpu += max(0.0, cpu - self.import_since[0])
+            imp_wall += max(0.0, time.monotonic() - self.import_since[1])
+        return {"cpu_s": round(cpu, 3), "import_cpu_s": round(imp_cpu, 3), "import_wall_s": round(imp_wall, 3),
+                "importing": self.import_since is not None}
 
 
 def _stop_and_wait(pid: int, timeout: float = 2.0) -> bool:
@@ -306,7 +391,9 @@ def _handle_ctl(job: _Job, table: Any) -> None:
         if len(parts) != 2 or not parts[1].lstrip(b"-").isdigit():
             continue
         op, arg = parts[0], int(parts[1])
-        if op == b"V":
+        if op == b"I":
+            job.mark_import(arg == 1)
+        elif op == b"V":
             if job.verifies >= job.max_verifies:
                 continue
             job.verifies += 1
@@ -509,6 +596,8 @@ def _serve(table: Any, preload: dict) -> None:
                     _emit({"op": "started", "id": j.id})
                 elif req.get("op") == "kill" and req.get("id") in by_id:
                     _kill(by_id[req["id"]])
+                elif req.get("op") == "cpu" and req.get("id") in by_id:
+                    _emit({"op": "cpu", "id": req["id"], "seq": req.get("seq"), **by_id[req["id"]].usage()})
         while jobs:
             try:
                 pid, status = os.waitpid(-1, os.WNOHANG)

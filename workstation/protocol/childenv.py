@@ -12,6 +12,9 @@ except through them (the environment is an allow-list).
   setting, ``kws check --device``); unset: CUDA when available.
 - :data:`INPUT_BUDGET`: the most bytes one case's inputs may take (an integer, the
   ``input_budget`` setting); unset: the child's own estimate from free memory.
+- :data:`STRETCH`: the ``test_stretch`` setting (a factor > 1: every step and import sleeps
+  that many times its own wall time, minus one; a test hook simulating a loaded machine);
+  unset: none.
 
 Values the child needs per step travel in the job's steps instead (the timing step's
 ``cache_bytes`` and ``compile_timeout_s``: the ``llc_bytes`` and ``compile_timeout``
@@ -22,5 +25,6 @@ from __future__ import annotations
 
 DEVICE = "KWS_DEVICE"
 INPUT_BUDGET = "KWS_INPUT_BUDGET"
+STRETCH = "KWS_TEST_STRETCH"
 #: every variable of this channel.
-CHANNEL = (DEVICE, INPUT_BUDGET)
+CHANNEL = (DEVICE, INPUT_BUDGET, STRETCH)

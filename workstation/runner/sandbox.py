@@ -23,6 +23,12 @@ Isolation (``sandbox="bwrap"``, the default; see :mod:`workstation.runner.bwrap`
   kws's value and the inherited one; a lower CPU priority (``nice``);
 - a job is killed whole at its limits; when kws exits (even by ``SIGKILL``) the sandbox
   and everything in it ends;
+- step budgets are CPU seconds (user + system) of every process of the job, as the fork
+  server reads them from ``/proc`` (:func:`workstation.harness.forkserver.job_cpu_seconds`),
+  so a loaded machine slows a job without changing what stops it; the imports of task files
+  are charged to the job's import budget instead (the ``import_budget`` setting); a
+  wall-clock backstop (:func:`wall_backstop`: 10 x the CPU budget + 30 s) bounds a step that
+  waits without computing, and what it alone stops has limit ``"wall"``, never ``"step"``;
 - the task folder is copied without following it anywhere (:mod:`workstation.runner.taskcopy`);
   results are read as hostile input, bounded per job (:mod:`workstation.protocol.wire`);
 - after every step the fork server checks the job from outside
@@ -87,6 +93,20 @@ TAIL_BYTES = 8192
 READY_TIMEOUT_S = 120.0
 #: seconds a killed job has to be reported gone before the runner gives up on the server.
 KILL_GRACE_S = 10.0
+#: the wall-clock backstop of a CPU budget of b seconds is WALL_FACTOR * b + WALL_SLACK_S
+#: (:func:`wall_backstop`): a loaded machine may slow a job tenfold before it stops it.
+WALL_FACTOR = 10.0
+WALL_SLACK_S = 30.0
+#: how often the runner asks the fork server for a running job's CPU seconds.
+CPU_POLL_S = 0.2
+
+
+def wall_backstop(cpu_budget_s: float) -> float:
+    """The wall-clock seconds after which a step (or a job's imports) with a CPU budget of
+    ``cpu_budget_s`` is stopped even though it has not used its CPU: a step that waits
+    without computing (a deadlock, a sleep) or a machine too loaded to judge on. What this
+    backstop alone stops is never called a hang (limit ``"wall"``)."""
+    return WALL_FACTOR * cpu_budget_s + WALL_SLACK_S
 
 
 class RunnerError(Exception):
@@ -127,11 +147,17 @@ class JobResult:
     ``status``: ``"ok"`` (exited 0 with every step's result), ``"exit"`` (exited before
     reporting every result: non-zero, or 0 from task code's ``os._exit``), ``"signal"``
     (killed by a signal it raised or received, e.g. SIGABRT, SIGSEGV, SIGXFSZ, or the
-    memory cap's OOM kill), ``"timeout"`` (killed by kws at the step or job limit).
+    memory cap's OOM kill), ``"timeout"`` (killed by kws at a limit).
     ``steps[i]`` is ``None`` for a step that never finished or whose result was refused
     (``forged[i]`` says why); ``died_in_step`` is the step running when the process died
-    (or ``None``). ``limit`` names the limit that fired: ``"step"``, ``"job"``,
-    ``"memory"``, ``"fsize"`` or ``""``. ``seconds``: wall time of the whole job.
+    (or ``None``). ``limit`` names the limit that fired: ``"step"`` (the step's CPU budget,
+    ``step_timeout_s``), ``"import"`` (the job's import CPU budget, ``import_budget_s``,
+    while importing ``import_file``), ``"wall"`` (the wall-clock backstop,
+    :func:`wall_backstop`), ``"job"`` (the job's wall-clock limit), ``"memory"``,
+    ``"fsize"`` or ``""``. Only ``"step"`` says the code computed past its budget; ``"wall"``,
+    ``"job"`` and ``"import"`` say nothing about a hang. ``cpu_s``: the job's CPU seconds at
+    its last reading (``step_cpu_s``: of the step that was running, imports excluded;
+    ``import_cpu_s``: of its imports). ``seconds``: wall time of the whole job.
     """
 
     status: str
@@ -152,6 +178,11 @@ class JobResult:
     forged: dict[int, str] = field(default_factory=dict)
     #: what the fork server saw changed after each forged step (the verifier's lines).
     forged_changes: dict[int, list[str]] = field(default_factory=dict)
+    cpu_s: float | None = None
+    step_cpu_s: float | None = None
+    import_cpu_s: float | None = None
+    import_budget_s: float | None = None
+    import_file: str = ""
 
     @property
     def died(self) -> bool:
@@ -161,9 +192,18 @@ class JobResult:
         """One sentence for a job that did not end normally, naming the limit that fired."""
         if self.status == "timeout":
             if self.limit == "step" and self.step_timeout_s is not None:
-                return (f"did not finish within the {self.step_timeout_s:g} s step limit (KWS_STEP_TIMEOUT) "
+                return (f"did not finish within its {self.step_timeout_s:g} CPU s step budget (KWS_STEP_TIMEOUT) "
                         "and was killed")
-            return f"did not finish within the job's {self.timeout_s:g} s limit and was killed"
+            if self.limit == "import":
+                what = f"the import of {self.import_file}" if self.import_file else "the import of a task file"
+                return (f"{what} did not finish within the job's {self.import_budget_s or 0:g} CPU s import budget "
+                        "(KWS_IMPORT_BUDGET) and was stopped")
+            if self.limit == "wall" and self.step_timeout_s is not None:
+                used = f" after {self.step_cpu_s:.1f} CPU s" if self.step_cpu_s is not None else ""
+                return (f"was stopped by the wall-clock backstop ({wall_backstop(self.step_timeout_s):g} s for its "
+                        f"{self.step_timeout_s:g} CPU s budget){used}: it waited without computing, or the machine "
+                        "was too loaded to judge it; not a hang")
+            return f"did not finish within the job's {self.timeout_s:g} s wall-clock limit and was stopped"
         if self.status == "signal":
             extra = ""
             if self.signal_name == "SIGXFSZ":
@@ -193,7 +233,7 @@ def child_env(home: Path | str, device: str | None, *, pythonpath: str | None = 
     set per job (:meth:`Runner.run`). ``cuda_visible``: the ``CUDA_VISIBLE_DEVICES`` of
     the sandbox (the bound GPUs' UUIDs). Settings the child needs are resolved here and
     passed through :mod:`workstation.protocol.childenv`: ``device`` (when forced) and the
-    ``input_budget`` setting; ``child_threads`` becomes ``OMP_NUM_THREADS`` /
+    ``input_budget`` and ``test_stretch`` settings; ``child_threads`` becomes ``OMP_NUM_THREADS`` /
     ``MKL_NUM_THREADS``.
 
     Raises:
@@ -219,6 +259,8 @@ def child_env(home: Path | str, device: str | None, *, pythonpath: str | None = 
         env[childenv.DEVICE] = device
     if cfg.input_budget is not None:
         env[childenv.INPUT_BUDGET] = str(cfg.input_budget)
+    if cfg.test_stretch > 1:
+        env[childenv.STRETCH] = repr(cfg.test_stretch)
     return env
 
 
@@ -486,6 +528,8 @@ class Runner:
                 step = msg.get("step")
                 if isinstance(step, int):
                     w["verified"].setdefault(step, []).append(msg)
+            elif op == "cpu":
+                w["cpu"] = msg
             elif op == "exited":
                 w["status"] = msg["status"]
                 w["killed"] = bool(msg.get("killed"))
@@ -525,6 +569,8 @@ class Runner:
         principal: str = "job",
         cache_key: str = "default",
         cancel: Any = None,
+        step_budgets: list[float | None] | None = None,
+        import_budget: float | None = None,
     ) -> JobResult:
         """Run ``steps`` in one isolated child on a copy of ``task_dir``
         (``helper_dirs``: the queue's shared helper folders, put on the child's path).
@@ -534,7 +580,14 @@ class Runner:
             steps: the harness steps (:mod:`workstation.protocol.steps`), run in order in
                 one process; all of one principal.
             timeout: wall-clock limit for the whole job, seconds.
-            step_timeout: wall-clock limit for any one step, seconds (None: no limit).
+            step_timeout: CPU budget of any one step, CPU seconds of all the job's processes
+                with its imports excluded (None: no budget); a step also stops at its
+                wall-clock backstop (:func:`wall_backstop`).
+            step_budgets: per step, a CPU budget overriding ``step_timeout`` (None entries:
+                ``step_timeout``).
+            import_budget: CPU seconds the job's task-file imports may take together (and
+                their backstop, :func:`wall_backstop` of it, in wall seconds); None: the
+                ``import_budget`` setting.
             exclusive: run with no other job at the same time (timing).
             entry: the task's entry points (role -> ``"file.py:function"``).
             out_args, inout_args: the indices of the inputs the callables write.
@@ -553,7 +606,11 @@ class Runner:
         """
         roles = {"entry": dict(entry or {}), "out_args": list(out_args or []), "inout_args": list(inout_args or []),
                  "helper_dirs": [str(h) for h in helper_dirs or ()]}
-        args = (task_dir, steps, roles, timeout, step_timeout, principal, cache_key)
+        budgets = [b if b is not None else step_timeout for b in (step_budgets or [None] * len(steps))]
+        if len(budgets) != len(steps):
+            raise ValueError(f"{len(budgets)} step budgets for {len(steps)} steps")
+        imp = import_budget if import_budget is not None else settings.current().import_budget
+        args = (task_dir, steps, roles, timeout, budgets, imp, principal, cache_key)
 
         def check_cancel() -> None:
             why = cancel() if cancel is not None else ""
@@ -595,7 +652,7 @@ class Runner:
         return host_job, host_cache, view
 
     def _run(self, task_dir: Path, steps: list[Step], roles: dict[str, Any], timeout: float,
-             step_timeout: float | None, principal: str, cache_key: str) -> JobResult:
+             budgets: list[float | None], import_budget: float, principal: str, cache_key: str) -> JobResult:
         if self._closed:
             raise RunnerError("runner is closed")
         self.start()
@@ -638,7 +695,8 @@ class Runner:
                     self._waiters.pop(jid, None)
                 raise
             t0 = time.monotonic()
-            fired = self._watch(w, out_fd, n, t0, timeout, step_timeout)
+            use: dict[str, Any] = {}
+            fired = self._watch(jid, w, out_fd, n, t0, timeout, budgets, import_budget, use)
             if fired:
                 try:
                     self._send({"op": "kill", "id": jid})
@@ -654,29 +712,70 @@ class Runner:
                 raise RunnerError("the kws fork server died while a job ran: "
                                   + read_tail_path(self._root / "forkserver.stderr")[-1500:])
             oom = (self._cgroup.oom_kills() - oom_before) if self._cgroup is not None else 0
-            return self._collect(out_fd, work / "out", n, w, fired, seconds, timeout, step_timeout, oom > 0)
+            res = self._collect(out_fd, work / "out", n, w, fired, seconds, timeout, use.get("budget"), oom > 0)
+            res.cpu_s, res.step_cpu_s, res.import_cpu_s = use.get("cpu_s"), use.get("step_cpu_s"), use.get("import_cpu_s")
+            res.import_budget_s = import_budget
+            if fired == "import":
+                res.import_file = read_tail(out_fd, "importing.txt", 500)[0].strip()
+            return res
         finally:
             if out_fd >= 0:
                 os.close(out_fd)
             shutil.rmtree(work, ignore_errors=True)
 
-    @staticmethod
-    def _watch(w: dict[str, Any], out_fd: int, n: int, t0: float, timeout: float,
-               step_timeout: float | None) -> str:
-        """Wait for the job to exit; ``"job"`` when it ran past ``timeout``, ``"step"``
-        when one step ran past ``step_timeout`` (from when its ``.start`` file appeared),
-        ``""`` when it exited by itself."""
+    def _watch(self, jid: int, w: dict[str, Any], out_fd: int, n: int, t0: float, timeout: float,
+               budgets: list[float | None], import_budget: float, use: dict[str, Any]) -> str:
+        """Wait for the job to exit. Returns the limit that fired, or ``""`` when it exited
+        by itself: ``"job"`` (wall time since ``t0`` past ``timeout``), ``"step"`` (the
+        running step used more CPU seconds than its budget, its imports excluded),
+        ``"import"`` (the job's imports used more than ``import_budget`` CPU seconds, or
+        their wall time passed its backstop), ``"wall"`` (the running step's wall time,
+        imports excluded, passed :func:`wall_backstop` of its budget). A step runs from
+        when its ``.start`` file appears; its CPU counts from the first reading the fork
+        server took after that (``cpu`` requests every :data:`CPU_POLL_S`). ``use`` gets
+        the last reading: ``cpu_s``, ``step_cpu_s``, ``import_cpu_s``, and the running
+        step's ``budget``."""
         current, since = -1, t0
+        base: tuple[float, float] | None = None   # (CPU without imports, import wall) at the step's start
+        seq, want, last_ask = 0, 0, 0.0
         while not w["exited"].wait(0.05):
             now = time.monotonic()
             if now - t0 > timeout:
                 return "job"
-            if step_timeout is None:
-                continue
             while current + 1 < n and exists(out_fd, f"step-{current + 1}.start"):
-                current, since = current + 1, now
-            if current >= 0 and now - since > step_timeout:
+                current, since, base, last_ask = current + 1, now, None, 0.0
+                use["budget"] = budgets[current]
+                want = seq + 1
+            if now - last_ask >= CPU_POLL_S:
+                seq, last_ask = seq + 1, now
+                try:
+                    self._send({"op": "cpu", "id": jid, "seq": seq})
+                except RunnerError:
+                    pass
+            s = w.get("cpu")
+            if not s or not isinstance(s.get("seq"), int):
+                continue
+            try:
+                cpu, imp_cpu, imp_wall = float(s["cpu_s"]), float(s["import_cpu_s"]), float(s["import_wall_s"])
+            except (KeyError, TypeError, ValueError):
+                continue
+            use.update(cpu_s=cpu, import_cpu_s=imp_cpu)
+            if imp_cpu > import_budget or (s.get("importing") and imp_wall > wall_backstop(import_budget)):
+                return "import"
+            if current < 0:
+                continue
+            if base is None:
+                if s["seq"] < want:
+                    continue  # a reading from before this step started
+                base = (cpu - imp_cpu, imp_wall)
+            use["step_cpu_s"] = cpu - imp_cpu - base[0]
+            budget = budgets[current]
+            if budget is None:
+                continue
+            if use["step_cpu_s"] > budget:
                 return "step"
+            if now - since - (imp_wall - base[1]) > wall_backstop(budget):
+                return "wall"
         return ""
 
     def _collect(self, out_fd: int, out: Path, n: int, w: dict[str, Any], fired: str, seconds: float,

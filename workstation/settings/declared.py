@@ -46,6 +46,20 @@ def seconds(raw: Any) -> float:
     return v
 
 
+def factor(raw: Any) -> float:
+    """A stretch factor: a finite number >= 1."""
+    what = "expected a factor, a number >= 1"
+    if isinstance(raw, bool):
+        raise Invalid(f"{what}, got {_shown(raw)}")
+    try:
+        v = float(raw.strip()) if isinstance(raw, str) else float(raw)
+    except (TypeError, ValueError):
+        raise Invalid(f"{what}, got {_shown(raw)}") from None
+    if not math.isfinite(v) or v < 1:
+        raise Invalid(f"{what}, got {_shown(raw)}")
+    return v
+
+
 def integer(lo: int, hi: int | None = None, what: str = "an integer") -> Callable[[Any], int]:
     """An integer in ``[lo, hi]`` (``hi`` None: no upper bound)."""
     bounds = f">= {lo}" if hi is None else f"from {lo} to {hi}"
@@ -192,11 +206,22 @@ SETTINGS: tuple[Setting, ...] = (
             "Where task code runs: `cpu` (Triton interpreter), `cuda`, or `auto`; "
             "`kws check --device` and the app's `--device` override it.",
             choice("cpu", "cuda", auto=True)),
-    Setting("step_timeout", "KWS_STEP_TIMEOUT", "step_timeout", 30.0, "30", "s",
-            "Wall-clock limit of one step of a job; a step past it is killed as a hang.", seconds),
-    Setting("hang_limit", "KWS_HANG_LIMIT", "hang_limit", 2, "2", "timeouts",
-            "Step timeouts of one principal (candidate, reference, ...) after which kws runs none "
+    Setting("step_timeout", "KWS_STEP_TIMEOUT", "step_timeout", 30.0, "30", "CPU s",
+            "CPU budget of one step of a job (user + system seconds of all its processes, imports "
+            "excluded); a candidate's call gets max(this, 20 x the reference's CPU on that case and seed). "
+            "A step over it is re-run once with twice the budget, and only a candidate over that too "
+            "is said to hang. A wall-clock backstop of 10 x the budget + 30 s also stops a step: what "
+            "it alone stops is not judged, never a hang.", seconds),
+    Setting("import_budget", "KWS_IMPORT_BUDGET", "import_budget", 120.0, "120", "CPU s",
+            "CPU budget of the task-file imports of one job, apart from its steps' budgets (wall "
+            "backstop: 10 x it + 30 s); an import past it leaves the checks that needed it not "
+            "judged.", seconds),
+    Setting("hang_limit", "KWS_HANG_LIMIT", "hang_limit", 2, "2", "hangs",
+            "Confirmed hangs of one principal (candidate, reference, ...) after which kws runs none "
             "of its steps again in this run.", integer(1, what="a count")),
+    Setting("test_stretch", "KWS_TEST_STRETCH", None, 1.0, "1 (off)", "factor",
+            "Test hook: every step and import of a job sleeps (factor - 1) x its own wall time, "
+            "simulating a loaded machine without burning CPU; verdicts must not change.", factor),
     Setting("compile_timeout", "KWS_COMPILE_TIMEOUT", "compile_timeout", 90.0, "90", "s",
             "Time box of a torch.compile first call in the timing checks.", seconds),
     Setting("torch_compile", "KWS_TORCH_COMPILE", "torch_compile", True, "1 (on)", "",

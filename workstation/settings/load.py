@@ -52,7 +52,9 @@ class Settings(msgspec.Struct, frozen=True, kw_only=True):
     bwrap: str | None
     device: str | None
     step_timeout: float
+    import_budget: float
     hang_limit: int
+    test_stretch: float
     compile_timeout: float
     torch_compile: bool
     llc_bytes: int | None
