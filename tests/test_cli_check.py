@@ -1,8 +1,9 @@
-"""`kws check`: the contract's JSON, exit codes 0/1/2, load errors with file/key/problem."""
+"""`kws check`: the contract's JSON, exit codes 0/1/2/4 (fail-closed), load errors with file/key/problem."""
 
 from __future__ import annotations
 
 import json
+import os
 import subprocess
 import sys
 
@@ -90,3 +91,53 @@ def test_device_cuda_without_cuda_is_an_error(tmp_path):
         pytest.skip("this machine has CUDA: --device cuda is valid here")
     p = kws("check", str(write_task(tmp_path)), "--device", "cuda", "--only", "correctness")
     assert p.returncode == 2 and "--device: cuda: no CUDA device" in p.stderr
+
+
+NOT_JUDGED_PLUGIN = '''\
+"""A check that judged one part and could not judge another (as precision-regime does when
+its IR step is killed)."""
+from workstation.engine.check import Check, register
+
+
+@register
+class HalfLooked(Check):
+    """Judged the numerics, could not read the IR."""
+
+    id = "team-half-looked"
+    title = "half looked"
+    order = 905
+
+    def run(self, ctx):
+        self.could_not_judge("the IR step was killed at the step limit (30 s)")
+        return [self.finding(ctx, "info", "the numerics part matched")]
+'''
+
+
+def test_exit_4_when_a_check_could_not_look_and_strict_is_a_deprecated_no_op(tmp_path):
+    """No fail finding, but a check could not look: exit 4, the JSON lists it under
+    not_judged (status skip, never pass), the text report's last line says it is not a
+    verdict; --strict is still accepted, does nothing and says so on stderr."""
+    site = tmp_path / "site"
+    site.mkdir()
+    (site / "team_half.py").write_text(NOT_JUDGED_PLUGIN)
+    info = site / "team_half-1.0.dist-info"
+    info.mkdir()
+    (info / "METADATA").write_text("Metadata-Version: 2.1\nName: team-half\nVersion: 1.0\n")
+    (info / "entry_points.txt").write_text("[kws.checks]\nhalf = team_half\n")
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(site), str(REPO)])}
+    d = write_task(tmp_path / "q")
+    cmd = [*KWS, "check", str(d), "--only", "correctness,team-half-looked"]
+    p = subprocess.run([*cmd, "--json"], capture_output=True, text=True, cwd=REPO, env=env, timeout=600)
+    assert p.returncode == 4, p.stderr
+    doc = json.loads(p.stdout)
+    assert {c["check"]: c["status"] for c in doc["checks"]} == {"correctness": "pass", "team-half-looked": "skip"}
+    assert doc["not_judged"] == [{"check": "team-half-looked",
+                                  "reason": "the IR step was killed at the step limit (30 s)"}]
+    assert doc["complete"] is False
+    t = subprocess.run([*cmd, "--strict"], capture_output=True, text=True, cwd=REPO, env=env, timeout=600)
+    assert t.returncode == 4 and "--strict is deprecated and has no effect" in t.stderr
+    assert t.stdout.rstrip().splitlines()[-1] == (
+        "not a verdict: 1 check could not look (team-half-looked: the IR step was killed at the step limit (30 s))")
+    ok = subprocess.run([*KWS, "check", str(d), "--only", "correctness"], capture_output=True, text=True,
+                        cwd=REPO, env=env, timeout=600)
+    assert ok.returncode == 0 and "not a verdict" not in ok.stdout

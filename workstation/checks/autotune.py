@@ -232,6 +232,10 @@ class Autotune(Check):
         its own outputs are judged by their outputs only. `skip` when the candidate has no
         autotuned kernel.
 
+    Not judged when:
+        the candidate does not import here (`NotJudged`); the reference failed on a case, so
+        that case's configs were not compared (not judged for it, the other cases reported).
+
     Forgeable:
         Measured in the job process: the tuner's configs and the in-place buffers around tuning.
         Still forgeable from inside: a tuner replaced by one that reports other configs than it ran is seen only when the replacement is a watched entry.
@@ -273,7 +277,8 @@ class Autotune(Check):
         interp = bool(st.extra.get("interpreter"))
         for ci, (case, ref) in enumerate(zip(cases, refs, strict=True)):
             rec = st.extra["cases"][ci]
-            if not ref.ok:
+            if not ref.ok:  # task code other than the candidate failed: this case was not compared
+                self.could_not_judge(f"case {case_label(case)}: the reference {ref.failure_text()[:160]}")
                 continue
             exp = ref.outputs
             tuned = self._compare(ctx, st.arrays, rec["tuned"], f"c{ci}_tuned", exp, case)

@@ -200,6 +200,12 @@ class BenchmarkBias(Check):
         (its timings say nothing about GPU speed, its GPU-sized cases would not finish).
         `skip` when the task has no `[entry] bench`.
 
+    Not judged when:
+        kws could not time any case, or the author's bench died or raised on it: the
+        author's numbers were not compared; not judged, with the static reading still
+        reported. On the CPU (Triton interpreter) the bench is not run by design (timing
+        there says nothing about the GPU): `info`, documented in Limits.
+
     Forgeable:
         Measured in the job process: the timing step's timers and CUDA events in the job process.
         Still forgeable from inside: the timer functions are watched; a candidate that slows the other side it is compared with (the baseline runs in the same timing process by design).
@@ -227,10 +233,13 @@ class BenchmarkBias(Check):
             ct = next((c for c in m.cases if c.ok), None)
             if ct is None:
                 dyn_note = "kws could not time the case, so the author's numbers are not compared"
+                self.could_not_judge(dyn_note)
             else:
                 dyn = self._dynamic(ctx, m, ct, uses)
                 if dyn.get("error"):
                     dyn_note = dyn["error"]
+                    if dyn.get("error_severity") == "info":  # the bench died or raised: nothing compared
+                        self.could_not_judge(dyn_note[:300])
         else:
             dyn_note = f"the author's bench was not run: {p.reason}; the source alone is judged"
         consistent_here = bool(dyn and dyn.get("consistent"))

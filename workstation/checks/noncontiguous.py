@@ -119,6 +119,11 @@ class Noncontiguous(Check):
         specialise on pointer alignment, so `misaligned` only catches offset arithmetic there; on a
         GPU it also runs Triton's unaligned specialisation.
 
+    Not judged when:
+        a layout trial was not run for a reason of this run (over the per-case budget, the
+        reference died, kws's input transform failed): not judged for those layouts, with
+        the rest reported.
+
     Forgeable:
         Measured in the job process: the outputs only (copied by the harness into the result files).
         Still forgeable from inside: nothing short of computing the right values: the harness's writer and the result path are watched, and a result file written by task code is refused.
@@ -173,6 +178,10 @@ class Noncontiguous(Check):
                 case=r.trial.case, seed=r.trial.seed))
         n_pass = sum(r.status == "pass" for r in results)
         n_drop = sum(r.status == "dropped" for r in results)
+        lost = [r for r in results if r.status == "dropped" and r.unjudged]
+        if lost:  # a layout this run could not try is not a layout that matched
+            self.could_not_judge(f"{len(lost)} layout trial(s) not run: " + "; ".join(
+                f"{r.trial.info['kind']} on {case_label(r.trial.case)}: {r.reason[:120]}" for r in lost[:3]))
         kinds = sorted({r.trial.info["kind"] for r in results}, key=KINDS.index)
         summary = (f"checked {len(results)} layouts ({', '.join(kinds)}) on {len(cases)} case(s): "
                    f"{n_pass} match, {sum(r.failed for r in results)} fail, {n_drop} dropped")

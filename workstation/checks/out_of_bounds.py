@@ -114,6 +114,12 @@ class OutOfBounds(Check):
         interpreter, 240 s at most) where the binary is installed (`PATH`, `$CUDA_HOME/bin`, `/usr/local/cuda/bin`); on the CPU that part is an
         `info` finding: "compute-sanitizer memcheck not run: no CUDA device ...".
 
+    Not judged when:
+        on a GPU, compute-sanitizer's memcheck did not run (tool missing, killed, failed):
+        not judged, with the guard-band results reported. On the CPU memcheck is
+        structurally impossible (no CUDA device, GPU-only tool): an `info` when the guard
+        bands were observed.
+
     Forgeable:
         Measured in the job process: guard bands and poison in buffers kws allocates, read back by the harness after the call.
         Still forgeable from inside: a candidate that knows kws's sentinel bytes could write them back over what it clobbered before returning.
@@ -209,6 +215,8 @@ class OutOfBounds(Check):
         ex = res.step.extra if res.step is not None else {}
         if not res.ok or not ex.get("ran"):
             reason = ex.get("reason") or res.failure_text()
+            # on a GPU the memcheck part is part of the check: a missing tool or a killed run is not a pass
+            self.could_not_judge(f"compute-sanitizer memcheck not run on case {case_label(case)}: {reason[:200]}")
             return self.finding(ctx, "info", f"compute-sanitizer memcheck not run: {reason}",
                                 {"compute_sanitizer": "skipped", "reason": reason})
         errors = ex.get("errors")

@@ -139,6 +139,12 @@ class SelfProfileCheck(Check):
         launched through `triton.compile`'s `CompiledKernel` are not traced. The GPU verdicts are
         tested on injected traces here and need a GPU run to be seen on real ones.
 
+    Not judged when:
+        the other side (baseline or reference) could not be profiled: the launch and claim
+        comparisons with it did not run; not judged, with the candidate's profile still
+        reported. A candidate that fails in the profiled run is an `info` (correctness and
+        failure-mismatch judge the failure).
+
     Forgeable:
         Measured in the job process: torch.profiler and launch tracing in the job process.
         Still forgeable from inside: a candidate that stops or replaces the profiler session is reported by `fallback`'s recorder check; kernels launched outside Triton's launcher are not traced.
@@ -167,6 +173,8 @@ class SelfProfileCheck(Check):
         if odoc is not None:
             summary += (f"; the {other.role} ran {ran_text(odoc)} ({_lpc(odoc)})" if other is not None and other.ok
                         else f"; the {odoc['role']} could not be profiled ({odoc.get('failure', '?')})")
+            if other is None or not other.ok:  # the comparisons with it (launches, claim) did not run
+                self.could_not_judge(f"the {odoc['role']} could not be profiled ({str(odoc.get('failure', '?'))[:200]})")
         if not sp.time_shares:
             summary += " [no time shares: " + doc["why_no_time_shares"].split(":")[0] + "]"
         findings.insert(0, self.finding(ctx, "info", summary, {"profile": doc}, case=sp.case, seed=sp.seed))

@@ -205,6 +205,12 @@ class SpecialValues(Check):
         dtype anyway, the evidence says "no oracle" and the mismatch is judged without one (a
         `warn` at kws's own magnitudes), never against an "oracle" that was the fp32 reference.
 
+    Not judged when:
+        a value variant was not tried for a reason of this run (over the per-case budget,
+        the reference died, kws's input transform failed, the candidate was not run): not
+        judged for those variants, with the rest reported. Variants the contract lets the
+        reference or `make_inputs` reject are dropped without that (nothing to look at).
+
     Forgeable:
         Measured in the job process: the outputs only (copied by the harness into the result files).
         Still forgeable from inside: nothing short of computing the right values: the harness's writer and the result path are watched, and a result file written by task code is refused.
@@ -272,6 +278,10 @@ class SpecialValues(Check):
                     sev = "fail" if contract.max_abs_input > 0 else "warn"
                     findings.append(self._finding(ctx, sev, r, verdict, "no float64 oracle to tell rounding from error"))
         n_drop = [r for r in results if r.status == "dropped"]
+        lost = [r for r in n_drop if r.unjudged]
+        if lost:  # a variant this run could not try is not a variant that matched
+            self.could_not_judge(f"{len(lost)} value variant(s) not tried: " + "; ".join(
+                f"{r.trial.label} on {case_label(r.trial.case)}: {r.reason[:120]}" for r in lost[:3]))
         summary = (f"checked {len(results)} value variants on {len(cases)} case(s) "
                    f"({', '.join(sorted({r.trial.info['variant'] for r in results}))}): "
                    f"{sum(r.status == 'pass' for r in results)} match, {sum(r.failed for r in results)} differ, "

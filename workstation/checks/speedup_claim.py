@@ -76,6 +76,11 @@ class SpeedupClaim(Check):
         measurement for good reasons; the evidence names the device. `skip` when the task
         claims no speedup.
 
+    Not judged when:
+        the claim is not representative on this device (`NotJudged`: CPU, interpreter), or
+        one case ran interpreted: not judged for that case; a case kws could not time is a
+        `warn` (never `pass`).
+
     Forgeable:
         Measured in the job process: the timing step's timers and CUDA events in the job process.
         Still forgeable from inside: the timer functions are watched; a candidate that slows the other side it is compared with (the baseline runs in the same timing process by design).
@@ -113,6 +118,7 @@ class SpeedupClaim(Check):
         role = m.plan.baseline_role
         ev: dict[str, Any] = {"timing": m.evidence(ct, claim), "case": ct.case}
         if ct.interpreted:
+            self.could_not_judge(f"case {label}: {ev['timing']['reason']}")
             return [self.finding(ctx, "info", f"case {label}: {ev['timing']['reason']}; the claimed {claim:g}x is "
                                  "not judged", ev, case=ct.case)]
         if ct.ratio is None:

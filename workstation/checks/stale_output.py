@@ -82,6 +82,11 @@ class StaleOutput(Check):
         a cache keyed on content is correct by construction and not reported. On the
         CPU there are no streams: the ordering part is not examined (said in the info).
 
+    Not judged when:
+        a case was not examined (the reference failed on the second seed, or the candidate
+        fails in a plain run too): not judged for those, with the rest reported. Stream
+        ordering on the CPU is structurally absent (no CUDA streams): `info`.
+
     Forgeable:
         Measured in the job process: guard bands and poison in buffers kws allocates, read back by the harness after the call.
         Still forgeable from inside: a candidate that knows kws's sentinel bytes could write them back over what it clobbered before returning.
@@ -123,6 +128,8 @@ class StaleOutput(Check):
                 continue
             checked += 1
             findings.extend(self._judge(ctx, case, a, b, cand, ref_stale, ref_b, p_b, written))
+        if skipped:  # a case this run could not examine is not a case that passed
+            self.could_not_judge(f"{len(skipped)} case(s) not examined: " + "; ".join(skipped[:3]))
         if not any(f.severity in ("fail", "warn") for f in findings):
             sync = ("; stream ordering not examined on the CPU (no CUDA streams)" if not ctx.on_gpu
                     else "; results equal before and after torch.cuda.synchronize()")

@@ -153,6 +153,12 @@ class Tampering(Check):
         engine separately reports a task folder changed on disk while its code ran. CPU and GPU
         alike, except streams (GPU only).
 
+    Not judged when:
+        the candidate failed during the state probe, so global state after the call was not
+        examined: not judged for that case (plus the `warn`/`info` on the failure). CUDA
+        streams on the CPU are structurally absent (no CUDA device): an `info`, not a limit
+        of the run.
+
     Forgeable:
         Measured in the job process: flags and callables snapshotted before and after each call, plus the outside check.
         Still forgeable from inside: a patch undone before the step ends; a patch of an object's internals (a function's `__code__`, C-level state).
@@ -193,6 +199,8 @@ class Tampering(Check):
                 + ("" if plain.ok else " (as in a plain run)")
                 + "; global state after the failing step was not examined",
                 {"case": case, "seed": seed, **cand.failure_evidence()}, case=case, seed=seed))
+            self.could_not_judge(f"case {case_label(case)}: the candidate {cand.failure_text()[:160]} during the "
+                                 "state probe, so global state after the call was not examined")
         changes = self._changes(cand)
         for c in changes:
             s = _site_for(c, sites)

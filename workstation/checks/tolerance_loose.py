@@ -99,6 +99,13 @@ class ToleranceLoose(Check):
         random-sign data it is conservative (S = `|a|ᵀ|b|`), so the 10x warning fires late rather
         than early. CPU and GPU alike (controls and budget come from the reference, in torch).
 
+    Not judged when:
+        a lower-precision reference control did not run (killed, lost: not the reference
+        refusing the dtype): the part is not judged, the other controls and the budget
+        comparison are still reported; `skip` unless one of them warns or fails. A declared
+        case whose reference fails is the task's problem (the context's `TaskProblem`: not
+        judged).
+
     Forgeable:
         Measured in the job process: the outputs only (copied by the harness into the result files).
         Still forgeable from inside: nothing short of computing the right values: the harness's writer and the result path are watched, and a result file written by task code is refused.
@@ -144,6 +151,9 @@ class ToleranceLoose(Check):
                 judge(name, what, r, o, values)
         for r, low, outcome in a.lower_precision():
             if not outcome.ok:
+                if outcome.step is None:  # killed or lost, not the reference refusing the dtype
+                    self.could_not_judge(f"the {low} reference control on case {case_label(r.case)} did not run: "
+                                         f"{outcome.failure_text()[:160]}")
                 continue
             for o in r.outs:
                 if o.j < len(outcome.outputs) and outcome.outputs[o.j].values.shape == o.ref.shape:

@@ -105,6 +105,11 @@ class UnwrittenOutput(Check):
         Seed: the first seed only; every declared case. CPU and GPU alike; on the CPU fresh pages are zero, which is
         exactly what poisoning defeats.
 
+    Not judged when:
+        a case or output was not examined (the reference failed, the candidate failed in a
+        plain run too, a shape or dtype differs from the reference): not judged for those,
+        with the examined ones reported.
+
     Forgeable:
         Measured in the job process: guard bands and poison in buffers kws allocates, read back by the harness after the call.
         Still forgeable from inside: a candidate that knows kws's sentinel bytes could write them back over what it clobbered before returning.
@@ -177,6 +182,8 @@ class UnwrittenOutput(Check):
         ev = {"cases": [case_label(c) for c in cases], "seed": seed, "outputs_examined": examined,
               "not_poisoned": not_poisoned, "skipped": skipped,
               "poison": {SCENARIO_KEYS[s]: sentinels.SCENARIOS[s] for s in ("A", "B")}}
+        if skipped:  # a case this run could not examine is not a case that passed
+            self.could_not_judge(f"{len(skipped)} case(s)/output(s) not examined: " + "; ".join(skipped[:3]))
         if not any(f.severity == "fail" for f in findings):
             what = f"{examined} output(s) in {len(cases)} case(s)" if examined else "no output"
             msg = (f"every element written: {what} checked with poisoned write-only buffers, in a fresh "

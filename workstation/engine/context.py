@@ -34,7 +34,7 @@ from workstation.protocol.steps import (
 from workstation.protocol.wire import StepResult as _WireStep
 from workstation.runner import JobCancelled, JobResult, Runner, RunnerError, StepResult
 from workstation.runner.sandbox import kws_cache_dir, tree_digest
-from workstation.task.backends import backend_mismatch, cannot_run, role_backend
+from workstation.task.backends import backend_mismatch, cannot_run, library_hint, role_backend
 from workstation.task.model import Task
 from workstation.task.sources import TaskSources
 
@@ -443,6 +443,8 @@ class CheckContext:
                 why = self.cannot_run(role)
                 if why:
                     raise NotJudged(f"the {role} ({self.backend_of(role)}) cannot run here: {why}")
+                if known := self._missing_libraries().get(role):
+                    raise NotJudged(known)
         who = {principal(s) for s in steps}
         if len(who) > 1:
             raise ValueError(f"one job runs one principal's steps; got {sorted(who)}")
@@ -580,23 +582,84 @@ class CheckContext:
             start = k + 1
         return [o for o in outcomes if o is not None]
 
-    def _task_format_problem(self, outcomes: list[CallOutcome]) -> None:
-        """Raise :class:`~workstation.engine.check.Skip` naming task.toml and the key when a
-        job child found a task-format problem (harness ``TaskFormatError``): ``out_args``
-        beyond the inputs (any case), or a declared case over the input budget. A derived
-        case over the budget stays a failed ``make_inputs`` (kws drops such cases)."""
-        from workstation.engine.check import Skip
+    def _missing_libraries(self) -> dict[str, str]:
+        """role -> why its code cannot run here (a library its files import is not
+        installed), shared by every check of the run (:meth:`_task_format_problem`)."""
+        return self.stash.once("missing_libraries", dict)
 
+    def _task_format_problem(self, outcomes: list[CallOutcome]) -> None:
+        """Refuse to judge from steps whose failure is the task's or the machine's, not the
+        role's:
+
+        - a library a task file imports is not installed here (a ``ModuleNotFoundError``
+          whose top-level module is importable from neither the task folder, the queue's
+          helpers nor the environment; harness ``missing_module``):
+          :class:`~workstation.engine.check.NotJudged` naming the module, the file and the
+          install hint; later jobs of that role are refused with it (:meth:`_run_job`);
+        - a task-format problem a job child found (harness ``TaskFormatError``): ``out_args``
+          beyond the inputs (any case), or a declared case over the input budget;
+        - ``make_inputs`` raised, exited or returned what the contract does not allow
+          (harness ``InputsProblem``) on a declared case.
+
+        The last two raise :class:`~workstation.engine.check.TaskProblem` naming the file. A
+        derived case ``make_inputs`` fails on stays a failed call (kws drops such cases)."""
+        from workstation.engine.check import TaskProblem
+
+        for o in outcomes:
+            miss = (o.error or {}).get("missing_module")
+            if isinstance(miss, dict) and miss.get("found") is False:
+                who = principal(o.spec)
+                top = str(miss.get("top") or miss.get("name"))
+                name = str(miss.get("name") or top)
+                by = f" ({name!r}, imported by {miss['importer']})" if miss.get("importer") else f" ({name!r})"
+                why = (f"{top} is not installed here{by}: {library_hint(top)}; the {who}'s code cannot run, so this "
+                       "is not judged")
+                self._missing_libraries().setdefault(who, why)
+                raise NotJudged(why)
         declared = [dict(c) for c in self.task.cases]
+        inputs_ep = str(self.task.entry["inputs"]) if "inputs" in self.task.entry else "make_inputs"
         for o in outcomes:
             err = o.error or {}
-            if err.get("origin") != "task-format":
-                continue
-            key = str(err.get("key") or "")
             case = getattr(o.spec, "case", None)
-            if key == "cases" and case is not None and dict(case) not in declared:
+            if err.get("origin") == "task-format":
+                key = str(err.get("key") or "")
+                if key == "cases" and case is not None and dict(case) not in declared:
+                    continue
+                raise TaskProblem("task.toml", f"{key}: {err.get('message')}")
+            if err.get("phase") == "make_inputs" and case is not None and dict(case) in declared:
+                raise TaskProblem(inputs_ep, f"on the declared case {case_label(dict(case))}: {o.failure_text()}")
+
+    def _reference_problem(self, pairs: list[tuple[dict[str, Any], int]], outs: list[CallOutcome]) -> None:
+        """Raise :class:`~workstation.engine.check.TaskProblem` (blaming the reference) when
+        the reference, on a declared case and its untransformed inputs, raised, or returned
+        non-finite values for finite inputs where the contract does not admit non-finite
+        inputs (``[contract] nonfinite_inputs = false``): the yardstick is broken there, so no
+        comparison with it judges the candidate."""
+        import numpy as np
+
+        from workstation.engine.check import TaskProblem
+
+        declared = [dict(c) for c in self.task.cases]
+        ref_ep = str(self.task.entry["reference"])
+        for (case, seed), o in zip(pairs, outs, strict=True):
+            if dict(case) not in declared or o.step is None:
                 continue
-            raise Skip(f"the task is malformed: {self.task.dir / 'task.toml'}: {key}: {err.get('message')}")
+            where = f"the declared case {case_label(dict(case))} (seed {seed})"
+            if not o.ok:
+                if (o.error or {}).get("phase") in ("call", "import"):
+                    raise TaskProblem(ref_ep, f"the reference {o.failure_text()} on {where}")
+                continue
+            if self.task.contract.nonfinite_inputs:
+                continue
+            ins = [d for d in o.step.extra.get("inputs") or [] if d.get("kind") == "tensor"]
+            if not ins or not all(d.get("finite") is True for d in ins):
+                continue
+            for j, t in enumerate(o.outputs):
+                v = t.values
+                if v.dtype.kind in "fc" and (bad := int(v.size - np.isfinite(v).sum())):
+                    raise TaskProblem(ref_ep, f"the reference returns {bad} non-finite value(s) of {v.size} in "
+                                      f"output {j} on {where}, for finite inputs ([contract] nonfinite_inputs = "
+                                      "false: the reference must be finite there)")
 
     def result_cache_key(self, step: Step) -> str | None:
         """The key of ``step``'s result in kws's own result cache, or None when it is not
@@ -686,8 +749,19 @@ class CheckContext:
         return CallStep(role=role, case=dict(case), seed=int(seed), **kw)
 
     def reference(self, pairs: list[tuple[dict[str, Any], int]], **kw: Any) -> list[CallOutcome]:
-        """The reference's outcomes for (case, seed) pairs, memoised."""
-        return self.calls([self.call_step("reference", c, s, **kw) for c, s in pairs], memo=True)
+        """The reference's outcomes for (case, seed) pairs, memoised.
+
+        Raises:
+            TaskProblem: on a declared case with its inputs as ``make_inputs`` returns them
+                (no transforms or monitors in ``kw``), ``make_inputs`` failed, the reference
+                raised, or it returned non-finite values the contract forbids
+                (:meth:`_reference_problem`).
+            NotJudged: a library the reference's files import is not installed here.
+        """
+        outs = self.calls([self.call_step("reference", c, s, **kw) for c, s in pairs], memo=True)
+        if not kw.get("transforms") and not kw.get("monitors"):
+            self._reference_problem(pairs, outs)
+        return outs
 
     def candidate(self, pairs: list[tuple[dict[str, Any], int]], **kw: Any) -> list[CallOutcome]:
         """The candidate's outcomes for (case, seed) pairs, memoised."""

@@ -48,6 +48,10 @@ class TrialResult:
     """A classified trial (module doc): ``status`` is ``pass`` / ``dropped`` / ``mismatch``
     / ``nonfinite`` / ``error``; ``klass`` refines a failure for grouping and shrinking
     (``mismatch``, ``nan``, ``runtime-error:ValueError``, ``crash``, ``timeout``...).
+    ``unjudged``: a ``dropped`` trial that was not a choice of the contract (the reference or
+    ``make_inputs`` rejecting a derived input) but a limit of this run: a budget timeout, a
+    reference that died, kws's own input transform failing, a candidate that was not run; a
+    check reports such trials as not judged (``Check.could_not_judge``), never as passed.
     Compared by identity (``eq=False``)."""
 
     trial: Trial
@@ -57,6 +61,7 @@ class TrialResult:
     klass: str = ""
     comps: list[Comparison] = field(default_factory=list)
     reason: str = ""
+    unjudged: bool = False
 
     @property
     def failed(self) -> bool:
@@ -83,11 +88,12 @@ def _classify(ctx: CheckContext, t: Trial, ref: CallOutcome, cand: CallOutcome |
         who = "make_inputs" if err.get("phase") == "make_inputs" else "the reference"
         if err.get("phase") == "transform":
             who = "the kws input transform"
-        return TrialResult(t, ref, cand, "dropped", reason=f"{who} {ref.failure_text()}")
+        return TrialResult(t, ref, cand, "dropped", reason=f"{who} {ref.failure_text()}",
+                           unjudged=ref.step is None or err.get("phase") == "transform")
     if drop_nonfinite_ref and not output_finite(ref):
         return TrialResult(t, ref, cand, "dropped", reason="the reference's output is not finite")
     if cand is None:
-        return TrialResult(t, ref, cand, "dropped", reason="the candidate was not run")
+        return TrialResult(t, ref, cand, "dropped", reason="the candidate was not run", unjudged=True)
     if not cand.ok:
         cls = cand.failure_class() or "runtime-error"
         if cls == "runtime-error":
@@ -150,7 +156,7 @@ def run_trials(ctx: CheckContext, trials: list[Trial], *, drop_nonfinite_ref: bo
             if late:
                 out.append(TrialResult(t, r, c, "dropped", reason=f"the {' and '.join(late)} did not finish within "
                                        f"the {budget_timeout:.1f} s budget of one derived case (slow under the "
-                                       f"interpreter, or a hang)"))
+                                       f"interpreter, or a hang)", unjudged=True))
             else:
                 out.append(_classify(ctx, t, r, c, drop_nonfinite_ref))
         return out
