@@ -1,5 +1,7 @@
 # kws: `make app` opens the review app on the sample queue; `make test` runs the tests.
 # Both set up ./.venv first (scripts/setup.sh; torch is installed only when not importable);
+# `make app` also installs what the bundled queues need (the pallas extra and the real-kernel
+# libraries, scripts/install_realkernels.py);
 # `make test` also installs what the tests exercise: the ray, pallas and cuda-read extras and
 # the real-kernel libraries (scripts/install_realkernels.py, --no-deps so torch stays pinned).
 # `make test-fast` runs the tests that start no task code (the unit, git and tui tiers, minus
@@ -16,12 +18,19 @@ FAST_TIERS = not battery and not system and not slow
 
 setup: .venv/.kws-setup
 
-.venv/.kws-test-setup: .venv/.kws-setup pyproject.toml scripts/setup.sh scripts/install_realkernels.py
+# what the bundled queues need to be judged (the Pallas samples: the pallas extra; the
+# real-kernel samples: Liger-Kernel and FlagGems, --no-deps), so `make app` judges them all
+.venv/.kws-app-setup: .venv/.kws-setup pyproject.toml scripts/setup.sh scripts/install_realkernels.py
+	KWS_EXTRAS=pallas ./scripts/setup.sh
+	.venv/bin/python scripts/install_realkernels.py
+	touch $@
+
+.venv/.kws-test-setup: .venv/.kws-app-setup pyproject.toml scripts/setup.sh scripts/install_realkernels.py
 	KWS_EXTRAS=test,ray,pallas,cuda-read ./scripts/setup.sh
 	.venv/bin/python scripts/install_realkernels.py
 	touch $@
 
-app: setup
+app: .venv/.kws-app-setup
 	.venv/bin/kws
 
 test: .venv/.kws-test-setup
@@ -36,5 +45,5 @@ test-fast: .venv/.kws-test-setup
 test-battery: .venv/.kws-test-setup
 	.venv/bin/python -m pytest -q -m battery
 
-check-samples: setup
+check-samples: .venv/.kws-app-setup
 	@for t in sample_queue/tasks/*/; do .venv/bin/kws check "$$t"; echo "exit $$?"; done

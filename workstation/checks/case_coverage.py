@@ -37,10 +37,37 @@ MAX_RUNS = 16
 INTERPRETER_CASE_CAP = 4
 
 
-def _targets(p: str, spec: ParamSpec) -> list[tuple[str, int]]:
+#: the smallest block a ragged target must overrun: a ragged-tail target is a power of two
+#: P >= this (and >= the largest declared value), plus one step, so every power-of-two block
+#: up to P leaves a partial last tile after at least one full one.
+TAIL_BLOCK = 16
+
+
+def ragged_tail(spec: ParamSpec, declared_max: int) -> tuple[int, int] | None:
+    """(value, P): the smallest legal ``P + m`` (``m`` = ``multiple_of`` or 1) over a power
+    of two ``P`` with ``P >= max(TAIL_BLOCK, largest power of two <= declared_max, 2m)``: a
+    size just above a block multiple and above the block, whose last tile is partial for
+    every power-of-two block from ``2m`` to ``P`` (17 for a 16-row block, 1025 for 1024).
+    None when ``[params]`` admits none (then :func:`_targets` falls back to an odd size)."""
+    m = spec.multiple_of or 1
+    p = max(TAIL_BLOCK, 2 * m)
+    while p * 2 <= declared_max:
+        p *= 2
+    for _ in range(24):
+        v = p + m
+        if spec.max is not None and v > spec.max:
+            return None
+        if spec.allows(v):
+            return v, p
+        p *= 2
+    return None
+
+
+def _targets(p: str, spec: ParamSpec, declared_max: int = 1) -> list[tuple[str, int]]:
     """(what, value) the cases must reach for parameter ``p``: its min, its max (when
-    ``[params]`` gives one), a ragged value (an odd multiple of ``multiple_of``, or an odd
-    size), or every one of its ``choices``."""
+    ``[params]`` gives one), a ragged tail (:func:`ragged_tail`: just above a power-of-two
+    block multiple, past the block; where none is legal an odd multiple of ``multiple_of``
+    or an odd size), or every one of its ``choices``."""
     if spec.choices is not None:
         return [(f"choice {c}", c) for c in spec.choices if isinstance(c, int) and not isinstance(c, bool)]
     out: list[tuple[str, int]] = []
@@ -51,6 +78,12 @@ def _targets(p: str, spec: ParamSpec) -> list[tuple[str, int]]:
         hi = snap(spec.max, spec, "down")
         if hi is not None and hi != lo:
             out.append(("max", hi))
+    tail = ragged_tail(spec, declared_max)
+    if tail is not None:
+        v, blk = tail
+        out.append((f"ragged tail ({v} = {blk} + {v - blk}: a partial last tile after full ones for every "
+                     f"power-of-two block up to {blk})", v))
+        return out
     r = ragged_value(max(lo or 1, 2), spec)
     if r is not None:
         m = spec.multiple_of
@@ -74,8 +107,11 @@ class CaseCoverage(Check):
         (phase `after`): kws lists the cases the battery ran (every `call` step of the
         candidate: declared cases, derived shapes, layouts, value variants, dtype runs) and
         requires, for every integer case parameter, its `[params]` `min` (1 when unlisted),
-        its `max` (when given), a ragged value (where `multiple_of = m`: an odd multiple of
-        m above m, which no block of 2m or more divides; else an odd size), every one of its
+        its `max` (when given), a ragged tail (`P + m` over a power of two `P` at least 16 and
+        at least the largest declared value rounded down to a power of two, `m` = `multiple_of`
+        or 1: 17 for small sizes, 1025 beside a declared 1024; the last tile is partial after
+        full ones for every power-of-two block up to `P`; an odd multiple of `m` where no such
+        size is legal), every one of its
         `choices`; and every `[contract] dtypes` entry. Each target no call reached is run
         here against the reference (one parameter moved from the cheapest declared case; for a
         maximum, the other parameters at their smallest legal value so that the run fits), in
@@ -106,6 +142,11 @@ class CaseCoverage(Check):
         as far as other checks tried them); on the CPU large maxima are usually beyond the
         interpreter's budget.
 
+    Not judged when:
+        the candidate's backend or a library it imports cannot run here, or `make_inputs` or
+        the reference is broken on a declared case (a task problem, naming the file):
+        `NotJudged`. Targets the CPU budget leaves out are listed (`info`; `warn` on a GPU).
+
     Forgeable:
         Measured in the job process: the outputs only (copied by the harness into the result files).
         Still forgeable from inside: nothing short of computing the right values: the harness's writer and the result path are watched, and a result file written by task code is refused.
@@ -130,7 +171,7 @@ class CaseCoverage(Check):
         todo: list[tuple[dict[str, Any], Trial]] = []
         for p in params:
             spec = task.params.get(p, UNLISTED)
-            for what, v in _targets(p, spec):
+            for what, v in _targets(p, spec, max(int(c[p]) for c in ctx.cases)):
                 hit = next((s for s, _ in log if s.case.get(p) == v), None)
                 row = {"param": p, "target": what, "value": v,
                        "covered_by": f"case {case_label(dict(hit.case))}" if hit is not None else None}

@@ -73,7 +73,7 @@ class Correctness(Check):
         |---|---|
         | a case whose outputs mismatch: the case, the seeds, the output, the comparison's reason, the worst element (index, expected, got) and the mismatch region | `fail` |
         | the candidate raises, crashes or times out on a case (the failure class, the exception or signal; one finding per case and failure, listing the seeds) | `fail` |
-        | the reference raises, crashes or times out on a case | `warn` |
+        | the reference raises, crashes or times out on a case given with `--case` (on a declared case the task is broken: not judged) | `warn` |
         | how many case/seed runs are within tolerance and the one closest to the limit (the share of the allowed error its worst element uses) | `info` |
         | a declared case left out because the interpreter fidelity probe fails for its dtype (docs/checks.md, "The interpreter fidelity layer") | `info` |
 
@@ -81,6 +81,15 @@ class Correctness(Check):
         only the declared cases and seeds; the other checks vary shapes, layouts and values.
         On the CPU, Triton runs under the interpreter (docs/checks.md, "The interpreter fidelity layer"), so
         GPU-only behaviour (reduction order, undefined lanes) is not seen here.
+
+    Not judged when:
+        `make_inputs` raises, exits or returns what the contract does not allow on a declared
+        case (None, a dict, a generator, tensors on `meta` or another device, no tensor of the
+        case's dtype), the reference raises on a declared case or returns non-finite values
+        for finite inputs where `[contract] nonfinite_inputs = false`: a task problem naming
+        the file (`inputs.py:make_inputs`, `reference.py:...`), never a fail of the candidate;
+        a library a task file imports is not installed here, or the candidate's backend cannot
+        run here (the install hint); no declared case kws can judge on this device.
 
     Forgeable:
         Measured in the job process: the outputs only (copied by the harness into the result files).

@@ -87,7 +87,7 @@ class EdgeShapes(Check):
         | the smallest failing case, shrunk: its comparison (worst element, expected vs got, mismatch region in the output's terms, e.g. "cols 1024..1029 of 1030 (the ragged last tile past 1024)"), the case it was shrunk from, the shrink path, and per parameter the values that failed and passed ("K fails exactly when K % 128 != 0 among the values tried"); one finding per failure class | `fail` |
         | derived cases that fail the way a declared case of the same dtype already fails (same class: `correctness` reports it) | `info` |
         | the derived cases with their reasons and outcomes, the cases not run within the budget, the cost model | `info` |
-        | every derived case dropped, or none fits the CPU budget | `skip` (with the reason) |
+        | every derived case dropped, or none fits the CPU budget | `skip`, not judged (with the reason) |
 
     Example:
         (`rowsum-edge`): `case M=1 K=1 float32, seed 0 (shrunk from M=8 K=1 float32):
@@ -106,7 +106,15 @@ class EdgeShapes(Check):
         is limited to 2 s (or 2.5x the fastest declared call, where that is longer). So the
         larger size is modest on the CPU (e.g. `K = 2049` for `rowsum-edge`); on a GPU up to 48
         cases run, including the `[params]` maxima. Only the first seed; dtypes are not varied
-        (`precision-regime` covers those).
+        (`precision-regime` covers those). The per-parameter pattern is inferred only from
+        calls that ran: a call skipped after an earlier hang, cut at kws's budget or timed out
+        is left out of it.
+
+    Not judged when:
+        no legal derived case fits the plan, or every derived case was dropped (`make_inputs` or
+        the reference raised, the CPU budget): `NotJudged` with the reason; the candidate's
+        backend or a library it imports cannot run here; `make_inputs` or the reference is
+        broken on a declared case (a task problem, naming the file).
 
     Forgeable:
         Measured in the job process: the outputs only (copied by the harness into the result files).
@@ -410,15 +418,26 @@ def _short(vals: list[int]) -> str:
     return "{" + ", ".join(str(v) for v in vals) + "}"
 
 
+def observed(r: TrialResult) -> bool:
+    """Whether trial ``r`` observed a result of its case: both roles' calls ran to an end
+    (returned, raised, crashed), none was skipped after an earlier hang, cut at a budget of
+    kws's own, or timed out."""
+    return all(o is not None and not (o.step is None and o.death_status in ("skipped", "timeout")) and not o.budget
+               for o in (r.ref, r.cand))
+
+
 def _patterns(results: list[TrialResult], params: list[str], declared: list[dict[str, Any]],
               klass: str | None = None) -> dict[str, Any]:
     """Per parameter, the values that failed (with ``klass``, or any failure) and passed
     when only that parameter moved away from a declared case, and a divisibility rule that
     separates them when one exists ("fails exactly when K % 128 != 0 among the values
-    tried")."""
+    tried"); only trials that ran count (:func:`observed`)."""
     per: dict[str, dict[str, list[int]]] = {}
     rules: dict[str, int] = {}
     texts = []
+    # only calls that ran say something: a call skipped after an earlier hang, cut at a budget
+    # or timed out observed no result of the size it was given
+    results = [r for r in results if observed(r)]
     for p in params:
         fails, passes = set(), set()
         for r in results:

@@ -7,7 +7,7 @@ from typing import Any
 from workstation.checks.failure_mismatch import claimed_class
 from workstation.checks.support.replay import Replayed, counts, outcome_class, replay
 from workstation.checks.support.trials import evidence_of, failure_text
-from workstation.engine.check import Check, Finding, Skip, register
+from workstation.engine.check import Check, Finding, NotJudged, Skip, register
 from workstation.engine.context import CheckContext
 
 MAX_LISTED = 6
@@ -29,14 +29,13 @@ class FixVsBaseline(Check):
         `status = "fail"`, is `failure-mismatch`'s shape and is not scheduled here.)
 
     Catches:
-        a fix
-        whose reported bug does not reproduce on the baseline, still shows on the candidate, or that
-        breaks what worked.
+        a fix whose reported bug still shows on the candidate, or that breaks what worked; a bug
+        that reproduces on the baseline only with another class than reported.
 
     How:
-        (phase `after`): every distinct candidate call of the battery (at most 40 on the CPU,
-        160 on a GPU: declared cases, derived shapes, layouts, value variants, dtype runs) is replayed
-        on `entry.baseline` and both are classified against the reference with the battery's rule.
+        (phase `after`): every candidate call of the battery that fails, whatever their number,
+        and the passing ones up to 40 on the CPU, 160 on a GPU (declared cases, derived shapes,
+        layouts, value variants, dtype runs) are replayed on `entry.baseline` and both are classified against the reference with the battery's rule.
         The bug is `[claims] failure_class` / `failure` (the baseline's failure; see task-format.md;
         when both are empty, any failure of the baseline is the bug). The candidate still failing
         counts in any class: a fix that turns a compile error into a wrong result has not fixed it.
@@ -44,7 +43,6 @@ class FixVsBaseline(Check):
     Findings:
         | finding | severity |
         |---|---|
-        | the bug does not reproduce on any call of the baseline | `fail` |
         | it reproduces only with another class | `warn` |
         | the candidate still fails on a call where the baseline shows the bug (a tolerance mismatch on transformed values is left to special-values) | `fail` |
         | a call that passes on the baseline fails on the candidate | `fail` |
@@ -64,8 +62,14 @@ class FixVsBaseline(Check):
     Limits:
         only the inputs the battery ran (bounded by the interpreter's cost on the CPU); a
         bug that needs a GPU to show (a race, a crash in compiled code) does not reproduce under
-        the Triton interpreter: then the first point is a `fail` that a GPU run may reverse, and
-        the evidence says which device ran.
+        the Triton interpreter: then the fix is not judged here (a GPU run judges it).
+
+    Not judged when:
+        the reported bug does not reproduce on any call of the baseline here ("cannot be
+        verified on this device": `NotJudged`, or `could_not_judge` beside a `fail` for a call
+        the fix breaks); the baseline cannot run here (its backend, a library it imports);
+        no candidate call ran to replay; some calls were not run on the baseline (skipped after
+        an earlier hang: `could_not_judge` for those).
 
     Forgeable:
         Measured in the job process: the outputs only (copied by the harness into the result files).
@@ -93,7 +97,7 @@ class FixVsBaseline(Check):
                        "reproduce the bug on")
         why = ctx.cannot_run("baseline")
         if why:
-            raise Skip(f"the baseline ({ctx.backend_of('baseline')}) cannot run here: {why}")
+            raise NotJudged(f"the baseline ({ctx.backend_of('baseline')}) cannot run here: {why}")
         stated = bool(task.claims.failure_class or task.claims.failure)
         claimed, source = claimed_class(task.claims.failure_class, task.claims.failure) if stated else (None, "")
         if claimed in ("nondeterministic", "slow"):
@@ -101,7 +105,14 @@ class FixVsBaseline(Check):
                 "(nondeterminism and speedup-claim judge that class)"
             claimed = None
         items = replay(ctx, "baseline")
+        if not items:
+            raise NotJudged("no candidate call of the battery ran with a reference result to replay on the baseline")
         device = ctx.device.label
+        unrun = [it for it in items if not it.other_ran]
+        items = [it for it in items if it.other_ran]
+        if unrun:
+            self.could_not_judge(f"{len(unrun)} call(s) were not run on the baseline (e.g. {unrun[0].line()}: "
+                                 f"{unrun[0].other_out.death})")
         base_fail = [it for it in items if it.other.failed]
         bug = [it for it in base_fail if claimed is None or outcome_class(it.other) == claimed]
         ev0 = {"claimed": claimed, "claimed_from": source if stated else "no failure stated: any baseline failure",
@@ -118,11 +129,15 @@ class FixVsBaseline(Check):
                     {**ev0, **_ev(first)}, case=first.case, seed=first.seed))
                 bug = base_fail
             else:
-                findings.append(self.finding(
-                    ctx, "fail",
-                    f"the reported bug ({claimed or 'any failure'}) does not reproduce on the baseline: it passes all "
-                    f"{len(items)} calls the battery made ({device}), so the fix cannot be verified",
-                    ev0))
+                # not reproducing here is not evidence against the fix: a bug that needs a GPU
+                # (a race, undefined lanes, compiled-code crashes) does not show under the
+                # interpreter, and the battery's inputs may not reach it
+                why = (f"the reported bug ({claimed or 'any failure'}) does not reproduce on the baseline here: it "
+                       f"passes all {len(items)} calls the battery made ({device}), so the fix cannot be verified on "
+                       "this device")
+                if not any(it.other.status == "pass" and it.cand.failed for it in items):
+                    raise NotJudged(why)
+                self.could_not_judge(why)
         # where the baseline produced no value to compare with, a tolerance mismatch on
         # transformed values is special-values' to judge (against its float64 oracle)
         still = [it for it in bug if it.cand.failed and not (it.valued and it.cand.status == "mismatch")]

@@ -7,7 +7,7 @@ from typing import Any
 from workstation.analysis.compare import is_float
 from workstation.analysis.numerics import FA_FACTOR, error_stats, fa_floor, num
 from workstation.checks.support.numaudit import audit
-from workstation.engine.check import Check, Finding, Skip, register
+from workstation.engine.check import Check, Finding, NotJudged, Skip, register
 from workstation.engine.context import CheckContext, case_label
 
 #: the margin: the fused error may be up to MARGIN x the unfused error plus the floor.
@@ -58,6 +58,12 @@ class FusionAccuracy(Check):
         runnable baseline; on the CPU the numbers come from the Triton interpreter (numpy order
         of reductions, true fp32 dots), so a GPU's TF32 or reduction order is not measured here.
 
+    Not judged when:
+        a production dtype had no run with a float64 oracle and both sides returning (the
+        baseline or the fused kernel raised, no oracle): that dtype is not judged
+        (`could_not_judge`, never `pass`; the other dtypes are judged); when no dtype had one,
+        or the baseline's backend cannot run here, the check is `NotJudged`.
+
     Forgeable:
         Measured in the job process: the outputs only (copied by the harness into the result files).
         Still forgeable from inside: nothing short of computing the right values: the harness's writer and the result path are watched, and a result file written by task code is refused.
@@ -74,7 +80,7 @@ class FusionAccuracy(Check):
             raise Skip("a fusion task without entry.baseline: there are no unfused ops to compare the error with")
         why = ctx.cannot_run("baseline")
         if why:
-            raise Skip(f"the baseline ({ctx.backend_of('baseline')}) cannot run here: {why}")
+            raise NotJudged(f"the baseline ({ctx.backend_of('baseline')}) cannot run here: {why}")
         dtypes = [d for d in (task.contract.dtypes or dict.fromkeys(c["dtype"] for c in ctx.cases)) if is_float(d)]
         runs = [r for r in audit(ctx).with_candidate() if r.kind in ("declared", "dtype") and r.case.get("dtype") in dtypes]
         base = ctx.calls([ctx.call_step("baseline", r.case, r.seed) for r in runs], memo=True)
@@ -116,11 +122,18 @@ class FusionAccuracy(Check):
         rule = (f"max|fused - oracle| <= {MARGIN:g} x max|unfused - oracle| + floor, and "
                 f"max(|fused - oracle| / B) <= {MARGIN:g} x max(|unfused - oracle| / B) + 1 (B: the per-element "
                 "error budget)")
+        if not dtypes:
+            raise NotJudged("no floating production dtype to judge (neither [contract] dtypes nor the declared cases "
+                            "name one)")
+        unjudged = {d: f"{d}: no run with a float64 oracle and both sides returning"
+                    + (f" ({'; '.join(n for n in notes if d in n)[:300] or notes[0][:300]})" if notes else "")
+                    for d in dtypes if not per[d]}
+        if len(unjudged) == len(dtypes):
+            raise NotJudged("nothing of its subject ran: " + "; ".join(unjudged.values()))
         for d in dtypes:
             rows = per[d]
             if not rows:
-                findings.append(self.finding(ctx, "info", f"{d}: no run with a float64 oracle and both sides returning"
-                                             + (f" ({notes[0]})" if notes else ""), {"dtype": d, "notes": notes}))
+                self.could_not_judge(unjudged[d])
                 continue
             bad = [x for x in rows if not x["ok"]]
             worst = max(rows, key=lambda x: x["fused_err"] / x["limit"] if x["limit"] else float("inf"))

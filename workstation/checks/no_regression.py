@@ -8,7 +8,7 @@ from workstation.checks.speedup_claim import fmt_ci
 from workstation.checks.support.replay import Replayed, counts, outcome_class, replay
 from workstation.checks.support.timing import measure, plan
 from workstation.checks.support.trials import evidence_of, failure_text
-from workstation.engine.check import Check, Finding, Skip, register
+from workstation.engine.check import Check, Finding, NotJudged, Skip, register
 from workstation.engine.context import CheckContext, case_label
 
 MAX_LISTED = 6
@@ -33,10 +33,12 @@ class NoRegression(Check):
         it.
 
     How:
-        (phase `after`): every distinct candidate call the battery made (declared cases, derived
-        shapes, layouts, value variants, the numerics audit's dtype runs; at most 40 on the CPU,
-        160 on a GPU; `workstation/checks/support/replay.py`) is replayed on the baseline, and
-        both are judged against the reference with the battery's own rule. Speed, by kws's own
+        (phase `after`): every candidate call the battery made that fails (mismatch, NaN,
+        raised, crashed, timed out; whatever their number) and the passing ones up to 40 on
+        the CPU, 160 on a GPU (declared cases, derived shapes under edge-shapes' poisoned masked
+        lanes, layouts, value variants, the numerics audit's dtype runs;
+        `workstation/checks/support/replay.py`) is replayed on the baseline, and both are judged
+        against the reference with the battery's own rule. Speed, by kws's own
         timing protocol (`docs/timing.md`; the measurement `speedup-claim` uses, shared): with a
         `[claims] speedup` it is `speedup-claim`'s to judge and this check only points there;
         without one, the measured ratio median(baseline) / median(candidate) is reported with its
@@ -61,6 +63,13 @@ class NoRegression(Check):
     Limits:
         only the inputs the battery ran; GPU-only regressions do not show under the interpreter.
 
+    Not judged when:
+        the baseline's backend cannot run here (a CUDA baseline without a GPU, a Pallas one
+        without the `pallas` extra, a library it imports is not installed), no candidate call
+        ran with a reference result to replay (`NotJudged`), or a call failing on the candidate
+        was not run on the baseline (skipped after an earlier hang) and nothing regresses
+        elsewhere (`could_not_judge`: never `pass`).
+
     Forgeable:
         Measured in the job process: the outputs only (copied by the harness into the result files); for its speed, the timing step's timers and CUDA events in the job process.
         Still forgeable from inside: nothing short of computing the right values for its pass/fail comparison (the harness's writer and the result path are watched, and a result file written by task code is refused); for its speed, the timer functions are watched, but a candidate could slow the baseline it is compared with (the baseline runs in the same timing process by design).
@@ -78,12 +87,17 @@ class NoRegression(Check):
             raise Skip("an optimization task without entry.baseline: there is no code before the change to compare with")
         why = ctx.cannot_run("baseline")
         if why:
-            raise Skip(f"the baseline ({ctx.backend_of('baseline')}) cannot run here: {why}")
+            raise NotJudged(f"the baseline ({ctx.backend_of('baseline')}) cannot run here: {why}")
         items = replay(ctx, "baseline")
+        if not items:
+            raise NotJudged("no candidate call of the battery ran with a reference result to replay on the baseline")
         findings: list[Finding] = []
         regress = [it for it in items if it.other.status == "pass" and it.cand.failed]
-        both = [it for it in items if it.other.failed and it.cand.failed]
-        ev0 = {"replayed": len(items), "outcomes": counts(items), "device": ctx.device.label}
+        both = [it for it in items if it.other.failed and it.cand.failed and it.other_ran]
+        failing = [it for it in items if it.cand.failed]
+        unrun = [it for it in failing if not it.other_ran]
+        ev0 = {"replayed": len(items), "candidate_failing": len(failing), "outcomes": counts(items),
+               "device": ctx.device.label}
         if regress:
             first = regress[0]
             kinds = sorted({it.label for it in regress})
@@ -99,10 +113,15 @@ class NoRegression(Check):
                 ctx, "info", f"{len(both)} call(s) fail on the baseline too (older than the optimization; e.g. "
                 f"{both[0].line()}: the baseline {failure_text(both[0].other)})",
                 {**ev0, "both_fail": [_ev(it) for it in both[:MAX_LISTED]]}))
+        if unrun:
+            self.could_not_judge(
+                f"{len(unrun)} call(s) failing on the candidate were not run on the baseline (e.g. {unrun[0].line()}: "
+                f"{unrun[0].other_out.death}): whether they regress is not known")
         if not regress:
             findings.append(self.finding(
-                ctx, "info", f"no regression: of {len(items)} calls the battery made, every one that passes on the "
-                f"baseline passes on the candidate ({', '.join(f'{k}: {v}' for k, v in counts(items).items())})", ev0))
+                ctx, "info", f"no regression: of {len(items)} calls the battery made ({len(failing)} failing on the "
+                f"candidate, every one replayed), every one that passes on the baseline passes on the candidate "
+                f"({', '.join(f'{k}: {v}' for k, v in counts(items).items())})", ev0))
         findings += self._speed(ctx)
         return findings
 

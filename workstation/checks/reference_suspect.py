@@ -16,7 +16,7 @@ from workstation.checks.support.numaudit import (
     audit,
 )
 from workstation.checks.support.static import scan_reference_imports
-from workstation.engine.check import Check, Finding, register
+from workstation.engine.check import Check, Finding, TaskProblem, register
 from workstation.engine.context import CheckContext, case_label
 from workstation.protocol.steps import NumCallers, kind_of
 
@@ -56,6 +56,7 @@ class ReferenceSuspect(Check):
         | writes to an input the contract does not let it write | `fail` |
         | two runs differ: beyond the budget `fail`, within it `warn` | `fail`/`warn` |
         | no float64 oracle (raises on float64, or returns a narrower dtype) | `warn` |
+        | the reference raises on a declared case, or returns non-finite values for finite inputs where `[contract] nonfinite_inputs = false` (the other checks are not judged: a task problem) | `fail` |
 
     Examples:
         `layernorm-ref-half`: running sums in fp16 (`total += x[:, j]`) put the
@@ -73,6 +74,11 @@ class ReferenceSuspect(Check):
         the static scan follows task-local imports and literal file names, not
         computed paths; the trace sees Python-level calls only. CPU and GPU alike.
 
+    Not judged when:
+        `make_inputs` is broken on a declared case (a task problem naming inputs.py), a
+        library the reference's files import is not installed here, or the reference's
+        backend cannot run here: `NotJudged` with the reason.
+
     Forgeable:
         Measured in the job process: the outputs only (copied by the harness into the result files).
         Still forgeable from inside: nothing short of computing the right values: the harness's writer and the result path are watched, and a result file written by task code is refused.
@@ -83,7 +89,15 @@ class ReferenceSuspect(Check):
     title = "Reference that is not a legitimate yardstick"
 
     def run(self, ctx: CheckContext) -> list[Finding]:
-        runs = (a := audit(ctx)).declared()
+        try:
+            runs = (a := audit(ctx)).declared()
+        except TaskProblem as e:
+            if e.file != str(ctx.task.entry["reference"]):
+                raise
+            # the reference itself is broken on a declared case: that is this check's finding
+            return [self.finding(ctx, "fail", f"the reference is broken on a declared case: {e.problem}",
+                                 {"file": e.file, "problem": e.problem,
+                                  "source": {"file": ctx.task.entry["reference"].file, "line": 1}})]
         findings: list[Finding] = []
         findings += self._independence(ctx, a)
         findings += self._accuracy(ctx, a, runs)

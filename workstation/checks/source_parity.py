@@ -10,7 +10,7 @@ from workstation.analysis.compare import compare
 from workstation.checks.support.ragged import ragged_case
 from workstation.checks.support.replay import Replayed, outcome_class, replay
 from workstation.checks.support.trials import cheapest_per_dtype, evidence_of, failure_text
-from workstation.engine.check import Check, Finding, Skip, register
+from workstation.engine.check import Check, Finding, NotJudged, Skip, register
 from workstation.engine.context import CheckContext, case_label
 from workstation.protocol.steps import CallStep, Nonfinite, SignedZeros
 
@@ -52,7 +52,8 @@ class SourceParity(Check):
 
     How:
         (phase `after`): the source is `entry.baseline` (task format v1: "the source of a
-        translation"; the display-only `original` file never runs); the battery's candidate calls plus a
+        translation"; the display-only `original` file never runs; its backend is `[backends]
+        baseline`); the battery's candidate calls (every failing one) plus a
         ragged case, one NaN/+inf/-inf per row and signed zeros are run on the source and compared
         with the candidate directly (task tolerance, NaN equal to NaN at the same place), not only
         each against the reference. The ragged case moves every integer size of the cheapest
@@ -78,8 +79,14 @@ class SourceParity(Check):
     Limits:
         CUDA sources run only on a GPU (`skip` on the CPU, with the reason); Pallas sources
         need JAX; a source written for an old toolchain runs only where that toolchain is (the
-        task ships a compatibility shim or the check is `skip`); at most 40 replayed calls on
-        the CPU.
+        task ships a compatibility shim or the check is `skip`); at most 40 passing calls
+        replayed on the CPU (every failing candidate call is replayed, whatever their number).
+
+    Not judged when:
+        the source's backend cannot run here (a CUDA source without a GPU, a Pallas source
+        without the `pallas` extra, a library it imports is not installed), or the source
+        returned on none of the replayed calls (`NotJudged`); calls not run on the source
+        (skipped after an earlier hang) with no translation error elsewhere (`could_not_judge`).
 
     Forgeable:
         Measured in the job process: the outputs only (copied by the harness into the result files).
@@ -99,7 +106,7 @@ class SourceParity(Check):
                        "display-only), so candidate and source cannot be compared directly")
         why = ctx.cannot_run("baseline")
         if why:
-            raise Skip(f"the source ({ctx.backend_of('baseline')}, entry.baseline) cannot run here: {why}")
+            raise NotJudged(f"the source ({ctx.backend_of('baseline')}, entry.baseline) cannot run here: {why}")
         seed = ctx.seeds[0]
         base = cheapest_per_dtype(ctx)[0]
         extra: list[tuple[CallStep, str]] = []
@@ -186,6 +193,15 @@ class SourceParity(Check):
                 {"calls": [{"case": b.case, "seed": b.seed, "input": b.label, **b.other_out.failure_evidence()}
                            for b in broken_source[:MAX_LISTED]]}))
         compared = agree_bits + agree_tol + len(diffs)
+        if not compared:
+            first = broken_source[0] if broken_source else None
+            raise NotJudged(f"the source returned on none of the {len(items)} replayed calls"
+                            + (f" (e.g. {first.line()}: {first.other_out.failure_text()})" if first else "")
+                            + ": candidate and source were never compared")
+        unrun = [it for it in broken_source if not it.other_ran]
+        if unrun and not translation_errors:
+            self.could_not_judge(f"{len(unrun)} call(s) were not run on the source (e.g. {unrun[0].line()}: "
+                                 f"{unrun[0].other_out.death})")
         findings.append(self.finding(
             ctx, "info",
             f"candidate vs source ({ctx.backend_of('candidate')} vs {ctx.backend_of('baseline')}) on the same inputs: "

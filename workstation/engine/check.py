@@ -111,6 +111,26 @@ class NotJudged(Skip):
     ``skip`` as the contract says, and the report lists it in ``not_judged``."""
 
 
+class TaskProblem(NotJudged):
+    """Raised (by :class:`~workstation.engine.context.CheckContext`) when task code other
+    than the candidate broke the contract where it must work: ``make_inputs`` raised or
+    returned what the contract does not allow on a declared case, the reference raised on a
+    declared case or returned non-finite values for finite inputs the contract does not let
+    it; also a task-format problem only a job child sees. The check that met it could not
+    judge the candidate: status ``skip``, listed in ``not_judged`` with the file to blame.
+
+    Attributes:
+        file: the task file and callable at fault (``inputs.py:make_inputs``,
+            ``reference.py:rmsnorm``, ``task.toml``).
+        problem: what is wrong, one line.
+    """
+
+    def __init__(self, file: str, problem: str):
+        self.file = file
+        self.problem = problem
+        super().__init__(f"the task is broken, not the candidate: {file}: {problem}")
+
+
 def status_of(findings: list[Finding], *, not_judged: str = "") -> str:
     """The worst severity among ``findings`` as a check status (``pass`` when none fail/warn);
     ``skip`` instead of ``pass`` when a part of the check was ``not_judged`` (a check that

@@ -80,6 +80,14 @@ def _tag(e: BaseException, phase: str) -> BaseException:
     return e
 
 
+class InputsProblem(Exception):
+    """``make_inputs`` returned something the contract does not allow (None, a dict, a
+    generator, a value that is not a tuple of arguments, tensors on ``meta`` or on another
+    device than the one asked, no tensor of the case's floating dtype). Raised tagged with
+    phase ``"make_inputs"``: the parent blames inputs.py, never a role
+    (:class:`workstation.engine.check.TaskProblem` on a declared case)."""
+
+
 class TaskFormatError(Exception):
     """A problem of the task's format that only a job child can see (``key``: the
     task.toml key, e.g. ``entry.out_args`` or ``cases``); reported as a task problem,
@@ -235,7 +243,9 @@ def error_info(e: BaseException, phase: str) -> dict[str, Any]:
     if isinstance(e, TaskFormatError):
         return {"type": "TaskFormatError", "message": e.problem, "traceback": "", "phase": phase,
                 "origin": "task-format", "key": e.key, "where": None}
+    missing = _missing_module(e)
     return {
+        **({"missing_module": missing} if missing else {}),
         "type": f"{type(e).__module__}.{type(e).__qualname__}".removeprefix("builtins."),
         "message": message,
         "traceback": tb[-12000:],
@@ -243,6 +253,53 @@ def error_info(e: BaseException, phase: str) -> dict[str, Any]:
         "origin": origin,
         "where": line,
     }
+
+
+def _missing_module(e: BaseException) -> dict[str, Any] | None:
+    """For a ``ModuleNotFoundError`` (``e`` or its cause): ``{"name", "top", "found",
+    "importer"}``: the module it could not find, its top-level package, whether that package
+    is importable here at all (``found``: ``importlib.util.find_spec`` over this ``sys.path``,
+    which holds the task folder and the queue's helpers first: False means a library not
+    installed here, not a typo of a submodule of one that is), and the task file whose line
+    imported it (the last frame outside site-packages, kws and the import machinery; "" when
+    none). None for any other exception."""
+    cur: BaseException | None = e
+    for _ in range(8):
+        if cur is None:
+            return None
+        if isinstance(cur, ModuleNotFoundError) and cur.name:
+            break
+        cur = cur.__cause__ or cur.__context__
+    else:
+        return None
+    assert isinstance(cur, ModuleNotFoundError) and cur.name
+    top = cur.name.split(".")[0]
+    try:
+        found = importlib.util.find_spec(top) is not None
+    except (ImportError, ValueError):
+        found = False
+    importer = ""
+    for fr in reversed(traceback.extract_tb(cur.__traceback__)):
+        f = fr.filename.replace("\\", "/")
+        if f.startswith("<") or "/site-packages/" in f or "/workstation/" in f:
+            continue
+        importer = os.path.basename(f)
+        break
+    return {"name": cur.name, "top": top, "found": found, "importer": importer}
+
+
+def _all_finite(t: torch.Tensor) -> bool | None:
+    """Whether every element of ``t`` is finite (True for integer and bool tensors; None
+    when torch cannot tell for its dtype)."""
+    if not (t.is_floating_point() or t.is_complex()):
+        return True
+    try:
+        return bool(torch.isfinite(t.detach()).all())
+    except (RuntimeError, NotImplementedError, TypeError):
+        try:
+            return bool(torch.isfinite(t.detach().to(torch.float32)).all())
+        except (RuntimeError, NotImplementedError, TypeError):
+            return None
 
 
 def tensor_digest(t: torch.Tensor) -> str:
@@ -342,6 +399,9 @@ class JobContext:
         self.out_args: list[int] = list(job.out_args)
         self.inout_args: list[int] = list(job.inout_args)
         self._modules: dict[str, Any] = {}
+        #: the task files imported during the current step: name -> {"cpu_s", "wall_s"}
+        #: (:func:`workstation.harness.import_phase`; ``run_job`` resets it per step).
+        self.imports: dict[str, dict[str, float]] = {}
         if str(self.task_dir) not in sys.path:
             sys.path.insert(0, str(self.task_dir))
         for i, h in enumerate(job.helper_dirs):  # the queue's shared helpers, after the task
@@ -406,11 +466,11 @@ class JobContext:
         Raises:
             TaskFormatError: the case's inputs need more than :func:`input_budget` (measured
                 before allocating where the case looks large, else from the failed
-        #: the task files imported during the current step: name -> {"cpu_s", "wall_s"}
-        #: (:func:`workstation.harness.import_phase`; ``run_job`` resets it per step).
-        self.imports: dict[str, dict[str, float]] = {}
                 allocation), or ``out_args`` / ``inout_args`` name an input it does not
                 return.
+            InputsProblem: what it returned breaks the contract (:meth:`_validated_inputs`).
+            BaseException: whatever ``make_inputs`` raised (``SystemExit`` included), tagged
+                with phase ``"make_inputs"``.
         """
         fn = self.callable("inputs")
         budget = input_budget(self.device)
@@ -429,9 +489,7 @@ class JobContext:
                                            f"{self.device_name}" + (f" asking for {_gib(asked)}" if asked else "")
                                            + f" (input budget {_gib(budget)})"), "make_inputs") from None
             raise _tag(e, "make_inputs") from None
-        if not isinstance(inputs, tuple | list):
-            inputs = (inputs,)
-        inputs = tuple(inputs)
+        inputs = self._validated_inputs(inputs, case)
         for key, idx in (("entry.out_args", self.out_args), ("entry.inout_args", self.inout_args)):
             beyond = [i for i in idx if i >= len(inputs)]
             if beyond:
@@ -442,6 +500,53 @@ class JobContext:
                 i = next(i for i in idx if not isinstance(inputs[i], torch.Tensor))
                 raise _tag(TaskFormatError(key, f"input {i} is a {type(inputs[i]).__name__}, not a tensor the "
                                            "callables could write"), "make_inputs")
+        return inputs
+
+    def _validated_inputs(self, inputs: Any, case: Case) -> tuple:
+        """``make_inputs``' return value as the tuple of positional arguments (a single tensor
+        is one argument; a list is accepted as a tuple).
+
+        Raises:
+            InputsProblem: (tagged ``make_inputs``) None, a dict, a generator or other
+                iterator, a value that is neither a tensor nor a tuple/list; a tensor on
+                ``meta`` or on another device than :attr:`device`; a case whose ``dtype`` is
+                floating and no tensor argument of that dtype (int64 inputs for a float32
+                case).
+        """
+        import types
+        from collections.abc import Iterator, Mapping
+
+        def bad(problem: str) -> BaseException:
+            return _tag(InputsProblem(f"make_inputs {problem} for case {_case_text(dict(case))}"), "make_inputs")
+
+        if inputs is None:
+            raise bad("returned None; expected a tuple of the callables' positional arguments")
+        if isinstance(inputs, torch.Tensor):
+            inputs = (inputs,)
+        elif isinstance(inputs, Mapping):
+            raise bad(f"returned a {type(inputs).__name__} (keys {list(inputs)[:6]}); expected a tuple of positional "
+                      "arguments, not keyword arguments")
+        elif isinstance(inputs, types.GeneratorType | Iterator):
+            raise bad(f"returned a {type(inputs).__name__}; expected a tuple (a generator is consumed once and would "
+                      "hand each role different inputs)")
+        elif not isinstance(inputs, tuple | list):
+            raise bad(f"returned a {type(inputs).__name__}; expected a tuple of positional arguments (or one tensor)")
+        inputs = tuple(inputs)
+        tensors = [(i, x) for i, x in enumerate(inputs) if isinstance(x, torch.Tensor)]
+        for i, x in tensors:
+            if x.device.type == "meta" or type(x).__name__ == "FakeTensor":
+                raise bad(f"built input {i} on 'meta' (no data): inputs must hold values on the device asked "
+                          f"({self.device})")
+            if x.device.type != self.device.type or (self.device.index is not None and x.device.index is not None
+                                                     and x.device.index != self.device.index):
+                raise bad(f"put input {i} on {x.device}, not on the device asked ({self.device}): use the `device` "
+                          "argument")
+        name = case.get("dtype") if isinstance(case, dict) else None
+        want = getattr(torch, name, None) if isinstance(name, str) else None
+        if isinstance(want, torch.dtype) and want.is_floating_point and not any(x.dtype == want for _, x in tensors):
+            have = ", ".join(f"{i}: {str(x.dtype).removeprefix('torch.')}" for i, x in tensors) or "no tensor"
+            raise bad(f"returned no tensor of the case's dtype {name} (inputs {have}): case[\"dtype\"] is the "
+                      "primary input dtype")
         return inputs
 
     def _dry_run_bytes(self, fn: Any, case: dict[str, Any], seed: int) -> int | None:
@@ -487,7 +592,8 @@ def call_context(inputs: tuple) -> contextlib.ExitStack:
 
 
 def describe_inputs(inputs: tuple) -> list[dict[str, Any]]:
-    """Metadata (and a content digest) of each positional input."""
+    """Metadata of each positional input: for a tensor its dtype, shape, layout, a content
+    digest and ``finite`` (every element finite: :func:`_all_finite`)."""
     out = []
     for i, x in enumerate(inputs):
         if isinstance(x, torch.Tensor):
@@ -497,6 +603,7 @@ def describe_inputs(inputs: tuple) -> list[dict[str, Any]]:
                 "storage_offset": int(x.storage_offset()), "contiguous": bool(x.is_contiguous()),
                 "data_ptr": int(x.data_ptr()) if x.numel() else 0,
                 "sha256": tensor_digest(x),
+                "finite": _all_finite(x),
             })
         else:
             out.append({"index": i, "kind": type(x).__name__, "value": repr(x)[:200]})

@@ -49,6 +49,23 @@ NKI_HINT = ("install the Neuron SDK's neuronx-cc (it provides nki.simulate_kerne
             "repository; the `nki` and `neuronx-cc` packages on PyPI are placeholders that raise ImportError")
 
 
+#: install hints for libraries task files import, by top-level module name.
+LIBRARY_HINTS: dict[str, str] = {
+    "jax": PALLAS_HINT,
+    "jaxlib": PALLAS_HINT,
+    "neuronxcc": NKI_HINT,
+    "nki": NKI_HINT,
+    "liger_kernel": "pip install liger-kernel (kws's real-kernel samples: python scripts/install_realkernels.py)",
+    "flag_gems": "pip install flag-gems (kws's real-kernel samples: python scripts/install_realkernels.py)",
+}
+
+
+def library_hint(top: str) -> str:
+    """How to install the library whose top-level module is ``top`` (a guess from its name
+    when kws does not know it: ``pip install some-lib`` for ``some_lib``)."""
+    return LIBRARY_HINTS.get(top) or f"pip install {top.replace('_', '-')} (or the package that provides {top})"
+
+
 def role_backend(task: Task, role: str) -> str | None:
     """The declared backend of ``role``'s code (see module doc): the task's ``backend`` for
     the candidate, ``[backends]`` for the others (default ``torch``); ``None`` when the task

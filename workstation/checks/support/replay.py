@@ -4,13 +4,18 @@ translation (``fix-vs-baseline``, ``source-parity``, ``no-regression``).
 
 "The cases the battery runs" are the ``call`` steps every other check of the run executed
 (:meth:`~workstation.engine.context.CheckContext.call_log`): the declared cases and seeds,
-the derived shapes of ``edge-shapes``, the layouts of ``noncontiguous``, the value
-variants of ``special-values``, the dtype and long-reduction runs of the numerics audit.
-:func:`replay` takes each distinct candidate step that ran without monitors and whose
-reference step (the same case, seed and transforms) ran too, in that order of priority
-(declared cases, then derived shapes, then transformed inputs) up to a cap, reruns it with
-the role replaced (memoised, so two checks share the runs), and classifies both roles
-against the reference with the battery's own rule (:func:`~.trials.classify`). The
+the derived shapes of ``edge-shapes`` (run under the ``PoisonMaskedLoads`` monitor), the
+layouts of ``noncontiguous``, the value variants of ``special-values``, the dtype and
+long-reduction runs of the numerics audit. :func:`battery_calls` takes each distinct
+candidate step that ran (not one skipped after an earlier hang, nor one cut at a budget of
+kws's own) with ``repeat = 1`` and no monitor that changes what it computes
+(:data:`REPLAYED_MONITORS`), whose reference step (the same case, seed and transforms, no
+monitors) ran too, and classifies it against the reference with the battery's own rule
+(:func:`~.trials.classify`). **Every failing call** (mismatch, non-finite, raised, crashed,
+timed out) is replayed, whatever their number; then the passing ones in order of priority
+(declared cases, derived shapes, transformed inputs) up to a cap. :func:`replay` reruns
+each with the role replaced (memoised, so two checks share the runs; the exposing monitors
+kept, so the other role runs under the same conditions) and classifies both roles. The
 declared cases are always included (run here when no other check ran them, e.g. with
 ``--only``).
 
@@ -27,11 +32,33 @@ import msgspec
 
 from workstation.checks.support.trials import Trial, TrialResult, classify
 from workstation.engine.context import CallOutcome, CheckContext, case_label
-from workstation.protocol.steps import CallStep, Layout, ValueTransform, kind_of, memo_key
+from workstation.protocol.steps import (
+    AtenOps,
+    CallStep,
+    Layout,
+    NumCallers,
+    PallasCalls,
+    PallasStrict,
+    PoisonMaskedLoads,
+    TritonLaunches,
+    TritonLaunchRecords,
+    ValueTransform,
+    kind_of,
+    memo_key,
+)
 
-#: most replayed steps on the CPU (interpreter) and on a GPU.
+#: most replayed *passing* steps on the CPU (interpreter) and on a GPU; failing ones are all
+#: replayed.
 CPU_MAX_STEPS = 40
 GPU_MAX_STEPS = 160
+#: monitors that only observe a call (dropped in the replay: they change nothing it computes).
+OBSERVING_MONITORS = (AtenOps, TritonLaunches, TritonLaunchRecords, NumCallers, PallasCalls)
+#: monitors that expose a defect (undefined lanes read poison, strict Pallas interpretation):
+#: kept in the replay, so the other role runs under the same conditions.
+EXPOSING_MONITORS = (PoisonMaskedLoads, PallasStrict)
+#: a candidate step with only these monitors is replayed (``KeepFloat64`` changes the
+#: computation: such a step is not a battery call of the candidate's own).
+REPLAYED_MONITORS = OBSERVING_MONITORS + EXPOSING_MONITORS
 
 
 @dataclass(eq=False)
@@ -60,6 +87,12 @@ class Replayed:
     @property
     def seed(self) -> int:
         return int(self.step.seed)
+
+    @property
+    def other_ran(self) -> bool:
+        """False when the other role's call was not run (skipped after an earlier hang, cut
+        at a budget of kws's own): nothing to compare there."""
+        return ran(self.other_out)
 
     def line(self) -> str:
         return f"case {case_label(self.case)} seed {self.seed} ({self.label})"
@@ -90,9 +123,9 @@ def _label(step: CallStep, declared: set[str]) -> tuple[int, str]:
 
 
 def _reference_step(s: CallStep) -> CallStep:
-    """The reference step the battery pairs with candidate step ``s``: the same step, but
-    a layout transform (same values in another memory layout) is the reference's only for
-    ``expand`` (materialised), as ``noncontiguous`` runs it."""
+    """The reference step the battery pairs with candidate step ``s``: the same step without
+    monitors, but a layout transform (same values in another memory layout) is the
+    reference's only for ``expand`` (materialised), as ``noncontiguous`` runs it."""
     ts = []
     for t in s.transforms:
         if isinstance(t, Layout):
@@ -100,22 +133,39 @@ def _reference_step(s: CallStep) -> CallStep:
                 ts.append(msgspec.structs.replace(t, materialize=True))
             continue
         ts.append(t)
-    return msgspec.structs.replace(s, role="reference", transforms=ts)
+    return msgspec.structs.replace(s, role="reference", transforms=ts, monitors=[])
+
+
+def replay_step(s: CallStep, role: str) -> CallStep:
+    """Candidate step ``s`` for ``role``: the same inputs, the exposing monitors kept, the
+    observing ones dropped."""
+    return msgspec.structs.replace(s, role=role, monitors=[m for m in s.monitors if isinstance(m, EXPOSING_MONITORS)])
+
+
+def ran(o: CallOutcome) -> bool:
+    """False for a call that was not run (skipped after an earlier hang of its principal)
+    or was cut at a budget of kws's own: it observed nothing."""
+    return not (o.step is None and (o.death_status == "skipped" or o.budget))
 
 
 def battery_calls(ctx: CheckContext, limit: int | None = None) -> list[tuple[CallStep, str, CallOutcome, CallOutcome]]:
     """(candidate step, label, candidate outcome, reference outcome) for the distinct
-    candidate calls of the run (module doc), declared cases first, at most ``limit``."""
+    candidate calls of the run that ran (module doc): every failing one first (declared
+    cases, derived shapes, transformed inputs, in that order), then the passing ones in the
+    same order, at most ``limit`` of those (default :data:`CPU_MAX_STEPS` /
+    :data:`GPU_MAX_STEPS`)."""
     pairs = ctx.declared_pairs()
     ctx.reference(pairs)
     ctx.candidate(pairs)
     declared = {json.dumps(c, sort_keys=True) for c in ctx.cases}
     log = ctx.call_log()
-    by_key = {memo_key(s): o for s, o in log}
+    by_key = {memo_key(s): o for s, o in log if ran(o)}
     seen: set[str] = set()
-    found: list[tuple[int, int, CallStep, str, CallOutcome, CallOutcome]] = []
+    drop = not ctx.task.contract.nonfinite_inputs
+    found: list[tuple[int, int, CallStep, str, CallOutcome, CallOutcome, bool]] = []
     for n, (s, o) in enumerate(log):
-        if s.role != "candidate" or s.monitors or s.repeat != 1:
+        if s.role != "candidate" or s.repeat != 1 or not ran(o) \
+                or not all(isinstance(m, REPLAYED_MONITORS) for m in s.monitors):
             continue
         k = memo_key(s)
         if k in seen:
@@ -125,20 +175,24 @@ def battery_calls(ctx: CheckContext, limit: int | None = None) -> list[tuple[Cal
         if ref is None:
             continue
         prio, label = _label(s, declared)
-        found.append((prio, n, s, label, o, ref))
-    found.sort(key=lambda t: (t[0], t[1]))
+        t = Trial(dict(s.case), int(s.seed), label, list(_reference_step(s).transforms), list(s.transforms))
+        found.append((prio, n, s, label, o, ref, classify(ctx, t, ref, o, drop).failed))
+    found.sort(key=lambda t: (not t[6], t[0], t[1]))
     cap = limit if limit is not None else (GPU_MAX_STEPS if ctx.on_gpu else CPU_MAX_STEPS)
-    return [(s, label, o, ref) for _, _, s, label, o, ref in found[:cap]]
+    failing = [f for f in found if f[6]]
+    passing = [f for f in found if not f[6]][:cap]
+    return [(s, label, o, ref) for _, _, s, label, o, ref, _ in failing + passing]
 
 
 def replay(ctx: CheckContext, role: str, extra: list[tuple[CallStep, str]] | None = None,
            limit: int | None = None) -> list[Replayed]:
     """The battery's candidate calls (plus ``extra`` candidate steps with labels, run here
     for both roles and the reference) replayed on ``role``, each classified against the
-    reference.
+    reference. Each :class:`Replayed` says whether the other role's call ran
+    (:attr:`Replayed.other_ran`): one skipped after an earlier hang observed nothing.
 
     Raises:
-        Skip: ``role``'s code cannot run here (from the context).
+        NotJudged: ``role``'s code cannot run here (from the context).
     """
     calls = battery_calls(ctx, limit)
     if extra:
@@ -148,7 +202,7 @@ def replay(ctx: CheckContext, role: str, extra: list[tuple[CallStep, str]] | Non
             cand = ctx.calls([s for s, _ in new], memo=True)
             refs = ctx.calls([_reference_step(s) for s, _ in new], memo=True)
             calls += [(s, lab, c, r) for (s, lab), c, r in zip(new, cand, refs, strict=True)]
-    others = ctx.calls([msgspec.structs.replace(s, role=role) for s, *_ in calls], memo=True)
+    others = ctx.calls([replay_step(s, role) for s, *_ in calls], memo=True)
     out = []
     for (s, label, c, r), o in zip(calls, others, strict=True):
         t = Trial(dict(s.case), int(s.seed), label, list(_reference_step(s).transforms), list(s.transforms))
