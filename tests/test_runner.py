@@ -77,13 +77,58 @@ def test_process_group_is_killed_at_the_limit(task_factory, runner, monkeypatch)
         "import subprocess, sys, time\n"
         "def add(x, y):\n"
         f"    subprocess.Popen([sys.executable, '-c', 'import time; time.sleep(600)', {marker!r}])\n"
-        "    time.sleep(600)\n"
+        "    while True:\n"
+        "        pass\n"
     )
     monkeypatch.setenv("KWS_STEP_TIMEOUT", "2")
     res = run_checks(load_task(task_factory(src)), runner, only=["correctness"], seeds=[0])
-    assert res.results[0].findings[0].evidence["failure_class"] == "timeout"
+    f = res.results[0].findings[0]
+    assert f.evidence["failure_class"] == "timeout", f
+    assert "nor within 4 CPU s on a re-run" in f.summary
     if not wait_until(lambda: not marked_processes(marker)):
         pytest.fail("the candidate's grandchild survived the kill")
+
+
+def test_a_call_that_waits_without_computing_is_not_judged_not_a_hang(task_factory, runner, monkeypatch):
+    """A sleep burns no CPU: only the wall-clock backstop stops it, and what the backstop
+    alone stops is not judged (skip, listed under not_judged), never a fail."""
+    import uuid
+
+    marker = f"kws-sleeper-{uuid.uuid4().hex}"
+    src = (
+        "import subprocess, sys, time\n"
+        "def add(x, y):\n"
+        f"    subprocess.Popen([sys.executable, '-c', 'import time; time.sleep(600)', {marker!r}])\n"
+        "    time.sleep(600)\n"
+    )
+    monkeypatch.setenv("KWS_STEP_TIMEOUT", "1")
+    monkeypatch.setattr("workstation.runner.sandbox.WALL_SLACK_S", 2.0)  # backstop 10 x 1 + 2 s
+    res = run_checks(load_task(task_factory(src)), runner, only=["correctness"], seeds=[0])
+    (r,) = res.results
+    assert r.status == "skip" and not r.findings, r
+    assert "wall-clock backstop" in r.not_judged and "not a hang" in r.not_judged, r.not_judged
+    if not wait_until(lambda: not marked_processes(marker)):
+        pytest.fail("the candidate's grandchild survived the kill")
+
+
+def test_step_budget_is_cpu_time_and_imports_are_budgeted_apart(task_factory, runner, monkeypatch):
+    """A step that sleeps longer than its CPU budget (a loaded machine's wall time) passes;
+    an import that burns CPU is charged to the import budget, reported in the ``imports``
+    extension, and past that budget makes the check not judged, never a fail."""
+    monkeypatch.setenv("KWS_STEP_TIMEOUT", "1.5")
+    slow_call = "import time\ndef add(x, y):\n    time.sleep(3)\n    return x + y\n"
+    res = run_checks(load_task(task_factory(slow_call)), runner, only=["correctness"], seeds=[0])
+    assert res.results[0].status == "pass", res.results[0]
+    burn = ("import time\nt = time.process_time()\nwhile time.process_time() - t < 2.5:\n    pass\n"
+            "def add(x, y):\n    return x + y\n")
+    res = run_checks(load_task(task_factory(burn)), runner, only=["correctness"], seeds=[0])
+    assert res.results[0].status == "pass", res.results[0]  # 2.5 CPU s of import, 1.5 CPU s step budget
+    assert res.extensions["imports"]["candidate.py"]["cpu_s"] >= 2.0, res.extensions["imports"]
+    monkeypatch.setenv("KWS_IMPORT_BUDGET", "1")
+    res = run_checks(load_task(task_factory(burn)), runner, only=["correctness"], seeds=[0])
+    (r,) = res.results
+    assert r.status == "skip" and not r.findings, r
+    assert "the import of candidate.py did not finish within the job's 1 CPU s import budget" in r.not_judged
 
 
 def test_device_is_reported(runner):

@@ -33,7 +33,7 @@ from workstation.protocol.steps import (
 )
 from workstation.protocol.wire import StepResult as _WireStep
 from workstation.runner import JobCancelled, JobResult, Runner, RunnerError, StepResult
-from workstation.runner.sandbox import kws_cache_dir, tree_digest
+from workstation.runner.sandbox import kws_cache_dir, tree_digest, wall_backstop
 from workstation.task.backends import backend_mismatch, cannot_run, library_hint, role_backend
 from workstation.task.model import Task
 from workstation.task.sources import TaskSources
@@ -47,16 +47,26 @@ EMULATED_DTYPES = ("bfloat16", "float8_e4m3fn", "float8_e5m2", "float8_e4m3fnuz"
 Event = Callable[[str, dict[str, Any]], None]
 
 
+#: a candidate's call step gets a CPU budget of max(the step budget, HANG_REF_FACTOR x the
+#: reference's CPU seconds on the same case and seed) when the reference's are known.
+HANG_REF_FACTOR = 20.0
+#: a step over its CPU budget is re-run once, alone, with CONFIRM_FACTOR x that budget; only
+#: a step over that too is a hang.
+CONFIRM_FACTOR = 2.0
+
+
 def step_timeout_s() -> float:
-    """Per-step wall-clock limit (s): the ``step_timeout`` setting (``KWS_STEP_TIMEOUT``),
-    default 30."""
+    """Per-step CPU budget (CPU seconds of all the job's processes, imports excluded): the
+    ``step_timeout`` setting (``KWS_STEP_TIMEOUT``), default 30. It is also the floor of a
+    candidate call's reference-relative budget (:data:`HANG_REF_FACTOR`); the wall-clock
+    backstop is :func:`workstation.runner.sandbox.wall_backstop` of the budget."""
     return settings.current().step_timeout
 
 
 def hang_limit() -> int:
-    """Timeouts of one principal after which kws runs none of its steps again in this run:
-    the ``hang_limit`` setting (``KWS_HANG_LIMIT``), default 2 (a candidate that never
-    returns costs two step limits, not one per call)."""
+    """Confirmed hangs of one principal after which kws runs none of its steps again in
+    this run: the ``hang_limit`` setting (``KWS_HANG_LIMIT``), default 2 (a candidate that
+    never returns costs two confirmed hangs, not one per call)."""
     return settings.current().hang_limit
 
 
@@ -89,7 +99,9 @@ class CallOutcome:
 
     ``spec`` is the step that ran; ``step`` is the child's result (``None`` when the process died or timed out during
     it); ``death`` then says how (``JobResult.describe_death``) and ``death_status`` is
-    ``"timeout"``, ``"signal"`` or ``"exit"``.
+    ``"timeout"``, ``"signal"``, ``"exit"``, ``"forged"`` or ``"skipped"``. A ``"timeout"``
+    with an empty :attr:`unjudged` and no :attr:`budget` is a confirmed hang (over its CPU
+    budget, then over twice that on a re-run).
     """
 
     spec: Step
@@ -103,6 +115,9 @@ class CallOutcome:
     limit: str = ""
     #: it timed out at a budget of kws's own choosing (not charged to the task code).
     budget: bool = False
+    #: why this death says nothing about the task code (a wall-clock backstop, the import
+    #: budget, the job's limit): the checks that needed it are not judged; "" otherwise.
+    unjudged: str = ""
     #: a forged step: what kws's fork server saw changed in the job from outside.
     forged_changes: list[str] | None = None
 
@@ -259,6 +274,8 @@ class CheckContext:
         self._hangs: dict[str, list[str]] = {}
         self._hung_cases: set[tuple[str, str]] = set()
         self._hang_lock = threading.Lock()
+        #: (case as JSON, seed) -> the reference's CPU seconds on it (a candidate's budget).
+        self._ref_cpu: dict[tuple[str, int], float] = {}
 
     def extend_report(self, key: str, part: str, value: Any) -> None:
         """Put ``value`` under ``report[key][part]`` of the run's JSON report (a kws
@@ -426,9 +443,16 @@ class CheckContext:
             ValueError: the steps belong to more than one principal (a kws bug).
             RunnerError: the runner failed.
             NotJudged: a step runs a role whose backend cannot run here (:meth:`cannot_run`):
-                the check that asked is ``skip`` with the reason, as not judged.
+                the check that asked is ``skip`` with the reason, as not judged; or the job
+                was stopped at a time limit (a CPU budget is not re-run here, so it is no
+                confirmed hang; a wall-clock or import limit says nothing about the code).
         """
         job = self._run_job(steps, exclusive=exclusive, step_timeout=step_timeout)
+        if job.status == "timeout":
+            i = job.died_in_step if job.died_in_step is not None else 0
+            who = principal(steps[min(i, len(steps) - 1)])
+            raise NotJudged(f"the {who}'s {kind_of(steps[min(i, len(steps) - 1)])} step {job.describe_death()}; "
+                            "kws could not judge it (a time limit alone, not a confirmed hang)")
         if job.died:
             i = job.died_in_step if job.died_in_step is not None else next(iter(job.forged), 0)
             self._note(None, {"role": principal(steps[min(i, len(steps) - 1)]), "step": kind_of(steps[0]),
@@ -436,8 +460,8 @@ class CheckContext:
                               "stderr_tail": job.stderr_tail[-1500:]})
         return job
 
-    def _run_job(self, steps: list[Step], *, exclusive: bool = False,
-                 step_timeout: float | None = None, cancel: Callable[[], str] | None = None) -> JobResult:
+    def _run_job(self, steps: list[Step], *, exclusive: bool = False, step_timeout: float | None = None,
+                 cancel: Callable[[], str] | None = None, budgets: list[float] | None = None) -> JobResult:
         for s in steps:
             for role in sorted(step_roles(s)):
                 why = self.cannot_run(role)
@@ -449,22 +473,70 @@ class CheckContext:
         if len(who) > 1:
             raise ValueError(f"one job runs one principal's steps; got {sorted(who)}")
         st = step_timeout or step_timeout_s()
+        budgets = list(budgets) if budgets is not None else [st] * len(steps)
+        imp = settings.current().import_budget
+        # the job's wall-clock limit: every step's backstop and the imports' backstop
+        limit = 60 + sum(wall_backstop(b) for b in budgets) + wall_backstop(imp)
         t = self.task
-        job = self.runner.run(t.dir, steps, timeout=60 + st * len(steps) * 1.5, exclusive=exclusive,
+        job = self.runner.run(t.dir, steps, timeout=limit, exclusive=exclusive,
                               entry={k: str(v) for k, v in t.entry.items()}, out_args=list(t.out_args),
                               inout_args=list(t.inout_args), step_timeout=st, principal=next(iter(who), "job"),
                               cache_key=f"{t.id}-{self.run_id}", cancel=cancel,
-                              helper_dirs=[str(h) for h in t.helper_dirs])
+                              helper_dirs=[str(h) for h in t.helper_dirs], step_budgets=list(budgets),
+                              import_budget=imp)
+        self._note_imports(job)
         if job.died and job.status != "timeout" and not job.forged and all(x is None for x in job.steps) \
                 and job.died_in_step is None:
             raise RunnerError(f"a job ended before its first step ({job.describe_death()}): "
                               f"{job.stderr_tail[-2000:]}")
         return job
 
+    def _note_imports(self, job: JobResult) -> None:
+        """Put the task-file imports the job's steps reported into the report's ``imports``
+        extension: per file, the largest CPU and wall seconds one job took to import it,
+        and how many jobs imported it."""
+        for st in job.steps:
+            imports = (st.raw.get("imports") if st is not None and isinstance(st.raw, dict) else None) or {}
+            if not isinstance(imports, dict):
+                continue
+            with self._ext_lock:
+                table = self.extensions.setdefault("imports", {})
+                for name, v in list(imports.items())[:50]:
+                    try:
+                        cpu, wall = float(v["cpu_s"]), float(v["wall_s"])
+                    except (KeyError, TypeError, ValueError):
+                        continue
+                    row = table.setdefault(str(name)[:200], {"cpu_s": 0.0, "wall_s": 0.0, "jobs": 0})
+                    row["cpu_s"] = round(max(row["cpu_s"], cpu), 3)
+                    row["wall_s"] = round(max(row["wall_s"], wall), 3)
+                    row["jobs"] += 1
+
+    def _budget(self, step: Step, st: float) -> float:
+        """The CPU budget of ``step``: ``st``, or for a candidate's call on a case and seed
+        whose reference CPU seconds are known, max(``st``, :data:`HANG_REF_FACTOR` x them)."""
+        if isinstance(step, CallStep) and step.role == "candidate":
+            ref = self._ref_cpu.get((json.dumps(dict(step.case), sort_keys=True), int(step.seed)))
+            if ref is not None:
+                return max(st, HANG_REF_FACTOR * ref)
+        return st
+
+    def _learn_reference(self, step: Step, st: StepResult | None) -> None:
+        if st is None or not st.ok or not isinstance(step, CallStep) or step.role != "reference":
+            return
+        try:
+            cpu = float(st.raw.get("cpu_s"))
+        except (TypeError, ValueError):
+            return
+        key = (json.dumps(dict(step.case), sort_keys=True), int(step.seed))
+        with self._hang_lock:
+            self._ref_cpu[key] = max(cpu, self._ref_cpu.get(key, 0.0))
+
     def _note(self, outcome: CallOutcome | None, entry: dict[str, Any] | None = None) -> None:
-        """Add a task-code death to this check's ledger (once per outcome)."""
+        """Add a task-code death to this check's ledger (once per outcome); a death that
+        says nothing about the task code (:attr:`CallOutcome.unjudged`, a kws budget) is
+        not one."""
         if outcome is not None:
-            if outcome.step is not None or outcome.budget or id(outcome) in self._ledger_seen:
+            if outcome.step is not None or outcome.budget or outcome.unjudged or id(outcome) in self._ledger_seen:
                 return
             self._ledger_seen.add(id(outcome))
             spec = outcome.spec
@@ -488,7 +560,7 @@ class CheckContext:
             hangs = self._hangs.get(who, [])
             if len(hangs) >= hang_limit():
                 return (f"not run: the {who} hung {len(hangs)} times earlier in this run (on {', '.join(hangs[:3])}: "
-                        "killed at the step limit); kws does not wait for it again")
+                        "over its CPU budget, and over twice that on a re-run); kws does not wait for it again")
             if case is not None and (who, json.dumps(case, sort_keys=True)) in self._hung_cases:
                 return (f"not run: the {who} hung on case {case_label(case)} earlier in this run; "
                         "kws does not wait for it again")
@@ -512,7 +584,36 @@ class CheckContext:
         in this run (on its case, or :func:`hang_limit` times at all) is not run: its
         outcome is a ``"skipped"`` death naming the earlier hang. ``budget``: ``step_timeout``
         is a budget of kws's own choosing (derived cases on the CPU): a step over it is
-        not charged to the task code (no hang recorded, nothing in the ledger)."""
+        not charged to the task code (no hang recorded, nothing in the ledger) and not
+        re-run.
+
+        Budgets are CPU seconds (``step_timeout``, default :func:`step_timeout_s`; a
+        candidate's call: :meth:`_budget`). A step over its budget is re-run once, alone,
+        with :data:`CONFIRM_FACTOR` x the budget: its outcome is the re-run's, and only a
+        step over both is a hang (``"timeout"``, recorded for :func:`hang_limit`).
+
+        Raises:
+            NotJudged: (without ``budget``) a step was stopped by a limit that says nothing
+                about the task code (the wall-clock backstop, the import budget, the job's
+                limit): the check could not judge it.
+        """
+        out = self._run_steps(steps, step_timeout, budget)
+        if not budget:
+            self._raise_unjudged(out)
+        return out
+
+    @staticmethod
+    def _raise_unjudged(outcomes: list[CallOutcome]) -> None:
+        bad = [o for o in outcomes if o.unjudged]
+        if bad:
+            o = bad[0]
+            case = step_case(o.spec)
+            where = f" on case {case_label(case)}" if case is not None else ""
+            seed = f" (seed {o.spec.seed})" if getattr(o.spec, "seed", None) is not None else ""
+            more = f"; {len(bad) - 1} more step(s) the same way" if len(bad) > 1 else ""
+            raise NotJudged(f"the {principal(o.spec)} {o.unjudged}{where}{seed}{more}; kws could not judge them")
+
+    def _run_steps(self, steps: list[Step], step_timeout: float | None, budget: bool) -> list[CallOutcome]:
         groups: dict[str, list[int]] = {}
         for i, s in enumerate(steps):
             groups.setdefault(principal(s), []).append(i)
@@ -550,13 +651,16 @@ class CheckContext:
             end = start + 1
             while end < len(steps) and not self._hung(steps[end]):
                 end += 1
+            st0 = step_timeout or step_timeout_s()
             try:
                 job = self._run_job(steps[start:end], step_timeout=step_timeout,
+                                    budgets=[self._budget(x, st0) for x in steps[start:end]],
                                     cancel=lambda first=steps[start]: self._hung(first))
             except JobCancelled:
                 continue  # the principal hung while this job waited for a slot: skipped above
             died = None
             for i, st in enumerate(job.steps):
+                self._learn_reference(steps[start + i], st)
                 if st is not None:
                     outcomes[start + i] = CallOutcome(steps[start + i], st, stdout_tail=job.stdout_tail,
                                                       stderr_tail=job.stderr_tail, stdout_bytes=job.stdout_bytes)
@@ -571,16 +675,49 @@ class CheckContext:
                 start = end
                 continue
             k = start + died
-            outcomes[k] = CallOutcome(
-                steps[k], None, death=job.describe_death(), death_status=job.status,
-                signal_name=job.signal_name, stdout_tail=job.stdout_tail, stderr_tail=job.stderr_tail,
-                stdout_bytes=job.stdout_bytes, limit=job.limit, budget=budget and job.status == "timeout")
-            if job.status == "timeout" and not budget:
-                self._record_hang(steps[k], job.describe_death())
+            outcomes[k] = self._death(steps[k], job, budget, st0)
             for i in range(died + 1, end - start):  # not run: the process died before them
                 outcomes[start + i] = None
             start = k + 1
         return [o for o in outcomes if o is not None]
+
+    def _death(self, step: Step, job: JobResult, budget: bool, st: float) -> CallOutcome:
+        """The outcome of ``step``, in which ``job`` died (module doc of :meth:`run_steps`):
+        a step over its CPU budget is re-run once with :data:`CONFIRM_FACTOR` x it; a
+        confirmed hang is recorded; a stop by a limit that says nothing about the code is
+        :attr:`CallOutcome.unjudged`."""
+        def outcome(j: JobResult, death: str) -> CallOutcome:
+            o = CallOutcome(step, None, death=death, death_status=j.status, signal_name=j.signal_name,
+                            stdout_tail=j.stdout_tail, stderr_tail=j.stderr_tail, stdout_bytes=j.stdout_bytes,
+                            limit=j.limit, budget=budget and j.status == "timeout")
+            if j.status == "timeout" and j.limit != "step" and not budget:
+                o.unjudged = death
+            return o
+
+        if job.status != "timeout" or job.limit != "step" or budget:
+            return outcome(job, job.describe_death())
+        first = job.describe_death()
+        b = max(self._budget(step, st), job.step_timeout_s or 0.0)
+        try:
+            again = self._run_job([step], step_timeout=step_timeout_s(), budgets=[CONFIRM_FACTOR * b],
+                                  cancel=lambda: self._hung(step))
+        except JobCancelled as e:
+            return CallOutcome(step, None, death=str(e), death_status="skipped")
+        self._learn_reference(step, again.steps[0] if again.steps else None)
+        if again.steps and again.steps[0] is not None:
+            return CallOutcome(step, again.steps[0], stdout_tail=again.stdout_tail, stderr_tail=again.stderr_tail,
+                               stdout_bytes=again.stdout_bytes)
+        if again.forged:
+            return CallOutcome(step, None, death=f"its result cannot be trusted: {next(iter(again.forged.values()))}",
+                               death_status="forged", stdout_tail=again.stdout_tail, stderr_tail=again.stderr_tail,
+                               stdout_bytes=again.stdout_bytes, forged_changes=next(iter(again.forged_changes.values()),
+                                                                                    None))
+        if again.status == "timeout" and again.limit == "step":
+            death = (f"did not finish within its {b:g} CPU s budget (KWS_STEP_TIMEOUT), nor within "
+                     f"{CONFIRM_FACTOR * b:g} CPU s on a re-run, and was killed")
+            self._record_hang(step, death)
+            return outcome(again, death)
+        return outcome(again, f"{first}; on its re-run with {CONFIRM_FACTOR * b:g} CPU s it {again.describe_death()}")
 
     def _missing_libraries(self) -> dict[str, str]:
         """role -> why its code cannot run here (a library its files import is not
@@ -712,7 +849,12 @@ class CheckContext:
         that asks for an equal step (:func:`~workstation.protocol.steps.memo_key`: same
         kind and fields, e.g. role, case, seed, transforms, monitors), and the steps of
         :data:`CACHED_STEPS` come from kws's own result cache when it has them
-        (:meth:`result_cache_key`)."""
+        (:meth:`result_cache_key`).
+
+        Raises:
+            NotJudged: a step was stopped by a limit that says nothing about the task code
+                (:meth:`run_steps`).
+        """
         if not memo:
             return self.run_steps(steps)
         keys = [("call", memo_key(s)) for s in steps]
@@ -725,7 +867,7 @@ class CheckContext:
             mine = [i for i in mine if hits[i] is None]
         if mine:
             try:
-                got = self.run_steps([steps[i] for i in mine])
+                got = self._run_steps([steps[i] for i in mine], None, False)
                 for i, o in zip(mine, got, strict=True):
                     self._keep(steps[i], o)
                 for i, o in zip(mine, got, strict=True):
@@ -736,6 +878,7 @@ class CheckContext:
         out = [f.result() for f in futs]
         for o in out:
             self._note(o)
+        self._raise_unjudged(out)
         return out
 
     @staticmethod

@@ -190,23 +190,41 @@ def run_checks(task: Task, runner: Runner, *, only: Iterable[str] | None = None,
 
 
 def charge_deaths(check: Check, view: CheckContext, res: CheckResult) -> CheckResult:
-    """A check whose calls task code killed (a crash, a hang, an ``os._exit``, a forged
-    result: the entries of ``view.ledger``) and that has no ``fail`` finding gets one: the
-    task does not hold up, and the check could not judge those calls. A ``skip`` or an
-    ``error`` the deaths caused becomes that ``fail`` (the reason stays in the evidence);
-    a runner failure stays an ``error``."""
+    """A check whose calls the candidate's code killed (a crash, a confirmed hang, an
+    ``os._exit``, a forged result: the candidate's entries of ``view.ledger``) and that has
+    no ``fail`` finding gets one: the candidate does not hold up, and the check could not
+    judge those calls. A ``skip`` or an ``error`` the deaths caused becomes that ``fail``
+    (the reason stays in the evidence); a runner failure stays an ``error``.
+
+    Deaths of other task code (the reference, the baseline, ``make_inputs``, the author's
+    test or benchmark) are the task's problem, not the candidate's: with no candidate death
+    and no ``fail`` finding the check becomes ``skip``, listed under ``not_judged`` naming the
+    role and its file. A step stopped only by a limit that says nothing about the code (the
+    wall-clock backstop, the import budget) never reaches the ledger
+    (:meth:`CheckContext.run_steps` raises ``NotJudged`` for it)."""
     deaths = view.ledger
     if not deaths or res.runner_failed or any(f.severity == "fail" for f in res.findings):
         return res
-    first = deaths[0]
-    who = _WHO.get(first.get("role", ""), f"the {first.get('role')}")
+    mine = [d for d in deaths if d.get("role") == "candidate"]
+    if not mine:
+        first = deaths[0]
+        role = str(first.get("role", ""))
+        who = _WHO.get(role, f"the {role}")
+        ep = view.task.entry.get(role) if role else None
+        where = f" on case {case_label(first['case'])}" if first.get("case") else ""
+        why = (f"{who}{f' ({ep})' if ep else ''}: {first['death']}{where}; a problem of the task's own code, "
+               "not the candidate's, so this check could not judge the candidate")
+        status = "warn" if res.status == "warn" else "skip"  # never "pass" on what it could not judge
+        return CheckResult(res.check, status, res.seconds, why, res.findings, not_judged=why)
+    first = mine[0]
+    who = _WHO["candidate"]
     where = f" on case {case_label(first['case'])}" if first.get("case") else ""
     seed = f" (seed {first['seed']})" if first.get("seed") is not None else ""
     roles = sorted({d.get("role", "") for d in deaths})
-    summary = (f"{who}: {first['death']}{where}{seed}; {len(deaths)} of the calls this check needed "
+    summary = (f"{who}: {first['death']}{where}{seed}; {len(mine)} of the calls this check needed "
                f"ended this way (task code: {', '.join(roles)}), so it could not judge them")
     klass = "timeout" if first.get("status") in ("timeout", "skipped") else "crash"
-    ev: dict[str, Any] = {"failure_class": klass, "deaths": deaths[:20], "count": len(deaths)}
+    ev: dict[str, Any] = {"failure_class": klass, "deaths": deaths[:20], "count": len(mine)}
     if first.get("case"):
         ev["case"] = first["case"]
     if res.status in ("skip", "error") and res.reason:
