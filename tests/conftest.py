@@ -153,6 +153,7 @@ MODULE_TIER = {
     "test_protocol": "unit",
     "test_queueview": "git",
     "test_record_faults": "git",
+    "test_record_hazards": "git",
     "test_records": "git",
     "test_registry": "unit",
     "test_review": "unit",

@@ -128,12 +128,16 @@ def test_record_classes_that_were_accepted_silently(env):
             {**base_v, "verdict_id": "0d0d0d0d-1", "fields": {**base_v["fields"], "correctness": "mostly"}})
     _commit(repo, "disputes/alpha/maybe.toml", {**base_d, "dispute_id": "0e0e0e0e-1", "fields": {"tolerance": "meh"}})
     rs = load_records(repo)
-    assert [x.verdict_id for x in rs.verdicts] == [v.verdict_id]
+    # a verdict dated in the future is kept where its commit put it (the history orders
+    # records, not their clocks) and flagged as a warning
+    assert [x.verdict_id for x in rs.verdicts] == [v.verdict_id, "0c0c0c0c-1"]
     assert [x.dispute_id for x in rs.disputes] == [d.dispute_id] and rs.open_disputes() == rs.disputes
     by = {(p.file.as_posix(), p.key): p.problem for p in rs.problems}
+    warned = {(p.file.as_posix(), p.key): p.problem for p in rs.warnings}
     assert "disputes verdict feedf00d-1, which is not among" in by[("disputes/alpha/orphan.toml", "verdict_id")]
     assert "resolves dispute feedf00d-2, which is not among" in by[("resolutions/alpha/orphan.toml", "dispute_id")]
-    assert "is in the future" in by[("verdicts/alpha/future.toml", "timestamp")]
+    assert "is in the future" in warned[("verdicts/alpha/future.toml", "timestamp")]
+    assert ("verdicts/alpha/future.toml", "timestamp") not in by
     assert "unknown value 'mostly' for rubric kernel-review" in by[("verdicts/alpha/maybe.toml", "fields.correctness")]
     assert "unknown value 'meh'" in by[("disputes/alpha/maybe.toml", "fields.tolerance")]
 

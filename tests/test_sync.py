@@ -31,7 +31,6 @@ from tests.recordkit import (
 from workstation.cli import records as cli_records
 from workstation.records.drafts import Draft, load_draft, save_draft
 from workstation.records.history import task_history
-from workstation.records.model import RecordError
 from workstation.records.parse import load_records
 from workstation.records.store import (
     commit_dispute,
@@ -325,15 +324,20 @@ def test_reserve_race_after_sync_tells_the_loser(env, cli):
     assert r.exit_code == 0, r.output
     r = run(cli, ["sync", "--queue", a.working_tree_dir])
     assert r.exit_code == 0, r.output
-    # a reserved first (earlier timestamp): after syncing, a holds it and b is told
+    # b's reservation reached the shared history first (a's stayed local until this sync,
+    # which replays it after b's): the history orders them, not the clocks, so b holds it
     rs = load_records(a.working_tree_dir)
-    assert rs.reservation("alpha").reviewer == ALICE
-    # b has not fetched a's reservation yet: its renewal commits, and the sync after it
-    # shows that a holds the task
-    r = run(cli, ["reserve", "alpha", "--queue", b.working_tree_dir])
-    assert r.exit_code == 1 and "reserved alpha first" in r.output and "yours does not hold" in r.output
-    with pytest.raises(RecordError, match="reserved by Alice Reviewer"):
-        reserve(b, "alpha", 1)
+    assert rs.reservation("alpha").reviewer == BOB
+    r = run(cli, ["reserve", "alpha", "--queue", a.working_tree_dir])
+    assert r.exit_code == 1 and "reserved by Bob Reviewer" in r.output
+    # c, a third clone that has not fetched anything since: its reservation commits, and
+    # the sync after it shows that b holds the task
+    c = git.Repo.clone_from(str(bare), env / "clone-c")
+    set_repo_identity(c, CAROL)
+    run(cli, ["sync", "--queue", a.working_tree_dir])
+    subprocess.run(["git", "-C", c.working_tree_dir, "reset", "-q", "--hard", "HEAD~2"], check=True)
+    r = run(cli, ["reserve", "alpha", "--queue", c.working_tree_dir])
+    assert r.exit_code == 1 and "reserved alpha first" in r.output and "yours does not hold" in r.output, r.output
 
 
 def test_verdict_commit_failure_then_sync_keeps_draft(env):

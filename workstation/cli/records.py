@@ -37,6 +37,7 @@ from workstation.records.store import (
 )
 from workstation.records.sync import SyncError, sync
 from workstation.repo.gitqueue import QueueError, resolve_queue, reviewer_identity, task_version
+from workstation.repo.plumbing import storage_advice, storage_fault
 from workstation.rubric.model import (
     Rubric,
     field_values_from_pairs,
@@ -63,11 +64,14 @@ class _StderrNotes(logging.Handler):
 
 
 def _log_recoveries() -> None:
-    log = logging.getLogger("workstation.repo")
-    if not any(isinstance(h, _StderrNotes) for h in log.handlers):
-        log.addHandler(_StderrNotes(logging.INFO))
-        log.setLevel(logging.INFO)
-        log.propagate = False
+    """Print the repository's recovery notes and the records' warnings (a clock that looks
+    off, conflicting resolutions met by a sync) on stderr, prefixed ``kws: ``."""
+    for name in ("workstation.repo", "workstation.records"):
+        log = logging.getLogger(name)
+        if not any(isinstance(h, _StderrNotes) for h in log.handlers):
+            log.addHandler(_StderrNotes(logging.INFO))
+            log.setLevel(logging.INFO)
+            log.propagate = False
 
 
 def _fails_cleanly(fn: Callable[..., Any]) -> Callable[..., Any]:
@@ -83,18 +87,42 @@ def _fails_cleanly(fn: Callable[..., Any]) -> Callable[..., Any]:
         except ValueError as exc:
             raise click.UsageError(str(exc)) from exc
         except git.GitCommandError as exc:
+            fault = storage_fault(exc)
+            if fault is not None:
+                raise click.ClickException(f"git could not write: {storage_advice(fault, Path.cwd())} "
+                                           f"({_last_line(exc.stderr)})") from exc
             raise click.ClickException(f"git failed: {exc}") from exc
+        except OSError as exc:
+            fault = storage_fault(exc)
+            if fault is None:
+                raise
+            where = exc.filename or Path.cwd()
+            raise click.ClickException(f"cannot write {where}: {exc.strerror}; {storage_advice(fault, where)}") from exc
 
     return wrapper
 
 
-def _open(queue: Path | None) -> git.Repo:
-    """The queue's repository, after kws's recovery ran under its lock (so a read-only
-    command also repairs what an interrupted command left, and says so)."""
-    from workstation.repo.lock import queue_lock
+def _last_line(text: str | bytes | None) -> str:
+    if isinstance(text, bytes):
+        text = text.decode("utf-8", "replace")
+    lines = [ln.strip().strip("'") for ln in str(text or "").replace("stderr:", "").splitlines()]
+    lines = [ln for ln in lines if ln]
+    return lines[-1] if lines else ""
+
+
+def _open(queue: Path | None, *, write: bool = False) -> git.Repo:
+    """The queue's repository, after kws's recovery ran under its lock (so a command that
+    only reads also repairs what an interrupted command left, and says so). Where the
+    clone cannot be written (a read-only mount, a full disk), a command that only reads
+    (``write`` False) goes on with a note; one that must write stops here with
+    :class:`~workstation.repo.plumbing.StorageError` (nothing changed)."""
+    from workstation.repo.lock import damaged_branch, queue_lock
 
     repo = resolve_queue(queue)
-    with queue_lock(repo):
+    damage = damaged_branch(repo)
+    if damage is not None:
+        raise QueueError(damage)
+    with queue_lock(repo, write=write):
         pass
     return repo
 
@@ -180,13 +208,20 @@ def verdict_cmd(
                 if key not in values and s.value is not None:
                     values[key] = s.value
                     click.echo(f"kws: {key} = {s.value} (suggested: {s.reason})", err=True)
-    save_draft(draft)  # from here on, a refusal keeps what was given
+    kept = f"your verdict is saved as a draft: {draft_path(root, task)}"
+    try:
+        save_draft(draft)  # from here on, a refusal keeps what was given
+    except OSError as exc:
+        fault = storage_fault(exc)
+        where = draft_path(root, task).parent
+        kept = (f"your verdict was NOT saved as a draft ({where}: {exc.strerror}); the values are only in "
+                "this command line: run it again once the commit can succeed")
+        click.echo(f"kws: warning: the draft could not be saved in {where}: {exc.strerror}"
+                   + (f"; {storage_advice(fault, where)}" if fault else "") + "; committing without it", err=True)
     try:
         v = commit_verdict(repo, draft, rubric)
     except QueueError as exc:
-        raise click.ClickException(
-            f"{exc}\nyour verdict is saved as a draft: {draft_path(root, task)}"
-        ) from exc
+        raise click.ClickException(f"{exc}\n{kept}") from exc
     click.echo(f"committed verdict {v.verdict_id} ({v.overall}) on {task}")
     click.echo(f"  {v.path}")
     click.echo(f"  task version {v.task_tree}; commit {repo.head.commit.hexsha[:12]}; run kws sync to share it")
@@ -199,7 +234,7 @@ def verdict_cmd(
 @_fails_cleanly
 def sync_cmd(attempts: int, queue: Path | None) -> None:
     """Pull (rebase) and push the queue's records; never forces."""
-    repo = _open(queue)
+    repo = _open(queue, write=True)
     click.echo(str(sync(repo, attempts=attempts)))
 
 
@@ -227,7 +262,7 @@ def _share(repo: git.Repo, no_sync: bool) -> bool:
 @_fails_cleanly
 def reserve_cmd(task: str, hours: float, no_sync: bool, queue: Path | None) -> None:
     """Reserve TASK for HOURS so that other reviewers see it taken, then sync."""
-    repo = _open(queue)
+    repo = _open(queue, write=True)
     who = reviewer_identity(repo)
     r = reserve(repo, task, hours, identity=who)
     click.echo(f"reserved {task} until {r.expires:%Y-%m-%d %H:%MZ}")
@@ -247,7 +282,7 @@ def reserve_cmd(task: str, hours: float, no_sync: bool, queue: Path | None) -> N
 @_fails_cleanly
 def release_cmd(task: str, no_sync: bool, queue: Path | None) -> None:
     """Release your reservation of TASK, then sync."""
-    repo = _open(queue)
+    repo = _open(queue, write=True)
     release(repo, task)
     click.echo(f"released {task}")
     _share(repo, no_sync)
@@ -276,7 +311,7 @@ def history_cmd(task: str, queue: Path | None) -> None:
 @_fails_cleanly
 def dispute_cmd(verdict_id: str, fields: tuple[str, ...], rationale: str, queue: Path | None) -> None:
     """Dispute fields of the verdict VERDICT_ID (its id or a unique prefix)."""
-    repo = _open(queue)
+    repo = _open(queue, write=True)
     root = _root(repo)
     rs = load_records(root)
     v = rs.verdict(verdict_id)
@@ -309,7 +344,7 @@ def resolve_cmd(
     queue: Path | None,
 ) -> None:
     """Resolve the dispute DISPUTE_ID (its id or a unique prefix)."""
-    repo = _open(queue)
+    repo = _open(queue, write=True)
     root = _root(repo)
     rs = load_records(root)
     d = rs.dispute(dispute_id)
@@ -395,7 +430,15 @@ def report_cmd(task: str, output: Path | None, verdict_id: str | None, queue: Pa
     if output is None:
         sys.stdout.write(md)
     else:
-        output.write_text(md, encoding="utf-8")
+        try:
+            output.write_text(md, encoding="utf-8")
+        except OSError as exc:
+            why = exc.strerror or str(exc)
+            if not output.parent.is_dir():
+                why = f"the folder {output.parent} does not exist"
+            raise click.ClickException(f"cannot write the report to {output}: {why}; nothing was written "
+                                       "(give -o a path in an existing, writable folder, or leave it out for stdout)"
+                                       ) from exc
         click.echo(f"wrote {output}")
 
 
@@ -410,7 +453,7 @@ def doctor_cmd(queue: Path | None) -> None:
     from workstation.records.doctor import diagnose
     from workstation.settings.show import summary
 
-    repo = _open(queue)
+    repo = resolve_queue(queue)  # diagnose takes the lock and names a damaged branch itself
     d = diagnose(repo)
     try:
         cfg = settings.current()

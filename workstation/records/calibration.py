@@ -171,7 +171,7 @@ def _ratings(rs: RecordSet, rubric: Rubric) -> tuple[dict[str, dict[str, Verdict
     out: dict[str, dict[str, Verdict]] = {}
     who: dict[str, Identity] = {}
     other = 0
-    for v in rs.verdicts:  # (timestamp, id) order: later overwrites
+    for v in rs.verdicts:  # history order: later overwrites
         if v.rubric_id != rubric.id:
             other += 1
             continue

@@ -6,11 +6,16 @@ file under a record folder that is not committed as it is never counts; :func:`s
 lists them: untracked files (a killed ``kws verdict`` of an older kws, a hand-made file),
 record files changed or deleted in the work tree, and record paths staged differently from
 HEAD. :func:`diagnose` adds everything else a reviewer should know: records and tasks that
-were skipped and why, warnings (unknown keys), the git state (a rebase or merge in
-progress, git locks, an unfinished kws update), and commits not yet sent.
+were skipped and why, warnings (unknown keys, a clock that looks off), what the records
+must satisfy (docs/records.md): append-only (:func:`edited_records`: a later commit that
+changed or deleted a record file), a task that exists for every verdict, dispute and
+resolution, resolutions of one dispute that disagree; the git state (a rebase or merge
+in progress, git locks, an unfinished kws update, an unreadable index), and commits not
+yet sent.
 
 Running it takes kws's lock like any kws command, so the recovery of
-:mod:`workstation.repo.lock` runs first (and is logged).
+:mod:`workstation.repo.lock` runs first (and is logged); on a clone that cannot be
+written it reads without the lock and says so.
 """
 
 from __future__ import annotations
@@ -23,11 +28,11 @@ import git
 from workstation.records.model import FOLDERS
 from workstation.records.parse import load_records
 from workstation.repo.gitqueue import harden, head_branch
-from workstation.repo.lock import queue_lock, stale_git_locks
-from workstation.repo.plumbing import read_journal, rev, run_git
+from workstation.repo.lock import damaged_branch, queue_lock, stale_git_locks
+from workstation.repo.plumbing import git_result, read_journal, rev, run_git
 from workstation.schema.problem import Problem
 
-__all__ = ["Diagnosis", "diagnose", "stray_files"]
+__all__ = ["Diagnosis", "committed_tasks", "diagnose", "edited_records", "stray_files"]
 
 
 def _z(out: bytes) -> list[str]:
@@ -83,6 +88,47 @@ class Diagnosis:
         return "\n".join(lines)
 
 
+def gd_path(repo: git.Repo) -> Path:
+    return Path(repo.git_dir)
+
+
+def _last(exc: git.GitCommandError) -> str:
+    err = exc.stderr if isinstance(exc.stderr, str) else bytes(exc.stderr or b"").decode("utf-8", "replace")
+    lines = [ln.strip().strip("'") for ln in err.replace("stderr:", "").splitlines() if ln.strip().strip("'")]
+    return lines[-1] if lines else f"exit status {exc.status}"
+
+
+def committed_tasks(repo: git.Repo, rev_: str = "HEAD") -> list[str]:
+    """The task ids with a folder under ``tasks/`` in the tree of ``rev_``."""
+    if rev(repo, rev_) is None:
+        return []
+    out = run_git(repo, "ls-tree", "-z", "--name-only", "-d", f"{rev_}:tasks", check=False)
+    return _z(out)
+
+
+def edited_records(repo: git.Repo, rev_: str = "HEAD") -> list[Problem]:
+    """Record files that a commit in the history of ``rev_`` changed or deleted after they
+    were added (records are append-only): each a Problem naming the file and the commit."""
+    if rev(repo, rev_) is None:
+        return []
+    proc = git_result(repo, "-c", "core.quotePath=off", "log", "--diff-filter=MDT", "--no-renames", "--name-status",
+                      "--format=%x00%h %an", rev_, "--", *FOLDERS.values())
+    out: list[Problem] = []
+    seen: set[str] = set()
+    for chunk in proc.stdout.decode("utf-8", "surrogateescape").split("\0")[1:]:
+        head, _, rows = chunk.partition("\n")
+        for row in rows.splitlines():
+            status, _, path = row.partition("\t")
+            if not path or path in seen or not path.endswith(".toml"):
+                continue
+            seen.add(path)
+            what = "deleted" if status.startswith("D") else "changed"
+            out.append(Problem(Path(path), "", f"{what} by commit {head} after it was committed: records are "
+                               "append-only (a new record replaces an old one; history keeps both); revert that "
+                               "commit's change to the file"))
+    return out
+
+
 def diagnose(repo: git.Repo) -> Diagnosis:
     """Everything :mod:`the module <workstation.records.doctor>` describes, for ``repo``."""
     from workstation.records.sync import unsent
@@ -91,17 +137,41 @@ def diagnose(repo: git.Repo) -> Diagnosis:
     harden(repo)
     root = Path(repo.working_tree_dir)
     d = Diagnosis(root)
-    with queue_lock(repo):
-        d.problems += stray_files(repo)
+    damage = damaged_branch(repo)
+    if damage is not None:  # nothing else can be read from a branch that names no commit
+        d.problems.append(Problem(root, "", damage))
+        return d
+    with queue_lock(repo, write=False) as locked:
+        if not locked:
+            d.notes.append("this clone cannot be written here (read-only, or its disk is full): kws's recovery "
+                           "did not run; reading works, writing records does not")
+        try:
+            d.problems += stray_files(repo)
+        except git.GitCommandError as exc:
+            d.problems.append(Problem(gd_path(repo) / "index", "", f"git cannot read the index: {_last(exc)}; "
+                                      f"rebuild it with: git -C {root} read-tree HEAD (keeps the work tree)"))
         rs = load_records(repo)
         d.problems += rs.problems
         d.warnings += rs.warnings
+        d.problems += edited_records(repo)
+        tasks: set[str] | None = None
         try:
             q = load_queue(root)
             d.problems += q.errors
             d.warnings += q.warnings
+            tasks = set(committed_tasks(repo))
         except Problem as p:
             d.problems.append(p)
+        if tasks is not None:
+            for r in [*rs.verdicts, *rs.disputes, *rs.resolutions]:
+                if r.task not in tasks:
+                    d.problems.append(Problem(r.path, "task", f"{r.task!r} is not a task in HEAD (no tasks/{r.task}/ "
+                                              "committed): a record of a task that does not exist"))
+        from workstation.records.history import conflict_text
+
+        for did, clash in rs.resolution_conflicts().items():
+            d.problems.append(Problem(clash[-1].path, "dispute_id", f"dispute {did[:8]}: "
+                                      + conflict_text(clash, rs.resolution_rule)))
         gd = Path(repo.git_dir)
         for name, what in (("rebase-merge", "a rebase"), ("rebase-apply", "a rebase or git am"),
                            ("MERGE_HEAD", "a merge")):

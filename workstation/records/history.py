@@ -10,16 +10,24 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
+from pathlib import Path
 
 import git
 
 from workstation.records.model import Dispute, Resolution, Verdict
 from workstation.records.parse import load_records
 from workstation.records.state import RecordSet
-from workstation.repo.gitqueue import TaskVersion, git_text, harden, task_version
+from workstation.repo.gitqueue import (
+    QueueError,
+    TaskVersion,
+    git_text,
+    harden,
+    run_git,
+    task_version,
+)
 from workstation.schema.problem import Problem
 
-__all__ = ["History", "HistoryEntry", "format_history", "task_history", "tree_changes"]
+__all__ = ["History", "HistoryEntry", "conflict_text", "format_history", "task_history", "tree_changes"]
 
 
 @dataclass(frozen=True)
@@ -49,7 +57,8 @@ class HistoryEntry:
 
 @dataclass
 class History:
-    """``entries`` oldest first by ``(timestamp, id)``. ``head`` is the task's version in
+    """``entries`` oldest first in history order (the place of each record's commit in
+    the branch, :meth:`~workstation.records.state.RecordSet.order_key`). ``head`` is the task's version in
     HEAD now; ``head_changes`` the files that differ between the last judged version and
     HEAD's (None when either is unknown, empty when equal). ``problems``: record files of
     this task (or anywhere, when they could not be attributed) that were skipped."""
@@ -88,7 +97,7 @@ def task_history(repo: git.Repo, task_id: str, records: RecordSet | None = None)
     recs += [v for v in rs.verdicts if v.task == task_id]
     recs += [d for d in rs.disputes if d.task == task_id]
     recs += [r for r in rs.resolutions if r.task == task_id]
-    recs.sort(key=lambda r: r.sort_key)
+    recs.sort(key=rs.order_key)
     entries: list[HistoryEntry] = []
     last: str | None = None
     for r in recs:
@@ -101,13 +110,29 @@ def task_history(repo: git.Repo, task_id: str, records: RecordSet | None = None)
                 changes = tree_changes(repo, last, r.task_tree)
             last = r.task_tree
         entries.append(HistoryEntry(r, tree, changed_from, changes))
-    head = task_version(repo, task_id)
+    extra: list[Problem] = []
+    try:
+        head = task_version(repo, task_id)
+    except QueueError as exc:  # a damaged index: the records still read from commits
+        tree = run_git(repo, "rev-parse", "-q", "--verify", f"HEAD:tasks/{task_id}", check=False).decode().strip()
+        head = TaskVersion(task=task_id, tree=tree or None)
+        extra.append(Problem(Path(repo.git_dir) / "index", "", f"{exc} (uncommitted changes are not shown)"))
     head_changes = None
     if last is not None and head.tree is not None:
         head_changes = tree_changes(repo, last, head.tree)
     prefix = (f"verdicts/{task_id}/", f"disputes/{task_id}/", f"resolutions/{task_id}/")
-    problems = [p for p in rs.problems if p.file.as_posix().startswith(prefix)]
+    problems = [p for p in rs.problems if p.file.as_posix().startswith(prefix)] + extra
     return History(task_id, entries, head, last, head_changes, problems)
+
+
+def conflict_text(clash: list[Resolution], rule: str) -> str:
+    """``"2 resolutions disagree: ..."`` for conflicting resolutions of one dispute, with
+    what the queue's rule (``resolution_conflict``) makes of them."""
+    sides = "; ".join(f"{r.outcome} by {r.reviewer.email} ({r.resolution_id[:8]})" for r in clash)
+    then = {"first": "the first counts", "last": "the last counts"}.get(
+        rule, "neither counts: the dispute is open again")
+    return (f"{len(clash)} resolutions disagree: {sides}; queue rule resolution_conflict = {rule!r}: {then}; "
+            "settle it with kws resolve --supersede")
 
 
 def _when(ts: datetime) -> str:
@@ -146,6 +171,9 @@ def format_history(h: History, records: RecordSet | None = None) -> str:
             if records is not None:
                 res = records.resolution_of(r.dispute_id)
                 state = f"  [{'open' if res is None else res.outcome}]"
+                clash = records.resolution_conflicts(r.dispute_id).get(r.dispute_id)
+                if clash:
+                    state += f"  [{conflict_text(clash, records.resolution_rule)}]"
             lines.append(f"{head}  on verdict {r.verdict_id[:8]}{state}")
             lines.append("    " + ", ".join(f"{k}={v}" for k, v in r.fields.items()))
             lines.append(f"    rationale: {r.rationale}")

@@ -181,7 +181,10 @@ class Resolution:
     ``verdict_values`` and ``dispute_values`` are the two sides' values for the disputed
     fields, copied at resolution time; ``fields`` are the values the verdict takes from now
     on (empty when ``upheld``; the dispute's values when ``overturned``; the resolver's when
-    ``amended``).
+    ``amended``). ``supersedes`` names the earlier resolutions of the same dispute its
+    writer knowingly replaced (``kws resolve --supersede``); two resolutions neither of
+    which supersedes the other and that disagree are a conflict
+    (:meth:`workstation.records.state.RecordSet.resolution_conflicts`).
     """
 
     resolution_id: str
@@ -196,6 +199,7 @@ class Resolution:
     dispute_values: Mapping[str, str]
     rationale: str
     path: Path | None = None
+    supersedes: tuple[str, ...] = ()
 
     kind = "resolution"
 

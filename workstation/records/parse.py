@@ -43,14 +43,14 @@ from workstation.records.model import (
 )
 from workstation.records.state import RecordSet
 from workstation.repo.gitqueue import Identity, harden
+from workstation.repo.plumbing import git_result, run_git
 from workstation.repo.plumbing import rev as rev_id
-from workstation.repo.plumbing import run_git
 from workstation.schema.problem import Problem
 from workstation.schema.structs import convert, unknown_keys
 from workstation.schema.toml import parse_toml
 from workstation.task.format import TASK_ID_RE
 
-__all__ = ["MAX_RECORD_BYTES", "load_records", "parse_record"]
+__all__ = ["MAX_RECORD_BYTES", "load_records", "parse_record", "record_commits"]
 
 #: Largest record file read (bytes): 4 MiB. A verdict's findings carry at most 16 KiB of
 #: evidence each, so real verdicts stay far below; a larger file is reported and skipped.
@@ -150,6 +150,7 @@ class _ResolutionFile(_Header, kw_only=True):
     verdict_values: _Values = {}
     dispute_values: _Values = {}
     rationale: Annotated[str, Meta(description="the resolver's reasoning")]
+    supersedes: Annotated[list[_Id], Meta(description="an array of resolution ids")] = []
     resolution_id: _Id
     dispute_id: _Id
     verdict_id: _Id
@@ -292,6 +293,7 @@ def _resolution(f: _ResolutionFile, task: str, file: Path) -> Resolution:
         dispute_values=f.dispute_values,
         rationale=f.rationale,
         path=file,
+        supersedes=tuple(_record_id(x, file, f"supersedes[{i}]") for i, x in enumerate(f.supersedes)),
     )
 
 
@@ -374,23 +376,64 @@ def _tree_entries(repo: git.Repo, rev: str, folders: list[str]) -> list[tuple[st
     return entries
 
 
-def _read_blobs(repo: git.Repo, oids: list[str]) -> dict[str, bytes]:
-    """The contents of blobs ``oids``, read with one ``git cat-file --batch``."""
+def _read_blobs(repo: git.Repo, oids: list[str]) -> tuple[dict[str, bytes], dict[str, str]]:
+    """The contents of blobs ``oids``, read with one ``git cat-file --batch``, and for each
+    blob that cannot be read (missing, or corrupt: git stops the batch at it) git's
+    words. After a failed batch each blob is read on its own, so one corrupt object costs
+    only its own record."""
     if not oids:
-        return {}
-    out = run_git(repo, "cat-file", "--batch", input=("\n".join(oids) + "\n").encode())
+        return {}, {}
+    proc = git_result(repo, "cat-file", "--batch", input=("\n".join(oids) + "\n").encode())
     blobs: dict[str, bytes] = {}
-    pos = 0
+    bad: dict[str, str] = {}
+    if proc.returncode == 0:
+        out, pos = proc.stdout, 0
+        for oid in oids:
+            nl = out.index(b"\n", pos)
+            header = out[pos:nl].decode().split()
+            pos = nl + 1
+            if len(header) < 3 or header[1] == "missing":
+                bad[oid] = "missing from this clone"
+                continue
+            size = int(header[2])
+            blobs[oid] = out[pos:pos + size]
+            pos += size + 1
+        return blobs, bad
     for oid in oids:
-        nl = out.index(b"\n", pos)
-        header = out[pos:nl].decode().split()
-        pos = nl + 1
-        if len(header) < 3 or header[1] == "missing":
-            continue
-        size = int(header[2])
-        blobs[oid] = out[pos:pos + size]
-        pos += size + 1
-    return blobs
+        one = git_result(repo, "cat-file", "blob", oid)
+        if one.returncode == 0:
+            blobs[oid] = one.stdout
+        else:
+            lines = [ln.strip() for ln in one.stderr.decode("utf-8", "replace").splitlines() if ln.strip()]
+            bad[oid] = (lines[-1] if lines else f"git cat-file exited {one.returncode}").removeprefix("fatal: ")
+    return blobs, bad
+
+
+def record_commits(repo: git.Repo, rev: str = "HEAD", folders: Iterable[str] = tuple(FOLDERS.values())
+                   ) -> dict[str, tuple[int, str, datetime | None]]:
+    """``{path: (place, commit id, committer date)}``: for each file under ``folders`` in the
+    history of ``rev``, the commit that (last) added it, and that commit's place in the
+    branch: 0 for the oldest, in first-parent order (a record that came in by a merge takes
+    the merge's place). Empty when ``rev`` does not exist or its history cannot be read."""
+    if rev_id(repo, rev) is None:
+        return {}
+    proc = git_result(repo, "-c", "core.quotePath=off", "log", "--first-parent", "--diff-merges=first-parent",
+                      "--reverse", "--diff-filter=A", "--no-renames", "--name-only", "--format=%x00%H %cI",
+                      rev, "--", *folders)
+    if proc.returncode != 0:
+        return {}
+    out: dict[str, tuple[int, str, datetime | None]] = {}
+    for place, chunk in enumerate(proc.stdout.decode("utf-8", "surrogateescape").split("\0")[1:]):
+        head, _, names = chunk.partition("\n")
+        commit, _, date = head.partition(" ")
+        try:
+            when: datetime | None = datetime.fromisoformat(date.strip()).astimezone(UTC)
+        except ValueError:
+            when = None
+        for name in names.splitlines():
+            if name.strip():
+                out[name.strip()] = (place, commit, when)
+    return out
 
 
 def _record_entries(entries: list[tuple[str, str, str, int, str]], kind: str,
@@ -454,12 +497,23 @@ def load_records(source: Path | str | git.Repo, kinds: Iterable[str] = KINDS, *,
                 rs.problems.append(Problem(rel, "", f"{size} bytes, larger than the {MAX_RECORD_BYTES}-byte limit for this file"))
                 continue
             chosen[kind].append((rel, task, oid, size))
-    blobs = _read_blobs(repo, sorted({oid for items in chosen.values() for _, _, oid, _ in items}))
+    blobs, unreadable = _read_blobs(repo, sorted({oid for items in chosen.values() for _, _, oid, _ in items}))
+    added = record_commits(repo, rev, [FOLDERS[k] for k in kinds])
+
+    def commit_of(rel: Path) -> str:
+        c = added.get(rel.as_posix())
+        return f" (committed in {c[1][:12]})" if c else ""
+
     seen: dict[str, Path] = {}
     for kind in kinds:
         out: list[Any] = []
         for rel, task, oid, _size in chosen[kind]:
             found: list[Problem] = []
+            if oid in unreadable:
+                rs.problems.append(Problem(rel, "", f"its git object {oid[:12]}{commit_of(rel)} cannot be read: "
+                                           f"{unreadable[oid]}; the object is corrupt or missing in this clone: run "
+                                           "git fsck, and restore it from another clone or the remote"))
+                continue
             try:
                 raw = blobs[oid]
                 try:
@@ -478,11 +532,36 @@ def load_records(source: Path | str | git.Repo, kinds: Iterable[str] = KINDS, *,
                 continue
             seen[rec.id] = rel
             rs.warnings.extend(found)
+            placed = added.get(rel.as_posix())
+            if placed is not None:
+                rs.place[rec.id] = placed[0]
+                _clock_warning(rs, rec, placed[2])
             out.append(rec)
-        out.sort(key=lambda r: r.sort_key)
+        out.sort(key=rs.order_key)
         setattr(rs, FOLDERS[kind], out)
-    _cross_check(rs, kinds, Path(repo.working_tree_dir or repo.git_dir), datetime.now(UTC))
+    root = Path(repo.working_tree_dir or repo.git_dir)
+    try:
+        from workstation.task.queue import read_queue_config
+
+        rs.resolution_rule = read_queue_config(root).resolution_conflict
+    except Problem:
+        pass  # the default rule; kws doctor reports queue.toml's problem
+    _cross_check(rs, kinds, root, datetime.now(UTC))
     return rs
+
+
+#: How far a record's time may be after its commit's committer date before it is flagged.
+COMMIT_ALLOWANCE = timedelta(hours=1)
+
+
+def _clock_warning(rs: RecordSet, rec: Any, committed: datetime | None) -> None:
+    """Warn about a record dated after the commit that added it (its writer's clock was
+    ahead of the committer's, or the committer's behind)."""
+    if committed is not None and rec.timestamp - committed > COMMIT_ALLOWANCE:
+        hours = (rec.timestamp - committed).total_seconds() / 3600
+        rs.warnings.append(Problem(rec.path, "timestamp", f"dated {rec.timestamp.isoformat()}, {hours:.1f} h after "
+                                   f"the commit that added it ({committed.isoformat()}): a clock was off; its place "
+                                   "in the history, not its time, decides which record is current"))
 
 
 #: How far after the reader's clock a record's time may be (clock skew between machines).
@@ -504,12 +583,16 @@ def _rubric_problem(rubric: Any, values: Mapping[str, str], file: Path, prefix: 
 
 
 def _cross_check(rs: RecordSet, kinds: tuple[str, ...], root: Path, now: datetime) -> None:
-    """Move to ``rs.problems`` the records that parse but cannot be right: a time more than
-    :data:`FUTURE_ALLOWANCE` after ``now`` (it would stay the latest forever), a
-    reservation longer than :data:`MAX_RESERVATION`, a value the verdict's rubric does not
-    allow, a dispute of a verdict that is not among the records (or of another task), a
-    resolution of a dispute that is not (or citing another verdict). Fields a rubric does
-    not have are warnings (a later rubric version may add them)."""
+    """Move to ``rs.problems`` the records that parse but cannot be right: a reservation
+    dated more than :data:`FUTURE_ALLOWANCE` after ``now`` (it would hold until then) or
+    longer than :data:`MAX_RESERVATION`, a value the verdict's rubric does not allow, a
+    dispute of a verdict that is not among the records (or of another task, or another
+    task version), disputing a field that is not a choice field of the verdict's rubric or
+    with the value the verdict already has, a resolution of a dispute that is not (or
+    citing another verdict), or an ``overturned`` one whose values are not the dispute's.
+    A record of another kind dated in the future is a warning (its place in the history
+    orders it); fields a rubric does not have are warnings (a later rubric version may add
+    them)."""
     from workstation.rubric.model import find_rubric
 
     limit = now + FUTURE_ALLOWANCE
@@ -534,10 +617,12 @@ def _cross_check(rs: RecordSet, kinds: tuple[str, ...], root: Path, now: datetim
         return kept
 
     def future(r: Any) -> Problem | None:
+        """Never skips: a record dated in the future is kept where its commit put it."""
         if r.timestamp > limit:
-            return Problem(r.path, "timestamp", f"{r.timestamp.isoformat()} is in the future (more than "
-                           f"{FUTURE_ALLOWANCE.days} day after this machine's clock): a record with it would stay "
-                           "the latest for ever")
+            rs.warnings.append(Problem(r.path, "timestamp", f"{r.timestamp.isoformat()} is in the future (more than "
+                                       f"{FUTURE_ALLOWANCE.days} day after this machine's clock): its writer's clock "
+                                       "(or this one) is off; its place in the history, not its time, decides which "
+                                       "record is current"))
         return None
 
     def verdict_ok(v: Verdict) -> Problem | None:
@@ -552,7 +637,16 @@ def _cross_check(rs: RecordSet, kinds: tuple[str, ...], root: Path, now: datetim
         return _rubric_problem(rub, dict(v.fields) | {"overall": v.overall}, v.path, "fields")
 
     rs.verdicts = keep(rs.verdicts, verdict_ok)
-    rs.reservations = keep(rs.reservations, lambda r: future(r) or (
+    def future_lock(r: Reservation) -> Problem | None:
+        """A reservation is a lock that runs on times: one dated in the future would hold
+        until then, so it is skipped."""
+        if r.timestamp > limit:
+            return Problem(r.path, "timestamp", f"{r.timestamp.isoformat()} is in the future (more than "
+                           f"{FUTURE_ALLOWANCE.days} day after this machine's clock): a reservation with it would "
+                           "hold the task until then")
+        return None
+
+    rs.reservations = keep(rs.reservations, lambda r: future_lock(r) or (
         Problem(r.path, "expires", f"a reservation of {(r.expires - r.timestamp).total_seconds() / 3600:.0f} hours; "
                 f"at most {MAX_RESERVATION.total_seconds() / 3600:.0f}")
         if r.expires is not None and r.expires - r.timestamp > MAX_RESERVATION else None))
@@ -569,7 +663,20 @@ def _cross_check(rs: RecordSet, kinds: tuple[str, ...], root: Path, now: datetim
                            "records (never committed, or skipped: see its own problem)")
         if v.task != d.task:
             return Problem(d.path, "task", f"{d.task!r}, but the disputed verdict is on {v.task!r}")
+        if v.task_tree != d.task_tree:
+            return Problem(d.path, "task_tree", f"{d.task_tree[:12]}, but the disputed verdict judged task version "
+                           f"{v.task_tree[:12]}")
+        current = v.values()
         rub = rubric(v.rubric_id)
+        for key, value in d.fields.items():
+            if rub is not None and ((f := rub.field(key)) is None or f.kind != "choice"):
+                return Problem(d.path, f"fields.{key}", f"not a choice field of rubric {rub.id} (a dispute names "
+                               "choice fields; its reasoning goes in rationale)")
+            if rub is None and key not in current:
+                return Problem(d.path, f"fields.{key}", "the disputed verdict has no such field")
+            if current.get(key) == value:
+                return Problem(d.path, f"fields.{key}", f"{value!r} is what the verdict already says; a dispute "
+                               "names values that differ from the verdict's")
         return _rubric_problem(rub, d.fields, d.path, "fields") if rub is not None else None
 
     rs.disputes = keep(rs.disputes, dispute_ok)
@@ -586,6 +693,11 @@ def _cross_check(rs: RecordSet, kinds: tuple[str, ...], root: Path, now: datetim
                            "records (never committed, or skipped: see its own problem)")
         if d.verdict_id != r.verdict_id:
             return Problem(r.path, "verdict_id", f"{r.verdict_id}, but the dispute is of verdict {d.verdict_id}")
+        if r.task != d.task:
+            return Problem(r.path, "task", f"{r.task!r}, but the dispute is on {d.task!r}")
+        if r.outcome == "overturned" and dict(r.fields) != dict(d.fields):
+            return Problem(r.path, "fields", "an overturned verdict takes the dispute's values "
+                           f"({', '.join(f'{k}={v}' for k, v in d.fields.items())}), not others (use amended)")
         v = verdicts.get(r.verdict_id)
         rub = rubric(v.rubric_id) if v is not None else None
         return _rubric_problem(rub, r.fields, r.path, "fields") if rub is not None else None

@@ -1,10 +1,23 @@
 """The state derived from a queue's records, deterministically, when they are read.
 
-The **tie-break**: records are ordered by ``(timestamp, id)``, both compared as stored
-(UTC instants, then the id string); "latest" means last in that order. A task's current
-verdict is its latest verdict; a reviewer's current verdict on a task is their latest one;
-a dispute's resolution is the latest resolution citing it; a verdict's effective values
-are its own values with the resolutions of its disputes applied in that order.
+The **order**: a record's place is the position of the commit that added it in the
+branch's history (first-parent order, :func:`workstation.records.parse.record_commits`),
+so every clone that holds the same history orders the same way, whatever the writers'
+clocks said. Times are shown, never compared to order; ``(timestamp, id)`` only breaks a
+tie between records of one commit, or orders records not read from a history.
+"Latest" means last in that order. A task's current verdict is its latest verdict; a
+reviewer's current verdict on a task is their latest one; a dispute's resolution is its
+standing resolution (below); a verdict's effective values are its own values with the
+resolutions of its disputes applied in that order.
+
+**Conflicting resolutions**: a resolution is *standing* unless a later one names it in
+``supersedes`` (``kws resolve --supersede``). Two standing resolutions of one dispute
+that disagree (outcome or values) were written without either knowing of the other: a
+conflict (:meth:`RecordSet.resolution_conflicts`), settled by the queue owner's rule,
+``resolution_conflict`` in queue.toml: ``open`` (default: neither applies, the dispute is
+open again until someone resolves it with ``--supersede``), ``first`` or ``last`` (in
+history order).
+
 Reservations are the exception, since they are locks: the earliest unexpired reservation
 holds until it expires or its holder releases it (see :meth:`RecordSet.reservation`).
 
@@ -31,7 +44,10 @@ from workstation.records.model import (
 from workstation.repo.gitqueue import Identity
 from workstation.schema.problem import Problem
 
-__all__ = ["RecordSet", "same_reviewer"]
+__all__ = ["CONFLICT_RULES", "RecordSet", "same_reviewer"]
+
+#: ``resolution_conflict`` values in queue.toml (the first is the default).
+CONFLICT_RULES = ("open", "first", "last")
 
 
 def same_reviewer(a: Identity, b: Identity) -> bool:
@@ -41,7 +57,7 @@ def same_reviewer(a: Identity, b: Identity) -> bool:
 
 @dataclass
 class RecordSet:
-    """Every readable record of a queue, each list in ``(timestamp, id)`` order.
+    """Every readable record of a queue, each list in history order (:meth:`order_key`).
 
     ``problems``: the record files (or stray files) that were skipped, each a
     :class:`~workstation.schema.problem.Problem` whose ``file`` is relative to the queue
@@ -50,6 +66,9 @@ class RecordSet:
 
     The per-task queries use an index built on first use: treat a loaded set as read-only
     (load it again after committing a record).
+
+    ``place``: record id -> the place of the commit that added it (0: oldest);
+    ``resolution_rule``: how conflicting resolutions are settled (:data:`CONFLICT_RULES`).
     """
 
     verdicts: list[Verdict] = field(default_factory=list)
@@ -58,6 +77,13 @@ class RecordSet:
     reservations: list[Reservation] = field(default_factory=list)
     problems: list[Problem] = field(default_factory=list)
     warnings: list[Problem] = field(default_factory=list)
+    place: dict[str, int] = field(default_factory=dict)
+    resolution_rule: str = CONFLICT_RULES[0]
+
+    def order_key(self, r: Any) -> tuple[int, datetime, str]:
+        """Where ``r`` sorts: its commit's place in the history, then ``(timestamp, id)``
+        (records not read from a history sort after those that were)."""
+        return (self.place.get(r.id, 1 << 62), r.timestamp, r.id)
 
     @functools.cached_property
     def _ix(self) -> dict[str, dict[str, list[Any]]]:
@@ -116,7 +142,7 @@ class RecordSet:
         return list(self._ix["verdicts"].get(task, ()))
 
     def current_verdict(self, task: str) -> Verdict | None:
-        """The task's latest verdict by ``(timestamp, verdict_id)``, or None."""
+        """The task's latest verdict in history order, or None."""
         vs = self.verdicts_for(task)
         return vs[-1] if vs else None
 
@@ -139,33 +165,62 @@ class RecordSet:
         """The disputes of one verdict, oldest first."""
         return list(self._ix["disputes_of"].get(verdict_id, ()))
 
+    def resolutions_for(self, dispute_id: str) -> list[Resolution]:
+        """Every resolution citing ``dispute_id``, in history order."""
+        return list(self._ix["resolutions_of"].get(dispute_id, ()))
+
+    def standing_resolutions(self, dispute_id: str) -> list[Resolution]:
+        """The resolutions of ``dispute_id`` that no later one supersedes, in order."""
+        rs = self.resolutions_for(dispute_id)
+        replaced = {x for r in rs for x in r.supersedes}
+        return [r for r in rs if r.resolution_id not in replaced]
+
+    def resolution_conflicts(self, dispute_id: str | None = None) -> dict[str, list[Resolution]]:
+        """``{dispute id: its standing resolutions}`` for each dispute (of ``dispute_id``
+        only, when given) with standing resolutions that disagree: another outcome or other
+        values, written without either knowing of the other (two reviewers at once)."""
+        ids = [dispute_id] if dispute_id is not None else list(self._ix["resolutions_of"])
+        out = {}
+        for did in ids:
+            standing = self.standing_resolutions(did)
+            if len({(r.outcome, tuple(sorted(r.fields.items()))) for r in standing}) > 1:
+                out[did] = standing
+        return out
+
     def resolution_of(self, dispute_id: str) -> Resolution | None:
-        """The latest resolution citing ``dispute_id``, or None (the dispute is open)."""
-        rs = self._ix["resolutions_of"].get(dispute_id)
-        return rs[-1] if rs else None
+        """The resolution that counts for ``dispute_id``, or None (the dispute is open):
+        its latest standing resolution; where standing resolutions disagree, the one the
+        queue's :attr:`resolution_rule` picks (``open``: none)."""
+        standing = self.standing_resolutions(dispute_id)
+        if not standing:
+            return None
+        if dispute_id in self.resolution_conflicts(dispute_id):
+            return {"first": standing[0], "last": standing[-1]}.get(self.resolution_rule)
+        return standing[-1]
 
     def open_disputes(self, task: str | None = None) -> list[Dispute]:
-        """Disputes without a resolution, of ``task`` or of every task, oldest first."""
+        """Disputes without a resolution that counts (none, or conflicting ones under the
+        rule ``open``), of ``task`` or of every task, in order."""
         ds = self.disputes if task is None else self._ix["disputes"].get(task, ())
-        return [d for d in ds if d.dispute_id not in self._ix["resolutions_of"]]
+        return [d for d in ds if self.resolution_of(d.dispute_id) is None]
 
     def effective_values(self, verdict: Verdict, rationale_key: str = "rationale") -> dict[str, str]:
-        """The verdict's values with its disputes' resolutions applied in ``(timestamp, id)``
-        order (only each dispute's latest resolution counts)."""
+        """The verdict's values with its disputes' resolutions (:meth:`resolution_of`)
+        applied in history order."""
         vals = verdict.values(rationale_key)
         applied = []
         for d in self.disputes_of(verdict.verdict_id):
             r = self.resolution_of(d.dispute_id)
             if r is not None:
                 applied.append(r)
-        for r in sorted(applied, key=lambda r: r.sort_key):
+        for r in sorted(applied, key=self.order_key):
             vals.update(r.fields)
         return vals
 
     def reservation(self, task: str, now: datetime | None = None) -> Reservation | None:
         """The reserve record holding ``task`` at ``now`` (default: now), or None.
 
-        Walk the task's reservation records in ``(timestamp, id)`` order: a reserve takes
+        Walk the task's reservation records in history order: a reserve takes
         the task when it is free (no holder, or the holder's reservation expired before the
         record's time) or renews it when it is the holder's own; a reserve by someone else
         while it is held loses (first come, first served, also after a concurrent sync);

@@ -22,6 +22,7 @@ Reading is :mod:`workstation.records.parse`, derived state :mod:`workstation.rec
 from __future__ import annotations
 
 import json
+import logging
 import math
 import re
 import secrets
@@ -62,11 +63,14 @@ from workstation.repo.gitqueue import (
 from workstation.repo.lock import queue_lock
 from workstation.repo.plumbing import (
     RefMoved,
+    StorageError,
     WorkTreeConflict,
     commit_tree,
     move_branch,
     rev,
     run_git,
+    storage_advice,
+    storage_fault,
     temp_index,
     tree_of,
 )
@@ -75,6 +79,8 @@ from workstation.schema.problem import Problem
 from workstation.schema.toml import parse_toml
 
 __all__ = [
+    "CLOCK_ALLOWANCE",
+    "clock_warnings",
     "commit_dispute",
     "commit_resolution",
     "commit_verdict",
@@ -86,6 +92,11 @@ __all__ = [
 ]
 
 _EVIDENCE_LIMIT = 16_384  # bytes of JSON; larger evidence is not stored (kws recheck redoes it)
+#: How far a new record's time may be from its commit's dates, and before the commit it
+#: follows or the newest commit fetched from a remote, before its author is warned.
+CLOCK_ALLOWANCE = timedelta(hours=1)
+
+log = logging.getLogger("workstation.records")
 
 
 
@@ -190,23 +201,92 @@ def _commit_record(
     env = git_env(who)
     with queue_lock(repo):
         branch = _check_branch(repo, kind)
-        for _ in range(_MOVE_ATTEMPTS):
-            old = rev(repo, f"refs/heads/{branch}")
-            blob = run_git(repo, "hash-object", "-w", "--stdin", input=payload).decode().strip()
-            with temp_index(repo, tree_of(repo, old) if old else None) as ienv:
-                if run_git(repo, "ls-files", "-z", "--", posix, env=ienv):
-                    raise RecordError(f"{kind} not committed: {posix} already exists in HEAD")
-                run_git(repo, "update-index", "--add", "--cacheinfo", f"100644,{blob},{posix}", env=ienv)
-                tree = run_git(repo, "write-tree", env=ienv).decode().strip()
-            commit = commit_tree(repo, tree, [old] if old else [], message, env)
-            try:
-                move_branch(repo, branch, old, commit, f"kws {kind}: {task}")
-            except RefMoved:
-                continue  # the reviewer's own git committed meanwhile: build on the new tip
-            except WorkTreeConflict as exc:
-                raise RecordError(f"{kind} not committed: {exc}") from exc
-            return record
+        commit: str | None = None
+        try:
+            for _ in range(_MOVE_ATTEMPTS):
+                old = rev(repo, f"refs/heads/{branch}")
+                blob = run_git(repo, "hash-object", "-w", "--stdin", input=payload).decode().strip()
+                with temp_index(repo, tree_of(repo, old) if old else None) as ienv:
+                    if run_git(repo, "ls-files", "-z", "--", posix, env=ienv):
+                        raise RecordError(f"{kind} not committed: {posix} already exists in HEAD")
+                    run_git(repo, "update-index", "--add", "--cacheinfo", f"100644,{blob},{posix}", env=ienv)
+                    tree = run_git(repo, "write-tree", env=ienv).decode().strip()
+                commit = commit_tree(repo, tree, [old] if old else [], message, env)
+                try:
+                    move_branch(repo, branch, old, commit, f"kws {kind}: {task}")
+                except RefMoved:
+                    continue  # the reviewer's own git committed meanwhile: build on the new tip
+                except WorkTreeConflict as exc:
+                    raise RecordError(f"{kind} not committed: {exc}") from exc
+                _warn_clock(repo, record, commit)
+                return record
+        except (OSError, git.GitCommandError) as exc:
+            fault = storage_fault(exc)
+            if fault is None:
+                raise
+            where = repo.working_tree_dir or repo.git_dir
+            if commit is not None and rev(repo, f"refs/heads/{branch}") == commit:
+                log.warning("warning: the %s is committed (%s) but %s could not be brought into the work tree: %s; "
+                            "the next kws command finishes that once it can write", kind, commit[:12], posix,
+                            storage_advice(fault, where))
+                return record
+            raise StorageError(fault, f"{kind} not committed (the branch is unchanged): "
+                               f"{storage_advice(fault, where)} [{_short(exc)}]") from exc
     raise RecordError(f"{kind} not committed: {branch} kept moving ({_MOVE_ATTEMPTS} tries); try again")
+
+
+def _short(exc: BaseException) -> str:
+    """The last line of ``exc``'s text (git's stderr for a git error)."""
+    text = exc.stderr if isinstance(exc, git.GitCommandError) else str(exc)
+    if isinstance(text, bytes):
+        text = text.decode("utf-8", "replace")
+    lines = [ln.strip().strip("'") for ln in str(text).replace("stderr:", "").splitlines() if ln.strip().strip("'")]
+    return lines[-1][:300] if lines else type(exc).__name__
+
+
+def _iso(text: str) -> datetime | None:
+    try:
+        return datetime.fromisoformat(text.strip()).astimezone(UTC)
+    except ValueError:
+        return None
+
+
+def clock_warnings(repo: git.Repo, when: datetime, commit: str) -> list[str]:
+    """Why the time ``when`` of a record committed as ``commit`` looks wrong: more than
+    :data:`CLOCK_ALLOWANCE` from the commit's author or committer date (a
+    ``GIT_AUTHOR_DATE`` / ``GIT_COMMITTER_DATE`` in the environment), or before the commit
+    it follows or the newest commit fetched from a remote (this machine's clock is behind).
+    Empty when nothing looks wrong. A record's place in the history, not its time, decides
+    which record is current, so a wrong clock misleads only the times shown."""
+    out: list[str] = []
+    lines = run_git(repo, "log", "-2", "--format=%aI %cI %h %an", commit).decode("utf-8", "replace").splitlines()
+    if not lines:
+        return out
+    author, committer = (_iso(x) for x in lines[0].split(" ", 2)[:2])
+    for label, t in (("author", author), ("committer", committer)):
+        if t is not None and abs(t - when) > CLOCK_ALLOWANCE:
+            out.append(f"the record is dated {_rfc3339(when)} but its commit's {label} date is {_rfc3339(t)} "
+                       f"({abs(t - when).total_seconds() / 3600:.1f} h apart; is GIT_{label.upper()}_DATE set?)")
+    refs = []
+    if len(lines) > 1:
+        parts = lines[1].split(" ", 3)
+        refs.append((_iso(parts[1]), f"the commit it follows ({parts[2]} by {parts[3] if len(parts) > 3 else '?'})"))
+    newest = run_git(repo, "for-each-ref", "--sort=-committerdate", "--count=1",
+                     "--format=%(committerdate:iso-strict) %(refname:short)", "refs/remotes").decode().split()
+    if newest:
+        refs.append((_iso(newest[0]), f"the newest commit fetched from the remote ({newest[1] if len(newest) > 1 else ''})"))
+    for t, what in refs:
+        if t is not None and when < t - CLOCK_ALLOWANCE:
+            out.append(f"the record is dated {_rfc3339(when)}, {(t - when).total_seconds() / 3600:.1f} h before "
+                       f"{what}: this machine's clock looks behind")
+            break
+    return out
+
+
+def _warn_clock(repo: git.Repo, record: Any, commit: str) -> None:
+    for w in clock_warnings(repo, record.timestamp, commit):
+        log.warning("warning: %s %s: %s. Its place in the history, not its time, decides which record is "
+                    "current; fix the clock (NTP) so that the times shown are right", record.kind, record.id[:8], w)
 
 
 def _identity_table(who: Identity) -> dict[str, str]:
@@ -437,8 +517,9 @@ def commit_resolution(
     ``outcome``: ``upheld`` (the verdict stands; no ``fields``), ``overturned`` (the
     dispute's values replace the verdict's; no ``fields``), ``amended`` (``fields`` are the
     resolver's values, required; checked against ``rubric`` when given). A dispute that
-    already has a resolution is refused unless ``supersede`` (the latest resolution
-    counts). The record copies the verdict's and the dispute's values for the disputed
+    already has a resolution is refused unless ``supersede``: the new one then names every
+    standing resolution of the dispute in ``supersedes`` and replaces them (also
+    conflicting ones: see :meth:`~workstation.records.state.RecordSet.resolution_conflicts`). The record copies the verdict's and the dispute's values for the disputed
     fields. Trailers: ``Kws-Record``, ``Kws-Task``, ``Kws-Outcome``, ``Kws-Verdict``,
     ``Kws-Dispute``, ``Kws-Reviewer`` and, when the resolution changes it, ``Kws-Overall``.
     """
@@ -455,8 +536,14 @@ def commit_resolution(
             f"resolution not committed: the disputed verdict {dispute.verdict_id} is not "
             "readable in this queue (run kws sync; see kws history for problems)"
         ) from exc
-    prior = records.resolution_of(dispute.dispute_id)
-    if prior is not None and not supersede:
+    standing = records.standing_resolutions(dispute.dispute_id)
+    if standing and not supersede:
+        prior = standing[-1]
+        if len(standing) > 1:
+            raise RecordError(
+                f"resolution not committed: dispute {dispute.dispute_id[:8]} has {len(standing)} resolutions "
+                "already (" + "; ".join(f"{r.outcome} by {r.reviewer}" for r in standing)
+                + "); pass --supersede to replace them all with yours")
         raise RecordError(
             f"resolution not committed: dispute {dispute.dispute_id[:8]} was already resolved "
             f"({prior.outcome}) by {prior.reviewer} at {_rfc3339(prior.timestamp)}; "
@@ -486,6 +573,8 @@ def commit_resolution(
         "dispute_values": dict(dispute.fields),
         "fields": fields,
     })
+    if supersede and standing:
+        data["supersedes"] = [r.resolution_id for r in standing]
     message = (
         f"kws resolution: {outcome} {dispute.task} verdict {verdict.verdict_id[:8]} "
         f"(dispute {dispute.dispute_id[:8]})\n\n"

@@ -68,11 +68,14 @@ from workstation.repo.plumbing import (
     move_branch,
     rev,
     run_git,
+    storage_advice,
+    storage_fault_in,
     temp_index,
     tree_of,
 )
 
-__all__ = ["SYNC_REFS", "SyncError", "SyncResult", "register_sync_ref", "sync", "sync_refs", "unsent"]
+__all__ = ["SYNC_REFS", "SyncError", "SyncResult", "new_conflicts", "register_sync_ref", "sync", "sync_refs",
+           "unsent"]
 
 #: Extra refs every ``kws sync`` exchanges besides the branch (features add theirs with
 #: :func:`register_sync_ref`; a queue adds more with ``sync_refs`` in queue.toml).
@@ -117,7 +120,8 @@ _RETRY_REJECT = ("fetch first", "non-fast-forward", "stale info", "failed to upd
 
 class SyncError(QueueError):
     """Sync stopped; ``kind`` is one of ``detached``, ``busy``, ``dirty``, ``no-remote``,
-    ``unreachable``, ``conflict``, ``rejected``, ``push-failed``, ``gave-up``. Nothing was
+    ``unreachable``, ``conflict``, ``rejected``, ``push-failed``, ``gave-up``, ``local``
+    (this clone's own storage or objects failed: corrupt, read-only, full). Nothing was
     lost: the message says so, what happened (git's own words where git refused) and what
     to do."""
 
@@ -130,7 +134,8 @@ class SyncError(QueueError):
 class SyncResult:
     """``received``: commits taken from the remote; ``sent``: local commits pushed;
     ``attempts``: rounds used (1 when nothing raced); ``refs``: extra refs updated
-    (fetched or pushed)."""
+    (fetched or pushed); ``conflicts``: resolutions this sync brought together that
+    disagree with one another (:func:`new_conflicts`), each as a sentence."""
 
     remote: str
     branch: str
@@ -138,9 +143,11 @@ class SyncResult:
     sent: int
     attempts: int
     refs: tuple[str, ...] = ()
+    conflicts: tuple[str, ...] = ()
 
     def __str__(self) -> str:
         extra = f"; exchanged {', '.join(self.refs)}" if self.refs else ""
+        extra += "".join(f"\nwarning: {c}" for c in self.conflicts)
         if not self.received and not self.sent:
             return f"up to date with {self.remote}/{self.branch}{extra}"
         return (
@@ -371,6 +378,55 @@ def _ls_remote(repo: git.Repo, remote: str, url: str, refs: list[str], env: dict
     return found
 
 
+#: git's words for a fault in this clone (not the remote's refusal) while packing a push.
+_LOCAL_FAULT = ("pack-objects died", "unable to read", "is corrupt", "inflate:", "unable to unpack", "bad object",
+                "missing blob", "missing tree", "did not send all necessary objects", "unable to stream")
+
+
+def _local_fault(repo: git.Repo, text: str, action: str) -> SyncError | None:
+    """A ``local`` SyncError when git's ``text`` says ``action`` failed in this clone
+    (a corrupt or missing object, a full or read-only disk) rather than at the remote."""
+    lines = [ln.strip() for ln in text.splitlines() if ln.strip()]
+    hits = [ln for ln in lines if any(w in ln for w in _LOCAL_FAULT)]
+    fault = storage_fault_in(text)
+    if not hits and fault is None:
+        return None
+    wt = repo.working_tree_dir
+    if fault is not None and not hits:
+        what = storage_advice(fault, wt or repo.git_dir)
+        return SyncError("local", f"{action} failed in this clone, not at the remote: {what}\n{_KEPT}")
+    return SyncError(
+        "local",
+        f"{action} failed in this clone, not at the remote: git could not read its own objects "
+        f"({'; '.join(hits[-3:])[-600:]}). The remote was not changed. Find the damage with "
+        f"git -C {wt} fsck, then restore the object from another clone or the remote (kws doctor names "
+        f"the records it affects); {_KEPT}",
+    )
+
+
+def new_conflicts(repo: git.Repo, before: str | None, after: str) -> list[str]:
+    """Conflicting resolutions (:meth:`~workstation.records.state.RecordSet.resolution_conflicts`)
+    in the records of commit ``after`` that the records of ``before`` (None: none) did
+    not have, each as a sentence naming the dispute, both sides and what the queue's rule
+    makes of them."""
+    from workstation.records.history import conflict_text
+    from workstation.records.parse import load_records
+
+    changed = diff_trees(repo, tree_of(repo, before) if before else None, tree_of(repo, after))
+    if not any(c.path.startswith(FOLDERS["resolution"] + "/") for c in changed):
+        return []
+    kinds = ("verdict", "dispute", "resolution")
+    now = load_records(repo, kinds, rev=after)
+    then = load_records(repo, kinds, rev=before).resolution_conflicts() if before else {}
+    out = []
+    for did, clash in now.resolution_conflicts().items():
+        if did in then and len(then[did]) == len(clash):
+            continue
+        out.append(f"dispute {did[:8]} on {clash[0].task}: {conflict_text(clash, now.resolution_rule)} "
+                   f"(kws history {clash[0].task})")
+    return out
+
+
 def _push_outcome(text: str) -> tuple[bool, str]:
     """(a rejection worth another round, the remote's words) from a rejected
     ``git push --porcelain``'s output."""
@@ -439,6 +495,9 @@ def sync(
                     run_git(repo, "fetch", "-q", *TRANSPORT_FETCH, "--no-tags", "--no-write-fetch-head", remote, *specs,
                             env=env, timeout=timeout)
                 except git.GitCommandError as exc:
+                    local_fault = _local_fault(repo, _text(exc.stderr), f"fetching from {remote!r}")
+                    if local_fault is not None:
+                        raise local_fault from exc
                     raise SyncError(
                         "unreachable",
                         f"fetching from {remote!r} ({url}) failed: {_stderr(exc)}\n{_KEPT}; run kws sync again",
@@ -472,8 +531,11 @@ def sync(
                 if value is not None and value != found.get(ref):
                     pushes.append(f"{value}:{ref}")
                     ref_push[ref] = value
+            conflicts: tuple[str, ...] = ()
+            if target is not None and target != theirs:
+                conflicts = tuple(new_conflicts(repo, theirs, target))  # in the result's text
             if not pushes:
-                return SyncResult(remote, rbranch, received, 0, attempt, tuple(sorted(touched)))
+                return SyncResult(remote, rbranch, received, 0, attempt, tuple(sorted(touched)), conflicts)
             atomic = ["--atomic"] if len(pushes) > 1 else []
             proc = git_result(repo, "push", "--porcelain", *TRANSPORT_PUSH, *atomic, "--no-verify", remote, *pushes,
                               env=env, timeout=timeout)
@@ -485,8 +547,11 @@ def sync(
                 for ref, value in ref_push.items():
                     run_git(repo, "update-ref", _tracking(remote, ref), value, check=False)
                     touched.add(ref)
-                return SyncResult(remote, rbranch, received, ahead, attempt, tuple(sorted(touched)))
+                return SyncResult(remote, rbranch, received, ahead, attempt, tuple(sorted(touched)), conflicts)
             out, err = _text(proc.stdout), _text(proc.stderr)
+            local_fault = _local_fault(repo, err, f"pushing to {remote!r}")
+            if local_fault is not None:
+                raise local_fault
             if not any(ln.startswith("!") for ln in out.splitlines()):
                 raise SyncError(
                     "push-failed",

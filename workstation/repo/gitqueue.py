@@ -504,8 +504,10 @@ def detached_advice(repo: git.Repo) -> str:
                     f"(not started by kws); finish it (git -C {wt} rebase --continue) or undo it "
                     f"(git -C {wt} rebase --abort), then run the command again")
     try:
-        branches = [b.strip() for b in git_text(repo, "branch", "--contains", "HEAD", "--format=%(refname:short)").splitlines()
-                    if b.strip()]
+        # for-each-ref, not `git branch --contains`: that lists the detached HEAD itself as
+        # "(HEAD detached at ...)", which is no branch name
+        branches = [b.strip() for b in git_text(repo, "for-each-ref", "--contains", "HEAD", "--format=%(refname:short)",
+                                                "refs/heads").splitlines() if b.strip()]
     except git.GitCommandError:
         branches = []
     if branches:
@@ -518,7 +520,12 @@ def detached_advice(repo: git.Repo) -> str:
 
 
 def task_version(repo: git.Repo, task_id: str) -> TaskVersion:
-    """The git tree id of ``tasks/<task_id>`` in HEAD and whether the work tree differs."""
+    """The git tree id of ``tasks/<task_id>`` in HEAD and whether the work tree differs.
+
+    Raises:
+        QueueError: ``task_id`` is not a task id, or git cannot compare the work tree
+            with HEAD (a damaged index: the message says how to rebuild it).
+    """
     if not _TASK_ID_RE.match(task_id):
         raise QueueError(f"{task_id!r} is not a task id ([a-z0-9][a-z0-9._-]*)")
     harden(repo)
@@ -535,7 +542,15 @@ def task_version(repo: git.Repo, task_id: str) -> TaskVersion:
             obj = None
         if obj is not None and obj.type == "tree":
             tree = obj.hexsha
-    status = git_text(repo, "status", "--porcelain=v1", "-z", "--untracked-files=all", "--", rel)
+    try:
+        status = git_text(repo, "status", "--porcelain=v1", "-z", "--untracked-files=all", "--", rel)
+    except git.GitCommandError as exc:
+        err = exc.stderr if isinstance(exc.stderr, str) else bytes(exc.stderr or b"").decode("utf-8", "replace")
+        why = [ln.strip().strip("'") for ln in err.replace("stderr:", "").splitlines() if ln.strip().strip("'")]
+        wt = repo.working_tree_dir
+        raise QueueError(f"git cannot compare tasks/{task_id} with HEAD in {wt} ({why[-1] if why else exc}); if the "
+                         f"index is damaged, rebuild it from HEAD: git -C {wt} read-tree HEAD (work-tree files stay "
+                         "as they are)") from exc
     paths: set[str] = set()
     tokens = iter(status.split("\0"))
     for entry in tokens:

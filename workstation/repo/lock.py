@@ -42,9 +42,17 @@ from pathlib import Path
 import git
 
 from workstation.repo.gitqueue import QueueError, harden
-from workstation.repo.plumbing import finish_journal, kws_dir, run_git
+from workstation.repo.plumbing import (
+    StorageError,
+    finish_journal,
+    kws_dir,
+    run_git,
+    storage_advice,
+    storage_fault,
+)
 
-__all__ = ["QueueBusy", "git_processes", "queue_lock", "recover", "stale_git_locks"]
+__all__ = ["QueueBusy", "StorageError", "damaged_branch", "git_processes", "queue_lock", "recover",
+           "stale_git_locks"]
 
 log = logging.getLogger("workstation.repo")
 
@@ -77,12 +85,20 @@ def _note(repo: git.Repo, text: str) -> None:
 
 
 @contextlib.contextmanager
-def queue_lock(repo: git.Repo, *, timeout: float = LOCK_TIMEOUT, recovery: bool = True) -> Iterator[None]:
+def queue_lock(repo: git.Repo, *, timeout: float = LOCK_TIMEOUT, recovery: bool = True,
+               write: bool = True) -> Iterator[bool]:
     """Hold kws's lock of ``repo`` (re-entrant within a process; threads queue on a
-    per-repository lock), running :func:`recover` when first taken.
+    per-repository lock), running :func:`recover` when first taken. Yields True when the
+    lock is held.
+
+    ``write=False`` (a command that only reads): where the clone cannot be written (a
+    read-only file system or mount, no permission, no space for the lock file) it goes on
+    without the lock and without recovery, logs one note saying so, and yields False.
 
     Raises:
         QueueBusy: another kws held it for ``timeout`` seconds.
+        StorageError: (``write=True``) the lock file cannot be created or opened for
+            writing: the clone is read-only here or its disk is full. Nothing was changed.
         QueueError: recovery found a state it must not repair alone (the message says
             what happened and what to do).
     """
@@ -97,10 +113,23 @@ def queue_lock(repo: git.Repo, *, timeout: float = LOCK_TIMEOUT, recovery: bool 
             depth = _held.get(key, 0)
             _held[key] = depth + 1
         if depth:
-            yield
+            yield True
             return
-        path = kws_dir(repo) / "lock"
-        fd = os.open(path, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o600)
+        path = Path(repo.git_dir) / "kws" / "lock"
+        try:
+            path.parent.mkdir(exist_ok=True)
+            fd = os.open(path, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o600)
+        except OSError as exc:
+            fault = storage_fault(exc)
+            if fault is None:
+                raise
+            if write:
+                raise StorageError(fault, f"nothing was changed: kws cannot take its lock {path} ({exc.strerror}); "
+                                   + storage_advice(fault, repo.working_tree_dir or repo.git_dir)) from exc
+            log.warning("note: %s cannot be written here (%s: %s): reading without kws's lock; the recovery of "
+                        "interrupted commands did not run", repo.working_tree_dir, path, exc.strerror)
+            yield False
+            return
         try:
             deadline = time.monotonic() + timeout
             while True:
@@ -114,11 +143,12 @@ def queue_lock(repo: git.Repo, *, timeout: float = LOCK_TIMEOUT, recovery: bool 
                             f"{timeout:.0f} s (it holds {path}); wait for it to finish, or end it"
                         ) from None
                     time.sleep(0.02)
-            os.ftruncate(fd, 0)
-            os.write(fd, f"{os.getpid()}\n".encode())
+            with contextlib.suppress(OSError):  # the holder's pid is for people; a full disk may refuse it
+                os.ftruncate(fd, 0)
+                os.write(fd, f"{os.getpid()}\n".encode())
             if recovery:
                 recover(repo)
-            yield
+            yield True
         finally:
             fcntl.flock(fd, fcntl.LOCK_UN)
             os.close(fd)
@@ -126,6 +156,39 @@ def queue_lock(repo: git.Repo, *, timeout: float = LOCK_TIMEOUT, recovery: bool 
         with _held_guard:
             _held[key] -= 1
         tlock.release()
+
+
+def damaged_branch(repo: git.Repo) -> str | None:
+    """What is wrong when HEAD names a branch whose ref exists but names no commit (an
+    empty or damaged ``refs/heads/<branch>`` file, e.g. after a crash on a file system
+    that lost its data), with the command that restores it from the branch's reflog;
+    None when HEAD is fine (or the branch is unborn: no commit yet)."""
+    gd = Path(repo.git_dir)
+    try:  # read, not `git symbolic-ref`: that fails outright when the branch's ref is broken
+        head = (gd / "HEAD").read_text(errors="replace").strip()
+    except OSError:
+        return None
+    if not head.startswith("ref: refs/heads/"):
+        return None  # detached: the commands that need a branch say so themselves
+    ref = head.removeprefix("ref: ").strip()
+    if run_git(repo, "rev-parse", "-q", "--verify", f"{ref}^{{commit}}", check=False).strip():
+        return None
+    loose = gd / ref
+    packed = gd / "packed-refs"
+    in_packed = packed.is_file() and f" {ref}\n" in packed.read_text(errors="replace")
+    if not loose.exists() and not in_packed:
+        return None  # unborn
+    wt = repo.working_tree_dir or repo.git_dir
+    last = ""
+    try:
+        lines = (gd / "logs" / ref).read_text(errors="replace").splitlines()
+        last = lines[-1].split()[1] if lines else ""
+    except (OSError, IndexError):
+        pass
+    fix = (f"restore it from its reflog: git -C {wt} update-ref {ref} {last}" if last else
+           f"find its last commit (git -C {wt} fsck --lost-found) and set it with git -C {wt} update-ref {ref} COMMIT")
+    return (f"the branch {ref.removeprefix('refs/heads/')} names no commit: {loose if loose.exists() else packed} is "
+            f"empty or damaged (a crash while it was written?); kws reads records from that branch's commits; {fix}")
 
 
 def _ppid(pid: str) -> int | None:

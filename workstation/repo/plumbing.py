@@ -27,6 +27,7 @@ with the repository's hardened environment (:func:`workstation.repo.gitqueue.har
 from __future__ import annotations
 
 import contextlib
+import errno
 import json
 import os
 import secrets
@@ -42,6 +43,7 @@ __all__ = [
     "EMPTY_TREE",
     "Change",
     "RefMoved",
+    "StorageError",
     "WorkTreeConflict",
     "commit_tree",
     "diff_trees",
@@ -53,6 +55,9 @@ __all__ = [
     "read_journal",
     "rev",
     "run_git",
+    "storage_advice",
+    "storage_fault",
+    "storage_fault_in",
     "temp_index",
     "tree_of",
 ]
@@ -67,6 +72,57 @@ class RefMoved(QueueError):
     committed meanwhile); nothing was changed."""
 
 
+class StorageError(QueueError):
+    """The clone's storage refused a write: ``fault`` is ``"read-only"`` (a read-only file
+    system or mount, or no permission to write) or ``"full"`` (no space left, or the disk
+    quota exceeded). The message says what was kept and what to do."""
+
+    def __init__(self, fault: str, message: str):
+        self.fault = fault
+        super().__init__(message)
+
+
+#: errno values of a write the storage refused, by fault.
+_FAULT_ERRNOS = {
+    errno.EROFS: "read-only", errno.EACCES: "read-only", errno.EPERM: "read-only",
+    errno.ENOSPC: "full", errno.EDQUOT: "full",
+}
+#: git's words for the same faults (its stderr; LC_ALL=C).
+_FAULT_WORDS = (
+    ("No space left on device", "full"), ("Out of diskspace", "full"), ("Disk quota exceeded", "full"),
+    ("Read-only file system", "read-only"), ("Permission denied", "read-only"),
+    ("insufficient permission for adding an object", "read-only"),
+)
+
+
+def storage_fault(exc: BaseException) -> str | None:
+    """``"read-only"`` or ``"full"`` when ``exc`` (an ``OSError``, or a
+    ``git.GitCommandError`` whose stderr says so) is the storage refusing a write; None for
+    anything else."""
+    if isinstance(exc, OSError) and exc.errno in _FAULT_ERRNOS:
+        return _FAULT_ERRNOS[exc.errno]
+    if isinstance(exc, git.GitCommandError):
+        err = exc.stderr if isinstance(exc.stderr, str) else bytes(exc.stderr or b"").decode("utf-8", "replace")
+        return storage_fault_in(err)
+    return None
+
+
+def storage_fault_in(text: str) -> str | None:
+    """:func:`storage_fault` of git's stderr ``text``."""
+    for words, fault in _FAULT_WORDS:
+        if words in text:
+            return fault
+    return None
+
+
+def storage_advice(fault: str, where: str | os.PathLike[str]) -> str:
+    """What a reviewer does about ``fault`` (:func:`storage_fault`) at ``where``."""
+    if fault == "full":
+        return f"the disk holding {where} is full (df -h {where}); free some space and run the command again"
+    return (f"{where} cannot be written here (a read-only file system or mount, or no permission); "
+            "run the command in a writable clone, or remount it read-write")
+
+
 class WorkTreeConflict(QueueError):
     """Paths that a ref move would change hold local edits; ``paths`` lists them. Nothing
     was changed."""
@@ -79,7 +135,8 @@ class WorkTreeConflict(QueueError):
 def kws_dir(repo: git.Repo) -> Path:
     """kws's own folder in the repository's git dir (``.git/kws``): lock, journal, log."""
     d = Path(repo.git_dir) / "kws"
-    d.mkdir(exist_ok=True)
+    with contextlib.suppress(OSError):  # a read-only clone: a writer fails at its own write
+        d.mkdir(exist_ok=True)
     return d
 
 
@@ -311,6 +368,8 @@ def move_branch(repo: git.Repo, branch: str, old: str | None, new: str, message:
         run_git(repo, "update-ref", "-m", message, f"refs/heads/{branch}", new, old or _ZERO)
     except git.GitCommandError as exc:
         _clear_journal(repo)
+        if storage_fault(exc) is not None:
+            raise  # the disk refused: not a race, retrying cannot help
         raise RefMoved(f"refs/heads/{branch} moved meanwhile: {_err(exc)}") from exc
     _apply(repo, changes)
     _clear_journal(repo)

@@ -8,7 +8,10 @@ A queue is a git repository with ``tasks/<task-id>/task.toml`` folders (task for
 - ``sync_refs``: extra git refs ``kws sync`` exchanges besides the branch (full names such
   as ``refs/notes/kws-screen``; default none).
 - ``helpers`` (kws extension): a folder of helper modules every task may import
-  (:mod:`workstation.task.helpers`).
+  (:mod:`workstation.task.helpers`);
+- ``resolution_conflict`` (kws extension): what counts when two resolutions of one dispute
+  disagree (written at once, neither superseding the other): ``open`` (default: neither,
+  the dispute is open again), ``first`` or ``last`` in history order (docs/records.md).
 
 Unknown keys are warnings, as in task.toml. Every component that needs queue settings
 (the CLI, the queue screen's index, the rubric lookup) reads them through
@@ -17,9 +20,10 @@ Unknown keys are warnings, as in task.toml. Every component that needs queue set
 
 from __future__ import annotations
 
+import os
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Annotated
+from typing import Annotated, Literal
 
 from msgspec import Meta, Struct
 
@@ -42,29 +46,37 @@ class QueueFile(Struct, frozen=True):
                                  description="a full ref name such as refs/notes/NAME")]],
         Meta(description="an array of ref names")] = []
     helpers: Annotated[str, Meta(description="a folder name", max_length=200)] | None = None
+    resolution_conflict: Annotated[
+        Literal["open", "first", "last"],
+        Meta(description="what counts when resolutions of one dispute disagree: open, first or last")] = "open"
 
 
 @dataclass(frozen=True)
 class QueueConfig:
-    """A queue's settings: ``name``, ``rubric`` (with defaults applied), ``sync_refs`` and
-    the warnings reading ``queue.toml`` produced (unknown keys)."""
+    """A queue's settings: ``name``, ``rubric`` (with defaults applied), ``sync_refs``,
+    ``resolution_conflict`` and the warnings reading ``queue.toml`` produced (unknown keys)."""
 
     root: Path
     name: str
     rubric: str
     warnings: tuple[Problem, ...] = ()
     sync_refs: tuple[str, ...] = ()
+    resolution_conflict: str = "open"
 
 
 def read_queue_config(root: Path | str) -> QueueConfig:
     """The settings of the queue at ``root`` (defaults where ``queue.toml`` is absent).
 
     Raises:
-        Problem: ``queue.toml`` exists but does not read, parse or validate.
+        Problem: ``queue.toml`` exists but does not read, parse or validate, or is not a
+            file (a folder, a link to nothing).
     """
     root = Path(root)
     qt = root / "queue.toml"
     if not qt.is_file():
+        if os.path.lexists(qt):
+            raise Problem(qt, "", "not a file (a folder, or a link to nothing); queue.toml must be a TOML file, "
+                                  "or absent for the defaults")
         return QueueConfig(root, root.name, DEFAULT_RUBRIC)
     data = read_toml(qt)
     doc = convert(data, QueueFile, file=qt)
@@ -73,7 +85,8 @@ def read_queue_config(root: Path | str) -> QueueConfig:
         from workstation.task.helpers import queue_helpers_dir
 
         queue_helpers_dir(root)  # raises the Problem naming queue.toml's helpers key
-    return QueueConfig(root, doc.name or root.name, doc.rubric or DEFAULT_RUBRIC, warnings, tuple(doc.sync_refs))
+    return QueueConfig(root, doc.name or root.name, doc.rubric or DEFAULT_RUBRIC, warnings, tuple(doc.sync_refs),
+                       doc.resolution_conflict)
 
 
 @dataclass
