@@ -419,11 +419,11 @@ def _short(vals: list[int]) -> str:
 
 
 def observed(r: TrialResult) -> bool:
-    """Whether trial ``r`` observed a result of its case: both roles' calls ran to an end
-    (returned, raised, crashed), none was skipped after an earlier hang, cut at a budget of
-    kws's own, or timed out."""
-    return all(o is not None and not (o.step is None and o.death_status in ("skipped", "timeout")) and not o.budget
-               for o in (r.ref, r.cand))
+    """Whether trial ``r`` observed a result of its case: no call of it was skipped after an
+    earlier hang, cut at a budget of kws's own, or timed out (a call that was not made at all
+    leaves the trial ``dropped``, which no pattern counts)."""
+    return not any(o is not None and (o.budget or (o.step is None and o.death_status in ("skipped", "timeout")))
+                   for o in (r.ref, r.cand))
 
 
 def _patterns(results: list[TrialResult], params: list[str], declared: list[dict[str, Any]],
