@@ -199,8 +199,8 @@ def test_kws_config_prints_every_setting_with_value_unit_source_and_meaning(tmp_
     r = CliRunner().invoke(main, ["config"], env=_env(tmp_path, KWS_STEP_TIMEOUT="12"))
     assert r.exit_code == 0, r.output
     out = r.output
-    assert re.search(r"^step_timeout\s+12 s\s+\(environment KWS_STEP_TIMEOUT\)$", out, re.M)
-    assert re.search(rf"^hang_limit\s+4 timeouts\s+\(config file {re.escape(str(tmp_path))}/config.toml\)$", out, re.M)
+    assert re.search(r"^step_timeout\s+12 CPU s\s+\(environment KWS_STEP_TIMEOUT\)$", out, re.M)
+    assert re.search(rf"^hang_limit\s+4 hangs\s+\(config file {re.escape(str(tmp_path))}/config.toml\)$", out, re.M)
     assert re.search(r"^result_bytes\s+805306368 \(768 MiB\) bytes\s+\(default\)$", out, re.M)
     assert "warning: " in out and "hang_limt" in out
     for d in SETTINGS:
@@ -210,7 +210,7 @@ def test_kws_config_prints_every_setting_with_value_unit_source_and_meaning(tmp_
     doc = json.loads(r.output)
     by = {row["name"]: row for row in doc["settings"]}
     assert [row["name"] for row in doc["settings"]] == [d.name for d in SETTINGS]
-    assert by["step_timeout"]["value"] == 12.0 and by["step_timeout"]["unit"] == "s"
+    assert by["step_timeout"]["value"] == 12.0 and by["step_timeout"]["unit"] == "CPU s"
     assert by["step_timeout"]["source"] == "environment KWS_STEP_TIMEOUT"
     assert by["config_dir"]["value"] == str(tmp_path) and by["device"]["value"] is None
     assert doc["config_file_exists"] is True and doc["warnings"][0]["key"] == "hang_limt"
