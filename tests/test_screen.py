@@ -326,10 +326,15 @@ def _screened_queue(env: Path) -> tuple[git.Repo, Path]:
 def test_summary_sorts_by_worst_and_counts_check_errors(env):
     repo, root = _screened_queue(env)
     s = queue_summary(root)
-    assert [r.task for r in s.rows] == ["relu-unwritten", "copy-cast-oob", "scale-rows-noncontig"]
+    # a check that ended in error: the task is not judged (kws check exits 4), never clean
+    assert [r.task for r in s.rows] == ["relu-unwritten", "scale-rows-noncontig", "copy-cast-oob"]
+    assert [r.result.worst for r in s.rows] == ["fail", "not-judged", "pass"]
+    assert s.rows[1].result.not_judged == ("correctness",) and s.totals["not_judged"] == 1
     assert s.totals["check_errors"] == 1 and s.totals["checks"] == 6 and s.totals["screened"] == 3
     md = to_markdown(s)
-    assert "| relu-unwritten | fail | unwritten-output | 0/2 |" in md
+    assert "| relu-unwritten | fail | unwritten-output |  | 0/2 |" in md
+    assert "| scale-rows-noncontig | not-judged |  | correctness | 1/2 |" in md
+    assert "1 task(s) had checks that could not look" in md
     assert "check error rate 16.7% (1 of 6 checks)" in md and "node-7" in md
     doc = json.loads(to_json(s))
     assert doc["tasks"][0]["failing"] == ["unwritten-output"] and doc["totals"]["devices"] == {ENV.device: 3}
@@ -353,7 +358,8 @@ def test_queue_rows_show_filter_and_sort_by_the_prescreen(env):
         return sorted(r.id for r in rows if f.matches(r))
 
     assert shown("screen:fail") == ["relu-unwritten"]
-    assert shown("screen:pass") == ["copy-cast-oob", "scale-rows-noncontig"]
+    assert shown("screen:pass") == ["copy-cast-oob"]
+    assert shown("screen:not-judged") == ["scale-rows-noncontig"]
     assert shown("failing:unwritten") == ["relu-unwritten"]
     assert shown("failing:corr") == ["scale-rows-noncontig"]  # errored checks count
     unscreened = QueueRow(TaskSummary("new", "t", "generation", "triton", "pass", "", "/", True))
