@@ -22,6 +22,11 @@ timeout) and then, before any git work, :func:`recover`:
   back to the commits it held, which the next sync sends. A rebase of anyone else's
   commits is left alone and reported.
 
+A clone kws cannot write (a read-only mount, no permission, a full disk) cannot hold the
+lock: ``queue_lock(write=False)`` (commands that only read) goes on without it and without
+recovery, logging a note; a writer gets :class:`~workstation.repo.plumbing.StorageError`
+before anything changed. :func:`damaged_branch` names a branch ref that names no commit.
+
 Every recovery step is logged: to the ``workstation.repo`` logger (the CLI prints it on
 stderr, prefixed ``kws: recovered:``) and appended to ``.git/kws/recovery.log``.
 """
