@@ -251,8 +251,8 @@ def _verdict(f: _VerdictFile, task: str, file: Path) -> Verdict:
         versions=f.versions,
         sandbox=f.sandbox,
         unfinished_checks=tuple(f.unfinished_checks),
-        suggested=dict(f.suggested),
         not_judged=dict(f.not_judged),
+        suggested=dict(f.suggested),
         path=file,
     )
 
