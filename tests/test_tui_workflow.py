@@ -280,27 +280,31 @@ async def test_commit_and_next_opens_the_next_unreviewed_task(tmp_path, monkeypa
         await open_task(pilot, "matmul-opt")
         await wait_review_ready(pilot)
         await complete_rubric(pilot)
-        await pilot.press("ctrl+n")
-        await wait_for(pilot, lambda: any("no unreviewed task left in the filtered view" in n.message
-                                          for n in app._notifications), what="the filter's limit")
-        assert app.screen.task_id == "matmul-opt"  # the filter shows only this task: nothing next
-        await pilot.press("escape", "x")  # clear the filter: the whole queue
-        await wait_for(pilot, lambda: len(app.screen.shown) == 5, what="the unfiltered queue")
-        await pilot.press("enter")
-        await wait_for(pilot, lambda: getattr(app.screen, "task_id", None) == "matmul-opt", what="the task again")
-        await pilot.press("alt+5", "up", "up", "up", "up", "up", "up", "1")  # a new verdict: reference illegitimate
+        # the filter (the search that found matmul-opt) shows only this task: ctrl+n clears
+        # it, says so, and goes on in the whole queue (sorted by id: the task after it)
         await pilot.press("ctrl+n")
         await wait_for(pilot, lambda: getattr(app.screen, "task_id", None) not in (None, "matmul-opt"),
                        what="the next task")
         nxt = app.screen.task_id
-        assert [v.task for v in load_records(root).verdicts] == ["matmul-opt", "matmul-opt"]
-        await wait_for(pilot, lambda: app.row("matmul-opt").mine is not None, what="the queue row")
-        # N: on to the next unreviewed task without committing
+        assert nxt == "relu-unwritten"
+        assert any("no task left in the filter 'matmul-opt': cleared it, on to relu-unwritten" in n.message
+                   for n in app._notifications)
+        qs = app._queue_screen()
+        assert qs.filter_text == "" and len(qs.shown) == 5
+        assert qs.query_one("#filter").value == ""
+        assert [v.task for v in load_records(root).verdicts] == ["matmul-opt"]
+        # the whole queue from here on: relu-unwritten is the last by id, so ctrl+n wraps
+        # around to the first, and N then moves on without committing
+        await wait_review_ready(pilot)
+        await complete_rubric(pilot)
+        await pilot.press("ctrl+n")
+        await wait_for(pilot, lambda: getattr(app.screen, "task_id", None) == "bench-honest",
+                       what="the first task, wrapping around")
+        assert [v.task for v in load_records(root).verdicts] == ["matmul-opt", "relu-unwritten"]
+        await wait_for(pilot, lambda: app.row("relu-unwritten").mine is not None, what="the queue row")
         await pilot.press("N")
-        await wait_for(pilot, lambda: getattr(app.screen, "task_id", None) not in (None, nxt),
+        await wait_for(pilot, lambda: getattr(app.screen, "task_id", None) == "gemm-cuda2triton",
                        what="the task after")
-        assert app.screen.task_id != "matmul-opt"
-
 
 @run_async
 async def test_reserve_release_sync_calibration_and_report_from_the_queue(tmp_path, monkeypatch):

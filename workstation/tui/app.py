@@ -326,17 +326,29 @@ class KwsApp(App):
                        exclude: tuple[str, ...] = ()) -> None:
         """Open the next task I have not reviewed (``which="unreviewed"``: nobody else
         holds it) or hold reserved (``"reserved"``), after ``after`` in the queue screen's
-        order; tells the reviewer when there is none."""
-        from workstation.review.queueview import next_task
+        order; tells the reviewer when there is none.
+
+        The queue screen's filter narrows the walk first; when the filtered view has no
+        such task left but the whole queue has, the filter is cleared (the reviewer is
+        told which filter) and the walk goes on in the whole queue, in the same sort
+        order: a search for one task never dead-ends commit-and-next."""
+        from workstation.review.queueview import next_task, sort_rows
 
         qs = self._queue_screen()
         rows = qs.shown if qs is not None else self.queue.rows
         nxt = next_task(rows, after, which, exclude)
+        cleared = ""
+        if nxt is None and qs is not None and qs.filter_text.strip():
+            nxt = next_task(sort_rows(list(self.queue.rows), qs.sort_key, qs.sort_reverse), after, which, exclude)
+            if nxt is not None:
+                cleared = qs.filter_text.strip()
+                qs.clear_filter_now()
         if nxt is None:
             what = "unreviewed task" if which == "unreviewed" else "task reserved by you and not reviewed"
-            self.notify(f"no {what} left" + (" in the filtered view" if qs is not None and qs.filter_text else ""),
-                        timeout=4)
+            self.notify(f"no {what} left in the queue", timeout=6)
             return
+        if cleared:
+            self.notify(f"no task left in the filter '{cleared}': cleared it, on to {nxt.id}", timeout=6)
         self.open_task(nxt.id)
 
     def action_sync(self) -> None:

@@ -176,6 +176,15 @@ class QueueScreen(Screen):
     def action_clear_filter(self) -> None:
         self.query_one("#filter", Input).value = ""
 
+    def clear_filter_now(self) -> None:
+        """Clear the filter and show the whole queue at once (not on the input's next
+        ``Changed`` message): the caller goes on with :attr:`shown`."""
+        self.filter_text = ""
+        with self.prevent(Input.Changed):
+            self.query_one("#filter", Input).value = ""
+        if self.app.queue.loaded:
+            self.apply_view()
+
     def action_cycle_sort(self) -> None:
         i = SORT_KEYS.index(self.sort_key)
         self.sort_key = SORT_KEYS[(i + 1) % len(SORT_KEYS)]
