@@ -84,6 +84,40 @@ def test_bad_helpers_folder_is_a_queue_problem(tmp_path, value, problem):
     assert problem in err.problem
 
 
+@pytest.mark.parametrize(("make", "value", "problem"), [
+    (lambda r: (r / "gold").mkdir(), '"gold"', "reserved folder 'gold'"),
+    (lambda r: (r / ".git").mkdir(), '".git"', "reserved folder '.git'"),
+    (lambda r: (r / "verdicts" / "x").mkdir(parents=True), '"verdicts/x"', "reserved folder 'verdicts'"),
+    (lambda r: ((r / "gold").mkdir(), (r / "h").symlink_to(r / "gold")), '"h"', "symbolic link 'h'"),
+    (lambda r: ((r / "h").mkdir(), (r / "h" / "gold").mkdir()), '"h"', "reserved name 'gold'"),
+    (lambda r: ((r / "h" / "sub" / ".git").mkdir(parents=True)), '"h"', "reserved name 'sub/.git'"),
+    (lambda r: ((r / "h").mkdir(), (r / "h" / "up").symlink_to(r)), '"h"', "'up', a link that leads outside"),
+    (lambda r: ((r / "h").mkdir(), (r / "h" / "k").symlink_to("/etc/hostname")), '"h"', "leads outside"),
+])
+def test_helpers_never_reach_gold_records_git_or_outside(tmp_path, make, value, problem):
+    """The queue repo is untrusted: its helpers key cannot smuggle gold answers, records,
+    .git (the remote URL and its token) or a path outside into every job."""
+    make(tmp_path)
+    (tmp_path / "queue.toml").write_text(f"helpers = {value}\n")
+    with pytest.raises(Problem) as ei:
+        queue_helpers_dir(tmp_path)
+    assert ei.value.key == "helpers" and ei.value.file.name == "queue.toml" and problem in ei.value.problem
+    d = write_task(tmp_path)
+    assert load_task(d).helper_dirs == ()  # nothing of it reaches a job
+
+
+def test_helper_link_inside_the_folder_is_fine_and_reserved_names_cover_the_records(tmp_path):
+    from workstation.records.model import FOLDERS
+    from workstation.task.helpers import RESERVED
+
+    assert set(FOLDERS.values()) | {"gold", ".git", "tasks"} <= RESERVED
+    (tmp_path / "h" / "sub").mkdir(parents=True)
+    (tmp_path / "h" / "sub" / "m.py").write_text("X = 1\n")
+    (tmp_path / "h" / "alias.py").symlink_to(tmp_path / "h" / "sub" / "m.py")
+    (tmp_path / "queue.toml").write_text('helpers = "h"\n')
+    assert queue_helpers_dir(tmp_path) == (tmp_path / "h").resolve()
+
+
 def test_claim_scope_reads_dtypes_and_conditions():
     s = claim_scope("float16 outputs mismatch for N >= 4096; bf16 is fine")
     assert s["dtypes"] == ["bfloat16", "float16"] and s["conditions"] == [("N", ">=", 4096)]
