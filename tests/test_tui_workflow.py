@@ -395,3 +395,57 @@ async def test_missing_identity_is_explained_in_full_and_noticed_once_set(tmp_pa
         await pilot.pause(0.1)
         assert "Dana Reviewer" in widget_text(app.screen.query_one("#queue-title"))
         assert app.screen.query_one("#queue-notice").has_class("-empty")
+
+
+@run_async
+async def test_home_end_and_pages_move_between_rubric_fields_and_keys_jump_between_checks_and_fails(
+        tmp_path, monkeypatch):
+    """End then 1 sets the last field (Overall), Home then 1 the first; page down/up move
+    by the fields on screen. In the checks list, c/C skip a check's findings and ./, go
+    from fail to fail (a failed or errored check, or a fail finding), the bell at the end."""
+    root = tui_env(monkeypatch, tmp_path)
+    app = replay_app(root)
+    async with app.run_test(size=(100, 30)) as pilot:
+        await wait_queue(pilot)
+        await open_task(pilot, "relu-unwritten")
+        await wait_review_ready(pilot)
+        s = app.screen.session
+        fields = [f for f in s.rubric.choice_fields]
+        form = app.screen.query_one("RubricForm")
+        await pilot.press("alt+5", "down", "end")
+        assert form.cursor == len(fields) - 1
+        await pilot.press("1")
+        assert s.values.get(fields[-1].key) == fields[-1].values[0].value
+        assert not any(s.values.get(f.key) for f in fields[:-1])
+        await pilot.press("home", "1")
+        assert s.values.get(fields[0].key) == fields[0].values[0].value and form.cursor == 1
+        await pilot.press("pagedown")
+        assert form.cursor > 2
+        await pilot.press("pageup")
+        assert form.cursor == 0
+
+        await pilot.press("alt+3")
+        lst = app.screen.query_one("ChecksList")
+        assert app.focused is lst
+        await pilot.press("home")
+        checks = [i for i, e in enumerate(lst.entries) if e.finding is None]
+        fails = [i for i, e in enumerate(lst.entries) if lst.is_fail(e)]
+        assert len(checks) > 2 and len(fails) > 1, (checks, fails)
+        for want in checks[1:3]:
+            await pilot.press("c")
+            assert lst.cursor == want
+        await pilot.press("C")
+        assert lst.cursor == checks[1]
+        await pilot.press("home")
+        if not lst.is_fail(lst.entries[0]):
+            await pilot.press("full_stop")
+            assert lst.cursor == fails[0]
+        for want in fails[1:]:
+            await pilot.press("full_stop")
+            assert lst.cursor == want
+        at = lst.cursor
+        await pilot.press("full_stop")  # none below: stays, says so
+        assert lst.cursor == at
+        assert any("no fail or error below" in n.message for n in app._notifications)
+        await pilot.press("comma")
+        assert lst.cursor == fails[-2]

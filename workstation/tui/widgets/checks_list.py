@@ -48,8 +48,9 @@ class ChecksList(CursorList):
     ChecksList > .checks--pass { color: $success; }
     """
     COMPONENT_CLASSES = CursorList.COMPONENT_CLASSES | {"checks--fail", "checks--warn", "checks--pass"}
-    BINDINGS = [b for b in bindings_for("checks") if b.id in ("checks.down", "checks.up", "checks.top",
-                                                               "checks.bottom")]
+    BINDINGS = [b for b in bindings_for("checks") if b.id in (
+        "checks.down", "checks.up", "checks.top", "checks.bottom",
+        "checks.next_check", "checks.prev_check", "checks.next_fail", "checks.prev_fail")]
 
     def __init__(self, **kw: Any) -> None:
         super().__init__(**kw)
@@ -71,6 +72,29 @@ class ChecksList(CursorList):
         if keep is not None and keep in self.entries:
             self.set_reactive(CursorList.cursor, self.entries.index(keep))
         self.refresh_rows()
+
+    def is_fail(self, entry: ChecksEntry) -> bool:
+        """A row that needs the reviewer most: a check that failed or errored, or a
+        finding of severity fail."""
+        if entry.finding is None:
+            row = self.row_of(entry.check)
+            return row is not None and row.status in ("fail", "error")
+        return (self.finding_at(entry) or {}).get("severity") == "fail"
+
+    def action_jump(self, what: str, step: int) -> None:
+        """Move the cursor to the next (``step`` 1) or previous (-1) check row
+        (``what="check"``: over its findings) or fail row (``"fail"``: :meth:`is_fail`);
+        rings the bell and says so when there is none that way (no wrapping)."""
+        want = (lambda e: e.finding is None) if what == "check" else self.is_fail
+        i = self.cursor + step
+        while 0 <= i < len(self.entries):
+            if want(self.entries[i]):
+                self.cursor = i
+                return
+            i += step
+        self.app.bell()
+        noun = "check" if what == "check" else "fail or error"
+        self.notify(f"no {noun} {'below' if step > 0 else 'above'} this row", timeout=2)
 
     def row_of(self, check: str) -> CheckRow | None:
         return next((r for r in self.checks if r.check == check), None)

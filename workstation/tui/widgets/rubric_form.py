@@ -204,6 +204,18 @@ class RubricForm(Widget, can_focus=True, inherit_bindings=False):
         if n:
             self.cursor = min(max(self.cursor + delta, 0), n - 1)
 
+    def action_field_page(self, direction: int) -> None:
+        """Move the field cursor a page (the fields the rubric panel shows at once, at
+        least one) down (``direction`` 1) or up (-1)."""
+        panel = self.parent
+        visible = (panel.size.height if panel is not None else self.size.height) - self.DETAIL_LINES
+        self.action_field(direction * max(1, min(visible, len(self.fields) - 1)))
+
+    def action_field_edge(self, direction: int) -> None:
+        """Move the field cursor to the first (``direction`` -1) or last (1) field."""
+        if self.fields:
+            self.cursor = 0 if direction < 0 else len(self.fields) - 1
+
     def action_clear(self) -> None:
         f = self.current_field
         if f is not None and self.session is not None and self.session.set_value(f.key, None):
