@@ -793,3 +793,37 @@ def test_the_sandbox_argv_binds_no_home_and_no_checkout(tmp_path):
     assert str(pkg) in binds and "--die-with-parent" in argv and "--new-session" in argv
     writable = [argv[i + 1] for i, a in enumerate(argv) if a == "--bind"]
     assert writable == [str(tmp_path / "j"), str(tmp_path / "c")]
+
+
+_ESCAPES = r"""
+import sys
+OSC52 = '\x1b]52;c;ZWNobyBwd25lZA==\x07'
+def add(x, y):
+    print(OSC52 + '\x1b]0;owned\x07\x9b2J', flush=True)
+    print(OSC52, file=sys.stderr, flush=True)
+    raise type('E' * 1_500_000, (Exception,), {})(OSC52 + ' \x1b]8;;http://evil\x1b\\link')
+"""
+
+
+def test_escape_sequences_and_a_huge_exception_name_from_task_code_are_made_safe(tmp_path, monkeypatch):
+    """A candidate printing OSC 52 (clipboard write), OSC 8/0 and CSI and raising an
+    exception whose class name is 1.5 MB: the JSON and the text report hold no ESC or C1
+    byte, the texts are cut with their size and hash, and a verdict with that report commits."""
+    from tests.recordkit import ALICE, isolate, make_queue, verdict
+    from workstation.engine.report import to_text
+
+    d = make_task(tmp_path, "osc", _ESCAPES)
+    with Runner() as fresh:
+        res = run_checks(load_task(d), fresh, only=["correctness"], seeds=[0])
+    doc = to_json_dict(res)
+    js, text = json.dumps(doc), to_text(doc, verbose=True)
+    assert result(res, "correctness").status == "fail"
+    for out in (js, text):
+        assert "\x1b" not in out and "\x9b" not in out and "\x07" not in out
+    assert "\\x1b]52;" in js and "sha256 " in js and len(js) < 1_000_000
+    assert "\x1b" not in text and "EEEE" in text
+    (tmp_path / "q").mkdir()
+    isolate(monkeypatch, tmp_path / "q")
+    repo = make_queue(tmp_path / "q" / "repo")
+    v = verdict(repo, "alpha", ALICE, overall="reject", report=doc)
+    assert v.findings and "\x1b" not in (tmp_path / "q" / "repo" / v.path).read_text()

@@ -34,6 +34,7 @@ from workstation.protocol.steps import (
 from workstation.protocol.wire import StepResult as _WireStep
 from workstation.runner import JobCancelled, JobResult, Runner, RunnerError, StepResult
 from workstation.runner.sandbox import kws_cache_dir, tree_digest, wall_backstop
+from workstation.schema.text import safe_text, safe_tree
 from workstation.task.backends import backend_mismatch, cannot_run, library_hint, role_backend
 from workstation.task.model import Task
 from workstation.task.sources import TaskSources
@@ -154,7 +155,9 @@ class CallOutcome:
         return "compile-error" if origin in ("triton-compile", "build") else "runtime-error"
 
     def failure_evidence(self) -> dict[str, Any]:
-        """Evidence for a call that did not return: the exception or the death."""
+        """Evidence for a call that did not return: the exception or the death, its
+        task-derived texts made safe (:func:`workstation.schema.text.safe_tree`: control
+        characters escaped, each text cut at 4000 characters with its size and hash)."""
         if self.step is None:
             ev: dict[str, Any] = {"death": self.death, "status": self.death_status}
             if self.limit:
@@ -162,24 +165,27 @@ class CallOutcome:
             if self.signal_name:
                 ev["signal"] = self.signal_name
             if self.stderr_tail:
-                ev["stderr_tail"] = self.stderr_tail[-2000:]
+                ev["stderr_tail"] = safe_text(self.stderr_tail[-2000:])
             if self.stdout_bytes > 65536:
                 ev["stdout_bytes"] = self.stdout_bytes
             return ev
         err = dict(self.step.error or {})
         tb = err.pop("traceback", "")
         err["traceback_tail"] = "\n".join(tb.strip().splitlines()[-12:])
-        return err
+        return safe_tree(err, 4000)
 
     def failure_text(self) -> str:
-        """One line: ``raised ValueError: ...`` / ``the process died from SIGABRT``."""
+        """One line: ``raised ValueError: ...`` / ``the process died from SIGABRT``; the
+        exception's type (at most 200 characters) and message (its first line, at most 200)
+        made safe (:func:`workstation.schema.text.safe_text`)."""
         if self.step is None:
-            return self.death
+            return safe_text(self.death)
         err = self.step.error or {}
         where = err.get("where") or {}
         loc = f" ({where.get('file')}:{where.get('line')})" if where else ""
         msg = (err.get("message") or "").strip().splitlines()
-        return f"raised {err.get('type')}: {msg[0][:200] if msg else ''}{loc}"
+        text = f"raised {safe_text(err.get('type'), 200)}: {safe_text(msg[0], 200) if msg else ''}"
+        return text + safe_text(loc, 400)
 
 
 class Stash:
@@ -457,7 +463,7 @@ class CheckContext:
             i = job.died_in_step if job.died_in_step is not None else next(iter(job.forged), 0)
             self._note(None, {"role": principal(steps[min(i, len(steps) - 1)]), "step": kind_of(steps[0]),
                               "death": job.describe_death(), "status": job.status, "limit": job.limit,
-                              "stderr_tail": job.stderr_tail[-1500:]})
+                              "stderr_tail": safe_text(job.stderr_tail[-1500:])})
         return job
 
     def _run_job(self, steps: list[Step], *, exclusive: bool = False, step_timeout: float | None = None,
@@ -488,7 +494,7 @@ class CheckContext:
         if job.died and job.status != "timeout" and not job.forged and all(x is None for x in job.steps) \
                 and job.died_in_step is None:
             raise RunnerError(f"a job ended before its first step ({job.describe_death()}): "
-                              f"{job.stderr_tail[-2000:]}")
+                              f"{safe_text(job.stderr_tail[-2000:])}")
         return job
 
     def _note_imports(self, job: JobResult) -> None:
@@ -548,7 +554,7 @@ class CheckContext:
             if getattr(spec, "seed", None) is not None:
                 entry["seed"] = spec.seed
             if outcome.stderr_tail:
-                entry["stderr_tail"] = outcome.stderr_tail[-1500:]
+                entry["stderr_tail"] = safe_text(outcome.stderr_tail[-1500:])
         if entry is not None:
             self.ledger.append(entry)
 

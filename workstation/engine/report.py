@@ -36,6 +36,7 @@ from typing import TYPE_CHECKING, Any
 
 from workstation import __version__
 from workstation.engine.check import plugin_report
+from workstation.schema.text import safe_text, safe_tree
 
 if TYPE_CHECKING:
     from workstation.engine.run import EngineResult
@@ -96,7 +97,9 @@ def to_json_dict(res: EngineResult) -> dict[str, Any]:
     }
     for key, value in res.extensions.items():
         doc.setdefault(key, value)  # never over a contract key
-    return finite_json(doc)
+    # task-derived text (titles, reasons, evidence, exception texts) enters the report here:
+    # escaped and cut once, so the JSON, the text report and a verdict hold safe text
+    return safe_tree(finite_json(doc))
 
 
 def dumps(doc: dict[str, Any]) -> str:
@@ -143,7 +146,9 @@ def plugin_text(p: dict[str, Any]) -> str:
 
 
 def to_text(doc: dict[str, Any], *, verbose: bool = False) -> str:
-    """A readable report: one line per check, then each finding with its repro."""
+    """A readable report: one line per check, then each finding with its repro; control
+    characters and escape sequences shown escaped (:func:`workstation.schema.text.safe_text`),
+    also for a report ``doc`` read back from a file."""
     lines = [
         f"kws check: {doc['task']} — {doc.get('title', '')}",
         f"device: {doc['device']}   seeds: {doc['seeds']}   tree: {doc.get('task_tree') or '-'}"
@@ -186,7 +191,7 @@ def to_text(doc: dict[str, Any], *, verbose: bool = False) -> str:
     if nj:
         lines.append(f"not a verdict: {len(nj)} check{'s' if len(nj) != 1 else ''} could not look ("
                      + "; ".join(f"{n['check']}: {_first_line(n['reason'], 120)}" for n in nj) + ")")
-    return "\n".join(lines)
+    return safe_text("\n".join(lines), None)
 
 
 def _first_line(text: str, limit: int = 200) -> str:

@@ -23,6 +23,7 @@ from workstation.repo.gitqueue import harden, task_version
 from workstation.rubric.model import Rubric
 from workstation.rubric.suggest import suggest
 from workstation.schema.problem import Problem
+from workstation.schema.text import safe_text
 from workstation.schema.toml import read_toml
 
 __all__ = ["render_report"]
@@ -166,4 +167,5 @@ def render_report(
             if res is not None:
                 out.append(f"  - resolution: {_cell(res.rationale)}")
         out.append("")
-    return "\n".join(out).rstrip() + "\n"
+    # a record, a task title or evidence may hold escape sequences: shown escaped, never raw
+    return safe_text("\n".join(out).rstrip(), None) + "\n"

@@ -76,6 +76,7 @@ from workstation.repo.plumbing import (
 )
 from workstation.rubric.model import Rubric, validate_values
 from workstation.schema.problem import Problem
+from workstation.schema.text import safe_tree
 from workstation.schema.toml import parse_toml
 
 __all__ = [
@@ -190,7 +191,9 @@ def _commit_record(
     writing the file to the index and work tree. Nothing the reviewer has staged is
     touched or committed. No hook runs.
     """
-    payload = tomli_w.dumps(data).encode("utf-8")
+    # a record stores task-derived text (evidence, exception texts, titles): control
+    # characters and escape sequences escaped (schema.text), never raw in the queue
+    payload = tomli_w.dumps(safe_tree(dict(data), None)).encode("utf-8")
     if len(payload) > MAX_RECORD_BYTES:
         raise RecordError(f"{kind} not committed: {len(payload)} bytes, over the {MAX_RECORD_BYTES}-byte record limit")
     try:

@@ -12,6 +12,7 @@ from typing import Any
 
 from workstation.review.diff import diff_files, listing
 from workstation.schema.problem import Problem
+from workstation.schema.text import safe_text
 from workstation.task.format import load_task
 
 __all__ = ["TaskView", "load_task_view", "task_files_size"]
@@ -39,7 +40,8 @@ class TaskView:
 
 def _read_text(path: Path) -> str:
     try:
-        return path.read_text(encoding="utf-8", errors="replace")
+        # task files are the queue's (untrusted): control characters and escape sequences shown escaped
+        return safe_text(path.read_text(encoding="utf-8", errors="replace"), None)
     except OSError as e:
         return f"(cannot read {path.name}: {e})"
 

@@ -43,6 +43,7 @@ from msgspec import Meta, Struct
 
 from workstation.schema.problem import Problem
 from workstation.schema.structs import convert, unknown_keys
+from workstation.schema.text import safe_text
 from workstation.schema.toml import read_toml
 from workstation.task.model import (
     BACKEND_ROLES,
@@ -484,7 +485,7 @@ def load_task(task_dir: Path | str) -> Task:
     extensions = _extensions(toml, doc, cases, entry)
 
     return Task(
-        id=doc.id, dir=task_dir, title=doc.title, kind=doc.kind, backend=doc.backend, spec=doc.spec,
+        id=doc.id, dir=task_dir, title=safe_text(doc.title, None), kind=doc.kind, backend=doc.backend, spec=doc.spec,
         entry=entry, out_args=tuple(doc.entry.out_args), inout_args=tuple(doc.entry.inout_args),
         params=params, contract=contract, cases=cases, tolerance=tolerance, tolerance_by_dtype=by_dtype,
         claims=claims, benchmark_cases=bench_cases, original=doc.original, profiles=profiles, warnings=warnings,
