@@ -827,3 +827,46 @@ def test_escape_sequences_and_a_huge_exception_name_from_task_code_are_made_safe
     repo = make_queue(tmp_path / "q" / "repo")
     v = verdict(repo, "alpha", ALICE, overall="reject", report=doc)
     assert v.findings and "\x1b" not in (tmp_path / "q" / "repo" / v.path).read_text()
+
+
+_SHM_REFERENCE = """\
+def add(x, y):
+    with open('/dev/shm/kws-answer', 'w') as f:  # the reference publishes its answer
+        f.write('42')
+    return x + y
+"""
+_SHM_CANDIDATE = """\
+import errno, os
+def add(x, y):
+    if os.path.exists('/dev/shm/kws-answer'):
+        raise RuntimeError('saw the reference job /dev/shm')
+    st = os.statvfs('/dev/shm')
+    if st.f_blocks * st.f_frsize != 256 << 20:
+        raise RuntimeError(f'/dev/shm is {st.f_blocks * st.f_frsize} bytes, not a private 256 MiB tmpfs')
+    chunk = b'x' * (1 << 20)
+    try:  # many files, each under the file-size limit: the tmpfs's size stops them
+        for i in range(3):
+            with open(f'/dev/shm/fill{i}', 'wb') as f:
+                for _ in range(100):
+                    f.write(chunk)
+                    f.flush()
+    except OSError as e:
+        if e.errno != errno.ENOSPC:
+            raise
+        for i in range(3):
+            if os.path.exists(f'/dev/shm/fill{i}'):
+                os.unlink(f'/dev/shm/fill{i}')
+        return x + y
+    raise RuntimeError('wrote 300 MiB to /dev/shm')
+"""
+
+
+def test_dev_shm_is_private_to_each_job_and_capped(tmp_path):
+    """The reference's job writes its answer to /dev/shm; the candidate's job (a later
+    job of the same sandbox) does not see it, its own /dev/shm is a 256 MiB tmpfs, and a
+    write past that fails with ENOSPC inside the job while kws goes on (correctness passes)."""
+    d = make_task(tmp_path, "shm", _SHM_CANDIDATE, reference=_SHM_REFERENCE)
+    with Runner() as fresh:
+        res = run_checks(load_task(d), fresh, only=["correctness"], seeds=[0])
+    r = result(res, "correctness")
+    assert r.status == "pass", _summaries(res, "correctness")

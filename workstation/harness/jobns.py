@@ -87,6 +87,10 @@ JOBS_ROOT = "/kws/jobs"
 CACHES_ROOT = "/kws/caches"
 #: size cap of a job's private /tmp (a tmpfs: memory).
 TMP_SIZE = "2g"
+#: size of each job's private ``/dev/shm`` and ``/var/tmp`` (tmpfs, in the job's own mount
+#: namespace): what one job writes there no other job sees, and a write past it fails with
+#: ``ENOSPC`` in the job. tmpfs pages count as the job's memory where a cgroup caps it.
+SHM_SIZE = "256m"
 #: an empty folder of the sandbox where the private /tmp is built (``runner.bwrap.TMP_STAGING``).
 TMP_STAGING = "/kws/tmp-staging"
 #: parts of a fresh /proc made read-only (bubblewrap's list).
@@ -216,7 +220,8 @@ def enter_job_view(job_folder: str, cache_folder: str | None) -> None:
     """In the job process (pid 1 of a fresh pid namespace, in a fresh mount namespace):
     make the mount tree private, bind ``job_folder`` at :data:`JOB_MOUNT` and
     ``cache_folder`` at :data:`CACHE_MOUNT`, unmount the folders of every job and cache,
-    mount a private ``/tmp`` (tmpfs, :data:`TMP_SIZE`) and a fresh ``/proc``.
+    mount a private ``/tmp`` (tmpfs, :data:`TMP_SIZE`), a private ``/dev/shm`` and
+    ``/var/tmp`` where the sandbox has them (tmpfs, :data:`SHM_SIZE` each) and a fresh ``/proc``.
 
     Raises:
         OSError: a mount failed (the message names it).
@@ -227,6 +232,9 @@ def enter_job_view(job_folder: str, cache_folder: str | None) -> None:
         mount(cache_folder, CACHE_MOUNT, None, MS_BIND | MS_REC)
     _unmount_all_jobs()
     _private_tmp()
+    for shared in ("/dev/shm", "/var/tmp"):  # the sandbox's one /dev/shm is every job's otherwise
+        if os.path.isdir(shared) and not os.path.islink(shared):
+            mount("tmpfs", shared, "tmpfs", MS_NOSUID | MS_NODEV, f"size={SHM_SIZE},mode=1777")
     mount("proc", "/proc", "proc", MS_NOSUID | MS_NODEV | MS_NOEXEC)
     for name in PROC_READONLY:
         p = f"/proc/{name}"
