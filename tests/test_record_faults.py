@@ -395,3 +395,16 @@ def test_records_hold_no_machine_local_paths_or_credentials(env):
     assert (v.sandbox, v.unfinished_checks, dict(v.suggested)) == ("bwrap", ("timing",),
                                                                     {"correctness": "from-incomplete-run"})
     assert load_records(repo).verdict(v.verdict_id) == v
+
+
+def test_doctor_lists_every_ignored_entry_of_the_user_keymap(env, cli, monkeypatch):
+    """kws doctor names the user keymap's bad entries (file, key, problem) as warnings:
+    the app ignores each of them and keeps the rest."""
+    bare, (a,) = make_remote(env, 1)
+    monkeypatch.setenv("KWS_CONFIG_DIR", str(env / "config"))
+    (env / "config").mkdir()
+    keymap = env / "config" / "keymap.toml"
+    keymap.write_text('base = "vim"\n[keys]\n"review.comit" = "ctrl+s"\n"queue.down" = "ctrl+nothing"\n')
+    r = CliRunner().invoke(cli, ["doctor", "--queue", a.working_tree_dir])
+    assert f"{keymap}: keys.review.comit: unknown binding id 'review.comit'" in r.output, r.output
+    assert f"{keymap}: keys.queue.down: 'ctrl+nothing'" in r.output

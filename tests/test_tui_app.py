@@ -256,17 +256,32 @@ async def test_help_screen_and_keymap_switch(tmp_path, monkeypatch):
 
 
 @run_async
-async def test_malformed_user_keymap_falls_back_with_a_message(tmp_path, monkeypatch):
+async def test_a_user_keymap_with_bad_entries_lists_every_problem_until_closed(tmp_path, monkeypatch):
+    """A typo in one entry keeps the rest (base = "vim" included); every problem stays on
+    screen (file, key, problem) until Esc, however long the reviewer takes."""
     root = tui_env(monkeypatch, tmp_path)
     cfg = tmp_path / "config"
     cfg.mkdir()
-    (cfg / "keymap.toml").write_text('[keys]\n"queue.down" = "ctrl+nothing"\n')
-    app = replay_app(root, keymap="vim")
+    (cfg / "keymap.toml").write_text('base = "vim"\n[keys]\n"review.comit" = "ctrl+s"\n'
+                                     '"queue.down" = "ctrl+nothing"\n"review.accept_all" = "W"\n')
+    app = replay_app(root)
     async with app.run_test(size=(160, 48)) as pilot:
         await wait_queue(pilot)
-        assert app.keymap_load.name == "default"
-        msgs = [n.message for n in app._notifications]
-        assert any("keymap.toml" in m and "keys.queue.down" in m and "ctrl+nothing" in m for m in msgs)
+        assert app.keymap_load.name == "vim" and app.keymap_load.keys["review.accept_all"] == "W"
+        assert type(app.screen).__name__ == "TextScreen"
+        text = widget_text(app.screen.query_one("#text-body"))
+        assert str(cfg / "keymap.toml") in text
+        assert "keys.review.comit: unknown binding id 'review.comit'" in text
+        assert "keys.queue.down: 'ctrl+nothing'" in text
+        await pilot.pause(0.5)
+        await pilot.press("j")  # not a close key: the list stays
+        assert type(app.screen).__name__ == "TextScreen"
+        await pilot.press("escape")
+        assert type(app.screen).__name__ == "QueueScreen"
+        table = app.screen.query_one("QueueTable")
+        start = table.cursor
+        await pilot.press("j")  # vim's down: the base stayed
+        assert table.cursor == start + 1
 
 
 @run_async

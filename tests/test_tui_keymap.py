@@ -68,9 +68,11 @@ def test_user_file_overrides_and_can_choose_the_base(tmp_path, monkeypatch):
     ('[keys]\n"review.commit" = ""\n', "keys.review.commit", "no keys given"),
     ('colour = "red"\n', "colour", "unknown key"),
     ('base = "emacs"\n', "base", "must be one of default, vim"),
-    ('[keys]\n"review.commit" = "R"\n', "keys.review.rerun_all", "also bound to review.commit"),
+    ('[keys]\n"review.commit" = "R"\n', "keys.review.commit", "ignored: key 'R' is bound to review.rerun_all"),
 ])
 def test_malformed_user_file_is_reported_and_ignored(tmp_path, monkeypatch, text, key, problem):
+    """A file with one bad part: that part is named (file, key, problem) and ignored; here
+    nothing else is in the file, so the keys are the default's."""
     monkeypatch.setenv("KWS_CONFIG_DIR", str(tmp_path))
     user_keymap_path().write_text(text)
     load = resolve_keymap(None)
@@ -80,6 +82,28 @@ def test_malformed_user_file_is_reported_and_ignored(tmp_path, monkeypatch, text
     assert isinstance(err, Problem)
     assert err.file == user_keymap_path() and err.key == key and problem in err.problem, str(err)
     assert str(user_keymap_path()) in str(err)
+
+
+def test_a_user_keymap_with_bad_entries_keeps_its_good_ones_and_names_every_problem(tmp_path, monkeypatch):
+    monkeypatch.setenv("KWS_CONFIG_DIR", str(tmp_path))
+    user_keymap_path().write_text(
+        'base = "vim"\ncolour = "red"\n[keys]\n'
+        '"review.comit" = "ctrl+s"\n'          # a typo: that entry only
+        '"queue.down" = "ctrl+banana"\n'       # a bad key name: queue.down keeps vim's keys
+        '"rubric.edit_rationale" = "r"\n'      # r re-runs a check on the review screen
+        '"review.commit" = "ctrl+y"\n"review.redo" = "ctrl+s"\n'  # a swap: both apply
+        '"review.accept_all" = "W"\n')
+    load = resolve_keymap(None)
+    assert load.name == "vim" and load.files[-1] == user_keymap_path()
+    assert load.keys["review.commit"] == "ctrl+y" and load.keys["review.redo"] == "ctrl+s"
+    assert load.keys["review.accept_all"] == "W"
+    assert load.keys["queue.down"] == "j,down" and load.keys["rubric.edit_rationale"] == "e"
+    got = {(p.key, p.file) for p in load.problems}
+    assert got == {(k, user_keymap_path()) for k in (
+        "colour", "keys.review.comit", "keys.queue.down", "keys.rubric.edit_rationale")}, load.problems
+    msg = {p.key: p.problem for p in load.problems}
+    assert "unknown binding id 'review.comit'" in msg["keys.review.comit"]
+    assert "re-run the check under the cursor" in msg["keys.rubric.edit_rationale"]
 
 
 def test_a_bad_keymap_file_given_on_the_command_line_falls_back(tmp_path):

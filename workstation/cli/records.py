@@ -447,8 +447,9 @@ def report_cmd(task: str, output: Path | None, verdict_id: str | None, queue: Pa
 @_fails_cleanly
 def doctor_cmd(queue: Path | None) -> None:
     """What needs attention in this clone: files under the record folders that are not
-    committed records, skipped records and tasks, unknown keys, git state, unsent commits.
-    Exits 1 when it found a problem."""
+    committed records, skipped records and tasks, unknown keys, git state, unsent commits,
+    and (as warnings) the entries of the user keymap that kws ignores. Exits 1 when it
+    found a problem."""
     from workstation import settings
     from workstation.records.doctor import diagnose
     from workstation.settings.show import summary
@@ -461,6 +462,9 @@ def doctor_cmd(queue: Path | None) -> None:
         d.notes.append(summary(cfg))
     except Problem as e:  # a bad setting is this machine's problem, named like a file's
         d.problems.append(e)
+    from workstation.tui.keymap import resolve_keymap
+
+    d.warnings += resolve_keymap(None).problems  # the user keymap's ignored entries (the app lists them too)
     click.echo(d.format())
     if d.problems:
         sys.exit(1)

@@ -104,9 +104,8 @@ class KwsApp(App):
         from workstation.tui.screens.queue import QueueScreen
 
         self.set_keymap(self.keymap_load.keys)
-        for p in self.keymap_load.problems:
-            self.notify(f"keymap ignored, using the default: {p}", severity="error", timeout=20)
         self.push_screen(QueueScreen())
+        self.show_keymap_problems(self.keymap_load)
         self.load_queue()
 
     def on_unmount(self) -> None:
@@ -163,12 +162,27 @@ class KwsApp(App):
         load = resolve_keymap(choice)
         self.keymap_load = load
         self.set_keymap(load.keys)
-        for p in load.problems:
-            self.notify(f"keymap ignored, using the default: {p}", severity="error", timeout=20)
         self.notify(f"keymap: {load.name}", timeout=3)
+        self.show_keymap_problems(load)
         self.screen.refresh_bindings()
         for hints in self.screen.query("KeyHints"):
             hints.update_hints()
+
+    def show_keymap_problems(self, load: KeymapLoad) -> None:
+        """Every problem of the keymap files (file, key, problem), in a view that stays
+        until the reviewer closes it (Esc): each bad entry was ignored on its own, the
+        rest of the keymap is in use. ``kws doctor`` lists the same problems."""
+        from workstation.tui.screens.text_view import TextScreen
+
+        if not load.problems:
+            return
+        lines = [f"{len(load.problems)} problem(s) in the keymap files; each entry named here is ignored, "
+                 f"every other binding is in use (keymap: {load.name}).", ""]
+        for file in dict.fromkeys(str(p.file) for p in load.problems):
+            lines.append(file)
+            lines += [f"  {p.key or '(the whole file)'}: {p.problem}" for p in load.problems if str(p.file) == file]
+        lines += ["", "Fix the file and restart kws (or f2 switches keymap); docs/tui.md, \"Keymap files\"."]
+        self.push_screen(TextScreen("Keymap problems", "\n".join(lines), hint="kws doctor lists these too"))
 
     def action_switch_keymap(self) -> None:
         self.apply_keymap("vim" if self.keymap_load.name == "default" else "default")

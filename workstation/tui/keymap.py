@@ -11,9 +11,10 @@ Keymap files (format: ``docs/tui.md``, "Keymaps")::
 Resolution (:func:`resolve_keymap`): the keymap named by ``--keymap`` (``default``,
 ``vim``, or a file), else the user file's ``base``, else ``default``; then the user file
 ``<config dir>/keymap.toml`` (config dir: ``$KWS_CONFIG_DIR`` or
-``platformdirs.user_config_dir("kws")``) overrides single bindings. A file that does not
-parse or validate is reported (file, key, problem) and ignored: the app falls back to
-the default keymap rather than start with half a keymap.
+``platformdirs.user_config_dir("kws")``) overrides single bindings. Every bad part of a
+file (an unknown binding id, a bad key name, a clash) is reported (file, key, problem)
+and ignored on its own: the good entries and ``base`` stay. Only a file that cannot be
+read or is not TOML is ignored whole.
 
 Files are read through the schema layer (:func:`~workstation.schema.toml.read_toml`, the
 :class:`KeymapFile` struct); an unknown key is an error, reported as a
@@ -52,8 +53,10 @@ __all__ = [
     "config_dir",
     "key_display",
     "key_meanings",
+    "conflicts",
     "keymap_search_path",
     "load_keymap_file",
+    "read_keymap_file",
     "normalise_key_list",
     "resolve_keymap",
     "user_keymap_path",
@@ -346,50 +349,116 @@ def _normalise_keys(value: str | list[str], file: Path, key: str, known: set[str
     return normalise_key_list(",".join(parts))
 
 
-def load_keymap_file(path: Path | str, *, user: bool = False) -> tuple[dict[str, str], str | None, str | None]:
-    """Read and validate one keymap file; returns ``(keys, name, base)``.
+def read_keymap_file(path: Path | str, *, user: bool = False) -> tuple[dict[str, str], str | None, str | None,
+                                                                      list[Problem]]:
+    """Read one keymap file, keeping every good entry; returns ``(keys, name, base,
+    problems)``: the bindings that validate, the file's name and base (None when absent or
+    bad), and one :class:`~workstation.schema.problem.Problem` (file, key, problem) per bad
+    part, each ignored on its own: an unknown top-level key (``base`` outside a user file
+    included), a value of the wrong type, ``base`` not a bundled keymap, a ``keys`` entry
+    that names no binding id, a value that is not keys, an unknown key name.
 
-    Raises :class:`~workstation.schema.problem.Problem` (file, key, problem) for: a file
-    that cannot be read or is not valid TOML, an unknown key (``base`` outside a user
-    file included), ``base`` not a bundled keymap, a value of the wrong type, a ``keys``
-    entry that names no binding id, a value that is not keys, or an unknown key name.
+    Raises :class:`~workstation.schema.problem.Problem` only when nothing of the file can be
+    used: it cannot be read or is not valid TOML.
     """
     path = Path(path)
     schema: type[KeymapFile] = UserKeymapFile if user else KeymapFile
     data = read_toml(path)
+    problems: list[Problem] = []
+    allowed = ", ".join(sorted(schema.__struct_fields__))
     unknown = unknown_keys(data, schema)
-    if unknown:
-        allowed = sorted(schema.__struct_fields__)
-        raise Problem(path, unknown[0], f"unknown key (allowed: {', '.join(allowed)})")
-    doc = convert(data, schema, file=path)
+    for k in unknown:
+        problems.append(Problem(path, k, f"unknown key (allowed: {allowed})"))
+    known_top = {k: v for k, v in data.items() if k not in unknown}
+    try:
+        doc = convert(known_top, schema, file=path)
+    except Problem:
+        parts: dict[str, Any] = {}
+        for k, v in known_top.items():  # each top-level key on its own: the good ones stay
+            try:
+                convert({k: v}, schema, file=path)
+                parts[k] = v
+            except Problem as e:
+                problems.append(e)
+        doc = convert(parts, schema, file=path)
     base = doc.base if isinstance(doc, UserKeymapFile) else None
     if base is not None and base not in BUNDLED:
-        raise Problem(path, "base", f"must be one of {', '.join(BUNDLED)}, got {base!r}")
+        problems.append(Problem(path, "base", f"must be one of {', '.join(BUNDLED)}, got {base!r}"))
+        base = None
     known = _known_key_names()
     keys: dict[str, str] = {}
     for bid, value in doc.keys.items():
-        if bid not in _BY_ID:
-            raise Problem(path, f"keys.{bid}", f"unknown binding id {bid!r} (see the help screen or docs/tui.md)")
         where = f"keys.{bid}"
-        keys[bid] = _normalise_keys(convert(value, Keys, file=path, prefix=where), path, where, known)
-    return keys, doc.name, base
+        if bid not in _BY_ID:
+            problems.append(Problem(path, where, f"unknown binding id {bid!r} (see the help screen or docs/tui.md)"))
+            continue
+        try:
+            keys[bid] = _normalise_keys(convert(value, Keys, file=path, prefix=where), path, where, known)
+        except Problem as e:
+            problems.append(e)
+    return keys, doc.name, base, problems
 
 
-def check_conflicts(keys: dict[str, str], file: Path | str) -> None:
-    """Raise :class:`~workstation.schema.problem.Problem` when two actions of one scope
-    share a key, or when one key means two things on one screen (:data:`SCREEN_SCOPES`,
-    :attr:`ActionSpec.means`: the key grammar)."""
+def load_keymap_file(path: Path | str, *, user: bool = False) -> tuple[dict[str, str], str | None, str | None]:
+    """Read and validate one keymap file strictly; returns ``(keys, name, base)``.
+
+    Raises :class:`~workstation.schema.problem.Problem` (file, key, problem) for the first
+    problem :func:`read_keymap_file` finds, or when the file cannot be read or parsed.
+    """
+    keys, name, base, problems = read_keymap_file(path, user=user)
+    if problems:
+        raise problems[0]
+    return keys, name, base
+
+
+def conflicts(keys: dict[str, str], file: Path | str) -> list[Problem]:
+    """Every clash in ``keys``: two actions of one scope sharing a key, or one key meaning
+    two things on one screen (:data:`SCREEN_SCOPES`, :attr:`ActionSpec.means`: the key
+    grammar); one :class:`~workstation.schema.problem.Problem` each."""
+    return [Problem(file, f"keys.{bid}", msg) for bid, _other, msg in _conflict_pairs(keys)]
+
+
+def _conflict_pairs(keys: dict[str, str]) -> list[tuple[str, str, str]]:
+    """The clashes of :func:`conflicts` as (binding id, the other binding id, problem)."""
+    out: list[tuple[str, str, str]] = []
     seen: dict[tuple[str, str], str] = {}
     for bid in sorted(keys):
         scope = _BY_ID[bid].scope
         for k in keys[bid].split(","):
             other = seen.get((scope, k))
             if other is not None and other != bid:
-                raise Problem(file, f"keys.{bid}", f"key {k!r} is also bound to {other} in the same scope ({scope})")
+                out.append((bid, other, f"key {k!r} is also bound to {other} in the same scope ({scope})"))
             seen[(scope, k)] = bid
     for screen, (bid, other, k) in _meaning_clashes(keys).items():
-        raise Problem(file, f"keys.{bid}", f"key {k!r} means {_BY_ID[bid].means!r} and, through {other}, "
-                                           f"{_BY_ID[other].means!r} on the {screen} screen (one meaning per key)")
+        out.append((bid, other, f"key {k!r} means {_BY_ID[bid].means!r} and, through {other}, "
+                                f"{_BY_ID[other].means!r} on the {screen} screen (one meaning per key)"))
+    return out
+
+
+def check_conflicts(keys: dict[str, str], file: Path | str) -> None:
+    """Raise the first of :func:`conflicts` (a :class:`~workstation.schema.problem.Problem`)."""
+    found = conflicts(keys, file)
+    if found:
+        raise found[0]
+
+
+def _clash(keys: dict[str, str], bid: str, new: str) -> str:
+    """Why binding ``bid`` cannot take keys ``new`` next to ``keys``: the first binding
+    of its scope on one of those keys, or of another meaning on one of its screens."""
+    spec = _BY_ID[bid]
+    screens = [sc for sc, scopes in SCREEN_SCOPES.items() if spec.scope in scopes]
+    for k in new.split(","):
+        for other, ks in sorted(keys.items()):
+            if other == bid or k not in ks.split(","):
+                continue
+            o = _BY_ID[other]
+            if o.scope == spec.scope:
+                return f"key {k!r} is bound to {other} in the same scope ({spec.scope})"
+            shared = [sc for sc in screens if o.scope in SCREEN_SCOPES[sc]]
+            if shared and o.means != spec.means:
+                return (f"key {k!r} means {o.means!r} ({other}) on the {shared[0]} screen, "
+                        f"not {spec.means!r} (one meaning per key)")
+    return f"keys {new!r} clash with another binding"
 
 
 def _meaning_clashes(keys: dict[str, str]) -> dict[str, tuple[str, str, str]]:
@@ -475,13 +544,12 @@ def _resolve_keymap(choice: str | None, user_file: Path | None) -> KeymapLoad:
     state = _user_file_state(ufile)
     if state not in ("file", "absent"):
         out.problems.append(Problem(ufile, "", state))
-        return out
-    if state == "file":
+    elif state == "file":
         try:
-            user_keys, _uname, user_base = load_keymap_file(ufile, user=True)
+            user_keys, _uname, user_base, problems = read_keymap_file(ufile, user=True)
+            out.problems.extend(problems)  # each bad entry is dropped on its own
         except Problem as e:
-            out.problems.append(e)
-            return out  # the default keymap, never half of the user's
+            out.problems.append(e)  # unreadable or not TOML: nothing of it applies
     base = choice or user_base or "default"
     path = Path(base) if base not in BUNDLED else _bundled_path(base)
     if path is None:
@@ -499,15 +567,26 @@ def _resolve_keymap(choice: str | None, user_file: Path | None) -> KeymapLoad:
             out.problems.append(e)
             out.keys, out.name = defaults(), "default"
     if user_keys:
+        # an override that clashes is dropped (back to the base keymap's keys for that
+        # binding), the others stay; all applied at once, so swapping two keys works
         merged = {**out.keys, **user_keys}
-        try:
-            check_conflicts(merged, ufile)
-            out.keys = merged
-            out.files.append(ufile)
-        except Problem as e:
-            out.problems.append(e)
-            out.keys, out.name = defaults(), "default"
-            out.files = []
+        dropped: set[str] = set()
+        for _ in range(len(user_keys)):  # each round drops one override
+            clashes = _conflict_pairs(merged)
+            if not clashes:
+                break
+            bid, other, _msg = clashes[0]
+            victim = bid if bid in user_keys and bid not in dropped else other
+            dropped.add(victim)
+            rest = {k: v for k, v in merged.items() if k != victim}
+            out.problems.append(Problem(ufile, f"keys.{victim}",
+                                        "ignored: " + _clash(rest, victim, user_keys.get(victim, merged[victim]))))
+            merged[victim] = out.keys[victim]
+        if _conflict_pairs(merged):  # cannot happen with a clean base keymap: keep the base whole
+            merged = dict(out.keys)
+        out.keys = merged
+    if state == "file" and (user_keys or user_base):
+        out.files.append(ufile)
     return out
 
 
