@@ -424,3 +424,34 @@ async def test_panels_resize_and_switch_to_tabs(tmp_path, monkeypatch):
         assert not screen.query_one("#checks").has_class("-hidden")
         await pilot.press("tab")
         assert screen.active == "timing" and screen.query_one("#checks").has_class("-hidden")
+
+
+@run_async
+async def test_a_bundled_queue_folder_opens_as_its_per_user_git_copy(tmp_path, monkeypatch):
+    """kws --queue sample_queue_real (a folder inside kws's own repository): opened as a
+    per-user git copy, made once, like the first-run sample queue; with an identity the
+    title names it, not "no git identity"."""
+    from tests.conftest import SAMPLE_QUEUE
+    from tests.recordkit import ALICE, isolate, use_identity
+    from tests.tuikit import EVENTS
+    from workstation.repo.gitqueue import data_dir, default_queue_path, open_queue
+    from workstation.review.services import bundled_queue_copy, open_queue_root
+    from workstation.review.sources import ReplayCheckSource
+    from workstation.tui.app import KwsApp
+
+    isolate(monkeypatch, tmp_path)
+    use_identity(monkeypatch, ALICE)
+    real = SAMPLE_QUEUE.parent / "sample_queue_real"
+    assert bundled_queue_copy(SAMPLE_QUEUE) == default_queue_path()
+    assert bundled_queue_copy(tmp_path) is None
+    root = open_queue_root(real)
+    assert root == data_dir() / "queues" / "sample_queue_real"
+    open_queue(root).close()  # a git repository of its own
+    assert sorted(p.name for p in (root / "tasks").iterdir()) == sorted(p.name for p in (real / "tasks").iterdir()
+                                                                         if p.name != "__pycache__")
+    assert open_queue_root(str(real)) == root  # made once, reused
+    app = KwsApp(root, check_source=ReplayCheckSource(EVENTS), warm_runner=False)
+    async with app.run_test(size=(160, 48)) as pilot:
+        await wait_queue(pilot, validated=False)
+        title = widget_text(app.screen.query_one("#queue-title"))
+        assert ALICE.name in title and "no git identity" not in title, title

@@ -43,15 +43,16 @@ from workstation.schema.problem import Problem
 __all__ = [
     "ActionOutcome",
     "CommitOutcome",
-    "DisputeSummary",
     "DisputeOutcome",
+    "DisputeSummary",
     "QueueState",
     "ServiceError",
     "TaskHistory",
     "TaskTree",
     "VerdictSummary",
-    "commit_dispute",
+    "bundled_queue_copy",
     "calibration",
+    "commit_dispute",
     "commit_verdict",
     "identity",
     "load_draft",
@@ -90,22 +91,43 @@ def _gq() -> Any:
 
 def open_queue_root(queue: Path | str | None) -> Path:
     """The queue folder to open: ``queue``, or the per-user sample queue (created on first
-    use).
+    use). A queue folder kws ships (``sample_queue``, ``sample_queue_real``: a folder next
+    to ``sample_queue/`` with ``tasks/``, inside kws's own repository) opens as its per-user
+    git copy (:func:`bundled_queue_copy`), made on first use like the sample queue's.
 
     Raises:
         ServiceError: the sample queue cannot be made, or the folder has no ``tasks/``.
     """
-    if queue is not None:
-        root = Path(queue)
-    else:
-        gq = _gq()
-        try:
+    gq = _gq()
+    try:
+        if queue is None:
             root = gq.ensure_default_queue()
-        except gq.QueueError as e:
-            raise ServiceError(str(e)) from None
+        else:
+            root = Path(queue).expanduser()
+            copy = bundled_queue_copy(root)
+            if copy is not None:  # a queue folder kws ships: review the per-user git copy
+                root = gq.ensure_default_queue(source=root, dest=copy)
+    except gq.QueueError as e:
+        raise ServiceError(str(e)) from None
     if not (root / "tasks").is_dir():
         raise ServiceError(f"{root}: not a kws queue (no tasks/ folder)")
     return root
+
+
+def bundled_queue_copy(folder: Path) -> Path | None:
+    """Where the per-user copy of ``folder`` lives when ``folder`` is a queue kws ships
+    (a folder with ``tasks/`` beside the bundled ``sample_queue/``, not a git repository
+    of its own): ``<data dir>/queue`` for the sample queue (the first-run copy),
+    ``<data dir>/queues/<name>`` for another; None for any other folder."""
+    gq = _gq()
+    try:
+        sample = gq.sample_queue_source().resolve()
+    except gq.QueueError:
+        return None
+    p = folder.expanduser().resolve()
+    if p.parent != sample.parent or not (p / "tasks").is_dir() or (p / ".git").exists():
+        return None
+    return gq.default_queue_path() if p == sample else gq.data_dir() / "queues" / p.name
 
 
 def task_dir(root: Path, task_id: str) -> Path:
@@ -250,14 +272,15 @@ def identity(root: Path) -> tuple[Any, str]:
     gq = _gq()
     try:
         repo = gq.open_queue(root)
-        try:
-            return gq.reviewer_identity(repo), ""
-        except gq.QueueError as e:
-            return None, str(e)
-        finally:
-            repo.close()
+    except gq.QueueError:
+        repo = None  # the queue's own problem is reported where it is opened: this is the identity
+    try:
+        return gq.reviewer_identity(repo), ""
     except gq.QueueError as e:
         return None, str(e)
+    finally:
+        if repo is not None:
+            repo.close()
 
 
 def reload_records(state: QueueState) -> QueueState:
