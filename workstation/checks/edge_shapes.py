@@ -12,6 +12,7 @@ from workstation.checks.support.costmodel import (
 from workstation.checks.support.legal import (
     UNLISTED,
     Value,
+    halve,
     int_params,
     shrink_values,
     snap,
@@ -55,12 +56,15 @@ class EdgeShapes(Check):
         from `[params]` (`min`, `max`, `multiple_of`, `choices`) and the declared cases,
         kws derives legal cases by varying one integer shape parameter at a time (the contract's
         `reduction` parameters first) from the cheapest declared case of each dtype; non-integer
-        case values (bools, strings, floats) and the dtype stay fixed. Values per parameter, interleaved in this order of priority:
+        case values (bools, strings, floats; a parameter that is an int in one case and not in
+        another) and the dtype stay fixed. Every legal space the task format admits is handled:
+        `min = 0` with a declared 0 (a padding count), ranges up to `max = 2**62`, `choices`,
+        `multiple_of`. Values per parameter, interleaved in this order of priority:
 
         - just above and just below the powers of two near the declared values (`P + 1`, `P - 1`,
           snapped to the nearest legal value: with `multiple_of = 8`, `P + 8` and `P - 8`); these
           are also the sizes just past a block multiple of any power-of-two block;
-        - 1 (or the smallest legal value);
+        - the smallest legal value (0 where `min = 0`) and 1;
         - small primes (3, 7, 13, 37, 97);
         - odd block multiples and block sizes (48, 96, 192, 384, 768 and 16 ... 256): sizes a
           tiled kernel handles without a ragged tile, which tell a divisibility pattern apart;
@@ -232,8 +236,11 @@ class EdgeShapes(Check):
                 top = snap(specs[p].max, specs[p], "down") if specs[p].max is not None else None
                 if top is not None:
                     c = {**bases[0], p: top}
-                    while elements(c, params) > GPU_MAX_ELEMENTS and c[p] > 1:
-                        c[p] = snap(c[p] // 2, specs[p], "down") or 1
+                    while elements(c, params) > GPU_MAX_ELEMENTS:
+                        h = halve(c[p], specs[p])
+                        if h is None or h >= c[p]:
+                            break
+                        c[p] = h
                     queue.insert(0, (c, f"{p}={c[p]} (the [params] maximum{'' if c[p] == top else ', halved to fit'})"))
         trials: list[Trial] = []
         left: list[Trial] = []
@@ -269,14 +276,16 @@ class EdgeShapes(Check):
             for _ in range(12):
                 if cost.fits(c, params):
                     others = [f"{q}={c[q]}" for q in params if q != p and c[q] != base[q]]
-                    why = f"{p}={v} (larger: {v / top:.1f}x the largest declared {p}={top}"
+                    times = f"{v / top:.1f}x" if top else "above"
+                    why = f"{p}={v} (larger: {times} the largest declared {p}={top}"
                     why += f"; {', '.join(others)} reduced to fit)" if others else ")"
                     return c, why
-                shrinkable = [q for q in params if q != p and (snap(c[q] // 2, specs[q], "down") or c[q]) < c[q]]
+                halves = {q: halve(c[q], specs[q]) for q in params if q != p}
+                shrinkable = [q for q, h in halves.items() if h is not None and h < c[q]]
                 if not shrinkable:
                     break
                 q = max(shrinkable, key=lambda q: c[q])
-                c[q] = snap(c[q] // 2, specs[q], "down") or c[q]
+                c[q] = halves[q]
         return None
 
     def _odd_combos(self, base: dict[str, Any], params: list[str],

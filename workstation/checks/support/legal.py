@@ -4,6 +4,12 @@ trying: the parameter-space knowledge of the shape-varying checks.
 Task format v1: ``[params]`` gives ``min``, ``max``, ``multiple_of`` and ``choices`` per
 integer case parameter; an integer parameter it does not list may take any positive int;
 non-integer case values are held fixed.
+
+Every function here is total over what the task format admits: ``min = 0`` and a declared
+0 (a padding count), 1, ranges up to ``max = 2**62``, ``choices`` of any one scalar type,
+``multiple_of``, and a parameter that is an int in one case and a string in another (held
+fixed). None raises; every value they return is legal under its spec
+(tests/test_legal_props.py proves it with Hypothesis over generated ``[params]`` tables).
 """
 
 from __future__ import annotations
@@ -22,15 +28,34 @@ BLOCK_SIZES = (16, 32, 64, 128, 256)
 UNLISTED = ParamSpec(min=1)
 
 
+def _is_int(v: Any) -> bool:
+    return isinstance(v, int) and not isinstance(v, bool)
+
+
 def int_params(cases: list[dict[str, Any]]) -> list[str]:
-    """The integer shape parameters of the declared cases, in first-seen order (a bool, a
-    string or a float is a fixed value, never varied)."""
+    """The integer shape parameters of the declared cases, in first-seen order: those that
+    are an int in every case (a bool, a string or a float is a fixed value, never varied;
+    so is a parameter that is an int in one case and not in another)."""
     out: list[str] = []
     for c in cases:
         for k, v in c.items():
-            if k != "dtype" and isinstance(v, int) and not isinstance(v, bool) and k not in out:
+            if k != "dtype" and _is_int(v) and k not in out and all(_is_int(d.get(k)) for d in cases):
                 out.append(k)
     return out
+
+
+def smallest(spec: ParamSpec) -> int | None:
+    """The smallest legal value of ``spec`` (its smallest int choice; else ``min``, else 1,
+    snapped up), or None when it admits no integer."""
+    if spec.choices is not None:
+        return min((c for c in spec.choices if _is_int(c)), default=None)
+    return snap(spec.min if spec.min is not None else 1, spec, "up")
+
+
+def halve(value: int, spec: ParamSpec) -> int | None:
+    """The largest legal value at or below ``value // 2``, or None when there is none
+    (0 is a legal answer where ``min = 0``: test the result against None, not its truth)."""
+    return snap(value // 2, spec, "down")
 
 
 def snap(value: int, spec: ParamSpec, direction: str = "nearest") -> int | None:
@@ -67,6 +92,12 @@ def snap(value: int, spec: ParamSpec, direction: str = "nearest") -> int | None:
     return v
 
 
+def _log_dist(v: int, declared: list[int]) -> float:
+    """How far ``v`` is from the nearest declared value on a log2 scale (0 and 1 count as
+    1: a declared 0, a padding count, is as near as 1)."""
+    return min((abs(math.log2(max(v, 1)) - math.log2(max(d, 1))) for d in declared), default=0.0)
+
+
 @dataclass(frozen=True)
 class Value:
     """A derived value of one parameter and why it was chosen."""
@@ -77,7 +108,7 @@ class Value:
 
 def _pow2_near(declared: list[int]) -> list[int]:
     """Powers of two around the declared values and the usual block sizes, nearest first."""
-    top = max(declared)
+    top = max(declared, default=1)
     ps = {1 << k for k in range(4, max(5, math.ceil(math.log2(max(top, 2))) + 2)) if (1 << k) <= 2 * top}
     for d in declared:
         if d > 1:
@@ -86,7 +117,7 @@ def _pow2_near(declared: list[int]) -> list[int]:
     ps = {p for p in ps if p >= 16}
 
     def dist(p: int) -> tuple[float, int]:
-        return (min(abs(math.log2(p) - math.log2(d)) for d in declared), -p)
+        return (_log_dist(p, declared), -p)
 
     return sorted(ps, key=dist)
 
@@ -103,7 +134,7 @@ def value_plan(declared: list[int], spec: ParamSpec) -> list[Value]:
     """
     if spec.choices is not None:
         ints = [c for c in spec.choices if isinstance(c, int) and not isinstance(c, bool) and c not in declared]
-        return [Value(c, "a value [params] allows") for c in sorted(ints, key=lambda c: min(abs(c - d) for d in declared))]
+        return [Value(c, "a value [params] allows") for c in sorted(ints, key=lambda c: min((abs(c - d) for d in declared), default=0))]
     ps = _pow2_near(declared)
     near: list[Value] = []
     for p in ps:
@@ -111,15 +142,17 @@ def value_plan(declared: list[int], spec: ParamSpec) -> list[Value]:
             s = snap(v, spec, way)
             if s is not None and s != p:
                 near.append(Value(s, why if s == v else f"{why} (nearest legal value)"))
+    least = smallest(spec)
     one = snap(1, spec, "up")
-    smallest = [Value(one, "1" if one == 1 else "the smallest legal value")] if one is not None else []
+    small = [Value(v, "1" if v == 1 else "the smallest legal value")
+             for v in dict.fromkeys(x for x in (least, one) if x is not None)]
     primes = []
     for q in SMALL_PRIMES:
         s = snap(q, spec, "nearest")
         if s is not None:
             primes.append(Value(s, "a small prime" if s == q else f"near the small prime {q}"))
     multiples = []
-    for b in sorted(BLOCK_SIZES, key=lambda b: min(abs(math.log2(3 * b) - math.log2(d)) for d in declared)):
+    for b in sorted(BLOCK_SIZES, key=lambda b: _log_dist(3 * b, declared)):
         for v, why in ((3 * b, f"3 x {b}, a block multiple"), (b, f"{b}, a block size")):
             s = snap(v, spec, "nearest")
             if s == v:
@@ -132,7 +165,7 @@ def value_plan(declared: list[int], spec: ParamSpec) -> list[Value]:
                 if s is not None:
                     why = f"declared {d} {'+' if v > d else '-'} 1"
                     plus_minus.append(Value(s, why if s == v else f"{why} (nearest legal value)"))
-    iters = {"near": iter(near), "one": iter(smallest), "prime": iter(primes),
+    iters = {"near": iter(near), "one": iter(small), "prime": iter(primes),
              "mult": iter(multiples), "pm": iter(plus_minus)}
     cycle = ("near", "one", "prime", "near", "mult", "pm")
     out: list[Value] = []
@@ -154,12 +187,13 @@ def value_plan(declared: list[int], spec: ParamSpec) -> list[Value]:
 
 def shrink_values(v: int, spec: ParamSpec) -> list[int]:
     """Smaller legal values to try for a failing ``v``, simplest first (the smallest legal
-    value, 2, 3, half, one step down), as property-based testing tools shrink integers."""
+    value, 1, 2, 3, half, one step down), as property-based testing tools shrink integers."""
     step = spec.multiple_of or 1
-    raw = [(1, "up"), (2, "nearest"), (3, "nearest"), (v // 2, "down"), (v - step, "down")]
+    lo = spec.min if spec.min is not None else 1
+    raw = [(lo, "up"), (1, "up"), (2, "nearest"), (3, "nearest"), (v // 2, "down"), (v - step, "down")]
     out: list[int] = []
     for x, way in raw:
-        s = snap(max(x, 1), spec, way)
+        s = snap(max(x, lo), spec, way)
         if s is not None and s < v and s not in out and spec.allows(s):
             out.append(s)
     return out
