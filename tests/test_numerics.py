@@ -24,6 +24,7 @@ from workstation.analysis.numerics import (
     gamma_tilde,
     hm_lambda,
     nice_up,
+    ratio_floor,
     reduced_params,
     reduction_from_contract,
     reduction_from_perturbation,
@@ -123,6 +124,63 @@ def test_fa_floor_hand_computed():
     # o = 0.1 in fp16: fl(0.1) = 0.0999755859375; fl(0.0999755859375 + 0.3) = 0.39990234375 (1638 * 2^-12);
     # fl(0.39990234375 - 0.3) = 0.09991455078125 (1637 * 2^-14); difference 2^-14 = 6.103515625e-05; x2
     assert fa_floor(np.array([0.1]), "float16") == 2 * 6.103515625e-05
+
+
+def _fp32_reduction(n: int = 256, k: int = 4096) -> tuple[np.ndarray, np.ndarray, Budget]:
+    """An fp32 output of a K-long reduction (row sums of N(0, 1) data), its magnitude S and budget."""
+    rng = np.random.default_rng(0)
+    x = rng.standard_normal((n, k)) / math.sqrt(k)  # outputs of order 1
+    y = x.sum(axis=1)
+    mag = np.abs(x).sum(axis=1)
+    bud = Budget(k, "test", "float32", "float32", n, "|a|", budget_floor(np.abs(y).max(), "float32", "float32", 0))
+    return y, mag, bud
+
+
+def test_ratio_floor_is_one_budget_of_the_reduction():
+    """Issue 28: a correct fp32 fusion 1.0e-6 from the float64 oracle beside a baseline's 9e-8
+    broke "2x + FlashAttention's floor"; the rounding floor (one budget: gamma_K of the
+    reduction length times the magnitude) admits it, and a defect far beyond the budget
+    still fails."""
+    y, mag, bud = _fp32_reduction()
+    B = bud.per_element(mag, y)
+    fl = ratio_floor(y, "float32", B)
+    assert fl["fa_floor"] == fa_floor(y, "float32")
+    assert fl["budget_floor"] == pytest.approx(float(B.max()))
+    assert fl["floor"] == max(fl["fa_floor"], fl["budget_floor"])
+    assert fl["floor"] >= bud.rho * float(mag.max())
+    fused, base = 1.0e-6, 9e-8
+    assert fused > 2 * base + fl["fa_floor"]  # the old rule failed it
+    assert fused <= 2 * base + fl["floor"]  # the rounding floor admits it
+    # the same sums accumulated in fp16 (a less precise kernel) still fail the rule
+    x = np.random.default_rng(0).standard_normal((256, 4096)) / math.sqrt(4096)
+    half = np.array([np.cumsum(r.astype(np.float16), dtype=np.float16)[-1] for r in x], dtype=np.float64)
+    assert np.abs(half - y).max() > 2 * base + fl["floor"]
+
+
+def test_ratio_floor_a_real_fp32_reordering_passes():
+    """A real reordering (pairwise vs sequential fp32 sums) against the float64 oracle stays
+    within 2x the other order's error plus the floor, both ways."""
+    rng = np.random.default_rng(1)
+    x = rng.standard_normal((64, 8192)).astype(np.float32)
+    oracle = x.astype(np.float64).sum(axis=1)
+    seq = np.array([np.cumsum(r, dtype=np.float32)[-1] for r in x], dtype=np.float64)
+    pair = x.sum(axis=1, dtype=np.float32).astype(np.float64)
+    mag = np.abs(x.astype(np.float64)).sum(axis=1)
+    bud = Budget(8192, "test", "float32", "float32", 64, "|a|", budget_floor(np.abs(oracle).max(), "float32", "float32", 0))
+    floor = ratio_floor(oracle, "float32", bud.per_element(mag, oracle))["floor"]
+    e_seq, e_pair = np.abs(seq - oracle).max(), np.abs(pair - oracle).max()
+    assert e_seq <= 2 * e_pair + floor and e_pair <= 2 * e_seq + floor
+
+
+def test_ratio_floor_without_budget_and_degenerate_oracles():
+    """Without a per-element budget the floor is tau at max|y| (TAU_OPS roundings of the
+    accumulator); an all-zero or non-finite oracle gives a zero floor, never an error."""
+    y = np.array([0.5, -3.0, 2.0])
+    fl = ratio_floor(y, "float32")
+    assert fl["budget_floor"] == budget_floor(3.0, "float32", "float32")
+    assert fl["floor"] == max(fl["fa_floor"], fl["budget_floor"])
+    assert ratio_floor(np.array([np.inf, np.nan]), "float32")["floor"] == 0.0
+    assert ratio_floor(np.zeros(0), "float16", np.zeros(0))["floor"] == 0.0
 
 
 def test_error_stats_against_budget():

@@ -339,6 +339,37 @@ def fa_floor(oracle: np.ndarray, dtype: str) -> float:
     return 2.0 * float(d.max()) if d.size else 0.0
 
 
+def ratio_floor(oracle: np.ndarray, dtype: str, budget: np.ndarray | None = None) -> dict[str, float]:
+    """The rounding floor of every ratio-to-baseline or ratio-to-reference rule
+    (``err <= FA_FACTOR·err_base + floor``): without one, a base that happens to be exact or
+    nearly so (9e-8 on an fp32 output) demands the impossible of any other evaluation
+    order of the same arithmetic. ``floor = max(fa, one_budget)`` (absolute, the output's
+    units):
+
+    - ``fa``: FlashAttention's :func:`fa_floor`, the error of one rounding at the output's
+      scale;
+    - ``one_budget``: the largest per-element error budget ``max_i B_i`` (``B_i = rho·S_i +
+      u_out·|y_i| + tau``, :class:`Budget`, ``rho = min(γ̃_K(λ), γ_K)`` with ``γ_K =
+      K·u/(1 - K·u)`` of the accumulator's unit roundoff and the reduction length K: Higham
+      2002, Lemma 3.1; Higham and Mary 2019) when ``budget`` (that per-element array) is
+      given; else :func:`budget_floor` at ``max|oracle|`` (``TAU_OPS`` roundings in the
+      accumulator's format, no reduction term). One correct implementation stays within
+      ``B_i`` of the exact value, so the floor never fails one that is within its budget.
+
+    Returns ``{"floor", "fa_floor", "budget_floor"}`` (floats; 0 where the oracle has no
+    finite element)."""
+    o = np.asarray(oracle, dtype=np.float64)
+    fa = fa_floor(o, dtype)
+    if budget is not None:
+        b = np.asarray(budget, dtype=np.float64)
+        b = b[np.isfinite(b)]
+        one = float(b.max()) if b.size else 0.0
+    else:
+        fin = np.abs(o[np.isfinite(o)])
+        one = budget_floor(float(fin.max()), accumulator_dtype(dtype), dtype) if fin.size else 0.0
+    return {"floor": max(fa, one), "fa_floor": fa, "budget_floor": one}
+
+
 # ----------------------------------------------------------------------------- tolerances
 
 

@@ -359,8 +359,8 @@ class PrecisionRegime(Check):
                 f"On {r.label} ({where}) the candidate's largest error against the float64 oracle is "
                 f"{num(ce.max_abs)}{nonfin} (worst at {w.get('index')}: oracle {num(w.get('oracle'), 6)}, candidate "
                 f"{num(w.get('got'), 6)}); the reference's is {num(re_.max_abs)}. FlashAttention's rule allows "
-                f"{num(FA_FACTOR)}x the reference's error plus the floor 2*max|fl(fl(o + 0.3) - 0.3) - o| = "
-                f"{num(fa['floor'])}, i.e. {num(fa['limit'])}; the candidate exceeds that, and its error budget "
+                f"{num(FA_FACTOR)}x the reference's error plus the rounding floor max(2*max|fl(fl(o + 0.3) - 0.3) - o|, "
+                f"max B) = {num(fa['floor'])}, i.e. {num(fa['limit'])}; the candidate exceeds that, and its error budget "
                 f"({o.bud.formula_text()}) by {num(ratio)}x at its worst element ({ce.beyond} of {ce.numel} "
                 f"elements beyond budget). "
                 + (f"The lowered IR shows the mechanism: {'; '.join(self._ir_lowp)}. " if self._ir_lowp else
@@ -401,7 +401,8 @@ class PrecisionRegime(Check):
                              "reference_err": fa["reference_err"], "limit": fa["limit"]},
                  "long_reduction": ev_growth, "interpreter": a.interpreter,
                  "derivation": f"FlashAttention's rule (hopper/test_flash_attn.py): max|candidate - oracle| <= "
-                               f"{num(FA_FACTOR)} * max|reference - oracle| + 2*max|fl(fl(o + 0.3) - 0.3) - o|. "
+                               f"{num(FA_FACTOR)} * max|reference - oracle| + floor, floor = max(2*max|fl(fl(o + 0.3) - 0.3) - o|, "
+                               "max B: one error budget, gamma of the reduction length times the magnitude). "
                                f"{INTERPRETER_NOTE if a.interpreter else 'Measured on the GPU.'}"},
                 case=r.case, seed=r.seed))
         return out

@@ -47,10 +47,10 @@ from workstation.analysis.numerics import (
     accumulator_dtype,
     budget_floor,
     error_stats,
-    fa_floor,
     fit_tolerance,
     nice_up,
     num,
+    ratio_floor,
     reduced_params,
     reduction_from_contract,
     reduction_from_perturbation,
@@ -538,14 +538,17 @@ def accepts(o: OutData, got: np.ndarray, tol: ResolvedTolerance | None = None) -
 
 def fa_rule(o: OutData, cand: np.ndarray) -> dict[str, Any] | None:
     """FlashAttention's rule on one output: ``max|cand - oracle| <= 2·max|ref - oracle| +
-    floor``. None without an oracle."""
+    floor``, the floor :func:`~workstation.analysis.numerics.ratio_floor` (FlashAttention's
+    floor or one error budget ``max B``, the larger). None without an oracle."""
     if o.oracle is None:
         return None
     ce = error_stats(cand, o.oracle, o.dtype, o.B)
     re_ = o.ref_err
-    floor = fa_floor(o.oracle, o.dtype)
+    fl = ratio_floor(o.oracle, o.dtype, o.B)
+    floor = fl["floor"]
     limit = FA_FACTOR * re_.max_abs + floor
-    return {"candidate_err": ce.max_abs, "reference_err": re_.max_abs, "floor": floor, "limit": limit,
+    return {"candidate_err": ce.max_abs, "reference_err": re_.max_abs, "floor": floor, "floor_parts": fl,
+            "limit": limit,
             "ok": bool(ce.max_abs <= limit and not ce.nonfinite), "candidate": ce, "reference": re_}
 
 
