@@ -152,3 +152,19 @@ def git_lines(repo: git.Repo, *args: str) -> list[str]:
 
 def env_without_identity() -> dict[str, str]:
     return {k: v for k, v in os.environ.items() if k not in _IDENT_VARS}
+
+
+def records_cli():
+    """A click group holding every records command of ``kws`` (verdict, dispute, history, ...),
+    for ``CliRunner`` tests that need no app and no battery."""
+    import click
+
+    from workstation.cli import records as cli_records
+
+    @click.group()
+    def main() -> None:
+        pass
+
+    for cmd in cli_records.COMMANDS:
+        main.add_command(cmd)
+    return main

@@ -9,7 +9,6 @@ import subprocess
 import time
 from pathlib import Path
 
-import click
 import git
 import pytest
 from click.testing import CliRunner
@@ -21,11 +20,11 @@ from tests.recordkit import (
     isolate,
     make_queue,
     make_remote,
+    records_cli,
     set_repo_identity,
     values,
     verdict,
 )
-from workstation.cli import records as cli_records
 from workstation.records.doctor import diagnose, stray_files
 from workstation.records.drafts import Draft, load_draft, save_draft
 from workstation.records.history import task_history
@@ -45,13 +44,7 @@ def env(monkeypatch, tmp_path):
 
 @pytest.fixture
 def cli():
-    @click.group()
-    def main() -> None:
-        pass
-
-    for cmd in cli_records.COMMANDS:
-        main.add_command(cmd)
-    return main
+    return records_cli()
 
 
 def _marker_script(path: Path, marker: Path) -> Path:

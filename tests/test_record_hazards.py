@@ -13,7 +13,6 @@ import textwrap
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
-import click
 import git
 import pytest
 import tomli_w
@@ -27,10 +26,10 @@ from tests.recordkit import (
     isolate,
     make_queue,
     make_remote,
+    records_cli,
     set_repo_identity,
     verdict,
 )
-from workstation.cli import records as cli_records
 from workstation.records import store
 from workstation.records.doctor import diagnose
 from workstation.records.history import format_history, task_history
@@ -54,13 +53,7 @@ def env(monkeypatch, tmp_path):
 
 @pytest.fixture
 def cli():
-    @click.group()
-    def main() -> None:
-        pass
-
-    for cmd in cli_records.COMMANDS:
-        main.add_command(cmd)
-    return main
+    return records_cli()
 
 
 def _kws(*args: str, prefix: tuple[str, ...] = ()) -> subprocess.CompletedProcess[str]:

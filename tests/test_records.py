@@ -10,7 +10,6 @@ import types
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
-import click
 import git
 import pytest
 import tomli_w
@@ -24,12 +23,12 @@ from tests.recordkit import (
     git_lines,
     isolate,
     make_queue,
+    records_cli,
     set_repo_identity,
     use_identity,
     values,
     verdict,
 )
-from workstation.cli import records as cli_records
 from workstation.records.drafts import (
     Draft,
     delete_draft,
@@ -73,13 +72,7 @@ def queue(env):
 
 @pytest.fixture
 def cli():
-    @click.group()
-    def main() -> None:
-        pass
-
-    for cmd in cli_records.COMMANDS:
-        main.add_command(cmd)
-    return main
+    return records_cli()
 
 
 REPORT = {

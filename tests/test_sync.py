@@ -11,7 +11,6 @@ import textwrap
 import time
 from pathlib import Path
 
-import click
 import git
 import pytest
 from click.testing import CliRunner
@@ -24,11 +23,11 @@ from tests.recordkit import (
     git_lines,
     isolate,
     make_remote,
+    records_cli,
     set_repo_identity,
     values,
     verdict,
 )
-from workstation.cli import records as cli_records
 from workstation.records.drafts import Draft, load_draft, save_draft
 from workstation.records.history import task_history
 from workstation.records.parse import load_records
@@ -52,13 +51,7 @@ def env(monkeypatch, tmp_path):
 
 @pytest.fixture
 def cli():
-    @click.group()
-    def main() -> None:
-        pass
-
-    for cmd in cli_records.COMMANDS:
-        main.add_command(cmd)
-    return main
+    return records_cli()
 
 
 def _remote_verdict_ids(bare: Path, tmp: Path) -> set[str]:

@@ -32,32 +32,32 @@ def _shown(raw: Any) -> str:
     return repr(raw) if not isinstance(raw, bool) else str(raw).lower()
 
 
-def seconds(raw: Any) -> float:
-    """A duration in seconds: a finite number > 0."""
-    what = "expected seconds, a number > 0"
+def _real(raw: Any, what: str, ok: Callable[[float], bool]) -> float:
+    """A finite real number parsed from ``raw`` (a number or its text) for which ``ok`` holds.
+
+    Raises:
+        Invalid: ``raw`` is a bool, not a number, not finite, or ``ok`` refuses it; the
+            message starts with ``what``.
+    """
     if isinstance(raw, bool):
         raise Invalid(f"{what}, got {_shown(raw)}")
     try:
         v = float(raw.strip()) if isinstance(raw, str) else float(raw)
     except (TypeError, ValueError):
         raise Invalid(f"{what}, got {_shown(raw)}") from None
-    if not math.isfinite(v) or v <= 0:
+    if not math.isfinite(v) or not ok(v):
         raise Invalid(f"{what}, got {_shown(raw)}")
     return v
+
+
+def seconds(raw: Any) -> float:
+    """A duration in seconds: a finite number > 0."""
+    return _real(raw, "expected seconds, a number > 0", lambda v: v > 0)
 
 
 def factor(raw: Any) -> float:
     """A stretch factor: a finite number >= 1."""
-    what = "expected a factor, a number >= 1"
-    if isinstance(raw, bool):
-        raise Invalid(f"{what}, got {_shown(raw)}")
-    try:
-        v = float(raw.strip()) if isinstance(raw, str) else float(raw)
-    except (TypeError, ValueError):
-        raise Invalid(f"{what}, got {_shown(raw)}") from None
-    if not math.isfinite(v) or v < 1:
-        raise Invalid(f"{what}, got {_shown(raw)}")
-    return v
+    return _real(raw, "expected a factor, a number >= 1", lambda v: v >= 1)
 
 
 def integer(lo: int, hi: int | None = None, what: str = "an integer") -> Callable[[Any], int]:
