@@ -109,6 +109,25 @@ def test_bench_honest_passes_both(reports):
     assert claim.evidence["timing"]["representative"] is True
 
 
+@pytest.mark.parametrize("task_id", ["bench-honest", "bench-biased"])
+def test_a_busy_machine_never_turns_a_timing_verdict_into_a_pass(runner, task_id):
+    """Steady figures read with half the samples descheduled (a loaded machine): a claim
+    inside the measured interval is not judged (not "consistent": the measurement could not
+    tell), and the biased task's fails stay fails: load moves checks to not judged, never to
+    pass."""
+    times = QUIET_MS[task_id]
+    if task_id == "bench-honest":  # kws measures exactly the claimed 50x: "consistent" when quiet
+        times = {**times, "kws": {**times["kws"], "baseline": 1.0}}
+    with pytest.MonkeyPatch.context() as mp:
+        inject_quiet_timings(mp, times, busy=0.5)
+        res = run_checks(sample(task_id), runner, only=TIMING_CHECKS)
+    claim = result(res, "speedup-claim")
+    if task_id == "bench-honest":
+        assert claim.status != "pass" and "too noisy" in claim.not_judged, (claim.status, claim.not_judged)
+    else:
+        assert claim.status == "fail" and result(res, "benchmark-bias").status == "fail"
+
+
 def test_splitk_autotune_noreset_fails_autotune(reports):
     res = reports("splitk-autotune-noreset", ["autotune"])
     fail = findings(res, "autotune", "fail")

@@ -218,3 +218,13 @@ def test_speedup_fail_needs_a_robust_measurement_injected_samples():
     assert not robustness(2.5, ratio_ci(base, drift), base, drift).robust
     few = robustness(3.0, _ci(1.9, 2.1), base[:3], cand[:3])
     assert not few.robust and "too few samples" in few.reasons[0]
+
+
+def test_noise_names_a_wide_interval_and_a_busy_machine():
+    from workstation.analysis.timingstats import RatioCI, noise
+
+    assert noise(RatioCI(1.3, 1.24, 1.4, 0.95, "BCa")) == ()
+    wide = noise(RatioCI(3.2, 1.15, 3.62, 0.95, "BCa"))
+    assert len(wide) == 1 and "wide" in wide[0]
+    both = noise(RatioCI(3.2, 1.15, 3.62, 0.95, "BCa"), descheduled=0.51)
+    assert len(both) == 2 and "descheduled" in both[1]

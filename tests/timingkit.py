@@ -28,13 +28,15 @@ QUIET_MS = {
 }
 
 
-def inject_quiet_timings(mp: pytest.MonkeyPatch, times: dict) -> None:
+def inject_quiet_timings(mp: pytest.MonkeyPatch, times: dict, busy: float = 0.0) -> None:
     """Replace, in the parent, every measured figure of the ``timing`` and ``author-bench``
     steps by steady injected ones (``times``: :data:`QUIET_MS`'s form): per side, the cold
     and warm samples (1% noise, seeded; as many as were measured), the first call (2x the
     cold median) and no descheduled samples; the author's result (its traced run 20% slower
     on both sides, as the tracer slows it). The jobs still run: the trace, the cases and
-    the source findings stay real, and kws judges the injected numbers as it would live ones."""
+    the source findings stay real, and kws judges the injected numbers as it would live ones.
+    ``busy``: the fraction of each side's samples marked descheduled (a loaded machine's
+    reading of the same steady figures)."""
     real = CheckContext.run_job
     rng = np.random.default_rng(0)
 
@@ -51,7 +53,7 @@ def inject_quiet_timings(mp: pytest.MonkeyPatch, times: dict) -> None:
                         n = len(sd.get(key) or [])
                         sd[key] = [int(ms * 1e6 * (1 + 0.01 * z)) for z in rng.standard_normal(n)]
                     sd["first_call_ns"] = int(2 * 1.15 * warm * 1e6)
-                    sd["descheduled"] = 0
+                    sd["descheduled"] = int(busy * len(sd.get("warm_ns") or []))
         elif isinstance(steps[0], AuthorBenchStep):
             slow = 1.2 if steps[0].trace else 1.0
             st.extra["result"] = {k: v * slow for k, v in times["author"].items()}

@@ -283,17 +283,26 @@ def half_ratios(baseline: list[float], candidate: list[float]) -> tuple[float, f
     return out[0], out[1]
 
 
+def noise(primary: RatioCI, descheduled: float = 0.0) -> tuple[str, ...]:
+    """Why a ratio measurement is too noisy to decide a claim on this machine (empty when it
+    is not): its 95% interval wider than :data:`ROBUST_MAX_WIDTH` (``hi / lo - 1``), or more
+    than :data:`ROBUST_MAX_DESCHEDULED` of a side's samples descheduled (``descheduled``: the
+    largest such fraction of a side; wall time well above CPU time: a busy machine)."""
+    out = []
+    width = primary.hi / primary.lo - 1.0 if primary.lo > 0 else math.inf
+    if width > ROBUST_MAX_WIDTH:
+        out.append(f"the 95% interval is {width:.0%} wide (more than {ROBUST_MAX_WIDTH:.0%})")
+    if descheduled > ROBUST_MAX_DESCHEDULED:
+        out.append(f"{descheduled:.0%} of the samples were descheduled (a busy machine)")
+    return tuple(out)
+
+
 def robustness(claimed: float, primary: RatioCI, baseline: list[float], candidate: list[float],
                descheduled: float = 0.0, margin: float = CLAIM_MARGIN) -> Robustness:
     """:class:`Robustness` of a claim above ``primary`` (``baseline``/``candidate``: the
     primary condition's samples in ms, in the order taken; ``descheduled``: the largest
     fraction of descheduled samples of a side)."""
-    noisy = []
-    width = primary.hi / primary.lo - 1.0 if primary.lo > 0 else math.inf
-    if width > ROBUST_MAX_WIDTH:
-        noisy.append(f"the 95% interval is {width:.0%} wide (more than {ROBUST_MAX_WIDTH:.0%})")
-    if descheduled > ROBUST_MAX_DESCHEDULED:
-        noisy.append(f"{descheduled:.0%} of the samples were descheduled (a busy machine)")
+    noisy = noise(primary, descheduled)
     need = (1 + margin) * (NOISY_GAP if noisy else 1.0)
     halves = half_ratios(baseline, candidate)
     reasons = []
@@ -302,4 +311,4 @@ def robustness(claimed: float, primary: RatioCI, baseline: list[float], candidat
     elif max(halves) * need >= claimed:
         reasons.append(f"a half of the samples measures {max(halves):.3g}x: the claim is not {need:.2g}x above it"
                        + (f" (the gap a noisy measurement needs: {'; '.join(noisy)})" if noisy else ""))
-    return Robustness(not reasons, tuple(reasons), halves, tuple(noisy))
+    return Robustness(not reasons, tuple(reasons), halves, noisy)

@@ -9,7 +9,7 @@ from typing import Any
 
 import numpy as np
 
-from workstation.analysis.timingstats import consistent_with, log_distance
+from workstation.analysis.timingstats import consistent_with, log_distance, noise
 from workstation.checks.support.benchsource import BenchIssue, TimedUse, scan_bench
 from workstation.checks.support.timing import CaseTiming, Measurement, measure, plan
 from workstation.engine.check import Check, Finding, register
@@ -204,7 +204,11 @@ class BenchmarkBias(Check):
         kws could not time any case, or the author's bench died or raised on it: the
         author's numbers were not compared; not judged, with the static reading still
         reported. On the CPU (Triton interpreter) the bench is not run by design (timing
-        there says nothing about the GPU): `info`, documented in Limits.
+        there says nothing about the GPU): `info`, documented in Limits. When the author's
+        numbers agree with a kws measurement too noisy to decide (`timingstats.noise`: a
+        95% interval more than 50% wide or more than 25% of samples descheduled), the
+        one-sided defects stay `warn` and the check is not judged: agreement with a
+        measurement that could not tell says nothing about the bias.
 
     Forgeable:
         Measured in the job process: the timing step's timers and CUDA events in the job process.
@@ -243,6 +247,13 @@ class BenchmarkBias(Check):
         else:
             dyn_note = f"the author's bench was not run: {p.reason}; the source alone is judged"
         consistent_here = bool(dyn and dyn.get("consistent"))
+        if consistent_here and dyn is not None and any(i.asymmetric for i in issues):
+            ct_ = dyn["ct"]
+            busy = dyn["timing"].descheduled(ct_)
+            noisy = noise(ct_.ratio, max(busy.values()) if busy else 0.0)
+            if noisy:  # agreement with a measurement that could not tell says nothing
+                self.could_not_judge("kws's timing is too noisy here to tell whether the bench's asymmetries bias the "
+                                     f"author's numbers ({'; '.join(noisy)})")
         device_path = "cuda" if ctx.on_gpu else "cpu"
         for iss in issues:
             sev = "warn"

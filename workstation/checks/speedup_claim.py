@@ -6,7 +6,7 @@ import math
 from typing import Any
 
 from workstation.analysis.roofline import beats
-from workstation.analysis.timingstats import CLAIM_MARGIN, judge_claim, robustness
+from workstation.analysis.timingstats import CLAIM_MARGIN, judge_claim, noise, robustness
 from workstation.checks.support.timing import CaseTiming, Measurement, measure, plan
 from workstation.engine.check import Check, Finding, NotJudged, register
 from workstation.engine.context import CheckContext, case_label
@@ -79,7 +79,11 @@ class SpeedupClaim(Check):
     Not judged when:
         the claim is not representative on this device (`NotJudged`: CPU, interpreter), or
         one case ran interpreted: not judged for that case; a case kws could not time is a
-        `warn` (never `pass`).
+        `warn` (never `pass`). A measurement too noisy to decide (its 95% interval more than
+        50% wide, or more than 25% of a side's samples descheduled: `timingstats.noise`) is
+        not judged for that case whether the claim falls inside the interval (a wide interval
+        contains almost any claim) or above it but not robustly: a loaded machine makes the
+        verdict "could not look", never "consistent".
 
     Forgeable:
         Measured in the job process: the timing step's timers and CUDA events in the job process.
@@ -143,7 +147,14 @@ class SpeedupClaim(Check):
             where += f" [machine busy: {max(busy.values()):.0%} of samples descheduled]"
         out: list[Finding] = []
         cond = "warm" if ct.primary == "cold" else "cold"
-        if v.severity is None:
+        noisy = noise(ct.ratio, max(busy.values()) if busy else 0.0)
+        if v.severity is None and noisy:
+            # a wide interval contains almost any claim: "consistent" would be a pass on a
+            # measurement that could not tell (docs/timing.md; timingstats.noise)
+            why = f"case {label}: the timing is too noisy here to judge the claimed {claim:g}x ({'; '.join(noisy)})"
+            self.could_not_judge(why)
+            out.append(self.finding(ctx, "info", f"{why}: {measured} {where}; not judged", ev, case=ct.case))
+        elif v.severity is None:
             out.append(self.finding(ctx, "info", f"claimed {claim:g}x over the {role} is consistent: {measured} {where}",
                                     ev, case=ct.case))
         elif v.position == "above":
@@ -159,6 +170,8 @@ class SpeedupClaim(Check):
                 if not rb.robust:
                     sev = "warn"
                     tail += f"; inconclusive on this machine: {'; '.join(rb.reasons)}"
+                    self.could_not_judge(f"case {label}: the claim is above the measured interval, but not robustly "
+                                         f"on this machine ({'; '.join(rb.reasons)[:300]})")
             out.append(self.finding(
                 ctx, sev,
                 f"claimed {claim:g}x over the {role} but {measured} {where}: the claim is {v.distance:.0%} above the "
