@@ -87,6 +87,15 @@ class CudaBuild(Check):
         toolkit); PTX/SASS need
         cuobjdump (`kws[cuda-read]`).
 
+    Not judged when:
+        the capture step did not run, or the candidate made no `load_inline`/`load` build: `warn`.
+        nvcc not found: `Skip` with where kws looked. nvcc stopped at its time limit is reported as
+        a source that does not compile (`fail`, `info` when the task reports a compile error).
+        Without cuobjdump, or where it fails, PTX and SASS are not read: the precision and guard
+        findings are not looked for and the summary `info` does not say so. A capture step stopped
+        by a limit that says nothing about the code: `NotJudged`. Not a limit of this run: the
+        run-time checks on the CPU (a CUDA extension runs only on a GPU).
+
     Forgeable:
         Measured in the job process: source, jaxpr, compiler output and attached files read by kws.
         Still forgeable from inside: nothing at run time (static); the sources may of course lie in comments.

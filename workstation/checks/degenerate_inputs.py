@@ -145,6 +145,17 @@ class DegenerateInputs(Check):
         the reference then raises or goes non-finite the rerun is dropped. A discrete-valued
         output (rounding, argmax as float) can look insensitive to a slight perturbation.
 
+    Not judged when:
+        the reference or `make_inputs` is broken on a declared case (a task problem naming the
+        file), a library the reference imports is not installed, or a step was stopped by a limit
+        that says nothing about the code: `NotJudged`; the candidate runs only for a flagged case,
+        so its backend or libraries failing here make the check `NotJudged` only then (the flags
+        are not reported). A reference that died is the task's problem (`skip`, or `warn`
+        "nothing to inspect" where it died on every case). Diverse-input reruns that were dropped
+        leave a flagged case at `warn` with each reason. A perturbed reference run that raised,
+        died or whose kws transform failed is left out of the sensitivity reading without a
+        finding.
+
     Forgeable:
         Measured in the job process: the outputs only (copied by the harness into the result files).
         Still forgeable from inside: nothing short of computing the right values: the harness's writer and the result path are watched, and a result file written by task code is refused.

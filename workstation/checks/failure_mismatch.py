@@ -121,6 +121,16 @@ class FailureMismatch(Check):
         the scope is read from free text; a claim that states its limits in words
         kws does not parse ("only on large inputs") is taken as unlimited in that respect.
 
+    Not judged when:
+        the candidate's backend or a library a task file imports cannot run here, a step was
+        stopped by a limit that says nothing about the code, or `make_inputs` or the reference is
+        broken on a declared case: `NotJudged`. A run where the reference died is counted as
+        passing (not compared); the death makes the check `skip` unless a finding fails. The
+        battery's failures are read from the other checks' results: a battery check that was not
+        judged, skipped or errored contributes none, and nothing says so. On the CPU a
+        `nondeterministic` claim is tested only by two calls in one process (the interpreter orders
+        atomics): a scheduling race does not reproduce there and is reported as such (`fail`).
+
     Forgeable:
         Measured in the job process: the outputs only (copied by the harness into the result files).
         Still forgeable from inside: nothing short of computing the right values: the harness's writer and the result path are watched, and a result file written by task code is refused.

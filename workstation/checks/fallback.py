@@ -141,6 +141,18 @@ class Fallback(Check):
         logits with `torch.matmul` by design) are reported as `info` and left out of the verdict,
         dynamic and static alike; fallback judges the rest.
 
+    Not judged when:
+        the candidate's backend or a library it imports cannot run here (a CUDA candidate without a
+        GPU, Pallas without JAX), a traced or fault-injected call was stopped by a limit that says
+        nothing about the code, or `make_inputs` is broken on the first declared case: `NotJudged`
+        (the static scan is not reported either). A traced call that raised: no dynamic verdict,
+        `warn` when a plain run of it returns, `info` when it fails plainly too (a reference that
+        does is a task problem, `NotJudged`); the static hits are still `warn`s. A traced call that
+        died is charged (the candidate: `fail`; the reference: the task's problem, `skip`). A
+        fault-injected call that did not return, for any reason, is read as "the candidate raises
+        when launches fail"; one that died is charged to the candidate. Not a limit of this run
+        (`info`): no fault injection for backends other than triton and cuda.
+
     Forgeable:
         Measured in the job process: the dispatch-mode tracer and an independent recorder (the autograd profiler), Triton launch counts.
         Still forgeable from inside: work done outside the dispatcher and the profiler (numpy, a C extension of its own) is flagged only when no kernel ran at all.

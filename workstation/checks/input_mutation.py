@@ -129,6 +129,15 @@ class InputMutation(Check):
         an alias outside the input's logical elements are the concern of `out-of-bounds`. CPU
         and GPU alike.
 
+    Not judged when:
+        the candidate's backend or a library its files import cannot run here, a call was stopped
+        by a limit that says nothing about the code (the wall-clock backstop, the import budget),
+        or `make_inputs` is broken on a declared case (a task problem naming the file): `NotJudged`
+        (`Skip` where no declared case can be judged on this device). A call that died or hung is
+        charged to the candidate (`fail`). A call that raised records no digests and is not
+        examined: it is counted only in the `info`'s "n of N runs" (the check is then `pass` on
+        the runs that returned, or on none; `correctness` fails the raise).
+
     Forgeable:
         Measured in the job process: guard bands and poison in buffers kws allocates, read back by the harness after the call.
         Still forgeable from inside: a candidate that knows kws's sentinel bytes could write them back over what it clobbered before returning.

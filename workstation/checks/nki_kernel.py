@@ -80,6 +80,12 @@ class NkiKernelCheck(Check):
         not resolved; code generated at trace time is not seen. The run-time checks run only
         where `nki.simulate_kernel` imports (the Neuron SDK), else `skip`.
 
+    Not judged when:
+        it runs no task code. A task file in the candidate's import closure that cannot be read or
+        parsed is skipped: with no kernel left, `warn` ("no @nki.jit kernel", naming the problem);
+        with kernels found in other files, the skipped file is not mentioned. Not a limit of this
+        run (`info`): the run-time checks where no NKI simulator imports.
+
     Forgeable:
         Measured in the job process: source, jaxpr, compiler output and attached files read by kws.
         Still forgeable from inside: nothing at run time (static); the sources may of course lie in comments.

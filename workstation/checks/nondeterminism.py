@@ -78,6 +78,16 @@ class Nondeterminism(Check):
         CPU the check finds state-, address-, thread- and hash-order-dependent results. Hash-order
         dependence inside libraries the candidate calls (not task code) is not looked for.
 
+    Not judged when:
+        fewer than two of the runs returned (each failure named), the candidate's backend or a
+        library it imports cannot run here, `make_inputs` is broken on the case, or any of the runs
+        (the fresh interpreter included) was stopped by a limit that says nothing about the code:
+        `NotJudged` for the whole check. A run that raised where another returned is a `warn`; one
+        that died or hung is charged to the candidate (`fail`). Not a limit of this run (`info`):
+        scheduling-dependent nondeterminism on the CPU (the interpreter orders atomics; evidence
+        `scheduling_examined: false`), and no fresh-interpreter run where the sources have no
+        set/hash site.
+
     Forgeable:
         Measured in the job process: outputs of repeated calls and fresh interpreters.
         Still forgeable from inside: a candidate that detects repetition (a call counter kept outside the watched modules) could return a cached output.

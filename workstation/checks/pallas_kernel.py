@@ -76,6 +76,16 @@ class PallasKernel(Check):
         TPU's compiler: Mosaic/Triton lowering limits (block shapes a TPU cannot tile,
         shared-memory limits) show only natively. `skip` without JAX (`pip install 'kws[pallas]'`).
 
+    Not judged when:
+        JAX is not installed for kws: `Skip` with the install hint. A step stopped by a limit that
+        says nothing about the code, a library a task file imports missing, `make_inputs` or the
+        reference broken on a declared case: `NotJudged`. The jaxpr reading step did not run, or a
+        kernel's jaxpr could not be read: `warn`. The candidate raised on a read case: `info`
+        (correctness and edge-shapes report it), and that case's grid cover is not read. The strict
+        pass failing where the plain run returns is a `fail` whatever made it fail; where both
+        fail the case is not examined (correctness's finding). Race detection that the installed
+        JAX does not expose reads as no race.
+
     Forgeable:
         Measured in the job process: source, jaxpr, compiler output and attached files read by kws.
         Still forgeable from inside: nothing at run time (static); the sources may of course lie in comments.

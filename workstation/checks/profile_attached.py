@@ -100,6 +100,17 @@ class ProfileAttached(Check):
         models kws lists (proton's own device record gives a bandwidth peak otherwise). Reading
         the files needs no GPU; the comparison with kws's own profile needs one.
 
+    Not judged when:
+        kws's own profile of the candidate and the other side runs first: a role whose backend or
+        libraries cannot run here (a CUDA candidate on the CPU), or a profile step stopped by a
+        time limit, makes the whole check `NotJudged`, the attached files unread. A profile step
+        that died: the candidate's death is a `fail`, the other side's the task's problem (`skip`
+        unless a finding fails). A file that cannot be read: `warn`. Where kws's own profile of the
+        candidate raised or measured no workload, a torch trace without per-kernel bytes gets no
+        case roofline and no physics bound, without a finding. The comparison with kws's own
+        timings needs a GPU profile; on the CPU, or where torch.profiler did not run, it is not
+        made.
+
     Forgeable:
         Measured in the job process: source, jaxpr, compiler output and attached files read by kws.
         Still forgeable from inside: nothing at run time (static); the sources may of course lie in comments.

@@ -411,6 +411,16 @@ class TestGap(Check):
         found no slice, mask, reduction or loose tolerance to explain it". The author's test runs
         on the device kws runs on (the CPU interpreter here), with the author's own inputs.
 
+    Not judged when:
+        the candidate's backend or a library a task file imports cannot run here, a step was
+        stopped by a limit that says nothing about the code, or `make_inputs` or the reference is
+        broken on a declared case (a task problem naming the file): `NotJudged`. The author's test
+        did not run to a verdict (raised other than an `AssertionError`, died, hung) on every run
+        it was given: `warn`; on some runs only: `info`, and no gap is looked for on those runs; a
+        death or hang also lists the check under not_judged (the task's problem: `skip` unless a
+        finding warns or fails). A test file that cannot be parsed leaves a gap a `fail`,
+        unexplained.
+
     Forgeable:
         Measured in the job process: source, jaxpr, compiler output and attached files read by kws.
         Still forgeable from inside: nothing at run time (static); the sources may of course lie in comments.

@@ -67,6 +67,16 @@ class ToleranceTight(Check):
         precision or raises on float64 inputs); the oracle is only as good as the reference's
         float64 path. CPU and GPU alike.
 
+    Not judged when:
+        no declared run has a float64 oracle (the reference raised on float64 inputs, or returns a
+        fixed precision for them): `NotJudged` with the first reason; no floating-point output at
+        all: `Skip`. A run without an oracle beside runs with one is left out without a finding
+        (the `info` counts the runs judged). A step of the shared numerics audit (its
+        lower-precision and re-run steps included) stopped by a limit that says nothing about the
+        code, a library the reference imports missing, `make_inputs` or the reference broken on a
+        declared case: `NotJudged`. A reference or oracle step that died is the task's problem
+        (`skip` unless a finding fails).
+
     Forgeable:
         Measured in the job process: the outputs only (copied by the harness into the result files).
         Still forgeable from inside: nothing short of computing the right values: the harness's writer and the result path are watched, and a result file written by task code is refused.
