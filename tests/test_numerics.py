@@ -250,3 +250,78 @@ def test_parent_side_modules_do_not_import_torch():
             "workstation.checks.precision_regime, workstation.checks.reference_suspect; "
             "assert 'torch' not in sys.modules and 'triton' not in sys.modules")
     subprocess.run([sys.executable, "-c", code], check=True, cwd=Path(__file__).resolve().parents[1])
+
+
+# ----------------------------------------------------------------------------- error structure
+
+
+def _budget(o, mag, k, acc="float32", out="float32", ops=8):
+    from workstation.analysis.numerics import Budget, budget_floor
+
+    b = Budget(k=k, k_source="test", acc_dtype=acc, out_dtype=out, n_out=o.size, magnitude="|y|",
+               tau=budget_floor(float(np.abs(o).max()), acc, out, ops))
+    return b.per_element(mag, o)
+
+
+def test_error_structure_dropped_softcap_is_a_different_function():
+    """A wrapper that drops a logit soft-cap returns x where the reference returns
+    30·tanh(x/30): far above fp32 rounding at every magnitude, a function of the value,
+    every error away from zero."""
+    from workstation.analysis.numerics import error_structure
+
+    x = np.random.default_rng(0).standard_normal((64, 128)) * 10
+    oracle = 30 * np.tanh(x / 30)
+    got = x.astype(np.float32).astype(np.float64)
+    s = error_structure(got, oracle, _budget(oracle, oracle, 1))
+    assert s["systematic"]
+    assert s["min_bin_excess"] >= 8 and s["explained_by_value"] >= 0.6
+    assert s["sign_consistent"] and s["sign"] == "away from zero"
+
+
+def test_error_structure_dropped_bias_is_systematic_along_its_axis():
+    from workstation.analysis.numerics import error_structure
+
+    rng = np.random.default_rng(1)
+    a, b, bias = rng.standard_normal((64, 256)), rng.standard_normal((256, 32)), rng.standard_normal(32)
+    oracle = a @ b + bias
+    got = (a @ b).astype(np.float32).astype(np.float64)
+    s = error_structure(got, oracle, _budget(oracle, np.abs(a) @ np.abs(b) + np.abs(bias), 256, ops=0))
+    assert s["systematic"] and s["axis"] == 1 and s["explained_by_axis"] > 0.9
+
+
+def test_error_structure_fp16_accumulation_is_less_precise():
+    """fp16 accumulation of a K = 256 inner product: far above the fp32 budget, but rounding
+    (random sign, no structure): less precise, not a different function."""
+    from workstation.analysis.numerics import error_structure
+
+    rng = np.random.default_rng(2)
+    a, b = rng.standard_normal((64, 256)), rng.standard_normal((256, 32))
+    oracle = a @ b
+    acc = np.zeros((64, 32), np.float16)
+    for k in range(256):
+        acc = (acc + (a[:, k:k + 1] * b[k:k + 1, :]).astype(np.float16)).astype(np.float16)
+    s = error_structure(acc.astype(np.float64), oracle, _budget(oracle, np.abs(a) @ np.abs(b), 256, ops=0))
+    assert s["min_bin_excess"] > 1  # beyond the fp32 budget...
+    assert not s["systematic"]  # ...but rounding
+    assert s["sign_agreement"] < 0.7
+
+
+def test_error_structure_one_way_truncation_is_less_precise():
+    """Truncating fp32 values to bf16 errs one way (sign agreement 1.0) and far above the
+    fp32 budget, yet it is rounding: its error in ulps is a sawtooth, not a function of the value."""
+    from workstation.analysis.numerics import error_structure
+
+    y = np.random.default_rng(3).standard_normal((64, 128))
+    t = (y.astype(np.float32).view(np.uint32) & np.uint32(0xFFFF0000)).view(np.float32).astype(np.float64)
+    s = error_structure(t, y, _budget(y, y, 1))
+    assert s["sign_consistent"] and s["min_bin_excess"] > 8
+    assert not s["systematic"] and s["explained_by_value"] < 0.3
+
+
+def test_error_structure_correct_result_and_tiny_outputs():
+    from workstation.analysis.numerics import error_structure
+
+    y = np.random.default_rng(4).standard_normal((64, 128))
+    assert not error_structure(y.astype(np.float32).astype(np.float64), y, _budget(y, y, 1))["systematic"]
+    small = error_structure(np.zeros(8), np.ones(8), np.full(8, 1e-7))
+    assert not small["systematic"] and "fewer than 32" in small["reason"]

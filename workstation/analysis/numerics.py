@@ -539,3 +539,131 @@ def reduction_from_perturbation(changed: int, input_index: int, numel: int) -> R
                          f"element of input {input_index} changed; taken as elementwise")
     return Reduction(int(changed), f"inferred by perturbation: one element of input {input_index} "
                      f"changed {changed} of {numel} outputs of the float64 reference")
+
+
+# ----------------------------------------------------------------------------- error structure
+
+#: how far above its error budget the candidate must be, in the median of every magnitude
+#: bin, before its error is a candidate for "a different function" (far above rounding at
+#: every magnitude, not at a few elements).
+SYSTEMATIC_EXCESS = 8.0
+#: the share of beyond-budget errors that must have one sign relative to the oracle's.
+SYSTEMATIC_SIGN = 0.9
+#: the share of the error's variance a smooth function of the output's value, or the
+#: position along one axis, must explain (rounding errors: about 0).
+SYSTEMATIC_EXPLAINED = 0.6
+
+
+def _explained_by_value(o: np.ndarray, e: np.ndarray, groups: int = 32) -> float:
+    """The share of ``e``'s variance explained by the output's value: one-way ANOVA R²
+    (minus its chance level) with ``groups`` quantile groups of ``o`` as the groups. About 1
+    when ``e`` is a smooth function of ``o`` (a dropped soft-cap); about 0 for rounding,
+    whose error is a sawtooth with a period of one ulp, far finer than a group, so the
+    spread inside each group is as large as the whole. 1 when ``e`` does not vary at all
+    (a constant relative offset)."""
+    n = e.size
+    if n < 4 * groups:
+        return 0.0
+    total = float(np.sum((e - e.mean()) ** 2))
+    if total <= 0.0:
+        return 1.0
+    s = e[np.argsort(o, kind="stable")]
+    parts = np.array_split(s, groups)
+    between = float(sum(p.size * (p.mean() - e.mean()) ** 2 for p in parts))
+    chance = groups / n
+    return float(max(0.0, (between / total - chance) / (1.0 - chance)))
+
+
+def _explained_by_axis(e: np.ndarray) -> tuple[float, int | None]:
+    """The largest share of ``e``'s variance its means along one axis explain (one-way
+    ANOVA's R² with the position on that axis as the group; a dropped bias or a per-row
+    scale gives about 1, rounding about groups/elements), and that axis."""
+    best, axis = 0.0, None
+    total = float(np.sum((e - e.mean()) ** 2))
+    if e.ndim < 2 or total <= 0.0:
+        return best, axis
+    for ax in range(e.ndim):
+        n = e.shape[ax]
+        if n < 2 or e.size // n < 4:
+            continue
+        other = tuple(i for i in range(e.ndim) if i != ax)
+        means = e.mean(axis=other, keepdims=True)
+        r2 = float(np.sum(np.broadcast_to(means - e.mean(), e.shape) ** 2)) / total
+        # rounding alone explains about n / size of the variance: subtract that chance level
+        chance = n / e.size
+        r2 = max(0.0, (r2 - chance) / (1.0 - chance)) if chance < 1.0 else 0.0
+        if r2 > best:
+            best, axis = r2, ax
+    return best, axis
+
+
+def error_structure(got: np.ndarray, oracle: np.ndarray, budget: np.ndarray, dtype: str = "float32",
+                    bins: int = 4) -> dict[str, Any]:
+    """Whether the error of ``got`` against ``oracle`` (float64, same shape) is *systematic*
+    (a different function: a missing or different operation) or rounding (a less precise
+    computation of the same function), judged against the per-element error budget
+    ``budget`` (:meth:`Budget.per_element`: the rounding a correct implementation may show,
+    unit roundoff times reduction length times magnitude).
+
+    Systematic when both hold (docs/numerics.md, "Different function or less precise"):
+
+    - *far above rounding at every magnitude*: in each of ``bins`` quantile bins of
+      ``|oracle|`` the median ``|error| / budget`` is at least :data:`SYSTEMATIC_EXCESS`;
+    - *structured*: at least :data:`SYSTEMATIC_EXPLAINED` of the relative error's variance
+      is a function of the output's value (one-way ANOVA R² of the error in ulps of the
+      output ``dtype``, signed away from zero, over 32 quantile groups of the oracle) or, the absolute error's, of the position along one axis (one-way ANOVA R² minus chance: a
+      dropped bias, a wrong per-row scale). Rounding, even when consistently one way
+      (truncation), varies element to element and explains about nothing.
+
+    Evidence besides: the *sign agreement*, the share of beyond-budget errors with one sign
+    relative to the oracle's value (a dropped soft-cap ``c·tanh(x/c)`` overshoots away from
+    zero everywhere: 1.0; rounding to nearest about 0.5; at least :data:`SYSTEMATIC_SIGN`
+    is reported as sign-consistent).
+
+    Returns ``{"systematic", "elements", "bins": [{"abs_oracle_range", "median_err_over_budget"}],
+    "min_bin_excess", "sign_agreement", "sign", "explained_by_value", "explained_by_axis",
+    "axis", "ulp_err_vs_value": [[oracle, error in ulps of dtype] x 5 points]}``; ``systematic`` False
+    (with ``"reason"``) when there are fewer than 32 finite elements.
+    """
+    g = np.asarray(got, dtype=np.float64)
+    o = np.asarray(oracle, dtype=np.float64)
+    b = np.broadcast_to(np.asarray(budget, dtype=np.float64), o.shape)
+    with np.errstate(invalid="ignore", over="ignore", divide="ignore"):
+        err = g - o
+        fin = np.isfinite(err) & np.isfinite(b) & (b > 0)
+    out: dict[str, Any] = {"systematic": False, "elements": int(fin.sum())}
+    if fin.sum() < 32:
+        out["reason"] = "fewer than 32 finite elements"
+        return out
+    ef, of, bf = err[fin], o[fin], b[fin]
+    ratio = np.abs(ef) / bf
+    mag = np.abs(of)
+    edges = np.quantile(mag, np.linspace(0.0, 1.0, bins + 1))
+    rows = []
+    for i in range(bins):
+        lo, hi = edges[i], edges[i + 1]
+        sel = (mag >= lo) & ((mag <= hi) if i == bins - 1 else (mag < hi))
+        if sel.sum() >= 4:
+            rows.append({"abs_oracle_range": [float(lo), float(hi)], "median_err_over_budget": float(np.median(ratio[sel]))})
+    min_excess = min((r["median_err_over_budget"] for r in rows), default=0.0)
+    beyond = ratio > 1.0
+    s = np.sign(ef[beyond]) * np.where(of[beyond] != 0, np.sign(of[beyond]), 1.0)
+    pos, neg = float(np.mean(s > 0)) if s.size else 0.0, float(np.mean(s < 0)) if s.size else 0.0
+    agree = max(pos, neg)
+    # the error in ulps of the output, signed relative to the value (away from zero > 0):
+    # a one-way rounding (truncation) is then one constant spread, not two by sign
+    rel = ef * np.where(of < 0, -1.0, 1.0) / ulp(of, dtype if is_float(dtype) else "float32")
+    by_value = _explained_by_value(of, rel)
+    by_axis, axis = _explained_by_axis(err) if fin.all() else (0.0, None)
+    order = np.argsort(of, kind="stable")
+    picks = order[np.linspace(0, order.size - 1, 5).astype(int)]
+    out.update({
+        "bins": rows, "min_bin_excess": min_excess, "sign_agreement": agree,
+        "sign": "away from zero" if pos >= neg else "toward zero",
+        "explained_by_value": by_value, "explained_by_axis": by_axis, "axis": axis,
+        "ulp_err_vs_value": [[float(of[i]), float(rel[i])] for i in picks],
+    })
+    out["sign_consistent"] = bool(agree >= SYSTEMATIC_SIGN)
+    out["systematic"] = bool(len(rows) == bins and min_excess >= SYSTEMATIC_EXCESS
+                             and max(by_value, by_axis) >= SYSTEMATIC_EXPLAINED)
+    return out

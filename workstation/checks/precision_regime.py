@@ -19,6 +19,7 @@ from workstation.analysis.numerics import (
     FA_FACTOR,
     HALF_DTYPES,
     error_stats,
+    error_structure,
     num,
     pow2_text,
 )
@@ -63,7 +64,12 @@ class PrecisionRegime(Check):
            errors against the float64 oracle.
         2. *FlashAttention's rule*: on every declared and derived run and on one declared case
            with a 4x longer reduction, the candidate's error against the oracle must be at most 2x
-           the reference's plus `2*max|fl(fl(o + 0.3) - 0.3) - o|`, or within 2x its budget.
+           the reference's plus `2*max|fl(fl(o + 0.3) - 0.3) - o|`, or within 2x its budget. Where
+           it breaks, the error's structure names the cause (`analysis.numerics.error_structure`):
+           *a different function* when it is at least 8x the rounding budget in every magnitude
+           bin and a function of the output's value or of the position along one axis (ANOVA R²
+           >= 0.6), else *less precise* (rounding: it scales with the unit roundoff and the
+           reduction length and varies element to element).
         3. *Lowered IR* (Triton): launches captured in the interpreter, kernels compiled ahead of
            time for sm_90 in a process without `TRITON_INTERPRET` (`workstation/harness/aot_compile.py`; on
            a GPU, the JIT's own IR), TTIR/TTGIR/PTX read for dot precision and lowering, MMA types,
@@ -77,6 +83,7 @@ class PrecisionRegime(Check):
         | the candidate raises or misses the reference at a served, undeclared dtype (with zero rows, budget ratio) | `fail` (`warn` for a dtype whose interpreter arithmetic fails kws's self-test: bfloat16 under Triton 3.9's interpreter) |
         | TF32 lowering whose emulation misses the declared fp32 tolerance | `fail` (`info` when the tolerance absorbs it) |
         | FlashAttention's rule and 2x the budget broken on a run the declared tolerance accepts (a longer-K run: only with low-precision accumulation in the IR, else `warn`) | `fail` |
+        | the same break with a systematic error ("differs systematically from the reference: a missing or different operation", evidence `error_structure`: excess per magnitude bin, explained variance, sign agreement) | `fail` |
         | fp32-only validation of a kernel served in fp16/bf16 | `warn` |
         | f16/bf16 loop-carried accumulator or reduction, half-precision MMA accumulator, unpromoted fp8 dot | `warn` |
         | FMA contraction (GPU rounds once where the interpreter rounds twice); AOT summary; derived runs that pass | `info` |
@@ -370,16 +377,39 @@ class PrecisionRegime(Check):
             )
             if untrusted:
                 deriv += f" Not trusted: {self._untrusted[r.case['dtype']]}."
+            # a different function, not a less precise one: far above rounding at every
+            # magnitude and structured (analysis.numerics.error_structure)
+            structure = error_structure(r.cand.outputs[o.j].values, o.oracle, o.B, o.dtype) \
+                if o.B is not None else {"systematic": False, "reason": "no error budget"}
+            if structure["systematic"] and not untrusted:
+                axis = f", {num(structure['explained_by_axis'])} by the position along axis {structure['axis']}" \
+                    if structure.get("axis") is not None else ""
+                what = (f"the candidate differs systematically from the reference: a missing or different operation, "
+                        f"not rounding, on {r.label} ({r.kind} run): its error against the float64 oracle is at least "
+                        f"{num(structure['min_bin_excess'])}x its rounding budget in every magnitude bin, "
+                        f"{num(structure['explained_by_value'])} of it explained by the output's value{axis}"
+                        + (f", {num(structure['sign_agreement'] * 100)}% of it {structure['sign']}"
+                           if structure.get("sign_consistent") else "")
+                        + f"; max error {num(ce.max_abs)}, reference {num(re_.max_abs)}")
+                deriv += (" Error structure (kws's classifier, docs/numerics.md 'Different function or less precise'): "
+                          "rounding, even in a narrower format or one way (truncation), varies from element to element "
+                          "and stays within a few ulps times the reduction length; this error is a function of the "
+                          "input, far above rounding at every magnitude.")
+                sev = "fail"
+            else:
+                what = (f"the candidate is less accurate than the reference beyond FlashAttention's 2x rule and "
+                        f"{num(ratio)}x its error budget on {r.label} ({r.kind} run): max error vs float64 oracle "
+                        f"{num(ce.max_abs)}{nonfin}, reference {num(re_.max_abs)}")
             out.append(self.finding(
                 ctx, sev,
-                f"the candidate is less accurate than the reference beyond FlashAttention's 2x rule and {num(ratio)}x "
-                f"its error budget on {r.label} ({r.kind} run): max error vs float64 oracle {num(ce.max_abs)}{nonfin}, "
-                f"reference {num(re_.max_abs)}; {len(pick)} output/run(s) [interpreter numerics"
+                f"{what}; {len(pick)} output/run(s) [interpreter numerics"
                 f"{'; the interpreter mis-sums ' + r.case['dtype'] if untrusted else ''}]",
                 {"case": r.case, "seed": r.seed, "kind": r.kind, "output": o.j, "candidate_vs_oracle": ce.as_dict(),
                  "reference_vs_oracle": re_.as_dict(), "fa_floor": fa["floor"], "fa_limit": fa["limit"],
                  "budget": o.bud.as_dict(), "interpreter": a.interpreter, "ir_low_precision": self._ir_lowp,
-                 "untrusted": self._untrusted.get(r.case["dtype"]), "derivation": deriv},
+                 "untrusted": self._untrusted.get(r.case["dtype"]), "error_structure": structure,
+                 "cause": "different function" if structure["systematic"] and not untrusted else "less precise",
+                 "derivation": deriv},
                 case=r.case, seed=r.seed))
         if passing:
             r, o, fa = max(passing, key=lambda t: t[2]["candidate_err"] / t[2]["limit"] if t[2]["limit"] > 0 else 0.0)
