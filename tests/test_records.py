@@ -103,7 +103,8 @@ REPORT = {
     "checks": [
         {"check": "correctness", "status": "pass", "seconds": 1.2, "reason": ""},
         {"check": "edge-shapes", "status": "fail", "seconds": 3.4, "reason": ""},
-        {"check": "speedup-claim", "status": "skip", "seconds": 0.0, "reason": "needs a GPU"},
+        {"check": "speedup-claim", "status": "skip", "seconds": 0.0,
+         "reason": "the task makes no speedup claim ([claims] speedup = 0)"},
     ],
 }
 
@@ -231,7 +232,8 @@ def test_verdict_file_commit_and_trailers(queue):
     assert data["overall"] == "reject" and data["rationale"] == "edge tile at N=1025 unmasked"
     assert set(data["fields"]) == {"reference", "tolerance", "correctness", "edge_coverage", "benchmark", "failure_report"}
     assert data["device"] == "cpu (triton interpreter)" and data["kws_version"]
-    assert data["checks_complete"] is False
+    # every check that applies was judged: a skip with nothing to look at keeps it complete
+    assert data["checks_complete"] is True
     assert data["versions"] == {"kws": "0.1.0", "torch": "2.13.0"}
     assert isinstance(data["timestamp"], datetime) and data["timestamp"].utcoffset() == timedelta(0)
     f0 = data["findings"][0]
@@ -240,7 +242,7 @@ def test_verdict_file_commit_and_trailers(queue):
     assert f0["evidence"]["values"] == [1.0, "null", "inf"]
     assert f0["repro"].startswith("kws check")
     assert [c["check"] for c in data["checks"]] == ["correctness", "edge-shapes", "speedup-claim"]
-    assert data["checks"][2]["reason"] == "needs a GPU"
+    assert data["checks"][2]["reason"] == "the task makes no speedup claim ([claims] speedup = 0)"
     trailers = git_lines(queue, "log", "-1", "--format=%(trailers:only,unfold)")
     assert f"Kws-Record: verdict:{v.verdict_id}" in trailers
     assert "Kws-Task: alpha" in trailers and "Kws-Overall: reject" in trailers
@@ -613,7 +615,7 @@ def test_report_markdown_has_fields_rationale_and_evidence(queue):
     assert "> edge tile at N=1025: the | store mask uses BLOCK" in md
     assert "### fail: `edge-shapes`" in md and '"max_abs_err": 3.5' in md
     assert "kws check tasks/alpha --only edge-shapes" in md
-    assert "| `speedup-claim` | skip | 0.00 | needs a GPU |" in md
+    assert "| `speedup-claim` | skip | 0.00 | the task makes no speedup claim ([claims] speedup = 0) |" in md
     assert f"`{dd.dispute_id[:8]}` by Bob Reviewer" in md and "(open)" in md
 
 
@@ -699,9 +701,11 @@ def test_cli_verdict_with_checks_records_findings(queue, cli, monkeypatch):
             "--with-checks", "--accept-suggestions"]
     r = CliRunner().invoke(cli, args)
     # no suggestion where no informing check ran (reference, tolerance) or all were skipped
-    # (benchmark: speedup-claim skipped; failure_report: failure-mismatch absent)
+    # (failure_report: failure-mismatch absent); benchmark: not applicable, the task makes
+    # no speedup claim (speedup-claim skipped) and has no benchmark
     assert r.exit_code == 1
-    assert "reference: required" in r.output and "benchmark: required" in r.output
+    assert "reference: required" in r.output and "benchmark: required" not in r.output
+    assert "benchmark = not-applicable (suggested" in r.output
     assert "correctness: required" not in r.output and "edge_coverage = fails (suggested: fail: edge-shapes" in r.output
     given = ["--field", "reference=legitimate", "--field", "tolerance=questionable",
              "--field", "benchmark=not-applicable", "--field", "failure_report=not-applicable",
@@ -713,7 +717,7 @@ def test_cli_verdict_with_checks_records_findings(queue, cli, monkeypatch):
     assert v.fields["edge_coverage"] == "fails"  # suggested
     assert v.fields["correctness"] == "doubtful"  # given beats suggested
     assert [f.check for f in v.findings] == ["edge-shapes", "correctness"]
-    assert v.device == "cpu (triton interpreter)" and v.checks_complete is False
+    assert v.device == "cpu (triton interpreter)" and v.checks_complete is True  # skip: no claim
 
 
 def test_cli_recheck_runs_on_the_judged_version(queue, cli, monkeypatch):

@@ -400,7 +400,12 @@ def commit_verdict(
     })
     if report:
         if isinstance(report.get("complete"), bool):
-            data["checks_complete"] = report["complete"]
+            # every check that applies was judged: a skip with nothing to look at (no bench,
+            # no claim) does not make a verdict incomplete; an error, a not-judged check or an
+            # unfinished one does (the report's own ``complete`` also counts skips: contract)
+            checks = [c for c in report.get("checks") or [] if isinstance(c, Mapping)]
+            data["checks_complete"] = bool(checks) and not draft.unfinished_checks and not any(
+                c.get("status") == "error" for c in checks) and not not_judged_of(report)
         vers = report.get("versions")
         if isinstance(vers, Mapping):
             data["versions"] = {str(k): str(v) for k, v in vers.items() if v is not None}

@@ -336,6 +336,28 @@ class TaskTree:
     dirty: tuple[str, ...] = ()
 
 
+#: the seeds of the app's check runs: the engine's defaults (engine.context.DEFAULT_SEEDS; the
+#: app does not import the engine, tests/test_review.py checks that the two agree).
+APP_SEEDS = (0, 1, 2)
+
+
+def reuse_refusal(report: Mapping[str, Any] | None, tree: TaskTree, kws_version: str) -> str:
+    """Why a draft's stored ``report`` cannot be shown again instead of a new run ("" when
+    it can): it must be of the task version in ``HEAD`` with a clean work tree (``tree``),
+    of this kws version, and of the app's seeds (:data:`APP_SEEDS`)."""
+    if not report:
+        return "no stored report"
+    if tree.tree is None or tree.dirty:
+        return "the task folder is not a clean committed version"
+    if report.get("task_tree") != tree.tree:
+        return "the task changed since the stored run"
+    if str((report.get("versions") or {}).get("kws")) != kws_version:
+        return f"the stored run was made by kws {(report.get('versions') or {}).get('kws')}, this is {kws_version}"
+    if list(report.get("seeds") or []) != list(APP_SEEDS):
+        return f"the stored run used seeds {report.get('seeds')}"
+    return ""
+
+
 def task_tree(root: Path, task_id: str) -> TaskTree:
     """The version of ``task_id`` a verdict would name (see :class:`TaskTree`)."""
     gq = _gq()

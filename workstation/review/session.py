@@ -141,6 +141,13 @@ class ReviewSession:
         # field -> (value accepted, fail/warn findings behind the suggestion then; None: unknown)
         self._accepted: dict[str, tuple[str, tuple[Any, ...] | None]] = {}
         self.touched = False
+        #: the report of the draft's finished run (None: no draft, no report, or a check had
+        #: not finished): shown again on reopen when it is still this task version's
+        #: (:meth:`load_stored`, :func:`workstation.review.services.reuse_refusal`)
+        self.stored_report: dict[str, Any] | None = None
+        self.stored_at = draft.updated if draft is not None else None
+        if draft is not None and draft.report and not draft.unfinished_checks:
+            self.stored_report = dict(draft.report)
         if draft is not None:
             self.values = {k: v for k, v in draft.values.items() if rubric.field(k) is not None}
             self.task_tree = draft.task_tree
@@ -183,6 +190,17 @@ class ReviewSession:
         """Show a stored report (``kws check --json``'s shape, from a screening run of this
         task version) as the session's rows; suggestions taken from it are
         ``from-prescreen`` until a live run replaces it (:meth:`begin_run`)."""
+        self._load_report(report, "prescreen")
+
+    def load_stored(self) -> None:
+        """Show :attr:`stored_report` (this reviewer's own finished run of this task version,
+        kept in the draft) as the session's rows instead of running the battery again:
+        ``source`` is ``stored``; its suggestions count as from a complete run where every
+        informing check finished, as they did. A re-run (``R``) replaces it."""
+        if self.stored_report is not None:
+            self._load_report(self.stored_report, "stored")
+
+    def _load_report(self, report: Mapping[str, Any], source: str) -> None:
         self._version += 1
         self.rows = {}
         by_check: dict[str, list[dict[str, Any]]] = {}
@@ -201,7 +219,7 @@ class ReviewSession:
         self.report_tree = report.get("task_tree")
         self.plugin_errors = [dict(p) for p in report.get("plugin_errors") or [] if isinstance(p, Mapping)]
         self.final_report = self.report()
-        self.source = "prescreen"
+        self.source = source
         self._recheck_accepted()
 
     def _apply_event(self, kind: str, data: Mapping[str, Any]) -> str | None:

@@ -203,14 +203,25 @@ class RunnerCheckSource:
         return got.report
 
     def close(self) -> None:
+        """End the server's stdin and release every caller still waiting on it (a warm-up or
+        a run in a worker thread) at once, so quitting never waits for a server that is
+        still importing (the server exits by itself when it reads the end of its input)."""
         with self._lock:
             self._closed = True
             proc, self._proc = self._proc, None
+            pending = list(self._runs.values())
         if proc is not None and proc.stdin is not None:
             try:
                 proc.stdin.close()  # the server closes its runner and exits by itself
             except OSError:
                 pass
+        for _emit, done, result in pending:
+            if not done.is_set():
+                result.append(None)
+                done.set()
+        if not self._warm.is_set():
+            self._warm_reply = {"error": "the check runner is closed"}
+            self._warm.set()
 
 
 class ReplayCheckSource:

@@ -96,6 +96,11 @@ class RubricField:
     rationale_for: tuple[str, ...] = ()
     informed_by: tuple[str, ...] = ()
     suggest: Mapping[str, str] = field(default_factory=dict)
+    #: the informing checks whose subject the field judges (``subject`` in the file, a subset
+    #: of ``informed_by``): when every one of them present skipped (its subject is not in the
+    #: task: no benchmark, no claim) and no informing check warns or fails, the outcome is
+    #: ``skipped`` however the others ran (:func:`workstation.rubric.suggest.suggest`).
+    subject: tuple[str, ...] = ()
 
     @property
     def is_choice(self) -> bool:
@@ -191,6 +196,7 @@ class RubricFieldTable(Struct, frozen=True):
     rationale_for: Annotated[list[str], Meta(description="an array of value names")] | None = None
     informed_by: Annotated[list[str], Meta(description="an array of check ids")] | None = None
     suggest: Annotated[dict[str, str], Meta(description="a table of outcome = value")] | None = None
+    subject: Annotated[list[str], Meta(description="an array of check ids (a subset of informed_by)")] | None = None
 
 
 class RubricFile(Struct, frozen=True):
@@ -252,7 +258,7 @@ def load_rubric(path: Path | str) -> Rubric:
 def _field(path: Path, where: str, raw: RubricFieldTable, known_checks: set[str]) -> RubricField:
     """One field's semantic checks (what the struct cannot express)."""
     if raw.kind == "text":
-        for k in ("values", "ordered", "rationale_for", "informed_by", "suggest"):
+        for k in ("values", "ordered", "rationale_for", "informed_by", "suggest", "subject"):
             if getattr(raw, k) is not None:
                 raise Problem(path, f"{where}.{k}", "not allowed on a text field")
         return RubricField(key=raw.key, label=raw.label, help=raw.help, kind="text", required=raw.required)
@@ -288,9 +294,12 @@ def _field(path: Path, where: str, raw: RubricFieldTable, known_checks: set[str]
             raise Problem(path, f"{where}.suggest.{outcome}", f"{v!r} is not a value of {raw.key!r}")
     if rule and not raw.informed_by:
         raise Problem(path, f"{where}.suggest", "a suggestion rule needs informed_by check ids")
+    for j, c in enumerate(raw.subject or ()):
+        if c not in (raw.informed_by or ()):
+            raise Problem(path, f"{where}.subject[{j}]", f"{c!r} is not one of this field's informed_by checks")
     return RubricField(key=raw.key, label=raw.label, help=raw.help, kind="choice", values=tuple(values),
                        ordered=ordered, required=raw.required, rationale_for=tuple(raw.rationale_for or ()),
-                       informed_by=tuple(raw.informed_by or ()), suggest=rule)
+                       informed_by=tuple(raw.informed_by or ()), suggest=rule, subject=tuple(raw.subject or ()))
 
 
 def rubric_search_path(queue_root: Path | str | None = None) -> list[Path]:

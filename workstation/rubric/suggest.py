@@ -106,10 +106,14 @@ def suggest(
             + [_severity(c.get("status")) for c in present],
             default=0,
         )
+        subject = [status[c] for c in f.subject if c in status]
         if worst == 2:
             outcome = "fail"
         elif worst == 1:
             outcome = "warn"
+        elif subject and all(c.get("status") == "skip" for c in subject) and not any(
+                c.get("check") in unjudged for c in subject):
+            outcome = "skipped"  # the field's subject is not in the task (no benchmark, no claim)
         elif nj:
             outcome = "not-judged"
         elif ran:

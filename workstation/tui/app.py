@@ -23,7 +23,7 @@ from pathlib import Path
 from typing import Any
 
 from textual import events, work
-from textual.app import App
+from textual.app import App, SystemCommand
 from textual.signal import Signal
 from textual.widgets import Input, TextArea
 
@@ -73,6 +73,16 @@ class KwsApp(App):
     BINDINGS = bindings_for("app")
     COMMANDS = App.COMMANDS | {lambda: _kws_commands()}  # imported on the first ctrl+p
     ALLOW_IN_MAXIMIZED_VIEW = "KeyHints"
+
+    #: Textual's own palette entries kws keeps, shown as "Textual: <title>" so they group
+    #: apart from kws's actions; Quit, Keys and Maximize are dropped (kws's quit, help and
+    #: maximise actions are the ones the keymap binds).
+    TEXTUAL_COMMANDS = ("Theme", "Screenshot")
+
+    def get_system_commands(self, screen: Any) -> Any:
+        for c in super().get_system_commands(screen):
+            if c.title in self.TEXTUAL_COMMANDS:
+                yield SystemCommand(f"Textual: {c.title}", c.help, c.callback, c.discover)
 
     def __init__(self, queue: Path | str, *, keymap: str | KeymapLoad | None = None,
                  check_source: CheckSource | None = None, highlight: bool = True,

@@ -13,6 +13,7 @@ from textual.binding import Binding
 from textual.screen import ModalScreen
 from textual.widgets import Static
 
+from workstation.review.selfcheck_figure import figure_text
 from workstation.tui.keymap import ACTIONS, key_display, user_keymap_path
 from workstation.tui.widgets.scroll_pane import ScrollPane
 
@@ -30,7 +31,8 @@ GRAMMAR = (
     ("alt+1..7", "show panel 1 Spec, 2 Source, 3 Checks, 4 Timing, 5 Rubric, 6 History, 7 Profile (tab cycles)"),
     ("space", "page down the pane you read (source, evidence, spec, timing, history)"),
     ("Esc", "back: out of the evidence, a maximised panel, the review screen, a dialog"),
-    ("ctrl+s", "commit (a verdict, a dispute, a resolution); asks first when the report is not final"),
+    ("{commit}", "commit the verdict (dialogs: ctrl+s commits a dispute or a resolution); asks first when "
+                 "the report is not final"),
 )
 #: the dialogs' fixed keys.
 DIALOGS = (
@@ -70,20 +72,23 @@ class HelpScreen(ModalScreen[None]):
         parts: list[Any] = [
             Text(f"keymap: {load.name}; files: {', '.join(str(p) for p in load.files) or 'built-in'}"),
             Text(f"user keymap file: {user_keymap_path()} (binding id = keys; see docs/tui.md)", style="dim"),
+            Text(f"selfcheck: {figure_text()}", style="dim"),
         ]
         parts += [Text(f"ignored: {p}", style="bold") for p in load.problems]
 
         def table() -> Table:
-            t = Table.grid(padding=(0, 2))
+            # keys never wrap; what they do wraps at the pane's width instead of being cut
+            t = Table.grid(padding=(0, 2), expand=True)
             t.add_column(style="bold", no_wrap=True, min_width=16)
-            t.add_column(no_wrap=True, min_width=16)
-            t.add_column(style="dim")
+            t.add_column(min_width=16, ratio=3, overflow="fold")
+            t.add_column(style="dim", ratio=1, overflow="fold")
             return t
 
         t = table()
         parts += [Text(""), Text("Key grammar (one meaning per key on a screen)", style="bold underline"), t]
-        for k, what in GRAMMAR:
-            t.add_row("  " + k, what, "")
+        commit = key_display(load.keys.get("review.commit", "ctrl+s"))
+        for k, what in GRAMMAR:  # the remappable keys as the keymap binds them now
+            t.add_row("  " + k.format(commit=commit), what, "")
         scope, t = None, None
         for a in ACTIONS:
             if a.scope != scope:

@@ -28,8 +28,8 @@ from workstation.tui.widgets.key_hints import KeyHints
 from workstation.tui.widgets.queue_table import QueueTable
 from workstation.tui.widgets.text import fit, set_static
 
-FILTER_HINT = ("filter: kind:fusion backend:triton claimed:fail reserved:me disputed:yes mine:no "
-               "screen:fail failing:edge  (/ to type)")
+FILTER_HINT = ("(no filter: / to type one, e.g. kind:fusion backend:triton claimed:fail reserved:me "
+               "disputed:yes mine:no screen:fail failing:edge)")
 
 
 class QueueScreen(Screen):

@@ -131,6 +131,9 @@ class ReviewScreen(Screen):
         self.narrow = False
         self.sizes = {"right": 0, "spec": 0, "timing": 12, "rubric": 19}
         self.verdicts: list[Any] = []
+        self.history_read = False  # the task's records have been read once (verdicts is true)
+        self._dispute_waiting = False  # D pressed before that: the dialog opens when they are
+        self._reuse_pending = False  # a stored run may be shown again once the task version is known
         self.commit_armed = False  # kept for tests of older flows: True while a commit is being confirmed
         self._then_next = False
         self.task_title = ""
@@ -180,7 +183,33 @@ class ReviewScreen(Screen):
             self.load_meta(self._view)
         s = self.session
         if s is not None and not s.rows and s.run_started is None:
+            if s.stored_report is not None:
+                self._reuse_pending = True  # decided when the task's version is known (TreeKnown)
+                if self._view is None:
+                    return
+            else:
+                self.app.run_checks(s)
+
+    def _reuse_or_run(self, s: ReviewSession, tree: services.TaskTree) -> None:
+        """Reopening a task whose draft holds a finished run of this very version (same
+        task tree, kws version and seeds): show it, marked as stored, instead of running the
+        battery again; anything else runs it."""
+        import workstation
+
+        if s.rows or s.run_started is not None:
+            return
+        why = services.reuse_refusal(s.stored_report, tree, workstation.__version__)
+        if why:
             self.app.run_checks(s)
+            return
+        s.load_stored()
+        when = f" of {s.stored_at:%Y-%m-%d %H:%M} UTC" if s.stored_at else ""
+        self.query_one(ChecksPanel).refresh_checks()
+        self.query_one(TimingPanel).refresh_timing()
+        self.query_one(ProfilePanel).refresh_profile()
+        self.query_one(RubricPanel).refresh_rubric()
+        self.notify(f"results of your draft's run{when} shown again: same task version, kws version and "
+                    "seeds (R re-runs every check)", timeout=6)
 
     # -- layout ----------------------------------------------------------------------------------
 
@@ -408,6 +437,9 @@ class ReviewScreen(Screen):
 
     def on_tree_known(self, msg: TreeKnown) -> None:
         s = self.session
+        if self._reuse_pending and s is not None:
+            self._reuse_pending = False
+            self._reuse_or_run(s, services.TaskTree(msg.tree, tuple(msg.dirty)))
         if s is not None and not msg.dirty and msg.tree:
             s.task_tree = msg.tree
         if msg.dirty:
@@ -425,7 +457,11 @@ class ReviewScreen(Screen):
 
     def on_history_loaded(self, msg: HistoryLoaded) -> None:
         self.verdicts = msg.verdicts
+        self.history_read = True
         self.query_one(SpecPanel).set_history(msg.text)
+        if self._dispute_waiting:
+            self._dispute_waiting = False
+            self.action_dispute()
 
     # -- checks ----------------------------------------------------------------------------------
 
@@ -547,7 +583,7 @@ class ReviewScreen(Screen):
         problems = s.problems()
         rp = self.query_one(RubricPanel)
         if problems:
-            rp.set_status("not committed: " + "; ".join(problems))
+            rp.set_status(rp.PROBLEMS_PREFIX + "; ".join(problems))
             self.notify("verdict not committed:\n" + "\n".join(problems), severity="warning", timeout=6)
             first = problems[0].split(":", 1)[0]
             fields = [f.key for f in s.rubric.choice_fields]
@@ -620,6 +656,10 @@ class ReviewScreen(Screen):
     def action_dispute(self) -> None:
         from workstation.tui.screens.dispute import DisputeScreen
 
+        if not self.history_read:  # never "no verdict" before the records were read
+            self._dispute_waiting = True
+            self.notify("reading this task's records: the dispute dialog opens when they are read", timeout=4)
+            return
         if not self.verdicts:
             self.notify("this task has no verdict to dispute yet", timeout=4)
             return

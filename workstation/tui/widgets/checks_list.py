@@ -130,7 +130,7 @@ class ChecksList(CursorList):
             glyph = STATUS_GLYPH.get(row.status, "?")
             word = STATUS_WORD.get(row.status, row.status)
             counts = _finding_counts(row.findings)
-            head = f"{'▶' if selected else ' '}{glyph} {word:<7}"
+            head = f"{'▶' if selected else ' '}{glyph} {word:<7} "  # "running" fills 7: one space after
             body = f"{row.check:<19}{secs} {counts}"
             if row.not_judged and row.status != "error":  # never read as "nothing to look at"
                 body += f"  not judged: {row.not_judged.splitlines()[0]}"

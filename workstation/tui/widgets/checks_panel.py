@@ -109,6 +109,8 @@ class ChecksPanel(Panel):
             parts.append(f"in {s.run_seconds:.1f}s")
         if s.device:
             parts.append(s.device)
+        if s.source == "stored":  # the draft's own finished run of this version, not a new one
+            parts.insert(0, "stored run (R re-runs)")
         if notice := s.plugin_notice():  # a broken kws.checks plugin: its checks are missing
             parts.insert(0, notice)
         set_static(self.query_one("#checks-status", Static), fit(" · ".join(parts), max(1, self.size.width)))

@@ -84,14 +84,22 @@ class QueueTable(CursorList):
         if width - used >= 12:
             cols.append(_Col("title", width - used))
         elif width < used:
-            # narrow terminal: shrink claims and reserved first, then kind
+            # narrow terminal: task ids stay whole as long as anything else can give: shrink
+            # claims, reserved, kind and my verdict to their floors, then drop backend and
+            # disp (both also on the review screen and in the filter), and cut ids last
             over = used - width
-            for name, floor in (("claims", 11), ("reserved by", 9), ("task", 18), ("kind", 11)):
-                for i, c in enumerate(cols):
-                    if c.title == name and over > 0:
-                        cut = min(over, c.width - floor)
-                        cols[i] = _Col(c.title, c.width - cut)
-                        over -= cut
+            for name, floor in (("claims", 11), ("reserved by", 9), ("kind", 11), ("my verdict", 8)):
+                over = _shrink(cols, name, floor, over)
+            for name in ("backend", "disp"):
+                if over > 0:
+                    gone = next((c for c in cols if c.title == name), None)
+                    if gone is not None:
+                        cols.remove(gone)
+                        over -= gone.width
+            if over > 0:
+                over = _shrink(cols, "task", 18, over)
+            if over < 0 and width - sum(c.width for c in cols) >= 12:
+                cols.append(_Col("title", width - sum(c.width for c in cols)))
         return cols
 
     def render_header(self, y: int, width: int) -> Strip:
@@ -155,3 +163,13 @@ def _age(iso: str) -> str:
         if secs >= size:
             return f"{secs // size}{unit}"
     return f"{secs}s"
+
+
+def _shrink(cols: list[_Col], name: str, floor: int, over: int) -> int:
+    """Narrow column ``name`` by up to ``over`` cells, not below ``floor``; the cells still over."""
+    for i, c in enumerate(cols):
+        if c.title == name and over > 0:
+            cut = max(0, min(over, c.width - floor))
+            cols[i] = _Col(c.title, c.width - cut)
+            over -= cut
+    return over

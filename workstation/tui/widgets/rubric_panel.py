@@ -32,6 +32,7 @@ class RubricPanel(Panel):
         """``on_change`` is called after the reviewer changed a value in the form."""
         super().__init__(title, **kw)
         self._on_change = on_change
+        self._status = ""
 
     def compose(self) -> ComposeResult:
         yield RubricForm(id="rubric-form", on_change=self._form_changed)
@@ -70,8 +71,20 @@ class RubricPanel(Panel):
         if self.session.set_rationale(event.text_area.text):
             self.refresh_rubric(form=False)
 
+    #: the prefix of the status line that lists what stops a commit (kept true as fields change)
+    PROBLEMS_PREFIX = "not committed: "
+
     def set_status(self, text: str) -> None:
+        self._status = text
         set_static(self.query_one("#rubric-status", Static), text)
+
+    def _refresh_problems_status(self) -> None:
+        """A "not committed: …" line lists what still stops the commit: it shrinks as the
+        reviewer fills the fields and goes once nothing does (never stale)."""
+        if self.session is None or not self._status.startswith(self.PROBLEMS_PREFIX):
+            return
+        problems = self.session.problems()
+        self.set_status(self.PROBLEMS_PREFIX + "; ".join(problems) if problems else "")
 
     def refresh_rubric(self, form: bool = True) -> None:
         s = self.session
@@ -83,6 +96,7 @@ class RubricPanel(Panel):
         need = [f"{x.key} is {s.values[x.key]}" for x in s.rubric.choice_fields if s.values.get(x.key) in x.rationale_for]
         label = f"{rf.label if rf else 'Rationale'}" + (f" (required: {', '.join(need)})" if need else "") + ":"
         set_static(self.query_one("#rationale-label", Static), label)
+        self._refresh_problems_status()
 
     def _form_changed(self) -> None:
         self.refresh_rubric(form=False)
