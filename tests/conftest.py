@@ -164,6 +164,7 @@ MODULE_TIER = {
     "test_runner": "battery",
     "test_samples": "battery",
     "test_samples_real": "system",
+    "test_selfcheck": "unit",
     "test_sandbox": "battery",
     "test_schema": "unit",
     "test_settings": "unit",
@@ -209,6 +210,9 @@ TEST_TIER: dict[str, str] = {
     "test_screen::test_ctrl_c_stops_cleanly_and_keeps_what_finished": "system",
     # the real app's process runs the real battery (through the check server)
     "test_tui_isolation::test_app_process_never_imports_torch_or_triton": "battery",
+    # kws selfcheck end to end: the cheap subset (4 pairs), and the whole corpus (full suite only)
+    "test_selfcheck::test_the_cheap_subset_is_caught_and_its_twins_quiet": "battery",
+    "test_selfcheck::test_the_whole_corpus_is_caught_and_every_twin_quiet": "system",
 }
 
 

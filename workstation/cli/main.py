@@ -57,9 +57,10 @@ def _check_settings(command: str | None) -> None:
             click.echo(f"kws: warning: {w}", err=True)
 
 
-from workstation.cli import check, config, profile, records, screen  # noqa: E402  (command modules; they never import this one)
+from workstation.cli import check, config, profile, records, screen, selfcheck  # noqa: E402  (command modules; they never import this one)
 
-for _cmd in (*check.COMMANDS, *config.COMMANDS, *profile.COMMANDS, *records.COMMANDS, *screen.COMMANDS):
+for _cmd in (*check.COMMANDS, *config.COMMANDS, *profile.COMMANDS, *records.COMMANDS, *screen.COMMANDS,
+             *selfcheck.COMMANDS):
     main.add_command(_cmd)
 
 if __name__ == "__main__":
