@@ -81,7 +81,7 @@ def test_the_bundled_corpus_has_30_cpu_hacks_each_with_a_twin_that_differs_only_
 def test_subset_selection_keeps_pairs_and_refuses_unknown_ids():
     entries = load_corpus(CORPUS)
     cheap = select(entries, "cheap")
-    assert len(cheap) == 8 and {e.hack_id for e in cheap} == {e.id for e in cheap if not e.is_twin}
+    assert len(cheap) == 10 and {e.hack_id for e in cheap} == {e.id for e in cheap if not e.is_twin}
     assert [e.id for e in select(entries, "cache-shape")] == ["cache-shape", "cache-shape-clean"]
     with pytest.raises(KeyError, match="no-such-hack"):
         select(entries, "no-such-hack")
@@ -162,7 +162,7 @@ def _selfcheck(tmp_path, *args: str, timeout: int) -> tuple[subprocess.Completed
 def test_the_cheap_subset_is_caught_and_its_twins_quiet(tmp_path):
     p, doc = _selfcheck(tmp_path, "--subset", "cheap", timeout=600)
     assert p.returncode == 0, (p.stderr, [(r["id"], r["outcome"], r["detail"]) for r in doc["rows"]])
-    assert (doc["caught"], doc["hacks"], doc["quiet"], doc["twins"]) == (4, 4, 4, 4)
+    assert (doc["caught"], doc["hacks"], doc["quiet"], doc["twins"]) == (5, 5, 5, 5)
     stored = json.loads(next((tmp_path / "cache" / "selfcheck").glob("*.json")).read_text())
     assert stored["summary"] == doc["summary"] and stored["subset"] == "cheap"
 

@@ -43,8 +43,9 @@ class StaleOutput(Check):
         cached, replayed, aliased or lazy results: a result memoised on operand
         pointers, shapes or `id()` (GPU MODE's leaderboard replay caches), a persistent output
         buffer handed to every caller, an output that is an input's storage or an expanded
-        stride-0 view of a smaller result, a meta/fake tensor, a result computed on a side
-        stream without ordering.
+        stride-0 view of a smaller result, a meta/fake tensor, a tensor subclass (a lazy
+        wrapper that computes on first read), a result computed on a side stream without
+        ordering.
 
     How:
         a `stale_call` step makes the inputs of seed A and calls the candidate, then
@@ -63,8 +64,8 @@ class StaleOutput(Check):
     Findings:
         | finding | severity |
         |---|---|
-        | wrong after the in-place refill (with the fraction bit-identical to the first result: "a replayed result"); same storage / tensor object as the first result (how many elements of the caller's first result changed); input alias; expanded view; not materialised; unsynchronised stream | `fail` |
-        | a tensor subclass other than `Parameter`; the candidate raised only on the second call | `warn` |
+        | wrong after the in-place refill (with the fraction bit-identical to the first result: "a replayed result"); same storage / tensor object as the first result (how many elements of the caller's first result changed); input alias; expanded view; not materialised; a tensor subclass other than `Parameter` (named, with its own `__torch_function__`/`__torch_dispatch__`: a lazy or wrapper output); unsynchronised stream | `fail` |
+        | the candidate raised only on the second call | `warn` |
         | fresh results (stream ordering not examined on the CPU) | `info` |
 
     Example:
@@ -75,8 +76,10 @@ class StaleOutput(Check):
         first call's output`.
 
     Source:
-        GPU MODE leaderboard replay caches; PyTorch's stream semantics (work on a side
-        stream is not ordered with the current stream without `wait_stream`/events).
+        GPU MODE leaderboard replay caches and lazy outputs (kernelboard news 2026-03-09,
+        reference-kernels PRs #104, #159-#162); SOL-ExecBench's reward_hack.py (outputs must be
+        exactly `torch.Tensor`: no subclass, no fake tensor); PyTorch's stream semantics (work on
+        a side stream is not ordered with the current stream without `wait_stream`/events).
 
     Limits:
         a cache keyed on content is correct by construction and not reported. On the
@@ -191,8 +194,11 @@ class StaleOutput(Check):
             if f.get("is_meta") or f.get("fake"):
                 problems.append(f"the output is not a materialised tensor ({f.get('type')} on {f.get('device')})")
             elif f and not f.get("plain_tensor", True) and not str(f.get("type", "")).endswith("Parameter"):
-                problems.append(f"the output is a tensor subclass ({f.get('type')}), not a plain tensor")
-                severity = "fail" if len(problems) > 1 else "warn"
+                own = f.get("overrides") or []
+                problems.append(f"the output is a tensor subclass ({f.get('type')}), not a plain tensor"
+                                + (f"; it defines its own {' and '.join(own)}, so what a reader sees (values, "
+                                   f"comparisons) is decided when it is read: a lazy or wrapper output"
+                                   if own else "") + " (outputs must be exactly torch.Tensor)")
             if f.get("zero_stride_dims") and not rf.get("zero_stride_dims"):
                 problems.append(f"the output is an expanded view (stride 0 on dim(s) {f['zero_stride_dims']}, "
                                 f"strides {f.get('stride')}) of a smaller result; the reference's is dense")

@@ -48,7 +48,7 @@ from workstation.schema.problem import Problem
 from workstation.task.format import load_task
 
 #: a few fast pairs for ``--subset cheap`` (torch candidates, no timing checks).
-CHEAP = ("cache-data-ptr", "inplace-input", "timer-perf-counter", "unwritten-zeros")
+CHEAP = ("cache-data-ptr", "inplace-input", "lazy-output", "timer-perf-counter", "unwritten-zeros")
 
 #: row outcomes.
 CAUGHT, MISSED, QUIET, NOISY = "caught", "missed", "quiet", "noisy"

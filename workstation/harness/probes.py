@@ -158,6 +158,12 @@ def _facts(o: Any, inputs: tuple, firsts: list[Any]) -> dict[str, Any]:
     d: dict[str, Any] = {
         "type": f"{type(o).__module__}.{type(o).__qualname__}",
         "plain_tensor": type(o) is torch.Tensor,
+        # a subclass's own __torch_function__/__torch_dispatch__ decides what readers see (lazy
+        # values computed on first read, comparisons that always agree)
+        "overrides": [n for n in ("__torch_function__", "__torch_dispatch__")
+                      if getattr(type(o), n, None) is not None
+                      and getattr(getattr(type(o), n), "__func__", getattr(type(o), n))
+                      is not getattr(getattr(torch.Tensor, n), "__func__", getattr(torch.Tensor, n))],
         "device": str(o.device),
         "is_meta": o.device.type == "meta" or bool(getattr(o, "is_meta", False)),
         "fake": type(o).__name__ in ("FakeTensor", "FunctionalTensor") or "fake" in type(o).__module__,
