@@ -166,6 +166,7 @@ MODULE_TIER = {
     "test_samples_real": "system",
     "test_selfcheck": "unit",
     "test_sandbox": "battery",
+    "test_custody": "battery",
     "test_schema": "unit",
     "test_settings": "unit",
     "test_screen": "git",

@@ -19,8 +19,10 @@ it (jax for Pallas, nki for NKI, the ``nvidia`` wheels' CUDA tools).
 
 For every step ``i`` the harness writes ``step-<i>.start`` first and ``step-<i>.json`` /
 ``step-<i>.npz`` when the step ends (see :mod:`workstation.protocol.wire`), so the parent
-can tell which step a crash or a timeout hit; then it asks the fork server to check the
-process from outside (:func:`checkpoint`, :mod:`workstation.harness.watch`).
+can tell which step a crash or a timeout hit; then it hands the step to the fork server
+(:func:`checkpoint`): the server checks the process from outside
+(:mod:`workstation.harness.watch`) and records the hashes of the two files, and the parent
+uses only files with those hashes.
 
 Besides what its handler returns, a step's JSON holds ``cpu_s`` (CPU seconds, user +
 system, of the job process and the children it reaped during the step:
@@ -38,7 +40,9 @@ simulated without burning CPU.
 from __future__ import annotations
 
 import contextlib
+import hashlib
 import importlib
+import io
 import json
 import os
 import resource
@@ -238,24 +242,36 @@ def run_job(job: Job) -> None:
             "cpu_s": round(cpu_seconds() - c0, 4),
             "imports": dict(ctx.imports),
         }
+        from workstation.harness.fidelity import take_standin_calls
+
+        standin = take_standin_calls()  # the device stand-in's probes task code called in this step
+        if standin is not None:
+            doc["device_standin"] = standin
+        npz = b""
         if arrays:
-            tmp = out / f"step-{i}.npz.tmp.npz"
-            np.savez(tmp, **arrays)
-            os.replace(tmp, out / f"step-{i}.npz")
-        _write_atomic(out / f"step-{i}.json", json.dumps(doc, default=_json_default).encode())
-        checkpoint(i)
+            buf = io.BytesIO()
+            np.savez(buf, **arrays)
+            npz = buf.getvalue()
+            _write_atomic(out / f"step-{i}.npz", npz)
+        meta = json.dumps(doc, default=_json_default).encode()
+        _write_atomic(out / f"step-{i}.json", meta)
+        checkpoint(hashlib.sha256(meta).hexdigest(), hashlib.sha256(npz).hexdigest() if npz else "-")
 
 
-def checkpoint(index: int) -> None:
-    """Ask the fork server to check this process from outside after step ``index`` (it
-    stops the job, reads its watched namespaces, continues it, then answers): see
-    :mod:`workstation.harness.watch`. Without a channel (a fresh interpreter) it does
-    nothing; a broken channel is the parent's finding (the step has no verification)."""
+def checkpoint(json_sha256: str, npz_sha256: str) -> None:
+    """Hand the step that just ended to the fork server: ``V <sha256 of step-<i>.json>
+    <sha256 of step-<i>.npz, or ->`` on the channel, then wait for its answer. The server
+    counts the steps itself (the message names none), stops every process of the job,
+    checks this process from outside (:mod:`workstation.harness.watch`), hashes the two
+    files as they are on disk and compares them with what this harness wrote; the parent
+    accepts only files with the hashes the server recorded (custody:
+    :mod:`workstation.protocol.control`). Without a channel (a fresh interpreter) it does
+    nothing; a broken channel is the parent's finding (the step has no custody)."""
     if CHANNEL is None:
         return
     w, r = CHANNEL
     try:
-        os.write(w, f"V {index}\n".encode())
+        os.write(w, f"V {json_sha256} {npz_sha256}\n".encode())
         os.read(r, 1)
     except OSError:
         pass

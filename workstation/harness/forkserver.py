@@ -6,14 +6,13 @@ sandbox of :mod:`workstation.runner.bwrap`, or ``none``) in the scrubbed environ
 never runs task code and never initialises CUDA (children would inherit a broken
 context): it asks NVML whether a GPU exists.
 
-Protocol, one JSON object per line. The parent writes ``{"op": "run", "id", "job",
-"jobdir", "cache", "steps", "limits"}``, ``{"op": "kill", "id"}`` and ``{"op": "cpu", "id",
-"seq"}``; the server answers ``{"op": "ready", ...}`` once, then per job ``{"op": "started",
-"id"}``, one ``{"op": "verified", "id", "step", "changes" | "error"}`` per step the job
-finished (see below), one ``{"op": "cpu", "id", "seq", "cpu_s", "import_cpu_s",
-"import_wall_s", "importing"}`` per ``cpu`` request of a running job (see *CPU time*) and
-``{"op": "exited", "id", "status"}`` (``status``: the job process's exit code, or minus
-the signal that ended it; ``"killed": true`` when the server killed it on request).
+Protocol: the typed messages of :mod:`workstation.protocol.control`, one JSON object per
+line. The parent writes :class:`~workstation.protocol.control.RunJob`, ``KillJob`` and
+``CpuAsk``; the server answers ``Ready`` once, then per job ``Started``, one ``Verified``
+per step the job handed over (see *Custody*), one ``CpuUsage`` per ``CpuAsk`` of a running
+job (see *CPU time*) and ``Exited`` (``status``: the job process's exit code, or minus the
+signal that ended it; ``killed`` when the server killed it on request). A request line
+that does not decode is ignored (and named on the server's stderr).
 
 CPU time: ``cpu_s`` is the CPU seconds (user + system) every process of the job has used
 so far, read from ``/proc/<pid>/stat``: the job process, its descendants, whatever was
@@ -36,10 +35,17 @@ it whatever the job left in its namespace. With ``MODE=none`` the job is one for
 in its own session, and the server is a child subreaper that kills whatever a job left
 behind.
 
-After every step the job writes ``V <step>`` on its channel to the server and waits; the
-server stops the job (``SIGSTOP``), reads its watched namespaces from outside
-(:mod:`workstation.harness.watch`), continues it and answers. The parent trusts a step's
-result only with that report (:mod:`workstation.protocol.wire`).
+Custody: after every step the harness writes ``V <sha256 of step-<i>.json> <sha256 of
+step-<i>.npz or ->`` on its channel to the server and waits. The server counts these
+messages itself (the job never names a step), stops every process of the job
+(``SIGSTOP``; a helper the job forked too), reads the job's watched namespaces from outside
+(:mod:`workstation.harness.watch`), hashes the step's two files as they are on disk, checks
+them against what the harness said it wrote (and that no later step has started),
+continues the job and answers with the hashes it recorded. The parent uses a step's files
+only when their bytes hash to those values (:mod:`workstation.protocol.control`). More
+hand-overs than steps, or a line kws's harness never writes, breaks the job's custody: the
+server reports it as a ``Verified`` of step ``steps`` (past the last) with ``custody`` set,
+and the parent refuses every step of the job.
 
 When the parent's end of stdin closes (kws exited or was killed), the server kills every
 job and exits; inside bubblewrap its exit ends the sandbox (``--die-with-parent`` covers a
@@ -59,20 +65,23 @@ forked after one deadlocks).
 
 from __future__ import annotations
 
-import json
+import hashlib
 import os
 import resource
 import select
 import signal
+import stat
 import sys
 import time
 from typing import Any
 
-from workstation.protocol import childenv
+import msgspec
+
+from workstation.protocol import childenv, control
 from workstation.protocol.steps import read_job
 
-#: most verifications a job may ask for, per step it has (a flood is ignored).
-VERIFY_PER_STEP = 2
+#: seconds the server waits for every process of a job to stop at a hand-over.
+FREEZE_TIMEOUT_S = 2.0
 _MODE = "none"
 #: the pid-namespace maker of ``MODE=bwrap`` (made before torch is imported).
 _PIDNS: Any = None
@@ -109,25 +118,25 @@ def _optional_versions() -> dict[str, str]:
     return out
 
 
-def _preload_for(req: dict, state: dict) -> None:
+def _preload_for(req: control.RunJob, state: dict) -> None:
     """Import JAX into the server before forking a job whose task uses it (once)."""
     if state.get("jax_loaded") or "jax" not in state.get("versions", {}):
         return
     try:
         from workstation.harness import pallas
 
-        if pallas.jax_wanted(read_job(req["job"]).task_dir):
+        if pallas.jax_wanted(read_job(req.job).task_dir):
             state["jax_loaded"] = pallas.install()
     except Exception:  # noqa: BLE001  (the child imports JAX itself then)
         state["jax_loaded"] = True
 
 
-def _emit(msg: dict) -> None:
-    sys.stdout.write(json.dumps(msg) + "\n")
+def _emit(msg: control.FromServer) -> None:
+    sys.stdout.buffer.write(control.encode(msg))
     sys.stdout.flush()
 
 
-def _apply_limits(limits: dict[str, Any]) -> None:
+def _apply_limits(limits: dict[str, int | None]) -> None:
     """Resource limits of a job: each one is ``min(kws's value, the inherited hard
     limit)``, so an inherited ``ulimit`` lower than kws's still holds and never makes
     ``setrlimit`` fail."""
@@ -148,33 +157,33 @@ CACHE_VARS = {"TRITON_CACHE_DIR": "triton", "TRITON_HOME": "triton-home", "TORCH
               "TORCH_EXTENSIONS_DIR": "torch_extensions", "XDG_CACHE_HOME": "xdg", "CUDA_CACHE_PATH": "nv"}
 
 
-def _job_environment(req: dict) -> None:
+def _job_environment(req: control.RunJob) -> None:
     """``HOME`` and the compiler caches of this job (one per task run and principal)."""
-    home = req.get("home")
+    home = req.home
     if home:
         os.makedirs(home, exist_ok=True)
         os.environ["HOME"] = home
-    root = req.get("cache_root")
+    root = req.cache_root
     if root:
         for var, sub in CACHE_VARS.items():
             os.makedirs(os.path.join(root, sub), exist_ok=True)
             os.environ[var] = os.path.join(root, sub)
 
 
-def _run_in_job(req: dict, channel: tuple[int, int]) -> None:
+def _run_in_job(req: control.RunJob, channel: tuple[int, int]) -> None:
     """In the job process: limits, stdio to files, run the job; never returns."""
     # CPython ignores SIGXFSZ (writes then fail with EFBIG); restore the default so that a
     # stdout/stderr flood past the file-size limit ends the child with SIGXFSZ.
     signal.signal(signal.SIGXFSZ, signal.SIG_DFL)
     signal.signal(signal.SIGPIPE, signal.SIG_DFL)
-    _apply_limits(req.get("limits") or {})
+    _apply_limits(req.limits)
     try:
         with open("/proc/self/oom_score_adj", "w") as f:  # the memory cgroup's OOM killer picks jobs first
             f.write("1000")
     except OSError:
         pass
     _job_environment(req)
-    job = read_job(req["job"])
+    job = read_job(req.job)
     out_dir = job.out_dir
     devnull = os.open(os.devnull, os.O_RDONLY)
     os.dup2(devnull, 0)
@@ -186,7 +195,7 @@ def _run_in_job(req: dict, channel: tuple[int, int]) -> None:
         if fd > 2:
             os.close(fd)
     sys.stdin = open(0)  # noqa: SIM115
-    os.chdir(req["cwd"])
+    os.chdir(req.cwd)
     code = 0
     try:
         import workstation.harness as harness
@@ -205,7 +214,7 @@ def _run_in_job(req: dict, channel: tuple[int, int]) -> None:
         os._exit(code)
 
 
-def _namespaced_child(req: dict, ctl_w: int, ack_r: int) -> None:
+def _namespaced_child(req: control.RunJob, ctl_w: int, ack_r: int) -> None:
     """The job process of a namespaced job (``MODE=bwrap``), just forked into its pid
     namespace (:class:`~workstation.harness.jobns.PidNamespaces`): its own session, mount,
     IPC, network and UTS namespaces, the job's file-system view, every capability dropped,
@@ -220,7 +229,7 @@ def _namespaced_child(req: dict, ctl_w: int, ack_r: int) -> None:
         jobns.unshare(jobns.JOB_OWN_NAMESPACES)
         jobns.close_fds({ctl_w, ack_r})
         jobns.detach_stdio()
-        jobns.enter_job_view(req["jobdir"], req.get("cache"))
+        jobns.enter_job_view(req.jobdir, req.cache)
         jobns.drop_privileges()
     except BaseException as e:  # noqa: BLE001  (the job must not run task code unconfined)
         try:
@@ -230,7 +239,7 @@ def _namespaced_child(req: dict, ctl_w: int, ack_r: int) -> None:
     _run_in_job(req, (ctl_w, ack_r))
 
 
-def _plain_child(req: dict, ctl_w: int, ack_r: int) -> None:
+def _plain_child(req: control.RunJob, ctl_w: int, ack_r: int) -> None:
     """A job without namespaces (``MODE=none``): its own session; never returns."""
     from workstation.harness import jobns
 
@@ -289,7 +298,7 @@ def job_cpu_seconds(roots: tuple[int, ...]) -> float:
 
 
 class _Job:
-    def __init__(self, jid: int, pid: int, ctl: int, ack: int, steps: int, init: int = 0):
+    def __init__(self, jid: int, pid: int, ctl: int, ack: int, steps: int, init: int = 0, out_dir: str = ""):
         self.id = jid
         self.pid = pid          # the job process (the server's child in both modes)
         self.init = init        # pid 1 of its pid namespace (MODE=bwrap), else 0
@@ -298,8 +307,13 @@ class _Job:
         self.ack = ack
         self.buf = b""
         self.killed = False
-        self.verifies = 0
-        self.max_verifies = VERIFY_PER_STEP * max(1, steps) + 4
+        self.steps = max(1, steps)
+        #: the next step a hand-over (``V``) is counted as (module doc, *Custody*).
+        self.next_step = 0
+        #: why the job's custody is broken ("" while it holds): reported once.
+        self.broken = ""
+        #: the job's output folder as the server sees it.
+        self.out_dir = out_dir
         #: CPU and wall seconds of finished import phases, and the start of a running one.
         self.import_cpu = 0.0
         self.import_wall = 0.0
@@ -333,43 +347,149 @@ class _Job:
 def _stop_and_wait(pid: int, timeout: float = 2.0) -> bool:
     """Send SIGSTOP to ``pid`` and wait until it is stopped (its state in /proc is T)."""
     os.kill(pid, signal.SIGSTOP)
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        try:
-            with open(f"/proc/{pid}/stat", "rb") as f:
-                state = f.read().rsplit(b")", 1)[1].split()[0]
-        except (OSError, IndexError):
-            return False
-        if state in (b"T", b"t"):
-            return True
-        if state in (b"Z", b"X"):
-            return False
-        time.sleep(0.0002)
-    return False
+    return _wait_stopped([pid], time.monotonic() + timeout) == []
 
 
-def _verify(job: _Job, step: int, table: Any) -> None:
-    msg: dict[str, Any] = {"op": "verified", "id": job.id, "step": step}
-    if table is None or not table.ok:
-        msg["error"] = table.reason if table is not None else "no watch table"
-    elif not job.target:
-        msg["error"] = "the job's pid was not reported"
-    else:
-        from workstation.harness.watch import VerifyError
-
-        try:
-            if not _stop_and_wait(job.target):
-                msg["error"] = "the job could not be stopped for the check"
-            else:
-                msg["changes"] = table.verify(job.target)
-        except (VerifyError, OSError) as e:
-            msg["error"] = str(e)
-        finally:
+def _wait_stopped(pids: list[int], deadline: float) -> list[int]:
+    """Wait until every process of ``pids`` is stopped (state T) or gone; returns those
+    still running at ``deadline``."""
+    left = list(pids)
+    while left:
+        still = []
+        for pid in left:
             try:
-                os.kill(job.target, signal.SIGCONT)
+                with open(f"/proc/{pid}/stat", "rb") as f:
+                    state = f.read().rsplit(b")", 1)[1].split()[0]
+            except (OSError, IndexError):
+                continue  # gone
+            if state not in (b"T", b"t", b"Z", b"X"):
+                still.append(pid)
+        left = still
+        if not left or time.monotonic() >= deadline:
+            break
+        time.sleep(0.0002)
+    return left
+
+
+def _job_processes(job: _Job) -> list[int]:
+    """Every process of the job: the job process, its descendants, and whatever was
+    re-parented to the job's pid-namespace init (not the init itself)."""
+    table = _proc_table()
+    children: dict[int, list[int]] = {}
+    for pid, (ppid, _) in table.items():
+        children.setdefault(ppid, []).append(pid)
+    todo = [job.pid] + (children.get(job.init, []) if job.init else [])
+    seen: list[int] = []
+    while todo:
+        pid = todo.pop()
+        if pid in seen or pid == job.init:
+            continue
+        seen.append(pid)
+        todo.extend(children.get(pid, ()))
+    return seen
+
+
+def _freeze(job: _Job) -> tuple[list[int], str]:
+    """Stop every process of the job (``SIGSTOP``), looking again until no new one appears
+    (a process forking while it is stopped). Returns the stopped pids and "" or why the job
+    could not be stopped whole."""
+    stopped: list[int] = []
+    for _ in range(50):
+        new = [p for p in _job_processes(job) if p not in stopped]
+        if not new:
+            break
+        for pid in new:
+            try:
+                os.kill(pid, signal.SIGSTOP)
             except OSError:
-                pass
-    _emit(msg)
+                continue
+            stopped.append(pid)
+    else:
+        return stopped, "the job kept making processes while kws stopped it"
+    left = _wait_stopped(stopped, time.monotonic() + FREEZE_TIMEOUT_S)
+    if job.target in left or job.target not in stopped:
+        return stopped, "the job could not be stopped for the check"
+    if left:
+        return stopped, f"{len(left)} process(es) of the job could not be stopped for the check"
+    return stopped, ""
+
+
+def _thaw(pids: list[int]) -> None:
+    for pid in pids:
+        try:
+            os.kill(pid, signal.SIGCONT)
+        except OSError:
+            pass
+
+
+def _file_sha256(path: str) -> str | None:
+    """sha256 of the regular file ``path`` (never following a symlink); None when there is
+    none. Raises OSError for anything that is not a regular file."""
+    try:
+        fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC)
+    except FileNotFoundError:
+        return None
+    with os.fdopen(fd, "rb") as f:
+        if not stat.S_ISREG(os.fstat(f.fileno()).st_mode):
+            raise OSError(f"{os.path.basename(path)} is not a regular file")
+        h = hashlib.sha256()
+        while chunk := f.read(1 << 20):
+            h.update(chunk)
+        return h.hexdigest()
+
+
+def _custody(job: _Job, step: int, claimed: tuple[str, str]) -> tuple[str, str, str]:
+    """(json sha256, npz sha256, problem) of step ``step``'s files as they are now (the
+    job stopped): module doc, *Custody*."""
+    base = os.path.join(job.out_dir, f"step-{step}")
+    try:
+        js, nz = _file_sha256(base + ".json"), _file_sha256(base + ".npz")
+    except OSError as e:
+        return "", "", f"its result files could not be read: {e}"
+    js, nz = js or "", nz or control.NO_ARRAYS
+    if not js:
+        return js, nz, (f"step-{step}.json was not there when step {step} was handed over to kws (a hand-over "
+                        "sent before the step ended: task code on kws's channel)")
+    if os.path.lexists(os.path.join(job.out_dir, f"step-{step + 1}.start")):
+        return js, nz, (f"step {step + 1} had already begun when step {step} was handed over to kws (task code "
+                        "on kws's channel)")
+    if (js, nz) != claimed:
+        which = f"step-{step}.json" if js != claimed[0] else f"step-{step}.npz"
+        return js, nz, (f"{which} on disk does not match the step's hand-over (rewritten after kws's harness wrote "
+                        "it, or the hand-over did not come from kws's harness)")
+    return js, nz, ""
+
+
+def _verify(job: _Job, step: int, claimed: tuple[str, str], table: Any) -> None:
+    changes: list[str] | None = None
+    error = problem = ""
+    js = nz = ""
+    frozen, why = _freeze(job)
+    try:
+        if why:
+            error = problem = why
+        else:
+            js, nz, problem = _custody(job, step, claimed)
+            if table is None or not table.ok:
+                error = table.reason if table is not None else "no watch table"
+            else:
+                from workstation.harness.watch import VerifyError
+
+                try:
+                    changes = table.verify(job.target)
+                except (VerifyError, OSError) as e:
+                    error = str(e)
+    finally:
+        _thaw(frozen)
+    _emit(control.Verified(id=job.id, step=step, changes=changes, error=error, custody=problem,
+                           json_sha256=js, npz_sha256=nz))
+
+
+def _break_custody(job: _Job, why: str) -> None:
+    """Report, once, that the job's custody is broken (every step refused)."""
+    if not job.broken:
+        job.broken = why
+        _emit(control.Verified(id=job.id, step=job.steps, custody=why))
 
 
 def _handle_ctl(job: _Job, table: Any) -> None:
@@ -382,26 +502,33 @@ def _handle_ctl(job: _Job, table: Any) -> None:
         job.ctl = -1
         return
     job.buf += chunk
-    if len(job.buf) > 65536:  # a flood: stop listening
+    if len(job.buf) > 65536:  # a flood: stop reading it
         job.buf = b""
+        _break_custody(job, "a flood of bytes came on the job's channel to kws's fork server (task code wrote on it)")
         return
     while b"\n" in job.buf:
         line, job.buf = job.buf.split(b"\n", 1)
-        parts = line.split()
-        if len(parts) != 2 or not parts[1].lstrip(b"-").isdigit():
+        msg = control.parse_job_line(line)
+        if msg is None:
+            _break_custody(job, "a line kws's harness never writes came on the job's channel to kws's fork server "
+                                f"({line[:60]!r}: task code wrote on it)")
             continue
-        op, arg = parts[0], int(parts[1])
-        if op == b"I":
-            job.mark_import(arg == 1)
-        elif op == b"V":
-            if job.verifies >= job.max_verifies:
-                continue
-            job.verifies += 1
-            _verify(job, arg, table)
-            try:
-                os.write(job.ack, b"k")
-            except OSError:
-                pass
+        op, arg = msg
+        if op == "I":
+            job.mark_import(arg)
+            continue
+        step, job.next_step = job.next_step, job.next_step + 1
+        if job.broken:
+            pass
+        elif step >= job.steps:
+            _break_custody(job, f"more steps were handed over to kws than the job's {job.steps} (task code sent "
+                                "hand-overs on kws's channel)")
+        else:
+            _verify(job, step, arg, table)
+        try:
+            os.write(job.ack, b"k")
+        except OSError:
+            pass
 
 
 def _selftest_namespaces() -> str:
@@ -557,9 +684,9 @@ def main() -> None:
         problem = _selftest_verifier(table)
         if problem:
             table = watch.WatchTable([], problem)
-    _emit({"op": "ready", "device": device, "label": label, "interpreter": interpret,
-           "versions": versions, "mode": _MODE, "jobns": jobns_problem, "verifier": table.reason,
-           "watched": table.entry_count(), "limits": _limits_in_force()})
+    _emit(control.Ready(device=device, label=label, interpreter=interpret, versions=versions, mode=_MODE,
+                        jobns=jobns_problem, verifier=table.reason, watched=table.entry_count(),
+                        limits=_limits_in_force()))
     _serve(table, preload)
 
 
@@ -588,16 +715,20 @@ def _serve(table: Any, preload: dict) -> None:
                 line, pending = pending.split(b"\n", 1)
                 if not line.strip():
                     continue
-                req = json.loads(line)
-                if req.get("op") == "run":
+                try:
+                    req = control.decode_to_server(line)
+                except msgspec.DecodeError as e:
+                    sys.stderr.write(f"kws fork server: a request that is no control message: {e}\n")
+                    continue
+                if isinstance(req, control.RunJob):
                     _preload_for(req, preload)
                     j = _start(req)
                     jobs[j.pid] = by_id[j.id] = j
-                    _emit({"op": "started", "id": j.id})
-                elif req.get("op") == "kill" and req.get("id") in by_id:
-                    _kill(by_id[req["id"]])
-                elif req.get("op") == "cpu" and req.get("id") in by_id:
-                    _emit({"op": "cpu", "id": req["id"], "seq": req.get("seq"), **by_id[req["id"]].usage()})
+                    _emit(control.Started(id=j.id))
+                elif isinstance(req, control.KillJob) and req.id in by_id:
+                    _kill(by_id[req.id])
+                elif isinstance(req, control.CpuAsk) and req.id in by_id:
+                    _emit(control.CpuUsage(id=req.id, seq=req.seq, **by_id[req.id].usage()))
         while jobs:
             try:
                 pid, status = os.waitpid(-1, os.WNOHANG)
@@ -627,13 +758,13 @@ def _serve(table: Any, preload: dict) -> None:
                 except OSError:
                     pass
             code = -os.WTERMSIG(status) if os.WIFSIGNALED(status) else os.WEXITSTATUS(status)
-            _emit({"op": "exited", "id": j.id, "status": code, "killed": j.killed})
+            _emit(control.Exited(id=j.id, status=code, killed=j.killed))
         if _MODE == "none" and time.monotonic() - last_sweep > 0.5:
             last_sweep = time.monotonic()
             _sweep_orphans(set(jobs))
 
 
-def _start(req: dict) -> _Job:
+def _start(req: control.RunJob) -> _Job:
     ctl_r, ctl_w = os.pipe()
     ack_r, ack_w = os.pipe()
     init, problem = 0, ""
@@ -666,7 +797,7 @@ def _start(req: dict) -> _Job:
             os.kill(init, signal.SIGKILL)
         except OSError:
             pass
-    return _Job(req["id"], pid, ctl_r, ack_w, int(req.get("steps") or 1), 0 if problem else init)
+    return _Job(req.id, pid, ctl_r, ack_w, req.steps, 0 if problem else init, os.path.join(req.jobdir, "out"))
 
 
 def _new_pid_namespace() -> int:

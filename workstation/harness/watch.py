@@ -24,10 +24,21 @@ calibrates it by parsing the server's own memory (through :func:`ctypes.string_a
 comparing with the table Python's own iteration gives; when they differ the verifier is
 off and every report says why.
 
+Functions are compared inside too: for every Python function among the watched entries
+(a class's static and class methods, and the implementation behind a NumPy
+``_ArrayFunctionDispatcher`` such as ``numpy.savez``, included) the table holds the
+addresses its ``__code__``, ``__defaults__``, ``__kwdefaults__`` and ``__closure__``
+pointed to, and for the functions of kws's own modules and of the modules it writes
+results with (:data:`CELL_PREFIXES`) the object each closure cell holds when that is
+callable; a job that swaps ``json.dumps.__code__`` is reported as ``json.dumps code
+replaced``. The offsets of those fields in ``PyFunctionObject`` / ``PyCellObject`` are
+found by :func:`_calibrate` from the server's own objects, never assumed.
+
 What it cannot see: a task that writes the dict entries back through :mod:`ctypes`
-before the step ends, or restores what it patched before returning; patches of objects'
-internals (a function's ``__code__`` is not compared: a Python function's code pointer
-lives in the function object, not in the dict); state outside the watched namespaces.
+before the step ends, or restores what it patched before returning; a code object edited
+in place through :mod:`ctypes` (its bytes are not compared); functions reached only
+through other objects (an instance's bound method, a ``functools.partial``); state
+outside the watched namespaces.
 """
 
 from __future__ import annotations
@@ -45,13 +56,20 @@ from typing import Any
 #: modules whose namespaces are watched besides kws's own (``workstation.*``) and those
 #: of :mod:`workstation.harness.state` (what ``tampering`` snapshots).
 EXTRA_MODULES = (
-    "json", "os", "os.path", "posixpath", "io", "hashlib", "traceback", "importlib", "importlib.util",
+    "json", "json.encoder", "json.decoder", "zipfile", "struct", "stat", "numpy", "numpy.lib._format_impl",
+    "os", "os.path", "posixpath", "io", "hashlib", "traceback", "importlib", "importlib.util",
     "msgspec", "msgspec.json", "numpy.lib.format", "numpy.lib._npyio_impl", "torch.profiler",
     "torch.autograd", "torch.autograd.profiler", "torch.utils._python_dispatch", "torch.overrides",
     "torch._C", "torch.utils.cpp_extension", "triton.runtime", "triton.runtime.jit",
 )
 #: ``sys.modules`` entries are watched for these prefixes (a replaced module object).
 SYS_MODULES_PREFIXES = ("workstation.", "torch", "numpy", "triton", "time", "math", "builtins", "json", "os")
+#: namespaces (label prefixes) whose functions' closure cells are compared too: kws's own
+#: and those it writes results with (a library's own lazily filled cells would be noise).
+CELL_PREFIXES = ("workstation", "json", "numpy", "msgspec", "zipfile", "hashlib", "io", "os")
+#: classes whose dicts are watched besides those of :data:`workstation.harness.state.CLASSES`
+#: and kws's own (the encoder behind ``json.dumps``, the zip writer behind ``numpy.savez``).
+EXTRA_CLASSES = ("json.encoder.JSONEncoder", "json.decoder.JSONDecoder", "zipfile.ZipFile", "zipfile.ZipInfo")
 #: most entries read per dict (a dict larger than this is cut: a huge forged table).
 MAX_ENTRIES = 1 << 16
 _HEADER = struct.Struct("<qQqQQQ")  # refcnt, type, ma_used, ma_version_tag, ma_keys, ma_values
@@ -163,6 +181,86 @@ def _watched(v: Any) -> bool:
     return isinstance(v, types.ModuleType | type) or callable(v)
 
 
+#: the fields of a Python function compared (label, attribute).
+FUNCTION_FIELDS = (("code", "__code__"), ("defaults", "__defaults__"), ("keyword defaults", "__kwdefaults__"),
+                   ("closure", "__closure__"))
+
+
+def _function_of(v: Any) -> types.FunctionType | None:
+    """The Python function behind a namespace entry: the entry itself, a static or class
+    method's function, or a NumPy dispatcher's ``_implementation``; None for anything else."""
+    if isinstance(v, types.FunctionType):
+        return v
+    if isinstance(v, staticmethod | classmethod) and isinstance(v.__func__, types.FunctionType):
+        return v.__func__
+    if type(v).__name__ == "_ArrayFunctionDispatcher":
+        impl = getattr(v, "_implementation", None)
+        if isinstance(impl, types.FunctionType):
+            return impl
+    return None
+
+
+def _calibrate() -> tuple[tuple[int, ...], int]:
+    """Byte offsets of ``__code__``, ``__defaults__``, ``__kwdefaults__``, ``__closure__``
+    in this Python's function object, and of the content in a closure cell, found by
+    searching a sample function's and cell's memory for those objects' addresses.
+
+    Raises:
+        VerifyError: a field is not found exactly once.
+    """
+    held = len
+
+    def outer() -> Any:
+        def sample(a: float = 1.5, *, b: float = 2.5) -> Any:
+            return held
+
+        return sample
+
+    fn = outer()
+    words = struct.unpack(f"<{type(fn).__basicsize__ // 8}Q", ctypes.string_at(id(fn), type(fn).__basicsize__ // 8 * 8))
+    offsets = []
+    for name, attr in FUNCTION_FIELDS:
+        hits = [i for i, w in enumerate(words) if w == id(getattr(fn, attr))]
+        if len(hits) != 1:
+            raise VerifyError(f"the function object's {name} field was found {len(hits)} times")
+        offsets.append(hits[0] * 8)
+    cell = fn.__closure__[0]
+    size = type(cell).__basicsize__ // 8
+    cw = struct.unpack(f"<{size}Q", ctypes.string_at(id(cell), size * 8))
+    hits = [i for i, w in enumerate(cw) if w == id(held)]
+    if len(hits) != 1:
+        raise VerifyError(f"the closure cell's content was found {len(hits)} times")
+    return tuple(offsets), hits[0] * 8
+
+
+@dataclass
+class _Inside:
+    """The watched insides of functions: per function its label, address and the expected
+    addresses of :data:`FUNCTION_FIELDS`; per watched cell its label, address and content."""
+
+    offsets: tuple[int, ...]
+    cell_offset: int
+    functions: list[tuple[str, int, tuple[int, ...]]]
+    cells: list[tuple[str, int, int]]
+
+    def changes(self, reader: Any) -> list[str]:
+        lo, hi = min(self.offsets), max(self.offsets) + 8
+        blobs = reader([(addr + lo, hi - lo) for _, addr, _ in self.functions])
+        out: list[str] = []
+        for (label, _, want), blob in zip(self.functions, blobs, strict=True):
+            if len(blob) < hi - lo:
+                out.append(f"{label}: its function object could not be read")
+                continue
+            for (name, _), off, expected in zip(FUNCTION_FIELDS, self.offsets, want, strict=True):
+                if struct.unpack_from("<Q", blob, off - lo)[0] != expected:
+                    out.append(f"{label} {name} replaced")
+        cblobs = reader([(addr + self.cell_offset, 8) for _, addr, _ in self.cells])
+        for (label, _, want), blob in zip(self.cells, cblobs, strict=True):
+            if len(blob) < 8 or struct.unpack("<Q", blob)[0] != want:
+                out.append(f"{label} closure variable replaced")
+        return out
+
+
 class WatchTable:
     """The watched namespaces of a process and a reader of another process's copy of
     them (module doc). Build with :meth:`build` in the fork server before forking."""
@@ -171,6 +269,8 @@ class WatchTable:
         self.namespaces = namespaces
         #: why the verifier is off ("" when it works).
         self.reason = reason
+        #: the functions' insides compared (None: namespaces only).
+        self.inside: _Inside | None = None
 
     @property
     def ok(self) -> bool:
@@ -196,7 +296,7 @@ class WatchTable:
                     continue
             spaces.append((name, vars(mod)))
         classes: list[tuple[str, type]] = []
-        for path in class_paths:
+        for path in tuple(dict.fromkeys(class_paths + EXTRA_CLASSES)):
             mod_name, _, attr = path.rpartition(".")
             try:
                 classes.append((path, getattr(importlib.import_module(mod_name), attr)))
@@ -221,12 +321,40 @@ class WatchTable:
                 if isinstance(k, str) and _watched(v):
                     ns.entries[id(k)] = (k, id(v))
             namespaces.append(ns)
+        try:
+            offsets, cell_offset = _calibrate()
+        except (VerifyError, struct.error, ValueError) as e:
+            return cls([], f"the verifier cannot find a function's code in this Python ({e})")
+        functions: list[tuple[str, int, tuple[int, ...]]] = []
+        cells: list[tuple[str, int, int]] = []
+        seen_fn: set[int] = set()
+        held: list[Any] = []
+        for label, d in spaces:
+            deep = label.startswith(CELL_PREFIXES)
+            for k, v in list(d.items()):
+                fn = _function_of(v) if isinstance(k, str) else None
+                if fn is None or id(fn) in seen_fn:
+                    continue
+                seen_fn.add(id(fn))
+                fields = tuple(getattr(fn, a) for _, a in FUNCTION_FIELDS)
+                held.append((fn, fields))
+                # an absent field (None to Python) is a NULL pointer in the object
+                functions.append((f"{label}.{k}", id(fn), tuple(0 if f is None else id(f) for f in fields)))
+                if deep:
+                    for j, c in enumerate(fn.__closure__ or ()):
+                        try:
+                            content = c.cell_contents
+                        except ValueError:  # an empty cell
+                            continue
+                        if callable(content):
+                            cells.append((f"{label}.{k}[{fn.__code__.co_freevars[j]}]", id(c), id(content)))
         sm = Namespace("sys.modules", id(sys.modules))
         for k in list(sys.modules):
             if k in mods:
                 sm.entries[id(k)] = (k, id(mods[k]))
         namespaces.append(sm)
         table = cls(namespaces)
+        table.inside = _Inside(offsets, cell_offset, functions, cells)
         # calibration: parse our own memory with the same reader
         try:
             mine = table._read(_own)
@@ -237,12 +365,15 @@ class WatchTable:
             return cls([], f"the verifier's dict reader disagrees with this Python ({len(bad)} namespaces, "
                            f"first: {bad[0][0]})")
         # the keys above hold the entries alive: keep references so no address is reused
-        table._keep = (spaces, classes, mods)  # type: ignore[attr-defined]
+        # (the job inherits this table: there too the old fields stay alive, so a swapped
+        # field's address is never handed to a new object)
+        table._keep = (spaces, classes, mods, held)  # type: ignore[attr-defined]
         return table
 
     def entry_count(self) -> int:
-        """Watched entries over every namespace."""
-        return sum(len(n.entries) for n in self.namespaces)
+        """Watched entries over every namespace, plus the functions and cells compared inside."""
+        inside = len(self.inside.functions) + len(self.inside.cells) if self.inside is not None else 0
+        return sum(len(n.entries) for n in self.namespaces) + inside
 
     def verify(self, pid: int) -> list[str]:
         """What changed in process ``pid``'s copy of the watched namespaces: one line per
@@ -300,4 +431,6 @@ class WatchTable:
             same = found & (sv[pos_c] == want_v) if len(sk) else found
             for i in np.flatnonzero(~same):
                 changes.append(f"{ns.label}.{names[i]} {'replaced' if found[i] else 'removed'}")
+        if self.inside is not None:
+            changes += self.inside.changes(reader)
         return changes

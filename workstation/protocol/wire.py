@@ -21,13 +21,18 @@ Tensors travel as float64 (float dtypes: exact for every format up to fp32), int
 complex128 arrays plus their metadata.
 
 The fork server checks each job from outside after every step
-(:mod:`workstation.harness.watch`); :func:`forging_changes` picks, from what it saw, the
-changes that let task code forge the step's result (kws's own harness, or the modules it
-writes results with, patched).
+(:mod:`workstation.harness.watch`) and records the sha256 of the step's two files at that
+moment (custody, :mod:`workstation.protocol.control`); the runner reads a step with those
+hashes (``read_step(..., custody=...)``): each file once, into memory, used only when its
+bytes are the recorded ones (:class:`CustodyError` otherwise). :func:`forging_changes`
+picks, from what the server saw, the changes that let task code forge the step's result
+(kws's own harness, or the modules it writes results with, patched).
 """
 
 from __future__ import annotations
 
+import hashlib
+import io
 import json
 import os
 import re
@@ -145,6 +150,12 @@ class WireError(Exception):
     (kws's harness writes well-formed files), so the step's result cannot be used."""
 
 
+class CustodyError(WireError):
+    """A result file whose bytes are not those kws's fork server recorded when the step was
+    handed over (:mod:`workstation.protocol.control`): rewritten, added or removed by task
+    code afterwards; refused, never read."""
+
+
 def open_dir(path: Path) -> int:
     """A descriptor of the folder ``path`` (``O_NOFOLLOW``: a symlink is refused).
 
@@ -200,10 +211,17 @@ def read_tail(dir_fd: int, name: str, n: int) -> tuple[str, int]:
         return f.read(n).decode("utf-8", "replace"), size
 
 
-def read_step(out_dir: Path, index: int, budget: Budget | None = None, dir_fd: int | None = None) -> StepResult | None:
+def read_step(out_dir: Path, index: int, budget: Budget | None = None, dir_fd: int | None = None,
+              custody: tuple[str, str] | None = None) -> StepResult | None:
     """Read step ``index`` from a job's output folder; ``None`` if it never finished.
 
+    ``custody``: the sha256 of ``step-<i>.json`` and of ``step-<i>.npz`` (``"-"``: no such
+    file) that kws's fork server recorded at the step's hand-over; each file is then read
+    once into memory and used only when its bytes have that hash.
+
     Raises:
+        CustodyError: a file's bytes are not the recorded ones (or a file is missing or
+            added).
         WireError: the files exist but are malformed, too large, or not regular files.
     """
     budget = budget if budget is not None else Budget()
@@ -211,24 +229,37 @@ def read_step(out_dir: Path, index: int, budget: Budget | None = None, dir_fd: i
     dfd = open_dir(out_dir) if own else dir_fd
     assert dfd is not None
     try:
-        return _read_step(out_dir, index, budget, dfd)
+        return _read_step(out_dir, index, budget, dfd, custody)
     finally:
         if own:
             os.close(dfd)
 
 
-def _read_step(out_dir: Path, index: int, budget: Budget, dfd: int) -> StepResult | None:
+def _check_sha(data: bytes, want: str, where: Path) -> None:
+    got = hashlib.sha256(data).hexdigest()
+    if got != want:
+        raise CustodyError(f"{where}: its bytes are not those kws's fork server recorded when the step was handed "
+                           f"over (sha256 {got[:16]}..., recorded {want[:16] or 'none'}...): rewritten by task code "
+                           "afterwards")
+
+
+def _read_step(out_dir: Path, index: int, budget: Budget, dfd: int,
+               custody: tuple[str, str] | None = None) -> StepResult | None:
     name = f"step-{index}.json"
     fd = open_result(dfd, name, out_dir)
-    if fd is None:
-        return None
     js = out_dir / name
+    if fd is None:
+        if custody is not None:
+            raise CustodyError(f"{js}: gone after kws's fork server recorded it (removed by task code)")
+        return None
     with os.fdopen(fd, "rb") as f:
         size = os.fstat(f.fileno()).st_size
         if size > MAX_JSON_BYTES:
             raise WireError(f"{js}: larger than {MAX_JSON_BYTES} bytes")
         budget.take(size, str(js))
         raw = f.read(MAX_JSON_BYTES + 1)
+    if custody is not None:
+        _check_sha(raw, custody[0], js)
     try:
         data = json.loads(raw.decode("utf-8"))
     except (ValueError, UnicodeDecodeError, RecursionError) as e:
@@ -236,9 +267,23 @@ def _read_step(out_dir: Path, index: int, budget: Budget, dfd: int) -> StepResul
     if not isinstance(data, dict):
         raise WireError(f"{js}: expected an object")
     arrays: dict[str, np.ndarray] = {}
+    npz = out_dir / f"step-{index}.npz"
     nfd = open_result(dfd, f"step-{index}.npz", out_dir)
-    if nfd is not None:
-        arrays = read_npz(nfd, out_dir / f"step-{index}.npz", budget)
+    if custody is not None and (nfd is None) != (custody[1] == "-"):
+        if nfd is not None:
+            os.close(nfd)
+        raise CustodyError(f"{npz}: {'added' if nfd is not None else 'removed'} after kws's fork server recorded "
+                           "the step (by task code)")
+    if nfd is not None and custody is not None:
+        with os.fdopen(nfd, "rb") as f:
+            size = os.fstat(f.fileno()).st_size
+            if size > budget.left:
+                raise WireError(f"{npz}: {size} bytes, more than the {budget.left} left of the job's result cap")
+            blob = f.read(size + 1)
+        _check_sha(blob, custody[1], npz)
+        arrays = read_npz_file(io.BytesIO(blob), len(blob), npz, budget)
+    elif nfd is not None:
+        arrays = read_npz(nfd, npz, budget)
     try:
         outputs = [_tensor(m, arrays, f"out{j}") for j, m in enumerate(data.get("outputs") or [])]
         other = {k: v for k, v in arrays.items() if not k.startswith("out")}
@@ -267,56 +312,65 @@ def read_npz(fd: int, where: Path, budget: Budget) -> dict[str, np.ndarray]:
         WireError: not an uncompressed zip of plain ``.npy`` members, sizes that do not
             add up, or more than the budget.
     """
+    with os.fdopen(fd, "rb") as f:
+        return read_npz_file(f, os.fstat(f.fileno()).st_size, where, budget)
+
+
+def read_npz_file(f: Any, size: int, where: Path, budget: Budget) -> dict[str, np.ndarray]:
+    """The arrays of the ``.npz`` in the seekable binary file ``f`` of ``size`` bytes,
+    checked as :func:`read_npz` says.
+
+    Raises:
+        WireError: as :func:`read_npz`.
+    """
     from numpy.lib import format as npformat
 
-    with os.fdopen(fd, "rb") as f:
-        size = os.fstat(f.fileno()).st_size
-        try:
-            z = zipfile.ZipFile(f)
-        except (zipfile.BadZipFile, OSError, ValueError) as e:
-            raise WireError(f"{where}: not a zip archive: {e}") from None
-        with z:
-            infos = z.infolist()
-            if len(infos) > MAX_MEMBERS:
-                raise WireError(f"{where}: {len(infos)} members (at most {MAX_MEMBERS})")
-            declared = 0
-            for info in infos:
-                if not _MEMBER.match(info.filename):
-                    raise WireError(f"{where}: member {info.filename[:80]!r} is not a plain .npy name")
-                if info.compress_type != zipfile.ZIP_STORED or info.file_size != info.compress_size:
-                    raise WireError(f"{where}: member {info.filename} is compressed "
-                                    f"({info.compress_size} bytes declared to inflate to {info.file_size}); "
-                                    "kws writes stored members only")
-                declared += info.file_size
-            if declared > size:
-                raise WireError(f"{where}: members declare {declared} bytes in a {size}-byte file")
-            budget.take(declared, str(where))
-            out: dict[str, np.ndarray] = {}
-            for info in infos:
-                try:
-                    with AST_LOCK, z.open(info) as m:  # numpy parses .npy headers with ast
-                        version = npformat.read_magic(m)
-                        if version == (1, 0):
-                            shape, fortran, dtype = npformat.read_array_header_1_0(m)
-                        elif version in ((2, 0), (3, 0)):
-                            shape, fortran, dtype = npformat.read_array_header_2_0(m)
-                        else:
-                            raise WireError(f"{where}: member {info.filename}: .npy version {version}")
-                        if dtype.hasobject:
-                            raise WireError(f"{where}: member {info.filename}: object arrays are refused")
-                        count = 1
-                        for s in shape:
-                            count *= int(s)
-                        header = m.tell()
-                        if header + count * dtype.itemsize != info.file_size:
-                            raise WireError(f"{where}: member {info.filename}: shape {shape} of {dtype} does not "
-                                            f"match its {info.file_size} bytes")
-                    with AST_LOCK, z.open(info) as m:
-                        out[info.filename[:-4]] = npformat.read_array(m, allow_pickle=False)
-                except WireError:
-                    raise
-                except (ValueError, OSError, zipfile.BadZipFile, EOFError) as e:
-                    raise WireError(f"{where}: member {info.filename}: unreadable: {str(e)[:200]}") from None
+    try:
+        z = zipfile.ZipFile(f)
+    except (zipfile.BadZipFile, OSError, ValueError) as e:
+        raise WireError(f"{where}: not a zip archive: {e}") from None
+    with z:
+        infos = z.infolist()
+        if len(infos) > MAX_MEMBERS:
+            raise WireError(f"{where}: {len(infos)} members (at most {MAX_MEMBERS})")
+        declared = 0
+        for info in infos:
+            if not _MEMBER.match(info.filename):
+                raise WireError(f"{where}: member {info.filename[:80]!r} is not a plain .npy name")
+            if info.compress_type != zipfile.ZIP_STORED or info.file_size != info.compress_size:
+                raise WireError(f"{where}: member {info.filename} is compressed "
+                                f"({info.compress_size} bytes declared to inflate to {info.file_size}); "
+                                "kws writes stored members only")
+            declared += info.file_size
+        if declared > size:
+            raise WireError(f"{where}: members declare {declared} bytes in a {size}-byte file")
+        budget.take(declared, str(where))
+        out: dict[str, np.ndarray] = {}
+        for info in infos:
+            try:
+                with AST_LOCK, z.open(info) as m:  # numpy parses .npy headers with ast
+                    version = npformat.read_magic(m)
+                    if version == (1, 0):
+                        shape, fortran, dtype = npformat.read_array_header_1_0(m)
+                    elif version in ((2, 0), (3, 0)):
+                        shape, fortran, dtype = npformat.read_array_header_2_0(m)
+                    else:
+                        raise WireError(f"{where}: member {info.filename}: .npy version {version}")
+                    if dtype.hasobject:
+                        raise WireError(f"{where}: member {info.filename}: object arrays are refused")
+                    count = 1
+                    for s in shape:
+                        count *= int(s)
+                    header = m.tell()
+                    if header + count * dtype.itemsize != info.file_size:
+                        raise WireError(f"{where}: member {info.filename}: shape {shape} of {dtype} does not "
+                                        f"match its {info.file_size} bytes")
+                with AST_LOCK, z.open(info) as m:
+                    out[info.filename[:-4]] = npformat.read_array(m, allow_pickle=False)
+            except WireError:
+                raise
+            except (ValueError, OSError, zipfile.BadZipFile, EOFError) as e:
+                raise WireError(f"{where}: member {info.filename}: unreadable: {str(e)[:200]}") from None
     return out
 
 

@@ -31,9 +31,11 @@ Isolation (``sandbox="bwrap"``, the default; see :mod:`workstation.runner.bwrap`
   waits without computing, and what it alone stops has limit ``"wall"``, never ``"step"``;
 - the task folder is copied without following it anywhere (:mod:`workstation.runner.taskcopy`);
   results are read as hostile input, bounded per job (:mod:`workstation.protocol.wire`);
-- after every step the fork server checks the job from outside
-  (:mod:`workstation.harness.watch`); a result written after kws's harness was patched,
-  or without that check, is reported as forged.
+- custody: after every step the fork server stops the whole job, checks it from outside
+  (:mod:`workstation.harness.watch`) and records the sha256 of the step's result files
+  (:mod:`workstation.protocol.control`); the runner reads each file once and uses it only
+  with those bytes. A result written after kws's harness was patched, without that
+  hand-over, or rewritten after it, is refused (``forged``), never judged.
 
 ``sandbox="none"`` (``--no-sandbox``, or ``sandbox = "none"`` in the user config; see
 :mod:`workstation.runner.policy`) keeps the copies, the environment, the limits and the
@@ -46,7 +48,6 @@ type (:func:`~workstation.protocol.steps.encode_job`) before the child is asked 
 
 from __future__ import annotations
 
-import json
 import os
 import queue
 import resource
@@ -63,8 +64,7 @@ from pathlib import Path
 from typing import Any
 
 from workstation import settings
-from workstation.protocol import childenv
-from workstation.protocol.lines import json_lines
+from workstation.protocol import childenv, control
 from workstation.protocol.steps import Job, Step, encode_job
 from workstation.protocol.wire import (
     Budget,
@@ -454,23 +454,26 @@ class Runner:
                     hint = ("; " + "; ".join(limit_notes) +
                             ": within it the fork server could not load torch (raise it: `ulimit -v unlimited`)")
                 raise RunnerError(f"the kws fork server did not start{hint}: {tail[-2000:]}")
-            ready = json.loads(line)
-            if self.sandbox == "bwrap" and ready.get("jobns"):
+            ready = control.decode_from_server(line)
+            if not isinstance(ready, control.Ready):
+                self._kill_server()
+                raise RunnerError(f"the kws fork server's first message is not 'ready': {line[:300]!r}")
+            if self.sandbox == "bwrap" and ready.jobns:
                 self._kill_server()
                 raise SandboxUnavailable("bubblewrap runs, but a job cannot get namespaces of its own inside it: "
-                                         f"{ready['jobns']}. " + bwrap.INSTALL_HINT)
-            if ready.get("verifier"):
-                notes.append(f"kws's out-of-process check of each job is off: {ready['verifier']}")
-            if self._cgroup is not None or ready["device"] == "cuda":
+                                         f"{ready.jobns}. " + bwrap.INSTALL_HINT)
+            if ready.verifier:
+                notes.append(f"kws's out-of-process check of each job is off: {ready.verifier}")
+            if self._cgroup is not None or ready.device == "cuda":
                 notes.append(self._memory_note)
             self._device = DeviceInfo(
-                kind=ready["device"],
-                label=ready["label"],
-                interpreter=ready["interpreter"],
-                versions=ready["versions"],
-                name=ready.get("name", ""),
+                kind=ready.device,
+                label=ready.label,
+                interpreter=ready.interpreter,
+                versions=ready.versions,
+                name=ready.name,
                 sandbox=self.sandbox,
-                verifier=not ready.get("verifier"),
+                verifier=not ready.verifier,
                 notes=tuple(notes + limit_notes),
             )
             self._reader = threading.Thread(target=self._read_loop, args=(self._proc,), daemon=True)
@@ -516,23 +519,23 @@ class Runner:
 
     def _read_loop(self, proc: subprocess.Popen[str]) -> None:
         assert proc.stdout is not None
-        for msg in json_lines(proc.stdout):
+        for line in proc.stdout:
+            msg = control.decode_from_server(line)
+            if msg is None or isinstance(msg, control.Ready):
+                continue
             with self._lock:
-                w = self._waiters.get(msg.get("id"))
+                w = self._waiters.get(msg.id)
             if w is None:
                 continue
-            op = msg.get("op")
-            if op == "started":
+            if isinstance(msg, control.Started):
                 w["started"].set()
-            elif op == "verified":
-                step = msg.get("step")
-                if isinstance(step, int):
-                    w["verified"].setdefault(step, []).append(msg)
-            elif op == "cpu":
+            elif isinstance(msg, control.Verified):
+                w["verified"].setdefault(msg.step, []).append(msg)
+            elif isinstance(msg, control.CpuUsage):
                 w["cpu"] = msg
-            elif op == "exited":
-                w["status"] = msg["status"]
-                w["killed"] = bool(msg.get("killed"))
+            elif isinstance(msg, control.Exited):
+                w["status"] = msg.status
+                w["killed"] = msg.killed
                 w["started"].set()
                 w["exited"].set()
         # server gone: wake everyone still waiting
@@ -543,11 +546,11 @@ class Runner:
                 w["started"].set()
                 w["exited"].set()
 
-    def _send(self, req: dict[str, Any]) -> None:
+    def _send(self, req: control.ToServer) -> None:
         with self._lock:
             try:
                 assert self._proc is not None and self._proc.stdin is not None
-                self._proc.stdin.write(json.dumps(req) + "\n")
+                self._proc.stdin.write(control.encode(req).decode())
                 self._proc.stdin.flush()
             except (OSError, AssertionError, ValueError) as e:
                 raise RunnerError(f"the kws fork server is gone: {e}") from None
@@ -685,8 +688,8 @@ class Runner:
             w: dict[str, Any] = {"started": threading.Event(), "exited": threading.Event(), "verified": {}}
             with self._lock:
                 self._waiters[jid] = w
-            req = {"op": "run", "id": jid, "job": f"{jv}/job.json", "jobdir": view["jobdir"], "cache": view["cache"],
-                   "cwd": jv, "home": view["home"], "cache_root": view["cache_view"], "steps": n, "limits": limits}
+            req = control.RunJob(id=jid, job=f"{jv}/job.json", jobdir=view["jobdir"], cache=view["cache"], cwd=jv,
+                                 home=view["home"], cache_root=view["cache_view"], steps=n, limits=limits)
             oom_before = self._cgroup.oom_kills() if self._cgroup is not None else 0
             try:
                 self._send(req)
@@ -699,7 +702,7 @@ class Runner:
             fired = self._watch(jid, w, out_fd, n, t0, timeout, budgets, import_budget, use)
             if fired:
                 try:
-                    self._send({"op": "kill", "id": jid})
+                    self._send(control.KillJob(id=jid))
                 except RunnerError:
                     pass
                 if not w["exited"].wait(KILL_GRACE_S):
@@ -749,23 +752,20 @@ class Runner:
             if now - last_ask >= CPU_POLL_S:
                 seq, last_ask = seq + 1, now
                 try:
-                    self._send({"op": "cpu", "id": jid, "seq": seq})
+                    self._send(control.CpuAsk(id=jid, seq=seq))
                 except RunnerError:
                     pass
-            s = w.get("cpu")
-            if not s or not isinstance(s.get("seq"), int):
+            s: control.CpuUsage | None = w.get("cpu")
+            if s is None:
                 continue
-            try:
-                cpu, imp_cpu, imp_wall = float(s["cpu_s"]), float(s["import_cpu_s"]), float(s["import_wall_s"])
-            except (KeyError, TypeError, ValueError):
-                continue
+            cpu, imp_cpu, imp_wall = s.cpu_s, s.import_cpu_s, s.import_wall_s
             use.update(cpu_s=cpu, import_cpu_s=imp_cpu)
-            if imp_cpu > import_budget or (s.get("importing") and imp_wall > wall_backstop(import_budget)):
+            if imp_cpu > import_budget or (s.importing and imp_wall > wall_backstop(import_budget)):
                 return "import"
             if current < 0:
                 continue
             if base is None:
-                if s["seq"] < want:
+                if s.seq < want:
                     continue  # a reading from before this step started
                 base = (cpu - imp_cpu, imp_wall)
             use["step_cpu_s"] = cpu - imp_cpu - base[0]
@@ -786,35 +786,42 @@ class Runner:
         forged_changes: dict[int, list[str]] = {}
         budget = Budget(settings.current().result_bytes)
         verify_on = self.device.verifier
+        records: dict[int, list[control.Verified]] = w["verified"]
+        broken = next((r.custody for k, rs in records.items() if k >= n for r in rs if r.custody), "")
         for i in range(n):
-            try:
-                st = read_step(out, i, budget, dir_fd=out_fd)
-            except WireError as e:
-                steps.append(None)
-                wire_errors.append(str(e))
-                forged[i] = f"its result file was refused: {e}"
-                continue
-            if st is not None:
-                reports = w["verified"].get(i) or []
-                changes = sorted({c for r in reports for c in (r.get("changes") or [])})
-                errors = [r["error"] for r in reports if r.get("error")]
-                st.verified = changes if reports and not errors else None
-                st.verify_error = "; ".join(errors)
-                if verify_on:
-                    bad = forging_changes(changes)
-                    if bad:
-                        forged[i] = ("task code patched kws's harness before its result was written (seen by the "
-                                     f"fork server from outside the job: {', '.join(bad[:6])})")
-                    elif not reports:
-                        forged[i] = ("the job did not let kws's fork server check it after the step (task code "
-                                     "closed or took over kws's channel, or ended the process right after the step)")
-                    elif errors:
-                        forged[i] = f"the job could not be checked from outside after the step: {errors[0]}"
-                if i in forged:
-                    st = None
-                    forged_changes[i] = changes
-                    if changes:
-                        forged[i] += f"; all changes seen: {', '.join(changes[:12])}"
+            st, changes = None, []
+            rec = (records.get(i) or [None])[0]  # the server counts hand-overs: one per step
+            if broken:
+                forged[i] = f"its result is refused: {broken}"
+            elif rec is None:
+                if exists(out_fd, f"step-{i}.json"):
+                    forged[i] = ("the job did not hand the step over to kws's fork server (task code closed or took "
+                                 "over kws's channel, or ended the process right after the step)")
+            elif rec.custody:
+                forged[i] = f"its result is refused: {rec.custody}"
+            else:
+                try:
+                    st = read_step(out, i, budget, dir_fd=out_fd, custody=(rec.json_sha256, rec.npz_sha256))
+                except WireError as e:
+                    wire_errors.append(str(e))
+                    forged[i] = f"its result file was refused: {e}"
+                changes = sorted(rec.changes or [])
+                if st is not None:
+                    st.verified = changes if rec.changes is not None and not rec.error else None
+                    st.verify_error = rec.error
+                    if verify_on:
+                        bad = forging_changes(changes)
+                        if bad:
+                            forged[i] = ("task code patched kws's harness before its result was written (seen by "
+                                         f"the fork server from outside the job: {', '.join(bad[:6])})")
+                        elif rec.changes is None or rec.error:
+                            forged[i] = ("the job could not be checked from outside after the step: "
+                                         f"{rec.error or 'no check ran'}")
+            if i in forged:
+                st = None
+                forged_changes[i] = changes
+                if changes:
+                    forged[i] += f"; all changes seen: {', '.join(changes[:12])}"
             steps.append(st)
         died_in = next((i for i in range(n) if steps[i] is None and i not in forged and exists(out_fd, f"step-{i}.start")),
                        None)
