@@ -92,11 +92,15 @@ status = "pass"
 """
 
 
+#: The test queues' queue.toml: local-only, records unsigned (tests of signing add their own).
+QUEUE_TOML = 'name = "test queue"\nrubric = "kernel-review"\n\n[records]\nsignatures = "off"\n'
+
+
 def make_queue(path: Path, tasks: tuple[str, ...] = ("alpha", "beta"), who: Identity = ALICE) -> git.Repo:
     """A queue repository at ``path`` with ``tasks`` (minimal files), one commit on main,
     and ``who`` in its own config."""
     path.mkdir(parents=True)
-    (path / "queue.toml").write_text('name = "test queue"\nrubric = "kernel-review"\n')
+    (path / "queue.toml").write_text(QUEUE_TOML)
     for t in tasks:
         d = path / "tasks" / t
         d.mkdir(parents=True)

@@ -327,7 +327,8 @@ def test_extra_refs_are_fetched_merged_and_pushed(env):
     set_repo_identity(b, BOB)
     ref = "refs/notes/kws-test"
     (Path(a.working_tree_dir) / "queue.toml").write_text(
-        'name = "test queue"\nrubric = "kernel-review"\nsync_refs = ["refs/notes/kws-test"]\n')
+        'name = "test queue"\nrubric = "kernel-review"\nsync_refs = ["refs/notes/kws-test"]\n'
+        '\n[records]\nsignatures = "off"\n')
     a.git.commit("-q", "-am", "sync the test notes")
     sync(a)
     sync(b)

@@ -282,7 +282,7 @@ def test_conflicting_resolutions_are_a_state_not_a_silent_override(env, cli):
     bare, (a, b) = make_remote(env, 2)
     set_repo_identity(a, ALICE)
     set_repo_identity(b, BOB)
-    v = verdict(a, "alpha", ALICE, "reject", correctness="incorrect")
+    v = verdict(a, "alpha", CAROL, "reject", correctness="incorrect")  # neither resolver made it
     d = commit_dispute(a, v, {"correctness": "correct"}, "it is correct", RUBRIC, identity=CAROL)
     sync(a)
     sync(b)

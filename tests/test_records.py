@@ -656,10 +656,13 @@ def test_cli_verdict_history_dispute_resolve_report(queue, cli, tmp_path):
     assert "verdict" in r.output and "dispute" in r.output and "[open]" in r.output
     assert "rationale: edge tile unmasked" in r.output
 
-    r = run(cli, ["resolve", did[:6], "--queue", root, "--outcome", "amended", "--field", "overall=needs-work",
-                  "--rationale", "both partly right"])
+    resolve = ["resolve", did[:6], "--queue", root, "--outcome", "amended", "--field", "overall=needs-work",
+               "--rationale", "both partly right"]
+    r = run(cli, resolve)  # the verdict's author does not resolve its dispute (queue policy, default)
+    assert r.exit_code == 1 and "self_resolution = 'refuse'" in r.output and "you (alice@example.com) made" in r.output
+    r = run(cli, resolve, env={"GIT_AUTHOR_NAME": CAROL.name, "GIT_AUTHOR_EMAIL": CAROL.email})
     assert r.exit_code == 0, r.output
-    assert "note: you made the verdict" in r.output and "verdict now: overall=needs-work" in r.output
+    assert "verdict now: overall=needs-work" in r.output and "this queue has no remote" in r.output
     r = run(cli, ["history", "alpha", "--queue", root])
     assert "amended" in r.output and "after resolutions: overall=needs-work" in r.output
 

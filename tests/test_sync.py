@@ -210,7 +210,7 @@ def test_review_dispute_resolve_concurrently_in_two_clones(env):
     sync(a)
     rs_a = load_records(a.working_tree_dir)
     res = commit_resolution(a, rs_a, rs_a.dispute(db.dispute_id), "amended", "needs work, not reject",
-                            {"overall": "needs-work"}, RUBRIC)
+                            {"overall": "needs-work"}, RUBRIC, identity=CAROL)  # not the verdict's author
     sync(a)
     sync(b)
     ha, hb = task_history(a, "alpha"), task_history(b, "alpha")

@@ -1,5 +1,5 @@
 """The record commands of ``kws``: verdict, sync, reserve, release, history, dispute,
-resolve, recheck, calibrate, report, doctor.
+resolve, recheck, calibrate, report, doctor, signing setup.
 
 ``workstation.cli.main`` adds :data:`COMMANDS` to its top-level click group. Every command
 takes ``--queue PATH`` (default: the first-run copy of the sample queue, see
@@ -300,6 +300,37 @@ def history_cmd(task: str, queue: Path | None) -> None:
     if not h.entries and h.head.tree is None and not h.problems:
         raise click.ClickException(f"no task {task!r} and no records of it in {_root(repo)}")
     click.echo(format_history(h, rs))
+    _unpushed_line(repo)
+
+
+def _unpushed_line(repo: git.Repo) -> None:
+    """``N records not pushed`` when this clone holds record commits its remote lacks."""
+    from workstation.records.sync import unpushed_records
+
+    n = unpushed_records(repo)
+    if n:
+        click.echo(f"{n} records not pushed: they are in this clone only; run kws sync to share them")
+
+
+def _share_record(repo: git.Repo, no_sync: bool, *, hold_conflicts: bool = False) -> None:
+    """Sync after a dispute or resolution, as after a reservation: exits 1 when a configured
+    remote was not reached (the record stays committed here and a later sync sends it),
+    or when the remote already holds a resolution that disagrees (``hold_conflicts``:
+    nothing is pushed until the writer decides)."""
+    if no_sync or not repo.remotes:
+        if not repo.remotes:
+            click.echo("kws: this queue has no remote; the record is local", err=True)
+        else:
+            _unpushed_line(repo)
+        return
+    try:
+        click.echo(str(sync(repo, hold_conflicts=hold_conflicts)))
+    except SyncError as exc:
+        if exc.kind == "resolution-conflict":
+            raise click.ClickException(str(exc)) from exc
+        raise click.ClickException(
+            f"committed locally but NOT shared: {exc}\nother reviewers do not see it until a kws sync succeeds"
+        ) from exc
 
 
 @click.command("dispute")
@@ -307,10 +338,11 @@ def history_cmd(task: str, queue: Path | None) -> None:
 @click.option("--field", "fields", multiple=True, required=True, metavar="KEY=VALUE",
               help="Your value for a field of the verdict (repeatable).")
 @click.option("--rationale", required=True, help="Why the verdict is wrong on these fields.")
+@click.option("--no-sync", is_flag=True, help="Commit locally only; do not sync.")
 @_queue_option
 @_fails_cleanly
-def dispute_cmd(verdict_id: str, fields: tuple[str, ...], rationale: str, queue: Path | None) -> None:
-    """Dispute fields of the verdict VERDICT_ID (its id or a unique prefix)."""
+def dispute_cmd(verdict_id: str, fields: tuple[str, ...], rationale: str, no_sync: bool, queue: Path | None) -> None:
+    """Dispute fields of the verdict VERDICT_ID (its id or a unique prefix), then sync."""
     repo = _open(queue, write=True)
     root = _root(repo)
     rs = load_records(root)
@@ -323,6 +355,7 @@ def dispute_cmd(verdict_id: str, fields: tuple[str, ...], rationale: str, queue:
     d = commit_dispute(repo, v, values, rationale, rubric)
     click.echo(f"committed dispute {d.dispute_id} of verdict {v.verdict_id[:8]} on {v.task}")
     click.echo(f"  {d.path}")
+    _share_record(repo, no_sync)
 
 
 @click.command("resolve")
@@ -333,6 +366,7 @@ def dispute_cmd(verdict_id: str, fields: tuple[str, ...], rationale: str, queue:
 @click.option("--field", "fields", multiple=True, metavar="KEY=VALUE", help="With amended: the new values.")
 @click.option("--rationale", required=True, help="The adjudication, citing both sides.")
 @click.option("--supersede", is_flag=True, help="Replace an earlier resolution of this dispute.")
+@click.option("--no-sync", is_flag=True, help="Commit locally only; do not sync.")
 @_queue_option
 @_fails_cleanly
 def resolve_cmd(
@@ -341,9 +375,11 @@ def resolve_cmd(
     fields: tuple[str, ...],
     rationale: str,
     supersede: bool,
+    no_sync: bool,
     queue: Path | None,
 ) -> None:
-    """Resolve the dispute DISPUTE_ID (its id or a unique prefix)."""
+    """Resolve the dispute DISPUTE_ID (its id or a unique prefix), then sync; a resolution
+    that disagrees with one the remote already has is held back, and you are told."""
     repo = _open(queue, write=True)
     root = _root(repo)
     rs = load_records(root)
@@ -354,14 +390,14 @@ def resolve_cmd(
         p.partition("=")[::2] for p in fields
     )
     who = reviewer_identity(repo)
-    for party, role in ((v.reviewer, "made the verdict"), (d.reviewer, "raised the dispute")):
-        if party.email.lower() == who.email.lower():
-            click.echo(f"kws: note: you {role}; the resolution records that", err=True)
+    if d.reviewer.email.lower() == who.email.lower():
+        click.echo("kws: note: you raised the dispute; the resolution records that", err=True)
     r = commit_resolution(repo, rs, d, outcome, rationale, values, rubric, identity=who, supersede=supersede)
     click.echo(f"committed resolution {r.resolution_id}: verdict {v.verdict_id[:8]} {outcome}")
     if r.fields:
         click.echo("  verdict now: " + ", ".join(f"{k}={val}" for k, val in r.fields.items()))
     click.echo(f"  {r.path}")
+    _share_record(repo, no_sync, hold_conflicts=True)
 
 
 @click.command("recheck")
@@ -424,7 +460,9 @@ def report_cmd(task: str, output: Path | None, verdict_id: str | None, queue: Pa
     else:
         v = rs.current_verdict(task)
         if v is None:
-            raise click.ClickException(f"no verdict on {task!r} in {root}")
+            n = len([u for u in rs.unverified_for(task) if u.kind == "verdict"])
+            raise click.ClickException(f"no verdict on {task!r} in {root}"
+                                       + (f" ({n} unverified, not counted: kws history {task})" if n else ""))
     rubric = _rubric_for(root, v.rubric_id)
     md = render_report(repo, rs, v, rubric)
     if output is None:
@@ -470,6 +508,62 @@ def doctor_cmd(queue: Path | None) -> None:
         sys.exit(1)
 
 
+@click.group("signing")
+def signing_group() -> None:
+    """Sign your record commits (git's SSH signing), once per machine."""
+
+
+@signing_group.command("setup")
+@click.option("--key", default=None, metavar="PATH",
+              help="Your SSH key (private key, or .pub with an agent). Default: git's user.signingkey, else "
+                   "~/.ssh/id_ed25519, id_ecdsa, id_rsa.")
+@click.option("--new-key", "new_key", default=None, metavar="PATH", type=click.Path(dir_okay=False, path_type=Path),
+              help="Make a new ed25519 key at PATH with ssh-keygen (it asks for a passphrase) and use it.")
+@click.option("--apply", "apply", is_flag=True, help="Write the git configuration (default: print it).")
+@click.option("--local", "local", is_flag=True, help="With --apply: in this queue's .git/config, not ~/.gitconfig.")
+@_queue_option
+@_fails_cleanly
+def signing_setup_cmd(key: str | None, new_key: Path | None, apply: bool, local: bool, queue: Path | None) -> None:
+    """Set up git to sign your record commits with an SSH key, and print the line the
+    queue's owners add to its allowed signers file (docs/records.md, "Signed records")."""
+    import subprocess
+
+    from workstation.records.signing import setup_plan
+    from workstation.repo.gitqueue import run_git
+
+    repo = _open(queue)
+    who = reviewer_identity(repo)
+    if new_key is not None:
+        if new_key.exists():
+            raise click.ClickException(f"{new_key} exists already; give it with --key, or another path")
+        new_key.parent.mkdir(parents=True, exist_ok=True)
+        if subprocess.run(["ssh-keygen", "-t", "ed25519", "-C", who.email, "-f", str(new_key)]).returncode != 0:
+            raise click.ClickException("ssh-keygen did not make the key; nothing was configured")
+        key = str(new_key)
+    plan = setup_plan(repo, who, key)
+    if plan.problems:
+        raise click.ClickException("; ".join(plan.problems))
+    scope = ["--local"] if local else ["--global"]
+    where = f"git -C {_root(repo)} config --local" if local else "git config --global"
+    for k, val in plan.config:
+        if apply:
+            run_git(repo, "config", *scope, k, val)
+        click.echo(f"{'set' if apply else 'run'}: {where} {k} {val}")
+    if not apply:
+        click.echo("(or run kws signing setup --apply to set it)")
+    from workstation.records.signing import records_policy
+
+    policy = records_policy(repo)
+    if policy.off:
+        click.echo("note: this queue does not check signatures ([records] signatures = \"off\"); "
+                   "your records are signed all the same")
+    if plan.listed:
+        click.echo(f"your key is already in this queue's allowed signers ({policy.allowed_signers}) for {who.email}")
+    else:
+        click.echo(f"ask an owner of this queue to add this line to {policy.allowed_signers} (in a signed commit):")
+        click.echo(f"  {plan.line}")
+
+
 COMMANDS = (
     verdict_cmd,
     sync_cmd,
@@ -482,5 +576,6 @@ COMMANDS = (
     calibrate_cmd,
     report_cmd,
     doctor_cmd,
+    signing_group,
 )
 

@@ -7,7 +7,11 @@ the expected answer while judging; the bundled sample queue ships its gold files
 
 For each reviewer, their current verdict on each gold task (their latest, by the records'
 tie-break) is compared with gold field by field: agreement = equal values / gold tasks
-they judged, per field that gold states.
+they judged, per field that gold states. A verdict counts with its **final** values
+(after the resolutions of its disputes: an overturned accept counts as what it became),
+unless the queue owner's ``[records] overturned_verdicts`` says ``author`` (its own
+values) or ``excluded`` (not counted). Unverified verdicts (unsigned or wrongly signed)
+never count.
 
 Across reviewers, Krippendorff's alpha per rubric field is computed by the
 ``krippendorff`` package (Krippendorff 2011, "Computing Krippendorff's Alpha-Reliability"):
@@ -166,22 +170,35 @@ def load_gold(
     return gold, problems
 
 
-def _ratings(rs: RecordSet, rubric: Rubric) -> tuple[dict[str, dict[str, Verdict]], dict[str, Identity], int]:
-    """``{reviewer email: {task: latest verdict}}`` for verdicts made with ``rubric``."""
-    out: dict[str, dict[str, Verdict]] = {}
+def _ratings(rs: RecordSet, rubric: Rubric) -> tuple[dict[str, dict[str, dict[str, str]]], dict[str, Identity], int,
+                                                    int]:
+    """``{reviewer email: {task: values of their latest verdict}}`` for verdicts made with
+    ``rubric``, the values as the queue's ``overturned_verdicts`` policy says: ``final``
+    (default: the effective values, after resolutions), ``author`` (the verdict's own) or
+    ``excluded`` (a verdict a resolution changed is not counted). Also the count of
+    verdicts of other rubrics and of verdicts excluded by the policy."""
+    policy = getattr(rs.policy, "overturned_verdicts", "final")
+    out: dict[str, dict[str, dict[str, str]]] = {}
     who: dict[str, Identity] = {}
-    other = 0
+    other = excluded = 0
+    latest: dict[tuple[str, str], Verdict] = {}
     for v in rs.verdicts:  # history order: later overwrites
         if v.rubric_id != rubric.id:
             other += 1
             continue
-        key = v.reviewer.email.lower()
-        out.setdefault(key, {})[v.task] = v
+        latest[(v.reviewer.email.lower(), v.task)] = v
+    for (key, task), v in latest.items():
+        own = v.values()
+        final = rs.effective_values(v)
+        if policy == "excluded" and final != own:
+            excluded += 1
+            continue
+        out.setdefault(key, {})[task] = own if policy == "author" else final
         who[key] = v.reviewer
-    return out, who, other
+    return out, who, other, excluded
 
 
-def _alpha(rubric: Rubric, key: str, ratings: dict[str, dict[str, Verdict]]) -> Alpha:
+def _alpha(rubric: Rubric, key: str, ratings: dict[str, dict[str, dict[str, str]]]) -> Alpha:
     f = rubric[key]
     level = "ordinal" if f.ordered else "nominal"
     domain = list(f.scale()) if f.ordered else list(f.allowed)
@@ -191,7 +208,7 @@ def _alpha(rubric: Rubric, key: str, ratings: dict[str, dict[str, Verdict]]) -> 
     for i, r in enumerate(reviewers):
         for j, t in enumerate(tasks):
             v = ratings[r].get(t)
-            val = v.values().get(key) if v is not None else None
+            val = v.get(key) if v is not None else None
             if val in domain:
                 data[i, j] = domain.index(val)
     counts = (~np.isnan(data)).sum(axis=0) if tasks else np.zeros(0)
@@ -220,13 +237,26 @@ def _alpha(rubric: Rubric, key: str, ratings: dict[str, dict[str, Verdict]]) -> 
 
 def calibrate(root: Path | str, rubric: Rubric, records: RecordSet | None = None) -> Calibration:
     """Agreement with gold per reviewer and field, and alpha per field (see the module)."""
-    rs = records if records is not None else load_records(root, ("verdict",))
+    rs = records if records is not None else load_records(root)
     found: list[Problem] = list(rs.warnings)
     gold, problems = load_gold(root, rubric, found)
-    ratings, who, other = _ratings(rs, rubric)
+    ratings, who, other, excluded = _ratings(rs, rubric)
     notes = []
+    if rs.signature_note:
+        notes.append(rs.signature_note)
+    unverified = [u for u in rs.unverified if u.kind == "verdict"]
+    if unverified:
+        notes.append(f"{len(unverified)} unverified verdict(s) (unsigned or wrongly signed) are not counted: "
+                     "kws doctor lists them")
     if other:
         notes.append(f"{other} verdict(s) made with another rubric than {rubric.id} are not counted")
+    policy = getattr(rs.policy, "overturned_verdicts", "final")
+    if excluded:
+        notes.append(f"{excluded} verdict(s) changed by a resolution are not counted (queue.toml [records] "
+                     "overturned_verdicts = \"excluded\")")
+    elif policy == "author":
+        notes.append("verdicts count with their authors' own values, resolutions aside (queue.toml [records] "
+                     "overturned_verdicts = \"author\")")
     reviewers = [who[k] for k in sorted(ratings)]
     agreements: list[Agreement] = []
     for key in sorted(ratings):
@@ -236,7 +266,7 @@ def calibrate(root: Path | str, rubric: Rubric, records: RecordSet | None = None
             for task, g in sorted(gold.items()):
                 if f.key not in g.values or task not in per:
                     continue
-                theirs = per[task].values().get(f.key, "")
+                theirs = per[task].get(f.key, "")
                 ag.total += 1
                 if theirs == g.values[f.key]:
                     ag.agree += 1

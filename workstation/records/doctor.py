@@ -10,8 +10,8 @@ were skipped and why, warnings (unknown keys, a clock that looks off), what the 
 must satisfy (docs/records.md): append-only (:func:`edited_records`: a later commit that
 changed or deleted a record file), a task that exists for every verdict, dispute and
 resolution, resolutions of one dispute that disagree; the git state (a rebase or merge
-in progress, git locks, an unfinished kws update, an unreadable index), and commits not
-yet sent.
+in progress, git locks, an unfinished kws update, an unreadable index), commits not
+yet sent, and records that are unverified (unsigned or wrongly signed: file, commit, why).
 
 Running it takes kws's lock like any kws command, so the recovery of
 :mod:`workstation.repo.lock` runs first (and is logged); on a clone that cannot be
@@ -153,6 +153,10 @@ def diagnose(repo: git.Repo) -> Diagnosis:
         rs = load_records(repo)
         d.problems += rs.problems
         d.warnings += rs.warnings
+        for u in rs.unverified:  # file, commit, why
+            d.problems.append(Problem(u.path, "", f"unverified {u.kind} by {u.record.reviewer}, not counted: {u.why}"))
+        if rs.signature_note:
+            d.notes.append(rs.signature_note)
         d.problems += edited_records(repo)
         tasks: set[str] | None = None
         try:
@@ -188,7 +192,11 @@ def diagnose(repo: git.Repo) -> Diagnosis:
         else:
             n = unsent(repo)
             if n:
-                d.notes.append(f"{n} local commit(s) not on the remote yet: run kws sync")
+                from workstation.records.sync import unpushed_records
+
+                k = unpushed_records(repo)
+                d.notes.append(f"{n} local commit(s) not on the remote yet"
+                               + (f" ({k} records not pushed)" if k else "") + ": run kws sync")
         log = gd / "kws" / "recovery.log"
         if log.is_file():
             tail = log.read_text(encoding="utf-8", errors="replace").splitlines()[-5:]

@@ -14,7 +14,7 @@ from pathlib import Path
 
 import git
 
-from workstation.records.model import Dispute, Resolution, Verdict
+from workstation.records.model import Dispute, Resolution, Unverified, Verdict
 from workstation.records.parse import load_records
 from workstation.records.state import RecordSet
 from workstation.repo.gitqueue import (
@@ -69,6 +69,8 @@ class History:
     last_judged: str | None = None
     head_changes: tuple[str, ...] | None = None
     problems: list[Problem] = field(default_factory=list)
+    unverified: list[Unverified] = field(default_factory=list)
+    note: str | None = None
 
 
 def tree_changes(repo: git.Repo, a: str, b: str) -> tuple[str, ...] | None:
@@ -122,7 +124,8 @@ def task_history(repo: git.Repo, task_id: str, records: RecordSet | None = None)
         head_changes = tree_changes(repo, last, head.tree)
     prefix = (f"verdicts/{task_id}/", f"disputes/{task_id}/", f"resolutions/{task_id}/")
     problems = [p for p in rs.problems if p.file.as_posix().startswith(prefix)] + extra
-    return History(task_id, entries, head, last, head_changes, problems)
+    return History(task_id, entries, head, last, head_changes, problems,
+                   [u for u in rs.unverified_for(task_id) if u.kind != "reservation"], rs.signature_note)
 
 
 def conflict_text(clash: list[Resolution], rule: str) -> str:
@@ -141,9 +144,17 @@ def _when(ts: datetime) -> str:
 
 def format_history(h: History, records: RecordSet | None = None) -> str:
     """Plain-text rendering of ``h`` for ``kws history`` (one block per record)."""
-    lines = [f"history of {h.task}: {len(h.entries)} record(s)"]
+    lines = [f"history of {h.task}: {len(h.entries)} record(s)"
+             + (f", {len(h.unverified)} unverified (not counted)" if h.unverified else "")]
+    if h.note:
+        lines.append(f"  {h.note}")
     for p in h.problems:
         lines.append(f"  skipped {p}")
+    for u in h.unverified:
+        r = u.record
+        what = r.overall if isinstance(r, Verdict) else getattr(r, "outcome", "")
+        lines.append(f"{_when(r.timestamp)}  {r.kind:<10} {r.id[:8]}  {r.reviewer}  {what}  UNVERIFIED, not counted: "
+                     f"{u.why}  [{u.path}]")
     for e in h.entries:
         r = e.record
         tree = (e.task_tree or "?")[:10]

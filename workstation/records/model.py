@@ -34,6 +34,7 @@ __all__ = [
     "Reservation",
     "Resolution",
     "TaskFlags",
+    "Unverified",
     "Verdict",
 ]
 
@@ -233,6 +234,33 @@ class Reservation:
     @property
     def sort_key(self) -> tuple[datetime, str]:
         return (self.timestamp, self.reservation_id)
+
+
+@dataclass(frozen=True)
+class Unverified:
+    """A record that parsed but does not count: its commit carries no good signature by a
+    key the queue's allowed signers list for the reviewer the record names
+    (:mod:`workstation.records.signing`). ``commit``: the commit that added the file
+    (None: none found); ``why``: what is wrong, in words."""
+
+    record: Verdict | Dispute | Resolution | Reservation
+    commit: str | None
+    why: str
+
+    @property
+    def path(self) -> Path | None:
+        return self.record.path
+
+    @property
+    def task(self) -> str:
+        return self.record.task
+
+    @property
+    def kind(self) -> str:
+        return self.record.kind
+
+    def __str__(self) -> str:
+        return f"{self.path}: {self.kind} by {self.record.reviewer} is unverified and not counted: {self.why}"
 
 
 @dataclass(frozen=True)

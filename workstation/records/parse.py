@@ -539,6 +539,7 @@ def load_records(source: Path | str | git.Repo, kinds: Iterable[str] = KINDS, *,
             out.append(rec)
         out.sort(key=rs.order_key)
         setattr(rs, FOLDERS[kind], out)
+    _verify(repo, rs, kinds, rev)
     root = Path(repo.working_tree_dir or repo.git_dir)
     try:
         from workstation.task.queue import read_queue_config
@@ -548,6 +549,33 @@ def load_records(source: Path | str | git.Repo, kinds: Iterable[str] = KINDS, *,
         pass  # the default rule; kws doctor reports queue.toml's problem
     _cross_check(rs, kinds, root, datetime.now(UTC))
     return rs
+
+
+def _verify(repo: git.Repo, rs: RecordSet, kinds: tuple[str, ...], rev: str) -> None:
+    """Move the records whose commits do not verify (:mod:`workstation.records.signing`)
+    from ``rs``'s lists to ``rs.unverified``; set ``rs.policy``. A queue with
+    ``signatures = "off"`` keeps every record."""
+    from workstation.records.model import Unverified
+    from workstation.records.signing import records_policy, verify_added
+
+    rs.policy = policy = records_policy(repo, rev)
+    rs.problems.extend(policy.problems)
+    if policy.off:
+        return
+    lists = {k: getattr(rs, FOLDERS[k]) for k in kinds}
+    pairs = [(r.path.as_posix(), r.reviewer.email) for recs in lists.values() for r in recs if r.path is not None]
+    if not pairs:
+        return
+    checked = verify_added(repo, policy, pairs, rev)
+    for kind, recs in lists.items():
+        kept = []
+        for r in recs:
+            v = checked.get(r.path.as_posix()) if r.path is not None else None
+            if v is None or v.ok:
+                kept.append(r)
+            else:
+                rs.unverified.append(Unverified(r, v.commit, v.why))
+        setattr(rs, FOLDERS[kind], kept)
 
 
 #: How far a record's time may be after its commit's committer date before it is flagged.
@@ -660,7 +688,7 @@ def _cross_check(rs: RecordSet, kinds: tuple[str, ...], root: Path, now: datetim
         v = verdicts.get(d.verdict_id)
         if v is None:
             return Problem(d.path, "verdict_id", f"disputes verdict {d.verdict_id}, which is not among this queue's "
-                           "records (never committed, or skipped: see its own problem)")
+                           "records (never committed, skipped or unverified: see its own problem)")
         if v.task != d.task:
             return Problem(d.path, "task", f"{d.task!r}, but the disputed verdict is on {v.task!r}")
         if v.task_tree != d.task_tree:
@@ -690,7 +718,7 @@ def _cross_check(rs: RecordSet, kinds: tuple[str, ...], root: Path, now: datetim
         d = disputes.get(r.dispute_id)
         if d is None:
             return Problem(r.path, "dispute_id", f"resolves dispute {r.dispute_id}, which is not among this queue's "
-                           "records (never committed, or skipped: see its own problem)")
+                           "records (never committed, skipped or unverified: see its own problem)")
         if d.verdict_id != r.verdict_id:
             return Problem(r.path, "verdict_id", f"{r.verdict_id}, but the dispute is of verdict {d.verdict_id}")
         if r.task != d.task:
@@ -699,6 +727,11 @@ def _cross_check(rs: RecordSet, kinds: tuple[str, ...], root: Path, now: datetim
             return Problem(r.path, "fields", "an overturned verdict takes the dispute's values "
                            f"({', '.join(f'{k}={v}' for k, v in d.fields.items())}), not others (use amended)")
         v = verdicts.get(r.verdict_id)
+        if (v is not None and rs.policy is not None and rs.policy.self_resolution != "allow"
+                and v.reviewer.email.strip().lower() == r.reviewer.email.strip().lower()):
+            return Problem(r.path, "reviewer", f"{r.reviewer.email} resolved a dispute of their own verdict "
+                           f"{v.verdict_id[:8]}; the queue's policy refuses that (queue.toml [records] "
+                           f"self_resolution = {rs.policy.self_resolution!r}), so it does not count")
         rub = rubric(v.rubric_id) if v is not None else None
         return _rubric_problem(rub, r.fields, r.path, "fields") if rub is not None else None
 

@@ -84,6 +84,8 @@ def render_report(
     if v.versions:
         out.append("- versions: " + ", ".join(f"{k} {val}" for k, val in v.versions.items()))
     out.append(f"- checks complete: {complete}")
+    if records.signature_note:
+        out.append(f"- {records.signature_note}")
     head = task_version(repo, v.task)
     if head.tree is not None and head.tree != v.task_tree:
         changes = tree_changes(repo, v.task_tree, head.tree)
@@ -166,6 +168,15 @@ def render_report(
             out.append(f"  - dispute: {_cell(d.rationale)}")
             if res is not None:
                 out.append(f"  - resolution: {_cell(res.rationale)}")
+        out.append("")
+    unverified = [u for u in records.unverified_for(v.task) if u.kind != "reservation"]
+    if unverified:
+        out.append("## Unverified records (not counted)")
+        out.append("")
+        for u in unverified:
+            r = u.record
+            what = getattr(r, "overall", None) or getattr(r, "outcome", "")
+            out.append(f"- {r.kind} `{r.id[:8]}` by {_cell(r.reviewer)} {what}: {_cell(u.why)} (`{u.path}`)")
         out.append("")
     # a record, a task title or evidence may hold escape sequences: shown escaped, never raw
     return safe_text("\n".join(out).rstrip(), None) + "\n"

@@ -39,6 +39,7 @@ from workstation.records.model import (
     Reservation,
     Resolution,
     TaskFlags,
+    Unverified,
     Verdict,
 )
 from workstation.repo.gitqueue import Identity
@@ -69,6 +70,10 @@ class RecordSet:
 
     ``place``: record id -> the place of the commit that added it (0: oldest);
     ``resolution_rule``: how conflicting resolutions are settled (:data:`CONFLICT_RULES`).
+    ``unverified``: records that parsed but do not count (unsigned or wrongly signed:
+    :mod:`workstation.records.signing`); they are in none of the lists above.
+    ``policy``: the queue's committed record policy
+    (:class:`workstation.records.signing.RecordsPolicy`; None: not read).
     """
 
     verdicts: list[Verdict] = field(default_factory=list)
@@ -79,6 +84,18 @@ class RecordSet:
     warnings: list[Problem] = field(default_factory=list)
     place: dict[str, int] = field(default_factory=dict)
     resolution_rule: str = CONFLICT_RULES[0]
+    unverified: list[Unverified] = field(default_factory=list)
+    policy: Any = None
+
+    @property
+    def signature_note(self) -> str | None:
+        """The line histories and reports print about signatures (signature checks off, or
+        no allowed signers file), None when records are checked."""
+        return self.policy.note if self.policy is not None else None
+
+    def unverified_for(self, task: str) -> list[Unverified]:
+        """The unverified records of ``task``, in history order."""
+        return sorted((u for u in self.unverified if u.task == task), key=lambda u: self.order_key(u.record))
 
     def order_key(self, r: Any) -> tuple[int, datetime, str]:
         """Where ``r`` sorts: its commit's place in the history, then ``(timestamp, id)``

@@ -202,6 +202,7 @@ def _commit_record(
         raise RecordError(f"{kind} not committed: it would not read back ({p})") from None
     posix = rel.as_posix()
     env = git_env(who)
+    sign, policy = _signing(repo, kind)
     with queue_lock(repo):
         branch = _check_branch(repo, kind)
         commit: str | None = None
@@ -214,7 +215,13 @@ def _commit_record(
                         raise RecordError(f"{kind} not committed: {posix} already exists in HEAD")
                     run_git(repo, "update-index", "--add", "--cacheinfo", f"100644,{blob},{posix}", env=ienv)
                     tree = run_git(repo, "write-tree", env=ienv).decode().strip()
-                commit = commit_tree(repo, tree, [old] if old else [], message, env)
+                try:
+                    commit = commit_tree(repo, tree, [old] if old else [], message, env, sign=sign)
+                except git.GitCommandError as exc:
+                    if not sign or storage_fault(exc) is not None:
+                        raise
+                    raise RecordError(f"{kind} not committed: git could not sign the commit ({_short(exc)}); check "
+                                      "your signing key (kws signing setup)") from exc
                 try:
                     move_branch(repo, branch, old, commit, f"kws {kind}: {task}")
                 except RefMoved:
@@ -222,6 +229,7 @@ def _commit_record(
                 except WorkTreeConflict as exc:
                     raise RecordError(f"{kind} not committed: {exc}") from exc
                 _warn_clock(repo, record, commit)
+                _warn_unverified(repo, record, commit, sign, policy)
                 return record
         except (OSError, git.GitCommandError) as exc:
             fault = storage_fault(exc)
@@ -236,6 +244,35 @@ def _commit_record(
             raise StorageError(fault, f"{kind} not committed (the branch is unchanged): "
                                f"{storage_advice(fault, where)} [{_short(exc)}]") from exc
     raise RecordError(f"{kind} not committed: {branch} kept moving ({_MOVE_ATTEMPTS} tries); try again")
+
+
+def _signing(repo: git.Repo, kind: str) -> tuple[bool, Any]:
+    """Whether a record commit is signed: when the queue's committed policy requires
+    signatures (:func:`~workstation.records.signing.records_policy`) and the reviewer set
+    up SSH signing. Refused (RecordError, nothing committed) when the queue has an
+    allowed-signers file, so the record would count, but the reviewer cannot sign."""
+    from workstation.records.signing import records_policy, signing_key
+
+    policy = records_policy(repo)
+    if policy.off:
+        return False, policy
+    if signing_key(repo) is not None:
+        return True, policy
+    if policy.signers is not None:
+        raise RecordError(f"{kind} not committed: this queue counts only signed records (its allowed signers are "
+                          f"{policy.allowed_signers}) and git has no SSH signing key set up here; set it up once "
+                          "with: kws signing setup --apply (it prints the line an owner adds to the allowed signers)")
+    return False, policy
+
+
+def _warn_unverified(repo: git.Repo, record: Any, commit: str, signed: bool, policy: Any) -> None:
+    """Tell the author at once when the record just committed will not count."""
+    from workstation.records.signing import check_commit
+
+    v = check_commit(repo, commit, record.reviewer.email, policy=policy)
+    if not v.ok:
+        log.warning("warning: %s %s is committed but unverified, so it is not counted: %s%s", record.kind,
+                    record.id[:8], v.why, "" if signed else "; set up signing with kws signing setup")
 
 
 def _short(exc: BaseException) -> str:
@@ -524,7 +561,9 @@ def commit_resolution(
 
     ``outcome``: ``upheld`` (the verdict stands; no ``fields``), ``overturned`` (the
     dispute's values replace the verdict's; no ``fields``), ``amended`` (``fields`` are the
-    resolver's values, required; checked against ``rubric`` when given). A dispute that
+    resolver's values, required; checked against ``rubric`` when given). Refused when
+    ``identity`` made the disputed verdict, unless the queue's committed policy says
+    ``[records] self_resolution = "allow"``. A dispute that
     already has a resolution is refused unless ``supersede``: the new one then names every
     standing resolution of the dispute in ``supersedes`` and replaces them (also
     conflicting ones: see :meth:`~workstation.records.state.RecordSet.resolution_conflicts`). The record copies the verdict's and the dispute's values for the disputed
@@ -544,6 +583,15 @@ def commit_resolution(
             f"resolution not committed: the disputed verdict {dispute.verdict_id} is not "
             "readable in this queue (run kws sync; see kws history for problems)"
         ) from exc
+    from workstation.records.signing import records_policy
+
+    policy = records.policy if records.policy is not None else records_policy(repo)
+    if policy.self_resolution != "allow" and same_reviewer(verdict.reviewer, who):
+        raise RecordError(
+            f"resolution not committed: you ({who.email}) made verdict {verdict.verdict_id[:8]}, and this queue's "
+            "policy is that a verdict's author does not resolve a dispute of it (queue.toml [records] "
+            f"self_resolution = {policy.self_resolution!r}, the default); ask another reviewer to resolve dispute "
+            f"{dispute.dispute_id[:8]}, or the queue's owners set self_resolution = \"allow\"")
     standing = records.standing_resolutions(dispute.dispute_id)
     if standing and not supersede:
         prior = standing[-1]

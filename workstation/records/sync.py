@@ -75,7 +75,7 @@ from workstation.repo.plumbing import (
 )
 
 __all__ = ["SYNC_REFS", "SyncError", "SyncResult", "new_conflicts", "register_sync_ref", "sync", "sync_refs",
-           "unsent"]
+           "unpushed_records", "unsent"]
 
 #: Extra refs every ``kws sync`` exchanges besides the branch (features add theirs with
 #: :func:`register_sync_ref`; a queue adds more with ``sync_refs`` in queue.toml).
@@ -121,7 +121,8 @@ _RETRY_REJECT = ("fetch first", "non-fast-forward", "stale info", "failed to upd
 class SyncError(QueueError):
     """Sync stopped; ``kind`` is one of ``detached``, ``busy``, ``dirty``, ``no-remote``,
     ``unreachable``, ``conflict``, ``rejected``, ``push-failed``, ``gave-up``, ``local``
-    (this clone's own storage or objects failed: corrupt, read-only, full). Nothing was
+    (this clone's own storage or objects failed: corrupt, read-only, full),
+    ``resolution-conflict`` (held back: ``sync(hold_conflicts=True)``). Nothing was
     lost: the message says so, what happened (git's own words where git refused) and what
     to do."""
 
@@ -220,6 +221,35 @@ def unsent(repo: git.Repo) -> int | None:
     return _count(repo, f"{ref}..HEAD")
 
 
+def unpushed_records(queue: git.Repo | Path | str) -> int:
+    """How many commits on the local branch that touch the record folders (verdicts,
+    disputes, resolutions, reservations) are not on its remote branch as last fetched (no
+    network): what a status bar shows as "N records not pushed". 0 for a queue without a
+    remote (nothing to push to), a detached HEAD, or a path that is not a repository.
+    Without a fetched remote branch, commits on no remote-tracking branch count."""
+    if isinstance(queue, git.Repo):
+        repo = harden(queue)
+    else:
+        try:
+            repo = harden(git.Repo(Path(queue)))
+        except (git.InvalidGitRepositoryError, git.NoSuchPathError):
+            return 0
+    branch = head_branch(repo)
+    if branch is None or not repo.remotes:
+        return 0
+    try:
+        remote, rbranch = _remote_for(repo, branch)
+    except SyncError:
+        return 0
+    ref = f"refs/remotes/{remote}/{rbranch}"
+    base = [f"^{ref}"] if rev(repo, ref) is not None else ["--not", f"--remotes={remote}"]
+    proc = git_result(repo, "rev-list", "--count", f"refs/heads/{branch}", *base, "--", *sorted(_RECORD_FOLDERS))
+    try:
+        return int(proc.stdout.decode().strip() or 0) if proc.returncode == 0 else 0
+    except ValueError:
+        return 0
+
+
 def _tracking(remote: str, ref: str) -> str:
     """Where the remote's value of extra ref ``ref`` is fetched to (notes refs stay under
     refs/notes/, which ``git notes merge`` requires)."""
@@ -253,9 +283,19 @@ def _author_env(repo: git.Repo, commit: str, who: Identity) -> tuple[dict[str, s
     return env, message.rstrip("\n") + "\n"
 
 
+def _signs(repo: git.Repo) -> bool:
+    """Whether commits replayed by a sync are signed (by the syncing reviewer, whose own
+    commits they are): the queue's policy does not turn signatures off and the reviewer
+    set up SSH signing (docs/records.md, "Signed records")."""
+    from workstation.records.signing import records_policy, signing_key
+
+    return signing_key(repo) is not None and not records_policy(repo).off
+
+
 def _replay_records(repo: git.Repo, commits: list[tuple[str, list]], onto: str, who: Identity) -> str:
     """Replay record commits (with their changes) onto ``onto``; returns the new tip."""
     tip = onto
+    sign = _signs(repo)
     with temp_index(repo, tree_of(repo, onto)) as ienv:
         for commit, changes in commits:
             listing = run_git(repo, "ls-files", "-s", "-z", "--", *[c.path for c in changes], env=ienv)
@@ -278,7 +318,7 @@ def _replay_records(repo: git.Repo, commits: list[tuple[str, list]], onto: str, 
             run_git(repo, "update-index", "-z", "--index-info", input=info, env=ienv)
             tree = run_git(repo, "write-tree", env=ienv).decode().strip()
             env, message = _author_env(repo, commit, who)
-            tip = commit_tree(repo, tree, [tip], message, env)
+            tip = commit_tree(repo, tree, [tip], message, env, sign=sign)
     return tip
 
 
@@ -294,7 +334,8 @@ def _rebase_elsewhere(repo: git.Repo, local: str, onto: str, who: Identity) -> s
     run_git(repo, "worktree", "add", "--detach", "-q", str(wt), local)
     try:
         try:
-            run_git(repo, "-C", str(wt), "rebase", "-q", "--no-autostash", onto, env=env)
+            run_git(repo, "-C", str(wt), "rebase", "-q", "--no-autostash", *(["--gpg-sign"] if _signs(repo) else []),
+                    onto, env=env)
         except git.GitCommandError as exc:
             conflicts = _text(run_git(repo, "-C", str(wt), "diff", "--name-only", "--diff-filter=U",
                                       check=False)).split()
@@ -451,11 +492,18 @@ def sync(
     identity: Identity | None = None,
     timeout: float = 120.0,
     extra_refs: list[str] | None = None,
+    hold_conflicts: bool = False,
 ) -> SyncResult:
     """Fetch, integrate, push; retry pushes rejected because the remote moved. See the
     module docstring.
 
     ``extra_refs``: the extra refs to exchange (default: :func:`sync_refs`).
+    ``hold_conflicts``: when the local commits bring a resolution that disagrees with one
+    the remote already has (:func:`new_conflicts`), push nothing and raise
+    ``SyncError("resolution-conflict", ...)`` naming the other resolution and the queue's
+    rule, so the writer decides before it goes out (``kws resolve`` and the app pass it;
+    a plain ``kws sync`` sends it with a warning). The branch then holds the remote's
+    records and the local ones; nothing is lost.
 
     Raises:
         SyncError: with a message naming the problem and the fix; in every case the local
@@ -534,6 +582,14 @@ def sync(
             conflicts: tuple[str, ...] = ()
             if target is not None and target != theirs:
                 conflicts = tuple(new_conflicts(repo, theirs, target))  # in the result's text
+            if conflicts and hold_conflicts and ahead:
+                raise SyncError(
+                    "resolution-conflict",
+                    "your resolution was NOT pushed: another reviewer resolved the same dispute differently and "
+                    "reached the remote first:\n  " + "\n  ".join(conflicts)
+                    + "\nto replace theirs with yours, resolve it again with --supersede (kws resolve DISPUTE "
+                    "--outcome ... --supersede); to send yours as it is and let the queue's rule decide, run kws sync. "
+                    f"{_KEPT}")
             if not pushes:
                 return SyncResult(remote, rbranch, received, 0, attempt, tuple(sorted(touched)), conflicts)
             atomic = ["--atomic"] if len(pushes) > 1 else []

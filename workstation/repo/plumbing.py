@@ -208,10 +208,13 @@ def commit_tree(
     parents: Sequence[str],
     message: str,
     env: Mapping[str, str],
+    sign: bool = False,
 ) -> str:
     """``git commit-tree``: a commit of ``tree`` with ``parents`` and ``message``; ``env``
-    names author and committer (``GIT_AUTHOR_NAME`` ...)."""
-    args = ["commit-tree", tree]
+    names author and committer (``GIT_AUTHOR_NAME`` ...). ``sign``: signed (``-S``) with
+    the user's configured key (``gpg.format``, ``user.signingkey``; docs/records.md,
+    "Signed records")."""
+    args = ["commit-tree", *(["-S"] if sign else []), tree]
     for p in parents:
         args += ["-p", p]
     return run_git(repo, *args, input=message.encode("utf-8"), env=env).decode().strip()

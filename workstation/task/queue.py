@@ -12,6 +12,13 @@ A queue is a git repository with ``tasks/<task-id>/task.toml`` folders (task for
 - ``resolution_conflict`` (kws extension): what counts when two resolutions of one dispute
   disagree (written at once, neither superseding the other): ``open`` (default: neither,
   the dispute is open again), ``first`` or ``last`` in history order (docs/records.md).
+- ``[records]`` (kws extension; docs/records.md, "Signed records" and "Queue-owner
+  policies"): ``signatures`` (``required``, default, or ``off`` for a local-only queue),
+  ``allowed_signers`` (the allowed-signers file, default ``.kws/allowed_signers``),
+  ``self_resolution`` (``refuse``, default, or ``allow``: may a verdict's author resolve a
+  dispute of it) and ``overturned_verdicts`` (``final``, default, ``author`` or
+  ``excluded``: what calibration counts for a verdict a resolution changed). kws reads this
+  table from the **committed** queue.toml (:mod:`workstation.records.signing`).
 
 Unknown keys are warnings, as in task.toml. Every component that needs queue settings
 (the CLI, the queue screen's index, the rubric lookup) reads them through
@@ -36,6 +43,24 @@ from workstation.task.model import Task
 DEFAULT_RUBRIC = "kernel-review"
 
 
+class RecordsTable(Struct, frozen=True, kw_only=True):
+    """queue.toml's ``[records]`` table: the queue owner's record policies (all optional)."""
+
+    signatures: Annotated[
+        Literal["required", "off"],
+        Meta(description="whether records must be signed: required, or off for a local-only queue")] = "required"
+    allowed_signers: Annotated[
+        str, Meta(description="the allowed-signers file, relative to the queue root", min_length=1,
+                  max_length=200)] = ".kws/allowed_signers"
+    self_resolution: Annotated[
+        Literal["refuse", "allow"],
+        Meta(description="whether a verdict's author may resolve a dispute of it: refuse or allow")] = "refuse"
+    overturned_verdicts: Annotated[
+        Literal["final", "author", "excluded"],
+        Meta(description="what calibration counts for a verdict a resolution changed: final, author or "
+                         "excluded")] = "final"
+
+
 class QueueFile(Struct, frozen=True):
     """``queue.toml``'s keys (all optional)."""
 
@@ -49,6 +74,7 @@ class QueueFile(Struct, frozen=True):
     resolution_conflict: Annotated[
         Literal["open", "first", "last"],
         Meta(description="what counts when resolutions of one dispute disagree: open, first or last")] = "open"
+    records: Annotated[RecordsTable, Meta(description="a table of record policies")] = RecordsTable()
 
 
 @dataclass(frozen=True)
@@ -62,6 +88,7 @@ class QueueConfig:
     warnings: tuple[Problem, ...] = ()
     sync_refs: tuple[str, ...] = ()
     resolution_conflict: str = "open"
+    records: RecordsTable = RecordsTable()
 
 
 def read_queue_config(root: Path | str) -> QueueConfig:
@@ -86,7 +113,7 @@ def read_queue_config(root: Path | str) -> QueueConfig:
 
         queue_helpers_dir(root)  # raises the Problem naming queue.toml's helpers key
     return QueueConfig(root, doc.name or root.name, doc.rubric or DEFAULT_RUBRIC, warnings, tuple(doc.sync_refs),
-                       doc.resolution_conflict)
+                       doc.resolution_conflict, doc.records)
 
 
 @dataclass
