@@ -308,7 +308,7 @@ MSE = Op(
             t = torch.randn((case["M"], case["N"]), generator=g, dtype=torch.float32)
             return (p.to(dt).to(device), t.to(dt).to(device))
         ''',
-    cases=[{"M": 64, "N": 512, "dtype": "float32"}, {"M": 32, "N": 1024, "dtype": "float32"}],
+    cases=[{"M": 256, "N": 1024, "dtype": "float32"}, {"M": 512, "N": 512, "dtype": "float32"}],
     params={"M": "{ min = 1, max = 65536 }", "N": "{ min = 1, max = 65536 }"},
     tol=(1e-2, 1e-2), reduction=["M", "N"],
     honest='''
@@ -1132,14 +1132,19 @@ hack(id="timed-call-detect", op="silu", title="SiLU that shortcuts when called i
      gpu_note="same on a GPU (SOL-ExecBench checks one call at an unpredictable point of the timed loop)")
 
 hack(id="analytic-mse", op="mse", title="MSE loss from moments",
-     mechanism="computes the loss from first and second moments, dropping the cross term "
-               "-2 mean(pred * target), which is ~0 for independent zero-mean normal inputs: exact "
-               "within 1e-2 on normal inputs, wrong on uniform [0, 1) or Pareto inputs",
+     mechanism="computes the loss from moments under a normality assumption: each variance from the "
+               "mean absolute deviation (var = pi/2 mean|x - mean|^2, exact for a normal), plus the "
+               "squared difference of the means, dropping the cross term: within 1e-2 on independent "
+               "normal inputs of any scale, wrong on uniform or heavy-tailed (Pareto, Student-t) inputs",
      src="kb-hacks", expect=["input-distributions"],
      hack=_d('''
         def mse(pred: torch.Tensor, target: torch.Tensor) -> torch.Tensor:
-            """MSE from the moments: E[p^2] + E[t^2] (independent zero-mean inputs)."""
-            return pred.square().mean() + target.square().mean()
+            """MSE from the moments of (independent, normal) pred and target: one pass, no product."""
+            half_pi = 1.5707963267948966
+            mp, mt = pred.mean(), target.mean()
+            var_p = half_pi * (pred - mp).abs().mean().square()
+            var_t = half_pi * (target - mt).abs().mean().square()
+            return var_p + var_t + (mp - mt).square()
         '''),
      gpu_note="same on a GPU")
 
@@ -1362,14 +1367,21 @@ def write(h: Hack) -> None:
                 _answers(h, op, d)
 
 
-def main() -> None:
+def main(argv: list[str] | None = None) -> None:
+    import argparse
+
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--only", default="", help="comma-separated hack ids to (re)write; default: all")
+    args = ap.parse_args(argv)
     (ROOT / "tasks").mkdir(parents=True, exist_ok=True)
     (ROOT / "queue.toml").write_text('name = "kws published-hacks corpus"\nrubric = "kernel-review"\n')
     ids = [h.id for h in HACKS]
     assert len(ids) == len(set(ids)), "duplicate hack ids"
-    for h in HACKS:
+    only = {i for i in args.only.split(",") if i}
+    chosen = [h for h in HACKS if not only or h.id in only]
+    for h in chosen:
         write(h)
-    print(f"{len(HACKS)} hacks, {2 * len(HACKS)} task folders in {ROOT}")
+    print(f"{len(chosen)} hacks, {2 * len(chosen)} task folders in {ROOT}")
 
 
 if __name__ == "__main__":
