@@ -33,6 +33,8 @@ all-zero tensor):
   with random signs). A tensor whose values were all >= 0 (and not all 0) gets the
   absolute values: non-negative inputs (scales, variances, probabilities) usually are so
   by the spec. Values are clamped to half the dtype's largest finite value.
+- ``rescale``: ``x * factor`` (``input-distributions``: the same values at another
+  magnitude), clamped to the dtype's largest finite value.
 """
 
 from __future__ import annotations
@@ -48,6 +50,7 @@ from workstation.protocol.steps import (
     Magnitude,
     Nonfinite,
     Perturb,
+    Rescale,
     SignedZeros,
     Tiny,
     ValueTransform,
@@ -210,3 +213,14 @@ def _diverse(ctx: Any, inputs: tuple, spec: Diverse) -> tuple:
         lim = float(torch.finfo(x.dtype).max) / 2
         out[i] = v.clamp(-lim, lim).to(x.dtype).to(x.device)
     return tuple(out)
+
+
+@transform(Rescale)
+def _rescale(ctx: Any, inputs: tuple, spec: Rescale) -> tuple:
+    """``x * spec.factor`` on the inputs in ``args`` (module doc)."""
+
+    def one(i: int, c: torch.Tensor, x: torch.Tensor) -> torch.Tensor:
+        lim = float(torch.finfo(x.dtype).max)
+        return (c * spec.factor).clamp(-lim, lim)
+
+    return _each(inputs, spec, one)

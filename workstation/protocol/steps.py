@@ -6,12 +6,12 @@ is a frozen :class:`msgspec.Struct` that rejects unknown fields; its kind travel
 field, spelled in snake_case:
 
 - steps (tag ``kind``): ``call``, ``author_test``, ``guarded_call``, ``sanitizer_call``,
-  ``inputs_only``, ``repeat_call``, ``hashseed_call``, ``stale_call``, ``fault_call``,
+  ``inputs_only``, ``repeat_call``, ``hashseed_call``, ``stale_call``, ``call_series``, ``fault_call``,
   ``state_probe``, ``autotune_probe``, ``num_oracle``, ``triton_aot``, ``timing``,
   ``torch_timer``, ``author_bench``, ``profile``, ``pallas_read``, ``cuda_build``;
 - transforms (tag ``name``; applied in order to a step's inputs after ``make_inputs``):
   ``upcast``, ``cast``, ``layout``, ``magnitude``, ``signed_zeros``, ``tiny``,
-  ``nonfinite``, ``perturb``, ``diverse``, ``num_fresh``, ``num_tf32``;
+  ``nonfinite``, ``perturb``, ``diverse``, ``rescale``, ``num_fresh``, ``num_tf32``;
 - monitors (tag ``name``; context managers around a ``call`` step's call, each reporting
   into ``extra["monitors"][<name>]``): ``aten_ops``, ``triton_launches``,
   ``triton_launch_records``, ``num_callers``, ``pallas_calls``, ``pallas_strict``.
@@ -143,6 +143,12 @@ class Diverse(ValueTransform, tag="diverse", kw_only=True):
     dist: Literal["normal", "uniform", "heavy", "mixed"]
 
 
+class Rescale(ValueTransform, tag="rescale", kw_only=True):
+    """Multiply the values by ``factor`` (dimensionless; ``input-distributions``)."""
+
+    factor: float
+
+
 class NumFresh(_Transform, tag="num_fresh", kw_only=True):
     """A copy of every tensor input (same values and strides): a second, separately
     memoised run of the same call."""
@@ -157,7 +163,8 @@ class NumTf32(_Transform, tag="num_tf32", kw_only=True):
     skip: list[int] = []
 
 
-Transform = Upcast | Cast | Layout | Magnitude | SignedZeros | Tiny | Nonfinite | Perturb | Diverse | NumFresh | NumTf32
+Transform = (Upcast | Cast | Layout | Magnitude | SignedZeros | Tiny | Nonfinite | Perturb | Diverse | Rescale | NumFresh
+             | NumTf32)
 
 
 # ----------------------------------------------------------------------------- monitors
@@ -312,6 +319,24 @@ class StaleCallStep(_Step, tag="stale_call", kw_only=True):
     transforms: list[Transform] = []
 
 
+class CallSeriesStep(_Step, tag="call_series", kw_only=True):
+    """Call ``role`` ``serial`` times, each on fresh copies of the inputs of ``seed_a``,
+    fingerprinting its outputs right after return and again after a synchronize, a
+    ``settle_s`` wait (s) and a second synchronize, with a census of threads around each
+    call; then ``loop`` calls back to back without a synchronize, alternating fresh copies
+    of the inputs of ``seed_a`` and ``seed_b``, keeping one call chosen at random (the audit)
+    and the last (:mod:`workstation.harness.series`)."""
+
+    role: Role
+    case: Case
+    seed_a: int
+    seed_b: int
+    transforms: list[Transform] = []
+    serial: int = 12
+    loop: int = 12
+    settle_s: float = 0.02
+
+
 class FaultCallStep(_Step, tag="fault_call", kw_only=True):
     """One call of ``role`` with ``fault`` injected: every Triton launch raises
     (``triton_launch``) or every C++/CUDA extension build raises (``extension_build``)
@@ -464,7 +489,7 @@ class CudaBuildStep(_Step, tag="cuda_build", kw_only=True):
 
 
 Step = (CallStep | AuthorTestStep | GuardedCallStep | SanitizerCallStep | InputsOnlyStep | RepeatCallStep
-        | HashseedCallStep | StaleCallStep | FaultCallStep | StateProbeStep | AutotuneProbeStep | NumOracleStep
+        | HashseedCallStep | StaleCallStep | CallSeriesStep | FaultCallStep | StateProbeStep | AutotuneProbeStep | NumOracleStep
         | TritonAotStep | TimingStep | TorchTimerStep | AuthorBenchStep | ProfileStep | PallasReadStep
         | CudaBuildStep | InterpreterSelftestStep)
 
