@@ -132,6 +132,7 @@ MODULE_TIER = {
     "test_chaos": "system",
     "test_checks_backends": "battery",
     "test_checks_bench": "unit",
+    "test_checks_hacks": "battery",
     "test_checks_kinds": "unit",
     "test_checks_memory": "unit",
     "test_checks_numerics": "unit",
