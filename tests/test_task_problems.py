@@ -84,3 +84,33 @@ def test_a_dead_import_does_not_make_the_reference_nki(tmp_path, runner):
     (c,) = res.results
     assert c.status == "pass" and not c.not_judged, c
     assert "suggest nki" in res.extensions["backend_notes"]["reference"]
+
+
+@pytest.mark.parametrize(("source", "line", "words"), [
+    ("import torch\nfrom torch import no_such_name_kws\n\ndef make_inputs(case, device, seed):\n    return 1\n",
+     2, "ImportError: cannot import name 'no_such_name_kws'"),
+    ("import torch\n\ndef make_inputs(case, device, seed):\n    return torch.ones(case['N']),\n\nraise KeyError('kws')\n",
+     6, "KeyError"),
+])
+def test_an_inputs_file_that_does_not_import_is_a_task_problem_naming_it_and_the_line(tmp_path, runner, source, line,
+                                                                                    words):
+    """The task loads (the file parses), but importing it in the child fails: inputs.py is
+    named with the line, never the reference whose step happened to import it first."""
+    d = write_task(tmp_path, task_id="inputs-import")
+    (d / "inputs.py").write_text(source)
+    checks, findings = _judge(d, runner)
+    c = checks["correctness"]
+    assert c.status == "skip" and "inputs.py:make_inputs" in c.not_judged, c
+    assert f"importing inputs.py failed at line {line}" in c.not_judged and words in c.not_judged, c.not_judged
+    assert "reference.py" not in c.not_judged and not findings
+
+
+def test_keep_structure_beyond_the_inputs_is_a_task_problem_naming_task_toml(tmp_path, runner):
+    d = write_task(tmp_path, task_id="keep-beyond")
+    (d / "task.toml").write_text((d / "task.toml").read_text() + "\n[inputs]\nkeep_structure = [99]\n")
+    checks, findings = _judge(d, runner, only=("special-values", "degenerate-inputs"))
+    for cid in ("special-values", "degenerate-inputs"):
+        c = checks[cid]
+        assert c.status == "skip" and "task.toml" in c.not_judged, c
+        assert "[inputs] keep_structure = [99]: index 99 is beyond the 2 input(s)" in c.not_judged, c.not_judged
+    assert not findings

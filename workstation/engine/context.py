@@ -519,7 +519,12 @@ class CheckContext:
 
     def _budget(self, step: Step, st: float) -> float:
         """The CPU budget of ``step``: ``st``, or for a candidate's call on a case and seed
-        whose reference CPU seconds are known, max(``st``, :data:`HANG_REF_FACTOR` x them)."""
+        whose reference CPU seconds are known, max(``st``, :data:`HANG_REF_FACTOR` x them);
+        for kws's Triton AOT compile (:class:`~workstation.protocol.steps.TritonAotStep`, every
+        autotune config lowered for sm_90: minutes of CPU for a real library) max(``st``, the
+        ``aot_budget`` setting)."""
+        if isinstance(step, TritonAotStep):
+            return max(st, settings.current().aot_budget)
         if isinstance(step, CallStep) and step.role == "candidate":
             ref = self._ref_cpu.get((json.dumps(dict(step.case), sort_keys=True), int(step.seed)))
             if ref is not None:

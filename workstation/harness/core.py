@@ -472,7 +472,7 @@ class JobContext:
             BaseException: whatever ``make_inputs`` raised (``SystemExit`` included), tagged
                 with phase ``"make_inputs"``.
         """
-        fn = self.callable("inputs")
+        fn = self._inputs_callable()
         budget = input_budget(self.device)
         if _looks_large(dict(case), budget):
             need = self._dry_run_bytes(fn, dict(case), seed)
@@ -501,6 +501,33 @@ class JobContext:
                 raise _tag(TaskFormatError(key, f"input {i} is a {type(inputs[i]).__name__}, not a tensor the "
                                            "callables could write"), "make_inputs")
         return inputs
+
+    def _inputs_callable(self) -> Any:
+        """The ``make_inputs`` callable; importing its file is part of ``make_inputs``: an
+        exception there (a syntax error, an import of a name that does not exist) escapes as
+        an :class:`InputsProblem` naming the file and the line (the original exception as its
+        cause, so a library that is not installed is still recognised), tagged
+        ``"make_inputs"``: the parent blames inputs.py, never the role whose step imported it.
+
+        Raises:
+            InputsProblem: the inputs file could not be imported, or has no such callable.
+        """
+        file = str(self.entry.get("inputs") or "").rpartition(":")[0]
+        try:
+            return self.callable("inputs")
+        except BaseException as e:
+            if isinstance(e, KeyboardInterrupt):
+                raise
+            line = getattr(e, "lineno", None) if isinstance(e, SyntaxError) else None
+            if line is None:
+                for fr in reversed(traceback.extract_tb(e.__traceback__)):
+                    if os.path.basename(fr.filename) == os.path.basename(file):
+                        line = fr.lineno
+                        break
+            first = (str(e).strip().splitlines() or [""])[0][:300]
+            where = f" at line {line}" if line else ""
+            raise _tag(InputsProblem(f"importing {file} failed{where}: {type(e).__name__}: {first}"),
+                       "make_inputs") from e
 
     def _validated_inputs(self, inputs: Any, case: Case) -> tuple:
         """``make_inputs``' return value as the tuple of positional arguments (a single tensor

@@ -216,6 +216,11 @@ SETTINGS: tuple[Setting, ...] = (
             "CPU budget of the task-file imports of one job, apart from its steps' budgets (wall "
             "backstop: 10 x it + 30 s); an import past it leaves the checks that needed it not "
             "judged.", seconds),
+    Setting("aot_budget", "KWS_AOT_BUDGET", "aot_budget", 300.0, "300", "CPU s",
+            "CPU budget of kws's own Triton AOT compile step (precision-regime reads the IR it lowers "
+            "for sm_90), in place of the step budget: compiling every config of an autotuned kernel "
+            "takes minutes of CPU (FlagGems mm, 22 launches: about 160 CPU s) and says nothing about "
+            "hangs. Past it the IR is not judged.", seconds),
     Setting("hang_limit", "KWS_HANG_LIMIT", "hang_limit", 2, "2", "hangs",
             "Confirmed hangs of one principal (candidate, reference, ...) after which kws runs none "
             "of its steps again in this run.", integer(1, what="a count")),

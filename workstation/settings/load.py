@@ -53,6 +53,7 @@ class Settings(msgspec.Struct, frozen=True, kw_only=True):
     device: str | None
     step_timeout: float
     import_budget: float
+    aot_budget: float
     hang_limit: int
     test_stretch: float
     compile_timeout: float
