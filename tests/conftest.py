@@ -151,6 +151,7 @@ MODULE_TIER = {
     "test_load_invariance": "battery",
     "test_malformed": "git",
     "test_not_judged": "unit",
+    "test_unjudged_paths": "unit",
     "test_numerics": "unit",
     "test_profile_panel": "tui",
     "test_profiles": "unit",

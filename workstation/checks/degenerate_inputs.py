@@ -8,6 +8,7 @@ from typing import Any
 import numpy as np
 
 from workstation.analysis.compare import compare
+from workstation.checks.support.keep import kept_inputs
 from workstation.checks.support.trials import (
     Trial,
     case_key,
@@ -150,11 +151,14 @@ class DegenerateInputs(Check):
         file), a library the reference imports is not installed, or a step was stopped by a limit
         that says nothing about the code: `NotJudged`; the candidate runs only for a flagged case,
         so its backend or libraries failing here make the check `NotJudged` only then (the flags
-        are not reported). A reference that died is the task's problem (`skip`, or `warn`
-        "nothing to inspect" where it died on every case). Diverse-input reruns that were dropped
-        leave a flagged case at `warn` with each reason. A perturbed reference run that raised,
-        died or whose kws transform failed is left out of the sensitivity reading without a
-        finding.
+        are not reported). A reference that died on a case: not judged for that case (its inputs
+        and outputs are not inspected; `warn` "nothing to inspect" where it died on every case).
+        Diverse-input reruns that were dropped leave a flagged case at `warn` with each reason. A
+        perturbed (or unperturbed) reference run of the sensitivity reading that raised, died or
+        whose kws transform failed: not judged for that input's sensitivity, with the first
+        reason (an input whose values must keep a structure belongs in `[inputs] keep_structure`).
+        An `[inputs] keep_structure` index beyond the inputs `make_inputs` returns: a task problem
+        naming task.toml, the key and the input count (`NotJudged`).
 
     Forgeable:
         Measured in the job process: the outputs only (copied by the harness into the result files).
@@ -171,11 +175,14 @@ class DegenerateInputs(Check):
         seed0 = ctx.seeds[0]
         with_inputs = ctx.reference([(c, seed0) for c in ctx.cases], send_inputs=True)
         written = set(ctx.task.out_args)
-        keep = set(ctx.task.extensions.keep_structure)  # [inputs] keep_structure: not perturbed
+        # [inputs] keep_structure: not perturbed; an index beyond the inputs is a task problem
+        keep = kept_inputs(ctx, zip(ctx.cases, with_inputs, strict=True))
         per_case: dict[int, dict[str, Any]] = {}
         inspected = 0
         for ci, (case, ref) in enumerate(zip(ctx.cases, with_inputs, strict=True)):
             if not ref.ok or ref.step is None:
+                self.could_not_judge(f"case {case_label(case)}: the reference {ref.failure_text()}, so its inputs and "
+                                     "outputs were not inspected")
                 continue
             info = per_case.setdefault(ci, {"case": case, "seed": seed0, "inputs": {}, "outputs": [], "args": []})
             for d in ref.step.extra.get("inputs") or []:
@@ -236,9 +243,16 @@ class DegenerateInputs(Check):
             return
         todo = sorted({ci for ci, _, _ in keys})
         base = dict(zip(todo, ctx.reference([(per_case[ci]["case"], per_case[ci]["seed"]) for ci in todo]), strict=True))
+        dropped: list[str] = []
         for (ci, i, mode), out in zip(keys, ctx.calls(steps, memo=True), strict=True):
             b = base[ci]
-            if not out.ok or not b.ok or not all(t.values.dtype.kind == "f" for t in b.outputs):
+            if not out.ok or not b.ok:
+                bad = out if not out.ok else b
+                what = "perturbed" if not out.ok else "unperturbed"
+                dropped.append(f"input {i} ({mode}) on case {case_label(per_case[ci]['case'])}: the {what} reference "
+                               f"run {bad.failure_text()}")
+                continue
+            if not all(t.values.dtype.kind == "f" for t in b.outputs):
                 continue
             exact, within = _within(ctx, per_case[ci]["case"], b, out)
             ins = per_case[ci].setdefault("insensitive", [])
@@ -246,6 +260,11 @@ class DegenerateInputs(Check):
                 ins.append(f"input {i}: a relative {SLIGHT:g} perturbation leaves every output bit unchanged")
             elif mode == "coarse" and within:
                 ins.append(f"input {i}: a relative {COARSE:g} perturbation keeps the output within the declared tolerance")
+        if dropped:
+            more = f" (and {len(dropped) - 1} more)" if len(dropped) > 1 else ""
+            self.could_not_judge(
+                f"the sensitivity of the reference's output to {len(dropped)} perturbation(s) was not read: "
+                f"{dropped[0]}{more} (an input whose values must keep a structure belongs in [inputs] keep_structure)")
 
     def _rerun(self, ctx: CheckContext, infos: list[dict[str, Any]]) -> list[Finding]:
         chosen: list[dict[str, Any]] = []

@@ -6,7 +6,7 @@ import math
 import re
 from typing import Any
 
-from workstation.engine.check import Check, Finding, Skip, register
+from workstation.engine.check import REGISTRY, Check, Finding, Skip, register
 from workstation.engine.context import CheckContext, case_label
 
 #: words in a free-text failure report that name a failure class (used when
@@ -124,10 +124,12 @@ class FailureMismatch(Check):
     Not judged when:
         the candidate's backend or a library a task file imports cannot run here, a step was
         stopped by a limit that says nothing about the code, or `make_inputs` or the reference is
-        broken on a declared case: `NotJudged`. A run where the reference died is counted as
-        passing (not compared); the death makes the check `skip` unless a finding fails. The
-        battery's failures are read from the other checks' results: a battery check that was not
-        judged, skipped or errored contributes none, and nothing says so. On the CPU a
+        broken on a declared case: `NotJudged`. A run where the reference died is not compared:
+        not judged for it (and left out of the counts). The battery's failures are read from the
+        other checks' results: where the claim reproduces and no observed failure lies outside it,
+        a battery check that applies to the task and was not judged, errored or was not in the run
+        (`--only`) makes the narrowness not judged, naming it (`battery_not_judged` in the
+        evidence); a battery check skipped as not applying contributes nothing. On the CPU a
         `nondeterministic` claim is tested only by two calls in one process (the interpreter orders
         atomics): a scheduling race does not reproduce there and is reported as such (`fail`).
 
@@ -153,7 +155,11 @@ class FailureMismatch(Check):
         for (case, seed), ref, cand in zip(pairs, refs, cands, strict=True):
             cls = cand.failure_class()
             detail = cand.failure_text() if cls else ""
-            if cls is None and ref.ok:
+            if cls is None and not ref.ok:
+                self.could_not_judge(f"case {case_label(case)} seed {seed}: the reference {ref.failure_text()}, so "
+                                     "the candidate's output there was not compared")
+                continue
+            if cls is None:
                 comps = ctx.compare(ref, cand, case)
                 bad = [c for c in comps if not c.ok]
                 if bad:
@@ -171,6 +177,9 @@ class FailureMismatch(Check):
               "observed_classes": classes, "observations": observed}
         if claimed == "slow":
             return [self.finding(ctx, "info", "the task reports a slowdown; speedup-claim measures it", ev)]
+        if not failing and self.unjudged:
+            return [self.finding(ctx, "info", f"the reported failure ({claimed or claims.failure!r}) does not show on "
+                                 f"the {len(observed)} run(s) compared; the others were not compared", ev)]
         if not failing:
             return [self.finding(ctx, "fail",
                                  f"the reported failure ({claimed or claims.failure!r}) does not reproduce: "
@@ -184,6 +193,7 @@ class FailureMismatch(Check):
         if claimed in classes:
             scope = claim_scope(claims.failure)
             battery = self._battery(ctx)
+            blind = self._battery_unjudged(ctx)
             outside = []
             for o in failing + battery:
                 why = within_claim(o, claimed, scope)
@@ -202,6 +212,13 @@ class FailureMismatch(Check):
                     + (f" ({o['detail'][:160]})" if o.get("detail") else "")
                     + f"; claimed: {claims.failure!r}",
                     ev, case=o["case"], seed=o.get("seed"))]
+            if blind:
+                ev["battery_not_judged"] = blind
+                self.could_not_judge(
+                    "whether the report is narrower than the failure was not fully judged: "
+                    + "; ".join(f"{b['check']} {b['why']}" for b in blind[:3])
+                    + (f"; {len(blind) - 3} more" if len(blind) > 3 else "")
+                    + ": the failures it would have observed were not compared with the claim")
             return [self.finding(ctx, "info",
                                  f"the reported {claimed} reproduces on {n_rep} of {len(observed)} runs, and every "
                                  f"failure the battery observed lies within the claim", ev)]
@@ -227,6 +244,24 @@ class FailureMismatch(Check):
                                           "nondeterministic" if cid == "nondeterminism" else "mismatch")
                 out.append({"check": cid, "case": case, "seed": ev.get("seed"), "class": str(cls),
                             "detail": f.summary[:300]})
+        return out
+
+    @staticmethod
+    def _battery_unjudged(ctx: CheckContext) -> list[dict[str, str]]:
+        """The :data:`BATTERY` checks that apply to the task and did not look in this run:
+        each ``{"check", "why"}`` (not judged with its reason, errored, or not in the run)."""
+        out = []
+        for cid in BATTERY:
+            cls = REGISTRY.get(cid)
+            if cls is None or cls.applies(ctx.task):
+                continue
+            res = ctx.results.get(cid)
+            if res is None:
+                out.append({"check": cid, "why": "was not run"})
+            elif getattr(res, "not_judged", ""):
+                out.append({"check": cid, "why": f"was not judged ({str(res.not_judged)[:200]})"})
+            elif getattr(res, "status", "") == "error":
+                out.append({"check": cid, "why": f"errored ({str(getattr(res, 'reason', ''))[:200]})"})
         return out
 
     def _nondeterminism(self, ctx: CheckContext) -> list[dict[str, Any]]:

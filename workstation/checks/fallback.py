@@ -145,13 +145,15 @@ class Fallback(Check):
         the candidate's backend or a library it imports cannot run here (a CUDA candidate without a
         GPU, Pallas without JAX), a traced or fault-injected call was stopped by a limit that says
         nothing about the code, or `make_inputs` is broken on the first declared case: `NotJudged`
-        (the static scan is not reported either). A traced call that raised: no dynamic verdict,
-        `warn` when a plain run of it returns, `info` when it fails plainly too (a reference that
-        does is a task problem, `NotJudged`); the static hits are still `warn`s. A traced call that
-        died is charged (the candidate: `fail`; the reference: the task's problem, `skip`). A
-        fault-injected call that did not return, for any reason, is read as "the candidate raises
-        when launches fail"; one that died is charged to the candidate. Not a limit of this run
-        (`info`): no fault injection for backends other than triton and cuda.
+        (the static scan is not reported either). A traced call that raised or died: no dynamic
+        verdict, and not judged for it (named with the failure), `warn` when a plain run of it
+        returns, `info` when it fails plainly too (a reference that raises there is a task problem,
+        `NotJudged`); the static hits are still `warn`s. A fault-injected call that reached a launch
+        (or build) and did not return is read as "the candidate raises when launches fail"; a
+        Triton one that reached none while the traced run launched: not judged for the fallback
+        on failure.
+        Not a limit of this run (`info`): no fault injection for backends other than triton and
+        cuda.
 
     Forgeable:
         Measured in the job process: the dispatch-mode tracer and an independent recorder (the autograd profiler), Triton launch counts.
@@ -188,6 +190,8 @@ class Fallback(Check):
             who, out = ("the candidate", cand) if not cand.ok else ("the reference", ref)
             plain = (ctx.candidate if not cand.ok else ctx.reference)([(case, seed)])[0]
             sev = "warn" if plain.ok else "info"
+            self.could_not_judge(f"{label}: {who} {out.failure_text()} in the traced run, so the aten ops and Triton "
+                                 "launches the candidate uses were not observed (no dynamic verdict)")
             findings.append(self.finding(ctx, sev, f"{label}: {who} {out.failure_text()} in the traced run"
                                          + ("" if plain.ok else " (as in a plain run)") + ": no dynamic verdict",
                                          {"case": case, "seed": seed, **out.failure_evidence()}, case=case, seed=seed))
@@ -247,11 +251,20 @@ class Fallback(Check):
                 f"problem: {_ops_text(chosen)}"
                 + (" (the work the reference does with the same ops)" if heavy else ""),
                 {**ev_base, **({"source": src} if src else {})}, case=case, seed=seed))
+        injected_unseen = False
         if inject is not None:
             f = self._fault_finding(ctx, case, seed, inject, ref, triton, scan.hits)
             if f is not None:
                 findings.append(f)
                 confirmed.add("except")
+            elif triton and launches and not (inject.step.extra.get("attempted") if inject.step is not None else 0):
+                # the traced run launched but the fault-injected run never reached a launch: what the
+                # candidate does when its kernels fail was not seen
+                injected_unseen = True
+                self.could_not_judge(
+                    f"{label}: the fault-injected run reached no Triton launch (" + (
+                        "it returned" if inject.ok else inject.failure_text()) + "), so whether the candidate falls "
+                    "back to the framework when its kernels fail was not observed")
         findings.extend(self._static_only(ctx, [h for h in scan.hits if not (
             h.kind in ("framework-op", "method") and (h.family in delegates or h.name.split(".")[-1] in delegates))],
             confirmed))
@@ -260,8 +273,9 @@ class Fallback(Check):
                 ctx, "info",
                 f"{label}: {launches} Triton launch(es) ({', '.join(f'{k} x{v}' for k, v in kernels.items()) or 'none'})"
                 "; no aten compute op on the full problem"
-                + ("; with every launch failing the candidate raises" if inject is not None else
-                   f" (no fault injection for backend {task.backend})"),
+                + ("; with every launch failing the candidate raises" if inject is not None and not injected_unseen
+                   else "; the fault injection reached no launch" if inject is not None
+                   else f" (no fault injection for backend {task.backend})"),
                 ev_base, case=case, seed=seed))
         return findings
 

@@ -134,9 +134,10 @@ class InputMutation(Check):
         by a limit that says nothing about the code (the wall-clock backstop, the import budget),
         or `make_inputs` is broken on a declared case (a task problem naming the file): `NotJudged`
         (`Skip` where no declared case can be judged on this device). A call that died or hung is
-        charged to the candidate (`fail`). A call that raised records no digests and is not
-        examined: it is counted only in the `info`'s "n of N runs" (the check is then `pass` on
-        the runs that returned, or on none; `correctness` fails the raise).
+        charged to the candidate (`fail`) by `correctness`. A call that raised or did not return
+        records no digests: it is counted in the `info`'s "n of N runs"; a declared case none of
+        whose runs returned is not judged (named with the first run's failure), so the check is
+        never `pass` on a case it did not observe (`correctness` fails the calls).
 
     Forgeable:
         Measured in the job process: guard bands and poison in buffers kws allocates, read back by the harness after the call.
@@ -156,13 +157,20 @@ class InputMutation(Check):
         findings: list[Finding] = []
         by_case: dict[int, list[tuple[int, list[dict[str, Any]]]]] = {}
         n_ok = 0
+        unseen: dict[int, list[str]] = {}  # case index -> why each of its runs recorded no digests
         for k, ((_case, seed), out) in enumerate(zip(pairs, cands, strict=True)):
             if not out.ok:
+                unseen.setdefault(k // len(ctx.seeds), []).append(f"seed {seed}: {out.failure_text()}")
                 continue
             n_ok += 1
             m = mutated_inputs(out, written)
             if m:
                 by_case.setdefault(k // len(ctx.seeds), []).append((seed, m))
+        for ci, whys in unseen.items():
+            if len(whys) == len(ctx.seeds):  # no run of this case returned: its inputs were never compared
+                self.could_not_judge(f"case {case_label(ctx.cases[ci])}: the candidate did not return on any of its "
+                                     f"{len(whys)} run(s) ({whys[0]}), so whether it writes its inputs there was not "
+                                     "observed")
         for ci, runs in by_case.items():
             case = ctx.cases[ci]
             seed, muts = runs[0]

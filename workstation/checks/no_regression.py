@@ -68,7 +68,8 @@ class NoRegression(Check):
         without the `pallas` extra, a library it imports is not installed), no candidate call
         ran with a reference result to replay (`NotJudged`), or a call failing on the candidate
         was not run on the baseline (skipped after an earlier hang) and nothing regresses
-        elsewhere (`could_not_judge`: never `pass`).
+        elsewhere (`could_not_judge`: never `pass`). On a GPU, a case kws could not time on both
+        sides: not judged for its speed (the `info` names it).
 
     Forgeable:
         Measured in the job process: the outputs only (copied by the harness into the result files); for its speed, the timing step's timers and CUDA events in the job process.
@@ -136,6 +137,8 @@ class NoRegression(Check):
         out = []
         for ct in m.cases:
             if ct.ratio is None:
+                self.could_not_judge(f"case {case_label(ct.case)}: kws could not time candidate and baseline, so "
+                                     "whether the optimization is slower there was not measured")
                 out.append(self.finding(ctx, "info", f"case {case_label(ct.case)}: kws could not time candidate and "
                                         "baseline", {"case": ct.case, "errors": ct.errors, "stopped": ct.stopped},
                                         case=ct.case))

@@ -110,7 +110,9 @@ class PrecisionRegime(Check):
 
     Not judged when:
         the AOT step (or, on a GPU, the launch that compiles) does not complete: killed at a
-        limit, raised, or kws's compile failed; or a captured kernel does not compile: its IR
+        limit (its CPU budget is the `aot_budget` setting, KWS_AOT_BUDGET, 300 CPU s by default:
+        an autotuned library kernel compiles every config), raised, or kws's compile failed; or
+        a captured kernel does not compile: its IR
         was not examined (on the CPU TF32 lowering and low-precision accumulation are answered
         only by the IR). The numerics it did run are still reported; the check is then `skip`
         unless one of them warns or fails. Not a limit of this run (`info`): a backend other than

@@ -106,8 +106,9 @@ class ProfileAttached(Check):
         time limit, makes the whole check `NotJudged`, the attached files unread. A profile step
         that died: the candidate's death is a `fail`, the other side's the task's problem (`skip`
         unless a finding fails). A file that cannot be read: `warn`. Where kws's own profile of the
-        candidate raised or measured no workload, a torch trace without per-kernel bytes gets no
-        case roofline and no physics bound, without a finding. The comparison with kws's own
+        candidate raised or measured no workload, a candidate trace of kws's profile case with a
+        device time per call but without per-kernel bytes gets no case roofline and no physics
+        bound: not judged for that file, naming it and the reason. The comparison with kws's own
         timings needs a GPU profile; on the CPU, or where torch.profiler did not run, it is not
         made.
 
@@ -160,6 +161,15 @@ class ProfileAttached(Check):
         peaks_max = device_peaks(p.device, p.device_info)  # the highest compute peak: a true bound
         d["peaks"] = peaks
         d["kernel_roofline"] = kernel_rooflines(p, peaks)
+        if not d["kernel_roofline"] and ap.role == "candidate" and sp is not None and sp.case == case \
+                and not sp.candidate.workload and peaks_max and _time_per_call(p)[1] in ("device-busy", "device"):
+            # the file's time could be placed against the case's bytes and FLOPs, but kws has none to use
+            cand = sp.candidate
+            why = (f"kws's own profile of the candidate {cand.outcome.failure_text()}" if not cand.ok
+                   else "kws's own profile of the candidate measured no workload")
+            self.could_not_judge(f"{ap.file}: the file records no bytes or FLOPs per kernel and {why} on case "
+                                 f"{case_label(case)}, so its time per call was not placed against the case's bytes "
+                                 "and FLOPs (no case roofline, no check against the device's peaks)")
         if not d["kernel_roofline"] and ap.role == "candidate" and sp is not None and sp.case == case \
                 and sp.candidate.workload:
             t, what = _time_per_call(p)

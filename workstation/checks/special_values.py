@@ -9,6 +9,7 @@ import msgspec
 import numpy as np
 
 from workstation.analysis.compare import FORMATS
+from workstation.checks.support.keep import kept_inputs
 from workstation.checks.support.trials import (
     Trial,
     TrialResult,
@@ -209,7 +210,9 @@ class SpecialValues(Check):
         a value variant was not tried for a reason of this run (over the per-case budget,
         the reference died, kws's input transform failed, the candidate was not run): not
         judged for those variants, with the rest reported. Variants the contract lets the
-        reference or `make_inputs` reject are dropped without that (nothing to look at).
+        reference or `make_inputs` reject are dropped without that (nothing to look at). An
+        `[inputs] keep_structure` index beyond the inputs `make_inputs` returns: a task problem
+        naming task.toml, the key and the input count (`NotJudged`).
 
     Forgeable:
         Measured in the job process: the outputs only (copied by the harness into the result files).
@@ -226,11 +229,11 @@ class SpecialValues(Check):
         cases = cheapest_per_dtype(ctx)
         base = declared_baselines(ctx, cases, seed)
         trials: list[Trial] = []
+        keep = kept_inputs(ctx, [(c, base[case_key(c)].ref) for c in cases])  # task.toml's indices, checked
         for case in cases:
             ref = base[case_key(case)].ref
             if not ref.ok:
                 continue
-            keep = set(ctx.task.extensions.keep_structure)
             args = [i for i in float_read_inputs(ctx, ref) if i not in keep]
             if not args:
                 continue

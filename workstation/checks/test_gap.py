@@ -416,10 +416,10 @@ class TestGap(Check):
         stopped by a limit that says nothing about the code, or `make_inputs` or the reference is
         broken on a declared case (a task problem naming the file): `NotJudged`. The author's test
         did not run to a verdict (raised other than an `AssertionError`, died, hung) on every run
-        it was given: `warn`; on some runs only: `info`, and no gap is looked for on those runs; a
-        death or hang also lists the check under not_judged (the task's problem: `skip` unless a
-        finding warns or fails). A test file that cannot be parsed leaves a gap a `fail`,
-        unexplained.
+        it was given: `warn`; on some runs only: `info`; where such a run is one on which kws's
+        comparison fails, no gap could be seen there: not judged for it (the reason names the
+        first such run). A run on which the reference died: not judged for it (no comparison was
+        made). A test file that cannot be parsed leaves a gap a `fail`, unexplained.
 
     Forgeable:
         Measured in the job process: source, jaxpr, compiler output and attached files read by kws.
@@ -440,6 +440,9 @@ class TestGap(Check):
         kws_bad: dict[int, tuple[list[Comparison] | None, CallOutcome, CallOutcome]] = {}
         for k, (ref, cand) in enumerate(zip(refs, cands, strict=True)):
             if not ref.ok:
+                self.could_not_judge(f"case {case_label(pairs[k][0])} seed {pairs[k][1]}: the reference "
+                                     f"{ref.failure_text()}, so kws's comparison there (and the author's test "
+                                     "against it) was not made")
                 continue
             if not cand.ok:
                 kws_bad[k] = (None, ref, cand)
@@ -469,6 +472,13 @@ class TestGap(Check):
                 stricter.append((k, out))
         for ks in gaps.values():
             findings.append(self._gap(ctx, src, pairs, ks, kws_bad))
+        unseen = [(k, out) for k, out in broken if k in kws_bad]
+        if unseen:
+            k, out = unseen[0]
+            self.could_not_judge(
+                f"the author's test did not run to a verdict on {len(unseen)} of the {len(kws_bad)} case/seed runs "
+                f"where kws's comparison fails ({out.failure_text()}, case {case_label(pairs[k][0])} seed "
+                f"{pairs[k][1]}), so whether it passes there (a gap) was not observed")
         if broken:
             k, out = broken[0]
             sev = "warn" if len(broken) == len(tests) else "info"

@@ -70,8 +70,9 @@ class ToleranceTight(Check):
     Not judged when:
         no declared run has a float64 oracle (the reference raised on float64 inputs, or returns a
         fixed precision for them): `NotJudged` with the first reason; no floating-point output at
-        all: `Skip`. A run without an oracle beside runs with one is left out without a finding
-        (the `info` counts the runs judged). A step of the shared numerics audit (its
+        all: `Skip`. A run without an oracle (or without a reference output) beside runs with one:
+        not judged for that run, with the first run's reason; the runs with an oracle are judged
+        (the `info` counts them). A step of the shared numerics audit (its
         lower-precision and re-run steps included) stopped by a limit that says nothing about the
         code, a library the reference imports missing, `make_inputs` or the reference broken on a
         declared case: `NotJudged`. A reference or oracle step that died is the task's problem
@@ -94,6 +95,12 @@ class ToleranceTight(Check):
             if not any(r.outs for r in runs):
                 raise Skip("no floating-point output to judge" + (f" ({notes[0]})" if notes else ""))
             raise NotJudged("no float64 oracle: " + (notes[0] if notes else "the reference does not run on float64 inputs"))
+        left = [r for r in runs if (r.outs and any(o.oracle is None for o in r.outs)) or (not r.outs and r.note)]
+        if left:
+            r = left[0]
+            self.could_not_judge(
+                f"{len(left)} of {len(runs)} declared run(s) have no float64 oracle for every floating output and were "
+                f"not judged, e.g. {r.label}: {r.note or 'the float64 probe returned no matching output'}")
         findings: list[Finding] = []
         by_dtype: dict[str, list[tuple[Run, OutData]]] = {}
         for r, o in pairs:
