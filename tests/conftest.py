@@ -136,6 +136,7 @@ MODULE_TIER = {
     "test_checks_kinds": "unit",
     "test_checks_memory": "unit",
     "test_checks_numerics": "unit",
+    "test_cuda_static": "unit",
     "test_checks_shapes": "unit",
     "test_legal_props": "unit",
     "test_checks_state": "unit",

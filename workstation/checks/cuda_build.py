@@ -2,9 +2,11 @@
 
 from __future__ import annotations
 
+import re
 from typing import Any
 
 from workstation.checks.failure_mismatch import claimed_class
+from workstation.checks.support.cuda_launch import read_launches
 from workstation.checks.support.cuda_read import (
     SM90,
     block_sizes,
@@ -16,14 +18,36 @@ from workstation.checks.support.cuda_read import (
     sass_functions,
 )
 from workstation.checks.support.legal import reduction_max
+from workstation.checks.support.ptx_flow import (
+    PtxProgram,
+    accumulation_loops,
+    approx_ops,
+    bounds_guards,
+    ftz_count,
+    parse_ptx,
+    shared_races,
+)
 from workstation.checks.support.trials import cheapest_per_dtype
-from workstation.engine.check import Check, Finding, Skip, register
+from workstation.engine.check import Check, Finding, NotJudged, register
 from workstation.engine.context import CheckContext
 from workstation.protocol.steps import CudaBuildStep
 
-#: fp16 has 11 significant bits: a sum of more than 2**11 terms of similar size stops
-#: growing by the last one (IEEE 754 binary16).
-HALF_EXACT_TERMS = 2048
+#: unit roundoff of the half formats (IEEE 754 binary16: 11 significant bits; bfloat16: 8).
+HALF_UNIT_ROUNDOFF = {"f16": 2.0 ** -11, "bf16": 2.0 ** -8}
+#: relative error bounds of PTX ``.approx`` instructions (f32), as stated in the PTX ISA,
+#: "Floating-Point Instructions" (per instruction: ex2, lg2, sin, cos, tanh, rcp, rsqrt,
+#: sqrt, div); ``__expf``/``__logf``/``__sinf``/``__cosf``/``__fdividef`` and
+#: ``--use_fast_math`` compile to them (CUDA C++ Programming Guide, "Intrinsic Functions").
+#: Absolute-error bounds (lg2, sin, cos) are used as relative ones at output magnitude 1.
+APPROX_BOUND = {"tanh": (2.0 ** -10.987, "max relative error 2^-10.987"),
+                "ex2": (2.0 ** -22.5, "max relative error 2^-22.5 (plus 2^-24 x |x| from the argument scaling of __expf)"),
+                "lg2": (2.0 ** -22.6, "max absolute error 2^-22.6"),
+                "sin": (2.0 ** -20.9, "max absolute error 2^-20.9 in [-pi, pi]"),
+                "cos": (2.0 ** -20.9, "max absolute error 2^-20.9 in [-pi, pi]"),
+                "rcp": (2.0 ** -23, "max relative error 2^-23 (1 ulp)"),
+                "rsqrt": (2.0 ** -22.9, "max relative error 2^-22.9"),
+                "sqrt": (2.0 ** -23, "max relative error 2^-23"),
+                "div": (2.0 ** -22, "max error 2 ulp for |divisor| in [2^-126, 2^126]")}
 #: occupancy below which register or shared-memory pressure is worth a look.
 LOW_OCCUPANCY = 0.25
 #: the block sizes the occupancy table lists when the launch's is unknown.
@@ -39,62 +63,107 @@ def _first_error(log: str) -> str:
 
 @register
 class CudaBuild(Check):
-    """A CUDA candidate's kernels, compiled for Hopper and read from ptxas, PTX and SASS.
+    """A CUDA candidate's kernels, compiled for Hopper and read from ptxas, PTX and SASS, and
+    its host launch arithmetic read from the source.
 
     Scheduled for:
         `backend = "cuda"`.
 
     Catches:
-        CUDA sources that do not compile for the
-        target, half-precision accumulators, TF32 on fp32 matmuls, spills, blocks an SM cannot
-        hold, low occupancy, global accesses with no bounds guard.
+        CUDA sources that do not compile for the target; shared-memory races (a store and a load
+        of another thread's slot with no `__syncthreads()` between); thread-indexed global
+        accesses with no bounds comparison under a launch that rounds the grid up; launches whose
+        grid rounds down (`n / 256` blocks); approximate intrinsics (`--use_fast_math`,
+        `__expf`, `tanh.approx`) whose error bound exceeds the declared tolerance; half-precision
+        accumulators, TF32 on fp32 matmuls, spills, blocks an SM cannot hold, low occupancy.
 
     How:
         the `cuda_build` step (`workstation/harness/cuda_capture.py`) intercepts
         `torch.utils.cpp_extension.load_inline`/`load` in the child (the module imported, and called
         once if the build is lazy), writes each CUDA source as `load_inline` would, compiles it with
-        `nvcc -fatbin -gencode arch=compute_90,code=[sm_90,compute_90] -Xptxas -v` plus torch's
-        extension flags and the build's own (its `-arch`/`-gencode` choose the target; `sm_90a` where
-        the source uses `wgmma`), and disassembles it with `cuobjdump -sass` / `-ptx`; results are
-        cached by source, flags and nvcc version. `workstation/checks/support/cuda_read.py` parses
-        ptxas's report, PTX and SASS.
+        `nvcc -fatbin -gencode arch=compute_90,code=[sm_90,compute_90] -Xptxas -v -lineinfo` plus
+        torch's extension flags and the build's own (its `-arch`/`-gencode` choose the target;
+        `sm_90a` where the source uses `wgmma`), and disassembles it with `cuobjdump -sass` / `-ptx`;
+        results are cached by source, flags and nvcc version. Read statically, nothing executed:
+
+        - *ptxas, SASS* (`support/cuda_read.py`): registers, shared memory, spills, tensor-core ops,
+          occupancy at the launch's block size.
+        - *PTX as a program* (`support/ptx_flow.py`; `.loc` lines give the CUDA source line):
+          shared-memory ordering: a `st.shared` to an address derived from the thread index,
+          then, in program order (loop bodies scanned twice) with no `bar.sync`/`barrier`/
+          `bar.warp.sync`/`mbarrier` wait between, an `ld.shared` of a different address (the
+          read-after-write hazard compute-sanitizer's racecheck reports); bounds guards by data
+          flow: a global access whose address derives from `%tid`/`%ctaid` is guarded when every
+          path from the entry to it takes the in-bounds edge of an order comparison
+          (`setp.lt/ge/...`) of a thread-derived value against a parameter-derived one (the
+          `setp.eq` nvcc emits for a 64-bit `i % n` is not one); `.approx` instructions, judged
+          with the PTX ISA's error bound against `atol + rtol` of the contract's dtypes at output
+          magnitude 1 (amplification 1: the approximate value reaches the output directly); the
+          loop holding half add/fma: its exit comparison, step and bound parameter give the
+          per-thread accumulation length n at the `[params]` maximum.
+        - *Host launch arithmetic* (`support/cuda_launch.py`): each `kernel<<<grid, block>>>`
+          in the CUDA and C++ sources, `dim3` declarations, `#define`s and local `int`
+          definitions resolved, expressions parsed with pycparser; identifiers naming a task
+          parameter stay symbolic. A grid dimension with a division by a constant `D` must give
+          `blocks * D >= size` at every legal value tried (both ends of each range, multiples of
+          powers of two and their neighbours); an unguarded kernel under a grid that rounds up
+          runs threads past the end.
 
     Findings:
         | finding | severity |
         |---|---|
         | nvcc rejects the source (first error, the log) | `fail` (`info` when the task reports that compile error) |
-        | a block of the launch's size (`__launch_bounds__`, `dim3 b(X, Y)` in the source) needs more registers or shared memory than an sm_90 SM has | `fail` |
-        | half add/fma in a loop, or an f16-accumulating MMA, with a `[contract] reduction` that can exceed 2048 terms | `fail` (else `warn`) |
-        | TF32 tensor-core ops in a task served at float32; spills; occupancy below 25%; global accesses with no predicated access and no predicated EXIT/BRA before them (heuristic) | `warn` |
-        | per kernel: registers, shared memory, stack, tensor-core ops, occupancy | `info` |
+        | a shared-memory store -> load of another thread's slot with no barrier between (both source lines) | `fail` |
+        | a grid dimension that rounds down: the first legal size it does not cover | `fail` |
+        | a thread-indexed global access with no bounds comparison, under a launch that rounds up (the first size with threads past the end) | `fail` |
+        | an `.approx` instruction (fast math, an intrinsic, `tanh.approx`) whose error bound exceeds `atol + rtol` at magnitude 1 | `fail` (`info` within it) |
+        | a block of the launch's size needs more registers or shared memory than an sm_90 SM has | `fail` |
+        | half add/fma in a loop, or an f16-accumulating MMA: `fail` where sqrt(n) u at the per-thread length n exceeds the declared rtol | `fail` (else `warn`) |
+        | an unguarded thread-indexed access where the launch is not read; TF32 tensor-core ops in a task served at float32; spills; occupancy below 25% | `warn` |
+        | per kernel: registers, shared memory, stack, tensor-core ops, occupancy, accesses; the launch sites read | `info` |
 
     Example:
-        (`gemm-cuda-halfacc`): `gemm_f16_tiled(...) (sm_90): a half-precision accumulator:
-        32 half-precision add/fma instruction(s) inside a loop (e.g. fma.rn.f16 ...); the reduction K
-        reaches 16384 terms ([params] maximum), past the 2048 that fp16's 11 significant bits sum
-        exactly`.
+        (`cuda-smem-race`): `row_l2norm(...) (sm_90): a shared-memory race: cuda.cu:19
+        ``if (t < s) part[t] += part[t + s];`` stores to a per-thread slot and cuda.cu:19 ... then
+        loads a slot another thread stores (st.shared.f32 [%r12] -> ld.shared.f32 [%r12+256]) with
+        no bar.sync (__syncthreads()) between them in program order`.
 
     Source:
-        NVIDIA's CUDA C++ Programming Guide (compute capability
-        9.0 limits, occupancy), the PTX ISA (`mma` type suffixes, `cvt.rna.tf32.f32`),
-        `cuobjdump`/`nvdisasm` SASS mnemonics; IEEE 754 binary16 for fp16 sums.
+        NVIDIA's CUDA C++ Programming Guide (compute capability 9.0 limits, occupancy,
+        `__syncthreads()`, the intrinsic functions `--use_fast_math` selects), the PTX ISA (`setp`,
+        `bar.sync`, `.loc`, the `.approx` instructions' stated error bounds: `tanh` 2^-10.987
+        relative, `ex2` 2^-22.5, `lg2` 2^-22.6 absolute, `sin`/`cos` 2^-20.9 absolute in [-pi, pi],
+        `rcp`/`sqrt` 2^-23, `rsqrt` 2^-22.9, `div` 2 ulp), compute-sanitizer's racecheck hazards;
+        Higham, *Accuracy and Stability of Numerical Algorithms* (2002) eq. 4.4 ((n-1)u worst case)
+        and Higham & Mary (2019) (sqrt(n) u typical) for recursive half sums.
 
     Limits:
-        static: no value is computed on the CPU (the run-time checks `skip`); host code
-        is not compiled; the guard heuristic cannot tell a wrong guard from a right one; sources that
-        include `<torch/types.h>` take tens of seconds to compile; a kernel built another way (a prebuilt `.so`, CuPy,
-        `torch.cuda.jiterator`) is not seen. Needs nvcc (`nvidia-cuda-nvcc` on PyPI, or a CUDA
-        toolkit); PTX/SASS need
-        cuobjdump (`kws[cuda-read]`).
+        static: no value is computed on the CPU (the run-time checks `skip`; emulating a kernel on
+        the CPU is not done). The PTX is read, not the SASS ptxas makes of it; data flow is
+        flow-insensitive; the race reading is linear program order (two branches of one `if` are
+        scanned as if in sequence), knows nothing of which threads take a branch, and sees only
+        read-after-write through shared memory (not write-after-read, not global memory, not
+        `__syncwarp`-free warp-synchronous code judged by lane); a guard on one index counts for
+        every access behind it; the launch reading resolves names inside the source text only
+        (sizes taken from tensors, `x.numel()` in a wrapper, are not linked to `[params]` unless
+        they pass through a parameter-named variable), and assumes each block covers `D` elements
+        of the dimension; the approximation bound is the instruction's, not the kernel's whole
+        error. Sources that include `<torch/types.h>` take tens of seconds to compile; a kernel
+        built another way (a prebuilt `.so`, CuPy, `torch.cuda.jiterator`) is not seen. GPU-only:
+        running the kernel (races as they happen, numerics, out-of-bounds accesses: compute-sanitizer
+        in `out-of-bounds` on a GPU box). Needs nvcc (`nvidia-cuda-nvcc` on PyPI, or a CUDA
+        toolkit); PTX/SASS need cuobjdump and the launch reading pycparser (`kws[cuda-read]`).
 
     Not judged when:
         the capture step did not run, or the candidate made no `load_inline`/`load` build: `warn`.
-        nvcc not found: `Skip` with where kws looked. nvcc stopped at its time limit is reported as
-        a source that does not compile (`fail`, `info` when the task reports a compile error).
-        Without cuobjdump, or where it fails, PTX and SASS are not read: the precision and guard
-        findings are not looked for and the summary `info` does not say so. A capture step stopped
-        by a limit that says nothing about the code: `NotJudged`. Not a limit of this run: the
-        run-time checks on the CPU (a CUDA extension runs only on a GPU).
+        nvcc not found: `NotJudged` ("install the CUDA toolkit (nvcc)"). nvcc stopped at its time
+        limit: not judged for that source (never reported as a compile error). Without cuobjdump,
+        or where it prints no PTX: not judged (races, guards, approximations and accumulators not
+        looked for). A launch expression that names something the source does not define, or a
+        construct pycparser cannot read: listed as not read in the launch `info` (that launch's
+        coverage not judged). A capture step stopped by a limit that says nothing about the code:
+        `NotJudged`. Not a limit of this run: the run-time checks on the CPU (a CUDA extension runs
+        only on a GPU).
 
     Forgeable:
         Measured in the job process: source, jaxpr, compiler output and attached files read by kws.
@@ -125,12 +194,14 @@ class CudaBuild(Check):
                                  f"on import or on its first call{why}: no CUDA source to compile here (a prebuilt "
                                  "extension runs only on a GPU)", {"role_error": err, "tools": tools})]
         if not tools.get("nvcc"):
-            raise Skip("nvcc not found (PATH, $CUDA_HOME/bin, the nvidia-cuda-nvcc package): the captured CUDA sources "
-                       f"of {', '.join(b['name'] for b in builds)} cannot be compiled here")
+            raise NotJudged("nvcc not found (PATH, $CUDA_HOME/bin, the nvidia-cuda-nvcc package): the captured CUDA "
+                            f"sources of {', '.join(b['name'] for b in builds)} cannot be compiled here; install the "
+                            "CUDA toolkit (nvcc)")
         findings: list[Finding] = []
         for b in builds:
             for s in b.get("sources", []):
                 findings += self._source(ctx, b, s, tools)
+        findings += self._launches(ctx, builds)
         return findings
 
     def _source(self, ctx: CheckContext, b: dict[str, Any], s: dict[str, Any], tools: dict[str, Any]) -> list[Finding]:
@@ -140,6 +211,10 @@ class CudaBuild(Check):
         base_ev = {"build": b["name"], "via": b["via"], "file": s["file"], "target": target,
                    "target_reason": b.get("target_reason"), "flags": b.get("flags"), "command": comp.get("command"),
                    "nvcc": tools.get("nvcc_version"), "cached": comp.get("cached"), "seconds": comp.get("seconds")}
+        if comp.get("timed_out") or (not comp.get("ok") and comp.get("returncode") is None):
+            self.could_not_judge(f"{where}: {comp.get('log') or 'nvcc did not run'} (a limit of this machine, not "
+                                 "a compile error of the source)")
+            return []
         if not comp.get("ok"):
             log = comp.get("log", "")
             claims = ctx.task.claims
@@ -152,58 +227,241 @@ class CudaBuild(Check):
                 {**base_ev, "failure_class": "compile-error", "log": log[-8000:]})]
         res = ptxas_resources(comp.get("log", ""))
         sass = sass_functions(comp.get("sass", ""))
-        ptx = ptx_entries(comp.get("ptx", ""))
+        ptx_text = comp.get("ptx", "")
+        ptx = ptx_entries(ptx_text)
+        progs = parse_ptx(ptx_text, s["file"])
+        if not progs:
+            why = comp.get("ptx_error") or ("cuobjdump not found (`pip install 'kws[cuda-read]'`)"
+                                            if not tools.get("cuobjdump") else "cuobjdump printed no PTX")
+            self.could_not_judge(f"{where}: PTX not read ({why}): shared-memory ordering, bounds guards, approximate "
+                                 "intrinsics and half accumulators were not looked for")
         names = comp.get("names") or {}
         text = s.get("text", "")
+        src_lines = text.splitlines()
         out: list[Finding] = []
         kernels = sorted(set(res) | set(sass) | set(ptx))
         summary = []
+        self._guards.setdefault("by_kernel", {})
         for k in kernels:
             pretty = names.get(k, k)
             r = res.get(k)
             ins = sass.get(k, [])
             ent = ptx.get(k)
+            prog = progs.get(k)
             prec = precision_facts(ent, ins)
-            guards = guard_facts(ins)
+            guards = bounds_guards(prog) if prog is not None else guard_facts(ins)
+            for u in guards.get("unguarded_examples", []):
+                if isinstance(u, dict):
+                    u["source"] = self._quote(src_lines, s["file"], u["line"])
             threads, tsrc = block_sizes(text, ent)
             kev = {**base_ev, "kernel": pretty, "mangled": k, "resources": r.as_dict() if r else None,
                    "precision": prec, "guards": guards, "block_threads": threads, "block_threads_from": tsrc,
                    "sass_instructions": len(ins)}
             label = f"{pretty} ({target})"
-            out += self._precision(ctx, label, prec, kev)
+            if prog is not None:
+                out += self._races(ctx, label, prog, src_lines, s["file"], kev)
+                out += self._approx(ctx, label, prog, src_lines, s["file"], b.get("flags") or [], kev)
+                self._guards["by_kernel"][pretty.split("(")[0].split("<")[0].split("::")[-1]] = (label, guards, kev)
+            out += self._precision(ctx, label, prec, kev, prog, text)
             if r is not None:
                 out += self._resources(ctx, label, r, threads, tsrc, kev)
-            if guards["global_accesses"] and not guards["any_guard"]:
-                out.append(self.finding(
-                    ctx, "warn",
-                    f"{label}: {guards['global_accesses']} global load/store instruction(s) and no bounds guard (no "
-                    "predicated LDG/STG, no predicated EXIT/BRA before them; a heuristic): every thread of the grid "
-                    "accesses memory unconditionally, correct only if the grid matches the data exactly "
-                    f"(e.g. {guards['unguarded_examples'][0] if guards['unguarded_examples'] else ''})", kev))
-            regs = f"{r.registers} registers, {r.smem} B smem, {r.stack} B stack" if r else "no ptxas report"
-            summary.append(f"{pretty}: {regs}" + (f", tensor-core ops {prec['mma_ops']}" if prec["mma_ops"] else "")
-                           + f", {guards['global_accesses']} global accesses")
+            summary.append(f"{pretty}: " + (f"{r.registers} registers, {r.smem} B smem, {r.stack} B stack" if r else
+                                            "no ptxas report")
+                           + (f", tensor-core ops {prec['mma_ops']}" if prec["mma_ops"] else "")
+                           + (f", {guards.get('indexed_accesses')} thread-indexed global accesses, "
+                              f"{guards.get('unguarded')} unguarded" if prog is not None else ""))
         out.append(self.finding(ctx, "info", f"{where} compiles for {target} ({b.get('target_reason')}); "
                                 + "; ".join(summary), {**base_ev, "kernels": kernels, "names": names,
                                                        "log": comp.get("log", "")[-4000:]}))
         return out
 
-    def _precision(self, ctx: CheckContext, label: str, prec: dict[str, Any], ev: dict[str, Any]) -> list[Finding]:
+    @property
+    def _guards(self) -> dict[str, Any]:
+        return self.__dict__.setdefault("_guard_state", {})
+
+    @staticmethod
+    def _quote(src_lines: list[str], file: str, line: int) -> str:
+        txt = src_lines[line - 1].strip() if 0 < line <= len(src_lines) else ""
+        return f"{file}:{line}" + (f" `{txt[:90]}`" if txt else "")
+
+    def _races(self, ctx: CheckContext, label: str, prog: PtxProgram, src_lines: list[str], file: str,
+               ev: dict[str, Any]) -> list[Finding]:
+        races = shared_races(prog)
+        if not races:
+            return []
+        r0 = races[0]
+        return [self.finding(
+            ctx, "fail",
+            f"{label}: a shared-memory race: {self._quote(src_lines, file, r0['store']['line'])} stores to a per-thread "
+            f"slot and {self._quote(src_lines, file, r0['load']['line'])} then loads a slot another thread stores "
+            f"(`{r0['store']['ptx']}` -> `{r0['load']['ptx']}`) with no bar.sync (__syncthreads()) between them in "
+            f"program order: the load may read the value before the other thread's store"
+            + (f" ({len(races)} such pairs)" if len(races) > 1 else ""),
+            {**ev, "races": races[:12], "source": {"file": file, "line": r0["load"]["line"]}})]
+
+    def _approx(self, ctx: CheckContext, label: str, prog: PtxProgram, src_lines: list[str], file: str,
+                flags: list[str], ev: dict[str, Any]) -> list[Finding]:
+        fast = [f for f in flags if "fast_math" in f or f.startswith(("-ftz", "--ftz", "-prec", "--prec"))]
+
+        def chosen(o: dict[str, Any]) -> bool:
+            """The kernel's own approximation, not a step inside an accurate libdevice routine
+            (tanhf, expf ... use ex2.approx/rcp.approx internally): fast math, an intrinsic or
+            inline asm on its line, or tanh.approx (only __tanhf and fast math emit it)."""
+            line = src_lines[o["line"] - 1] if 0 < o["line"] <= len(src_lines) else ""
+            return bool(fast) or o["op"].startswith("tanh.") or bool(re.search(r"\b__\w+f\s*\(|\basm\b", line))
+
+        ops = [o for o in approx_ops(prog) if ".f16" not in o["op"] and chosen(o)]
+        if not ops:
+            return []
+        task = ctx.task
+        dtypes = task.contract.dtypes or sorted({c["dtype"] for c in task.cases})
+        out = []
+        seen: set[str] = set()
+        for o in ops:
+            fn = o["op"].split(".")[0]
+            if fn in seen or fn not in APPROX_BOUND:
+                continue
+            seen.add(fn)
+            bound, said = APPROX_BOUND[fn]
+            worst = None
+            for dt in dtypes:
+                tol = task.tolerance_for(dt)
+                if tol.rtol is None and tol.atol is None:
+                    continue
+                allowed = (tol.rtol or 0.0) + (tol.atol or 0.0)
+                if worst is None or allowed < worst[1]:
+                    worst = (dt, allowed, tol)
+            where = self._quote(src_lines, file, o["line"])
+            msg = (f"{label}: `{o['ptx']}` at {where}: an approximate {fn} ({said}; PTX ISA)"
+                   + (f", from the build's flags {fast}" if fast else ""))
+            evx = {**ev, "approx": ops[:12], "flags_fast_math": fast, "bound": bound, "bound_source": said,
+                   "source": {"file": file, "line": o["line"]}}
+            if worst is None:
+                out.append(self.finding(ctx, "info", msg + "; the task declares no tolerance to judge it against",
+                                        evx))
+            elif bound > worst[1]:
+                out.append(self.finding(
+                    ctx, "fail", msg + f": its error alone at output magnitude 1 ({bound:.2g}) exceeds the declared "
+                    f"{worst[0]} tolerance there (atol {worst[2].atol} + rtol {worst[2].rtol} = {worst[1]:.2g}); "
+                    "amplification 1 (the approximate result reaches the output directly), so any further rounding "
+                    "only adds to it", {**evx, "tolerance": {"dtype": worst[0], "atol": worst[2].atol,
+                                                             "rtol": worst[2].rtol}}))
+            else:
+                out.append(self.finding(
+                    ctx, "info", msg + f": within the declared {worst[0]} tolerance ({bound:.2g} <= {worst[1]:.2g} "
+                    "at output magnitude 1, amplification 1)", evx))
+        if ftz_count(prog) and fast:
+            out.append(self.finding(ctx, "info", f"{label}: {ftz_count(prog)} instruction(s) flush subnormals to zero "
+                                    "(.ftz): an error below 2^-126 ~ 1.2e-38 per value, under any declared atol",
+                                    ev))
+        return out
+
+    def _launches(self, ctx: CheckContext, builds: list[dict[str, Any]]) -> list[Finding]:
+        texts = [s.get("text", "") for b in builds for s in b.get("sources", [])] + \
+            [c for b in builds for c in b.get("cpp_sources", [])]
+        task = ctx.task
+        fixed = {k: v for k, v in (task.cases[0] if task.cases else {}).items() if isinstance(v, int)}
+        sites = read_launches(texts, dict(task.params), fixed)
+        out: list[Finding] = []
+        by_kernel = self._guards.get("by_kernel", {})
+        for site in sites:
+            ev = {"launch": site}
+            for d in site["dims"]:
+                cx = d.get("counterexample")
+                if cx:
+                    vals = ", ".join(f"{k}={v}" for k, v in cx.items() if k not in ("blocks", "covered", "size"))
+                    out.append(self.finding(
+                        ctx, "fail",
+                        f"launch of {site['kernel']} (line {site['line']}): grid.{d['dim']} = `{d['expr']}` rounds "
+                        f"down: at {vals} (legal under [params]) it launches {cx['blocks']} block(s) of {d['divisor']} "
+                        f"= {cx['covered']} of the {cx['size']} elements `{d['size']}` asks for; the last "
+                        f"{cx['size'] - cx['covered']} are never computed (ceil-divide: `({d['size']} + "
+                        f"{d['divisor'] - 1}) / {d['divisor']}`)", ev))
+            rounds_up = [d for d in site["dims"] if d.get("form") == "division" and not d.get("counterexample")]
+            kg = by_kernel.get(site["kernel"])
+            if kg is not None and rounds_up and kg[1].get("unguarded") and not kg[1].get("grid_stride"):
+                label, g, kev = kg
+                u = g["unguarded_examples"][0]
+                d = rounds_up[0]
+                over = self._overshoot(d, dict(task.params), fixed, site, texts)
+                if over is not None:
+                    out.append(self.finding(
+                        ctx, "fail",
+                        f"{label}: `{u['ptx']}` at {u['source']} is indexed by the thread and no comparison "
+                        f"of the index against a size parameter guards it, while the launch (line {site['line']}) "
+                        f"rounds grid.{d['dim']} = `{d['expr']}` up: at {over['at']} it runs {over['threads']} threads "
+                        f"for {over['size']} elements, so {over['threads'] - over['size']} of them access memory past "
+                        "the end", {**kev, "launch": site, "overshoot": over}))
+                    kg[1]["judged"] = True
+        for label, g, kev in by_kernel.values():
+            if g.get("unguarded") and not g.get("judged"):
+                u = g["unguarded_examples"][0]
+                out.append(self.finding(
+                    ctx, "warn",
+                    f"{label}: {g['unguarded']} thread-indexed global access(es) with no comparison of the index "
+                    f"against a size parameter before them (e.g. `{u['ptx']}` at {u['source']}): correct "
+                    "only if every launch's grid matches the data exactly", kev))
+        unresolved = [f"{s['kernel']}: {d['unresolved']}" for s in sites for d in s["dims"] if d.get("unresolved")]
+        if sites or unresolved:
+            out.append(self.finding(
+                ctx, "info", f"host launch arithmetic: {len(sites)} launch site(s) read"
+                + (f"; not read: {'; '.join(unresolved[:4])}" if unresolved else ""), {"launches": sites}))
+        return out
+
+    @staticmethod
+    def _overshoot(d: dict[str, Any], params: dict[str, Any], fixed: dict[str, int], site: dict[str, Any],
+                   texts: list[str]) -> dict[str, Any] | None:
+        """The first legal size where the rounded-up grid runs more threads than elements."""
+        from workstation.checks.support.cuda_launch import Expr, _definitions, legal_values
+
+        try:
+            text = next(t for t in texts if site["grid"] in t)
+            e = Expr(d["expr"], _definitions(text), params)
+            num, div = e.division()
+            size = e.size_of(num)
+            for n in d.get("params", []):
+                for v in legal_values(params[n])[:2000]:
+                    env = {**fixed, n: v}
+                    threads, need = e.value(env) * div, e.value(env, size)
+                    if threads > need:
+                        others = ", ".join(f"{k}={fixed[k]}" for k in d.get("params", []) if k != n and k in fixed)
+                        return {"at": f"{n}={v}" + (f" ({others} as in the first declared case)" if others else ""),
+                                "threads": threads, "size": need}
+        except (StopIteration, ValueError, KeyError, TypeError, ZeroDivisionError):
+            return None
+        return None
+
+    def _precision(self, ctx: CheckContext, label: str, prec: dict[str, Any], ev: dict[str, Any],
+                   prog: PtxProgram | None = None, text: str = "") -> list[Finding]:
         out = []
         task = ctx.task
         kmax = reduction_max(task)
         half_loop = [h for h in prec["half_arith"] if h["in_loop"]]
         mma_acc = prec["half_mma_acc"]
         if half_loop or mma_acc["sass"] or mma_acc["ptx"]:
-            what = (f"{len(half_loop)} half-precision add/fma instruction(s) inside a loop (e.g. `{half_loop[0]['ptx']}`)"
+            what = (f"{prec['half_arith_count']} half-precision add/fma instruction(s), {len(half_loop)} of them "
+                    f"inside a loop (e.g. `{half_loop[0]['ptx']}`)"
                     if half_loop else f"tensor-core MMAs accumulating in f16 ({', '.join(mma_acc['sass']) or mma_acc['ptx'][0]['ptx']})")
-            big = kmax is not None and kmax[1] > HALF_EXACT_TERMS
-            sev = "fail" if big else "warn"
-            tail = (f"; the reduction {kmax[0]} reaches {kmax[1]} terms ([params] maximum), past the {HALF_EXACT_TERMS} "
-                    "that fp16's 11 significant bits sum exactly: later terms are rounded away" if big else
-                    "; accumulate in float32 and round once")
+            fmt = "bf16" if "bf16" in (half_loop[0]["ptx"] if half_loop else "") else "f16"
+            u = HALF_UNIT_ROUNDOFF[fmt]
+            terms, how = self._per_thread_terms(task, prog, text)
+            if terms is None and kmax is not None:
+                terms, how = kmax[1], (f"the loop's trip count is not read; the [contract] reduction {kmax[0]} reaches "
+                                       f"{kmax[1]} terms ([params] maximum), taken as the per-thread length")
+            tol = min((task.tolerance_for(dt).rtol or 0.0 for dt in (task.contract.dtypes or ["float16"])),
+                      default=0.0)
+            if terms is not None:
+                typical = terms ** 0.5 * u
+                sev = "fail" if tol and typical > tol else "warn"
+                tail = (f"; {how}: every partial sum is rounded to {fmt} (unit roundoff u = 2^{-11 if fmt == 'f16' else -8}"
+                        f"), so the sum's relative error grows like sqrt(n) u = {typical:.2g} typically and (n-1) u = "
+                        f"{(terms - 1) * u:.2g} at worst (Higham & Mary 2019; Higham 2002, eq. 4.4) at n = {terms}"
+                        + (f", against the declared rtol {tol:g}" if tol else "")
+                        + "; accumulate in float32 and round once")
+            else:
+                sev, tail = "warn", "; the per-thread accumulation length is not known: accumulate in float32 and round once"
             out.append(self.finding(ctx, sev, f"{label}: a half-precision accumulator: {what}{tail}",
-                                    {**ev, "reduction_max": kmax}))
+                                    {**ev, "reduction_max": kmax, "per_thread_terms": terms, "terms_from": how}))
         if (prec["tf32"]["sass"] or prec["tf32"]["ptx"]) and "float32" in (task.contract.dtypes or
                                                                           [c["dtype"] for c in task.cases]):
             ops = prec["tf32"]["sass"] or prec["tf32"]["ptx"][:2]
@@ -212,6 +470,41 @@ class CudaBuild(Check):
                 "to 10 explicit mantissa bits, so fp32 tolerances of long reductions may not hold (precision-regime "
                 "measures it where the candidate runs)", ev))
         return out
+
+    @staticmethod
+    def _per_thread_terms(task: Any, prog: PtxProgram | None, text: str) -> tuple[int | None, str]:
+        """How many half additions one thread's accumulator takes at the [params] maximum, from
+        the loop that holds them (its bound's kernel parameter named by the source signature)."""
+        if prog is None:
+            return None, ""
+        at = [i.idx for i in prog.instrs if i.base in ("add", "fma", "sub") and re.search(r"\.(f16|bf16)", i.op)]
+        loops = [lp for lp in accumulation_loops(prog, at) if lp["param"] is not None and lp["step"] is not None]
+        if not loops:
+            return None, ""
+        lp = max(loops, key=lambda x: x["count"])
+        name = prog.name
+        m = None
+        for cand in re.finditer(r"__global__\s+(?:__launch_bounds__\s*\([^)]*\)\s*)?void\s+(\w+)\s*\(([^)]*)\)", text):
+            if cand.group(1) in name:
+                m = cand
+        if m is None:
+            return None, ""
+        pnames = [re.findall(r"\w+", p)[-1] for p in m.group(2).split(",") if re.findall(r"\w+", p)]
+        if lp["param"] >= len(pnames):
+            return None, ""
+        cname = pnames[lp["param"]]
+        spec_name = next((k for k in task.params if k == cname), None) or \
+            next((k for k in task.params if k.lower() == cname.lower()), None)
+        if spec_name is None or task.params[spec_name].max is None:
+            return None, ""
+        pmax = task.params[spec_name].max
+        if isinstance(lp["step"], int) and lp["step"] > 0:
+            trips = -(-pmax // lp["step"])
+            return trips * lp["count"], (f"each thread goes round the loop at source line(s) {lp['lines']} "
+                                         f"ceil({cname} / {lp['step']}) times with {lp['count']} half add/fma per "
+                                         f"pass (exit `{lp['exit']}`): {trips * lp['count']} terms per thread at "
+                                         f"{spec_name} = {pmax} ([params] maximum)")
+        return None, ""
 
     def _resources(self, ctx: CheckContext, label: str, r: Any, threads: int | None, tsrc: str,
                    ev: dict[str, Any]) -> list[Finding]:

@@ -83,7 +83,7 @@ class NkiKernelCheck(Check):
     Not judged when:
         it runs no task code. A task file in the candidate's import closure that cannot be read or
         parsed is skipped: with no kernel left, `warn` ("no @nki.jit kernel", naming the problem);
-        with kernels found in other files, the skipped file is not mentioned. Not a limit of this
+        with kernels found in other files, not judged for the skipped file (named, with why). Not a limit of this
         run (`info`): the run-time checks where no NKI simulator imports.
 
     Forgeable:
@@ -107,6 +107,10 @@ class NkiKernelCheck(Check):
         for sf, _ in ctx.sources.closure(ep.file):
             files.append(sf.rel)
             kernels += read_nki(sf)
+        if kernels and ctx.sources.problems:
+            for rel, why in ctx.sources.problems.items():
+                self.could_not_judge(f"{rel} in the candidate's import closure was not read ({why}): its kernels, if "
+                                     "any, are not judged")
         if not kernels:
             probs = "; ".join(ctx.sources.problems.values())
             return [self.finding(ctx, "warn", f"no @nki.jit kernel in {', '.join(files) or ep.file}"

@@ -14,7 +14,7 @@ step:
    build was seen, calls the role once on the step's case (a lazy build on first call);
 2. writes each CUDA source as ``load_inline`` would (``#include <torch/types.h>``,
    ``<cuda.h>``, ``<cuda_runtime.h>`` first unless ``no_implicit_headers``) and compiles it
-   with ``nvcc -fatbin -gencode arch=compute_XX,code=[sm_XX,compute_XX] -Xptxas -v`` with
+   with -lineinfo (PTX .loc lines name the source line of each instruction) and ``nvcc -fatbin -gencode arch=compute_XX,code=[sm_XX,compute_XX] -Xptxas -v`` with
    torch's extension flags (``COMMON_NVCC_FLAGS``, ``-std=c++17``, torch's include folders)
    and the build's own flags (an ``-arch``/``-gencode`` among them picks the target);
    otherwise the step's ``arch``, else ``sm_90``, ``sm_90a`` where the source mentions
@@ -189,7 +189,7 @@ def compile_source(text: str, file: str, flags: list[str], target: str, include_
     """Compile one CUDA source for ``target`` and read it back (module doc)."""
     arch = target.removeprefix("sm_")
     user = _user_flags(flags)
-    key = hashlib.sha256(json.dumps([text, user, target, include_paths, nvcc_version, 1]).encode()).hexdigest()[:32]
+    key = hashlib.sha256(json.dumps([text, user, target, include_paths, nvcc_version, 2]).encode()).hexdigest()[:32]
     cfile = _cache_file(key)
     if cfile is not None and cfile.is_file():
         try:
@@ -204,7 +204,7 @@ def compile_source(text: str, file: str, flags: list[str], target: str, include_
         src.write_text(text)
         out = Path(tmp) / "k.fatbin"
         cmd = [nvcc, "-fatbin", "-gencode", f"arch=compute_{arch},code=[sm_{arch},compute_{arch}]", "-Xptxas", "-v",
-               "-O3", *_torch_flags(), f"-I{task_dir}", *[f"-I{p}" for p in include_paths], *user,
+               "-O3", "-lineinfo", *_torch_flags(), f"-I{task_dir}", *[f"-I{p}" for p in include_paths], *user,
                "-o", str(out), str(src)]
         rec: dict[str, Any] = {"command": " ".join(cmd[:1] + [c for c in cmd[1:] if not c.startswith("-I")]),
                                "target": target}
@@ -213,7 +213,7 @@ def compile_source(text: str, file: str, flags: list[str], target: str, include_
             rec.update(ok=p.returncode == 0 and out.is_file(), returncode=p.returncode,
                        log=(p.stdout + p.stderr).replace(tmp + "/", "")[-60000:])
         except subprocess.TimeoutExpired:
-            rec.update(ok=False, returncode=None, log=f"nvcc did not finish within {timeout:g} s")
+            rec.update(ok=False, returncode=None, timed_out=True, log=f"nvcc did not finish within {timeout:g} s")
         rec["seconds"] = time.perf_counter() - t0
         if rec["ok"] and cuobjdump:
             for what in ("sass", "ptx"):
