@@ -451,10 +451,13 @@ def commit_verdict(root: Path, session: ReviewSession) -> CommitOutcome:
 
 @dataclass(frozen=True)
 class DisputeOutcome:
-    """The dispute committed (its id), or ``error``: why nothing was committed."""
+    """The dispute committed (its id), or ``error``: why nothing was committed. ``note``:
+    what the sync after it did (or why it did not reach the remote: the dispute stays
+    committed here, and ``records.sync.unpushed_records`` counts it)."""
 
     dispute_id: str = ""
     error: str = ""
+    note: str = ""
 
 
 def commit_dispute(root: Path, verdict_id: str, fields: Mapping[str, str], rationale: str,
@@ -472,11 +475,12 @@ def commit_dispute(root: Path, verdict_id: str, fields: Mapping[str, str], ratio
             if verdict is None:
                 return DisputeOutcome(error=f"verdict {verdict_id[:8]} is not in the queue's records")
             d = _commit_dispute(repo, verdict, dict(fields), rationale, rubric)
+            shared = _share(repo, f"dispute {d.dispute_id[:8]} committed")  # pushed on write, like a reservation
         finally:
             repo.close()
     except gq.QueueError as e:
         return DisputeOutcome(error=str(e))
-    return DisputeOutcome(dispute_id=d.dispute_id)
+    return DisputeOutcome(dispute_id=d.dispute_id, note=shared.error or shared.text)
 
 
 # --------------------------------------------------------------------------------------------
@@ -546,25 +550,32 @@ def resolve_dispute(root: Path, dispute_id: str, outcome: str, rationale: str,
             except Problem:
                 rubric = None
             r = commit_resolution(repo, rs, d, outcome, rationale, dict(fields or {}), rubric)
+            text = f"resolution {r.resolution_id[:8]} committed: verdict {v.verdict_id[:8]} {outcome}"
+            if r.fields:
+                text += " (now " + ", ".join(f"{k}={val}" for k, val in r.fields.items()) + ")"
+            # shared at once, like a reservation; a resolution that disagrees with one the
+            # remote already has is held back and its writer told (docs/records.md)
+            return _share(repo, text, hold_conflicts=True)
         finally:
             repo.close()
     except gq.QueueError as e:
         return ActionOutcome(error=str(e))
-    text = f"resolution {r.resolution_id[:8]} committed: verdict {v.verdict_id[:8]} {outcome}"
-    if r.fields:
-        text += " (now " + ", ".join(f"{k}={val}" for k, val in r.fields.items()) + ")"
-    return ActionOutcome(text=text)
 
 
-def _share(repo: Any, text: str) -> ActionOutcome:
-    """``text``, then a sync where the queue has a remote (its outcome appended)."""
+def _share(repo: Any, text: str, *, hold_conflicts: bool = False) -> ActionOutcome:
+    """``text``, then a sync where the queue has a remote (its outcome appended);
+    ``hold_conflicts``: see ``records.sync.sync``."""
     gq = _gq()
-    from workstation.records.sync import sync
+    from workstation.records.sync import SyncError, sync
 
     if not repo.remotes:
         return ActionOutcome(text=f"{text} (this queue has no remote: the record is local)")
     try:
-        return ActionOutcome(text=f"{text}; sync: {sync(repo)}")
+        return ActionOutcome(text=f"{text}; sync: {sync(repo, hold_conflicts=hold_conflicts)}")
+    except SyncError as e:
+        if e.kind == "resolution-conflict":
+            return ActionOutcome(text=text, error=str(e))
+        return ActionOutcome(text=text, error=f"committed locally but not shared yet: {e}")
     except gq.QueueError as e:
         return ActionOutcome(text=text, error=f"committed locally but not shared yet: {e}")
 
