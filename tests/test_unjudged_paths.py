@@ -327,3 +327,23 @@ def test_an_inputs_file_with_a_syntax_error_is_named_with_its_line_when_the_task
     with pytest.raises(Problem) as e:
         load_task(d)
     assert e.value.file.name == "inputs.py" and "syntax error at line 3" in e.value.problem
+
+
+# -- scan: correctness never passes a declared case it could not judge here -------------------
+
+def test_correctness_a_declared_case_the_interpreter_cannot_judge_is_not_judged():
+    from workstation.checks.correctness import Correctness
+
+    bf16 = {"N": 8, "dtype": "bfloat16"}
+    why = "the Triton interpreter does not compute bfloat16 as compiled Triton does here (self-test probes failed: sum)"
+    ctx = _ctx(seeds=[0], all_cases=[bf16, dict(CASE)], cases=[dict(CASE)])
+    ctx.unjudged_reason = lambda dtype: why if dtype == "bfloat16" else None
+    ctx.declared_pairs = lambda: [(dict(CASE), 0)]
+    ctx.reference = lambda pairs: [returned("reference")]
+    ctx.candidate = lambda pairs: [returned()]
+    ctx.compare = lambda ref, cand, case: [SimpleNamespace(ok=True, max_abs=0.0, evidence=lambda: {},
+                                                           worst={"allowed": 1e-6, "abs_err": 0.0})]
+    chk = Correctness()
+    findings = chk.run(ctx)
+    assert [f.severity for f in findings] == ["info", "info"] and "not judged" in findings[0].summary
+    assert chk.unjudged == [f"case N=8 bfloat16: {why}"] and _status(chk, findings) == "skip"

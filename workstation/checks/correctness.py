@@ -89,7 +89,10 @@ class Correctness(Check):
         for finite inputs where `[contract] nonfinite_inputs = false`: a task problem naming
         the file (`inputs.py:make_inputs`, `reference.py:...`), never a fail of the candidate;
         a library a task file imports is not installed here, or the candidate's backend cannot
-        run here (the install hint); no declared case kws can judge on this device.
+        run here (the install hint); no declared case kws can judge on this device. A declared
+        case of a dtype the Triton interpreter does not compute as compiled Triton does (its
+        self-test failed, or could not run) beside cases it can judge: not judged for that case
+        (named in an `info` and in `not_judged`), the others judged.
 
     Forgeable:
         Measured in the job process: the outputs only (copied by the harness into the result files).
@@ -104,6 +107,9 @@ class Correctness(Check):
         unjudged = [(c, ctx.unjudged_reason(str(c.get("dtype", "")))) for c in ctx.all_cases]
         left_out = [self.finding(ctx, "info", f"case {case_label(c)} not judged: {why}", {"case": c, "reason": why},
                                  case=c) for c, why in unjudged if why]
+        for c, why in unjudged:
+            if why:  # a declared case kws cannot judge here is never passed
+                self.could_not_judge(f"case {case_label(c)}: {why}")
         pairs = ctx.declared_pairs()
         refs = ctx.reference(pairs)
         cands = ctx.candidate(pairs)
