@@ -247,7 +247,9 @@ class ReviewScreen(Screen):
             right.remove_class("-hidden")
             body = max(10, h - 2)
             if not self.sizes["right"]:
-                self.sizes["right"] = min(84, max(60, int(w * 0.44)))
+                # the checks column: 44% of the width, at least 52 cells (finding summaries stay
+                # readable), at most 84; the source gets the rest (68 cells at 120 columns)
+                self.sizes["right"] = min(84, max(52, int(w * 0.44)))
             if not self.sizes["spec"]:
                 self.sizes["spec"] = max(6, int(body * 0.3))
             right.styles.width = self.sizes["right"]
