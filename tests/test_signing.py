@@ -4,6 +4,7 @@ reviewer the record names. Real ssh-keygen keys, made in each test's tmp_path.""
 
 from __future__ import annotations
 
+import json
 import logging
 import subprocess
 import tomllib
@@ -113,6 +114,8 @@ def test_a_signed_record_counts_and_a_forged_one_in_a_task_submission_does_not(s
     v = verdict(repo, "alpha", ALICE, "reject", correctness="incorrect")
     rs = load_records(repo)
     assert rs.verdicts == [v] and rs.unverified == [] and rs.signature_note is None
+    (kept,) = (env / "state" / "signatures").glob("*.json")  # checks are kept per allowed-signers text
+    assert json.loads(kept.read_text())[repo.head.commit.hexsha][:2] == ["G", "alice@example.com"]
     rel = forge(repo, v, LEAD, "accept")
     rs = load_records(repo)
     assert rs.current_verdict("alpha") == v  # the forged "Team Lead accept" is not counted

@@ -26,6 +26,8 @@ Every git command runs through :func:`workstation.repo.gitqueue.run_git` /
 from __future__ import annotations
 
 import contextlib
+import hashlib
+import json
 import os
 import subprocess
 import tempfile
@@ -159,20 +161,55 @@ def _signers_file(text: str) -> Iterator[str]:
             os.unlink(path)
 
 
+def _cache_path(signers: str) -> Path | None:
+    """Where the checks of commits against ``signers`` are kept between commands: the
+    user's kws state folder (like drafts; outside every queue, which task code can write),
+    one file per allowed-signers text. None when there is no state folder."""
+    try:
+        from workstation.repo.gitqueue import state_dir
+
+        return state_dir() / "signatures" / f"{hashlib.sha256(signers.encode()).hexdigest()[:32]}.json"
+    except Exception:  # noqa: BLE001 - a settings problem: no cache, every check runs
+        return None
+
+
 def _signatures(repo: git.Repo, signers: str, commits: Iterable[str]) -> dict[str, tuple[str, str, str, str]]:
-    """``{commit: (%G?, %GS, %GK, author)}`` for ``commits`` checked against ``signers``."""
+    """``{commit: (%G?, %GS, %GK, author)}`` for ``commits`` checked against ``signers``.
+
+    A commit id names its content, signature included, so the answer for one allowed-
+    signers text never changes: answers are kept in :func:`_cache_path` (git runs
+    ``ssh-keygen`` twice per signed commit, ~10-50 ms each; a queue of thousands of
+    records would wait minutes). ``E`` (could not check) is never kept."""
     commits = list(dict.fromkeys(commits))
     if not commits:
         return {}
-    with _signers_file(signers) as path:
-        proc = git_result(repo, "-c", f"gpg.ssh.allowedSignersFile={path}", "log", "--no-walk=unsorted", "--stdin",
-                          "--format=%H%x00%G?%x00%GS%x00%GK%x00%an <%ae>%x01",
-                          input=("\n".join(commits) + "\n").encode())
-    out: dict[str, tuple[str, str, str, str]] = {}
-    for chunk in proc.stdout.decode("utf-8", "replace").split("\x01"):
-        parts = chunk.strip("\n").split("\x00")
-        if len(parts) == 5:
-            out[parts[0]] = (parts[1], parts[2], parts[3], parts[4])
+    cache_file = _cache_path(signers)
+    cache: dict[str, list[str]] = {}
+    if cache_file is not None:
+        with contextlib.suppress(OSError, ValueError):
+            loaded = json.loads(cache_file.read_text(encoding="utf-8"))
+            if isinstance(loaded, dict):
+                cache = {k: v for k, v in loaded.items() if isinstance(v, list) and len(v) == 4}
+    out: dict[str, tuple[str, str, str, str]] = {c: tuple(cache[c]) for c in commits if c in cache}  # type: ignore[misc]
+    todo = [c for c in commits if c not in out]
+    if todo:
+        with _signers_file(signers) as path:
+            proc = git_result(repo, "-c", f"gpg.ssh.allowedSignersFile={path}", "log", "--no-walk=unsorted",
+                              "--stdin", "--format=%H%x00%G?%x00%GS%x00%GK%x00%an <%ae>%x01",
+                              input=("\n".join(todo) + "\n").encode())
+        fresh = {}
+        for chunk in proc.stdout.decode("utf-8", "replace").split("\x01"):
+            parts = chunk.strip("\n").split("\x00")
+            if len(parts) == 5:
+                out[parts[0]] = fresh[parts[0]] = (parts[1], parts[2], parts[3], parts[4])
+        keep = {c: list(v) for c, v in fresh.items() if v[0] != "E"}
+        if keep and cache_file is not None:
+            cache.update(keep)
+            with contextlib.suppress(OSError):
+                cache_file.parent.mkdir(parents=True, exist_ok=True)
+                tmp = cache_file.with_name(f"{cache_file.name}.{os.getpid()}.tmp")
+                tmp.write_text(json.dumps(cache), encoding="utf-8")
+                os.replace(tmp, cache_file)
     return out
 
 
