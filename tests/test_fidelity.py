@@ -95,3 +95,91 @@ def test_masked_loads_without_other_read_poison():
     assert got["plain"] == [10.0, 10.0]
     assert got["poison"][0] == "nan" and got["poison"][1] == "10.0"
     assert got["rep"]["poisoned_lanes"] == 6  # the 6 masked lanes of the load without other=
+
+
+# ----------------------------------------------------------------------------- device stand-in
+
+
+def test_device_stand_in_answers_as_the_declared_target():
+    """Without CUDA, in the job child: Triton's active driver, torch.accelerator and
+    torch.cuda answer as the task's declared target (H100 by default, H200 from
+    [target] device), each call counted; torch's own code keeps seeing the CPU."""
+    out = _run("""
+        import json, tempfile, pathlib, types
+        import torch, triton
+        from workstation.harness import fidelity
+        patched = fidelity.device_stand_in()
+        d = pathlib.Path(tempfile.mkdtemp())
+        (d / "task.toml").write_text('[target]\\ndevice = "H200"\\n')
+        fidelity._job_target(types.SimpleNamespace(task_dir=str(d)))
+        t = triton.runtime.driver.active.get_current_target()
+        props = torch.cuda.get_device_properties(0)
+        with torch.random.fork_rng():  # torch's own caller of torch.cuda.device_count: the real 0
+            pass
+        rec = fidelity.take_standin_calls()
+        (d / "task.toml").write_text('schema = 1\\n')
+        fidelity._job_target(types.SimpleNamespace(task_dir=str(d)))
+        print(json.dumps({
+            "patched": patched, "target": [t.backend, t.arch, t.warp_size], "name": props.name,
+            "total_memory": props.total_memory, "sms": props.multi_processor_count,
+            "cap": list(torch.cuda.get_device_capability()), "count": torch.cuda.device_count(),
+            "acc": [torch.accelerator.is_available(), str(torch.accelerator.current_accelerator()),
+                    torch.accelerator.device_count()],
+            "smem": triton.runtime.driver.active.utils.get_device_properties(0)["max_shared_mem"],
+            "torch_device": str(triton.runtime.driver.active.get_active_torch_device()),
+            "rec": rec, "default": torch.cuda.get_device_name(), "cuda_available": torch.cuda.is_available()}))
+    """)
+    assert "triton.runtime.driver.active" in out["patched"] and "torch.accelerator.current_accelerator" in out["patched"]
+    assert out["target"] == ["cuda", 90, 32]
+    assert out["name"] == "NVIDIA H200" and out["total_memory"] == 143771 * 2**20 and out["sms"] == 132
+    assert out["rec"]["target"] == "H200"
+    assert out["rec"]["calls"] == {"triton.runtime.driver.active.get_current_target": 1,
+                                   "torch.cuda.get_device_properties": 1}  # fork_rng's call is torch's, not counted
+    assert out["default"] == "NVIDIA H100 80GB HBM3"  # a task that declares no target
+    assert out["cap"] == [9, 0] and out["count"] == 1 and out["acc"] == [True, "cuda", 1]
+    assert out["smem"] == 232448 and out["torch_device"] == "cpu" and out["cuda_available"] is False
+
+
+def test_device_stand_in_limits_are_named_not_blamed():
+    """What the stand-in cannot give (a CUDA tensor, a driver call that launches) raises;
+    limit_of tells the harness it is the stand-in's limit, and error_info carries it as
+    device_standin_limit (the parent then does not judge: engine.context)."""
+    out = _run("""
+        import json
+        import torch, triton
+        from workstation.harness import fidelity
+        from workstation.harness.core import error_info
+        fidelity.device_stand_in()
+        res = {}
+        try:
+            torch.zeros(4, device="cuda:0")
+        except Exception as e:
+            res["tensor"] = fidelity.limit_of(e)
+            res["info"] = error_info(e, "import").get("device_standin_limit")
+        try:
+            triton.runtime.driver.active.launcher_cls
+        except fidelity.DeviceStandInLimit as e:
+            res["driver"] = fidelity.limit_of(e)
+        res["plain"] = fidelity.limit_of(ValueError("shapes do not match"))
+        print(json.dumps(res))
+    """)
+    assert "cannot place tensors" in out["tensor"] and out["info"] == out["tensor"]
+    assert "launcher_cls needs a GPU driver" in out["driver"]
+    assert out["plain"] is None
+
+
+def test_device_targets_table_and_declared_target():
+    from workstation.protocol.devices import (
+        DEFAULT_TARGET,
+        DEVICE_TARGETS,
+        declared_target,
+        device_target,
+    )
+    from workstation.task.model import DEVICE_TARGET_NAMES
+
+    assert set(DEVICE_TARGET_NAMES) == set(DEVICE_TARGETS) and DEFAULT_TARGET == "H100"
+    assert device_target(None).arch == 90 and device_target("A100").arch == 80
+    assert device_target("H100").triton_properties()["multiprocessor_count"] == 132
+    assert declared_target('[target]\ndevice = "H200"\n') == "H200"
+    assert declared_target('[target]\ndevice = "B200"\n') == "H100"  # the loader refuses it; the child falls back
+    assert declared_target("not toml [") == "H100"

@@ -1,7 +1,8 @@
 """The real-kernel sample queue (``sample_queue_real/``): library kernels run as they are,
 and every fail kws reports is one a kernel engineer agrees with.
 
-Its candidates import Liger-Kernel 0.8.5 and FlagGems 5.0.2 as installed (the
+Its candidates import Liger-Kernel 0.8.5, FlagGems 5.0.2, flash-linear-attention 0.6.0
+(``fla-core``) and Cut Cross-Entropy 25.1.1 as installed (the
 ``realkernels`` extra, installed by ``.ci/run`` with ``--no-deps``); the module skips when
 they are not importable. Expectations live in ``tests/sample_expectations.d/real/<task>.toml``
 (never in the queue): ``fail`` lists checks that must fail, ``not_fail`` checks that must
@@ -27,7 +28,7 @@ ROOT = Path(__file__).resolve().parent.parent
 REAL_QUEUE = ROOT / "sample_queue_real"
 EXPECT_DIR = Path(__file__).parent / "sample_expectations.d" / "real"
 EXPECTATIONS = {p.stem: tomllib.loads(p.read_text()) for p in sorted(EXPECT_DIR.glob("*.toml"))}
-LIBS = ("liger_kernel", "flag_gems", "sqlalchemy")
+LIBS = ("liger_kernel", "flag_gems", "sqlalchemy", "fla", "einops", "cut_cross_entropy")
 missing = [m for m in LIBS if importlib.util.find_spec(m) is None]
 pytestmark = [pytest.mark.slow, pytest.mark.skipif(
     bool(missing), reason=f"the realkernels extra is not installed ({', '.join(missing)}): "
@@ -91,3 +92,17 @@ def test_real_task_outcome(task_id, reports):
     assert not unexpected, f"{task_id}: fails no expectation explains: {sorted(unexpected)}: {detail}"
     for lib in exp.get("versions", []):
         assert lib in doc["versions"], f"{task_id}: report versions lack {lib}: {doc['versions']}"
+
+
+def test_device_probing_library_runs_on_the_stand_in(reports):
+    """flash-linear-attention asks Triton's active driver for its target at import (without
+    a GPU: "0 active drivers", and fla falls back to 'cpu'); the job's device stand-in
+    answers as the declared target (an H100 by default) and the report lists what the
+    candidate asked."""
+    doc = reports("fla-l2norm")
+    st = doc["device_standin"]
+    assert st["target"] == "H100" and st["answers"]["triton_target"] == ["cuda", 90, 32]
+    called = st["called"]
+    assert "candidate" in called["triton.runtime.driver.active.get_current_target"]["by"]
+    assert called["torch.cuda.get_device_capability"]["calls"] > 0
+    assert not [n for n in doc["not_judged"] if "stand-in" in n["reason"]]

@@ -491,6 +491,7 @@ class CheckContext:
                               helper_dirs=[str(h) for h in t.helper_dirs], step_budgets=list(budgets),
                               import_budget=imp)
         self._note_imports(job)
+        self._note_device_standin(steps, job)
         if job.died and job.status != "timeout" and not job.forged and all(x is None for x in job.steps) \
                 and job.died_in_step is None:
             raise RunnerError(f"a job ended before its first step ({job.describe_death()}): "
@@ -516,6 +517,34 @@ class CheckContext:
                     row["cpu_s"] = round(max(row["cpu_s"], cpu), 3)
                     row["wall_s"] = round(max(row["wall_s"], wall), 3)
                     row["jobs"] += 1
+
+    def _note_device_standin(self, steps: list[Step], job: JobResult) -> None:
+        """Put what kws's device stand-in answered into the report's ``device_standin``
+        extension (docs/backends.md, "Device stand-in"): the target, the values it answers
+        (:mod:`workstation.protocol.devices`) and, per probe task code called, the calls and
+        the principals (reference, candidate, ...) whose jobs called it."""
+        from workstation.protocol.devices import DEFAULT_TARGET, DEVICE_TARGETS, device_target
+
+        for spec, st in zip(steps, job.steps, strict=False):
+            rec = st.raw.get("device_standin") if st is not None and isinstance(st.raw, dict) else None
+            if not isinstance(rec, dict):
+                continue
+            name = rec.get("target")
+            name = name if isinstance(name, str) and name in DEVICE_TARGETS else None
+            calls = rec.get("calls") if isinstance(rec.get("calls"), dict) else {}
+            with self._ext_lock:
+                table = self.extensions.setdefault("device_standin", {
+                    "target": name or DEFAULT_TARGET,
+                    "answers": device_target(name).as_dict(), "called": {}})
+                called = table["called"]
+                for probe, n in list(calls.items())[:100]:
+                    if not isinstance(n, int):
+                        continue
+                    row = called.setdefault(str(probe)[:200], {"calls": 0, "by": []})
+                    row["calls"] += n
+                    who = principal(spec)
+                    if who not in row["by"]:
+                        row["by"].append(who)
 
     def _budget(self, step: Step, st: float) -> float:
         """The CPU budget of ``step``: ``st``, or for a candidate's call on a case and seed
@@ -762,6 +791,14 @@ class CheckContext:
                 by = f" ({name!r}, imported by {miss['importer']})" if miss.get("importer") else f" ({name!r})"
                 why = (f"{top} is not installed here{by}: {library_hint(top)}; the {who}'s code cannot run, so this "
                        "is not judged")
+                self._missing_libraries().setdefault(who, why)
+                raise NotJudged(why)
+            limit = (o.error or {}).get("device_standin_limit")
+            if isinstance(limit, str) and limit:
+                who = principal(o.spec)
+                why = (f"the {who}'s code needs a GPU beyond what kws's CPU device stand-in answers: "
+                       f"{safe_text(limit, 400)}; it cannot run here, so this is not judged (docs/backends.md, "
+                       "'Device stand-in')")
                 self._missing_libraries().setdefault(who, why)
                 raise NotJudged(why)
         declared = [dict(c) for c in self.task.cases]

@@ -208,6 +208,9 @@ def error_info(e: BaseException, phase: str) -> dict[str, Any]:
     ``CompilationError``, or an error raised from ``triton/language`` or
     ``triton/compiler`` frames, which the interpreter wraps in ``InterpreterError``),
     ``"build"`` for a failed C++/CUDA extension build, else ``"task"``.
+    ``device_standin_limit`` (present only then) says why the error is a limit of the CPU
+    device stand-in (a CUDA tensor, stream or driver call it cannot give;
+    :func:`workstation.harness.fidelity.limit_of`) rather than a defect.
     """
     tb = "".join(traceback.format_exception(type(e), e, e.__traceback__))
     chain: list[BaseException] = []
@@ -244,8 +247,12 @@ def error_info(e: BaseException, phase: str) -> dict[str, Any]:
         return {"type": "TaskFormatError", "message": e.problem, "traceback": "", "phase": phase,
                 "origin": "task-format", "key": e.key, "where": None}
     missing = _missing_module(e)
+    from workstation.harness.fidelity import limit_of
+
+    standin_limit = limit_of(e)
     return {
         **({"missing_module": missing} if missing else {}),
+        **({"device_standin_limit": standin_limit} if standin_limit else {}),
         "type": f"{type(e).__module__}.{type(e).__qualname__}".removeprefix("builtins."),
         "message": message,
         "traceback": tb[-12000:],

@@ -25,6 +25,9 @@ kws extensions (optional keys, never changing a contract key's meaning):
 - ``[tolerance_rule] atol_scale = ["K"]`` (and ``rtol_scale``): per-case tolerance scaled by
   the product of case parameters (FlagGems' ``atol = 1e-4 * K``).
 - ``[[case_tolerance]] match = {...}, atol/rtol/ulp``: a tolerance for matching cases.
+- ``[target] device = "H100"`` (``"H200"``, ``"A100"``): the GPU the task targets; on a
+  machine without CUDA kws's device stand-in answers device queries with its figures (the
+  job child reads the key from its task copy).
 - ``[backends] baseline = "cuda"`` (and ``reference``, ``test``, ``bench``): the backend of a
   role other than the candidate (the CUDA source of a translation, a Pallas kernel being
   migrated); a role not listed is ``torch``. kws decides where a role can run from this
@@ -47,6 +50,7 @@ from workstation.schema.text import safe_text
 from workstation.schema.toml import read_toml
 from workstation.task.model import (
     BACKEND_ROLES,
+    DEVICE_TARGET_NAMES,
     DTYPE_NAMES,
     PROFILE_FORMATS,
     ROLES_OPTIONAL,
@@ -196,6 +200,12 @@ class BackendsTable(Struct, frozen=True):
 
 class CaseToleranceTable(Struct, frozen=True):
     """One ``[[case_tolerance]]`` (kws extension)."""
+class TargetTable(Struct, frozen=True):
+    """``[target]`` (kws extension): the GPU the task targets (docs/backends.md, "Device stand-in")."""
+
+    device: Annotated[Literal[DEVICE_TARGET_NAMES], Meta(extra={"noun": "target device"})] | None = None  # type: ignore[valid-type]
+
+
 
     match: Annotated[dict[str, Scalar], Meta(description="a table of case parameters")]
     atol: NonNegFloat | None = None
@@ -230,6 +240,7 @@ class TaskFile(Struct, frozen=True):
     backends: Annotated[BackendsTable, Meta(description="the [backends] table")] = BackendsTable()
 
 
+    target: Annotated[TargetTable, Meta(description="the [target] table")] = TargetTable()
 # ----------------------------------------------------------------------------- file checks
 
 

@@ -154,6 +154,12 @@ class CaseTolerance:
         return all(case.get(k) == v for k, v in self.match)
 
 
+#: the GPUs a task may declare with ``[target] device`` (kws extension; the job child reads
+#: it from the task copy): their figures are :data:`workstation.protocol.devices.DEVICE_TARGETS`
+#: (a test keeps the two equal).
+DEVICE_TARGET_NAMES = ("H100", "H200", "A100")
+
+
 @dataclass(frozen=True)
 class Extensions:
     """The kws extensions of task.toml (docs/task-format.md, "kws extensions").
