@@ -201,3 +201,34 @@ def test_screen_merges_not_judged_and_marks_the_task(tmp_path):
     badge = PrescreenBadge(worst="not-judged", not_judged=("precision-regime", "speedup-claim"))
     cells = _screen_cells(badge)
     assert cells["screen"] == "N/J" and cells["failing"] == "nj:precision-regime,speedup-claim"
+
+
+def test_a_device_stand_in_limit_is_not_judged_and_its_calls_reach_the_report(tmp_path):
+    """A role whose code needs more of a GPU than kws's CPU device stand-in gives (harness
+    ``device_standin_limit``: a tensor on ``cuda``, a launching driver call) is not judged,
+    and later jobs of that role are refused with the reason; the probes each step reports
+    become the report's ``device_standin`` key (target, its figures, calls per probe and
+    the roles that made them)."""
+    from workstation.engine.context import CheckContext
+    from workstation.protocol.wire import StepResult
+
+    ctx = CheckContext(load_task(write_task(tmp_path)), runner=None)
+    step = CallStep(role="candidate", case={"N": 8, "dtype": "float32"}, seed=0)
+    limit = ("the code asked for a CUDA device (AssertionError: Torch not compiled with CUDA enabled); kws's CPU "
+             "stand-in answers device queries but cannot place tensors, streams or events on a GPU")
+    err = {"type": "AssertionError", "message": "Torch not compiled with CUDA enabled", "phase": "import",
+           "origin": "task", "device_standin_limit": limit}
+    failed = StepResult(index=0, ok=False, error=err, outputs=[], extra={}, arrays={}, seconds=0.0)
+    with pytest.raises(NotJudged, match="beyond what kws's CPU device stand-in answers"):
+        ctx._task_format_problem([CallOutcome(spec=step, step=failed)])
+    assert "stand-in" in ctx._missing_libraries()["candidate"]
+
+    raw = {"device_standin": {"target": "H200", "calls": {"torch.cuda.get_device_name": 2,
+                                                          "triton.runtime.driver.active.get_current_target": 1}}}
+    ok = StepResult(index=0, ok=True, error=None, outputs=[], extra={}, arrays={}, seconds=0.0, raw=raw)
+    ctx._note_device_standin([step], SimpleNamespace(steps=[ok]))
+    ctx._note_device_standin([CallStep(role="reference", case={"N": 8, "dtype": "float32"})],
+                             SimpleNamespace(steps=[ok]))
+    st = ctx.extensions["device_standin"]
+    assert st["target"] == "H200" and st["answers"]["name"] == "NVIDIA H200"
+    assert st["called"]["torch.cuda.get_device_name"] == {"calls": 4, "by": ["candidate", "reference"]}
