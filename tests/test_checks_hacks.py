@@ -1,6 +1,6 @@
 """The checks for published kernel hacks (issue 27): late-write, call-count, thread-census,
-each on a defective and a clean synthetic candidate (CPU; a 1-D ``add`` of N = 64, see
-tests/hostile.py)."""
+input-distributions, each on a defective and a clean synthetic candidate (CPU; a 1-D
+``add`` of N = 64, see tests/hostile.py)."""
 
 from __future__ import annotations
 
@@ -82,4 +82,24 @@ def test_call_count_catches_a_candidate_that_switches_after_three_calls(series_r
     assert serial.evidence["matching_calls"][:2] == [1, 2]
     assert 4 not in serial.evidence["matching_calls"]
     assert result(res, "late-write").status == "pass"
+
+
+#: right only at the magnitudes normal inputs reach: clamps at 5.
+CLAMPING = """\
+import torch
+
+def add(x, y):
+    return torch.clamp(x, -5, 5) + torch.clamp(y, -5, 5)
+"""
+
+
+def test_input_distributions_catches_a_kernel_right_only_on_normal_inputs(runner, tmp_path):
+    res = run_checks(load_task(make_task(tmp_path, "dist-clamp", CLAMPING)), runner, only=["input-distributions"])
+    fails = findings(res, "input-distributions", "fail")
+    assert fails and any("heavy" in f.summary or "x 64" in f.summary for f in fails)
+    assert all(f.evidence["inputs_varied"] == [0, 1] for f in fails)
+    clean = run_checks(load_task(make_task(tmp_path, "dist-clean", CLEAN)), runner, only=["input-distributions"])
+    assert result(clean, "input-distributions").status == "pass"
+    (info,) = findings(clean, "input-distributions", "info")
+    assert "x 64" in info.summary and "heavy" in info.summary
 
