@@ -1,6 +1,6 @@
 """The checks for published kernel hacks (issue 27): late-write, call-count, thread-census,
-input-distributions, each on a defective and a clean synthetic candidate (CPU; a 1-D
-``add`` of N = 64, see tests/hostile.py)."""
+input-distributions, forbidden-ops, each on a defective and a clean synthetic candidate
+(CPU; a 1-D ``add`` of N = 64, see tests/hostile.py)."""
 
 from __future__ import annotations
 
@@ -103,3 +103,46 @@ def test_input_distributions_catches_a_kernel_right_only_on_normal_inputs(runner
     (info,) = findings(clean, "input-distributions", "info")
     assert "x 64" in info.summary and "heavy" in info.summary
 
+
+MATMUL_INPUTS = """\
+import torch
+
+def make_inputs(case, device, seed):
+    g = torch.Generator().manual_seed(seed)
+    n = case["N"]
+    return torch.randn(n, n, generator=g).to(device), torch.randn(n, n, generator=g).to(device)
+"""
+
+MATMUL_REFERENCE = """\
+def mm(a, b):
+    return a @ b
+"""
+
+#: the same product without torch.mm / matmul (a broadcast multiply and a sum).
+MATMUL_NO_MM = """\
+def mm(a, b):
+    return (a[:, :, None] * b[None, :, :]).sum(1)
+"""
+
+
+def test_forbidden_ops_fails_a_candidate_calling_a_forbidden_op(runner, tmp_path):
+    for name, cand in (("forbid-mm", MATMUL_REFERENCE), ("forbid-clean", MATMUL_NO_MM)):
+        make_task(tmp_path, name, cand, reference=MATMUL_REFERENCE, inputs=MATMUL_INPUTS, entry="mm",
+                  cases=[{"N": 8, "dtype": "float32"}], atol=1e-4, rtol=1e-4)
+    for name in ("forbid-mm", "forbid-clean"):
+        toml = tmp_path / "tasks" / name / "task.toml"
+        toml.write_text(toml.read_text().replace("[contract]\n", "[contract]\nforbidden_ops = [\"aten::mm\"]\n"))
+    bad = run_checks(load_task(tmp_path / "tasks" / "forbid-mm"), runner, only=["forbidden-ops"])
+    (f,) = findings(bad, "forbidden-ops", "fail")
+    assert "mm x1" in f.summary and f.evidence["source"]["file"] == "candidate.py"
+    assert f.evidence["source"]["line"] == 2
+    ok = run_checks(load_task(tmp_path / "tasks" / "forbid-clean"), runner, only=["forbidden-ops"])
+    assert result(ok, "forbidden-ops").status == "pass"
+
+
+def test_forbidden_ops_is_not_scheduled_without_a_declaration(tmp_path):
+    from workstation.checks.forbidden_ops import ForbiddenOps, op_names
+
+    task = load_task(make_task(tmp_path, "no-forbid", CLEAN))
+    assert "forbidden_ops" in ForbiddenOps.applies(task)
+    assert op_names(("aten::mm", "torch.addmm", "aten.bmm.default")) == {"mm", "addmm", "bmm"}

@@ -127,6 +127,8 @@ class ContractTable(Struct, frozen=True):
     nonfinite_inputs: Flag = False
     max_abs_input: NonNegFloat = 0.0
     reduction: Annotated[list[str], Meta(description="an array of case parameter names")] = []
+    #: kws extension (docs/task-format.md): framework ops the candidate must not dispatch.
+    forbidden_ops: Annotated[list[Annotated[str, Meta(min_length=1)]], Meta(description="an array of op names")] = []
 
 
 class ToleranceTable(Struct, frozen=True):
@@ -198,14 +200,14 @@ class BackendsTable(Struct, frozen=True):
     bench: Backend | None = None
 
 
-class CaseToleranceTable(Struct, frozen=True):
-    """One ``[[case_tolerance]]`` (kws extension)."""
 class TargetTable(Struct, frozen=True):
     """``[target]`` (kws extension): the GPU the task targets (docs/backends.md, "Device stand-in")."""
 
     device: Annotated[Literal[DEVICE_TARGET_NAMES], Meta(extra={"noun": "target device"})] | None = None  # type: ignore[valid-type]
 
 
+class CaseToleranceTable(Struct, frozen=True):
+    """One ``[[case_tolerance]]`` (kws extension)."""
 
     match: Annotated[dict[str, Scalar], Meta(description="a table of case parameters")]
     atol: NonNegFloat | None = None
@@ -238,9 +240,9 @@ class TaskFile(Struct, frozen=True):
     tolerance_rule: Annotated[ToleranceRuleTable, Meta(description="the [tolerance_rule] table")] = ToleranceRuleTable()
     case_tolerance: Annotated[list[CaseToleranceTable], Meta(description="[[case_tolerance]] tables")] = []
     backends: Annotated[BackendsTable, Meta(description="the [backends] table")] = BackendsTable()
-
-
     target: Annotated[TargetTable, Meta(description="the [target] table")] = TargetTable()
+
+
 # ----------------------------------------------------------------------------- file checks
 
 
@@ -531,7 +533,8 @@ def _extensions(toml: Path, doc: TaskFile, cases: list[dict[str, Any]], entry: d
         cts.append(CaseTolerance(tuple(sorted(ct.match.items())), Tolerance(ct.atol, ct.rtol, ct.ulp)))
     return Extensions(keep_structure=tuple(doc.inputs.keep_structure), delegates=tuple(doc.delegation.ops),
                       atol_scale=tuple(doc.tolerance_rule.atol_scale), rtol_scale=tuple(doc.tolerance_rule.rtol_scale),
-                      case_tolerances=tuple(cts), role_backends=tuple(role_backends))
+                      case_tolerances=tuple(cts), role_backends=tuple(role_backends),
+                      forbidden_ops=tuple(doc.contract.forbidden_ops))
 
 
 def _helper_dirs(task_dir: Path) -> tuple[Path, ...]:

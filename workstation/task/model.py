@@ -178,6 +178,9 @@ class Extensions:
             (``(("baseline", "cuda"),)``: the CUDA source of a translation); a role not
             listed is ``torch`` (:data:`DEFAULT_ROLE_BACKEND`). The candidate's backend is
             the contract's top-level ``backend``.
+        forbidden_ops: ``[contract] forbidden_ops``: framework ops (``aten::mm``) the
+            candidate must not dispatch (``forbidden-ops`` enforces them from the dispatch
+            trace).
     """
 
     keep_structure: tuple[int, ...] = ()
@@ -186,6 +189,7 @@ class Extensions:
     rtol_scale: tuple[str, ...] = ()
     case_tolerances: tuple[CaseTolerance, ...] = ()
     role_backends: tuple[tuple[str, str], ...] = ()
+    forbidden_ops: tuple[str, ...] = ()
 
 
 @dataclass(frozen=True)
