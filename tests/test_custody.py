@@ -150,3 +150,68 @@ def test_a_swapped_code_object_is_seen_from_outside(tmp_path, runner):
     job = _job(runner, d, [CallStep(role="candidate", case=CASE, seed=0)])
     assert job.steps[0] is None and 0 in job.forged, job
     assert "json.dumps code replaced" in job.forged[0], job.forged
+
+
+#: every writable place of a job is a tmpfs of its own with the size the settings give; a
+#: write past it fails with ENOSPC (many files, each under the file-size limit).
+FILL_EVERY_CAP = """
+import errno, os
+
+CAPS = {caps!r}
+
+def _fstype(path):
+    best = ("", "")
+    for line in open("/proc/self/mountinfo"):
+        parts = line.split()
+        mp, fstype = parts[4], parts[parts.index("-") + 1]
+        if (path == mp or path.startswith(mp.rstrip("/") + "/")) and len(mp) >= len(best[0]):
+            best = (mp, fstype)
+    return best[1]
+
+def _fill(folder, cap):
+    chunk = b"x" * (1 << 20)
+    names = []
+    try:
+        for i in range(cap // len(chunk) + 8):
+            names.append(os.path.join(folder, f"fill{{i}}"))
+            with open(names[-1], "wb") as f:
+                f.write(chunk)
+    except OSError as e:
+        if e.errno != errno.ENOSPC:
+            raise
+        return "ENOSPC"
+    finally:
+        for n in names:
+            if os.path.exists(n):
+                os.unlink(n)
+    return f"wrote {{len(names)}} MiB"
+
+def add(x, y):
+    bad = []
+    for folder, cap in CAPS.items():
+        st = os.statvfs(folder)
+        if st.f_blocks * st.f_frsize != cap or _fstype(folder) != "tmpfs":
+            bad.append(f"{{folder}}: {{_fstype(folder)}} of {{st.f_blocks * st.f_frsize}} bytes, not a tmpfs of {{cap}}")
+        got = _fill(folder, cap)
+        if got != "ENOSPC":
+            bad.append(f"{{folder}}: {{got}} past its cap of {{cap}}")
+    if bad:
+        raise RuntimeError("; ".join(bad))
+    return x + y
+"""
+
+
+def test_every_writable_place_of_a_job_is_a_capped_tmpfs(tmp_path, runner, monkeypatch):
+    """The settings' caps hold in the job: its folder (results, stdout), /tmp, /dev/shm and
+    /var/tmp are tmpfs of their own of those sizes, and writing past each fails with ENOSPC
+    inside the job (not on the host's disk) while kws goes on: correctness passes."""
+    disk, tmp, shm = 24 << 20, 16 << 20, 8 << 20
+    monkeypatch.setenv("KWS_JOB_DISK_BYTES", str(disk))
+    monkeypatch.setenv("KWS_JOB_TMP_BYTES", str(tmp))
+    monkeypatch.setenv("KWS_JOB_SHM_BYTES", str(shm))
+    caps = {"/kws/job/out": disk, "/tmp": tmp, "/dev/shm": shm, "/var/tmp": shm}
+    d = make_task(tmp_path, "fill", FILL_EVERY_CAP.format(caps=caps))
+    res = run_checks(load_task(d), runner, only=["correctness"], seeds=[0])
+    r = result(res, "correctness")
+    assert r.status == "pass", [(f.summary, f.evidence) for f in res.findings]
+    assert not any((runner._root / "jobs").iterdir())  # nothing of the job left on the host

@@ -85,6 +85,17 @@ FREEZE_TIMEOUT_S = 2.0
 _MODE = "none"
 #: the pid-namespace maker of ``MODE=bwrap`` (made before torch is imported).
 _PIDNS: Any = None
+#: job id -> its folder, put on a tmpfs of its own (``RunJob.disk_bytes``) until released.
+_ON_TMPFS: dict[int, str] = {}
+
+
+def _release(jid: int) -> None:
+    from workstation.harness import jobns
+
+    try:
+        jobns.release_job_folder(_ON_TMPFS.pop(jid))
+    except OSError as e:
+        sys.stderr.write(f"kws fork server: job {jid}'s folder could not be released: {e}\n")
 
 
 def _choose_device() -> tuple[str, bool]:
@@ -229,7 +240,7 @@ def _namespaced_child(req: control.RunJob, ctl_w: int, ack_r: int) -> None:
         jobns.unshare(jobns.JOB_OWN_NAMESPACES)
         jobns.close_fds({ctl_w, ack_r})
         jobns.detach_stdio()
-        jobns.enter_job_view(req.jobdir, req.cache)
+        jobns.enter_job_view(req.jobdir, req.cache, req.tmp_bytes, req.shm_bytes)
         jobns.drop_privileges()
     except BaseException as e:  # noqa: BLE001  (the job must not run task code unconfined)
         try:
@@ -727,6 +738,8 @@ def _serve(table: Any, preload: dict) -> None:
                     _emit(control.Started(id=j.id))
                 elif isinstance(req, control.KillJob) and req.id in by_id:
                     _kill(by_id[req.id])
+                elif isinstance(req, control.ReleaseJob) and req.id in _ON_TMPFS and req.id not in by_id:
+                    _release(req.id)
                 elif isinstance(req, control.CpuAsk) and req.id in by_id:
                     _emit(control.CpuUsage(id=req.id, seq=req.seq, **by_id[req.id].usage()))
         while jobs:
@@ -772,6 +785,11 @@ def _start(req: control.RunJob) -> _Job:
         pid = os.fork()
     else:
         try:
+            if req.disk_bytes > 0:
+                from workstation.harness import jobns
+
+                jobns.job_folder_on_tmpfs(req.jobdir, req.disk_bytes)
+                _ON_TMPFS[req.id] = req.jobdir
             init = _new_pid_namespace()
             pid = _PIDNS.fork_into(init)
         except OSError as e:

@@ -20,8 +20,9 @@ own; it never runs task code. A job is two processes:
   1 sends itself, so ``os.abort()`` or the file-size limit's ``SIGXFSZ`` would not end
   it). It unshares its own mount, IPC, network and UTS namespaces, and
   :func:`enter_job_view` gives it a private file-system view: its own job folder at
-  ``/kws/job`` (the task copy and the output folder; the only writable place besides its
-  private ``/tmp``), its role's compiler cache at ``/kws/cache``, a fresh ``/proc`` that
+  ``/kws/job`` (the task copy and the output folder, on a size-capped tmpfs the server
+  mounted over it, :func:`job_folder_on_tmpfs`; with its private ``/tmp``, ``/dev/shm``
+  and ``/var/tmp`` the only places it can write), its role's compiler cache at ``/kws/cache``, a fresh ``/proc`` that
   lists only its namespace's processes (with ``sys``, ``sysrq-trigger``, ``irq`` and
   ``bus`` read-only, as bubblewrap does), and the folder of every other job unmounted.
   :func:`drop_privileges` then drops every capability (bounding set, ambient,
@@ -85,7 +86,8 @@ JOB_MOUNT = "/kws/job"
 CACHE_MOUNT = "/kws/cache"
 JOBS_ROOT = "/kws/jobs"
 CACHES_ROOT = "/kws/caches"
-#: size cap of a job's private /tmp (a tmpfs: memory).
+#: size cap of a job's private /tmp (a tmpfs: memory); the runner passes the
+#: ``job_tmp_bytes`` setting instead.
 TMP_SIZE = "2g"
 #: size of each job's private ``/dev/shm`` and ``/var/tmp`` (tmpfs, in the job's own mount
 #: namespace): what one job writes there no other job sees, and a write past it fails with
@@ -188,15 +190,16 @@ def _mounts_below(prefix: str) -> list[str]:
     return [p for i, p in enumerate(points) if not any(p.startswith(q + "/") for q in points[:i])]
 
 
-def _private_tmp() -> None:
-    """A fresh tmpfs at ``/tmp`` that keeps the read-only binds the sandbox made below it (a
-    Python installation under ``/tmp``): built at :data:`TMP_STAGING`, the binds copied in
-    read-only, then moved over ``/tmp`` (``MS_MOVE``)."""
+def _private_tmp(size: str = TMP_SIZE) -> None:
+    """A fresh tmpfs at ``/tmp`` of ``size`` (tmpfs's ``size=`` syntax) that keeps the
+    read-only binds the sandbox made below it (a Python installation under ``/tmp``): built
+    at :data:`TMP_STAGING`, the binds copied in read-only, then moved over ``/tmp``
+    (``MS_MOVE``)."""
     keep = _mounts_below("/tmp")
     if not keep or not os.path.isdir(TMP_STAGING):
-        mount("tmpfs", "/tmp", "tmpfs", MS_NOSUID | MS_NODEV, f"size={TMP_SIZE},mode=1777")
+        mount("tmpfs", "/tmp", "tmpfs", MS_NOSUID | MS_NODEV, f"size={size},mode=1777")
         return
-    mount("tmpfs", TMP_STAGING, "tmpfs", MS_NOSUID | MS_NODEV, f"size={TMP_SIZE},mode=1777")
+    mount("tmpfs", TMP_STAGING, "tmpfs", MS_NOSUID | MS_NODEV, f"size={size},mode=1777")
     for mp in keep:
         dst = TMP_STAGING + mp[len("/tmp"):]
         os.makedirs(dst, exist_ok=True)
@@ -216,12 +219,45 @@ def _unmount_all_jobs() -> None:
                 raise
 
 
-def enter_job_view(job_folder: str, cache_folder: str | None) -> None:
+def job_folder_on_tmpfs(job_folder: str, size: int) -> None:
+    """In the fork server, before it forks the job: put ``job_folder`` (the task copy, the
+    job file and the output folder the runner made) on a tmpfs of ``size`` bytes of its
+    own: mounted at :data:`TMP_STAGING`, the folder's contents copied in, then moved over
+    the folder (``MS_MOVE``). What the job writes there past ``size`` fails with
+    ``ENOSPC``; the runner reads the results through the server's view
+    (``/proc/<server>/root``) and asks for :func:`release_job_folder` when done.
+
+    Raises:
+        OSError: a mount or the copy failed.
+    """
+    import shutil
+
+    mount("tmpfs", TMP_STAGING, "tmpfs", MS_NOSUID | MS_NODEV, f"size={size},mode=0755")
+    try:
+        shutil.copytree(job_folder, TMP_STAGING, symlinks=True, dirs_exist_ok=True)
+        mount(TMP_STAGING, job_folder, None, MS_MOVE)
+    except BaseException:
+        umount(TMP_STAGING)
+        raise
+
+
+def release_job_folder(job_folder: str) -> None:
+    """Detach the tmpfs :func:`job_folder_on_tmpfs` put over ``job_folder`` (it is freed
+    when the last descriptor of it closes)."""
+    try:
+        umount(job_folder)
+    except OSError as e:
+        if e.errno not in (errno.ENOENT, errno.EINVAL):
+            raise
+
+
+def enter_job_view(job_folder: str, cache_folder: str | None, tmp_bytes: int = 0, shm_bytes: int = 0) -> None:
     """In the job process (pid 1 of a fresh pid namespace, in a fresh mount namespace):
     make the mount tree private, bind ``job_folder`` at :data:`JOB_MOUNT` and
     ``cache_folder`` at :data:`CACHE_MOUNT`, unmount the folders of every job and cache,
-    mount a private ``/tmp`` (tmpfs, :data:`TMP_SIZE`), a private ``/dev/shm`` and
-    ``/var/tmp`` where the sandbox has them (tmpfs, :data:`SHM_SIZE` each) and a fresh ``/proc``.
+    mount a private ``/tmp`` (tmpfs of ``tmp_bytes``, else :data:`TMP_SIZE`), a private
+    ``/dev/shm`` and ``/var/tmp`` where the sandbox has them (tmpfs of ``shm_bytes`` each,
+    else :data:`SHM_SIZE`) and a fresh ``/proc``.
 
     Raises:
         OSError: a mount failed (the message names it).
@@ -231,10 +267,11 @@ def enter_job_view(job_folder: str, cache_folder: str | None) -> None:
     if cache_folder:
         mount(cache_folder, CACHE_MOUNT, None, MS_BIND | MS_REC)
     _unmount_all_jobs()
-    _private_tmp()
+    _private_tmp(str(tmp_bytes) if tmp_bytes > 0 else TMP_SIZE)
+    shm = str(shm_bytes) if shm_bytes > 0 else SHM_SIZE
     for shared in ("/dev/shm", "/var/tmp"):  # the sandbox's one /dev/shm is every job's otherwise
         if os.path.isdir(shared) and not os.path.islink(shared):
-            mount("tmpfs", shared, "tmpfs", MS_NOSUID | MS_NODEV, f"size={SHM_SIZE},mode=1777")
+            mount("tmpfs", shared, "tmpfs", MS_NOSUID | MS_NODEV, f"size={shm},mode=1777")
     mount("proc", "/proc", "proc", MS_NOSUID | MS_NODEV | MS_NOEXEC)
     for name in PROC_READONLY:
         p = f"/proc/{name}"

@@ -3,7 +3,7 @@ fork server (:mod:`workstation.harness.forkserver`), and the job's channel to th
 
 Runner and server exchange one JSON object per line, each a :mod:`msgspec` Struct tagged
 by ``op``: the runner sends :data:`ToServer` (:class:`RunJob`, :class:`KillJob`,
-:class:`CpuAsk`), the server answers :data:`FromServer` (:class:`Ready` once, then per job
+:class:`CpuAsk`, :class:`ReleaseJob`), the server answers :data:`FromServer` (:class:`Ready` once, then per job
 :class:`Started`, one :class:`Verified` per step the job handed over, :class:`CpuUsage`
 per :class:`CpuAsk`, :class:`Exited`). A line that does not decode to its direction's
 union is dropped by the reader (:func:`decode_from_server`), never half-read.
@@ -40,7 +40,10 @@ class RunJob(msgspec.Struct, tag="run", tag_field="op", frozen=True):
     """Start a job. ``job``: the job file's path as the server sees it; ``jobdir`` /
     ``cache``: the job's folder and compiler cache (server's view); ``cwd``, ``home``,
     ``cache_root``: paths as the job sees them; ``steps``: how many steps the job has;
-    ``limits``: resource limits (``fsize``, ``as``: bytes or None)."""
+    ``limits``: resource limits (``fsize``, ``as``: bytes or None); ``disk_bytes``: the
+    cap of the job's folder (the server puts it on a tmpfs of that size; 0: left on disk),
+    ``tmp_bytes`` / ``shm_bytes``: the caps of its private ``/tmp`` and of ``/dev/shm`` and
+    ``/var/tmp`` (0: :mod:`workstation.harness.jobns`'s defaults)."""
 
     id: int
     job: str
@@ -51,6 +54,15 @@ class RunJob(msgspec.Struct, tag="run", tag_field="op", frozen=True):
     home: str = ""
     cache_root: str = ""
     limits: dict[str, int | None] = {}
+    disk_bytes: int = 0
+    tmp_bytes: int = 0
+    shm_bytes: int = 0
+
+
+class ReleaseJob(msgspec.Struct, tag="release", tag_field="op", frozen=True):
+    """The runner has read an ended job's folder: the server detaches its tmpfs."""
+
+    id: int
 
 
 class KillJob(msgspec.Struct, tag="kill", tag_field="op", frozen=True):
@@ -125,7 +137,7 @@ class Exited(msgspec.Struct, tag="exited", tag_field="op", frozen=True):
     killed: bool = False
 
 
-ToServer = RunJob | KillJob | CpuAsk
+ToServer = RunJob | KillJob | CpuAsk | ReleaseJob
 FromServer = Ready | Started | Verified | CpuUsage | Exited
 
 _encoder = msgspec.json.Encoder()

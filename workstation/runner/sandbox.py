@@ -9,8 +9,11 @@ Isolation (``sandbox="bwrap"``, the default; see :mod:`workstation.runner.bwrap`
   cgroup (:mod:`workstation.runner.cgroup`);
 - every job is pid 1 of its own pid namespace with its own mount, IPC, network and UTS
   namespaces, a private ``/tmp`` and ``HOME``, sees only its own copy of the task folder
-  (the one writable place) and its task's and role's compiler cache, and has no
-  capabilities;
+  and its task's and role's compiler cache, and has no capabilities; each place it can
+  write is a size-capped tmpfs of its own (its job folder, ``/tmp``, ``/dev/shm``,
+  ``/var/tmp``: the ``job_disk_bytes``, ``job_tmp_bytes`` and ``job_shm_bytes``
+  settings), the job folder mounted by the fork server and read here through its view
+  (``/proc/<server>/root``);
 - jobs of one *principal* only: the runner runs steps of one role (``candidate``,
   ``reference``, ...) per job (:func:`workstation.protocol.steps.principal`), so a
   candidate job and a reference job never share a process, a file or a namespace;
@@ -364,6 +367,9 @@ class Runner:
         self._cgroup: cgroup.MemoryCgroup | None = None
         self._memory_note = ""
         self._closed = False
+        #: ``/proc/<fork server>/root``: the server's view of the file system, through which
+        #: the runner reads a job folder the server put on a tmpfs ("" without the sandbox).
+        self._server_root = ""
 
     # -- lifecycle ---------------------------------------------------------------------
 
@@ -476,6 +482,7 @@ class Runner:
                 verifier=not ready.verifier,
                 notes=tuple(notes + limit_notes),
             )
+            self._server_root = _server_root(self._proc.pid) if self.sandbox == "bwrap" else ""
             self._reader = threading.Thread(target=self._read_loop, args=(self._proc,), daemon=True)
             self._reader.start()
             return self._device
@@ -665,7 +672,8 @@ class Runner:
             jid = self._next_id
         work, _, view = self._paths(jid, principal, cache_key)
         work.mkdir()
-        out_fd = -1
+        out_fd, disk = -1, 0
+        w: dict[str, Any] = {}
         try:
             jv = view["job_view"]
             # the queue's helper folders are copied into the job folder like the task (the
@@ -685,11 +693,14 @@ class Runner:
                 "fsize": STDIO_LIMIT_BYTES,
                 "as": CPU_ADDRESS_SPACE_BYTES if self.device.kind == "cpu" else None,
             }
-            w: dict[str, Any] = {"started": threading.Event(), "exited": threading.Event(), "verified": {}}
+            w = {"started": threading.Event(), "exited": threading.Event(), "verified": {}}
             with self._lock:
                 self._waiters[jid] = w
+            cfg = settings.current()
+            disk = cfg.job_disk_bytes if self._server_root else 0
             req = control.RunJob(id=jid, job=f"{jv}/job.json", jobdir=view["jobdir"], cache=view["cache"], cwd=jv,
-                                 home=view["home"], cache_root=view["cache_view"], steps=n, limits=limits)
+                                 home=view["home"], cache_root=view["cache_view"], steps=n, limits=limits,
+                                 disk_bytes=disk, tmp_bytes=cfg.job_tmp_bytes, shm_bytes=cfg.job_shm_bytes)
             oom_before = self._cgroup.oom_kills() if self._cgroup is not None else 0
             try:
                 self._send(req)
@@ -698,6 +709,11 @@ class Runner:
                     self._waiters.pop(jid, None)
                 raise
             t0 = time.monotonic()
+            if disk:  # the job's folder is on its own tmpfs, seen through the server's view
+                w["started"].wait(timeout)
+                os.close(out_fd)
+                out_fd = -1
+                out_fd = open_dir(Path(f"{self._server_root}{view['jobdir']}/out"))
             use: dict[str, Any] = {}
             fired = self._watch(jid, w, out_fd, n, t0, timeout, budgets, import_budget, use)
             if fired:
@@ -724,6 +740,11 @@ class Runner:
         finally:
             if out_fd >= 0:
                 os.close(out_fd)
+            if disk and w["exited"].is_set():
+                try:
+                    self._send(control.ReleaseJob(id=jid))
+                except RunnerError:
+                    pass
             shutil.rmtree(work, ignore_errors=True)
 
     def _watch(self, jid: int, w: dict[str, Any], out_fd: int, n: int, t0: float, timeout: float,
@@ -860,6 +881,27 @@ def read_tail_path(path: Path) -> str:
             return f.read().decode("utf-8", "replace")
     except OSError:
         return ""
+
+
+def _server_root(outer: int) -> str:
+    """``/proc/<pid>/root`` of the fork server, the descendant of ``outer`` (bubblewrap)
+    whose command line runs :mod:`workstation.harness.forkserver`; "" when none is found
+    (the job folders then stay on disk)."""
+    todo, seen = [outer], set()
+    while todo:
+        pid = todo.pop()
+        if pid in seen:
+            continue
+        seen.add(pid)
+        try:
+            with open(f"/proc/{pid}/cmdline", "rb") as f:
+                if f.read().split(b"\0")[1:3] == [b"-m", b"workstation.harness.forkserver"]:
+                    return f"/proc/{pid}/root"
+            with open(f"/proc/{pid}/task/{pid}/children") as f:
+                todo.extend(int(c) for c in f.read().split())
+        except (OSError, ValueError):
+            continue
+    return ""
 
 
 def _killpg(pid: int) -> None:

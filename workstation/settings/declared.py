@@ -240,6 +240,14 @@ SETTINGS: tuple[Setting, ...] = (
             "The most bytes one case's inputs may take; larger cases are not run.", size),
     Setting("result_bytes", "KWS_RESULT_BYTES", "result_bytes", 768 << 20, "768M", "bytes",
             "Result bytes (JSON and arrays, as declared) the parent accepts from one job.", size),
+    Setting("job_disk_bytes", "KWS_JOB_DISK_BYTES", "job_disk_bytes", 1 << 30, "1G", "bytes",
+            "Size cap of each job's folder as the job writes it (task copy, results, stdout/stderr): a "
+            "tmpfs of the job's own (memory), so a write past it fails with ENOSPC in the job; with the "
+            "sandbox only.", size),
+    Setting("job_tmp_bytes", "KWS_JOB_TMP_BYTES", "job_tmp_bytes", 2 << 30, "2G", "bytes",
+            "Size cap of each job's private /tmp (a tmpfs: memory; HOME is under it).", size),
+    Setting("job_shm_bytes", "KWS_JOB_SHM_BYTES", "job_shm_bytes", 256 << 20, "256M", "bytes",
+            "Size cap of each job's private /dev/shm and of its /var/tmp (a tmpfs each: memory).", size),
     Setting("task_max_bytes", "KWS_TASK_MAX_BYTES", "task_max_bytes", 256 << 20, "256M", "bytes",
             "The most bytes of file content a task folder may hold (it is copied for every job).", size),
     Setting("memory_limit", "KWS_MEMORY_LIMIT", "memory_limit", None, "75% of the machine's memory", "bytes",

@@ -61,6 +61,9 @@ class Settings(msgspec.Struct, frozen=True, kw_only=True):
     llc_bytes: int | None
     input_budget: int | None
     result_bytes: int
+    job_disk_bytes: int
+    job_tmp_bytes: int
+    job_shm_bytes: int
     task_max_bytes: int
     memory_limit: int | None
     pids_limit: int
