@@ -8,11 +8,11 @@ as ``python -m workstation.engine.server`` in a session of its own, at a lower C
 priority than the app (nice +10, ``KWS_CHECKSERVER_NICE``); the server keeps one :class:`~workstation.runner.Runner` (fork
 server) for every run.
 
-Protocol, one JSON object per line. Requests on stdin: ``{"op": "run", "run": N,
-"task_dir": path, "only": [ids] | null}`` and ``{"op": "warm"}``. Replies on stdout:
-``{"op": "warm", "device": label}`` or ``{"op": "warm", "error": message}``, and per run
-``{"run": N, "kind": k, "data": d}`` with the events of
-:func:`workstation.engine.events.normalise_event`, ending with ``done`` or ``error``. Runs
+Protocol: the typed messages of :mod:`workstation.protocol.control`, one JSON object per
+line. Requests on stdin: ``CheckRun`` (``run``, ``task_dir``, ``only``) and ``WarmUp``;
+replies on stdout: ``Warm`` (``device`` or ``error``), and per run ``CheckEvent`` (``run``,
+``kind``, ``data``) with the events of :func:`workstation.engine.events.normalise_event`,
+ending with ``done`` or ``error``. A request line that does not decode is ignored. Runs
 proceed concurrently (their child jobs share the runner's slots). End of stdin (the app
 exited, or its SSH session dropped) closes the runner, killing any job still running,
 and ends the server.
@@ -20,14 +20,13 @@ and ends the server.
 
 from __future__ import annotations
 
-import json
 import os
 import sys
 import threading
 from typing import Any
 
 from workstation import settings
-from workstation.protocol.lines import json_lines
+from workstation.protocol import control
 
 
 class _Server:
@@ -36,10 +35,10 @@ class _Server:
         self._runner_lock = threading.Lock()
         self._runner: Any = None
 
-    def send(self, obj: dict[str, Any]) -> None:
-        line = json.dumps(obj, default=str)
+    def send(self, msg: control.FromCheckServer) -> None:
+        line = control.encode(msg)
         with self._out:
-            sys.stdout.write(line + "\n")
+            sys.stdout.buffer.write(line)
             sys.stdout.flush()
 
     def runner(self) -> Any:
@@ -54,18 +53,18 @@ class _Server:
 
     def warm(self) -> None:
         try:
-            self.send({"op": "warm", "device": self.runner().device.label})
+            self.send(control.Warm(device=self.runner().device.label))
         except Exception as e:  # noqa: BLE001  (reported to the app)
-            self.send({"op": "warm", "error": f"{type(e).__name__}: {e}"})
+            self.send(control.Warm(error=f"{type(e).__name__}: {e}"))
 
-    def run(self, req: dict[str, Any]) -> None:
+    def run(self, req: control.CheckRun) -> None:
         from workstation.engine.events import normalise_event
 
-        rid = req["run"]
+        rid = req.run
 
         def emit(kind: str, data: dict[str, Any]) -> None:
             k, d = normalise_event(kind, data)
-            self.send({"run": rid, "kind": k, "data": d})
+            self.send(control.CheckEvent(run=rid, kind=k, data=d))
 
         try:
             from workstation.engine.run import run_checks
@@ -73,21 +72,20 @@ class _Server:
             from workstation.task.format import load_task
 
             try:
-                task = load_task(req["task_dir"])
+                task = load_task(req.task_dir)
             except Problem as e:
-                self.send({"run": rid, "kind": "error", "data": {"message": str(e)}})
+                self.send(control.CheckEvent(run=rid, kind="error", data={"message": str(e)}))
                 return
-            run_checks(task, self.runner(), only=req.get("only") or None, on_event=emit,
-                       task_arg=str(req["task_dir"]))
+            run_checks(task, self.runner(), only=req.only or None, on_event=emit, task_arg=req.task_dir)
         except Exception as e:  # noqa: BLE001  (the runner died, or kws has a bug: shown, never fatal)
-            self.send({"run": rid, "kind": "error", "data": {"message": f"{type(e).__name__}: {e}"}})
+            self.send(control.CheckEvent(run=rid, kind="error", data={"message": f"{type(e).__name__}: {e}"}))
 
     def serve(self) -> None:
-        for req in json_lines(sys.stdin):
-            op = req.get("op")
-            if op == "run":
+        for line in sys.stdin:
+            req = control.decode_to_check_server(line) if line.strip() else None
+            if isinstance(req, control.CheckRun):
                 threading.Thread(target=self.run, args=(req,), daemon=True).start()
-            elif op == "warm":
+            elif isinstance(req, control.WarmUp):
                 threading.Thread(target=self.warm, daemon=True).start()
         with self._runner_lock:
             r, self._runner = self._runner, None

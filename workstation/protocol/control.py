@@ -1,5 +1,7 @@
 """Typed control messages between the runner (:mod:`workstation.runner.sandbox`) and the
-fork server (:mod:`workstation.harness.forkserver`), and the job's channel to the server.
+fork server (:mod:`workstation.harness.forkserver`), between the review app and its check
+server (:mod:`workstation.engine.server`: :data:`ToCheckServer`, :data:`FromCheckServer`),
+and the job's channel to the fork server.
 
 Runner and server exchange one JSON object per line, each a :mod:`msgspec` Struct tagged
 by ``op``: the runner sends :data:`ToServer` (:class:`RunJob`, :class:`KillJob`,
@@ -137,12 +139,46 @@ class Exited(msgspec.Struct, tag="exited", tag_field="op", frozen=True):
     killed: bool = False
 
 
+class CheckRun(msgspec.Struct, tag="run", tag_field="op", frozen=True):
+    """To the review app's check server (:mod:`workstation.engine.server`): run the checks
+    (``only``: these ids; None: all) on ``task_dir``; its events come back as
+    :class:`CheckEvent` with the same ``run``."""
+
+    run: int
+    task_dir: str
+    only: list[str] | None = None
+
+
+class WarmUp(msgspec.Struct, tag="warm", tag_field="op", frozen=True):
+    """To the check server: start the fork server now (answered by :class:`Warm`)."""
+
+
+class Warm(msgspec.Struct, tag="warm", tag_field="op", frozen=True):
+    """From the check server: its fork server is up on ``device`` (a label), or ``error``."""
+
+    device: str = ""
+    error: str = ""
+
+
+class CheckEvent(msgspec.Struct, tag="event", tag_field="op", frozen=True):
+    """From the check server: one engine event of run ``run``
+    (:func:`workstation.engine.events.normalise_event`), ending with ``done`` or ``error``."""
+
+    run: int
+    kind: str
+    data: dict[str, Any]
+
+
 ToServer = RunJob | KillJob | CpuAsk | ReleaseJob
+ToCheckServer = CheckRun | WarmUp
+FromCheckServer = Warm | CheckEvent
 FromServer = Ready | Started | Verified | CpuUsage | Exited
 
-_encoder = msgspec.json.Encoder()
+_encoder = msgspec.json.Encoder(enc_hook=str)  # a value JSON has no form for travels as its text
 _to_server = msgspec.json.Decoder(ToServer)
 _from_server = msgspec.json.Decoder(FromServer)
+_to_check_server = msgspec.json.Decoder(ToCheckServer)
+_from_check_server = msgspec.json.Decoder(FromCheckServer)
 
 
 def encode(msg: Any) -> bytes:
@@ -160,6 +196,22 @@ def decode_from_server(line: bytes | str) -> Any:
     """A :data:`FromServer` message, or None for a line that is not one (dropped)."""
     try:
         return _from_server.decode(line)
+    except msgspec.DecodeError:
+        return None
+
+
+def decode_to_check_server(line: bytes | str) -> Any:
+    """A :data:`ToCheckServer` message, or None for a line that is not one (dropped)."""
+    try:
+        return _to_check_server.decode(line)
+    except msgspec.DecodeError:
+        return None
+
+
+def decode_from_check_server(line: bytes | str) -> Any:
+    """A :data:`FromCheckServer` message, or None for a line that is not one (dropped)."""
+    try:
+        return _from_check_server.decode(line)
     except msgspec.DecodeError:
         return None
 

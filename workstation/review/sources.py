@@ -22,7 +22,7 @@ from pathlib import Path
 from typing import Any, Protocol
 
 from workstation import settings
-from workstation.protocol.lines import json_lines
+from workstation.protocol import control
 
 __all__ = ["CheckSource", "Emit", "ReplayCheckSource", "RunnerCheckSource", "sandbox_marker"]
 
@@ -114,26 +114,29 @@ class RunnerCheckSource:
                              daemon=True).start()
             return self._proc
 
-    def _send(self, obj: dict[str, Any]) -> None:
+    def _send(self, msg: control.ToCheckServer) -> None:
         proc = self._ensure()
         with self._lock:
             assert proc.stdin is not None
-            proc.stdin.write(json.dumps(obj) + "\n")
+            proc.stdin.write(control.encode(msg).decode())
             proc.stdin.flush()
 
     def _read(self, proc: Any) -> None:
         assert proc.stdout is not None
-        for msg in json_lines(proc.stdout):
-            if msg.get("op") == "warm":
-                self._warm_reply = msg
+        for line in proc.stdout:
+            msg = control.decode_from_check_server(line) if line.strip() else None
+            if isinstance(msg, control.Warm):
+                self._warm_reply = {"error": msg.error} if msg.error else {"device": msg.device}
                 self._warm.set()
                 continue
+            if not isinstance(msg, control.CheckEvent):
+                continue
             with self._lock:
-                entry = self._runs.get(msg.get("run"))
+                entry = self._runs.get(msg.run)
             if entry is None:
                 continue
             emit, done, result = entry
-            kind, data = msg["kind"], msg["data"]
+            kind, data = msg.kind, msg.data
             emit(kind, data)
             if kind in ("done", "error"):
                 result.append(data.get("report") if kind == "done" else None)
@@ -158,7 +161,7 @@ class RunnerCheckSource:
     def warm_up(self) -> str:
         """Start the server and its fork server now (blocking; call from a worker).
         Returns the device label. Raises RuntimeError when it could not start."""
-        self._send({"op": "warm"})
+        self._send(control.WarmUp())
         self._warm.wait(300)
         if "error" in self._warm_reply:
             raise RuntimeError(self._warm_reply["error"])
@@ -176,8 +179,7 @@ class RunnerCheckSource:
             rid = self._next
             self._runs[rid] = (emit, done, result)
         try:
-            self._send({"op": "run", "run": rid, "task_dir": str(task_dir),
-                        "only": list(only) if only else None})
+            self._send(control.CheckRun(run=rid, task_dir=str(task_dir), only=list(only) if only else None))
             done.wait()
         except (OSError, RuntimeError) as e:
             emit("error", {"message": f"the kws check server is not available: {e}"})
