@@ -232,3 +232,6 @@ def test_a_device_stand_in_limit_is_not_judged_and_its_calls_reach_the_report(tm
     st = ctx.extensions["device_standin"]
     assert st["target"] == "H200" and st["answers"]["name"] == "NVIDIA H200"
     assert st["called"]["torch.cuda.get_device_name"] == {"calls": 4, "by": ["candidate", "reference"]}
+    text = to_text({"task": "t", "device": "cpu", "seeds": [0], "versions": {}, "findings": [], "checks": [],
+                    "complete": True, "device_standin": st})
+    assert "device stand-in: answered as H200 (NVIDIA H200): torch.cuda.get_device_name x4" in text

@@ -160,6 +160,12 @@ def to_text(doc: dict[str, Any], *, verbose: bool = False) -> str:
         lines.append(f"warning: {w}")
     for n in doc.get("isolation", []):
         lines.append(f"isolation: {n}")
+    standin = doc.get("device_standin") or {}
+    if standin.get("called"):
+        # the device queries task code made without a GPU, answered as the declared target
+        lines.append(f"device stand-in: answered as {standin.get('target')} "
+                     f"({(standin.get('answers') or {}).get('name', '?')}): "
+                     + ", ".join(f"{p} x{v.get('calls')}" for p, v in sorted(standin["called"].items())))
     for p in doc.get("plugin_errors", []):
         lines.append(f"plugin error: {plugin_text(p)} failed to load: {p.get('error', '')}; its checks did not run")
     for p in doc.get("plugins", []):
