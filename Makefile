@@ -1,8 +1,8 @@
 # kws: `make app` opens the review app on the sample queue; `make test` runs the tests.
 # Both set up ./.venv first (scripts/setup.sh; torch is installed only when not importable);
-# `make app` also installs what the bundled queues need (the pallas extra and the real-kernel
-# libraries, scripts/install_realkernels.py);
-# `make test` also installs what the tests exercise: the ray, pallas and cuda-read extras and
+# `make app` also installs what the bundled queues need (the pallas and prove extras and the
+# real-kernel libraries, scripts/install_realkernels.py);
+# `make test` also installs what the tests exercise: the ray, pallas, cuda-read and prove extras and
 # the real-kernel libraries (scripts/install_realkernels.py, --no-deps so torch stays pinned).
 # `make test-fast` runs the tests that start no task code (the unit, git and tui tiers, minus
 # those marked slow; tests/conftest.py assigns the tiers) and prints its wall time;
@@ -21,12 +21,12 @@ setup: .venv/.kws-setup
 # what the bundled queues need to be judged (the Pallas samples: the pallas extra; the
 # real-kernel samples: Liger-Kernel and FlagGems, --no-deps), so `make app` judges them all
 .venv/.kws-app-setup: .venv/.kws-setup pyproject.toml scripts/setup.sh scripts/install_realkernels.py
-	KWS_EXTRAS=pallas ./scripts/setup.sh
+	KWS_EXTRAS=pallas,prove ./scripts/setup.sh
 	.venv/bin/python scripts/install_realkernels.py
 	touch $@
 
 .venv/.kws-test-setup: .venv/.kws-app-setup pyproject.toml scripts/setup.sh scripts/install_realkernels.py
-	KWS_EXTRAS=test,ray,pallas,cuda-read ./scripts/setup.sh
+	KWS_EXTRAS=test,ray,pallas,cuda-read,prove ./scripts/setup.sh
 	.venv/bin/python scripts/install_realkernels.py
 	touch $@
 

@@ -15,6 +15,6 @@ if ! .venv/bin/python -c "import torch" >/dev/null 2>&1; then
   echo "kws setup: no importable torch; installing torch==2.13.0"
   .venv/bin/pip install --quiet "torch==2.13.0"
 fi
-# KWS_EXTRAS: the optional extras to install (CI: test,pallas,cuda-read; see pyproject.toml).
+# KWS_EXTRAS: the optional extras to install (CI: test,ray,pallas,cuda-read,prove; see pyproject.toml).
 .venv/bin/pip install --quiet --disable-pip-version-check -e ".[${KWS_EXTRAS:-test}]"
 .venv/bin/python -c "import torch, textual; print('kws setup: torch', torch.__version__, '| textual', textual.__version__)"

@@ -128,6 +128,8 @@ SLOW_TIERS = ("battery", "system")
 MODULE_TIER = {
     "test_aot_ir": "unit",
     "test_backend_readings": "unit",
+    "test_bounds_proof": "unit",
+    "test_bounds_proof_battery": "battery",
     "test_calibration": "git",
     "test_chaos": "system",
     "test_checks_backends": "battery",

@@ -106,8 +106,10 @@ def _jit_function(mod: Any, qualname: str) -> Any:
     raise LookupError(f"{qualname} is not a triton.jit function")
 
 
-def compile_launch(rec: dict[str, Any], target: list[Any], modules: dict[str, Any], task_dir: str) -> dict[str, Any]:
-    """Compile one recorded launch for ``target`` ([backend, arch, warp size]) and analyse it."""
+def compile_launch(rec: dict[str, Any], target: list[Any], modules: dict[str, Any], task_dir: str,
+                   ttir_only: bool = False) -> dict[str, Any]:
+    """Compile one recorded launch for ``target`` ([backend, arch, warp size]) and analyse it;
+    with ``ttir_only``, lower it only to TTIR and return that text (``{"ttir": ...}``)."""
     import triton
     from triton.backends.compiler import GPUTarget
     from triton.compiler import ASTSource
@@ -124,6 +126,9 @@ def compile_launch(rec: dict[str, Any], target: list[Any], modules: dict[str, An
     opts = {k: v for k, v in rec.get("options", {}).items() if k in LAUNCH_OPTIONS}
     t0 = time.perf_counter()
     src = ASTSource(fn=jit, signature=sig, constexprs=consts)
+    if ttir_only:
+        ttir = _compile_to_ptx(src, GPUTarget(*target), opts, last="ttir")["ttir"]
+        return {"ttir": ttir, "compile_seconds": time.perf_counter() - t0, "compiled_by": "stages ttir"}
     try:
         asm = _compile_to_ptx(src, GPUTarget(*target), opts)
         how = "stages ttir..ptx"
@@ -134,7 +139,7 @@ def compile_launch(rec: dict[str, Any], target: list[Any], modules: dict[str, An
     return {"analysis": analyze(asm, task_dir), "compile_seconds": time.perf_counter() - t0, "compiled_by": how}
 
 
-def _compile_to_ptx(src: Any, target: Any, opts: dict[str, Any]) -> dict[str, str]:
+def _compile_to_ptx(src: Any, target: Any, opts: dict[str, Any], last: str = "ptx") -> dict[str, str]:
     """``triton.compile``'s pipeline (Triton 3.x) run up to PTX: the cubin stage (ptxas) is
     skipped, since kws reads IR and never launches. Uses the backend's stage table, as
     ``triton.compiler.compiler.compile`` does."""
@@ -158,8 +163,10 @@ def _compile_to_ptx(src: Any, target: Any, opts: dict[str, Any]) -> dict[str, st
         module = stage(module, metadata)
         if ext in ("ttir", "ttgir", "ptx"):
             out[ext] = module if isinstance(module, str) else str(module)
-    if "ptx" not in out:
-        raise RuntimeError("the pipeline produced no PTX")
+        if ext == last:
+            break
+    if last not in out:
+        raise RuntimeError(f"the pipeline produced no {last.upper()}")
     return out
 
 
@@ -192,7 +199,7 @@ def main() -> None:
             entry: dict[str, Any] = {"launch": li, "target": f"{target[0]} sm_{target[1]}",
                                      "qualname": rec["qualname"], "file": task_relative(rec["file"], Path(task_dir))}
             try:
-                entry.update(compile_launch(rec, target, modules, task_dir))
+                entry.update(compile_launch(rec, target, modules, task_dir, bool(req.get("ttir_only"))))
             except BaseException as e:  # noqa: BLE001
                 entry["error"] = f"{type(e).__name__}: {str(e)[:1000]}"
             kernels.append(entry)

@@ -15,8 +15,9 @@ sees every launch, in the order they were entered:
 
 1. ``before(launch)`` of each observer, first entered first; one that raises stops the
    launch (fault injection): the observers entered before it get ``after`` with that
-   exception, the later ones see nothing;
-2. the original ``run``;
+   exception, the later ones see nothing; one that returns :data:`SKIP` lets the launch be
+   seen but not run (``triton_bounds`` records launches without running kernels);
+2. the original ``run`` (unless skipped: then the result is None);
 3. ``after(launch, result, error)`` of each observer whose ``before`` returned, last
    entered first, with ``run``'s return value (a ``CompiledKernel`` on a GPU, ``None``
    under the interpreter) or the exception it raised (which then propagates).
@@ -30,6 +31,9 @@ from collections.abc import Iterator
 from typing import Any, TypeVar
 
 _observers: list[LaunchObserver] = []
+#: returned by an observer's ``before`` to record a launch without running it (the kernel
+#: does not run, ``run`` returns None; the other observers still see ``before``/``after``).
+SKIP = object()
 _patched: list[tuple[type, Any]] = []
 
 
@@ -75,8 +79,9 @@ class Launch:
 class LaunchObserver:
     """Base of launch observers; override either hook (module doc for the order)."""
 
-    def before(self, launch: Launch) -> None:
-        """Called before the launch; raising here prevents it."""
+    def before(self, launch: Launch) -> Any:
+        """Called before the launch; raising here prevents it, returning :data:`SKIP`
+        records it without running the kernel."""
 
     def after(self, launch: Launch, result: Any, error: BaseException | None) -> None:
         """Called after the launch with its result, or with the exception it raised."""
@@ -139,11 +144,12 @@ def _observed(orig: Any) -> Any:
     def run(self: Any, *args: Any, **kwargs: Any) -> Any:
         launch = Launch(self, args, kwargs)
         entered: list[LaunchObserver] = []
+        skip = False
         try:
             for ob in list(_observers):
-                ob.before(launch)
+                skip = ob.before(launch) is SKIP or skip
                 entered.append(ob)
-            result = orig(self, *args, **kwargs)
+            result = None if skip else orig(self, *args, **kwargs)
         except BaseException as e:
             for ob in reversed(entered):
                 ob.after(launch, None, e)

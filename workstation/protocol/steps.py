@@ -394,6 +394,16 @@ class TritonAotStep(_Step, tag="triton_aot", kw_only=True):
     targets: list[Target] | None = None
 
 
+class TritonBoundsStep(_Step, tag="triton_bounds", kw_only=True):
+    """Call the candidate on every case of ``cases`` recording each Triton launch's grid,
+    scalar arguments and tensor arguments (shape, strides, footprint, which are outputs),
+    and the TTIR of each distinct launch compiled without a GPU
+    (:mod:`workstation.harness.bounds`; the ``bounds-proof`` check)."""
+
+    cases: list[Case]
+    seed: int = 0
+
+
 class TimingSide(msgspec.Struct, frozen=True, forbid_unknown_fields=True, kw_only=True):
     """One timed callable of a ``timing`` step: ``name`` labels its samples, ``role`` is the
     entry point, ``compile`` wraps it in ``torch.compile``."""
@@ -490,7 +500,7 @@ class CudaBuildStep(_Step, tag="cuda_build", kw_only=True):
 
 Step = (CallStep | AuthorTestStep | GuardedCallStep | SanitizerCallStep | InputsOnlyStep | RepeatCallStep
         | HashseedCallStep | StaleCallStep | CallSeriesStep | FaultCallStep | StateProbeStep | AutotuneProbeStep | NumOracleStep
-        | TritonAotStep | TimingStep | TorchTimerStep | AuthorBenchStep | ProfileStep | PallasReadStep
+        | TritonAotStep | TritonBoundsStep | TimingStep | TorchTimerStep | AuthorBenchStep | ProfileStep | PallasReadStep
         | CudaBuildStep | InterpreterSelftestStep)
 
 
@@ -504,7 +514,7 @@ def step_roles(step: _Step) -> set[str]:
         return {s.role for s in step.sides}
     if isinstance(step, AuthorBenchStep):
         return {"candidate", step.baseline_role}
-    if isinstance(step, AuthorTestStep | AutotuneProbeStep | TritonAotStep | PallasReadStep):
+    if isinstance(step, AuthorTestStep | AutotuneProbeStep | TritonAotStep | TritonBoundsStep | PallasReadStep):
         return {"candidate"}
     if isinstance(step, NumOracleStep):
         return {"reference"}
@@ -541,7 +551,7 @@ class Job(msgspec.Struct, frozen=True, forbid_unknown_fields=True, kw_only=True)
 
 #: the principal of the steps that run no single role's code (see :func:`principal`).
 _PRINCIPALS: dict[type, str] = {NumOracleStep: "reference", AutotuneProbeStep: "candidate",
-                                TritonAotStep: "candidate", AuthorTestStep: "test", AuthorBenchStep: "bench",
+                                TritonAotStep: "candidate", TritonBoundsStep: "candidate", AuthorTestStep: "test", AuthorBenchStep: "bench",
                                 InputsOnlyStep: "inputs", TimingStep: "timing"}
 
 

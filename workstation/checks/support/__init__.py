@@ -10,7 +10,9 @@
   (:mod:`.replay`);
 - kws's own profile of a task (:mod:`.profiling`);
 - backend readings without running: compiled CUDA's ptxas report, PTX and SASS
-  (:mod:`.cuda_read`), NKI kernels from their Python source (:mod:`.nki_read`).
+  (:mod:`.cuda_read`), NKI kernels from their Python source (:mod:`.nki_read`);
+- proofs over the legal shape space: a Triton kernel's TTIR address arithmetic as Z3 terms
+  (:mod:`.ttir_z3`) and the fitted launch model with its Z3 questions (:mod:`.boundsmodel`).
 
 tests/test_registry.py checks that this list names every module of the package.
 Same imports as the checks (engine, analysis, task, protocol, schema).
