@@ -145,8 +145,8 @@ class BoundsProof(Check):
         the candidate is not Triton (skip); the launches could not be recorded or fitted (the
         launch sequence changes with the shape, an integer fits no template); a kernel's TTIR
         could not be produced; an access uses a construct the encoder does not follow (named);
-        Z3 answers unknown or the solver budget runs out (Z3 resource units, deterministic: 8 million
-        per query, 40 million per kernel, about 4 s and 20 s on an idle core; 10 s of wall clock
+        Z3 answers unknown or the solver budget runs out (Z3 resource units, deterministic: 4 million
+        per query, 20 million per kernel, about 2 s and 10 s on an idle core; 10 s of wall clock
         per query as a backstop); a
         constexpr variant of the domain was not sampled; a counterexample's confirmation run
         failed for a reason other than the candidate.

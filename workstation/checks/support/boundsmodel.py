@@ -40,10 +40,10 @@ from workstation.checks.support.ttir_z3 import Encoder, Unsupported, fresh_acces
 #: per Z3 query: Z3's resource units (``rlimit``: deterministic, independent of the machine's
 #: load; about 2 million a second on one core) and a wall-clock backstop (ms). A query over
 #: either is no answer.
-QUERY_RLIMIT = 8_000_000
+QUERY_RLIMIT = 4_000_000
 QUERY_TIMEOUT_MS = 10_000
-#: Z3 resource units per kernel, all its questions together (about 20 s on an idle core).
-KERNEL_RLIMIT = 40_000_000
+#: Z3 resource units per kernel, all its questions together (about 10 s on an idle core).
+KERNEL_RLIMIT = 20_000_000
 #: boxes (largest value of each parameter) tried before the whole legal space, for small
 #: counterexamples.
 BOXES = (16, 256, 4096, None)
@@ -357,6 +357,18 @@ def _writer_points(hit: Any, xs: list[Any], idx: list[Any], dom: list[Any], n: i
                 s.add(i == (7919 * j + 3119 * k + 4099) % 20000)
             s.check()
         m = s.model()
+        # a canonical writer: each program id, loop counter and lane 0 where it can be (an
+        # element every program reads, a broadcast row, then gives one pattern)
+        s.add(*[v == m.eval(v, model_completion=True) for v in [*params, *idx]])
+        for x in xs:
+            s.push()
+            s.add(x == 0)
+            if s.check() == z3.sat:
+                m = s.model()
+                s.pop()
+                s.add(x == 0)
+            else:
+                s.pop()
         s.pop()
         sub = [(v, m.eval(v, model_completion=True)) for v in [*params, *idx]]
         pts.append({"sub": sub, "val": [m.eval(x, model_completion=True).as_long() for x in xs],
@@ -529,7 +541,7 @@ def _coverage(enc: Encoder, slot: Slot, penv: dict[str, Any], hi: int, dom: list
         r, m = _solve(dom + inst, penv, [], budget, boxes=(None,)) if len(inst) > len(cons) else ("unknown", None)
         if r == "sat":  # a miss of the learned writer: a counterexample only once checked
             r, m = _refine(dom + inst, penv, idx, hits, budget)
-        if r not in ("unsat", "sat"):
+        if r not in ("unsat", "sat") and not reads:
             # no writer pattern learned (or its misses were all written): a universally
             # quantified search for a counterexample among small shapes only
             r, m = _solve(dom + quant, penv, [], budget, boxes=(16, 256))
