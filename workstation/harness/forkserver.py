@@ -382,21 +382,35 @@ def _wait_stopped(pids: list[int], deadline: float) -> list[int]:
     return left
 
 
+def _children(pid: int) -> list[int]:
+    """The children of process ``pid`` (``/proc/<pid>/task/<tid>/children`` of each of its
+    threads; a process that is gone has none)."""
+    out: list[int] = []
+    try:
+        tids = os.listdir(f"/proc/{pid}/task")
+    except OSError:
+        return out
+    for tid in tids:
+        try:
+            with open(f"/proc/{pid}/task/{tid}/children", "rb") as f:
+                out.extend(int(c) for c in f.read().split())
+        except (OSError, ValueError):
+            continue
+    return out
+
+
 def _job_processes(job: _Job) -> list[int]:
     """Every process of the job: the job process, its descendants, and whatever was
-    re-parented to the job's pid-namespace init (not the init itself)."""
-    table = _proc_table()
-    children: dict[int, list[int]] = {}
-    for pid, (ppid, _) in table.items():
-        children.setdefault(ppid, []).append(pid)
-    todo = [job.pid] + (children.get(job.init, []) if job.init else [])
+    re-parented to the job's pid-namespace init (not the init itself). Read from the
+    kernel's children lists, not a scan of all of ``/proc`` (a few reads per process)."""
+    todo = [job.pid] + (_children(job.init) if job.init else [])
     seen: list[int] = []
     while todo:
         pid = todo.pop()
         if pid in seen or pid == job.init:
             continue
         seen.append(pid)
-        todo.extend(children.get(pid, ()))
+        todo.extend(_children(pid))
     return seen
 
 

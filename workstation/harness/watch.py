@@ -150,6 +150,79 @@ def _own(spans: list[tuple[int, int]]) -> list[bytes]:
     return [ctypes.string_at(a, n) for a, n in spans]
 
 
+def _words_via(reader: Any) -> Any:
+    """A ``read_words(addresses, n)`` (:meth:`_Inside.changes`) built on a span reader."""
+    import numpy as np
+
+    def read_words(addrs: Any, n: int) -> Any:
+        blobs = reader([(int(a), n * 8) for a in addrs])
+        return np.array([np.frombuffer(b, dtype="<u8") if len(b) == n * 8 else np.zeros(n, "<u8") for b in blobs],
+                        dtype="<u8").reshape(len(addrs), n)
+
+    return read_words
+
+
+def _fixed_reader(reader: Any, words: Any) -> Any:
+    """``fixed(addresses, size) -> list[bytes]``: spans of one size, through ``words`` (one
+    buffer, :func:`_readv_words`) when given, else through the span ``reader``; an
+    unreadable span is ``b""``."""
+    if words is None:
+        return lambda addrs, size: reader([(a, size) for a in addrs])
+
+    def fixed(addrs: list[int], size: int) -> list[bytes]:
+        import numpy as np
+
+        if not addrs:
+            return []
+        rows = words(np.array(addrs, dtype="<u8"), size // 8)
+        return [r.tobytes() if r.any() else b"" for r in rows]
+
+    return fixed
+
+
+#: most iovecs one ``process_vm_readv`` call takes (``IOV_MAX``).
+_IOV_MAX = 1024
+
+
+def _readv_words(pid: int, addrs: Any, n: int) -> Any:
+    """``n`` words (uint64) at each of ``addrs`` in process ``pid``'s memory, as a
+    ``len(addrs)`` x ``n`` array, read with one ``process_vm_readv`` per :data:`_IOV_MAX`
+    spans into one buffer (no Python object per span); a span that cannot be read is a
+    row of zeros.
+
+    Raises:
+        VerifyError: the call failed.
+    """
+    import numpy as np
+
+    _readv(pid, [])  # binds process_vm_readv once
+    count, size = len(addrs), n * 8
+    out = np.zeros((count, n), dtype="<u8")
+    base = out.ctypes.data
+    for start in range(0, count, _IOV_MAX):
+        k = min(_IOV_MAX, count - start)
+        local = np.empty((k, 2), dtype="<u8")
+        local[:, 0] = base + (start + np.arange(k, dtype="<u8")) * size
+        local[:, 1] = size
+        remote = np.empty((k, 2), dtype="<u8")
+        remote[:, 0] = addrs[start:start + k]
+        remote[:, 1] = size
+        got = _vm_readv(pid, local.ctypes.data_as(ctypes.POINTER(_Iovec)), k,
+                        remote.ctypes.data_as(ctypes.POINTER(_Iovec)), k, 0)
+        if got < 0:
+            err = ctypes.get_errno()
+            raise VerifyError(f"process_vm_readv({pid}): {os.strerror(err)}")
+        if got != k * size:  # stopped at an unreadable span: read the rest one by one
+            done = got // size
+            out[start + done] = 0
+            for i in range(start + done, start + k):
+                try:
+                    out[i] = np.frombuffer(_readv(pid, [(int(addrs[i]), size)])[0], dtype="<u8")
+                except (VerifyError, ValueError):
+                    out[i] = 0
+    return out
+
+
 def _parse_entries(keys_blob: bytes) -> tuple[Any, Any] | None:
     """(key addresses, value addresses) as uint64 arrays of a ``PyDictKeysObject`` (its
     header, indices and entries in ``keys_blob``; deleted entries dropped); None when the
@@ -243,21 +316,39 @@ class _Inside:
     functions: list[tuple[str, int, tuple[int, ...]]]
     cells: list[tuple[str, int, int]]
 
-    def changes(self, reader: Any) -> list[str]:
+    _arrays: Any = None
+
+    def arrays(self) -> tuple[Any, Any, Any, Any]:
+        """(function addresses, expected fields (n x 4), cell addresses, expected contents)
+        as uint64 arrays."""
+        if self._arrays is None:
+            import numpy as np
+
+            self._arrays = (np.array([a for _, a, _ in self.functions], dtype="<u8"),
+                            np.array([w for _, _, w in self.functions], dtype="<u8").reshape(-1, len(FUNCTION_FIELDS)),
+                            np.array([a for _, a, _ in self.cells], dtype="<u8"),
+                            np.array([w for _, _, w in self.cells], dtype="<u8"))
+        return self._arrays
+
+    def changes(self, read_words: Any) -> list[str]:
+        """What changed, read with ``read_words(addresses, words)``: a uint64 array of
+        ``len(addresses)`` rows of ``words`` words each (a row of zeros: unreadable)."""
+        import numpy as np
+
+        fa, want, ca, cwant = self.arrays()
         lo, hi = min(self.offsets), max(self.offsets) + 8
-        blobs = reader([(addr + lo, hi - lo) for _, addr, _ in self.functions])
+        got = read_words(fa + np.uint64(lo), (hi - lo) // 8)
+        cols = [(off - lo) // 8 for off in self.offsets]
         out: list[str] = []
-        for (label, _, want), blob in zip(self.functions, blobs, strict=True):
-            if len(blob) < hi - lo:
+        bad = got[:, cols] != want
+        for i in np.flatnonzero(bad.any(axis=1)):
+            label = self.functions[i][0]
+            if not got[i].any():
                 out.append(f"{label}: its function object could not be read")
                 continue
-            for (name, _), off, expected in zip(FUNCTION_FIELDS, self.offsets, want, strict=True):
-                if struct.unpack_from("<Q", blob, off - lo)[0] != expected:
-                    out.append(f"{label} {name} replaced")
-        cblobs = reader([(addr + self.cell_offset, 8) for _, addr, _ in self.cells])
-        for (label, _, want), blob in zip(self.cells, cblobs, strict=True):
-            if len(blob) < 8 or struct.unpack("<Q", blob)[0] != want:
-                out.append(f"{label} closure variable replaced")
+            out += [f"{label} {name} replaced" for (name, _), b in zip(FUNCTION_FIELDS, bad[i], strict=True) if b]
+        cgot = read_words(ca + np.uint64(self.cell_offset), 1)[:, 0]
+        out += [f"{self.cells[i][0]} closure variable replaced" for i in np.flatnonzero(cgot != cwant)]
         return out
 
 
@@ -385,10 +476,11 @@ class WatchTable:
         """
         if not self.ok:
             raise VerifyError(self.reason)
-        return self._read(lambda spans: _readv(pid, spans))
+        return self._read(lambda spans: _readv(pid, spans), lambda addrs, n: _readv_words(pid, addrs, n))
 
-    def _read(self, reader: Any) -> list[str]:
-        heads = reader([(ns.address, _HEADER.size) for ns in self.namespaces])
+    def _read(self, reader: Any, words: Any = None) -> list[str]:
+        fixed = _fixed_reader(reader, words)
+        heads = fixed([ns.address for ns in self.namespaces], _HEADER.size)
         dict_type = id(dict)
         changes: list[str] = []
         key_spans: list[tuple[int, int]] = []
@@ -403,7 +495,7 @@ class WatchTable:
                 continue
             key_spans.append((keys, _KEYS.size))
             live.append(ns)
-        khead = reader(key_spans)
+        khead = fixed([a for a, _ in key_spans], _KEYS.size)
         full_spans: list[tuple[int, int]] = []
         full_ns: list[Namespace] = []
         for ns, (addr, _), kh in zip(live, key_spans, khead, strict=True):
@@ -432,5 +524,5 @@ class WatchTable:
             for i in np.flatnonzero(~same):
                 changes.append(f"{ns.label}.{names[i]} {'replaced' if found[i] else 'removed'}")
         if self.inside is not None:
-            changes += self.inside.changes(reader)
+            changes += self.inside.changes(words or _words_via(reader))
         return changes
