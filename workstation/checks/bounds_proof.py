@@ -89,7 +89,7 @@ class BoundsProof(Check):
            parameters) while every Triton launch's grid, integer arguments, tensor arguments
            (sizes, strides, footprint, which are outputs) and constexprs are recorded. Each of
            these integers is fitted as a function of the parameters (`c*m`, `cdiv(m, c)`,
-           `cdiv(m, c)*c`, `next_pow2(m)`, `min(next_pow2(m), c)`, `m` a product of up to three
+           `cdiv(m, c)*c`, `next_pow2(m)`, `min(next_pow2(m), c)`, `m` a product of up to four
            parameters); each distinct launch is lowered to TTIR for sm_90 without a GPU.
         2. *Encoding*: the TTIR's address arithmetic (`tt.make_range`, `tt.splat`,
            `tt.expand_dims`, `tt.broadcast`, `tt.addptr`, integer `arith`, `arith.cmpi`,
@@ -136,7 +136,9 @@ class BoundsProof(Check):
         declared case's dtype and non-integer values, for the strides the task's `make_inputs`
         gives. Integers are mathematical (i32 wrap-around is not modelled). The bound of a
         pointer is its tensor's own footprint from the data pointer (holes of a strided view
-        count as inside). Coverage is asked only of outputs a single launch writes.
+        count as inside). Coverage is asked only of outputs a single launch writes. An autotuned
+        kernel whose configurations are benchmarked at some shapes and cached at others changes
+        the launch sequence with the shape: not judged.
         Out of scope: Pallas, CUDA, NKI; block pointers, tensor descriptors, atomics,
         data-dependent indices, indirect pointers, loop-carried addresses other than
         constant-step inductions (`p += BLOCK * stride`) -- named, never passed.

@@ -5,7 +5,7 @@ kernel's integer arguments, each tensor argument's footprint, sizes and strides,
 constexprs -- recorded at several legal shapes, fitted as a function of the task's
 ``[params]`` from a small family of templates (:data:`TEMPLATES`): a constant, ``c * m``,
 ``cdiv(m, c)``, ``cdiv(m, c) * c``, ``next_power_of_2(m)`` and ``min(next_power_of_2(m),
-c)``, where ``m`` is a product of up to three parameters and ``c`` a positive integer. A
+c)``, where ``m`` is a product of up to four parameters and ``c`` a positive integer. A
 quantity no template fits at every recorded shape makes the launch unsupported.
 
 *Questions* (:func:`prove_kernel`), each asked of Z3 with the parameters ranging over their
@@ -108,7 +108,7 @@ class Formula:
 
 def _monomials(params: list[str]) -> list[tuple[str, ...]]:
     out: list[tuple[str, ...]] = []
-    for d in (1, 2, 3):
+    for d in (1, 2, 3, 4):
         out += list(itertools.combinations_with_replacement(params, d))
     return out
 
@@ -250,7 +250,7 @@ def domain(penv: dict[str, Any], specs: dict[str, Any]) -> list[Any]:
 
 
 def monomial_bound(specs: dict[str, Any], params: list[str]) -> int:
-    """An upper bound of any product of up to three parameters (their largest maximum, cubed;
+    """An upper bound of any product of up to four parameters (their largest maximum to the 4th;
     2^31 for a parameter without one)."""
     his = []
     for p in params:
@@ -259,7 +259,7 @@ def monomial_bound(specs: dict[str, Any], params: list[str]) -> int:
             his.append(max((c for c in s.choices if isinstance(c, int)), default=1))
         else:
             his.append(s.max if s is not None and s.max is not None else 1 << 31)
-    return max(his or [1]) ** 3
+    return max(his or [1]) ** 4
 
 
 def _instances(hit: Any, xs: list[Any], a: Any, slot: Slot, idx: list[Any], dom: list[Any],
