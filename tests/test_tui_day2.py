@@ -13,6 +13,7 @@ from pathlib import Path
 
 import pytest
 
+from tests.recordkit import ALICE
 from tests.tuikit import EVENTS, replay_app, run_async, tui_env, wait_for, wait_queue, widget_text
 from workstation.records.drafts import Draft, save_draft
 
@@ -144,6 +145,7 @@ async def test_dispute_before_the_records_are_read_waits_for_them(tmp_path, monk
         await wait_queue(pilot)
         await open_task(pilot, "relu-unwritten")
         scr = app.screen
+        await wait_for(pilot, lambda: scr.history_read, what="the history")  # no answer left in flight
         scr.history_read = False  # as right after opening: the history worker has not answered
         scr.verdicts = []
         await pilot.press("D")
@@ -223,3 +225,43 @@ def test_benchmark_is_not_applicable_without_a_benchmark_or_a_claim(statuses, ex
     checks = [{"check": c, "status": st, "seconds": 0.0, "reason": ""} for c, st in statuses.items()]
     findings = [{"check": c, "severity": "fail", "summary": "x"} for c, st in statuses.items() if st == "fail"]
     assert suggest(rubric, findings, checks)["benchmark"].value == expected
+
+
+@run_async
+async def test_title_bars_count_records_not_pushed_until_a_sync(tmp_path, monkeypatch):
+    """A clone with a remote and a dispute committed here only: both title bars say "1
+    records not pushed" (counted in the records worker); f6 (sync) sends it and the count
+    goes away."""
+    import subprocess
+
+    import git
+
+    from tests.recordkit import BOB, verdict
+    from workstation.records.store import commit_dispute
+    from workstation.records.sync import sync
+
+    root = tui_env(monkeypatch, tmp_path)
+    bare = tmp_path / "remote.git"
+    subprocess.run(["git", "init", "-q", "--bare", "-b", "main", str(bare)], check=True)
+    repo = git.Repo(root)
+    repo.git.remote("add", "origin", str(bare))
+    repo.git.push("-q", "-u", "origin", "main")
+    v = verdict(repo, "relu-unwritten", ALICE, "accept")
+    sync(repo)  # the verdict is on the remote: only the dispute below is not
+    commit_dispute(repo, v, {"correctness": "incorrect"}, "it writes nothing", identity=BOB)
+    app = replay_app(root)
+    async with app.run_test(size=(160, 48)) as pilot:
+        await wait_queue(pilot)
+        assert app.queue.unpushed == 1
+        assert "1 records not pushed" in widget_text(app.screen.query_one("#queue-title"))
+        await open_task(pilot, "relu-unwritten")
+        title = app.screen.query_one("#review-title")
+        assert "1 records not pushed" in widget_text(title)
+        await pilot.press("f6")
+        await wait_for(pilot, lambda: app.queue.unpushed == 0, what="the sync")
+        await pilot.pause(0.1)
+        assert "not pushed" not in widget_text(title)
+        await pilot.press("escape")
+        await wait_for(pilot, lambda: type(app.screen).__name__ == "QueueScreen", what="the queue")
+        assert "not pushed" not in widget_text(app.screen.query_one("#queue-title"))
+    assert repo.git.rev_parse("main") == repo.git.rev_parse("origin/main")

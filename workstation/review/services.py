@@ -16,7 +16,8 @@ imported where they are used: the app imports this module before its first paint
 - commits: :func:`commit_verdict`, :func:`commit_dispute`, :func:`resolve_dispute`,
   :func:`reserve_task`, :func:`release_task`;
 - the queue's records with others: :func:`sync_queue` (also after a reserve or release,
-  where the queue has a remote), :func:`calibration`, :func:`identity`.
+  where the queue has a remote), :func:`unpushed` (what has not reached the remote),
+  :func:`calibration`, :func:`identity`.
 """
 
 from __future__ import annotations
@@ -70,6 +71,7 @@ __all__ = [
     "task_history",
     "task_report",
     "task_tree",
+    "unpushed",
 ]
 
 
@@ -163,6 +165,9 @@ class QueueState:
     flags_loaded: bool = False
     record_problems: list[Problem] = field(default_factory=list)
     record_warnings: list[Problem] = field(default_factory=list)
+    #: record commits of this clone its remote lacks (:func:`unpushed`): the title bars
+    #: say "N records not pushed" while it is above 0
+    unpushed: int = 0
 
 
 def problem_lines(state: QueueState) -> list[str]:
@@ -235,6 +240,7 @@ def load_queue(root: Path, *, validate: bool = True) -> Iterator[QueueState]:
     st.records = load_records(root)
     st.record_problems, st.record_warnings = _record_problems(root, st.records)
     st.screens = load_screens(root)
+    st.unpushed = unpushed(root)
     st.rows = build_rows(st.index, st.records, st.me, st.drafts, st.screens)
     st.flags_loaded = True
     yield st
@@ -292,9 +298,32 @@ def reload_records(state: QueueState) -> QueueState:
     st.me, st.identity_problem = identity(st.root)
     st.records = load_records(st.root)
     st.record_problems, st.record_warnings = _record_problems(st.root, st.records)
+    st.unpushed = unpushed(st.root)
     if st.index is not None:
         st.rows = build_rows(st.index, st.records, st.me, st.drafts, st.screens)
     return st
+
+
+def unpushed(root: Path) -> int:
+    """How many commits touching the records (verdicts, disputes, resolutions,
+    reservations) this clone of the queue at ``root`` holds that its remote branch, as last
+    fetched, lacks (``records.sync.unpushed_records``: one ``git rev-list``, no network);
+    0 for a queue without a remote or one that does not open."""
+    import git
+
+    from workstation.records.sync import unpushed_records
+
+    gq = _gq()
+    try:
+        repo = gq.open_queue(root)
+    except gq.QueueError:
+        return 0
+    try:
+        return unpushed_records(repo)
+    except (gq.QueueError, git.GitError):
+        return 0
+    finally:
+        repo.close()
 
 
 def load_screens(root: Path) -> dict[str, Any]:

@@ -32,6 +32,12 @@ FILTER_HINT = ("(no filter: / to type one, e.g. kind:fusion backend:triton claim
                "disputed:yes mine:no screen:fail failing:edge)")
 
 
+def unpushed_part(q: QueueState) -> list[str]:
+    """The title bars' "N records not pushed" (record commits of this clone its remote
+    lacks, counted in the records worker: ``QueueState.unpushed``), or nothing."""
+    return [f"{q.unpushed} records not pushed"] if q.unpushed > 0 else []
+
+
 class QueueScreen(Screen):
     """The queue: a virtualised table of tasks, filter and sort, next unreviewed."""
 
@@ -123,7 +129,8 @@ class QueueScreen(Screen):
         bad = len(idx.errors) if idx else 0
         who = q.me.name if q.me else "no git identity"
         marker = [self.app.sandbox_marker] if getattr(self.app, "sandbox_marker", "") else []
-        parts = [f" kws · {name}", *marker, f"{n} tasks" + (f", {bad} malformed" if bad else ""),
+        parts = [f" kws · {name}", *marker, *unpushed_part(q),
+                 f"{n} tasks" + (f", {bad} malformed" if bad else ""),
                  f"{unreviewed} to review", f"keys: {self.app.keymap_load.name}", who]
         set_static(self.query_one("#queue-title", Static), fit(" │ ".join(parts), max(1, self.size.width)))
 

@@ -37,6 +37,7 @@ from workstation.review.session import ReviewSession
 from workstation.review.taskview import TaskView, load_task_view, task_files_size
 from workstation.tui.keymap import PANEL_KEYS, bindings_for
 from workstation.tui.messages import SessionEvent
+from workstation.tui.screens.queue import unpushed_part
 from workstation.tui.widgets.checks_panel import ChecksPanel
 from workstation.tui.widgets.diff_panel import DiffPanel
 from workstation.tui.widgets.key_hints import KeyHints
@@ -387,6 +388,7 @@ class ReviewScreen(Screen):
         parts = [f" {self.task_id}"]
         if getattr(self.app, "sandbox_marker", ""):
             parts.append(self.app.sandbox_marker)
+        parts += unpushed_part(self.app.queue)
         if self.task_title:
             parts.append(self.task_title)
         if s is not None:
