@@ -4,9 +4,9 @@ from __future__ import annotations
 
 from typing import Any
 
-from workstation.checks.support.ragged import ragged_case
+from workstation.checks.support.ragged import ragged_case, shape_variants
 from workstation.checks.support.trials import cheapest_per_dtype
-from workstation.engine.check import Check, Finding, Skip, register
+from workstation.engine.check import Check, Finding, NotJudged, register
 from workstation.engine.context import CallOutcome, CheckContext, case_label
 from workstation.protocol.steps import PallasCalls, PallasReadStep, PallasStrict, kind_of
 
@@ -29,28 +29,39 @@ class PallasKernel(Check):
 
     Catches:
         a grid that leaves output elements
-        unwritten (`M // block` instead of `pl.cdiv(M, block)`), half-precision accumulators, a
+        unwritten (`M // block` instead of `pl.cdiv(M, block)`; swapped divisors such as
+        `(pl.cdiv(C, bc), pl.cdiv(R, br))` that coincide on a square case), stores under a
+        `pl.when` that leave blocks unwritten (the condition named), half-precision accumulators, a
         "Pallas" candidate that makes no `pallas_call`, in-kernel out-of-bounds reads, reads of
         uninitialised scratch or output memory, races between grid steps.
 
     How:
         in the job child kws wraps `pallas_call` (`workstation/harness/pallas.py`) and runs
         every kernel in interpret mode on the CPU. The `pallas_read` step runs the candidate on the
-        cheapest declared case per dtype and on a ragged variant (every integer size moved to a
-        legal size no power-of-two block divides) and reads each distinct `pallas_call` with
+        cheapest declared case per dtype and on derived shape variants of the first (every integer
+        size moved to a legal size no power-of-two block divides; each size moved alone, one axis
+        ragged at a time; and one case whose sizes all differ, the k-th parameter at k+1 times its
+        declared value, `support/ragged.shape_variants`), so that a grid or index map that uses one
+        size where another belongs no longer coincides as on a square case, and reads each distinct
+        `pallas_call` with
         `jax.make_jaxpr`: the grid, each block mapping's block shape and array, the index map
         evaluated at every grid point (the output elements no step writes; the input blocks that
         reach past their array), scratch buffers, `dot_general` operand/`preferred_element_type`
-        dtypes, read-modify-write accumulations into outputs, scratch and loop carries. Then the
+        dtypes, read-modify-write accumulations into outputs, scratch and loop carries, and every
+        store to an output with the `cond`s (`pl.when`, `lax.cond`) it lies under. Then the
         cheapest declared case of up to two dtypes runs under Pallas's TPU interpret mode with
         `InterpretParams(out_of_bounds_reads="raise", uninitialized_memory="nan",
         detect_races=True, num_cores_or_threads=2)`, grid dimensions `parallel` unless the kernel
-        states TPU dimension semantics, compared with the reference.
+        states TPU dimension semantics, compared with the reference. Last, on the strict cases and
+        the all-ragged variant, the plain run's outputs are compared element by element with the
+        reference: elements still NaN (kws starts Pallas outputs as NaN) where the reference is
+        finite, in an output the kernel stores only under a `cond`, name that condition's line.
 
     Findings:
         | finding | severity |
         |---|---|
-        | output elements no grid step writes (which, how far the blocks reach) | `fail` |
+        | output elements no grid step writes (which, how far the blocks reach; the first shape variant that shows it) | `fail` |
+        | output elements left unwritten (NaN) where the kernel stores that output only under a `pl.when`/`cond` (its line, the store's line) | `fail` |
         | no `pallas_call` on any case | `fail` |
         | the strict pass raises (an out-of-bounds read) where the plain run returns | `fail` |
         | the strict pass mismatches the reference where the plain run matches (uninitialised memory) | `fail` |
@@ -74,16 +85,20 @@ class PallasKernel(Check):
         the jaxpr is read on the cases run; dynamic grids, grids over 65536 points and
         block kinds other than blocked/squeezed are reported as not read; the strict pass costs about 0.4-1.2 s per call. JAX's interpreter is not the GPU's or
         TPU's compiler: Mosaic/Triton lowering limits (block shapes a TPU cannot tile,
-        shared-memory limits) show only natively. `skip` without JAX (`pip install 'kws[pallas]'`).
+        shared-memory limits) show only natively. The shape variants are a handful of derived cases,
+        not the whole `[params]` space (each costs one interpreted run); a conditional write is named
+        only where its NaN shows on a run (the strict cases and the all-ragged variant) and the call
+        has one `pallas_call`. Not judged without JAX (`pip install 'kws[pallas]'`).
 
     Not judged when:
-        JAX is not installed for kws: `Skip` with the install hint. A step stopped by a limit that
-        says nothing about the code, a library a task file imports missing, `make_inputs` or the
-        reference broken on a declared case: `NotJudged`. The jaxpr reading step did not run, or a
-        kernel's jaxpr could not be read: `warn`. The candidate raised on a read case: `info`
-        (correctness and edge-shapes report it), and that case's grid cover is not read. The strict
-        pass failing where the plain run returns is a `fail` whatever made it fail; where both
-        fail the case is not examined (correctness's finding). Race detection that the installed
+        JAX is not installed for kws: `NotJudged` with the install hint (`pip install 'kws[pallas]'`).
+        A step stopped by a limit that says nothing about the code, a library a task file imports
+        missing, `make_inputs` or the reference broken on a declared case: `NotJudged`. The jaxpr
+        reading step did not run: not judged. A kernel's jaxpr could not be read: `warn`. The
+        candidate raised on a read case: `info` (correctness and edge-shapes report it) and not
+        judged for that case's grid cover. The strict pass failing where the plain run returns is a
+        `fail` whatever made it fail; where both fail, or the reference or the plain run failed,
+        the case is not judged (never listed as a clean strict pass). Race detection that the installed
         JAX does not expose reads as no race.
 
     Forgeable:
@@ -102,13 +117,17 @@ class PallasKernel(Check):
     def run(self, ctx: CheckContext) -> list[Finding]:
         why = ctx.cannot_run("candidate")
         if why:
-            raise Skip(why)
+            raise NotJudged(why if "kws[pallas]" in why or "jax" not in why.lower() else
+                            f"{why}; pip install 'kws[pallas]'")
         seed = ctx.seeds[0]
         base = cheapest_per_dtype(ctx)
         read_cases = list(base)
         rag = ragged_case(base[0], ctx.task.params)
-        if rag is not None and not ctx.case_filter:
-            read_cases.append(rag)
+        variants: list[dict[str, Any]] = []
+        if not ctx.case_filter:
+            variants = [rag] if rag is not None else []
+            variants += [v for v in shape_variants(base[0], ctx.task.params) if v not in variants and v not in base]
+            read_cases += variants
         read = ctx.calls([PallasReadStep(cases=read_cases, seed=seed)], memo=True)[0]
         strict_cases = base[:STRICT_CASES]
         pairs = [(c, seed) for c in strict_cases]
@@ -117,22 +136,72 @@ class PallasKernel(Check):
         refs = ctx.reference(pairs)
         plain = ctx.candidate(pairs)
         findings: list[Finding] = []
-        findings += self._reading(ctx, read, read_cases, rag)
+        findings += self._reading(ctx, read, read_cases, variants)
         findings += self._strict(ctx, strict_cases, strict, refs, plain)
+        if read.ok:
+            findings += self._cond_writes(ctx, read, read_cases, strict_cases + ([rag] if rag in variants else []))
         return findings
+
+    # -- conditional writes ----------------------------------------------------------------
+
+    def _cond_writes(self, ctx: CheckContext, read: CallOutcome, read_cases: list[dict[str, Any]],
+                     cases: list[dict[str, Any]]) -> list[Finding]:
+        """Outputs left NaN (never written: kws starts Pallas outputs as NaN) on a run where the
+        kernel writes that output only under a `cond` (`pl.when`): the condition named."""
+        import numpy as np
+
+        seed = ctx.seeds[0]
+        pairs = [(c, seed) for c in cases]
+        cands, refs = ctx.candidate(pairs), ctx.reference(pairs)
+        kernels = read.step.extra.get("kernels") or []
+        out: list[Finding] = []
+        for case, c, r in zip(cases, cands, refs, strict=True):
+            if not (c.ok and r.ok):
+                continue
+            ks = [k for k in kernels if "error" not in k and read_cases[k.get("case", 0)] == case]
+            if len(ks) != 1:
+                continue
+            k = ks[0]
+            for j, (e, g) in enumerate(zip(r.outputs, c.outputs, strict=False)):
+                try:
+                    ev, gv = np.asarray(e.values, dtype=np.float64), np.asarray(g.values, dtype=np.float64)
+                except (TypeError, ValueError):
+                    continue
+                if ev.shape != gv.shape:
+                    continue
+                hole = np.isnan(gv) & ~np.isnan(ev)
+                n = int(hole.sum())
+                writes = [w for w in k.get("writes", []) if w.get("target") == f"output {j}"]
+                if not n or not writes or not all(w.get("conds") for w in writes):
+                    continue
+                cond = writes[0]["conds"][-1]
+                idx = np.argwhere(hole)
+                box = [[int(idx[:, d].min()), int(idx[:, d].max()) + 1] for d in range(idx.shape[1])]
+                out.append(self.finding(
+                    ctx, "fail",
+                    f"{k.get('name')} on case {case_label(case)}: {n} of {hole.size} elements of output {j} "
+                    f"{list(gv.shape)} are never written (they keep the NaN kws starts Pallas outputs with; reference "
+                    f"finite there; within {' x '.join(f'[{a}, {b})' for a, b in box)}), and the kernel writes output "
+                    f"{j} only under the condition at {_src(cond)} (pl.when / lax.cond; store at "
+                    f"{_src(writes[0].get('line'))}): the grid steps where it is false leave their block unwritten",
+                    {"kernel": k.get("name"), "case": case, "writes": writes, "unwritten": n, "box": box,
+                     "source": cond}, case=case, seed=seed))
+        return out
 
     # -- the jaxpr reading ---------------------------------------------------------------
 
     def _reading(self, ctx: CheckContext, read: CallOutcome, cases: list[dict[str, Any]],
-                 rag: dict[str, Any] | None) -> list[Finding]:
+                 variants: list[dict[str, Any]]) -> list[Finding]:
         if not read.ok:
-            return [self.finding(ctx, "warn", f"the jaxpr reading did not run: {read.failure_text()}",
-                                 read.failure_evidence())]
+            self.could_not_judge(f"the jaxpr reading did not run: {read.failure_text()}: grid cover and "
+                                 "accumulators not read")
+            return []
         ex = read.step.extra
         kernels = ex.get("kernels") or []
         errs = ex.get("case_errors") or {}
         calls = ex.get("calls") or []
         out: list[Finding] = []
+        seen_cover: dict[tuple[str, int], list[str]] = {}
         ran = [i for i in range(len(cases)) if str(i) not in errs]
         if ran and all(calls[i] == 0 for i in ran if i < len(calls)):
             out.append(self.finding(
@@ -142,14 +211,17 @@ class PallasKernel(Check):
                 "not from a Pallas kernel", {"cases": [cases[i] for i in ran], "calls": calls}))
         for k in kernels:
             case = cases[k.get("case", 0)]
-            label = f"{k.get('name')} on case {case_label(case)}" + (" (ragged variant)" if case is rag else "")
+            label = f"{k.get('name')} on case {case_label(case)}" + (" (a derived shape variant)"
+                                                                      if case in variants else "")
             if "error" in k:
                 out.append(self.finding(ctx, "warn", f"{label}: the jaxpr could not be read: {k['error'][:300]}",
                                         {"kernel": k, "case": case}))
                 continue
-            out += self._cover(ctx, k, case, label)
+            out += self._cover(ctx, k, case, label, seen_cover)
             out += self._precision(ctx, k, case, label)
         if errs:
+            self.could_not_judge(f"the candidate raised on {len(errs)} of {len(cases)} read case(s): their grid cover "
+                                 "and accumulators were not read")
             first = next(iter(errs.values()))
             out.append(self.finding(ctx, "info", f"the candidate raised on {len(errs)} read case(s) "
                                     f"(correctness and edge-shapes report it): {first.get('type')}: "
@@ -166,12 +238,18 @@ class PallasKernel(Check):
                                 f"{summary or 'none'}", {"kernels": kernels, "cases": cases, "calls": calls}))
         return out
 
-    def _cover(self, ctx: CheckContext, k: dict[str, Any], case: dict[str, Any], label: str) -> list[Finding]:
+    def _cover(self, ctx: CheckContext, k: dict[str, Any], case: dict[str, Any], label: str,
+               seen: dict[tuple[str, int], list[str]]) -> list[Finding]:
         out = []
         for j, o in enumerate(k.get("outputs", [])):
             cov = o.get("cover")
             if not cov or not cov.get("uncovered"):
                 continue
+            key = (str(k.get("name")), j)
+            if key in seen:  # one finding per kernel output: the first case that shows it
+                seen[key].append(case_label(case))
+                continue
+            seen[key] = []
             reach = cov.get("reach") or []
             shape = o.get("array_shape") or []
             where = " x ".join(f"[0, {r})" for r in reach)
@@ -230,6 +308,9 @@ class PallasKernel(Check):
             races = [n for n, v in (mon.get("kernels") or {}).items() if v.get("races")]
             ev = {"case": case, "seed": seed, "strict": mon.get("strict"), "kernels": mon.get("kernels")}
             if not s.ok:
+                if not p.ok:
+                    self.could_not_judge(f"{label}: the plain run failed too ({p.failure_text()}): the strict pass "
+                                         "was not compared")
                 if p.ok:
                     msg = (s.error or {}).get("message", "") if s.step else s.death
                     kind = "an out-of-bounds read inside the kernel" if "out-of-bounds" in msg.lower() else \
@@ -244,6 +325,10 @@ class PallasKernel(Check):
                     ctx, "warn", f"{label}: race detected in {', '.join(races)}: two grid steps on different simulated "
                     "cores write the same block with no ordering (every grid step is an independent program on a GPU; on a "
                     "TPU only an 'arbitrary' dimension runs in order)", ev, case=case, seed=seed))
+            if not (r.ok and p.ok):
+                self.could_not_judge(f"{label}: the {'reference' if not r.ok else 'plain candidate run'} failed "
+                                     "here: the strict pass was not compared with it")
+                continue
             if r.ok and p.ok:
                 strict_ok = all(c.ok for c in ctx.compare(r, s, case))
                 plain_ok = all(c.ok for c in ctx.compare(r, p, case))

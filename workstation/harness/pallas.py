@@ -453,7 +453,9 @@ def read_pallas_call(rec: Invocation, avals: list[Any]) -> dict[str, Any]:
     one grid step) or ``padding`` (inputs: per dimension, how far the last block reaches
     past the array)), ``scratch`` (shape, dtype), ``dots``, ``reductions``,
     ``accumulations`` (``target`` (output j / scratch k / input j / loop carry),
-    ``dtype``, ``line``), and ``notes`` (what could not be read)."""
+    ``dtype``, ``line``), ``writes`` (per store to an output ref: ``target``, ``line`` and
+    ``conds``, the source lines of the ``cond``s (``pl.when``) it lies under), and ``notes``
+    (what could not be read)."""
     import jax
 
     closed = jax.make_jaxpr(rec.build(True))(*avals)
@@ -603,13 +605,18 @@ def _subjaxprs(eqn: Any) -> list[Any]:
 
 
 def _walk(j: Any, roles: dict[Any, str], body: dict[str, list[dict[str, Any]]], reads: dict[Any, str],
-          depth: int) -> None:
-    """Collect dots, reductions and read-modify-write accumulations of one (sub-)jaxpr.
-    ``reads`` maps a value to the ref it was read from (through elementwise ops)."""
+          depth: int, conds: tuple = ()) -> None:
+    """Collect dots, reductions, read-modify-write accumulations and output writes of one
+    (sub-)jaxpr. ``reads`` maps a value to the ref it was read from (through elementwise
+    ops); ``conds`` are the source lines of the ``cond`` equations (``pl.when``,
+    ``lax.cond``) this jaxpr is a branch of."""
     if depth > 12:
         return
     for e in j.eqns:
         name = e.primitive.name
+        if name in ("swap", "addupdate") and e.invars and roles.get(e.invars[0], "").startswith("output "):
+            body.setdefault("writes", []).append({"target": roles[e.invars[0]], "op": name, "line": _loc(e),
+                                                  "conds": list(conds)})
         if name == "get" and e.invars and e.invars[0] in roles:
             reads[e.outvars[0]] = roles[e.invars[0]]
         elif name in _ACC_OPS or name == "convert_element_type":
@@ -647,7 +654,8 @@ def _walk(j: Any, roles: dict[Any, str], body: dict[str, list[dict[str, Any]]], 
                 for k, v in enumerate(sub.invars):
                     sub_roles.setdefault(v, f"scoped scratch {k}")
                     body.setdefault("scoped", []).append({"shape": _shape(v.aval), "dtype": _dt(v.aval)})
-            _walk(sub, sub_roles, body, reads, depth + 1)
+            _walk(sub, sub_roles, body, reads, depth + 1,
+                  conds + ((_loc(e) or {"file": "?", "line": 0},) if name == "cond" else ()))
 
 
 def _carry_accumulations(e: Any, body: dict[str, list[dict[str, Any]]]) -> None:

@@ -69,3 +69,34 @@ def ragged_case(case: dict[str, Any], params: dict[str, ParamSpec]) -> dict[str,
             out[p] = r
             moved = True
     return out if moved else None
+
+
+def shape_variants(case: dict[str, Any], params: dict[str, ParamSpec]) -> list[dict[str, Any]]:
+    """Variants of ``case`` that tell the shape parameters apart: per integer parameter, the
+    case with only that one moved to a ragged legal value (one axis ragged at a time); and one
+    case whose parameters all differ (the k-th of the sorted parameters moved to the legal
+    value nearest ``(k + 1)`` times its declared one), so that an index map or grid that uses
+    one size where another belongs (swapped divisors) no longer coincides as on a square
+    case. Illegal or unchanged variants are left out."""
+    from workstation.checks.support.legal import snap
+
+    out: list[dict[str, Any]] = []
+    names = int_params([case])
+    for p in names:
+        spec = params.get(p, UNLISTED)
+        r = ragged_value(case[p] + 1, spec) if not is_ragged(case[p], spec) else None
+        if r is not None and r != case[p]:
+            v = {**case, p: r}
+            if v not in out:
+                out.append(v)
+    if len(names) > 1:
+        v = dict(case)
+        for k, p in enumerate(sorted(names)):
+            spec = params.get(p, UNLISTED)
+            got = snap(max(1, case[p]) * (k + 1), spec)
+            if got is not None:
+                v[p] = got
+        vals = [v[p] for p in names]
+        if len(set(vals)) == len(vals) and v != case and v not in out:
+            out.append(v)
+    return out

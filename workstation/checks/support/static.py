@@ -150,6 +150,13 @@ class ScanResult:
     error: str = ""
 
 
+def _root_name(node: ast.AST) -> str | None:
+    """The local name at the root of an attribute chain (``a`` of ``a.b.c``), or None."""
+    while isinstance(node, ast.Attribute):
+        node = node.value
+    return node.id if isinstance(node, ast.Name) else None
+
+
 def scan_fallback(sources: TaskSources, rel: str, entry: str, reference_module: str | None) -> ScanResult:
     """Framework calls and try/except fallbacks in ``entry``'s call graph in the task file
     ``rel``."""
@@ -203,7 +210,10 @@ def scan_fallback(sources: TaskSources, rel: str, entry: str, reference_module: 
                     hits.append(StaticHit("method", f".{sub.func.attr}()", family_of(sub.func.attr), sub.lineno,
                                           f.name, mod.text(sub), in_exc))
                 elif (name and isinstance(sub.func, ast.Attribute) and sub.func.attr in METHOD_NAMES
-                      and not name.startswith(FRAMEWORK_PREFIXES) and name.split(".")[0] not in mod.aliases):
+                      and not name.startswith(FRAMEWORK_PREFIXES) and _root_name(sub.func) not in mod.aliases):
+                    # a method on a local value (x.matmul(y)); an attribute of an imported module
+                    # (jax's own Pallas ops: `from jax.experimental.pallas.ops.tpu import matmul`,
+                    # `matmul.matmul(x, y)`) is a function of that module, not a tensor method
                     hits.append(StaticHit("method", f".{sub.func.attr}()", family_of(sub.func.attr), sub.lineno,
                                           f.name, mod.text(sub), in_exc))
             elif isinstance(sub, ast.BinOp) and isinstance(sub.op, ast.MatMult):
