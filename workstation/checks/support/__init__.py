@@ -10,7 +10,11 @@
   (:mod:`.replay`);
 - kws's own profile of a task (:mod:`.profiling`);
 - backend readings without running: compiled CUDA's ptxas report, PTX and SASS
-  (:mod:`.cuda_read`), NKI kernels from their Python source (:mod:`.nki_read`);
+  (:mod:`.cuda_read`), PTX as a program (barriers, guards: :mod:`.ptx_flow`), the host
+  launch arithmetic of CUDA sources (:mod:`.cuda_launch`), NKI kernels from their Python
+  source (:mod:`.nki_read`);
+- the serial call series late-write, call-count and thread-census share (:mod:`.series`)
+  and the ``[inputs] keep_structure`` indices checked against the inputs (:mod:`.keep`);
 - proofs over the legal shape space: a Triton kernel's TTIR address arithmetic as Z3 terms
   (:mod:`.ttir_z3`) and the fitted launch model with its Z3 questions (:mod:`.boundsmodel`).
 

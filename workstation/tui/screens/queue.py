@@ -26,16 +26,10 @@ from workstation.tui.keymap import bindings_for
 from workstation.tui.widgets.filter_input import FilterInput
 from workstation.tui.widgets.key_hints import KeyHints
 from workstation.tui.widgets.queue_table import QueueTable
-from workstation.tui.widgets.text import fit, set_static
+from workstation.tui.widgets.text import fit, set_static, unpushed_part
 
 FILTER_HINT = ("(no filter: / to type one, e.g. kind:fusion backend:triton claimed:fail reserved:me "
                "disputed:yes mine:no screen:fail failing:edge)")
-
-
-def unpushed_part(q: QueueState) -> list[str]:
-    """The title bars' "N records not pushed" (record commits of this clone its remote
-    lacks, counted in the records worker: ``QueueState.unpushed``), or nothing."""
-    return [f"{q.unpushed} records not pushed"] if q.unpushed > 0 else []
 
 
 class QueueScreen(Screen):

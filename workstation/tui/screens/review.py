@@ -37,7 +37,6 @@ from workstation.review.session import ReviewSession
 from workstation.review.taskview import TaskView, load_task_view, task_files_size
 from workstation.tui.keymap import PANEL_KEYS, bindings_for
 from workstation.tui.messages import SessionEvent
-from workstation.tui.screens.queue import unpushed_part
 from workstation.tui.widgets.checks_panel import ChecksPanel
 from workstation.tui.widgets.diff_panel import DiffPanel
 from workstation.tui.widgets.key_hints import KeyHints
@@ -47,7 +46,7 @@ from workstation.tui.widgets.rationale_area import RationaleArea
 from workstation.tui.widgets.rubric_form import RubricForm
 from workstation.tui.widgets.rubric_panel import RubricPanel
 from workstation.tui.widgets.spec_panel import SpecPanel
-from workstation.tui.widgets.text import fit, set_static
+from workstation.tui.widgets.text import fit, set_static, unpushed_part
 from workstation.tui.widgets.timing_panel import TimingPanel
 
 #: the narrowest / lowest terminal that shows every panel side by side.

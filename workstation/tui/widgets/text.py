@@ -10,7 +10,7 @@ from rich.table import Table
 from rich.text import Text
 from textual.widgets import Static
 
-__all__ = ["fit", "label_grid", "set_static"]
+__all__ = ["fit", "label_grid", "set_static", "unpushed_part"]
 
 
 def fit(text: str, width: int) -> str:
@@ -50,3 +50,10 @@ def label_grid(lines: list[tuple[str, str]]) -> Table:
     for label, value in lines:
         t.add_row(label, Text(value))
     return t
+
+
+def unpushed_part(q: Any) -> list[str]:
+    """The title bars' "N records not pushed" (record commits of this clone its remote
+    lacks, counted in the records worker: ``QueueState.unpushed``), or nothing."""
+    n = int(getattr(q, "unpushed", 0) or 0)
+    return [f"{n} records not pushed"] if n > 0 else []
