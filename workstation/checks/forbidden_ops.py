@@ -4,24 +4,13 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
+from workstation.checks.fallback import delegate_names as op_names  # the rule of [delegation] ops
 from workstation.engine.check import Check, Finding, NotJudged, register
 from workstation.engine.context import CheckContext, case_label
 from workstation.protocol.steps import AtenOps, TritonLaunches, kind_of
 
 if TYPE_CHECKING:
     from workstation.task.model import Task
-
-
-def op_names(declared: tuple[str, ...]) -> set[str]:
-    """Declared op names as the trace spells them: ``"aten::mm"``, ``"aten.mm.default"``,
-    ``"torch.mm"`` and ``"mm"`` all become ``"mm"`` (the rule of ``[delegation] ops``)."""
-    out = set()
-    for d in declared:
-        n = d.strip()
-        for pre in ("aten::", "aten.", "torch.nn.functional.", "torch.", "F."):
-            n = n.removeprefix(pre)
-        out.add(n.removesuffix(".default"))
-    return out
 
 
 def forbidden_hits(ops: dict[str, dict[str, Any]], forbidden: set[str]) -> dict[str, dict[str, Any]]:
