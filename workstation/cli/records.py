@@ -27,7 +27,7 @@ from workstation.records.drafts import Draft, draft_path, save_draft
 from workstation.records.history import format_history, task_history
 from workstation.records.model import OUTCOMES
 from workstation.records.parse import load_records
-from workstation.records.state import RecordSet
+from workstation.records.state import RecordSet, same_reviewer
 from workstation.records.store import (
     commit_dispute,
     commit_resolution,
@@ -390,7 +390,7 @@ def resolve_cmd(
         p.partition("=")[::2] for p in fields
     )
     who = reviewer_identity(repo)
-    if d.reviewer.email.lower() == who.email.lower():
+    if same_reviewer(d.reviewer, who):
         click.echo("kws: note: you raised the dispute; the resolution records that", err=True)
     r = commit_resolution(repo, rs, d, outcome, rationale, values, rubric, identity=who, supersede=supersede)
     click.echo(f"committed resolution {r.resolution_id}: verdict {v.verdict_id[:8]} {outcome}")

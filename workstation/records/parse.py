@@ -41,7 +41,7 @@ from workstation.records.model import (
     Resolution,
     Verdict,
 )
-from workstation.records.state import RecordSet
+from workstation.records.state import RecordSet, same_reviewer
 from workstation.repo.gitqueue import Identity, harden
 from workstation.repo.plumbing import git_result, run_git
 from workstation.repo.plumbing import rev as rev_id
@@ -728,7 +728,7 @@ def _cross_check(rs: RecordSet, kinds: tuple[str, ...], root: Path, now: datetim
                            f"({', '.join(f'{k}={v}' for k, v in d.fields.items())}), not others (use amended)")
         v = verdicts.get(r.verdict_id)
         if (v is not None and rs.policy is not None and rs.policy.self_resolution != "allow"
-                and v.reviewer.email.strip().lower() == r.reviewer.email.strip().lower()):
+                and same_reviewer(v.reviewer, r.reviewer)):
             return Problem(r.path, "reviewer", f"{r.reviewer.email} resolved a dispute of their own verdict "
                            f"{v.verdict_id[:8]}; the queue's policy refuses that (queue.toml [records] "
                            f"self_resolution = {rs.policy.self_resolution!r}), so it does not count")
