@@ -170,8 +170,6 @@ class BoundsProof(Check):
         return ""
 
     def run(self, ctx: CheckContext) -> list[Finding]:
-        if ctx.task.backend != "triton":
-            raise Skip("not a Triton candidate")
         try:
             import z3  # noqa: F401  (the optional `prove` extra)
         except ImportError:
