@@ -233,7 +233,8 @@ _POLICIES: dict[tuple[str, str], RecordsPolicy] = {}
 
 
 def _policy_of_history(repo: git.Repo, head: str) -> RecordsPolicy:
-    paths = sorted({"queue.toml", DEFAULT_SIGNERS, _policy_at(repo, head).allowed_signers})
+    at_head = _policy_at(repo, head)
+    paths = sorted({"queue.toml", DEFAULT_SIGNERS, at_head.allowed_signers})
     proc = git_result(repo, "log", "--first-parent", "--reverse", "--format=%H", head, "--", *paths)
     commits = proc.stdout.decode().split() if proc.returncode == 0 else []
     trusted = RecordsPolicy()
@@ -257,7 +258,7 @@ def _policy_of_history(repo: git.Repo, head: str) -> RecordsPolicy:
                                         "change is ignored; an owner makes it again in a signed commit"))
                 continue
         trusted = st
-    return RecordsPolicy(*trusted._state(), problems=tuple(problems) + _policy_at(repo, head).problems)
+    return RecordsPolicy(*trusted._state(), problems=tuple(problems) + at_head.problems)
 
 
 # --------------------------------------------------------------------------------------------
