@@ -7,6 +7,7 @@ from typing import Any
 from workstation.checks.support.series import changed_elements, run_series, series_failure
 from workstation.engine.check import Check, Finding, register
 from workstation.engine.context import CheckContext, case_label
+from workstation.engine.report import json_scalar
 
 #: an output type accepted beside ``torch.Tensor`` (with a ``warn``): a parameter is a
 #: plain tensor with ``requires_grad``.
@@ -157,15 +158,10 @@ class LateWrite(Check):
             item.update(changed=n, elements=int(final.size), changed_at=idx)
             if idx:
                 i0 = tuple(idx[0])
-                item["example"] = {"index": list(i0), "after_return": _num(early[i0]), "after_sync": _num(final[i0])}
+                item["example"] = {"index": list(i0), "after_return": json_scalar(early[i0]),
+                                   "after_sync": json_scalar(final[i0])}
             text = f"{n} of {final.size} elements changed after the call returned"
         else:
             text = "its bytes changed after the call returned"
         item["text"] = (f"{text} (fingerprint {he[:12]}... right after return, {hl[:12]}... after synchronize + wait)")
         return item
-
-
-def _num(v: Any) -> Any:
-    """A JSON-ready element: a float or int, a complex as text."""
-    x = v.item() if hasattr(v, "item") else v
-    return str(x) if isinstance(x, complex) else x

@@ -47,8 +47,11 @@ _STATUS_MARK = {"pass": "pass", "fail": "FAIL", "warn": "WARN", "skip": "skip", 
 
 def json_scalar(v: Any) -> Any:
     """One evidence value as plain JSON: a numpy scalar becomes its Python value, a
-    non-finite float the string "nan" / "inf" / "-inf" (task format v1, "kws check --json")."""
+    non-finite float the string "nan" / "inf" / "-inf" (task format v1, "kws check --json"),
+    a complex number its text (``"(1+2j)"``; JSON has no complex)."""
     v = v.item() if hasattr(v, "item") else v
+    if isinstance(v, complex):
+        return str(v)
     return finite_json(v) if isinstance(v, float) else v
 
 
