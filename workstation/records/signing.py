@@ -37,7 +37,8 @@ from pathlib import Path
 
 import git
 
-from workstation.repo.gitqueue import Identity, git_result, harden
+from workstation.records.model import FOLDERS
+from workstation.repo.gitqueue import Identity, git_config_get, git_result, harden
 from workstation.repo.plumbing import rev as rev_id
 from workstation.schema.problem import Problem
 
@@ -60,7 +61,6 @@ __all__ = [
 DEFAULT_SIGNERS = ".kws/allowed_signers"
 #: What every history, report and calibration of a queue with ``signatures = "off"`` says.
 OFF_NOTE = "records unsigned: signature checks are off for this queue"
-_FOLDERS = ("verdicts", "disputes", "resolutions", "reservations")
 
 
 @dataclass(frozen=True)
@@ -281,7 +281,7 @@ def _adding_commits(repo: git.Repo, rev: str) -> dict[str, str]:
     """``{path: commit}``: for each file under the record folders in the history of ``rev``
     (every parent followed), the newest commit that added it."""
     proc = git_result(repo, "-c", "core.quotePath=off", "log", "--diff-filter=A", "--no-renames", "--name-only",
-                      "--format=%x00%H", rev, "--", *_FOLDERS)
+                      "--format=%x00%H", rev, "--", *FOLDERS.values())
     out: dict[str, str] = {}
     if proc.returncode != 0:
         return out
@@ -346,18 +346,12 @@ def check_commit(repo: git.Repo, commit: str, email: str, rev: str = "HEAD",
 # the reviewer's side: signing, and setting it up once
 
 
-def _config(repo: git.Repo | None, key: str) -> str | None:
-    proc = git_result(repo, "config", "--get", key)
-    val = proc.stdout.decode("utf-8", "replace").strip()
-    return val or None if proc.returncode == 0 else None
-
-
 def signing_key(repo: git.Repo | None) -> str | None:
     """The SSH key git signs commits with in ``repo`` (``user.signingkey`` with
     ``gpg.format = ssh``), or None when SSH signing is not set up."""
-    if (_config(repo, "gpg.format") or "").lower() != "ssh":
+    if (git_config_get("gpg.format", repo) or "").lower() != "ssh":
         return None
-    return _config(repo, "user.signingkey")
+    return git_config_get("user.signingkey", repo)
 
 
 def public_key(key: str) -> str | None:

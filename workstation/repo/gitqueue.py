@@ -52,6 +52,7 @@ __all__ = [
     "data_dir",
     "default_queue_path",
     "ensure_default_queue",
+    "git_config_get",
     "git_env",
     "git_result",
     "git_text",
@@ -157,7 +158,9 @@ def sample_queue_source() -> Path:
 # identities
 
 
-def _git_config_get(key: str, repo: git.Repo | None) -> str | None:
+def git_config_get(key: str, repo: git.Repo | None) -> str | None:
+    """``git config --get key`` in ``repo`` (None: the user's global and system
+    configuration), stripped; None when unset, empty or git fails."""
     try:
         val = git_text(repo, "config", "--get", key)
     except git.GitCommandError:
@@ -168,10 +171,10 @@ def _git_config_get(key: str, repo: git.Repo | None) -> str | None:
 def _identity_or_none(repo: git.Repo | None) -> Identity | None:
     # git's own precedence for an author: GIT_AUTHOR_NAME / GIT_AUTHOR_EMAIL, then the
     # configuration (repository, then global, then system), then $EMAIL for the address.
-    name = os.environ.get("GIT_AUTHOR_NAME") or _git_config_get("user.name", repo)
+    name = os.environ.get("GIT_AUTHOR_NAME") or git_config_get("user.name", repo)
     email = (
         os.environ.get("GIT_AUTHOR_EMAIL")
-        or _git_config_get("user.email", repo)
+        or git_config_get("user.email", repo)
         or os.environ.get("EMAIL")
     )
     if name and email:
