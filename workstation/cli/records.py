@@ -460,7 +460,7 @@ def report_cmd(task: str, output: Path | None, verdict_id: str | None, queue: Pa
     else:
         v = rs.current_verdict(task)
         if v is None:
-            n = len([u for u in rs.unverified_for(task) if u.kind == "verdict"])
+            n = len(rs.unverified_for(task, ("verdict",)))
             raise click.ClickException(f"no verdict on {task!r} in {root}"
                                        + (f" ({n} unverified, not counted: kws history {task})" if n else ""))
     rubric = _rubric_for(root, v.rubric_id)

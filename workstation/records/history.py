@@ -125,7 +125,7 @@ def task_history(repo: git.Repo, task_id: str, records: RecordSet | None = None)
     prefix = (f"verdicts/{task_id}/", f"disputes/{task_id}/", f"resolutions/{task_id}/")
     problems = [p for p in rs.problems if p.file.as_posix().startswith(prefix)] + extra
     return History(task_id, entries, head, last, head_changes, problems,
-                   [u for u in rs.unverified_for(task_id) if u.kind != "reservation"], rs.signature_note)
+                   rs.unverified_for(task_id), rs.signature_note)
 
 
 def conflict_text(clash: list[Resolution], rule: str) -> str:

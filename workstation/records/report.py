@@ -169,7 +169,7 @@ def render_report(
             if res is not None:
                 out.append(f"  - resolution: {_cell(res.rationale)}")
         out.append("")
-    unverified = [u for u in records.unverified_for(v.task) if u.kind != "reservation"]
+    unverified = records.unverified_for(v.task)
     if unverified:
         out.append("## Unverified records (not counted)")
         out.append("")

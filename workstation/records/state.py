@@ -93,9 +93,12 @@ class RecordSet:
         no allowed signers file), None when records are checked."""
         return self.policy.note if self.policy is not None else None
 
-    def unverified_for(self, task: str) -> list[Unverified]:
-        """The unverified records of ``task``, in history order."""
-        return sorted((u for u in self.unverified if u.task == task), key=lambda u: self.order_key(u.record))
+    def unverified_for(self, task: str, kinds: Sequence[str] = ("verdict", "dispute", "resolution")
+                       ) -> list[Unverified]:
+        """The unverified records of ``task`` of ``kinds`` (default: all but reservations,
+        which histories and reports do not list), in history order."""
+        return sorted((u for u in self.unverified if u.task == task and u.kind in kinds),
+                      key=lambda u: self.order_key(u.record))
 
     def order_key(self, r: Any) -> tuple[int, datetime, str]:
         """Where ``r`` sorts: its commit's place in the history, then ``(timestamp, id)``
