@@ -131,7 +131,7 @@ def edited_records(repo: git.Repo, rev_: str = "HEAD") -> list[Problem]:
 
 def diagnose(repo: git.Repo) -> Diagnosis:
     """Everything :mod:`the module <workstation.records.doctor>` describes, for ``repo``."""
-    from workstation.records.sync import unsent
+    from workstation.records.sync import unpushed_records, unsent
     from workstation.task.queue import load_queue
 
     harden(repo)
@@ -192,8 +192,6 @@ def diagnose(repo: git.Repo) -> Diagnosis:
         else:
             n = unsent(repo)
             if n:
-                from workstation.records.sync import unpushed_records
-
                 k = unpushed_records(repo)
                 d.notes.append(f"{n} local commit(s) not on the remote yet"
                                + (f" ({k} records not pushed)" if k else "") + ": run kws sync")
