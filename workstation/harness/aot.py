@@ -38,7 +38,7 @@ from typing import Any
 
 from workstation.harness import StepOutput, step
 from workstation.harness.aot_capture import launch_key
-from workstation.harness.aot_compile import task_relative
+from workstation.harness.aot_compile import run_child, task_relative
 from workstation.harness.core import INTERPRETER, error_info, run_role
 from workstation.harness.ir import analyze
 from workstation.harness.selftest import interpreter_selftest
@@ -199,11 +199,8 @@ def _compile_for_device(ctx: Any, task_dir: Path, missing: list[tuple[int, dict[
     major, minor = torch.cuda.get_device_capability(ctx.device)
     target = ["cuda", major * 10 + minor, 32]
     req = {"task_dir": str(task_dir), "launches": [r for _, r in missing], "targets": [target]}
-    env = {k: v for k, v in os.environ.items() if k != "TRITON_INTERPRET"}
     try:
-        p = subprocess.run([sys.executable, "-m", "workstation.harness.aot_compile"], input=json.dumps(req), text=True,
-                           capture_output=True, env=env, cwd=str(task_dir), timeout=AOT_TIMEOUT_S)
-        got = json.loads(p.stdout)["kernels"]
+        got = run_child(task_dir, req, AOT_TIMEOUT_S)
     except (subprocess.TimeoutExpired, ValueError, KeyError, TypeError) as e:
         return [{"launch": li, "target": f"cuda sm_{target[1]}", "qualname": r["qualname"],
                  "file": task_relative(r["file"], task_dir), "error": f"{type(e).__name__}: {e}"} for li, r in missing]

@@ -34,6 +34,22 @@ def task_relative(path: str, task_dir: Path) -> str:
         return path
 
 
+def run_child(task_dir: Path, req: dict[str, Any], timeout: float) -> list[dict[str, Any]]:
+    """Run this module as a child on the request ``req`` (module doc) with ``TRITON_INTERPRET``
+    removed, in ``task_dir``, for at most ``timeout`` wall seconds: its ``kernels`` list.
+
+    Raises:
+        subprocess.TimeoutExpired: the child did not finish in ``timeout`` s.
+        ValueError, KeyError, TypeError: it wrote no JSON result with ``kernels``.
+    """
+    import subprocess
+
+    env = {k: v for k, v in os.environ.items() if k != "TRITON_INTERPRET"}
+    p = subprocess.run([sys.executable, "-m", "workstation.harness.aot_compile"], input=json.dumps(req), text=True,
+                       capture_output=True, env=env, cwd=str(task_dir), timeout=timeout)
+    return json.loads(p.stdout)["kernels"]
+
+
 def _decode(v: Any) -> Any:
     if isinstance(v, dict) and "tl_dtype" in v:
         import triton.language as tl

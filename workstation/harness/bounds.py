@@ -30,17 +30,14 @@ distinct launch records, with ``ttir``/``ttir_error``), ``seconds``.
 
 from __future__ import annotations
 
-import json
-import os
 import subprocess
-import sys
 import time
 from pathlib import Path
 from typing import Any
 
 from workstation.harness import StepOutput, step
 from workstation.harness.aot_capture import launch_key, launch_record
-from workstation.harness.aot_compile import task_relative
+from workstation.harness.aot_compile import run_child, task_relative
 from workstation.harness.core import error_info
 from workstation.harness.launches import SKIP, Launch, LaunchObserver, observing
 from workstation.protocol.steps import TritonBoundsStep
@@ -119,12 +116,9 @@ def _mark_outputs(calls: list[dict[str, Any]], outputs: list[Any]) -> None:
 
 def _lower(task_dir: Path, recs: list[dict[str, Any]]) -> None:
     """TTIR of each record, in place (``ttir`` or ``ttir_error``)."""
-    env = {k: v for k, v in os.environ.items() if k != "TRITON_INTERPRET"}
     req = {"task_dir": str(task_dir), "launches": recs, "targets": [["cuda", 90, 32]], "ttir_only": True}
     try:
-        p = subprocess.run([sys.executable, "-m", "workstation.harness.aot_compile"], input=json.dumps(req),
-                           text=True, capture_output=True, env=env, cwd=str(task_dir), timeout=TTIR_TIMEOUT_S)
-        got = json.loads(p.stdout)["kernels"]
+        got = run_child(task_dir, req, TTIR_TIMEOUT_S)
     except (subprocess.TimeoutExpired, ValueError, KeyError, TypeError) as e:
         for r in recs:
             r["ttir_error"] = f"the TTIR lowering child failed: {type(e).__name__}: {str(e)[:300]}"
