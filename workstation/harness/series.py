@@ -143,7 +143,7 @@ def _settle(ctx: Any, seconds: float) -> None:
     ctx.sync()
 
 
-def _early(ctx: Any, outs: list[Any]) -> list[Any]:
+def _early(outs: list[Any]) -> list[Any]:
     """Host copies of ``outs`` right after return (on CUDA ordered on the current stream only)."""
     res = []
     for o in outs:
@@ -180,7 +180,7 @@ def call_series_step(ctx: Any, spec: CallSeriesStep) -> StepOutput:
                     raise _tag(e, "call") from None
                 seconds = time.perf_counter() - t0
                 outs = ctx.outputs_of(r, inputs)
-                early = _early(ctx, outs)
+                early = _early(outs)
                 new_after_return = _census(py_before, rec, tdir)
                 os_after_return = os_threads()
                 _settle(ctx, spec.settle_s)
@@ -244,7 +244,7 @@ def _loop(ctx: Any, spec: CallSeriesStep, fn: Any, pa: tuple, pb: tuple, res: St
             raise _tag(e, "call") from None
         outs = ctx.outputs_of(r, inputs)
         if i == audit:
-            early_vals = _early(ctx, outs)
+            early_vals = _early(outs)
             audit_early = [fingerprint(e) if e is not None else "unreadable" for e in early_vals]
             kept["audit"] = (inputs, outs)
         if i == n - 1:
