@@ -41,7 +41,8 @@ from pathlib import Path
 from typing import Any
 
 from workstation.engine.check import check_ids
-from workstation.engine.report import to_json_dict
+from workstation.engine.context import DEFAULT_SEEDS
+from workstation.engine.report import exit_code, to_json_dict
 from workstation.engine.run import run_checks
 from workstation.runner import Runner
 from workstation.schema.problem import Problem
@@ -226,12 +227,18 @@ def _not_judged(res: dict[str, Any]) -> bool:
     return res["status"] in ("skip", "error")
 
 
+def _unjudged_detail(unjudged: list[str], by_id: dict[str, Any], reasons: dict[str, str]) -> str:
+    """Why each of ``unjudged`` was not judged, in one line of at most 240 characters."""
+    return "; ".join(f"{c}: {reasons.get(c) or by_id.get(c, {}).get('reason') or 'did not run'}"
+                     for c in unjudged)[:240]
+
+
 def judge(entry: HackEntry, doc: dict[str, Any], full: bool) -> tuple[str, dict[str, str], str]:
     """The outcome of one row from its ``kws check`` report ``doc``: (outcome, the watched
     checks' statuses, a one-line detail)."""
     by_id = {c["check"]: c for c in doc.get("checks", [])}
     reasons = {n.get("check"): n.get("reason", "") for n in doc.get("not_judged", [])}
-    watched = entry.watched if entry.is_twin else entry.expect_fail
+    watched = entry.watched
     if entry.is_twin:
         watched = list(dict.fromkeys([*watched, "correctness"]))
     statuses = {c: by_id[c]["status"] if c in by_id else "absent" for c in watched}
@@ -243,22 +250,20 @@ def judge(entry: HackEntry, doc: dict[str, Any], full: bool) -> tuple[str, dict[
             return NOISY, statuses, f"{', '.join(failing)} fail: {summaries[0][:160] if summaries else ''}"
         unjudged = [c for c in watched if c not in by_id or _not_judged(by_id[c])]
         if unjudged:
-            return NOT_JUDGED, statuses, "; ".join(f"{c}: {reasons.get(c) or by_id.get(c, {}).get('reason') or 'did not run'}"
-                                                   for c in unjudged)[:240]
+            return NOT_JUDGED, statuses, _unjudged_detail(unjudged, by_id, reasons)
         return QUIET, statuses, ""
     missed = [c for c in watched if c in by_id and not _not_judged(by_id[c]) and by_id[c]["status"] != "fail"]
     if missed:
         return MISSED, statuses, f"{', '.join(missed)} did not fail ({', '.join(by_id[c]['status'] for c in missed)})"
     unjudged = [c for c in watched if c not in by_id or _not_judged(by_id[c])]
     if unjudged:
-        return NOT_JUDGED, statuses, "; ".join(f"{c}: {reasons.get(c) or by_id.get(c, {}).get('reason') or 'did not run'}"
-                                               for c in unjudged)[:240]
+        return NOT_JUDGED, statuses, _unjudged_detail(unjudged, by_id, reasons)
     summaries = [f["summary"] for f in doc.get("findings", []) if f["check"] in watched and f["severity"] == "fail"]
     return CAUGHT, statuses, summaries[0][:160] if summaries else ""
 
 
 def run_corpus(entries: Iterable[HackEntry], *, full: bool = False, device: str | None = None,
-               sandbox: str | None = None, seeds: Iterable[int] = (0, 1, 2),
+               sandbox: str | None = None, seeds: Iterable[int] = DEFAULT_SEEDS,
                on_row: Callable[[Row], None] | None = None) -> SelfcheckResult:
     """Run each entry's checks (its watched checks plus ``correctness``; ``full``: all that
     apply) in one shared runner and judge it; ``on_row`` sees each row as it is judged.
@@ -289,8 +294,6 @@ def run_corpus(entries: Iterable[HackEntry], *, full: bool = False, device: str 
                     only = None if full else sorted({*e.watched, "correctness"})
                     res = run_checks(task, runner, only=only, seeds=seeds, task_arg=str(e.dir))
                     doc = to_json_dict(res)
-                    from workstation.engine.report import exit_code
-
                     outcome, statuses, detail = judge(e, doc, full)
                     row = Row(e, outcome, statuses, detail, exit_code=exit_code(doc))
             row.seconds = time.monotonic() - t1
