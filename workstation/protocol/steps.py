@@ -7,7 +7,7 @@ field, spelled in snake_case:
 
 - steps (tag ``kind``): ``call``, ``author_test``, ``guarded_call``, ``sanitizer_call``,
   ``inputs_only``, ``repeat_call``, ``hashseed_call``, ``stale_call``, ``call_series``, ``fault_call``,
-  ``state_probe``, ``autotune_probe``, ``num_oracle``, ``triton_aot``, ``timing``,
+  ``state_probe``, ``autotune_probe``, ``num_oracle``, ``triton_aot``, ``triton_bounds``, ``timing``,
   ``torch_timer``, ``author_bench``, ``profile``, ``pallas_read``, ``cuda_build``;
 - transforms (tag ``name``; applied in order to a step's inputs after ``make_inputs``):
   ``upcast``, ``cast``, ``layout``, ``magnitude``, ``signed_zeros``, ``tiny``,
