@@ -192,28 +192,26 @@ def decode_to_server(line: bytes | str) -> Any:
     return _to_server.decode(line)
 
 
-def decode_from_server(line: bytes | str) -> Any:
-    """A :data:`FromServer` message, or None for a line that is not one (dropped)."""
+def _decode_or_none(decoder: msgspec.json.Decoder, line: bytes | str) -> Any:
     try:
-        return _from_server.decode(line)
+        return decoder.decode(line)
     except msgspec.DecodeError:
         return None
+
+
+def decode_from_server(line: bytes | str) -> Any:
+    """A :data:`FromServer` message, or None for a line that is not one (dropped)."""
+    return _decode_or_none(_from_server, line)
 
 
 def decode_to_check_server(line: bytes | str) -> Any:
     """A :data:`ToCheckServer` message, or None for a line that is not one (dropped)."""
-    try:
-        return _to_check_server.decode(line)
-    except msgspec.DecodeError:
-        return None
+    return _decode_or_none(_to_check_server, line)
 
 
 def decode_from_check_server(line: bytes | str) -> Any:
     """A :data:`FromCheckServer` message, or None for a line that is not one (dropped)."""
-    try:
-        return _from_check_server.decode(line)
-    except msgspec.DecodeError:
-        return None
+    return _decode_or_none(_from_check_server, line)
 
 
 _SHA = r"[0-9a-f]{64}"
