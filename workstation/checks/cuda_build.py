@@ -198,13 +198,15 @@ class CudaBuild(Check):
                             f"sources of {', '.join(b['name'] for b in builds)} cannot be compiled here; install the "
                             "CUDA toolkit (nvcc)")
         findings: list[Finding] = []
+        by_kernel: dict[str, Any] = {}  # kernel name -> (label, bounds guards, evidence), for _launches
         for b in builds:
             for s in b.get("sources", []):
-                findings += self._source(ctx, b, s, tools)
-        findings += self._launches(ctx, builds)
+                findings += self._source(ctx, b, s, tools, by_kernel)
+        findings += self._launches(ctx, builds, by_kernel)
         return findings
 
-    def _source(self, ctx: CheckContext, b: dict[str, Any], s: dict[str, Any], tools: dict[str, Any]) -> list[Finding]:
+    def _source(self, ctx: CheckContext, b: dict[str, Any], s: dict[str, Any], tools: dict[str, Any],
+                by_kernel: dict[str, Any]) -> list[Finding]:
         comp = s.get("compile") or {}
         where = f"{b['name']} ({b['via']}, {s['file']}, {s['lines']} lines)"
         target = comp.get("target") or b.get("target")
@@ -241,7 +243,6 @@ class CudaBuild(Check):
         out: list[Finding] = []
         kernels = sorted(set(res) | set(sass) | set(ptx))
         summary = []
-        self._guards.setdefault("by_kernel", {})
         for k in kernels:
             pretty = names.get(k, k)
             r = res.get(k)
@@ -261,7 +262,7 @@ class CudaBuild(Check):
             if prog is not None:
                 out += self._races(ctx, label, prog, src_lines, s["file"], kev)
                 out += self._approx(ctx, label, prog, src_lines, s["file"], b.get("flags") or [], kev)
-                self._guards["by_kernel"][pretty.split("(")[0].split("<")[0].split("::")[-1]] = (label, guards, kev)
+                by_kernel[pretty.split("(")[0].split("<")[0].split("::")[-1]] = (label, guards, kev)
             out += self._precision(ctx, label, prec, kev, prog, text)
             if r is not None:
                 out += self._resources(ctx, label, r, threads, tsrc, kev)
@@ -274,10 +275,6 @@ class CudaBuild(Check):
                                 + "; ".join(summary), {**base_ev, "kernels": kernels, "names": names,
                                                        "log": comp.get("log", "")[-4000:]}))
         return out
-
-    @property
-    def _guards(self) -> dict[str, Any]:
-        return self.__dict__.setdefault("_guard_state", {})
 
     @staticmethod
     def _quote(src_lines: list[str], file: str, line: int) -> str:
@@ -356,14 +353,13 @@ class CudaBuild(Check):
                                     ev))
         return out
 
-    def _launches(self, ctx: CheckContext, builds: list[dict[str, Any]]) -> list[Finding]:
+    def _launches(self, ctx: CheckContext, builds: list[dict[str, Any]], by_kernel: dict[str, Any]) -> list[Finding]:
         texts = [s.get("text", "") for b in builds for s in b.get("sources", [])] + \
             [c for b in builds for c in b.get("cpp_sources", [])]
         task = ctx.task
         fixed = {k: v for k, v in (task.cases[0] if task.cases else {}).items() if isinstance(v, int)}
         sites = read_launches(texts, dict(task.params), fixed)
         out: list[Finding] = []
-        by_kernel = self._guards.get("by_kernel", {})
         for site in sites:
             ev = {"launch": site}
             for d in site["dims"]:
