@@ -86,7 +86,7 @@ class RunnerCheckSource:
         self._next = 0
         self._closed = False
         self._warm = threading.Event()
-        self._warm_reply: dict[str, Any] = {}
+        self._warm_reply: control.Warm | None = None
         self._log: Path | None = None
 
     def _ensure(self) -> Any:
@@ -126,7 +126,7 @@ class RunnerCheckSource:
         for line in proc.stdout:
             msg = control.decode_from_check_server(line) if line.strip() else None
             if isinstance(msg, control.Warm):
-                self._warm_reply = {"error": msg.error} if msg.error else {"device": msg.device}
+                self._warm_reply = msg
                 self._warm.set()
                 continue
             if not isinstance(msg, control.CheckEvent):
@@ -155,7 +155,8 @@ class RunnerCheckSource:
                 emit("error", {"message": "the kws check server exited" + (f": {tail}" if tail else "")})
                 result.append(None)
                 done.set()
-        self._warm_reply = self._warm_reply or {"error": "the kws check server exited"}
+        if self._warm_reply is None:
+            self._warm_reply = control.Warm(error="the kws check server exited")
         self._warm.set()
 
     def warm_up(self) -> str:
@@ -163,9 +164,10 @@ class RunnerCheckSource:
         Returns the device label. Raises RuntimeError when it could not start."""
         self._send(control.WarmUp())
         self._warm.wait(300)
-        if "error" in self._warm_reply:
-            raise RuntimeError(self._warm_reply["error"])
-        return str(self._warm_reply.get("device", ""))
+        reply = self._warm_reply
+        if reply is not None and reply.error:
+            raise RuntimeError(reply.error)
+        return reply.device if reply is not None else ""
 
     def run(self, task_dir: Path, only: Sequence[str] | None, emit: Emit) -> dict[str, Any] | None:
         if self.prescreen and not only:
@@ -222,7 +224,7 @@ class RunnerCheckSource:
                 result.append(None)
                 done.set()
         if not self._warm.is_set():
-            self._warm_reply = {"error": "the check runner is closed"}
+            self._warm_reply = control.Warm(error="the check runner is closed")
             self._warm.set()
 
 
