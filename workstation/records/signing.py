@@ -413,7 +413,8 @@ def setup_plan(repo: git.Repo, who: Identity, key: str | None = None) -> SetupPl
                                               "without a passphrase prompt)"])
     line = allowed_signers_line(who.email, pub)
     policy = records_policy(repo)
-    listed = policy.signers is not None and " ".join(pub.split()[:2]) in policy.signers and any(
-        who.email.lower() in ln.split(" ", 1)[0].lower().split(",") and " ".join(pub.split()[:2]) in ln
+    keyid = " ".join(pub.split()[:2])  # key type and base64, as the allowed signers list it
+    listed = policy.signers is not None and any(
+        who.email.lower() in ln.split(" ", 1)[0].lower().split(",") and keyid in ln
         for ln in policy.signers.splitlines())
     return SetupPlan(key, line, [("gpg.format", "ssh"), ("user.signingkey", key)], listed=listed)
