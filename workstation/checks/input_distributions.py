@@ -8,7 +8,13 @@ from typing import Any
 import numpy as np
 
 from workstation.analysis.compare import FORMATS, Comparison, compare
-from workstation.checks.support.trials import Trial, TrialResult, evidence_of, run_trials
+from workstation.checks.support.trials import (
+    Trial,
+    TrialResult,
+    evidence_of,
+    oracle_judgement,
+    run_trials,
+)
 from workstation.engine.check import Check, Finding, NotJudged, Skip, register
 from workstation.engine.context import CallOutcome, CheckContext, case_label
 from workstation.protocol.steps import Diverse, Rescale, Transform
@@ -69,6 +75,7 @@ class InputDistributions(Check):
         | finding | severity |
         |---|---|
         | the candidate mismatches the reference on uniform, heavy-tailed or rescaled inputs while it matches on the task's own (which inputs, the worst element, the scaled tolerance), or raises there | `fail` |
+        | the two disagree there but the candidate is within tolerance of the float64 oracle and the reference is not (the reference is off on those inputs, e.g. a float16 reference overflowing its sum of squares at x 64) | `warn` |
         | every run matches; the scales or draws skipped and why | `info` |
 
     Example:
@@ -165,6 +172,16 @@ class InputDistributions(Check):
             w = c.worst or {}
             ev = {**evidence_of(r), "output": j, "comparison": c.evidence(), "atol_factor": ratios[j],
                   "inputs_varied": args}
+            # a float64 oracle tells a candidate error from a reference that is off itself on
+            # these inputs (as edge-shapes does): then the reference, not the candidate, is named
+            ev["oracle"] = verdict = oracle_judgement(ctx, r)
+            if verdict.get("available") and verdict["candidate_within"] and not verdict["reference_within"]:
+                findings.append(self.finding(
+                    ctx, "warn", f"case {label}: with {label_v} (inputs {args}) the reference is off: it misses the "
+                    f"float64 oracle by {verdict['reference_max_err']:.3g} while the candidate is within tolerance "
+                    f"of it ({verdict['candidate_max_err']:.3g}); reference-suspect judges the reference", ev,
+                    case=case, seed=seed))
+                continue
             findings.append(self.finding(
                 ctx, "fail",
                 f"case {label}: with {label_v} (inputs {args}) the candidate mismatches the reference"
