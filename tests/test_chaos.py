@@ -16,11 +16,11 @@ from tests.recordkit import isolate
 def test_kills_during_verdict_and_sync_lose_nothing_and_wedge_nothing(monkeypatch, tmp_path):
     isolate(monkeypatch, tmp_path)
     seed = int(os.environ.get("KWS_CHAOS_SEED", "12"))
-    rep = run_chaos(tmp_path, seed=seed, clones=3, verdicts=7, syncs=5, kill_p=0.5)
+    rep = run_chaos(tmp_path, seed=seed, clones=3, verdicts=5, syncs=4, kill_p=0.5)
     print(rep.figures())
     assert rep.kills >= 5 and rep.writes >= 5, rep.figures()  # the schedule really killed and wrote
-    if seed == 12:  # this schedule kills commits between their compare-and-swap and the index update
-        assert rep.recoveries.get("interrupted update finished", 0) >= 1, rep.figures()
+    # which recoveries a schedule exercises depends on when each signal lands, which the
+    # machine's load moves; test_record_faults kills at each recovery point deterministically
     assert rep.wedged == [], rep.messages
     assert rep.leftovers == [] and rep.fsck == [], (rep.leftovers, rep.fsck)
     assert rep.lost == [] and rep.doubled == [], rep.figures()

@@ -127,7 +127,7 @@ def test_real_kws_full_review_in_tmux(tmp_path, env):
         assert "not finished" in s and "Enter: yes" in s
         t.keys("Escape")
         t.wait("not committed (cancelled)", 10)
-        s = t.wait_re(r"(\d+)/\1 done · 1 fail", 240)  # the whole battery, real task code
+        s = t.wait_re(r"(\d+)/\1 done · 2 fail", 240)  # the whole battery: unwritten-output and bounds-proof
         assert "✘ FAIL   unwritten-output" in s  # failing checks are listed first
         # now take kws's suggestions: clear every field, accept all (A), then give the fields
         # kws has no suggestion for their last value by number
