@@ -402,3 +402,27 @@ def test_doctor_lists_every_ignored_entry_of_the_user_keymap(env, cli, monkeypat
     r = CliRunner().invoke(cli, ["doctor", "--queue", a.working_tree_dir])
     assert f"{keymap}: keys.review.comit: unknown binding id 'review.comit'" in r.output, r.output
     assert f"{keymap}: keys.queue.down: 'ctrl+nothing'" in r.output
+
+
+def test_ctrl_c_during_git_leaves_no_watchdog_keeping_kws_alive(tmp_path):
+    """GitPython's timeout watchdog (a non-daemon ``threading.Timer``) is cancelled when
+    ctrl+c interrupts a git call: before, a ctrl+c'd ``kws verdict`` waited at exit for the
+    whole 300 s git timeout (the chaos test's 'hung' commands)."""
+    import signal
+    import threading
+
+    from workstation.repo.gitqueue import git_result
+
+    def interrupt() -> None:
+        time.sleep(0.5)
+        os.kill(os.getpid(), signal.SIGINT)
+
+    sender = threading.Thread(target=interrupt)
+    sender.start()
+    with pytest.raises(KeyboardInterrupt):
+        git_result(None, "-c", "alias.slow=!sleep 20", "slow", cwd=tmp_path, timeout=300)
+    sender.join()
+    timers = [t for t in threading.enumerate() if isinstance(t, threading.Timer)]
+    for t in timers:
+        t.join(10)  # a cancelled timer's thread ends at once
+    assert not [t for t in timers if t.is_alive()], "a git watchdog timer outlived the interrupted call"

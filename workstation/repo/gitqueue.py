@@ -31,6 +31,7 @@ import re
 import shutil
 import subprocess
 import tempfile
+import threading
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -395,11 +396,32 @@ def git_result(
             stdin = stack.enter_context(tempfile.TemporaryFile())
             stdin.write(input)
             stdin.seek(0)
-        status, out, err = runner.execute(
-            cmd, istream=stdin, env=dict(env) if env else None, with_extended_output=True,
-            with_exceptions=False, stdout_as_string=False, strip_newline_in_stdout=False,
-            kill_after_timeout=timeout)
+        before = set(threading.enumerate())
+        try:
+            status, out, err = runner.execute(
+                cmd, istream=stdin, env=dict(env) if env else None, with_extended_output=True,
+                with_exceptions=False, stdout_as_string=False, strip_newline_in_stdout=False,
+                kill_after_timeout=timeout)
+        except BaseException:
+            _cancel_watchdogs(before)
+            raise
     return subprocess.CompletedProcess(cmd, status, out or b"", os.fsencode(err))
+
+
+def _cancel_watchdogs(before: set[threading.Thread]) -> None:
+    """Cancel the ``kill_after_timeout`` watchdog GitPython started for a call that an
+    exception (``KeyboardInterrupt`` on ctrl+c, ``SystemExit``) left mid-``communicate``.
+
+    GitPython's ``Git.execute`` starts a non-daemon ``threading.Timer`` and cancels it only
+    when ``communicate`` returns; interrupted, the timer lives on and the interpreter waits
+    for it at exit: a ctrl+c'd ``kws verdict`` or ``kws sync`` lingered for the whole git
+    timeout (300 s) before it exited. The timers started during the call (not alive
+    ``before`` it) whose function is GitPython's ``kill_process`` are cancelled.
+    """
+    for t in threading.enumerate():
+        if t not in before and isinstance(t, threading.Timer) and \
+                getattr(t.function, "__qualname__", "").endswith("kill_process"):
+            t.cancel()
 
 
 def run_git(
