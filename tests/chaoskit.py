@@ -177,7 +177,13 @@ def _loop(kind: str, clone: Path, i: int, n: int, rng: random.Random, kill_p: fl
                     killed = True
                 except ProcessLookupError:
                     pass
-        out, err = p.communicate(timeout=300)
+        try:  # a signalled kws exits at once; one still running a minute later is wedged
+            out, err = p.communicate(timeout=60 if killed else 300)
+        except subprocess.TimeoutExpired:
+            os.killpg(p.pid, signal.SIGKILL)
+            out, err = p.communicate()
+            with lock:
+                report.wedged.append(f"clone{i} {kind} #{k}: still running 60 s after {signal.Signals(sig).name}")
         with lock:
             report.ops += 1
             if killed:
