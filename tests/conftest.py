@@ -147,6 +147,7 @@ MODULE_TIER = {
     "test_checks_values": "unit",
     "test_cli_check": "battery",
     "test_compare": "unit",
+    "test_contract": "unit",
     "test_diffmodel": "unit",
     "test_fidelity": "unit",
     "test_git_one_way": "unit",

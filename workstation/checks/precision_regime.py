@@ -23,6 +23,7 @@ from workstation.analysis.numerics import (
     num,
     pow2_text,
 )
+from workstation.checks.support import contract as acontract
 from workstation.checks.support.numaudit import (
     INTERPRETER_NOTE,
     LONG_K_FACTOR,
@@ -84,6 +85,9 @@ class PrecisionRegime(Check):
         | TF32 lowering whose emulation misses the declared fp32 tolerance | `fail` (`info` when the tolerance absorbs it) |
         | FlashAttention's rule and 2x the budget broken on a run the declared tolerance accepts (a longer-K run: only with low-precision accumulation in the IR, else `warn`) | `fail` |
         | the same break with a systematic error: named "differs systematically from the reference: a missing or different operation" (evidence `error_structure`: excess per magnitude bin, explained variance, sign agreement) | as above |
+        | with a declared accuracy contract (`[contract] compute_dtype`): a break of that rule (or of a served dtype's tolerance) where the candidate's error against the oracle is within 2x the contract oracle's own plus the rule's floor and not systematic against the contract's rounding ("under the declared contract (...) the reference itself is off the float64 oracle by E; the candidate by C") | `info` |
+        | with a declared contract: a break beyond it; the fail above with "worse than the declared contract ... allows" and both figures (evidence `contract`) | `fail` |
+        | with a declared contract: how far it is from fp32 on the runs ("the declared contract (...) is D from fp32") | `info` |
         | fp32-only validation of a kernel served in fp16/bf16 | `warn` |
         | f16/bf16 loop-carried accumulator or reduction, half-precision MMA accumulator, unpromoted fp8 dot | `warn` |
         | FMA contraction (GPU rounds once where the interpreter rounds twice); AOT summary; derived runs that pass | `info` |
@@ -144,6 +148,8 @@ class PrecisionRegime(Check):
         th.join()
         findings: list[Finding] = []
         findings += self._coverage(ctx, a, runs)
+        self._cruns = self._contract_runs(ctx, runs)
+        findings += self._contract_distance(ctx, runs)
         bad_runs: set[int] = set()
         self._untrusted = self._untrusted_dtypes(a, aot_box)
         self._ir_lowp = self._ir_low_precision(aot_box)
@@ -263,6 +269,20 @@ class PrecisionRegime(Check):
                      "derivation": f"[contract] dtypes lists {dtype}; kws re-ran the declared case with dtype = {dtype} "
                                    "(make_inputs and the reference accept it) and the candidate raised."},
                     case=r.case, seed=r.seed))
+            if self._cruns:
+                kept, under = [], []
+                for x in fails:
+                    (under if self._contract_accepts(x[0], x[1])[0] else kept).append(x)
+                fails = kept
+                for r, o, _c, _st in under[:1]:
+                    _ok, info = self._contract_accepts(r, o)
+                    out.append(self.finding(
+                        ctx, "info",
+                        f"at {dtype} (a [contract] dtype no declared case uses) on case {case_label(r.case)} seed "
+                        f"{r.seed}: {acontract.within_text(info, info['candidate_err'])} (within "
+                        f"{num(acontract.CONTRACT_MARGIN)}x + floor); {len(under)} run(s) judged by the contract",
+                        {"case": r.case, "seed": r.seed, "dtype": dtype, "output": o.j, "contract": info},
+                        case=r.case, seed=r.seed))
             bad.update(id(x[0]) for x in fails)
             for r, o, c, st in fails[:1]:
                 w = c.worst or {}
@@ -350,6 +370,28 @@ class PrecisionRegime(Check):
                     viol.append((ce.budget_ratio if ce.budget_ratio is not None else float("inf"), r, o, fa))
                 else:
                     passing.append((r, o, fa))
+        if self._cruns:
+            under = [v for v in viol if self._contract_accepts(v[1], v[2], v[3])[0]]
+            viol = [v for v in viol if not any(v is u for u in under)]
+            if under:
+                under.sort(key=lambda t: -t[0])
+                _ratio, r, o, fa = under[0]
+                _ok, info = self._contract_accepts(r, o, fa)
+                out.append(self.finding(
+                    ctx, "info",
+                    f"{acontract.within_text(info, info['candidate_err'])} on {r.label} ({r.kind} run), within "
+                    f"{num(acontract.CONTRACT_MARGIN)}x that + floor {num(info['floor'])}; against the fp32 "
+                    f"reference FlashAttention's rule would not hold (reference error {num(fa['reference_err'])}); "
+                    f"{len(under)} output/run(s) judged by the declared contract",
+                    {"case": r.case, "seed": r.seed, "kind": r.kind, "output": o.j, "contract": info,
+                     "fa_limit": fa["limit"], "reference_err": fa["reference_err"],
+                     "derivation": "With [contract] compute_dtype declared, a candidate whose error against the "
+                                   "float64 oracle is at most CONTRACT_MARGIN x the contract oracle's own (the "
+                                   "reference with each operation rounded to the compute dtype) plus the rounding "
+                                   "floor of FlashAttention's rule, and not systematic against the contract's "
+                                   "rounding, is as precise as its contract allows (docs/numerics.md, 'Declared "
+                                   "accuracy contracts')."},
+                    case=r.case, seed=r.seed))
         for untrusted in (False, True):
             pick = [v for v in viol if (v[1].case["dtype"] in self._untrusted) == untrusted]
             if not pick:
@@ -401,6 +443,10 @@ class PrecisionRegime(Check):
                 what = (f"the candidate is less accurate than the reference beyond FlashAttention's 2x rule and "
                         f"{num(ratio)}x its error budget on {r.label} ({r.kind} run): max error vs float64 oracle "
                         f"{num(ce.max_abs)}{nonfin}, reference {num(re_.max_abs)}")
+            if self._cruns:
+                info = self._contract_accepts(r, o, fa)[1]
+                if "limit" in info:
+                    what += "; " + acontract.beyond_text(info, ce.max_abs, info["limit"])
             out.append(self.finding(
                 ctx, sev,
                 f"{what}; {len(pick)} output/run(s) [interpreter numerics"
@@ -410,6 +456,7 @@ class PrecisionRegime(Check):
                  "budget": o.bud.as_dict(), "interpreter": a.interpreter, "ir_low_precision": self._ir_lowp,
                  "untrusted": self._untrusted.get(r.case["dtype"]), "error_structure": structure,
                  "cause": "different function" if structure["systematic"] and not untrusted else "less precise",
+                 **({"contract": self._contract_accepts(r, o, fa)[1]} if self._cruns else {}),
                  "derivation": deriv},
                 case=r.case, seed=r.seed))
         if passing:
@@ -437,6 +484,70 @@ class PrecisionRegime(Check):
                                f"{INTERPRETER_NOTE if a.interpreter else 'Measured on the GPU.'}"},
                 case=r.case, seed=r.seed))
         return out
+
+    # -- a declared accuracy contract ([contract] compute_dtype) --------------------------------
+
+    def _contract_runs(self, ctx: CheckContext, runs: list[Run]) -> dict[int, Any]:
+        """The contract oracle of every run with a float64 oracle (empty without a declared
+        contract: judged exactly as before)."""
+        acc = acontract.declared(ctx)
+        if acc is None:
+            return {}
+        pick = [r for r in runs if r.ref.ok and any(o.oracle is not None for o in r.outs)]
+        got = acontract.run_contract(ctx, acc, [(r.case, r.seed, []) for r in pick])
+        return {id(r): cr for r, cr in zip(pick, got, strict=True)}
+
+    def _contract_accepts(self, r: Run, o: OutData, fa: dict[str, Any] | None = None) -> tuple[bool, dict[str, Any]]:
+        """(the candidate's error on ``r``/``o`` is within what the declared contract incurs and
+        not systematic against the contract's rounding, the figures)."""
+        cr = self._cruns.get(id(r))
+        if cr is None or o.oracle is None or r.cand is None or not r.cand.ok or o.j >= len(r.cand.outputs):
+            return False, {"why": "no contract oracle for this run"}
+        if not cr.contract.ok:
+            return False, {"why": f"the contract oracle {cr.contract.failure_text()}"}
+        ce = acontract.contract_error(cr, o.j, o.oracle)
+        if ce is None:
+            return False, {"why": "the contract oracle has no such output"}
+        g = r.cand.outputs[o.j].values
+        cand_err, cand_nf = acontract.max_err(g, o.oracle)
+        fa = fa or fa_rule(o, g)
+        floor = float(fa["floor"]) if fa else 0.0
+        inside, limit = acontract.within(cand_err, ce, floor)
+        b = acontract.budget(cr, o.j, o.oracle)
+        structure = error_structure(g, o.oracle, b, o.dtype) if b is not None else {"systematic": False}
+        info = {**ce, "candidate_err": cand_err, "candidate_nonfinite": cand_nf, "floor": floor, "limit": limit,
+                "margin": acontract.CONTRACT_MARGIN, "systematic_vs_contract": bool(structure["systematic"])}
+        return bool(inside and not cand_nf and not structure["systematic"]), info
+
+    def _contract_distance(self, ctx: CheckContext, runs: list[Run]) -> list[Finding]:
+        """The info a declared contract always gets: how far it is from fp32 (and from the
+        float64 oracle) on the runs, worst first."""
+        acc = acontract.declared(ctx)
+        if acc is None:
+            return []
+        rows = []
+        for r in runs:
+            cr = self._cruns.get(id(r))
+            if cr is None:
+                continue
+            for o in r.outs:
+                ce = acontract.contract_error(cr, o.j, o.oracle) if o.oracle is not None else None
+                if ce is not None:
+                    rows.append((r, o, ce))
+        if not rows:
+            why = next((cr.contract.failure_text() for cr in self._cruns.values() if not cr.contract.ok),
+                       "no run with a float64 oracle")
+            return [self.finding(ctx, "info", f"declared contract ({acc.describe()}): no contract oracle ({why})",
+                                 {"contract": acc.describe()})]
+        r, o, ce = max(rows, key=lambda t: t[2]["from_fp32"] if t[2]["from_fp32"] == t[2]["from_fp32"] else -1.0)
+        return [self.finding(
+            ctx, "info", acontract.distance_text(acc, ce, f"{r.label} ({r.kind} run)"),
+            {"contract": acc.describe(), "worst": {"case": r.case, "seed": r.seed, "kind": r.kind, "output": o.j, **ce},
+             "runs": [{"case": x.case, "seed": x.seed, "kind": x.kind, "output": y.j, **z} for x, y, z in rows[:24]],
+             "derivation": "The contract oracle is the reference on float64 inputs with every floating operation's "
+                           "result rounded to the compute dtype (Higham's model, one rounding per operation; "
+                           "docs/numerics.md, 'Declared accuracy contracts'); its fp32 twin rounds to float32."},
+            case=r.case, seed=r.seed)]
 
     # -- lowered IR ---------------------------------------------------------------------------
 

@@ -9,6 +9,8 @@ import msgspec
 import numpy as np
 
 from workstation.analysis.compare import FORMATS
+from workstation.analysis.numerics import error_structure, num
+from workstation.checks.support import contract as acontract
 from workstation.checks.support.keep import kept_inputs
 from workstation.checks.support.trials import (
     Trial,
@@ -184,6 +186,9 @@ class SpecialValues(Check):
         | a finite mismatch beyond the tolerance plus 8x the reference's own largest error against a float64 oracle (the reference on upcast inputs) | `fail` |
         | a finite mismatch within that noise: the candidate is as close to the oracle as the reference, the declared tolerance does not scale to these magnitudes | `info` |
         | a finite mismatch without an oracle (the reference does not run in float64) | `fail` within a declared `max_abs_input`, `warn` at kws's own magnitudes |
+        | with a declared accuracy contract (`[contract] compute_dtype`): a mismatch beyond that noise but within 2x the contract oracle's own error against the float64 oracle plus that floor, and not systematic against the contract's rounding ("under the declared contract (compute at X, accumulate in Y) the reference itself is off the float64 oracle by E; the candidate by C") | `info` |
+        | with a declared contract: a mismatch beyond it, or systematic (a different function), with both figures in the evidence (`oracle.contract`) | `fail` |
+        | with a declared contract: how far it is from fp32 on the variants ("the declared contract (...) is D from fp32") | `info` |
         | only subnormal outputs differ (flush-to-zero) | `warn` |
         | a variant that fails the way the declared case already fails (`correctness`) | `info` |
         | the variants checked, the magnitudes used, the dropped ones with the reason | `info` |
@@ -205,6 +210,8 @@ class SpecialValues(Check):
         casts internally (`x.float()`) still yields a float64 result; when it returns a narrower
         dtype anyway, the evidence says "no oracle" and the mismatch is judged without one (a
         `warn` at kws's own magnitudes), never against an "oracle" that was the fp32 reference.
+        A declared contract never excuses NaN or inf in the candidate's output (the reference is
+        finite there), even where computing at the compute dtype would overflow too.
 
     Not judged when:
         a value variant was not tried for a reason of this run (over the per-case budget,
@@ -256,6 +263,25 @@ class SpecialValues(Check):
             for r, o in zip(mism, ctx.calls(steps, memo=True), strict=True):
                 oracles[id(r)] = o
         findings: list[Finding] = [self._inherited(ctx, inherited)] if inherited else []
+        acc = acontract.declared(ctx)
+        cruns: dict[int, acontract.ContractRun] = {}
+        if acc is not None:
+            # the contract oracle (and its fp32 twin) on every variant that ran, and the
+            # float64 oracle of those that matched (the mismatches' is above)
+            judged = [r for r in results if r.status in ("pass", "mismatch") and r not in inherited]
+            more = [r for r in judged if id(r) not in oracles]
+            if more:
+                steps = [ctx.call_step("reference", r.trial.case, r.trial.seed,
+                                       transforms=[*r.trial.ref_transforms, Upcast(dtype="float64")],
+                                       monitors=[KeepFloat64()]) for r in more]
+                for r, o in zip(more, ctx.calls(steps, memo=True), strict=True):
+                    oracles[id(r)] = o
+            for r, cr in zip(judged, acontract.run_contract(
+                    ctx, acc, [(r.trial.case, r.trial.seed, list(r.trial.ref_transforms)) for r in judged]), strict=True):
+                cruns[id(r)] = cr
+            dist = self._contract_distance(ctx, acc, judged, oracles, cruns)
+            if dist is not None:
+                findings.append(dist)
         for r in results:
             if r in inherited:
                 continue
@@ -272,6 +298,8 @@ class SpecialValues(Check):
                         f"the candidate is as close to the float64 oracle as the reference "
                         f"(reference error {verdict['reference_max_err_vs_oracle']:.3g}): the declared tolerance "
                         f"does not scale to these magnitudes"))
+                elif verdict["available"] and id(r) in cruns:
+                    findings.append(self._under_contract(ctx, r, verdict, oracles[id(r)], cruns[id(r)]))
                 elif verdict["available"]:
                     findings.append(self._finding(
                         ctx, "fail", r, verdict,
@@ -299,6 +327,90 @@ class SpecialValues(Check):
                         "status": r.status, **({"reason": r.reason} if r.reason else {})} for r in results]}))
         return findings
 
+
+    def _contract_distance(self, ctx: CheckContext, acc: Any, judged: list[TrialResult],
+                           oracles: dict[int, CallOutcome], cruns: dict[int, Any]) -> Finding | None:
+        """The info a declared contract always gets: how far it is from fp32 on the variants."""
+        worst: tuple[dict[str, Any], TrialResult] | None = None
+        per = []
+        for r in judged:
+            o, cr = oracles.get(id(r)), cruns.get(id(r))
+            if o is None or not o.ok or cr is None:
+                continue
+            for j, t in enumerate(o.outputs):
+                if t.values.dtype.kind != "f":
+                    continue
+                ce = acontract.contract_error(cr, j, t.values)
+                if ce is None:
+                    continue
+                per.append({"variant": r.trial.info["variant"], "case": r.trial.case, "output": j, **ce})
+                if worst is None or (ce["from_fp32"] or 0) > (worst[0]["from_fp32"] or 0):
+                    worst = (ce, r)
+        if worst is None:
+            why = next((cr.contract.failure_text() for cr in cruns.values() if not cr.contract.ok),
+                       "no variant had both a float64 oracle and a contract oracle")
+            return self.finding(ctx, "info", f"declared contract ({acc.describe()}): no contract oracle ({why})",
+                                {"contract": acc.describe()})
+        ce, r = worst
+        return self.finding(
+            ctx, "info",
+            acontract.distance_text(acc, ce, f"{r.trial.info['variant']}, case {case_label(r.trial.case)}"),
+            {"contract": acc.describe(), "worst": {"variant": r.trial.info["variant"], "case": r.trial.case, **ce},
+             "variants": per[:24], "margin": acontract.CONTRACT_MARGIN,
+             "derivation": "The contract oracle is the reference on the variant's float64 inputs with every "
+                           "floating operation's result rounded to the compute dtype (Higham's model, one "
+                           "rounding per operation; docs/numerics.md, 'Declared accuracy contracts'); its fp32 "
+                           "twin rounds to float32 instead."},
+            case=r.trial.case, seed=r.trial.seed)
+
+    def _under_contract(self, ctx: CheckContext, r: TrialResult, verdict: dict[str, Any], oracle: CallOutcome,
+                        cr: Any) -> Finding:
+        """A mismatch beyond the fp32 noise, judged against the declared contract: within
+        ``CONTRACT_MARGIN`` x the contract oracle's own error plus the rounding floor (the
+        declared tolerance plus NOISE_FACTOR x the reference's error) and not systematic:
+        info; else fail with both figures."""
+        worst: dict[str, Any] | None = None
+        ok = True
+        for j, (e, g, o) in enumerate(zip(r.ref.outputs, r.cand.outputs, oracle.outputs, strict=False)):
+            if e.values.dtype.kind != "f" or g.values.shape != o.values.shape:
+                continue
+            ov = o.values.astype(np.float64)
+            ce = acontract.contract_error(cr, j, ov)
+            cand_err, cand_nf = acontract.max_err(g.values, ov)
+            if ce is None:
+                ok = False
+                worst = worst or {"output": j, "why": f"the contract oracle {cr.contract.failure_text()}"
+                                  if not cr.contract.ok else "the contract oracle has no such output"}
+                continue
+            ref_err = acontract.max_err(e.values, ov)[0]
+            tol = ctx.tolerance(r.trial.case, e.dtype)
+            floor = tol.atol + tol.rtol * float(np.abs(ov[np.isfinite(ov)]).max() if np.isfinite(ov).any() else 0.0) \
+                + NOISE_FACTOR * ref_err
+            inside, limit = acontract.within(cand_err, ce, floor)
+            b = acontract.budget(cr, j, ov)
+            structure = error_structure(g.values, ov, b, e.dtype) if b is not None else {"systematic": False}
+            good = inside and not cand_nf and not structure["systematic"]
+            row = {"output": j, **ce, "candidate_err": cand_err, "limit": limit, "floor": floor,
+                   "systematic": bool(structure["systematic"]), "error_structure": structure}
+            if worst is None or not good or cand_err > worst.get("candidate_err", -1.0):
+                worst = row
+            ok &= good
+            if not good:
+                break
+        ev_note = dict(verdict, contract=worst)
+        if ok and worst is not None and "candidate_err" in worst:
+            return self._finding(ctx, "info", r, ev_note, acontract.within_text(worst, worst["candidate_err"]))
+        if worst is not None and worst.get("systematic"):
+            note = (f"differs systematically from the reference (a missing or different operation), whatever the "
+                    f"declared contract ({worst['contract']}): off the float64 oracle by "
+                    f"{num(worst['candidate_err'])}, the reference under the contract by {num(worst['contract_err'])}")
+        elif worst is not None and "candidate_err" in worst:
+            note = acontract.beyond_text(worst, worst["candidate_err"], worst["limit"])
+        else:
+            note = (f"beyond {NOISE_FACTOR:g}x the reference's own error against the float64 oracle "
+                    f"({verdict['reference_max_err_vs_oracle']:.3g}); no contract oracle: "
+                    f"{(worst or {}).get('why', '')}")
+        return self._finding(ctx, "fail", r, ev_note, note)
 
     def _inherited(self, ctx: CheckContext, inherited: list[TrialResult]) -> Finding:
         """One info finding for variants that fail as their declared case already does."""

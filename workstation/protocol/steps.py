@@ -194,6 +194,20 @@ class KeepFloat64(_Monitor, tag="keep_float64", kw_only=True):
     Reports ``{"kept": {op: n}, "total": n}``."""
 
 
+class ContractRound(_Monitor, tag="contract_round", kw_only=True):
+    """The accuracy-contract oracle (``[contract] compute_dtype``, a kws extension): while the
+    role runs on float64 inputs, every aten op asked for a narrower float dtype gets float64
+    (as :class:`KeepFloat64`) and every floating result is rounded to ``compute`` and
+    back (Higham's model of one rounding per operation, fl(x op y) = (x op y)(1 + d),
+    |d| <= u). With ``accumulate = compute`` the sums and matmuls the harness knows
+    (``sum``, ``mean``, ``mm``, ``bmm``, ``addmm``, ``dot``, ``mv``) also round every partial
+    sum to ``compute``; with ``"float32"`` only their result is rounded. Reports
+    ``{"rounded": {op: n}, "accumulated": {op: n}, "kept": {op: n}}``."""
+
+    compute: Literal["float16", "bfloat16", "float32", "float64"]
+    accumulate: Literal["float16", "bfloat16", "float32"] = "float32"
+
+
 class PoisonMaskedLoads(_Monitor, tag="poison_masked_loads", kw_only=True):
     """While the role runs under the Triton interpreter, masked lanes of ``tl.load``
     without ``other=`` read NaN (floats) or the 0x5A sentinel (ints), as undefined lanes
@@ -222,7 +236,7 @@ class PallasStrict(_Monitor, tag="pallas_strict", kw_only=True):
 
 
 Monitor = (AtenOps | TritonLaunches | TritonLaunchRecords | NumCallers | PallasCalls | PallasStrict | KeepFloat64
-           | PoisonMaskedLoads)
+           | PoisonMaskedLoads | ContractRound)
 
 
 # ----------------------------------------------------------------------------- steps

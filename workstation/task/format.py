@@ -28,6 +28,10 @@ kws extensions (optional keys, never changing a contract key's meaning):
 - ``[target] device = "H100"`` (``"H200"``, ``"A100"``): the GPU the task targets; on a
   machine without CUDA kws's device stand-in answers device queries with its figures (the
   job child reads the key from its task copy).
+- ``[contract] compute_dtype = "input"`` (``"float16"``, ``"bfloat16"``, ``"float32"``) and
+  ``accumulate = "float32"`` (or ``"input"``): the accuracy contract the kernel computes under
+  by design; special-values and precision-regime judge against an oracle computed under it
+  (:class:`~workstation.task.model.AccuracyContract`).
 - ``[backends] baseline = "cuda"`` (and ``reference``, ``test``, ``bench``): the backend of a
   role other than the candidate (the CUDA source of a translation, a Pallas kernel being
   migrated); a role not listed is ``torch``. kws decides where a role can run from this
@@ -49,7 +53,9 @@ from workstation.schema.structs import convert, unknown_keys
 from workstation.schema.text import safe_text
 from workstation.schema.toml import read_toml
 from workstation.task.model import (
+    ACCUMULATE_DTYPES,
     BACKEND_ROLES,
+    COMPUTE_DTYPES,
     DEVICE_TARGET_NAMES,
     DTYPE_NAMES,
     PROFILE_FORMATS,
@@ -57,6 +63,7 @@ from workstation.task.model import (
     ROLES_REQUIRED,
     SCHEMA,
     TASK_ID_RE,
+    AccuracyContract,
     AttachedProfile,
     CaseTolerance,
     Claims,
@@ -129,6 +136,10 @@ class ContractTable(Struct, frozen=True):
     reduction: Annotated[list[str], Meta(description="an array of case parameter names")] = []
     #: kws extension (docs/task-format.md): framework ops the candidate must not dispatch.
     forbidden_ops: Annotated[list[Annotated[str, Meta(min_length=1)]], Meta(description="an array of op names")] = []
+    #: kws extension (docs/task-format.md): the accuracy contract the kernel computes under
+    #: (the numerics checks judge against an oracle rounded to it); ``accumulate`` needs it.
+    compute_dtype: Annotated[Literal[COMPUTE_DTYPES], Meta(extra={"noun": "compute dtype"})] | None = None  # type: ignore[valid-type]
+    accumulate: Annotated[Literal[ACCUMULATE_DTYPES], Meta(extra={"noun": "accumulation dtype"})] | None = None  # type: ignore[valid-type]
 
 
 class ToleranceTable(Struct, frozen=True):
@@ -531,10 +542,16 @@ def _extensions(toml: Path, doc: TaskFile, cases: list[dict[str, Any]], entry: d
         if not any(all(c.get(k) == v for k, v in ct.match.items()) for c in cases):
             raise Problem(toml, f"case_tolerance[{i}].match", f"matches no declared case: {dict(ct.match)}")
         cts.append(CaseTolerance(tuple(sorted(ct.match.items())), Tolerance(ct.atol, ct.rtol, ct.ulp)))
+    accuracy = None
+    if doc.contract.compute_dtype is not None:
+        accuracy = AccuracyContract(doc.contract.compute_dtype, doc.contract.accumulate or "float32")
+    elif doc.contract.accumulate is not None:
+        raise Problem(toml, "contract.accumulate", "qualifies an accuracy contract, but contract.compute_dtype is not "
+                      f"given (add compute_dtype = one of {', '.join(COMPUTE_DTYPES)})")
     return Extensions(keep_structure=tuple(doc.inputs.keep_structure), delegates=tuple(doc.delegation.ops),
                       atol_scale=tuple(doc.tolerance_rule.atol_scale), rtol_scale=tuple(doc.tolerance_rule.rtol_scale),
                       case_tolerances=tuple(cts), role_backends=tuple(role_backends),
-                      forbidden_ops=tuple(doc.contract.forbidden_ops))
+                      forbidden_ops=tuple(doc.contract.forbidden_ops), accuracy=accuracy)
 
 
 def _helper_dirs(task_dir: Path) -> tuple[Path, ...]:

@@ -154,6 +154,47 @@ class CaseTolerance:
         return all(case.get(k) == v for k, v in self.match)
 
 
+#: ``[contract] compute_dtype`` (kws extension): the dtype every floating operation of the
+#: kernel rounds its result to by design; ``"input"``: the case's input dtype.
+COMPUTE_DTYPES = ("input", "float16", "bfloat16", "float32")
+#: ``[contract] accumulate``: where reductions and matmuls accumulate (``"float32"``, the
+#: default: only their result is rounded to the compute dtype; ``"input"``: every partial
+#: sum is rounded to the compute dtype).
+ACCUMULATE_DTYPES = ("float32", "input")
+
+
+@dataclass(frozen=True)
+class AccuracyContract:
+    """``[contract] compute_dtype`` / ``accumulate`` (kws extension): the precision a kernel
+    computes in by design (a library that computes logits at the input dtype). The numerics
+    checks judge it against an oracle computed under this contract
+    (:mod:`workstation.checks.support.contract`) and report how far the contract is from fp32."""
+
+    compute_dtype: str
+    accumulate: str = "float32"
+
+    def compute_for(self, case_dtype: str) -> str:
+        """The dtype a case of ``case_dtype`` computes in under this contract (``"input"``
+        resolved; an input wider than fp32, or not floating, computes in float32)."""
+        if self.compute_dtype != "input":
+            return self.compute_dtype
+        return case_dtype if case_dtype in ("float16", "bfloat16", "float32") else "float32"
+
+    def accumulate_for(self, case_dtype: str) -> str:
+        """The dtype a case's reductions accumulate in: float32, or the compute dtype."""
+        return "float32" if self.accumulate == "float32" else self.compute_for(case_dtype)
+
+    def describe(self, case_dtype: str | None = None) -> str:
+        """``"compute at float16 (the input dtype), accumulate in float32"``."""
+        if case_dtype is None:
+            c = "the input dtype" if self.compute_dtype == "input" else self.compute_dtype
+            a = "the compute dtype" if self.accumulate == "input" else "float32"
+        else:
+            c = self.compute_for(case_dtype) + (" (the input dtype)" if self.compute_dtype == "input" else "")
+            a = self.accumulate_for(case_dtype)
+        return f"compute at {c}, accumulate in {a}"
+
+
 #: the GPUs a task may declare with ``[target] device`` (kws extension; the job child reads
 #: it from the task copy): their figures are :data:`workstation.protocol.devices.DEVICE_TARGETS`
 #: (a test keeps the two equal).
@@ -181,6 +222,8 @@ class Extensions:
         forbidden_ops: ``[contract] forbidden_ops``: framework ops (``aten::mm``) the
             candidate must not dispatch (``forbidden-ops`` enforces them from the dispatch
             trace).
+        accuracy: ``[contract] compute_dtype`` / ``accumulate``: the declared accuracy
+            contract, or ``None`` (judged against the float64 oracle as always).
     """
 
     keep_structure: tuple[int, ...] = ()
@@ -190,6 +233,7 @@ class Extensions:
     case_tolerances: tuple[CaseTolerance, ...] = ()
     role_backends: tuple[tuple[str, str], ...] = ()
     forbidden_ops: tuple[str, ...] = ()
+    accuracy: AccuracyContract | None = None
 
 
 @dataclass(frozen=True)
