@@ -186,3 +186,21 @@ def test_a_candidate_much_worse_than_its_contract_still_fails(runner, tmp_path):
         ev = next(f["evidence"] for f in fs if "worse than the declared contract" in f["summary"])
         figures = ev["oracle"]["contract"] if cid == "special-values" else ev["contract"]
         assert figures["candidate_err"] > figures["limit"] > figures["contract_err"] > 0
+
+
+WRONG_TEMPERATURE = """\
+import torch
+
+def softmax(x):
+    # a different temperature (2.99 for 3): a different function, not a less precise one
+    return torch.softmax((x * 2.99).float(), -1)
+"""
+
+
+def test_a_different_function_still_fails_under_the_contract(runner, tmp_path):
+    d = _task(tmp_path, "wrong", WRONG_TEMPERATURE, CONTRACT)
+    res = check(runner, d, "precision-regime")
+    fs = fails(res)
+    assert fs, [f["summary"] for f in res["findings"]]
+    ev = fs[0]["evidence"]["contract"]
+    assert ev["candidate_err"] > ev["limit"] and "declared contract" in fs[0]["summary"]
