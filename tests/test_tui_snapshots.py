@@ -73,6 +73,7 @@ def test_commit_confirmation_on_a_half_run_battery(snap_compare, tmp_path, monke
         await wait_queue(pilot)
         pilot.app.screen.open_task("relu-unwritten")
         await wait_for(pilot, lambda: getattr(pilot.app.screen, "session", None) is not None)
+        await wait_for(pilot, lambda: pilot.app.screen.files_ready, what="the spec and sources (a worker)")
         s = pilot.app.screen.session
         await wait_for(pilot, lambda: s.rows.get("reference-suspect") is not None and s.rows["reference-suspect"].done)
         await pilot.press("alt+5", "A")

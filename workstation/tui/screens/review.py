@@ -34,7 +34,7 @@ from workstation.review import services
 from workstation.review.evidence import finding_source
 from workstation.review.services import CommitOutcome, QueueState, TaskTree
 from workstation.review.session import ReviewSession
-from workstation.review.taskview import TaskView, load_task_view, task_files_size
+from workstation.review.taskview import TaskView, load_task_view
 from workstation.tui.keymap import PANEL_KEYS, bindings_for
 from workstation.tui.messages import SessionEvent
 from workstation.tui.widgets.checks_panel import ChecksPanel
@@ -52,9 +52,6 @@ from workstation.tui.widgets.timing_panel import TimingPanel
 #: the narrowest / lowest terminal that shows every panel side by side.
 WIDE_MIN = 120
 TALL_MIN = 36
-#: tasks whose files total at most this many bytes are read and diffed on the UI thread
-#: (a few ms), so the first paint already shows them; larger ones load in a worker.
-INLINE_VIEW_BYTES = 256 * 1024
 PANELS = ("spec", "diff", "checks", "timing", "rubric", "profile")
 TAB_LABELS = {"spec": "Spec", "diff": "Source", "checks": "Checks", "timing": "Timing",
               "rubric": "Rubric", "history": "History", "profile": "Profile"}
@@ -167,11 +164,10 @@ class ReviewScreen(Screen):
         self._title()
         self.apply_layout()
         self.query_one(ChecksPanel).focus_main()
-        task_dir = services.task_dir(app.queue.root, self.task_id)
-        if task_files_size(task_dir) <= INLINE_VIEW_BYTES:
-            self.show_view(load_task_view(task_dir))  # small: on screen with the first paint
-        else:
-            self.load_files()
+        # the task's files are read, parsed and diffed in a worker: the screen paints at once
+        # with "loading the spec…" and the spec and sources follow (issue 30: the UI thread
+        # never waits on the task's files, git or the check server)
+        self.load_files()
         # everything else starts once the first frame is out: worker threads compete with
         # the UI thread for the GIL (syntax highlighting, git)
         self.call_after_refresh(self._after_first_paint)
@@ -405,15 +401,18 @@ class ReviewScreen(Screen):
 
     # -- loading ---------------------------------------------------------------------------------
 
-    def show_view(self, view: TaskView) -> None:
-        """Put the spec and the diffs on screen, then look up the task version and
-        highlight the sources in a worker."""
+    def show_view(self, view: TaskView, spec: Any = None) -> None:
+        """Put the spec (``spec``: its renderable, built in the worker; else from
+        ``view.spec``) and the diffs on screen, then look up the task version and highlight
+        the sources in a worker."""
+        if not self.is_attached:
+            return  # left before the worker was done
         if view.problem:
             self.query_one(SpecPanel).set_spec(f"**This task does not load:** {view.problem}")
             return
         self.task_title = view.title
         self.files_ready = True
-        self.query_one(SpecPanel).set_spec(view.spec)
+        self.query_one(SpecPanel).set_spec(view.spec, spec)
         self.query_one(DiffPanel).set_files(view.files)
         self._title()
         if self._view is None and self.is_mounted and self._painted:
@@ -422,9 +421,11 @@ class ReviewScreen(Screen):
 
     @work(thread=True, exclusive=True, group="files")
     def load_files(self) -> None:
-        """Build the task view off the UI thread (large tasks)."""
+        """Build the task view (files read, task parsed, diffs) and the spec's Markdown
+        renderable off the UI thread; :meth:`show_view` puts them on screen."""
         view = load_task_view(services.task_dir(self.app.queue.root, self.task_id))
-        self.app.call_from_thread(self.show_view, view)
+        spec = None if view.problem else SpecPanel.spec_renderable(view.spec)
+        self.app.call_from_thread(self.show_view, view, spec)
 
     @work(thread=True, exclusive=True, group="meta")
     def load_meta(self, view: TaskView) -> None:

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from typing import Any
+
 from textual.app import ComposeResult
 from textual.widgets import ContentSwitcher, Static
 
@@ -36,10 +38,17 @@ class SpecPanel(Panel):
     def showing(self) -> str:
         return "history" if self.query_one(ContentSwitcher).current == "history-scroll" else "spec"
 
-    def set_spec(self, text: str) -> None:
+    @staticmethod
+    def spec_renderable(text: str) -> Any:
+        """The spec's Markdown renderable (parsing it is the costly part: a worker may
+        build it and hand it to :meth:`set_spec`)."""
         from rich.markdown import Markdown as RichMarkdown
 
-        self.query_one("#spec-md", Static).update(RichMarkdown(text, code_theme="ansi_dark", hyperlinks=False))
+        return RichMarkdown(text, code_theme="ansi_dark", hyperlinks=False)
+
+    def set_spec(self, text: str, renderable: Any = None) -> None:
+        """Show spec ``text`` (``renderable``: its :meth:`spec_renderable`, when built already)."""
+        self.query_one("#spec-md", Static).update(renderable if renderable is not None else self.spec_renderable(text))
 
     def set_history(self, text: str) -> None:
         self.history_text = text
