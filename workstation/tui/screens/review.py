@@ -20,6 +20,7 @@ that had not finished and where each accepted suggestion came from.
 
 from __future__ import annotations
 
+import threading
 from typing import Any
 
 from rich.text import Text
@@ -88,6 +89,10 @@ class HistoryLoaded(Message):
         self.text, self.verdicts = history.text, list(history.verdicts)
 
 
+class ViewLoaded(Message):
+    """The task view (spec, diffs) has been built by its worker."""
+
+
 class Committed(Message):
     """The outcome of a verdict commit."""
 
@@ -137,6 +142,15 @@ class ReviewScreen(Screen):
         self.files_ready = False
         self._view: TaskView | None = None
         self._painted = False
+        # the task view is built in a worker started here, on the Enter that opens the task,
+        # so it is usually ready by on_mount (composing and mounting the screen take longer)
+        # and the first frame shows the spec; otherwise the screen paints with its
+        # placeholders and ViewLoaded brings the spec when it is ready
+        self._view_lock = threading.Lock()
+        self._view_built: tuple[TaskView, Any] | None = None
+        self._view_waited = False
+        self.app.run_worker(self._build_view, thread=True, group="review-files",
+                            description=f"task view of {task_id}")
 
     def compose(self) -> ComposeResult:
         yield Static(f" {self.task_id}", id="review-title", markup=False)
@@ -164,10 +178,15 @@ class ReviewScreen(Screen):
         self._title()
         self.apply_layout()
         self.query_one(ChecksPanel).focus_main()
-        # the task's files are read, parsed and diffed in a worker: the screen paints at once
-        # with "loading the spec…" and the spec and sources follow (issue 30: the UI thread
-        # never waits on the task's files, git or the check server)
-        self.load_files()
+        # the task's files are read, parsed and diffed in a worker (started in __init__):
+        # shown now when it is done, else the screen paints with "loading the spec…" and
+        # the spec and sources follow (issue 30: the UI thread never waits on the task's
+        # files, git or the check server)
+        with self._view_lock:
+            built = self._view_built
+            self._view_waited = built is None
+        if built is not None:
+            self.show_view(*built)
         # everything else starts once the first frame is out: worker threads compete with
         # the UI thread for the GIL (syntax highlighting, git)
         self.call_after_refresh(self._after_first_paint)
@@ -419,13 +438,21 @@ class ReviewScreen(Screen):
             self.load_meta(view)  # a large task's view arrived from its worker
         self._view = view
 
-    @work(thread=True, exclusive=True, group="files")
-    def load_files(self) -> None:
-        """Build the task view (files read, task parsed, diffs) and the spec's Markdown
-        renderable off the UI thread; :meth:`show_view` puts them on screen."""
+    def _build_view(self) -> None:
+        """(A worker thread.) Build the task view (files read, task parsed, diffs) and the
+        spec's Markdown renderable; ``on_mount`` shows them if they are ready by then,
+        else :class:`ViewLoaded` does."""
         view = load_task_view(services.task_dir(self.app.queue.root, self.task_id))
         spec = None if view.problem else SpecPanel.spec_renderable(view.spec)
-        self.app.call_from_thread(self.show_view, view, spec)
+        with self._view_lock:
+            self._view_built = (view, spec)
+            waited = self._view_waited
+        if waited:
+            self.post_message(ViewLoaded())
+
+    def on_view_loaded(self, _msg: ViewLoaded) -> None:
+        if self._view_built is not None:
+            self.show_view(*self._view_built)
 
     @work(thread=True, exclusive=True, group="meta")
     def load_meta(self, view: TaskView) -> None:
