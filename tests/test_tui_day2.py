@@ -3,7 +3,8 @@ shown again on reopen instead of re-running the battery, the help screen shows t
 the keymap binds now, a "not committed" line never goes stale, ``D`` before the records
 are read waits for them, the queue keeps task ids whole at 80 columns, the palette keeps
 Textual's own entries apart, quitting never waits on a check server that is still starting,
-and the Benchmark field is "not applicable" to a task with no benchmark and no claim."""
+the Benchmark field is "not applicable" to a task with no benchmark and no claim, and a
+task whose files are slow to read paints its review screen first (issue 30, latency)."""
 
 from __future__ import annotations
 
@@ -265,3 +266,37 @@ async def test_title_bars_count_records_not_pushed_until_a_sync(tmp_path, monkey
         await wait_for(pilot, lambda: type(app.screen).__name__ == "QueueScreen", what="the queue")
         assert "not pushed" not in widget_text(app.screen.query_one("#queue-title"))
     assert repo.git.rev_parse("main") == repo.git.rev_parse("origin/main")
+
+
+@run_async
+async def test_a_slow_task_view_paints_the_screen_first_and_fills_the_spec_in_after(tmp_path, monkeypatch):
+    """The task's files are read and diffed in a worker (issue 30: the UI thread never
+    waits on them): while it is still at work the review screen is up with its
+    placeholders and takes keys; when it is done, the spec and sources appear and the
+    checks run."""
+    import workstation.tui.screens.review as review
+
+    root = tui_env(monkeypatch, tmp_path)
+    gate = threading.Event()
+    real = review.load_task_view
+
+    def slow(task_dir):
+        gate.wait(30)
+        return real(task_dir)
+
+    monkeypatch.setattr(review, "load_task_view", slow)
+    app = replay_app(root)
+    async with app.run_test(size=(160, 48)) as pilot:
+        await wait_queue(pilot)
+        await open_task(pilot, "relu-unwritten")
+        screen = app.screen
+        await pilot.pause(0.2)
+        assert not screen.files_ready
+        assert "loading the spec" in widget_text(screen.query_one("#spec-md"))
+        await pilot.press("alt+5")  # keys work meanwhile
+        assert app.focused is screen.query_one("RubricForm")
+        gate.set()
+        await wait_for(pilot, lambda: screen.files_ready, what="the spec and sources")
+        await pilot.pause(0.1)
+        assert "ReLU" in widget_text(screen.query_one("#spec-md"))
+        await wait_for(pilot, lambda: screen.session.final_report is not None, what="the check run")
