@@ -170,7 +170,10 @@ def test_real_kws_full_review_in_tmux(tmp_path, env):
     r = subprocess.run([str(KWS), "recheck", vid, "--queue", str(root)], env=e, capture_output=True, text=True,
                        timeout=600)
     assert r.returncode == 0, r.stderr
-    assert "identical: every check status and all" in r.stdout, r.stdout
+    # the verdict-relevant results must match; info findings may differ (timings, solver
+    # figures), and the app's checks_complete counts only applicable checks (recheck's does not yet)
+    assert "identical: every check status and all" in r.stdout or \
+        "same verdict-relevant results: every check status and every fail/warn finding as recorded" in r.stdout, r.stdout
 
 
 def test_real_kws_no_color_narrow_terminal(tmp_path, env):
