@@ -272,10 +272,10 @@ class PrecisionRegime(Check):
             if self._cruns:
                 kept, under = [], []
                 for x in fails:
-                    (under if self._contract_accepts(x[0], x[1])[0] else kept).append(x)
-                fails = kept
-                for r, o, _c, _st in under[:1]:
-                    _ok, info = self._contract_accepts(r, o)
+                    ok, info = self._contract_accepts(x[0], x[1])
+                    (under if ok else kept).append((x, info))
+                fails = [x for x, _info in kept]
+                for (r, o, _c, _st), info in under[:1]:
                     out.append(self.finding(
                         ctx, "info",
                         f"at {dtype} (a [contract] dtype no declared case uses) on case {case_label(r.case)} seed "
@@ -371,12 +371,12 @@ class PrecisionRegime(Check):
                 else:
                     passing.append((r, o, fa))
         if self._cruns:
-            under = [v for v in viol if self._contract_accepts(v[1], v[2], v[3])[0]]
-            viol = [v for v in viol if not any(v is u for u in under)]
+            judged = [(v, *self._contract_accepts(v[1], v[2], v[3])) for v in viol]
+            under = [(v, info) for v, ok, info in judged if ok]
+            viol = [v for v, ok, _info in judged if not ok]
             if under:
-                under.sort(key=lambda t: -t[0])
-                _ratio, r, o, fa = under[0]
-                _ok, info = self._contract_accepts(r, o, fa)
+                under.sort(key=lambda t: -t[0][0])
+                (_ratio, r, o, fa), info = under[0]
                 out.append(self.finding(
                     ctx, "info",
                     f"{acontract.within_text(info, info['candidate_err'])} on {r.label} ({r.kind} run), within "
@@ -443,10 +443,9 @@ class PrecisionRegime(Check):
                 what = (f"the candidate is less accurate than the reference beyond FlashAttention's 2x rule and "
                         f"{num(ratio)}x its error budget on {r.label} ({r.kind} run): max error vs float64 oracle "
                         f"{num(ce.max_abs)}{nonfin}, reference {num(re_.max_abs)}")
-            if self._cruns:
-                info = self._contract_accepts(r, o, fa)[1]
-                if "limit" in info:
-                    what += "; " + acontract.beyond_text(info, ce.max_abs, info["limit"])
+            cinfo = self._contract_accepts(r, o, fa)[1] if self._cruns else None
+            if cinfo is not None and "limit" in cinfo:
+                what += "; " + acontract.beyond_text(cinfo, ce.max_abs, cinfo["limit"])
             out.append(self.finding(
                 ctx, sev,
                 f"{what}; {len(pick)} output/run(s) [interpreter numerics"
@@ -456,7 +455,7 @@ class PrecisionRegime(Check):
                  "budget": o.bud.as_dict(), "interpreter": a.interpreter, "ir_low_precision": self._ir_lowp,
                  "untrusted": self._untrusted.get(r.case["dtype"]), "error_structure": structure,
                  "cause": "different function" if structure["systematic"] and not untrusted else "less precise",
-                 **({"contract": self._contract_accepts(r, o, fa)[1]} if self._cruns else {}),
+                 **({"contract": cinfo} if cinfo is not None else {}),
                  "derivation": deriv},
                 case=r.case, seed=r.seed))
         if passing:
@@ -505,19 +504,13 @@ class PrecisionRegime(Check):
             return False, {"why": "no contract oracle for this run"}
         if not cr.contract.ok:
             return False, {"why": f"the contract oracle {cr.contract.failure_text()}"}
-        ce = acontract.contract_error(cr, o.j, o.oracle)
-        if ce is None:
-            return False, {"why": "the contract oracle has no such output"}
         g = r.cand.outputs[o.j].values
-        cand_err, cand_nf = acontract.max_err(g, o.oracle)
         fa = fa or fa_rule(o, g)
-        floor = float(fa["floor"]) if fa else 0.0
-        inside, limit = acontract.within(cand_err, ce, floor)
-        b = acontract.budget(cr, o.j, o.oracle)
-        structure = error_structure(g, o.oracle, b, o.dtype) if b is not None else {"systematic": False}
-        info = {**ce, "candidate_err": cand_err, "candidate_nonfinite": cand_nf, "floor": floor, "limit": limit,
-                "margin": acontract.CONTRACT_MARGIN, "systematic_vs_contract": bool(structure["systematic"])}
-        return bool(inside and not cand_nf and not structure["systematic"]), info
+        jd = acontract.judge(cr, o.j, g, o.oracle, float(fa["floor"]) if fa else 0.0, o.dtype)
+        if jd is None:
+            return False, {"why": "the contract oracle has no such output"}
+        return jd.accepted, {**jd.figures, "candidate_nonfinite": jd.nonfinite, "margin": acontract.CONTRACT_MARGIN,
+                             "systematic_vs_contract": bool(jd.structure["systematic"])}
 
     def _contract_distance(self, ctx: CheckContext, runs: list[Run]) -> list[Finding]:
         """The info a declared contract always gets: how far it is from fp32 (and from the
@@ -544,9 +537,7 @@ class PrecisionRegime(Check):
             ctx, "info", acontract.distance_text(acc, ce, f"{r.label} ({r.kind} run)"),
             {"contract": acc.describe(), "worst": {"case": r.case, "seed": r.seed, "kind": r.kind, "output": o.j, **ce},
              "runs": [{"case": x.case, "seed": x.seed, "kind": x.kind, "output": y.j, **z} for x, y, z in rows[:24]],
-             "derivation": "The contract oracle is the reference on float64 inputs with every floating operation's "
-                           "result rounded to the compute dtype (Higham's model, one rounding per operation; "
-                           "docs/numerics.md, 'Declared accuracy contracts'); its fp32 twin rounds to float32."},
+             "derivation": acontract.DERIVATION},
             case=r.case, seed=r.seed)]
 
     # -- lowered IR ---------------------------------------------------------------------------

@@ -9,7 +9,7 @@ import msgspec
 import numpy as np
 
 from workstation.analysis.compare import FORMATS
-from workstation.analysis.numerics import error_structure, num
+from workstation.analysis.numerics import num
 from workstation.checks.support import contract as acontract
 from workstation.checks.support.keep import kept_inputs
 from workstation.checks.support.trials import (
@@ -357,10 +357,7 @@ class SpecialValues(Check):
             acontract.distance_text(acc, ce, f"{r.trial.info['variant']}, case {case_label(r.trial.case)}"),
             {"contract": acc.describe(), "worst": {"variant": r.trial.info["variant"], "case": r.trial.case, **ce},
              "variants": per[:24], "margin": acontract.CONTRACT_MARGIN,
-             "derivation": "The contract oracle is the reference on the variant's float64 inputs with every "
-                           "floating operation's result rounded to the compute dtype (Higham's model, one "
-                           "rounding per operation; docs/numerics.md, 'Declared accuracy contracts'); its fp32 "
-                           "twin rounds to float32 instead."},
+             "derivation": acontract.DERIVATION},
             case=r.trial.case, seed=r.trial.seed)
 
     def _under_contract(self, ctx: CheckContext, r: TrialResult, verdict: dict[str, Any], oracle: CallOutcome,
@@ -375,24 +372,20 @@ class SpecialValues(Check):
             if e.values.dtype.kind != "f" or g.values.shape != o.values.shape:
                 continue
             ov = o.values.astype(np.float64)
-            ce = acontract.contract_error(cr, j, ov)
-            cand_err, cand_nf = acontract.max_err(g.values, ov)
-            if ce is None:
-                ok = False
-                worst = worst or {"output": j, "why": f"the contract oracle {cr.contract.failure_text()}"
-                                  if not cr.contract.ok else "the contract oracle has no such output"}
-                continue
             ref_err = acontract.max_err(e.values, ov)[0]
             tol = ctx.tolerance(r.trial.case, e.dtype)
             floor = tol.atol + tol.rtol * float(np.abs(ov[np.isfinite(ov)]).max() if np.isfinite(ov).any() else 0.0) \
                 + NOISE_FACTOR * ref_err
-            inside, limit = acontract.within(cand_err, ce, floor)
-            b = acontract.budget(cr, j, ov)
-            structure = error_structure(g.values, ov, b, e.dtype) if b is not None else {"systematic": False}
-            good = inside and not cand_nf and not structure["systematic"]
-            row = {"output": j, **ce, "candidate_err": cand_err, "limit": limit, "floor": floor,
-                   "systematic": bool(structure["systematic"]), "error_structure": structure}
-            if worst is None or not good or cand_err > worst.get("candidate_err", -1.0):
+            jd = acontract.judge(cr, j, g.values, ov, floor, e.dtype)
+            if jd is None:
+                ok = False
+                worst = worst or {"output": j, "why": f"the contract oracle {cr.contract.failure_text()}"
+                                  if not cr.contract.ok else "the contract oracle has no such output"}
+                continue
+            good = jd.accepted
+            row = {"output": j, **jd.figures, "systematic": bool(jd.structure["systematic"]),
+                   "error_structure": jd.structure}
+            if worst is None or not good or jd.figures["candidate_err"] > worst.get("candidate_err", -1.0):
                 worst = row
             ok &= good
             if not good:

@@ -28,7 +28,7 @@ from typing import Any
 import numpy as np
 
 from workstation.analysis.compare import unit_roundoff
-from workstation.analysis.numerics import FA_FACTOR, num
+from workstation.analysis.numerics import FA_FACTOR, error_structure, num
 from workstation.engine.context import CallOutcome, CheckContext
 from workstation.protocol.steps import ContractRound, Transform, Upcast
 from workstation.task.model import AccuracyContract
@@ -140,6 +140,40 @@ def within(cand_err: float, ce: dict[str, Any], floor: float) -> tuple[bool, flo
     ``C <= CONTRACT_MARGIN * E + floor``."""
     limit = CONTRACT_MARGIN * ce["contract_err"] + floor
     return bool(np.isfinite(cand_err) and cand_err <= limit), limit
+
+
+@dataclass
+class Judgement:
+    """One output of a candidate judged against the declared contract (:func:`judge`)."""
+
+    accepted: bool            # within the limit, all finite, not systematic against the contract's rounding
+    figures: dict[str, Any]   # contract_error's figures plus candidate_err, floor, limit
+    nonfinite: int            # elements the candidate made non-finite where the oracle is finite
+    structure: dict[str, Any]  # error_structure against the contract's per-element budget
+
+
+def judge(run: ContractRun, j: int, got: np.ndarray, oracle: np.ndarray, floor: float,
+          dtype: str) -> Judgement | None:
+    """Output ``j`` of the candidate (``got``) against the float64 ``oracle`` under the contract
+    of ``run``: accepted when ``C <= CONTRACT_MARGIN * E + floor`` (:func:`within`), with no
+    non-finite element the oracle does not have, and an error that is not systematic against
+    the contract's rounding budget (:func:`budget`, the classifier of
+    :func:`workstation.analysis.numerics.error_structure`). None where the contract oracle
+    has no such output."""
+    ce = contract_error(run, j, oracle)
+    if ce is None:
+        return None
+    cand_err, cand_nf = max_err(got, oracle)
+    inside, limit = within(cand_err, ce, floor)
+    b = budget(run, j, oracle)
+    structure = error_structure(got, oracle, b, dtype) if b is not None else {"systematic": False}
+    return Judgement(bool(inside and not cand_nf and not structure["systematic"]),
+                     {**ce, "candidate_err": cand_err, "floor": floor, "limit": limit}, cand_nf, structure)
+
+
+DERIVATION = ("The contract oracle is the reference on float64 inputs with every floating operation's result "
+              "rounded to the compute dtype (Higham's model, one rounding per operation; docs/numerics.md, "
+              "'Declared accuracy contracts'); its fp32 twin rounds to float32 instead.")
 
 
 def within_text(ce: dict[str, Any], cand_err: float) -> str:
