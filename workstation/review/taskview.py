@@ -5,7 +5,6 @@ task folder alone (no git, no task code run).
 
 from __future__ import annotations
 
-import os
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -15,7 +14,7 @@ from workstation.schema.problem import Problem
 from workstation.schema.text import safe_text
 from workstation.task.format import load_task
 
-__all__ = ["TaskView", "load_task_view", "task_files_size"]
+__all__ = ["TaskView", "load_task_view"]
 
 
 @dataclass
@@ -83,15 +82,3 @@ def load_task_view(task_dir: Path | str) -> TaskView:
         view.bytes += len(text)
     return view
 
-
-def task_files_size(task_dir: Path | str) -> int:
-    """Total bytes of the files in a task folder (one level), to decide whether its view
-    is cheap enough to build on the UI thread."""
-    total = 0
-    try:
-        for e in os.scandir(task_dir):
-            if e.is_file():
-                total += e.stat().st_size
-    except OSError:
-        return 1 << 30
-    return total
