@@ -798,6 +798,19 @@ def test_the_sandbox_argv_binds_no_home_and_no_checkout(tmp_path):
     assert writable == [str(tmp_path / "j"), str(tmp_path / "c")]
 
 
+
+def test_a_script_in_tmp_does_not_put_the_hosts_tmp_in_the_sandbox(tmp_path, monkeypatch):
+    """``python /tmp/x.py`` puts /tmp on sys.path: binding it would show the host's /tmp to
+    task code and lay it read-only over the sandbox's own (the fork server could not start)."""
+    script = tmp_path / "drive.py"
+    script.write_text("")
+    monkeypatch.setattr(sys, "argv", [str(script)])
+    monkeypatch.setattr(sys, "path", [str(tmp_path), "/tmp", "/var/tmp", *sys.path])
+    dirs = bw.python_dirs(REPO)
+    assert str(tmp_path.resolve()) not in dirs and "/tmp" not in dirs and "/var/tmp" not in dirs
+    assert str(Path(sys.prefix).resolve()) in dirs or any(str(Path(sys.prefix).resolve()).startswith(d + "/")
+                                                          for d in dirs + list(bw.SYSTEM_DIRS))
+
 _ESCAPES = r"""
 import sys
 OSC52 = '\x1b]52;c;ZWNobyBwd25lZA==\x07'

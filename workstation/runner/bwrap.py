@@ -133,15 +133,37 @@ def etc_masks(root: str = "/etc") -> list[tuple[str, bool]]:
     return out[:MAX_MASKS]
 
 
+#: the host's shared scratch folders: never bound into the sandbox (it has its own).
+SCRATCH_DIRS = ("/tmp", "/var/tmp", "/dev/shm")
+
+
+def _script_dir() -> Path | None:
+    """The folder of the script Python was started with (``sys.argv[0]`` a file), else None."""
+    arg0 = sys.argv[0] if sys.argv else ""
+    if not arg0 or arg0 in ("-c", "-m"):
+        return None
+    try:
+        p = Path(arg0).resolve()
+    except OSError:
+        return None
+    return p.parent if p.is_file() else None
+
+
 def python_dirs(pkg_root: Path) -> list[str]:
     """Folders of this Python installation task code needs read-only: the base and
     virtual-environment prefixes and the existing folders of ``sys.path``, except
     ``pkg_root`` (kws's checkout: only its package is bound, elsewhere), any folder that
     holds it, and anything inside it other than the prefixes and site-packages folders
-    (a virtual environment inside the checkout is bound; its ``sample_queue`` is not)."""
+    (a virtual environment inside the checkout is bound; its ``sample_queue`` is not).
+
+    Never bound: the folder of the script that started Python (``sys.path[0]`` for
+    ``python /some/dir/script.py``: the caller's folder, not an installation; a script in
+    ``/tmp`` would otherwise put the host's whole ``/tmp`` in view, read-only over the
+    sandbox's private one), and :data:`SCRATCH_DIRS` or any folder holding one."""
     prefixes = {Path(p).resolve() for p in (sys.base_prefix, sys.base_exec_prefix, sys.prefix, sys.exec_prefix)}
     cands = [*prefixes, *(Path(p) for p in sys.path if p and p != ".")]
     root = pkg_root.resolve()
+    script = _script_dir()
     out: list[str] = []
     for c in cands:
         try:
@@ -149,6 +171,8 @@ def python_dirs(pkg_root: Path) -> list[str]:
         except OSError:
             continue
         if not p.is_dir() or p == Path("/") or p == root or root.is_relative_to(p):
+            continue
+        if p not in prefixes and ((p == script and p.name not in ("site-packages", "dist-packages")) or any(Path(d).is_relative_to(p) for d in SCRATCH_DIRS)):
             continue
         if p.is_relative_to(root) and p not in prefixes and p.name not in ("site-packages", "dist-packages"):
             continue
