@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 from typing import Any
 
 from workstation.checks.support.ragged import ragged_case, shape_variants
@@ -13,6 +14,9 @@ from workstation.protocol.steps import PallasCalls, PallasReadStep, PallasStrict
 HALF = ("float16", "bfloat16")
 #: declared cases run under the strict interpreter (the cheapest per dtype, at most this many).
 STRICT_CASES = 2
+#: the strict interpreter's own detector messages (JAX's ``interpret_pallas_call`` and
+#: ``shared_memory``: "Out-of-bounds read of ...", "... is entirely out of bounds for shape").
+_OOB = re.compile(r"out[- ]of[- ]bounds", re.IGNORECASE)
 
 
 def _src(line: dict[str, Any] | None) -> str:
@@ -63,7 +67,7 @@ class PallasKernel(Check):
         | output elements no grid step writes (which, how far the blocks reach; the first shape variant that shows it) | `fail` |
         | output elements left unwritten (NaN) where the kernel stores that output only under a `pl.when`/`cond` (its line, the store's line) | `fail` |
         | no `pallas_call` on any case | `fail` |
-        | the strict pass raises (an out-of-bounds read) where the plain run returns | `fail` |
+        | the strict pass raises the interpreter's out-of-bounds error (a read, write or block index past a buffer) where the plain run returns | `fail` |
         | the strict pass mismatches the reference where the plain run matches (uninitialised memory) | `fail` |
         | a float16/bfloat16 accumulator; a half `dot_general` result that is accumulated | `warn` |
         | a race between simulated cores | `warn` |
@@ -97,8 +101,12 @@ class PallasKernel(Check):
         reading step did not run: not judged. A kernel's jaxpr could not be read: `warn`. The
         candidate raised on a read case: `info` (correctness and edge-shapes report it) and not
         judged for that case's grid cover. The strict pass failing where the plain run returns is a
-        `fail` whatever made it fail; where both fail, or the reference or the plain run failed,
-        the case is not judged (never listed as a clean strict pass). Race detection that the installed
+        `fail` only when the interpreter's out-of-bounds detector raised; any other error there
+        (the TPU interpreter cannot run masked `plgpu.load`s, advanced indexing or other GPU-only
+        ops: JAX's own `pallas.ops.gpu` kernels) leaves that case not judged, naming the error.
+        GPU compiler params are set aside for the strict pass (the TPU interpreter asserts on
+        them). Where both fail, or the reference or the plain run failed, the case is not judged
+        (never listed as a clean strict pass). Race detection that the installed
         JAX does not expose reads as no race.
 
     Forgeable:
@@ -313,8 +321,14 @@ class PallasKernel(Check):
                                          "was not compared")
                 if p.ok:
                     msg = (s.error or {}).get("message", "") if s.step else s.death
-                    kind = "an out-of-bounds read inside the kernel" if "out-of-bounds" in msg.lower() else \
-                        "an error"
+                    if not _OOB.search(msg or ""):
+                        # not the strict interpreter's out-of-bounds detector: the TPU interpreter
+                        # cannot run this kernel (masked loads, advanced indexing, GPU-only ops)
+                        self.could_not_judge(f"{label}: the strict interpreter could not run it ({s.failure_text()}; "
+                                             "the plain interpreter runs it): out-of-bounds reads and uninitialised "
+                                             "memory not examined")
+                        continue
+                    kind = "an out-of-bounds access inside the kernel"
                     out.append(self.finding(
                         ctx, "fail", f"{label}: under the strict interpreter (out-of-bounds reads raise) the candidate "
                         f"{s.failure_text()}: {kind} that plain interpret mode hides (it clamps dynamic slices)",

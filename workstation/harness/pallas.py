@@ -20,8 +20,11 @@ files import JAX, or when the fork server preloaded it) replaces
   bounds raises (plain interpret mode clamps it), uninitialised scratch and output reads
   are NaN, and two simulated cores writing the same block is a race. A kernel that states
   no TPU dimension semantics runs with every grid dimension ``parallel``: the GPU's model,
-  where every grid step is an independent program. JAX's caches are cleared around the
-  strict call so that a ``jax.jit`` of the candidate retraces;
+  where every grid step is an independent program. GPU compiler params (Triton's
+  ``num_warps``/``num_stages``, Mosaic GPU's) are set aside for the strict call (the TPU
+  interpreter asserts on them; no interpreter uses them) and named in the report
+  (``params_set_aside``). JAX's caches are cleared around the strict call so that a
+  ``jax.jit`` of the candidate retraces;
 - reports each invocation to the active :class:`PallasObserver` objects (the
   ``pallas_calls`` monitor, the ``pallas_read`` step).
 
@@ -173,6 +176,8 @@ class Invocation:
         self.site = site
         self.mode = ""
         self.races: bool | None = None
+        #: the type name of GPU compiler params set aside for the strict (TPU) interpreter
+        self.replaced_params = ""
 
     @property
     def name(self) -> str:
@@ -187,12 +192,20 @@ class Invocation:
         dimension semantics) substituted."""
         kw = dict(self.kwargs)
         kw["interpret"] = interpret
-        if _strict is not None and not _has_dimension_semantics(kw.get("compiler_params")):
-            n = len(_grid_of(kw))
-            if n:
-                from jax.experimental.pallas import tpu as pltpu
+        if _strict is not None:
+            from jax.experimental.pallas import tpu as pltpu
 
-                kw["compiler_params"] = pltpu.CompilerParams(dimension_semantics=("parallel",) * n)
+            cp = kw.get("compiler_params")
+            gpu_dict = isinstance(cp, dict) and not ({"mosaic", "mosaic_tpu"} & set(cp))
+            if cp is not None and (gpu_dict or not isinstance(cp, pltpu.CompilerParams | dict)):
+                # GPU compiler params (Triton's num_warps/num_stages, Mosaic GPU's) mean
+                # nothing to an interpreter, and the TPU interpreter asserts on them
+                self.replaced_params = ", ".join(sorted(cp)) if isinstance(cp, dict) else type(cp).__name__
+                kw["compiler_params"] = cp = None
+            if not _has_dimension_semantics(cp):
+                n = len(_grid_of(kw))
+                if n:
+                    kw["compiler_params"] = pltpu.CompilerParams(dimension_semantics=("parallel",) * n)
         return _orig(self.kernel, *self.args, **kw)
 
 
@@ -304,6 +317,8 @@ class CallCounter(PallasObserver):
                 self.errors.append(f"{rec.name}: {type(error).__name__}: {str(error)[:600]}")
         if rec.races:
             k["races"] = True
+        if rec.replaced_params:
+            k["params_set_aside"] = rec.replaced_params
 
     def report(self) -> dict[str, Any]:
         return {"kernels": self.kernels, "calls": sum(k["calls"] for k in self.kernels.values()),
