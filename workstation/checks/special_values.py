@@ -8,7 +8,7 @@ from typing import Any
 import msgspec
 import numpy as np
 
-from workstation.analysis.compare import FORMATS
+from workstation.analysis.compare import FORMATS, unit_roundoff
 from workstation.analysis.numerics import num
 from workstation.checks.support import contract as acontract
 from workstation.checks.support.keep import kept_inputs
@@ -29,6 +29,7 @@ from workstation.protocol.steps import (
     KeepFloat64,
     Magnitude,
     Nonfinite,
+    Perturb,
     SignedZeros,
     Tiny,
     Upcast,
@@ -52,6 +53,14 @@ DEFAULT_MAGNITUDES: dict[str, tuple[float, ...]] = {
 #: exceeds the declared tolerance plus this many times the reference's own largest error
 #: against the oracle (the rounding noise of an fp32/fp16 computation at this magnitude).
 NOISE_FACTOR = 8.0
+#: the conditioning oracle: the float64 reference on inputs perturbed by this many unit
+#: roundoffs of the compute precision (:func:`compute_dtype`; ``Perturb``: ``x + rel (|x| +
+#: rms x) N(0, 1)``): how far the exact result moves when the inputs move by what one
+#: rounding in that precision does to them. A backward-stable algorithm in it (Higham, *Accuracy and Stability of Numerical Algorithms*, 2nd ed.,
+#: §1.5-1.6: forward error <~ condition number x backward error, a backward error of a few
+#: unit roundoffs) is expected to be that far off; :data:`NOISE_FACTOR` x it is the leeway
+#: for the growth of a reduction's backward error (gamma_n, §3.1, §4.2).
+CONDITIONING_ROUNDOFFS = 1.0
 
 
 def float_read_inputs(ctx: CheckContext, ref: CallOutcome) -> list[int]:
@@ -94,10 +103,15 @@ def variants(dtype: str, max_abs: float, nonfinite: bool) -> list[tuple[str, Val
     return out
 
 
-def oracle_verdict(ctx: CheckContext, r: TrialResult, oracle: CallOutcome | None) -> dict[str, Any]:
+def oracle_verdict(ctx: CheckContext, r: TrialResult, oracle: CallOutcome | None,
+                   perturbed: CallOutcome | None = None) -> dict[str, Any]:
     """Whether a finite mismatch is beyond the rounding noise of the computation at these
     magnitudes: the candidate's error against the float64 oracle vs the declared
-    tolerance plus :data:`NOISE_FACTOR` times the reference's own largest error there."""
+    tolerance plus :data:`NOISE_FACTOR` times the larger of the reference's own largest
+    error there and, with ``perturbed`` (the conditioning oracle, :data:`CONDITIONING_ROUNDOFFS`),
+    how far the float64 result moves when the inputs move by their dtype's rounding
+    (``conditioning_noise``: what an fp32 computation of an ill-conditioned function cannot
+    avoid, which a reference computed in float64 does not show)."""
     if oracle is None or not oracle.ok or len(oracle.outputs) != len(r.ref.outputs):
         return {"available": False, "why": oracle.failure_text() if oracle is not None and not oracle.ok
                 else "the reference gave no float64 result"}
@@ -109,7 +123,7 @@ def oracle_verdict(ctx: CheckContext, r: TrialResult, oracle: CallOutcome | None
         return {"available": False, "why": f"no oracle: on float64 inputs the reference still returns "
                 f"{', '.join(oracle.outputs[j].dtype for j in narrow)} (output(s) {narrow})"}
     kept = ((oracle.step.extra.get("monitors") or {}).get("keep_float64") or {}) if oracle.step else {}
-    worst_excess, ref_err_max = 0.0, 0.0
+    worst_excess, ref_err_max, cond_max = 0.0, 0.0, 0.0
     per = []
     for j, (e, g, o) in enumerate(zip(r.ref.outputs, r.cand.outputs, oracle.outputs, strict=False)):
         if e.values.dtype.kind not in "f" or g.values.shape != o.values.shape:
@@ -120,15 +134,44 @@ def oracle_verdict(ctx: CheckContext, r: TrialResult, oracle: CallOutcome | None
         if not fin.any():
             continue
         ref_err = float(np.abs(e.values - ov)[fin].max())
+        cond = _conditioning_noise(perturbed, j, ov, fin)
         cand_err = np.abs(g.values - ov)
-        allowed = tol.atol + tol.rtol * np.abs(ov) + NOISE_FACTOR * ref_err
+        allowed = tol.atol + tol.rtol * np.abs(ov) + NOISE_FACTOR * max(ref_err, cond or 0.0)
         excess = float(np.max((cand_err - allowed)[fin]))
-        per.append({"output": j, "reference_max_err_vs_oracle": ref_err,
-                    "candidate_max_err_vs_oracle": float(cand_err[fin].max()), "noise_factor": NOISE_FACTOR})
+        row = {"output": j, "reference_max_err_vs_oracle": ref_err,
+               "candidate_max_err_vs_oracle": float(cand_err[fin].max()), "noise_factor": NOISE_FACTOR}
+        if cond is not None:
+            row["conditioning_noise"] = cond
+        per.append(row)
         worst_excess = max(worst_excess, excess)
         ref_err_max = max(ref_err_max, ref_err)
-    return {"available": True, "beyond_noise": worst_excess > 0, "reference_max_err_vs_oracle": ref_err_max,
-            "outputs": per, "casts_kept_in_float64": kept.get("kept", {})}
+        cond_max = max(cond_max, cond or 0.0)
+    out = {"available": True, "beyond_noise": worst_excess > 0, "reference_max_err_vs_oracle": ref_err_max,
+           "outputs": per, "casts_kept_in_float64": kept.get("kept", {})}
+    if perturbed is not None:
+        out["conditioning"] = {"max_noise": cond_max, "roundoffs": CONDITIONING_ROUNDOFFS,
+                               "ran": bool(perturbed.ok), **({} if perturbed.ok else {"why": perturbed.failure_text()})}
+    return out
+
+
+def compute_dtype(dtype: str) -> str:
+    """The precision a correct kernel computes in for inputs of ``dtype`` when no accuracy
+    contract says otherwise: float64 for float64, else float32 (half and fp8 inputs are
+    stored narrow and computed and accumulated in fp32 by convention; a kernel that computes
+    in the narrow type is what special-values and precision-regime look for)."""
+    return "float64" if dtype == "float64" else "float32"
+
+
+def _conditioning_noise(perturbed: CallOutcome | None, j: int, ov: np.ndarray, fin: np.ndarray) -> float | None:
+    """The largest change of output ``j`` of the float64 oracle under the conditioning
+    perturbation (None without one, or where it did not run or has another shape)."""
+    if perturbed is None or not perturbed.ok or j >= len(perturbed.outputs):
+        return None
+    pv = perturbed.outputs[j].values
+    if pv.shape != ov.shape or pv.dtype.kind != "f":
+        return None
+    ok = fin & np.isfinite(pv)
+    return float(np.abs(pv.astype(np.float64) - ov)[ok].max()) if ok.any() else None
 
 
 def _subnormal_only(r: TrialResult) -> bool:
@@ -179,12 +222,22 @@ class SpecialValues(Check):
         float64; 1e2 for float8 e4m3), `shift` at 1e2. A variant where the reference raises or its
         output is not finite is dropped (unless the contract admits non-finite inputs).
 
+        A finite mismatch is judged against the float64 oracle. Without a declared accuracy
+        contract, one beyond 8x the reference's own error there is tried once more against the
+        conditioning oracle: the float64 reference on the same inputs moved by one unit roundoff
+        of the compute precision (`x + u (|x| + rms x) N(0, 1)`; u of fp32 for fp32, fp16, bf16
+        and fp8 inputs, which are computed in fp32 by convention; of fp64 for fp64). A reference computed in float64 has almost
+        no error of its own, so without this a correct fp32 layer norm of values near 90 (mean/std
+        of 60: every fp32 rounding of x moves the result by 5e-4) read as a defect; a one-pass
+        variance there is off by 1e-1 and still fails (Higham 2002, §1.5-1.6: forward error is
+        about condition number x backward error).
+
     Findings:
         | finding | severity |
         |---|---|
         | NaN or inf in the candidate's output where the reference is finite, or the candidate raises or crashes | `fail` |
-        | a finite mismatch beyond the tolerance plus 8x the reference's own largest error against a float64 oracle (the reference on upcast inputs) | `fail` |
-        | a finite mismatch within that noise: the candidate is as close to the oracle as the reference, the declared tolerance does not scale to these magnitudes | `info` |
+        | a finite mismatch beyond the tolerance plus 8x the larger of the reference's own largest error against a float64 oracle (the reference on upcast inputs) and the conditioning noise (how far that oracle moves when the inputs move by one fp32 unit roundoff; fp64 for fp64 inputs) | `fail` |
+        | a finite mismatch within that noise: the candidate is as close to the oracle as the reference, or as close as a correct fp32 computation can be on these ill-conditioned values (a float64 reference hides that); the declared tolerance does not scale to these magnitudes | `info` |
         | a finite mismatch without an oracle (the reference does not run in float64) | `fail` within a declared `max_abs_input`, `warn` at kws's own magnitudes |
         | with a declared accuracy contract (`[contract] compute_dtype`): a mismatch beyond that noise but within 2x the contract oracle's own error against the float64 oracle plus that floor, and not systematic against the contract's rounding ("under the declared contract (compute at X, accumulate in Y) the reference itself is off the float64 oracle by E; the candidate by C") | `info` |
         | with a declared contract: a mismatch beyond it, or systematic (a different function), with both figures in the evidence (`oracle.contract`) | `fail` |
@@ -264,6 +317,7 @@ class SpecialValues(Check):
                 oracles[id(r)] = o
         findings: list[Finding] = [self._inherited(ctx, inherited)] if inherited else []
         acc = acontract.declared(ctx)
+        perturbed = self._conditioning_oracles(ctx, mism, oracles) if acc is None else {}
         cruns: dict[int, acontract.ContractRun] = {}
         if acc is not None:
             # the contract oracle (and its fp32 twin) on every variant that ran, and the
@@ -291,8 +345,17 @@ class SpecialValues(Check):
                 if r.trial.info["variant"] == "tiny" and _subnormal_only(r):
                     findings.append(self._finding(ctx, "warn", r, None, "only subnormal outputs differ (flush-to-zero)"))
                     continue
-                verdict = oracle_verdict(ctx, r, oracles.get(id(r)))
-                if verdict["available"] and not verdict["beyond_noise"]:
+                verdict = oracle_verdict(ctx, r, oracles.get(id(r)), perturbed.get(id(r)))
+                cond = (verdict.get("conditioning") or {}).get("max_noise") or 0.0
+                if verdict["available"] and not verdict["beyond_noise"] and cond > verdict["reference_max_err_vs_oracle"]:
+                    cd = compute_dtype(str(r.trial.case.get("dtype", "")))
+                    findings.append(self._finding(
+                        ctx, "info", r, verdict,
+                        f"within {NOISE_FACTOR:g}x of how far the float64 result moves when the inputs move by one "
+                        f"{cd} rounding ({CONDITIONING_ROUNDOFFS:g} x u = {unit_roundoff(cd):.3g}: {cond:.3g}): the "
+                        f"function is ill-conditioned at these values, a correct {cd} computation is off by as much, "
+                        f"and the declared tolerance does not scale to them"))
+                elif verdict["available"] and not verdict["beyond_noise"]:
                     findings.append(self._finding(
                         ctx, "info", r, verdict,
                         f"the candidate is as close to the float64 oracle as the reference "
@@ -301,10 +364,12 @@ class SpecialValues(Check):
                 elif verdict["available"] and id(r) in cruns:
                     findings.append(self._under_contract(ctx, r, verdict, oracles[id(r)], cruns[id(r)]))
                 elif verdict["available"]:
-                    findings.append(self._finding(
-                        ctx, "fail", r, verdict,
-                        f"beyond {NOISE_FACTOR:g}x the reference's own error against the float64 oracle "
-                        f"({verdict['reference_max_err_vs_oracle']:.3g})"))
+                    note = (f"beyond {NOISE_FACTOR:g}x the reference's own error against the float64 oracle "
+                            f"({verdict['reference_max_err_vs_oracle']:.3g})")
+                    if cond:
+                        note += (f" and {NOISE_FACTOR:g}x how far that result moves when the inputs move by one "
+                                 f"{compute_dtype(str(r.trial.case.get('dtype', '')))} rounding ({cond:.3g})")
+                    findings.append(self._finding(ctx, "fail", r, verdict, note))
                 else:
                     sev = "fail" if contract.max_abs_input > 0 else "warn"
                     findings.append(self._finding(ctx, sev, r, verdict, "no float64 oracle to tell rounding from error"))
@@ -327,6 +392,29 @@ class SpecialValues(Check):
                         "status": r.status, **({"reason": r.reason} if r.reason else {})} for r in results]}))
         return findings
 
+
+    def _conditioning_oracles(self, ctx: CheckContext, mism: list[TrialResult],
+                              oracles: dict[int, CallOutcome]) -> dict[int, CallOutcome]:
+        """For each mismatch beyond the reference's own noise (:func:`oracle_verdict`), the
+        float64 reference on the same inputs perturbed by :data:`CONDITIONING_ROUNDOFFS` unit
+        roundoffs of the case's compute precision (:func:`compute_dtype`; one reference step
+        each, run together)."""
+        todo = []
+        for r in mism:
+            v = oracle_verdict(ctx, r, oracles.get(id(r)))
+            dtype = r.trial.case.get("dtype", "")
+            if not (v["available"] and v["beyond_noise"]) or dtype not in FORMATS or not r.trial.ref_transforms:
+                continue
+            args = list(getattr(r.trial.ref_transforms[0], "args", []) or [])
+            if args:
+                todo.append((r, Perturb(args=args, seed=r.trial.seed,
+                                        rel=CONDITIONING_ROUNDOFFS * unit_roundoff(compute_dtype(dtype)))))
+        if not todo:
+            return {}
+        steps = [ctx.call_step("reference", r.trial.case, r.trial.seed,
+                               transforms=[*r.trial.ref_transforms, Upcast(dtype="float64"), p],
+                               monitors=[KeepFloat64()]) for r, p in todo]
+        return {id(r): o for (r, _), o in zip(todo, ctx.calls(steps, memo=True), strict=True)}
 
     def _contract_distance(self, ctx: CheckContext, acc: Any, judged: list[TrialResult],
                            oracles: dict[int, CallOutcome], cruns: dict[int, Any]) -> Finding | None:
