@@ -37,6 +37,9 @@ SAMPLE_QUEUE = REPO / "sample_queue"
 
 # kws stores its per-user data under these; tests must never touch a real user's folders
 os.environ.setdefault("KWS_CACHE_DIR", str(Path(os.environ.get("TMPDIR", "/tmp")) / "kws-test-cache"))
+# the CPU emulation of CUDA (g++, ~20 s per extension and run) is off for the suite: the sample
+# sweep and the backend-gate tests judge CUDA tasks as not run; tests/test_cuda_emu.py turns it on
+os.environ.setdefault("KWS_CUDA_EMULATION", "0")
 
 TASK_TOML = """\
 schema = 1
@@ -140,6 +143,7 @@ MODULE_TIER = {
     "test_checks_numerics": "unit",
     "test_shape_variants": "unit",
     "test_cuda_static": "unit",
+    "test_cuda_emu": "unit",
     "test_checks_shapes": "unit",
     "test_legal_props": "unit",
     "test_checks_state": "unit",
@@ -200,6 +204,7 @@ MODULE_TIER = {
 # Tests whose tier differs from their module's and that do not use the ``runner`` fixture
 # (they start a Runner of their own, run ``kws check`` as a subprocess, ...).
 TEST_TIER: dict[str, str] = {
+    "test_cuda_emu::test_emulated_kernels_compute_what_numpy_does": "battery",  # g++ on a torch extension
     "test_malformed::test_out_args_beyond_the_inputs_and_an_oversized_case_are_task_problems": "battery",
     "test_profiles::test_kws_profile_command_prints_the_panel_text_and_exits_like_check": "battery",
     "test_registry::test_a_check_from_another_package_runs_through_kws_check_only": "battery",

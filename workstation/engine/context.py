@@ -492,6 +492,7 @@ class CheckContext:
                               import_budget=imp)
         self._note_imports(job)
         self._note_device_standin(steps, job)
+        self._note_cuda_emulation(steps, job)
         if job.died and job.status != "timeout" and not job.forged and all(x is None for x in job.steps) \
                 and job.died_in_step is None:
             raise RunnerError(f"a job ended before its first step ({job.describe_death()}): "
@@ -545,6 +546,36 @@ class CheckContext:
                     who = principal(spec)
                     if who not in row["by"]:
                         row["by"].append(who)
+
+    def _note_cuda_emulation(self, steps: list[Step], job: JobResult) -> None:
+        """Put the CUDA extensions built or loaded under kws's CPU emulation into the report's
+        ``cuda_emulation`` extension (docs/backends.md, "CUDA on a CPU"): what the emulation
+        runs and what it does not (``emulated``), and per extension and principal whether it
+        was compiled (``compiled_s``: g++ seconds) or taken from the run's cache, its launch
+        sites and whether its blocks ran as fibers (barriers, shuffles)."""
+        from workstation.task.backends import CUDA_EMULATION_NOTE
+
+        for spec, st in zip(steps, job.steps, strict=False):
+            recs = st.raw.get("cuda_emulation") if st is not None and isinstance(st.raw, dict) else None
+            if not isinstance(recs, list):
+                continue
+            with self._ext_lock:
+                table = self.extensions.setdefault("cuda_emulation", {"emulated": CUDA_EMULATION_NOTE, "builds": {}})
+                for rec in recs[:20]:
+                    if not isinstance(rec, dict):
+                        continue
+                    name = safe_text(str(rec.get("name", "?")), 200)
+                    row = table["builds"].setdefault(name, {"by": [], "compiled_s": [], "launches": [], "fibers": False})
+                    who = principal(spec)
+                    if who not in row["by"]:
+                        row["by"].append(who)
+                    if not rec.get("cached") and isinstance(rec.get("seconds"), int | float):
+                        row["compiled_s"].append(round(float(rec["seconds"]), 2))
+                    row["fibers"] = bool(row["fibers"] or rec.get("fibers"))
+                    if not row["launches"]:
+                        row["launches"] = [f"line {x.get('line')}: {safe_text(str(x.get('kernel')), 120)}<<<"
+                                           f"{safe_text(', '.join(map(str, x.get('config') or [])), 200)}>>>"
+                                           for x in (rec.get("launches") or [])[:20] if isinstance(x, dict)]
 
     def _budget(self, step: Step, st: float) -> float:
         """The CPU budget of ``step``: ``st``, or for a candidate's call on a case and seed
@@ -799,6 +830,13 @@ class CheckContext:
                 why = (f"the {who}'s code needs a GPU beyond what kws's CPU device stand-in answers: "
                        f"{safe_text(limit, 400)}; it cannot run here, so this is not judged (docs/backends.md, "
                        "'Device stand-in')")
+                self._missing_libraries().setdefault(who, why)
+                raise NotJudged(why)
+            emu = (o.error or {}).get("cuda_emulation_limit")
+            if isinstance(emu, str) and emu:
+                who = principal(o.spec)
+                why = (f"the {who}'s CUDA extension cannot run under kws's CPU emulation of CUDA: {safe_text(emu, 600)}; "
+                       "so this is not judged (docs/backends.md, 'CUDA on a CPU'; cuda-build still reads it statically)")
                 self._missing_libraries().setdefault(who, why)
                 raise NotJudged(why)
         declared = [dict(c) for c in self.task.cases]

@@ -169,6 +169,10 @@ def to_text(doc: dict[str, Any], *, verbose: bool = False) -> str:
         lines.append(f"device stand-in: answered as {standin.get('target')} "
                      f"({(standin.get('answers') or {}).get('name', '?')}): "
                      + ", ".join(f"{p} x{v.get('calls')}" for p, v in sorted(standin["called"].items())))
+    emu = doc.get("cuda_emulation") or {}
+    if emu.get("builds"):
+        # the CUDA candidate ran on the CPU under kws's emulation (docs/backends.md, "CUDA on a CPU")
+        lines.append("cuda emulation: " + ", ".join(sorted(emu["builds"])) + ": " + str(emu.get("emulated", "")))
     for p in doc.get("plugin_errors", []):
         lines.append(f"plugin error: {plugin_text(p)} failed to load: {p.get('error', '')}; its checks did not run")
     for p in doc.get("plugins", []):

@@ -247,6 +247,11 @@ def run_job(job: Job) -> None:
         standin = take_standin_calls()  # the device stand-in's probes task code called in this step
         if standin is not None:
             doc["device_standin"] = standin
+        from workstation.harness.cuda_emu import builds as cuda_emu_builds
+
+        emu = cuda_emu_builds()  # the CUDA extensions this step built (or loaded) under CPU emulation
+        if emu:
+            doc["cuda_emulation"] = emu
         npz = b""
         if arrays:
             buf = io.BytesIO()

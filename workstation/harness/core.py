@@ -211,6 +211,8 @@ def error_info(e: BaseException, phase: str) -> dict[str, Any]:
     ``device_standin_limit`` (present only then) says why the error is a limit of the CPU
     device stand-in (a CUDA tensor, stream or driver call it cannot give;
     :func:`workstation.harness.fidelity.limit_of`) rather than a defect.
+    ``cuda_emulation_limit`` (present only then) says why it is a limit of kws's CPU
+    emulation of CUDA (a construct it does not emulate: :func:`workstation.harness.cuda_emu.limit_of`).
     """
     tb = "".join(traceback.format_exception(type(e), e, e.__traceback__))
     chain: list[BaseException] = []
@@ -250,9 +252,13 @@ def error_info(e: BaseException, phase: str) -> dict[str, Any]:
     from workstation.harness.fidelity import limit_of
 
     standin_limit = limit_of(e)
+    from workstation.harness.cuda_emu import limit_of as emulation_limit_of
+
+    emu_limit = emulation_limit_of(e)
     return {
         **({"missing_module": missing} if missing else {}),
         **({"device_standin_limit": standin_limit} if standin_limit else {}),
+        **({"cuda_emulation_limit": emu_limit} if emu_limit else {}),
         "type": f"{type(e).__module__}.{type(e).__qualname__}".removeprefix("builtins."),
         "message": message,
         "traceback": tb[-12000:],

@@ -703,6 +703,11 @@ def main() -> None:
     from workstation.harness import core, state, watch
 
     core.prepare_interpreter()  # kws's own patches belong to the baseline the jobs are checked against
+    if interpret:
+        from workstation.harness import cuda_emu
+
+        if cuda_emu.install():  # CUDA extensions compiled as host code (the cuda_emulation setting, g++)
+            versions["cuda-emu"] = cuda_emu.gxx_version() or "g++"
 
     table = watch.WatchTable.build(state.MODULES, state.CLASSES)
     if table.ok:

@@ -15,6 +15,9 @@ except through them (the environment is an allow-list).
 - :data:`STRETCH`: the ``test_stretch`` setting (a factor > 1: every step and import sleeps
   that many times its own wall time, minus one; a test hook simulating a loaded machine);
   unset: none.
+- :data:`CUDA_EMULATION`: the ``cuda_emulation`` setting (``"1"`` / ``"0"``): whether a CUDA
+  extension is compiled as host code and run on the CPU when there is no GPU
+  (:mod:`workstation.harness.cuda_emu`); unset: on.
 
 Values the child needs per step travel in the job's steps instead (the timing step's
 ``cache_bytes`` and ``compile_timeout_s``: the ``llc_bytes`` and ``compile_timeout``
@@ -26,5 +29,6 @@ from __future__ import annotations
 DEVICE = "KWS_DEVICE"
 INPUT_BUDGET = "KWS_INPUT_BUDGET"
 STRETCH = "KWS_TEST_STRETCH"
+CUDA_EMULATION = "KWS_CUDA_EMULATION"
 #: every variable of this channel.
-CHANNEL = (DEVICE, INPUT_BUDGET, STRETCH)
+CHANNEL = (DEVICE, INPUT_BUDGET, STRETCH, CUDA_EMULATION)

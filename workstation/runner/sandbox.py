@@ -236,7 +236,7 @@ def child_env(home: Path | str, device: str | None, *, pythonpath: str | None = 
     set per job (:meth:`Runner.run`). ``cuda_visible``: the ``CUDA_VISIBLE_DEVICES`` of
     the sandbox (the bound GPUs' UUIDs). Settings the child needs are resolved here and
     passed through :mod:`workstation.protocol.childenv`: ``device`` (when forced) and the
-    ``input_budget`` and ``test_stretch`` settings; ``child_threads`` becomes ``OMP_NUM_THREADS`` /
+    ``input_budget``, ``test_stretch`` and ``cuda_emulation`` settings; ``child_threads`` becomes ``OMP_NUM_THREADS`` /
     ``MKL_NUM_THREADS``.
 
     Raises:
@@ -264,6 +264,7 @@ def child_env(home: Path | str, device: str | None, *, pythonpath: str | None = 
         env[childenv.INPUT_BUDGET] = str(cfg.input_budget)
     if cfg.test_stretch > 1:
         env[childenv.STRETCH] = repr(cfg.test_stretch)
+    env[childenv.CUDA_EMULATION] = "1" if cfg.cuda_emulation else "0"
     return env
 
 

@@ -232,6 +232,10 @@ SETTINGS: tuple[Setting, ...] = (
     Setting("torch_compile", "KWS_TORCH_COMPILE", "torch_compile", True, "1 (on)", "",
             "Whether the timing checks also time a torch.compile baseline (`0`: eager PyTorch only, "
             "reported as such).", boolean),
+    Setting("cuda_emulation", "KWS_CUDA_EMULATION", "cuda_emulation", True, "1 (on)", "",
+            "Without a GPU, compile a CUDA candidate's extension as host C++ (g++, kws's shim) and run "
+            "its kernels on the CPU so the run-time checks judge it (`0`: not run, those checks are not "
+            "judged; docs/backends.md, 'CUDA on a CPU').", boolean),
     Setting("llc_bytes", "KWS_LLC_BYTES", "llc_bytes", None, "read by the child (sysfs, the GPU's L2)", "bytes",
             "The cache size the timing protocol's flush must evict, for machines whose sysfs "
             "misreports it.", size),

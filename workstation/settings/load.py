@@ -58,6 +58,7 @@ class Settings(msgspec.Struct, frozen=True, kw_only=True):
     test_stretch: float
     compile_timeout: float
     torch_compile: bool
+    cuda_emulation: bool
     llc_bytes: int | None
     input_budget: int | None
     result_bytes: int

@@ -20,9 +20,11 @@ kws, ``nki`` when an NKI with ``simulate_kernel`` is):
 
 - ``triton``, ``torch``: anywhere (Triton under its interpreter on the CPU);
 - ``pallas``: where JAX is installed (the ``kws[pallas]`` extra); interpret mode on the CPU;
-- ``cuda``: on a CUDA GPU only (``load_inline`` compiles and links against a CUDA build of
-  torch); on the CPU the ``cuda-build`` check compiles the captured sources with nvcc and
-  reads PTX/SASS instead;
+- ``cuda``: on a CUDA GPU (``load_inline`` compiles and links against a CUDA build of
+  torch), or on the CPU under kws's CUDA emulation (``versions["cuda-emu"]``: the fork server
+  found g++ and the ``cuda_emulation`` setting is on; :mod:`workstation.harness.cuda_emu`
+  compiles the kernels as host code); in both cases, and when neither, the ``cuda-build``
+  check compiles the captured sources with nvcc and reads PTX/SASS;
 - ``nki``: where a real ``nki`` with ``simulate_kernel`` is importable (the Neuron SDK's
   package, from AWS's Neuron pip repository; the ``nki`` and ``neuronx-cc`` names on PyPI
   are placeholders that raise ImportError) or on a Trainium/Inferentia device.
@@ -58,6 +60,15 @@ LIBRARY_HINTS: dict[str, str] = {
     "liger_kernel": "pip install liger-kernel (kws's real-kernel samples: python scripts/install_realkernels.py)",
     "flag_gems": "pip install flag-gems (kws's real-kernel samples: python scripts/install_realkernels.py)",
 }
+
+#: what the report says of a CUDA candidate run under kws's CPU emulation (harness.cuda_emu).
+CUDA_EMULATION_NOTE = (
+    "the CUDA extension ran on the CPU under kws's emulation: its kernels compiled as host C++ (g++) with kws's shim, "
+    "each launch's blocks run one at a time, a block's threads as fibers (__syncthreads and warp shuffles are real "
+    "barriers; between barriers threads run one after another, one legal schedule), so the run judges the kernel's "
+    "index arithmetic, launch coverage and accumulation dtype. Not emulated: timing (not judged), the GPU's "
+    "approximate/fast-math intrinsics (libm is used; cuda-build reads them statically), the memory model and races "
+    "beyond barrier order, out-of-bounds reads and writes (not detected; cuda-build reads bounds guards statically)")
 
 
 def library_hint(top: str) -> str:
@@ -112,9 +123,10 @@ def cannot_run(backend: str | None, device_kind: str, versions: Mapping[str, str
     ``cuda``; ``versions``: what the fork server reported), or ``None`` when it can."""
     if backend == "pallas" and "jax" not in versions:
         return f"JAX is not installed for kws, so a Pallas kernel cannot run here: {PALLAS_HINT}"
-    if backend == "cuda" and device_kind != "cuda":
-        return ("a CUDA extension runs only on a CUDA GPU (load_inline links against a CUDA build of torch); "
-                "without one kws compiles its sources and reads PTX/SASS (cuda-build)")
+    if backend == "cuda" and device_kind != "cuda" and "cuda-emu" not in versions:
+        return ("a CUDA extension runs only on a CUDA GPU (load_inline links against a CUDA build of torch), and kws's "
+                "CPU emulation of CUDA is off (the cuda_emulation setting, KWS_CUDA_EMULATION) or has no g++ here; "
+                "kws compiles its sources and reads PTX/SASS instead (cuda-build)")
     if backend == "nki" and "nki" not in versions:
         return f"no NKI simulator is importable here, so an NKI kernel cannot run: {NKI_HINT}"
     return None

@@ -110,7 +110,8 @@ def plan(ctx: CheckContext) -> Plan:
                   "(Python/numpy emulation on the CPU): its timings say nothing about GPU speed")
     if task.backend == "cuda" and not ctx.on_gpu:
         interp = interp or ["candidate"]
-        reason = "the candidate is a CUDA kernel and this machine has no GPU: there is nothing to time"
+        reason = ("the candidate is a CUDA kernel and this machine has no GPU: there is nothing to time (under kws's CPU "
+                  "emulation of CUDA its kernels run as host code, whose timings say nothing about GPU speed)")
     fallback = largest_case(task.cases) if src == "[benchmark] cases" else None
     return Plan(cases=cases, case_source=src, baseline_role=role, over_pytorch=kinds[role] == "pytorch",
                 kinds=kinds, representative=not interp, reason=reason, fallback_case=fallback,

@@ -1,0 +1,3 @@
+// kws CUDA emulation: cuda_fp16.h stands in for the CUDA header of that name.
+#pragma once
+#include "kws_cuda_emu.h"
