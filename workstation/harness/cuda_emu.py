@@ -76,7 +76,7 @@ from workstation.protocol import childenv
 #: the shim's folder (package data), first on the include path.
 SHIM_DIR = Path(__file__).with_name("cuda_emu_include")
 #: bumped when the shim or the rewriting changes (part of the cache key).
-SHIM_VERSION = 1
+SHIM_VERSION = 2
 #: the prefix of an emulation limit raised from C++ (the shim's ``raise_pending``).
 LIMIT_PREFIX = "KwsCudaEmulationError: "
 _IMPLICIT_CUDA = "#include <torch/types.h>\n#include <cuda.h>\n#include <cuda_runtime.h>\n"
@@ -103,7 +103,7 @@ UNSUPPORTED: tuple[tuple[str, str], ...] = (
 _FIBER_TOKENS = re.compile(r"\b(?:__syncthreads\w*|__syncwarp|__shfl\w*|__ballot_sync|__any_sync|__all_sync)\b")
 
 #: per-process state (mutated, never rebound: kws's module namespaces are watched).
-_state: dict[str, Any] = {"installed": False, "modules": {}, "builds": [], "gxx": None}
+_state: dict[str, Any] = {"installed": False, "modules": {}, "builds": [], "gxx": None, "task_dir": None}
 
 
 class KwsCudaEmulationError(RuntimeError):
@@ -465,7 +465,7 @@ def compile_flags() -> list[str]:
     import torch
     import torch.utils.cpp_extension as ext
 
-    flags = ["-std=c++17", "-O2", "-fPIC", "-w", "-fno-strict-aliasing", "-pthread"]
+    flags = ["-std=c++17", "-O2", "-fPIC", "-w", "-fno-strict-aliasing", "-pthread", "-U_FORTIFY_SOURCE"]
     if host_has_fma():
         flags += ["-ffp-contract=fast", "-mfma"]
     else:
@@ -605,6 +605,12 @@ def _as_list(v: Any) -> list[Any]:
     return list(v) if isinstance(v, list | tuple) else [v]
 
 
+def _task_dir() -> Path:
+    """The job's task folder (relative source paths and ``-I`` resolve against it, as
+    ``cuda_build`` resolves them); the working directory outside a job."""
+    return Path(_state["task_dir"]) if _state["task_dir"] else Path.cwd()
+
+
 def _emulate(name: str, units: list[tuple[str, str, bool]], include_paths: list[str], task_dir: Path,
              flags: list[str], info: dict[str, Any]) -> Any:
     from workstation.harness import import_phase
@@ -625,7 +631,7 @@ def load_inline(name: str, cpp_sources: Any = None, cuda_sources: Any = None, fu
                 keep_intermediates: bool = True, use_pch: bool = False, no_implicit_headers: bool = False,
                 **_: Any) -> Any:
     """``torch.utils.cpp_extension.load_inline`` emulated on the CPU (module doc)."""
-    task_dir = Path.cwd()
+    task_dir = _task_dir()
     cpp = "\n".join(str(s) for s in _as_list(cpp_sources))
     if not no_implicit_headers:
         cpp = _IMPLICIT_CPP + cpp
@@ -649,11 +655,12 @@ def load(name: str, sources: Any = None, extra_cflags: Any = None, extra_cuda_cf
     """``torch.utils.cpp_extension.load`` emulated on the CPU (module doc): ``.cu``/``.cuh``
     files are rewritten as CUDA sources, the others compiled as they are (they hold their
     own ``PYBIND11_MODULE``)."""
-    task_dir = Path.cwd()
+    task_dir = _task_dir()
     units = []
     info: dict[str, Any] = {"via": "load", "launches": [], "fibers": False}
     for s in _as_list(sources):
         p = Path(str(s))
+        p = p if p.is_absolute() else task_dir / p
         text = p.read_text(errors="replace")
         if p.suffix in (".cu", ".cuh"):
             text, meta = rewrite_cuda(text, p.name)
@@ -664,7 +671,7 @@ def load(name: str, sources: Any = None, extra_cflags: Any = None, extra_cuda_cf
             units.append((p.name, rewrite_cpp(text, p.name), False))
     flags = [str(f) for f in _as_list(extra_cflags) + _as_list(extra_cuda_cflags)]
     incs = [str(p) for p in _as_list(extra_include_paths)]
-    incs += sorted({str(Path(str(s)).parent) for s in _as_list(sources) if Path(str(s)).parent != Path(".")})
+    incs += sorted({str((task_dir / str(s)).parent) for s in _as_list(sources)} - {str(task_dir)})
     return _emulate(str(name), units, incs, task_dir, flags, info)
 
 
@@ -678,10 +685,17 @@ def install() -> bool:
         return False
     import torch.utils.cpp_extension as ext
 
+    from workstation.harness import job_hook
+
     ext.load_inline = load_inline
     ext.load = load
+    job_hook(_note_job)
     _state["installed"] = True
     return True
+
+
+def _note_job(job: Any) -> None:
+    _state["task_dir"] = str(job.task_dir)
 
 
 def builds() -> list[dict[str, Any]]:

@@ -12,6 +12,7 @@
 #ifndef KWS_CUDA_EMU_H
 #define KWS_CUDA_EMU_H
 
+#include <setjmp.h>
 #include <ucontext.h>
 #include <sys/mman.h>
 
@@ -29,7 +30,7 @@
 #include <utility>
 #include <vector>
 
-#define KWS_CUDA_EMU_VERSION 1
+#define KWS_CUDA_EMU_VERSION 2
 
 #define __global__
 #define __device__
@@ -93,13 +94,16 @@ namespace kws_emu {
 
 enum { RUN = 0, WAIT_BLOCK = 1, WAIT_WARP = 2, DONE = 3 };
 
-struct Fiber { ucontext_t ctx; int state; };
+// A fiber is started once with makecontext/swapcontext; after that the scheduler and the
+// fibers switch with _setjmp/_longjmp (no signal-mask system call per switch).
+struct Fiber { ucontext_t ctx; jmp_buf jb; int state; bool started; };
 
 struct Runtime {
     std::vector<Fiber> fibers;
     std::vector<char*> stacks;
     size_t stack_size = 256 * 1024;
     ucontext_t sched;
+    jmp_buf sched_jb;
     int cur = 0;
     unsigned n = 0;
     bool fiber_mode = false;
@@ -126,6 +130,7 @@ inline void trampoline() {
     Runtime& r = rt();
     r.body();
     r.fibers[r.cur].state = DONE;
+    _longjmp(r.sched_jb, 1);
 }
 
 inline void wait(int kind) {
@@ -134,8 +139,9 @@ inline void wait(int kind) {
         fail("a barrier, shuffle or vote ran in a kernel kws ran without fibers (none seen in its source)");
         return;
     }
-    r.fibers[r.cur].state = kind;
-    swapcontext(&r.fibers[r.cur].ctx, &r.sched);
+    Fiber& f = r.fibers[r.cur];
+    f.state = kind;
+    if (!_setjmp(f.jb)) _longjmp(r.sched_jb, 1);
 }
 
 inline void run_block_fibers() {
@@ -155,13 +161,22 @@ inline void run_block_fibers() {
         f.ctx.uc_link = &r.sched;
         makecontext(&f.ctx, trampoline, 0);
         f.state = RUN;
+        f.started = false;
     }
     for (;;) {
         for (unsigned i = 0; i < n; ++i) {
             if (r.fibers[i].state != RUN) continue;
             r.cur = static_cast<int>(i);
             set_thread(i);
-            swapcontext(&r.sched, &r.fibers[i].ctx);
+            Fiber& f = r.fibers[i];
+            if (!_setjmp(r.sched_jb)) {
+                if (!f.started) {
+                    f.started = true;
+                    swapcontext(&r.sched, &f.ctx);
+                } else {
+                    _longjmp(f.jb, 1);
+                }
+            }
         }
         unsigned done = 0, at_block = 0;
         for (unsigned i = 0; i < n; ++i) {
