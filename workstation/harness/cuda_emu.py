@@ -82,7 +82,8 @@ LIMIT_PREFIX = "KwsCudaEmulationError: "
 _IMPLICIT_CUDA = "#include <torch/types.h>\n#include <cuda.h>\n#include <cuda_runtime.h>\n"
 _IMPLICIT_CPP = "#include <torch/extension.h>\n"
 _POST_INCLUDE = ("// kws CUDA emulation: the tensors are CPU tensors\n"
-                 "#define is_cuda is_cpu\n#define kCUDA kCPU\n")
+                 "#define is_cuda is_cpu\n#define kCUDA kCPU\n"
+                 "#ifndef __noinline__\n#define __noinline__ __attribute__((noinline))\n#endif\n")
 #: constructs the emulation cannot run: (pattern over the source with comments and
 #: literals blanked, what to call it).
 UNSUPPORTED: tuple[tuple[str, str], ...] = (

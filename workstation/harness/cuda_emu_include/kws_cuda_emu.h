@@ -37,7 +37,8 @@
 #define __host__
 #define __managed__
 #define __forceinline__ inline
-#define __noinline__ __attribute__((noinline))
+// __noinline__ is defined after the source's last #include (cuda_emu.py's post-include):
+// library headers spell __attribute__((__noinline__))
 #define __launch_bounds__(...)
 #define __align__(n) __attribute__((aligned(n)))
 #ifndef __shared__
