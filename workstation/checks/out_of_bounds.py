@@ -209,8 +209,10 @@ class OutOfBounds(Check):
     def _sanitizer_finding(self, ctx: CheckContext, case: dict[str, Any], seed: int,
                            res: CallOutcome | None) -> Finding:
         if res is None:
-            reason = (f"compute-sanitizer memcheck not run: no CUDA device (kernels run in the Triton "
-                      f"interpreter on the {ctx.device.label.split(' ')[0]}); guard bands only")
+            how = ("a CUDA candidate's kernels run under kws's CPU emulation of CUDA, which does not detect "
+                   "out-of-bounds reads" if ctx.task.backend == "cuda" else
+                   f"kernels run in the Triton interpreter on the {ctx.device.label.split(' ')[0]}")
+            reason = f"compute-sanitizer memcheck not run: no CUDA device ({how}); guard bands only"
             return self.finding(ctx, "info", reason, {"compute_sanitizer": "skipped", "reason": reason})
         ex = res.step.extra if res.step is not None else {}
         if not res.ok or not ex.get("ran"):

@@ -68,7 +68,8 @@ CUDA_EMULATION_NOTE = (
     "barriers; between barriers threads run one after another, one legal schedule), so the run judges the kernel's "
     "index arithmetic, launch coverage and accumulation dtype. Not emulated: timing (not judged), the GPU's "
     "approximate/fast-math intrinsics (libm is used; cuda-build reads them statically), the memory model and races "
-    "beyond barrier order, out-of-bounds reads and writes (not detected; cuda-build reads bounds guards statically)")
+    "beyond barrier order, out-of-bounds reads (not detected; cuda-build reads bounds guards statically; writes are seen "
+    "only where they hit kws's guard bands or crash the job)")
 
 
 def library_hint(top: str) -> str:
