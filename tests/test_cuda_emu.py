@@ -258,3 +258,32 @@ def test_launch_floor_fails_at_run_time_and_its_clean_twin_passes(emu_runner):
     good = run_checks(load_task(SAMPLE_QUEUE / "tasks" / "cuda-launch-floor-clean"), emu_runner, only=only)
     assert {r.check: r.status for r in good.results} == {c: "pass" for c in only}
     assert not [f for f in good.findings if f.severity == "fail"]
+
+
+ASM_CANDIDATE = '''
+from torch.utils.cpp_extension import load_inline
+
+CUDA = r"""
+__global__ void k(float* y) { unsigned lane; asm volatile("mov.u32 %0, %%laneid;" : "=r"(lane)); y[lane] = 0.f; }
+"""
+
+
+def add(x, y):
+    ext = load_inline("kws_test_asm", cpp_sources="", cuda_sources=CUDA, functions=[], no_implicit_headers=True)
+    return x + y
+'''
+
+
+@needs_gxx
+def test_a_construct_the_emulation_cannot_run_is_not_judged_naming_it(emu_runner, tmp_path):
+    from tests.hostile import make_task
+    from workstation.engine.run import run_checks
+    from workstation.task.format import load_task
+
+    if emu_runner.device.kind == "cuda":
+        pytest.skip("a GPU is present: the CUDA candidate runs on it")
+    res = run_checks(load_task(make_task(tmp_path, "cu-asm", ASM_CANDIDATE, backend="cuda")), emu_runner,
+                     only=["correctness"])
+    (r,) = res.results
+    assert r.status == "skip" and not [f for f in res.findings if f.severity == "fail"]
+    assert "inline assembly (asm)" in r.reason and "not judged" in r.reason, r.reason
