@@ -207,6 +207,7 @@ TEST_TIER: dict[str, str] = {
     "test_cuda_emu::test_emulated_kernels_compute_what_numpy_does": "battery",  # g++ on a torch extension
     "test_cuda_emu::test_launch_floor_fails_at_run_time_and_its_clean_twin_passes": "battery",  # its own runner
     "test_cuda_emu::test_a_construct_the_emulation_cannot_run_is_not_judged_naming_it": "battery",
+    "test_cuda_emu::test_a_failed_build_is_remembered_for_the_run": "battery",  # g++
     "test_malformed::test_out_args_beyond_the_inputs_and_an_oversized_case_are_task_problems": "battery",
     "test_profiles::test_kws_profile_command_prints_the_panel_text_and_exits_like_check": "battery",
     "test_registry::test_a_check_from_another_package_runs_through_kws_check_only": "battery",

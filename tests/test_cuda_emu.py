@@ -287,3 +287,15 @@ def test_a_construct_the_emulation_cannot_run_is_not_judged_naming_it(emu_runner
     (r,) = res.results
     assert r.status == "skip" and not [f for f in res.findings if f.severity == "fail"]
     assert "inline assembly (asm)" in r.reason and "not judged" in r.reason, r.reason
+
+
+@needs_gxx
+def test_a_failed_build_is_remembered_for_the_run(tmp_path, monkeypatch):
+    monkeypatch.setenv("TRITON_CACHE_DIR", str(tmp_path / "triton"))
+    units = [("bad.cu", rewrite_cuda("__global__ void k() { undeclared_thing(); }\n", "bad.cu")[0], True)]
+    with pytest.raises(KwsCudaEmulationError, match="undeclared_thing") as first:
+        cuda_emu.build("bad", units, [], tmp_path, [])
+    assert list((tmp_path / "kws-cuda-emu").glob("*.err"))
+    with pytest.raises(KwsCudaEmulationError) as again:  # from the run's cache: no second compile
+        cuda_emu.build("bad", units, [], tmp_path, [])
+    assert str(again.value) == str(first.value)

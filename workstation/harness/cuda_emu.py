@@ -76,7 +76,7 @@ from workstation.protocol import childenv
 #: the shim's folder (package data), first on the include path.
 SHIM_DIR = Path(__file__).with_name("cuda_emu_include")
 #: bumped when the shim or the rewriting changes (part of the cache key).
-SHIM_VERSION = 2
+SHIM_VERSION = 3
 #: the prefix of an emulation limit raised from C++ (the shim's ``raise_pending``).
 LIMIT_PREFIX = "KwsCudaEmulationError: "
 _IMPLICIT_CUDA = "#include <torch/types.h>\n#include <cuda.h>\n#include <cuda_runtime.h>\n"
@@ -525,12 +525,23 @@ def build(name: str, units: list[tuple[str, str, bool]], include_paths: list[str
     out.parent.mkdir(parents=True, exist_ok=True)
     # one compile per key even when jobs of the run start together: an flock (released by the
     # kernel when its holder dies, so a killed job leaves no lock), then look again
+    # (a build that failed is remembered too: every job of the run gets its error at once)
+    failed = out.with_suffix(".err")
     with open(out.with_suffix(".lock"), "a+b") as lock:
         fcntl.flock(lock, fcntl.LOCK_EX)
         if out.is_file():
             return out, rec
+        if failed.is_file():
+            raise KwsCudaEmulationError(failed.read_text(errors="replace"))
         rec["cached"] = False
-        return _compile(units, common, user, incs, modname, out, rec, cxx, timeout)
+        try:
+            return _compile(units, common, user, incs, modname, out, rec, cxx, timeout)
+        except KwsCudaEmulationError as e:
+            with contextlib.suppress(OSError):
+                part = failed.with_suffix(f".tmp{os.getpid()}")
+                part.write_text(str(e))
+                os.replace(part, failed)
+            raise
 
 
 def _compile(units: list[tuple[str, str, bool]], common: list[str], user: list[str], incs: list[str], modname: str,

@@ -30,7 +30,7 @@
 #include <utility>
 #include <vector>
 
-#define KWS_CUDA_EMU_VERSION 2
+#define KWS_CUDA_EMU_VERSION 3
 
 #define __global__
 #define __device__
@@ -60,6 +60,22 @@ struct __align__(16) float4 { float x, y, z, w; };
 struct __align__(8) int2 { int x, y; };
 struct __align__(16) int4 { int x, y, z, w; };
 struct __align__(16) double2 { double x, y; };
+struct float3 { float x, y, z; };
+struct int3 { int x, y, z; };
+struct __align__(8) uint2 { unsigned int x, y; };
+struct __align__(16) uint4 { unsigned int x, y, z, w; };
+struct __align__(4) short2 { short x, y; };
+struct __align__(4) ushort2 { unsigned short x, y; };
+struct __align__(8) ushort4 { unsigned short x, y, z, w; };
+struct __align__(4) char4 { signed char x, y, z, w; };
+struct __align__(4) uchar4 { unsigned char x, y, z, w; };
+struct __align__(16) longlong2 { long long x, y; };
+struct __align__(16) ulonglong2 { unsigned long long x, y; };
+inline float3 make_float3(float x, float y, float z) { return float3{x, y, z}; }
+inline int3 make_int3(int x, int y, int z) { return int3{x, y, z}; }
+inline uint2 make_uint2(unsigned x, unsigned y) { return uint2{x, y}; }
+inline uint4 make_uint4(unsigned x, unsigned y, unsigned z, unsigned w) { return uint4{x, y, z, w}; }
+inline double2 make_double2(double x, double y) { return double2{x, y}; }
 inline float2 make_float2(float x, float y) { return float2{x, y}; }
 inline float4 make_float4(float x, float y, float z, float w) { return float4{x, y, z, w}; }
 inline int2 make_int2(int x, int y) { return int2{x, y}; }
