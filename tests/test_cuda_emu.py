@@ -7,6 +7,7 @@ with the emulation on (one runner for the module)."""
 from __future__ import annotations
 
 import shutil
+from concurrent.futures import ThreadPoolExecutor
 
 import numpy as np
 import pytest
@@ -247,7 +248,10 @@ def test_launch_floor_fails_at_run_time_and_its_clean_twin_passes(emu_runner):
         pytest.skip("a GPU is present: the CUDA candidate runs on it")
     assert "cuda-emu" in emu_runner.device.versions
     only = ["correctness", "unwritten-output"]
-    bad = run_checks(load_task(SAMPLE_QUEUE / "tasks" / "cuda-launch-floor"), emu_runner, only=only)
+    # the two runs side by side: each compiles its extension (g++, ~20 CPU s) on its own core
+    with ThreadPoolExecutor(2) as pool:
+        bad, good = pool.map(lambda t: run_checks(load_task(SAMPLE_QUEUE / "tasks" / t), emu_runner, only=only),
+                             ["cuda-launch-floor", "cuda-launch-floor-clean"])
     by = {r.check: r for r in bad.results}
     fails = {f.check: f for f in bad.findings if f.severity == "fail"}
     assert set(fails) == set(only), {c: (r.status, r.reason) for c, r in by.items()}
@@ -255,7 +259,6 @@ def test_launch_floor_fails_at_run_time_and_its_clean_twin_passes(emu_runner):
     assert "n=1000" in fails["correctness"].summary  # 1000 / 256 = 3 blocks: 232 elements never computed
     assert "kws_sample_cuda_launch_floor" in bad.extensions["cuda_emulation"]["builds"]
 
-    good = run_checks(load_task(SAMPLE_QUEUE / "tasks" / "cuda-launch-floor-clean"), emu_runner, only=only)
     assert {r.check: r.status for r in good.results} == {c: "pass" for c in only}
     assert not [f for f in good.findings if f.severity == "fail"]
 
