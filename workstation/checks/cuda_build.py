@@ -163,7 +163,8 @@ class CudaBuild(Check):
         construct pycparser cannot read: listed as not read in the launch `info` (that launch's
         coverage not judged). A capture step stopped by a limit that says nothing about the code:
         `NotJudged`. Not a limit of this run: the run-time checks on the CPU (a CUDA extension runs
-        only on a GPU).
+        only on a GPU, or under kws's CPU emulation of CUDA where g++ is installed and the
+        `cuda_emulation` setting is on: docs/backends.md, "CUDA on a CPU").
 
     Forgeable:
         Measured in the job process: source, jaxpr, compiler output and attached files read by kws.

@@ -64,7 +64,7 @@ class NoRegression(Check):
         only the inputs the battery ran; GPU-only regressions do not show under the interpreter.
 
     Not judged when:
-        the baseline's backend cannot run here (a CUDA baseline without a GPU, a Pallas one
+        the baseline's backend cannot run here (a CUDA baseline without a GPU or the CPU emulation, a Pallas one
         without the `pallas` extra, a library it imports is not installed), no candidate call
         ran with a reference result to replay (`NotJudged`), or a call failing on the candidate
         was not run on the baseline (skipped after an earlier hang) and nothing regresses

@@ -77,13 +77,14 @@ class SourceParity(Check):
         the Triton version), which a comparison against a lenient reference alone can miss.
 
     Limits:
-        CUDA sources run only on a GPU (`skip` on the CPU, with the reason); Pallas sources
+        CUDA sources run on a GPU or under kws's CPU emulation of CUDA (g++, the `cuda_emulation`
+        setting; otherwise `skip` on the CPU, with the reason); Pallas sources
         need JAX; a source written for an old toolchain runs only where that toolchain is (the
         task ships a compatibility shim or the check is `skip`); at most 40 passing calls
         replayed on the CPU (every failing candidate call is replayed, whatever their number).
 
     Not judged when:
-        the source's backend cannot run here (a CUDA source without a GPU, a Pallas source
+        the source's backend cannot run here (a CUDA source without a GPU or the CPU emulation, a Pallas source
         without the `pallas` extra, a library it imports is not installed), or the source
         returned on none of the replayed calls (`NotJudged`); calls not run on the source
         (skipped after an earlier hang) with no translation error elsewhere (`could_not_judge`).
