@@ -1,8 +1,10 @@
 """kws's CPU emulation of CUDA (workstation/harness/cuda_emu.py): the source rewriting (no
-compiler), one small extension compiled once for the module (element-wise, shared-memory
-tree reduction with and without barriers, warp-shuffle reduction, half accumulator, dynamic
-shared memory, a refused launch), and the battery on cuda-launch-floor and its clean twin
-with the emulation on (one runner for the module)."""
+compiler), one small extension compiled once for the module with plain pybind11 bindings
+(element-wise template kernel, shared-memory tree reduction with and without barriers, warp-
+shuffle reduction, half accumulator, dynamic shared memory, a refused launch), a failed build
+remembered, and the battery (load_inline with torch's bindings, in the sandbox) on
+cuda-launch-floor and its clean twin and on an asm kernel, with the emulation on (one runner
+for the module)."""
 
 from __future__ import annotations
 
@@ -146,41 +148,57 @@ extern "C" int launch_nothing(const float* x, float* y, int n) {
 }
 """
 
-CPP = r"""
-#include <torch/extension.h>
-#include <ATen/cuda/CUDAContext.h>
+# plain pybind11 over raw pointers (about 4 CPU s of g++ instead of 15 for torch/extension.h;
+# the load_inline path with torch's bindings runs in the battery test below)
+BIND = r"""
+#include <pybind11/pybind11.h>
+#include <cstdint>
 extern "C" void launch_axpb(const float*, float*, int);
 extern "C" void launch_row_sum(const float*, float*, int, int, int);
 extern "C" void launch_warp_sum(const float*, float*, int);
 extern "C" void launch_half_acc(const void*, void*, int);
 extern "C" int launch_nothing(const float*, float*, int);
-
-torch::Tensor axpb(torch::Tensor x) {
-    TORCH_CHECK(x.is_cuda(), "a CUDA tensor expected");  // CPU tensors pass under the emulation
-    auto y = torch::full_like(x, -7.0);
-    launch_axpb(x.data_ptr<float>(), y.data_ptr<float>(), x.numel());
-    return y;
-}
-torch::Tensor row_sum(torch::Tensor x, int64_t barrier) {
-    auto out = torch::empty({x.size(0)}, x.options());
-    launch_row_sum(x.data_ptr<float>(), out.data_ptr<float>(), x.size(0), x.size(1), (int)barrier);
-    return out;
-}
-torch::Tensor warp_sum(torch::Tensor x) {
-    auto out = torch::empty({1}, x.options());
-    launch_warp_sum(x.data_ptr<float>(), out.data_ptr<float>(), x.numel());
-    return out;
-}
-torch::Tensor half_acc(torch::Tensor x) {
-    auto out = torch::empty({1}, x.options());
-    launch_half_acc(x.data_ptr(), out.data_ptr(), x.numel());
-    return out;
-}
-int64_t nothing(torch::Tensor x) {
-    auto y = torch::empty_like(x);
-    return launch_nothing(x.data_ptr<float>(), y.data_ptr<float>(), x.numel());
+using P = std::uintptr_t;
+PYBIND11_MODULE(TORCH_EXTENSION_NAME, m) {
+    m.def("axpb", [](P x, P y, int n) { launch_axpb((const float*)x, (float*)y, n); });
+    m.def("row_sum", [](P x, P o, int r, int c, int b) { launch_row_sum((const float*)x, (float*)o, r, c, b); });
+    m.def("warp_sum", [](P x, P o, int n) { launch_warp_sum((const float*)x, (float*)o, n); });
+    m.def("half_acc", [](P x, P o, int n) { launch_half_acc((const void*)x, (void*)o, n); });
+    m.def("nothing", [](P x, P y, int n) { return launch_nothing((const float*)x, (float*)y, n); });
 }
 """
+
+
+class _Ext:
+    """The compiled module's functions on torch tensors."""
+
+    def __init__(self, mod):
+        self.mod = mod
+
+    def axpb(self, x):
+        import torch
+
+        y = torch.full_like(x, -7.0)
+        self.mod.axpb(x.data_ptr(), y.data_ptr(), x.numel())
+        return y
+
+    def row_sum(self, x, barrier):
+        out = x.new_empty(x.shape[0])
+        self.mod.row_sum(x.data_ptr(), out.data_ptr(), x.shape[0], x.shape[1], barrier)
+        return out
+
+    def warp_sum(self, x):
+        out = x.new_empty(1)
+        self.mod.warp_sum(x.data_ptr(), out.data_ptr(), x.numel())
+        return out
+
+    def half_acc(self, x):
+        out = x.new_empty(1)
+        self.mod.half_acc(x.data_ptr(), out.data_ptr(), x.numel())
+        return out
+
+    def nothing(self, x):
+        return self.mod.nothing(x.data_ptr(), x.new_empty(x.shape).data_ptr(), x.numel())
 
 
 @pytest.fixture(scope="module")
@@ -188,14 +206,14 @@ def ext(tmp_path_factory):
     if shutil.which("g++") is None:
         pytest.skip("g++ not found: the CUDA emulation needs it")
     mp = pytest.MonkeyPatch()
-    mp.setenv("TRITON_CACHE_DIR", str(tmp_path_factory.mktemp("emu") / "triton"))
+    tmp = tmp_path_factory.mktemp("emu")
+    mp.setenv("TRITON_CACHE_DIR", str(tmp / "triton"))
     try:
-        yield cuda_emu.load_inline("kws_test_emu", cpp_sources=CPP, cuda_sources=CUDA,
-                                   functions=["axpb", "row_sum", "warp_sum", "half_acc", "nothing"],
-                                   no_implicit_headers=True)
+        units = [("bind.cpp", BIND, False), ("cuda.cu", rewrite_cuda(CUDA)[0], True)]
+        so, rec = cuda_emu.build("kws_test_emu", units, [], tmp, [])
+        yield _Ext(cuda_emu._load_so(so, rec["module"]))
     finally:
         mp.undo()
-        cuda_emu.builds()
 
 
 def test_emulated_kernels_compute_what_numpy_does(ext):
