@@ -417,11 +417,17 @@ def test_ctrl_c_during_git_leaves_no_watchdog_keeping_kws_alive(tmp_path):
         time.sleep(0.5)
         os.kill(os.getpid(), signal.SIGINT)
 
+    # a shell's background job starts with SIGINT ignored, and Python then installs no
+    # handler: make ctrl+c raise KeyboardInterrupt here however the suite was started
+    old = signal.signal(signal.SIGINT, signal.default_int_handler)
     sender = threading.Thread(target=interrupt)
     sender.start()
-    with pytest.raises(KeyboardInterrupt):
-        git_result(None, "-c", "alias.slow=!sleep 20", "slow", cwd=tmp_path, timeout=300)
-    sender.join()
+    try:
+        with pytest.raises(KeyboardInterrupt):
+            git_result(None, "-c", "alias.slow=!sleep 20", "slow", cwd=tmp_path, timeout=300)
+    finally:
+        sender.join()
+        signal.signal(signal.SIGINT, old)
     timers = [t for t in threading.enumerate() if isinstance(t, threading.Timer)]
     for t in timers:
         t.join(10)  # a cancelled timer's thread ends at once
