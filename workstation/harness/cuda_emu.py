@@ -43,8 +43,9 @@ asynchronous copies and ``cuda::`` barriers, CUDA libraries, code conditional on
 ``cuda_emulation_limit`` (:func:`limit_of`), so the checks that needed a run are not judged,
 never failed. Not emulated at all: timing (the timing checks do not judge a CUDA candidate
 on the CPU), the GPU's fast-math intrinsics, the memory model and races beyond barrier
-order (threads of a block never interleave between barriers here), out-of-bounds reads and
-writes (not detected; ``cuda-build`` reads guards statically).
+order (threads of a block never interleave between barriers here), out-of-bounds reads (not
+detected; ``cuda-build`` reads guards statically) and writes (seen only where they land in
+kws's guard bands around the outputs, or crash the job).
 
 :func:`install` replaces ``torch.utils.cpp_extension.load_inline``/``load`` in the fork
 server (before its snapshot of the watched modules: kws's own patch is the baseline, not
