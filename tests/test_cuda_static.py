@@ -101,3 +101,20 @@ def test_legal_values_stay_legal():
     spec = ParamSpec(min=3, max=5000, multiple_of=3)
     vals = legal_values(spec)
     assert vals and all(spec.allows(v) for v in vals) and vals[0] == 3 and vals[-1] == 4998
+
+
+def test_a_method_call_in_a_launch_is_named_as_c_not_as_a_parse_tree():
+    dims = read_launches(["void f(torch::Tensor x) { k<<<x.size(0), 256>>>(); }"], {"n": ParamSpec(min=1)},
+                         {})[0]["dims"]
+    assert "a call to x.size()" in dims[0]["unresolved"] and "ID(" not in dims[0]["unresolved"]
+
+
+def test_a_toolkit_header_missing_here_is_this_machines_limit_not_the_candidates():
+    from workstation.checks.cuda_build import missing_header
+
+    log = ("/site-packages/torch/include/ATen/cuda/CUDAContextLight.h:10:10: fatal error: cusparse.h: "
+           "No such file or directory\ncompilation terminated.\n")
+    assert missing_header(log, {"candidate.py", "task.toml"}) == "cusparse.h"
+    own = "/kws/job/task/kern.cu:3:10: fatal error: tile.cuh: No such file or directory\n"
+    assert missing_header(own, {"kern.cu", "include/tile.cuh"}) is None  # shipped: a real compile error
+    assert missing_header("kern.cu(4): error: identifier \"x\" is undefined\n", set()) is None

@@ -54,6 +54,25 @@ LOW_OCCUPANCY = 0.25
 TABLE_THREADS = (128, 256, 512, 1024)
 
 
+#: nvcc's (gcc's) message for an ``#include`` it cannot find: the including file, the header.
+_MISSING_HEADER = re.compile(r"^(?P<file>[^:\n]+):\d+:\d+: fatal error: (?P<header>[^:\n]+): No such file or directory",
+                             re.MULTILINE)
+
+
+def missing_header(log: str, task_files: set[str]) -> str | None:
+    """The header an nvcc log says it could not find, when it is not a file of the task
+    (a header the source ships is the candidate's to ship): this machine's CUDA toolkit or
+    libraries lack it (``ATen/cuda/CUDAContext.h`` pulls in cuSPARSE's and cuBLAS's headers,
+    which a pip-installed nvcc does not bring). None when the log has no such line."""
+    m = _MISSING_HEADER.search(log)
+    if m is None:
+        return None
+    header = m.group("header").strip()
+    if header in task_files or any(f.endswith("/" + header) for f in task_files):
+        return None
+    return header
+
+
 def _first_error(log: str) -> str:
     for ln in log.splitlines():
         if "error" in ln.lower():
@@ -157,7 +176,9 @@ class CudaBuild(Check):
     Not judged when:
         the capture step did not run, or the candidate made no `load_inline`/`load` build: `warn`.
         nvcc not found: `NotJudged` ("install the CUDA toolkit (nvcc)"). nvcc stopped at its time
-        limit: not judged for that source (never reported as a compile error). Without cuobjdump,
+        limit: not judged for that source (never reported as a compile error). A header nvcc cannot
+        find that is not a file of the task (`cusparse.h`, which torch's `ATen/cuda/CUDAContext.h`
+        includes, is missing from a pip-installed nvcc): not judged for that source. Without cuobjdump,
         or where it prints no PTX: not judged (races, guards, approximations and accumulators not
         looked for). A launch expression that names something the source does not define, or a
         construct pycparser cannot read: listed as not read in the launch `info` (that launch's
@@ -220,6 +241,13 @@ class CudaBuild(Check):
             return []
         if not comp.get("ok"):
             log = comp.get("log", "")
+            hdr = missing_header(log, {p.relative_to(ctx.task.dir).as_posix() for p in ctx.task.dir.rglob("*")
+                                       if p.is_file()})
+            if hdr is not None:
+                self.could_not_judge(f"{where}: nvcc here cannot find {hdr} ({_first_error(log)}): a header of the CUDA "
+                                     "toolkit or a library that this machine lacks, not one the task ships (a limit of "
+                                     "this machine, not a compile error of the source; a full CUDA toolkit has it)")
+                return []
             claims = ctx.task.claims
             reported = claims.status == "fail" and claimed_class(claims.failure_class, claims.failure)[0] == \
                 "compile-error"

@@ -43,6 +43,7 @@ import os
 import re
 import shutil
 import subprocess
+import sysconfig
 import tempfile
 import time
 from collections.abc import Iterator
@@ -163,8 +164,11 @@ def _torch_flags() -> list[str]:
     import torch.utils.cpp_extension as ext
 
     inc = os.path.join(os.path.dirname(torch.__file__), "include")
+    # Python's headers, as load_inline passes them: a .cu that includes torch/extension.h
+    # (the usual KernelBench layout) needs Python.h
+    py = sysconfig.get_paths().get("include") or ""
     return [*getattr(ext, "COMMON_NVCC_FLAGS", []), "-std=c++17", f"-I{inc}",
-            f"-I{os.path.join(inc, 'torch', 'csrc', 'api', 'include')}"]
+            f"-I{os.path.join(inc, 'torch', 'csrc', 'api', 'include')}", *([f"-I{py}"] if py else [])]
 
 
 def _cache_file(key: str) -> Path | None:

@@ -161,9 +161,12 @@ class Expr:
                 raise Unresolved(f"{node.name!r} is neither a task parameter nor defined in the source")
             return
         if isinstance(node, c_ast.FuncCall):
-            name = getattr(node.name, "name", "")
+            name = node.name.name if isinstance(node.name, c_ast.ID) else ""
             if name not in ("min", "max"):
-                raise Unresolved(f"a call to {name or '?'}() in {self.text!r}")
+                from pycparser import c_generator
+
+                callee = c_generator.CGenerator().visit(node.name) or "?"
+                raise Unresolved(f"a call to {callee}() in {self.text!r}")
             for a in node.args.exprs:
                 self._walk_ids(a, depth)
             return
