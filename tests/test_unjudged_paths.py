@@ -29,7 +29,7 @@ def raised(role: str = "candidate", seed: int = 0, message: str = "boom") -> Cal
 
 
 def died(role: str = "reference", seed: int = 0) -> CallOutcome:
-    return CallOutcome(spec=_spec(role, seed), step=None, death="the process died from SIGSEGV",
+    return CallOutcome(spec=_spec(role, seed), step=None, death="crashed: its process died from SIGSEGV",
                        death_status="signal")
 
 

@@ -175,7 +175,7 @@ class CallOutcome:
         return safe_tree(err, 4000)
 
     def failure_text(self) -> str:
-        """One line: ``raised ValueError: ...`` / ``the process died from SIGABRT``; the
+        """One line: ``raised ValueError: ...`` / ``crashed: its process died from SIGABRT``; the
         exception's type (at most 200 characters) and message (its first line, at most 200)
         made safe (:func:`workstation.schema.text.safe_text`)."""
         if self.step is None:

@@ -213,9 +213,10 @@ class JobResult:
                 extra = f" (wrote more than {STDIO_LIMIT_BYTES // 2**20} MiB to stdout/stderr: the file-size limit)"
             elif self.limit == "memory":
                 extra = f" (the kernel's OOM killer at the sandbox's {self.memory_note})"
-            return f"the process died from {self.signal_name}{extra}"
+            # a verb phrase, like the others: it follows a role ("the candidate crashed: ...")
+            return f"crashed: its process died from {self.signal_name}{extra}"
         if self.status == "exit":
-            return f"the process exited with status {self.exit_code} before reporting a result"
+            return f"ended: its process exited with status {self.exit_code} before reporting a result"
         return "completed"
 
 
