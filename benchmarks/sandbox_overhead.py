@@ -13,7 +13,8 @@ interleaved (on, off, on, off...) so machine load hits both alike:
    the namespace and verifier self-tests);
 3. per battery: ``kws check``'s engine on sample tasks (``--tasks``, default three), one
    fresh runner per run as the CLI does, ``--rounds`` rounds; prints the median battery
-   time per mode and the relative difference (the goal: under 5%).
+   time per mode and the relative difference (the goal: under 5%), and how many steps the
+   battery ran in how many jobs (a check's consecutive steps of one principal share one).
 
 Usage: python benchmarks/sandbox_overhead.py [--jobs 40] [--starts 3] [--rounds 2]
        [--tasks softmax-gen,rowsum-edge,layernorm-debug]
@@ -76,18 +77,36 @@ def starts(n: int) -> dict[str, list[float]]:
     return out
 
 
-def batteries(task_ids: list[str], rounds: int) -> dict[str, dict[str, list[float]]]:
+def batteries(task_ids: list[str], rounds: int) -> tuple[dict[str, dict[str, list[float]]], dict[str, tuple[int, int]]]:
+    """Battery seconds per task and mode, and per task the (jobs, steps) of its last run:
+    a check's consecutive steps of one principal share a job (one import of the task files),
+    so steps per job says how much of the per-job cost the battery pays per step."""
     q = load_queue(REPO / "sample_queue")
     tasks = {t.id: t for t in q.tasks}
     out: dict[str, dict[str, list[float]]] = {t: {m: [] for m in MODES} for t in task_ids}
-    for _ in range(rounds):
-        for tid in task_ids:
-            for m in MODES:
-                t0 = time.perf_counter()
-                with Runner(sandbox=m) as r:
-                    run_checks(load_task(tasks[tid].dir), r)
-                out[tid][m].append(time.perf_counter() - t0)
-    return out
+    counts: dict[str, tuple[int, int]] = {}
+    seen = [0, 0]
+    orig = Runner.run
+
+    def counted(self: Runner, task_dir: Path, steps: list, **kw: object) -> object:
+        seen[0] += 1
+        seen[1] += len(steps)
+        return orig(self, task_dir, steps, **kw)
+
+    Runner.run = counted  # type: ignore[method-assign]
+    try:
+        for _ in range(rounds):
+            for tid in task_ids:
+                for m in MODES:
+                    seen[:] = [0, 0]
+                    t0 = time.perf_counter()
+                    with Runner(sandbox=m) as r:
+                        run_checks(load_task(tasks[tid].dir), r)
+                    out[tid][m].append(time.perf_counter() - t0)
+                    counts[tid] = (seen[0], seen[1])
+    finally:
+        Runner.run = orig  # type: ignore[method-assign]
+    return out, counts
 
 
 def main() -> None:
@@ -109,12 +128,14 @@ def main() -> None:
               f"none {med(s['none']):.2f} s, overhead {med(s['bwrap']) - med(s['none']):+.2f} s")
     if a.rounds:
         ids = [t for t in a.tasks.split(",") if t]
-        b = batteries(ids, a.rounds)
+        b, counts = batteries(ids, a.rounds)
         rel = []
         for tid, d in b.items():
             on, off = med(d["bwrap"]), med(d["none"])
             rel.append((on - off) / off)
-            print(f"battery {tid:<22} sandbox {on:6.1f} s  none {off:6.1f} s  {100 * (on - off) / off:+5.1f}%")
+            jobs, steps = counts[tid]
+            print(f"battery {tid:<22} sandbox {on:6.1f} s  none {off:6.1f} s  {100 * (on - off) / off:+5.1f}%  "
+                  f"({steps} steps in {jobs} jobs, {steps / max(jobs, 1):.1f} per job)")
         print(f"battery overhead, median over {len(ids)} tasks: {100 * med(rel):+.1f}%")
 
 
