@@ -50,6 +50,7 @@ from workstation.harness import (
     MONITORS,
     TRANSFORMS,
     StepOutput,
+    excchain,
     import_phase,
     step,
     transform,
@@ -215,13 +216,8 @@ def error_info(e: BaseException, phase: str) -> dict[str, Any]:
     emulation of CUDA (a construct it does not emulate: :func:`workstation.harness.cuda_emu.limit_of`).
     """
     tb = "".join(traceback.format_exception(type(e), e, e.__traceback__))
-    chain: list[BaseException] = []
-    cur: BaseException | None = e
-    while cur is not None and len(chain) < 8:
-        chain.append(cur)
-        cur = cur.__cause__ or cur.__context__
     origin = "task"
-    for ex in chain:
+    for ex in excchain.chain(e):
         name = type(ex).__name__
         mod = type(ex).__module__
         if name in ("CompilationError", "CompileTimeAssertionFailure", "PTXASError") and mod.startswith("triton"):
@@ -276,16 +272,9 @@ def _missing_module(e: BaseException) -> dict[str, Any] | None:
     installed here, not a typo of a submodule of one that is), and the task file whose line
     imported it (the last frame outside site-packages, kws and the import machinery; "" when
     none). None for any other exception."""
-    cur: BaseException | None = e
-    for _ in range(8):
-        if cur is None:
-            return None
-        if isinstance(cur, ModuleNotFoundError) and cur.name:
-            break
-        cur = cur.__cause__ or cur.__context__
-    else:
+    cur = next((x for x in excchain.chain(e) if isinstance(x, ModuleNotFoundError) and x.name), None)
+    if not isinstance(cur, ModuleNotFoundError) or not cur.name:
         return None
-    assert isinstance(cur, ModuleNotFoundError) and cur.name
     top = cur.name.split(".")[0]
     try:
         found = importlib.util.find_spec(top) is not None

@@ -72,6 +72,7 @@ import warnings
 from pathlib import Path
 from typing import Any
 
+from workstation.harness import excchain
 from workstation.protocol import childenv
 
 #: the shim's folder (package data), first on the include path.
@@ -729,15 +730,11 @@ def limit_of(e: BaseException) -> str | None:
     otherwise, and always when the emulation is not installed."""
     if not _state["installed"]:
         return None
-    cur: BaseException | None = e
-    for _ in range(8):
-        if cur is None:
-            break
+    for cur in excchain.chain(e):
         if isinstance(cur, KwsCudaEmulationError):
             return str(cur)[:1500]
         text = str(cur)
         if LIMIT_PREFIX in text:
             return text[text.index(LIMIT_PREFIX) + len(LIMIT_PREFIX):][:1500]
-        cur = cur.__cause__ or cur.__context__
     return None
 

@@ -66,6 +66,8 @@ from typing import Any
 
 import numpy as np
 
+from workstation.harness import excchain
+
 FIDELITY_VERSION = 1
 
 #: what the layer does not make right (sent with the self-test; checks quote it).
@@ -860,17 +862,13 @@ def limit_of(e: BaseException) -> str | None:
     stand-in is installed (on a GPU such an error is the code's)."""
     if not _standin["installed"]:
         return None
-    cur: BaseException | None = e
-    for _ in range(8):
-        if cur is None:
-            break
+    for cur in excchain.chain(e):
         if isinstance(cur, DeviceStandInLimit):
             return str(cur)[:500]
         text = str(cur)
         if any(t in text for t in _NO_CUDA_TEXTS):
             return (f"the code asked for a CUDA device ({type(cur).__name__}: {text.splitlines()[0][:200] if text else ''}); "
                     "kws's CPU stand-in answers device queries but cannot place tensors, streams or events on a GPU")
-        cur = cur.__cause__ or cur.__context__
     return None
 
 
