@@ -24,7 +24,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from tests.chaoskit import run_chaos  # noqa: E402
+from tests.chaoskit import run_chaos
 
 
 def main() -> int:

@@ -438,7 +438,7 @@ def section_profiles(ctx: RunContext) -> dict[str, Any]:
 # ----------------------------------------------------------------------------- the run
 
 
-class Skip(Exception):  # noqa: N818  (a control-flow signal)
+class Skip(Exception):  # a control-flow signal
     """A section that cannot run here; the message says why."""
 
 

@@ -30,11 +30,11 @@ import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from workstation.analysis.timingstats import summarize  # noqa: E402
-from workstation.engine.context import CheckContext  # noqa: E402
-from workstation.protocol.steps import TimingSide, TimingStep, TorchTimerStep  # noqa: E402
-from workstation.runner import Runner  # noqa: E402
-from workstation.task.format import load_task  # noqa: E402
+from workstation.analysis.timingstats import summarize
+from workstation.engine.context import CheckContext
+from workstation.protocol.steps import TimingSide, TimingStep, TorchTimerStep
+from workstation.runner import Runner
+from workstation.task.format import load_task
 
 #: op name -> (torch expression of (x, y), case)
 OPS = {

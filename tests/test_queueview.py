@@ -4,9 +4,9 @@ from __future__ import annotations
 
 import pytest
 
-from tests.conftest import SAMPLE_QUEUE  # noqa: E402
+from tests.conftest import SAMPLE_QUEUE
 from tests.recordkit import ALICE, BOB, isolate, make_queue, use_identity, verdict
-from tests.tuikit import build_fixture_queue  # noqa: E402
+from tests.tuikit import build_fixture_queue
 from workstation.records.parse import load_records
 from workstation.records.store import reserve
 from workstation.review.queueview import (

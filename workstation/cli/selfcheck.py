@@ -52,7 +52,7 @@ def selfcheck_cmd(queue: Path | None, subset: str | None, full: bool, as_json: b
         click.echo(f"kws: --subset: {e.args[0] if e.args else e}", err=True)
         sys.exit(2)
 
-    def on_row(row) -> None:  # noqa: ANN001  (a selfcheck Row)
+    def on_row(row) -> None:  # a selfcheck Row
         if not as_json:
             click.echo(_row_text(row))
 
@@ -85,7 +85,7 @@ def selfcheck_cmd(queue: Path | None, subset: str | None, full: bool, as_json: b
     sys.exit(res.exit_code)
 
 
-def _row_text(row) -> str:  # noqa: ANN001
+def _row_text(row) -> str:
     e = row.entry
     mark = {"caught": "caught", "quiet": "quiet", "missed": "MISSED", "noisy": "NOISY"}.get(row.outcome, row.outcome)
     checks = ",".join(e.watched) or "-"

@@ -100,7 +100,7 @@ class CheckResult:
                 "reason": self.reason}
 
 
-class Skip(Exception):  # noqa: N818  (a control-flow signal, like unittest.SkipTest)
+class Skip(Exception):  # a control-flow signal, like unittest.SkipTest
     """Raised by a check that has nothing to look at in this task (no bench, a contract
     that allows what it checks); the message is the reason. Status ``skip``."""
 

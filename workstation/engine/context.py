@@ -71,7 +71,7 @@ def hang_limit() -> int:
     return settings.current().hang_limit
 
 
-class TaskDied(Exception):  # noqa: N818  (a verdict signal, like Skip)
+class TaskDied(Exception):  # a verdict signal, like Skip
     """Raised by a check when task code ended a job it needed (a death, hang or forged
     result): the engine makes it a ``fail`` finding of that check, never an ``error``."""
 

@@ -32,7 +32,7 @@ _SKIP_DIRS = {"__pycache__", ".git"}
 
 
 def _blob_id(data: bytes) -> bytes:
-    return hashlib.sha1(b"blob %d\0" % len(data) + data).digest()  # noqa: S324  (git's object id)
+    return hashlib.sha1(b"blob %d\0" % len(data) + data).digest()  # git's object id
 
 
 def _tree_id(folder: Path) -> bytes | None:
@@ -58,14 +58,14 @@ def _tree_id(folder: Path) -> bytes | None:
     if not entries:
         return None
     body = b"".join(mode_name + b"\0" + oid for _key, mode_name, oid in sorted(entries))
-    return hashlib.sha1(b"tree %d\0" % len(body) + body).digest()  # noqa: S324
+    return hashlib.sha1(b"tree %d\0" % len(body) + body).digest()
 
 
 def folder_tree_id(folder: Path | str) -> str:
     """The git tree id (40 hex digits) the files of ``folder`` would have if committed as
     they are (``__pycache__``, ``*.pyc`` and ``.git`` left out)."""
     raw = _tree_id(Path(folder))
-    return raw.hex() if raw is not None else hashlib.sha1(b"tree 0\0").hexdigest()  # noqa: S324
+    return raw.hex() if raw is not None else hashlib.sha1(b"tree 0\0").hexdigest()
 
 
 def derivation_seed(version: str, kws_version: str) -> int:

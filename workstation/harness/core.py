@@ -437,7 +437,7 @@ class JobContext:
             sys.modules[name] = mod  # `from candidate import x` in a sibling file finds this one
             try:
                 spec.loader.exec_module(mod)
-            except BaseException as e:
+            except BaseException as e:  # noqa: BLE001  (re-raised, tagged with its phase)
                 sys.modules.pop(name, None)
                 raise _tag(e, "import") from None
             self._modules[file] = mod
@@ -458,7 +458,7 @@ class JobContext:
             with call_context(inputs):
                 result = fn(*inputs)
                 self.sync()
-        except BaseException as e:
+        except BaseException as e:  # noqa: BLE001  (re-raised, tagged with its phase)
             raise _tag(e, "call") from None
         return result, time.perf_counter() - t0
 
@@ -484,7 +484,7 @@ class JobContext:
                                            "(KWS_INPUT_BUDGET sets it)"), "make_inputs")
         try:
             inputs = fn(dict(case), self.device, seed)
-        except BaseException as e:
+        except BaseException as e:  # noqa: BLE001  (re-raised, tagged with its phase)
             asked = _oom_bytes(e)
             if asked is not None:
                 raise _tag(TaskFormatError("cases", f"case {_case_text(dict(case))}: make_inputs ran out of memory on "
@@ -646,7 +646,7 @@ def prepared_inputs(ctx: JobContext, case: dict[str, Any], seed: int, transforms
     inputs = ctx.make_inputs(case, seed)
     try:
         return apply_transforms(ctx, inputs, transforms)
-    except BaseException as e:
+    except BaseException as e:  # noqa: BLE001  (re-raised, tagged with its phase)
         raise _tag(e, "transform") from None
 
 

@@ -102,7 +102,7 @@ def _choose_device() -> tuple[str, bool]:
     forced = os.environ.get(childenv.DEVICE, "").strip().lower()
     if forced in ("cpu", "cuda"):
         return forced, forced == "cpu"
-    import torch  # noqa: F401  (only the NVML-based availability check; no CUDA init)
+    import torch  # only the NVML-based availability check; no CUDA init
 
     return ("cuda", False) if torch.cuda.is_available() else ("cpu", True)
 
@@ -120,11 +120,11 @@ def _optional_versions() -> dict[str, str]:
         except importlib.metadata.PackageNotFoundError:
             pass
     try:
-        import nki  # noqa: F401  (the PyPI placeholder raises ImportError here)
+        import nki  # the PyPI placeholder raises ImportError here
 
         if hasattr(nki, "simulate_kernel"):
             out["nki"] = str(getattr(nki, "__version__", "unknown"))
-    except Exception:  # noqa: BLE001,S110  (no usable NKI: the entry stays absent)
+    except Exception:  # noqa: BLE001  (no usable NKI: the entry stays absent)
         pass
     return out
 
@@ -205,7 +205,7 @@ def _run_in_job(req: control.RunJob, channel: tuple[int, int]) -> None:
     for fd in (devnull, so, se):
         if fd > 2:
             os.close(fd)
-    sys.stdin = open(0)  # noqa: SIM115
+    sys.stdin = open(0)
     os.chdir(req.cwd)
     code = 0
     try:

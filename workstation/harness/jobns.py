@@ -296,7 +296,7 @@ def drop_privileges() -> None:
         OSError: a step failed (the job must not run task code then).
     """
     try:
-        last = int(open("/proc/sys/kernel/cap_last_cap").read())  # noqa: SIM115
+        last = int(open("/proc/sys/kernel/cap_last_cap").read())
     except (OSError, ValueError):
         last = 63
     for cap in range(last + 1):

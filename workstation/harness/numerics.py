@@ -154,7 +154,7 @@ def _call_ref(ctx: JobContext, inputs: tuple) -> list[torch.Tensor]:
         with call_context(inputs):
             res = fn(*inputs)
             ctx.sync()
-    except BaseException as e:
+    except BaseException as e:  # noqa: BLE001  (re-raised, tagged with its phase)
         raise _tag(e, "call") from None
     return _outputs(ctx, res, inputs)
 
@@ -171,7 +171,7 @@ def oracle_step(ctx: JobContext, spec: NumOracleStep) -> StepOutput:
         described = describe_inputs(native)
         try:
             up = apply_transforms(ctx, native, [Upcast(dtype="float64")])
-        except BaseException as e:
+        except BaseException as e:  # noqa: BLE001  (re-raised, tagged with its phase)
             raise _tag(e, "transform") from None
         pristine = tuple(x.clone() if isinstance(x, torch.Tensor) else x for x in up)
         res = run_role(ctx, "reference", up)

@@ -211,7 +211,7 @@ def stale_call_step(ctx: Any, spec: StaleCallStep) -> StepOutput:
                 outs_e = ctx.outputs_of(r2, tuple(inputs))
                 early = [o.detach().to("cpu") for o in outs_e]  # ordered on the current stream only
             ctx.sync()
-        except BaseException as e:
+        except BaseException as e:  # noqa: BLE001  (re-raised, tagged with its phase)
             raise _tag(e, "call") from None
         s2 = time.perf_counter() - t0
         outs2 = ctx.outputs_of(r2, tuple(inputs))

@@ -176,7 +176,7 @@ def call_series_step(ctx: Any, spec: CallSeriesStep) -> StepOutput:
                 try:
                     with call_context(inputs):
                         r = fn(*inputs)
-                except BaseException as e:
+                except BaseException as e:  # noqa: BLE001  (re-raised, tagged with its phase)
                     raise _tag(e, "call") from None
                 seconds = time.perf_counter() - t0
                 outs = ctx.outputs_of(r, inputs)
@@ -240,7 +240,7 @@ def _loop(ctx: Any, spec: CallSeriesStep, fn: Any, pa: tuple, pb: tuple, res: St
         try:
             with call_context(inputs):
                 r = fn(*inputs)
-        except BaseException as e:
+        except BaseException as e:  # noqa: BLE001  (re-raised, tagged with its phase)
             raise _tag(e, "call") from None
         outs = ctx.outputs_of(r, inputs)
         if i == audit:

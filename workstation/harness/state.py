@@ -268,7 +268,7 @@ def state_probe_step(ctx: Any, spec: StateProbeStep) -> StepOutput:
                     ctx.sync()
             else:
                 fn(*inputs)
-        except BaseException as e:
+        except BaseException as e:  # noqa: BLE001  (re-raised, tagged with its phase)
             raise _tag(e, "call") from None
         seconds = time.perf_counter() - t0
         extra["after_call"] = snapshot(cuda)

@@ -250,7 +250,7 @@ def count_interpreter_launches() -> Iterator[LaunchTally]:
         yield tally
 
 
-class _CompileTimeout(BaseException):  # noqa: N818  (BaseException: torch must not swallow it)
+class _CompileTimeout(BaseException):  # BaseException: torch must not swallow it
     """Raised by SIGALRM when a torch.compile first call runs past its time box."""
 
 

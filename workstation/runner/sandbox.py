@@ -117,7 +117,7 @@ class RunnerError(Exception):
     its environment's, never a verdict on the task."""
 
 
-class JobCancelled(Exception):  # noqa: N818  (a control-flow signal)
+class JobCancelled(Exception):  # a control-flow signal
     """A job's ``cancel`` hook said not to start it (after it waited for a slot)."""
 
 

@@ -125,7 +125,7 @@ def _cparse(expr: str) -> Any:
     e = re.sub(r"(\d)(?:[uUlL]+)\b", r"\1", e)
     try:
         ast = c_parser.CParser().parse(f"int __kws(void) {{ return ({e}); }}")
-    except Exception as ex:  # noqa: BLE001  (pycparser raises its own ParseError and AssertionErrors)
+    except Exception as ex:  # pycparser raises its own ParseError and AssertionErrors
         raise Unresolved(f"not a C expression: {expr!r} ({type(ex).__name__})") from ex
     return ast.ext[0].body.block_items[0].expr
 

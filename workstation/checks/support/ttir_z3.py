@@ -303,7 +303,7 @@ class Encoder:
                 if self._record and op.name in ("tt.load", "tt.store"):
                     self.unsupported.append(f"{e} (line {op.line})")
 
-    def _op(self, op: Op) -> None:  # noqa: C901  (one dispatch on the op name)
+    def _op(self, op: Op) -> None:  # one dispatch on the op name
         name = op.name
         b = op.body
         ops = self._operands(op)
