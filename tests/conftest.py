@@ -164,6 +164,7 @@ MODULE_TIER = {
     "test_numerics": "unit",
     "test_profile_panel": "tui",
     "test_profiles": "unit",
+    "test_payloads": "unit",
     "test_protocol": "unit",
     "test_queueview": "git",
     "test_record_faults": "git",

@@ -49,7 +49,7 @@ def test_libdevice_symbols_map_to_numpy():
 
 def test_scalar_output_keeps_shape_empty():
     meta, arr = encode_tensor(torch.tensor(3.5))
-    assert meta["shape"] == [] and arr.shape == ()
+    assert meta.shape == [] and arr.shape == ()
 
 
 @pytest.mark.slow
@@ -155,7 +155,7 @@ def test_device_stand_in_limits_are_named_not_blamed():
             torch.zeros(4, device="cuda:0")
         except Exception as e:
             res["tensor"] = fidelity.limit_of(e)
-            res["info"] = error_info(e, "import").get("device_standin_limit")
+            res["info"] = error_info(e, "import").as_evidence().get("device_standin_limit")
         try:
             triton.runtime.driver.active.launcher_cls
         except fidelity.DeviceStandInLimit as e:

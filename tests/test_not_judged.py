@@ -14,6 +14,7 @@ from workstation.engine.check import REGISTRY, Check, NotJudged, Skip, register,
 from workstation.engine.context import CallOutcome
 from workstation.engine.report import exit_code, to_json_dict, to_text
 from workstation.engine.run import run_checks
+from workstation.protocol.results import Raised
 from workstation.protocol.steps import CallStep
 from workstation.runner.sandbox import DeviceInfo
 from workstation.task.format import load_task
@@ -176,8 +177,8 @@ def test_trials_dropped_at_a_limit_are_unjudged_and_contract_drops_are_not():
     spec = CallStep(role="reference", case={"N": 8}, seed=0)
     died = CallOutcome(spec=spec, step=None, death="died from SIGKILL", death_status="signal")
     assert _classify(None, t, died, None, False).unjudged
-    raised = CallOutcome(spec=spec, step=SimpleNamespace(ok=False, error={"phase": "call", "type": "ValueError",
-                                                                          "message": "N too small"}))
+    raised = CallOutcome(spec=spec, step=SimpleNamespace(ok=False, error=Raised(phase="call", type="ValueError",
+                                                                                message="N too small")))
     r = _classify(None, t, raised, None, False)
     assert r.status == "dropped" and not r.unjudged
 
@@ -210,25 +211,26 @@ def test_a_device_stand_in_limit_is_not_judged_and_its_calls_reach_the_report(tm
     become the report's ``device_standin`` key (target, its figures, calls per probe and
     the roles that made them)."""
     from workstation.engine.context import CheckContext
+    from workstation.engine.payloads import take_notes
+    from workstation.protocol.results import DeviceStandinLimit, Raised, StandinCalls
     from workstation.protocol.wire import StepResult
 
     ctx = CheckContext(load_task(write_task(tmp_path)), runner=None)
     step = CallStep(role="candidate", case={"N": 8, "dtype": "float32"}, seed=0)
     limit = ("the code asked for a CUDA device (AssertionError: Torch not compiled with CUDA enabled); kws's CPU "
              "stand-in answers device queries but cannot place tensors, streams or events on a GPU")
-    err = {"type": "AssertionError", "message": "Torch not compiled with CUDA enabled", "phase": "import",
-           "origin": "task", "device_standin_limit": limit}
+    err = Raised(type="AssertionError", message="Torch not compiled with CUDA enabled", phase="import",
+                 origin="task", causes=[DeviceStandinLimit(why=limit)])
     failed = StepResult(index=0, ok=False, error=err, outputs=[], extra={}, arrays={}, seconds=0.0)
     with pytest.raises(NotJudged, match="beyond what kws's CPU device stand-in answers"):
-        ctx._task_format_problem([CallOutcome(spec=step, step=failed)])
-    assert "stand-in" in ctx._missing_libraries()["candidate"]
+        ctx._task_problem([CallOutcome(spec=step, step=failed)])
+    assert "stand-in" in (ctx.refused("candidate") or "")
 
-    raw = {"device_standin": {"target": "H200", "calls": {"torch.cuda.get_device_name": 2,
-                                                          "triton.runtime.driver.active.get_current_target": 1}}}
-    ok = StepResult(index=0, ok=True, error=None, outputs=[], extra={}, arrays={}, seconds=0.0, raw=raw)
-    ctx._note_device_standin([step], SimpleNamespace(steps=[ok]))
-    ctx._note_device_standin([CallStep(role="reference", case={"N": 8, "dtype": "float32"})],
-                             SimpleNamespace(steps=[ok]))
+    note = StandinCalls(target="H200", calls={"torch.cuda.get_device_name": 2,
+                                              "triton.runtime.driver.active.get_current_target": 1})
+    ok = StepResult(index=0, ok=True, error=None, outputs=[], extra={}, arrays={}, seconds=0.0, notes=[note])
+    take_notes(ctx, [step], [ok])
+    take_notes(ctx, [CallStep(role="reference", case={"N": 8, "dtype": "float32"})], [ok])
     st = ctx.extensions["device_standin"]
     assert st["target"] == "H200" and st["answers"]["name"] == "NVIDIA H200"
     assert st["called"]["torch.cuda.get_device_name"] == {"calls": 4, "by": ["candidate", "reference"]}

@@ -467,7 +467,8 @@ def _bomb(path: Path, inflated: int) -> None:
 def test_the_parent_refuses_compressed_and_oversized_arrays(tmp_path):
     out = tmp_path / "out"
     out.mkdir()
-    (out / "step-0.json").write_text(json.dumps({"ok": True, "outputs": [{"shape": [1 << 30]}]}))
+    (out / "step-0.json").write_text(json.dumps({"ok": True, "kind": "call",
+                                                 "outputs": [{"dtype": "float64", "shape": [1 << 30], "stride": [1]}]}))
     _bomb(out / "step-0.npz", 1 << 30)
     assert (out / "step-0.npz").stat().st_size < 8 << 20
     rss = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024
@@ -482,7 +483,8 @@ def test_the_parent_refuses_compressed_and_oversized_arrays(tmp_path):
         read_step(out, 0)
     # the per-job budget
     np.savez(out / "step-0.npz", out0=np.zeros(1 << 16))
-    (out / "step-0.json").write_text(json.dumps({"ok": True, "outputs": [{"shape": [1 << 16]}]}))
+    (out / "step-0.json").write_text(json.dumps({"ok": True, "kind": "call",
+                                                 "outputs": [{"dtype": "float64", "shape": [1 << 16], "stride": [1]}]}))
     with pytest.raises(WireError, match="cap"):
         read_step(out, 0, Budget(1 << 16))
     assert read_step(out, 0, Budget(1 << 20)).outputs[0].shape == (1 << 16,)

@@ -13,6 +13,7 @@ import pytest
 
 from workstation.engine.check import TaskProblem, status_of
 from workstation.engine.context import CallOutcome, CheckContext
+from workstation.protocol.results import Raised
 from workstation.protocol.steps import CallStep, TritonAotStep
 
 CASE = {"N": 8, "dtype": "float32"}
@@ -23,7 +24,7 @@ def _spec(role: str = "candidate", seed: int = 0, case: dict[str, Any] | None = 
 
 
 def raised(role: str = "candidate", seed: int = 0, message: str = "boom") -> CallOutcome:
-    step = SimpleNamespace(ok=False, error={"phase": "call", "type": "RuntimeError", "message": message},
+    step = SimpleNamespace(ok=False, error=Raised(phase="call", type="RuntimeError", message=message),
                            extra={}, outputs=[])
     return CallOutcome(spec=_spec(role, seed), step=step)
 
@@ -183,7 +184,7 @@ def test_fallback_a_fault_injection_that_reached_no_launch_is_not_judged(monkeyp
     assert _status(chk, findings) == "skip"
     # a fault injection that hit the launches and raised is an observation: judged
     ctx = _fallback_ctx(monkeypatch, [cand, returned("reference")],
-                        CallOutcome(spec=_spec(), step=SimpleNamespace(ok=False, error={"phase": "call"},
+                        CallOutcome(spec=_spec(), step=SimpleNamespace(ok=False, error=Raised(phase="call", type="", message=""),
                                                                         extra={"attempted": 1}, outputs=[])))
     chk = Fallback()
     findings = chk.run(ctx)

@@ -258,9 +258,9 @@ class Autotune(Check):
         if st is None:
             raise RuntimeError(f"the autotune probe {job.describe_death()}: {job.stderr_tail[-1500:]}")
         if not st.ok:
-            err = st.error or {}
-            raise NotJudged(f"the candidate does not import here ({err.get('type')}: {err.get('message', '')[:200]}): "
-                       "correctness reports it")
+            err = st.error
+            raise NotJudged(f"the candidate does not import here ({err.type if err else None}: "
+                            f"{(err.message if err else '')[:200]}): correctness reports it")
         ats = st.extra.get("autotuners") or []
         if not ats:
             raise Skip("the candidate has no autotuned kernel (no triton Autotuner instance after import, in the "

@@ -297,8 +297,9 @@ class BenchmarkBias(Check):
                 return {"error": f"the author's bench {job.describe_death()} on case {case_label(ct.case)}{tail}",
                         "error_severity": "info"}
             if not st.ok:
-                err = st.error or {}
-                return {"error": f"the author's bench raised {err.get('type')}: {(err.get('message') or '')[:300]} "
+                err = st.error
+                return {"error": f"the author's bench raised {err.type if err else None}: "
+                                 f"{(err.message if err else '')[:300]} "
                                  f"on case {case_label(ct.case)} ({m.device_text()}){tail}", "error_severity": "info"}
             res = st.extra.get("result") or {}
             a_c, a_b = res.get("candidate_ms"), res.get("baseline_ms")

@@ -320,7 +320,7 @@ class PallasKernel(Check):
                     self.could_not_judge(f"{label}: the plain run failed too ({p.failure_text()}): the strict pass "
                                          "was not compared")
                 if p.ok:
-                    msg = (s.error or {}).get("message", "") if s.step else s.death
+                    msg = (s.error.message if s.error is not None else "") if s.step else s.death
                     if not _OOB.search(msg or ""):
                         # not the strict interpreter's out-of-bounds detector: the TPU interpreter
                         # cannot run this kernel (masked loads, advanced indexing, GPU-only ops)

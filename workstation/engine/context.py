@@ -21,7 +21,10 @@ from typing import Any
 
 from workstation import settings
 from workstation.analysis.compare import Comparison, ResolvedTolerance, compare, resolve_tolerance
+from workstation.engine import payloads
 from workstation.engine.check import NotJudged
+from workstation.protocol.extras import decode_extra
+from workstation.protocol.results import Raised, StepDoc, decode_doc, encodable
 from workstation.protocol.steps import (
     CallStep,
     Step,
@@ -35,7 +38,7 @@ from workstation.protocol.wire import StepResult as _WireStep
 from workstation.runner import JobCancelled, JobResult, Runner, RunnerError, StepResult
 from workstation.runner.sandbox import kws_cache_dir, tree_digest, wall_backstop
 from workstation.schema.text import safe_text, safe_tree
-from workstation.task.backends import backend_mismatch, cannot_run, library_hint, role_backend
+from workstation.task.backends import backend_mismatch, cannot_run, role_backend
 from workstation.task.model import Task
 from workstation.task.sources import TaskSources
 
@@ -139,7 +142,8 @@ class CallOutcome:
         return self.step.outputs if self.step is not None else []
 
     @property
-    def error(self) -> dict[str, Any] | None:
+    def error(self) -> Raised | None:
+        """What the step's code raised (None when it returned or did not finish)."""
         return self.step.error if self.step is not None else None
 
     def failure_class(self) -> str | None:
@@ -151,7 +155,7 @@ class CallOutcome:
             return "timeout" if self.death_status in ("timeout", "skipped") else "crash"
         if self.step.ok:
             return None
-        origin = (self.step.error or {}).get("origin")
+        origin = self.step.error.origin if self.step.error is not None else None
         return "compile-error" if origin in ("triton-compile", "build") else "runtime-error"
 
     def failure_evidence(self) -> dict[str, Any]:
@@ -169,7 +173,7 @@ class CallOutcome:
             if self.stdout_bytes > 65536:
                 ev["stdout_bytes"] = self.stdout_bytes
             return ev
-        err = dict(self.step.error or {})
+        err = self.step.error.as_evidence() if self.step.error is not None else {}
         tb = err.pop("traceback", "")
         err["traceback_tail"] = "\n".join(tb.strip().splitlines()[-12:])
         return safe_tree(err, 4000)
@@ -180,11 +184,12 @@ class CallOutcome:
         made safe (:func:`workstation.schema.text.safe_text`)."""
         if self.step is None:
             return safe_text(self.death)
-        err = self.step.error or {}
-        where = err.get("where") or {}
-        loc = f" ({where.get('file')}:{where.get('line')})" if where else ""
-        msg = (err.get("message") or "").strip().splitlines()
-        text = f"raised {safe_text(err.get('type'), 200)}: {safe_text(msg[0], 200) if msg else ''}"
+        err = self.step.error
+        if err is None:
+            return "raised None: "
+        loc = f" ({err.where.file}:{err.where.line})" if err.where is not None else ""
+        msg = err.message.strip().splitlines()
+        text = f"raised {safe_text(err.type, 200)}: {safe_text(msg[0], 200) if msg else ''}"
         return text + safe_text(loc, 400)
 
 
@@ -289,6 +294,13 @@ class CheckContext:
         running in parallel may fill parts of one key."""
         with self._ext_lock:
             self.extensions.setdefault(key, {})[part] = value
+
+    def update_report(self, key: str, fn: Callable[[Any], None]) -> None:
+        """Update the report's extension table ``report[key]`` in place with ``fn(table)``
+        (the table starts empty), under the lock that :meth:`extend_report` takes: for a
+        table several jobs and checks add rows to (e.g. ``imports``)."""
+        with self._ext_lock:
+            fn(self.extensions.setdefault(key, {}))
 
     def for_check(self, check_id: str) -> CheckContext:
         """A view of this context for one check: everything shared (the stash, the
@@ -473,7 +485,7 @@ class CheckContext:
                 why = self.cannot_run(role)
                 if why:
                     raise NotJudged(f"the {role} ({self.backend_of(role)}) cannot run here: {why}")
-                if known := self._missing_libraries().get(role):
+                if known := self.refused(role):
                     raise NotJudged(known)
         who = {principal(s) for s in steps}
         if len(who) > 1:
@@ -490,92 +502,12 @@ class CheckContext:
                               cache_key=f"{t.id}-{self.run_id}", cancel=cancel,
                               helper_dirs=[str(h) for h in t.helper_dirs], step_budgets=list(budgets),
                               import_budget=imp)
-        self._note_imports(job)
-        self._note_device_standin(steps, job)
-        self._note_cuda_emulation(steps, job)
+        payloads.take_notes(self, steps, job.steps)
         if job.died and job.status != "timeout" and not job.forged and all(x is None for x in job.steps) \
                 and job.died_in_step is None:
             raise RunnerError(f"a job ended before its first step ({job.describe_death()}): "
                               f"{safe_text(job.stderr_tail[-2000:])}")
         return job
-
-    def _note_imports(self, job: JobResult) -> None:
-        """Put the task-file imports the job's steps reported into the report's ``imports``
-        extension: per file, the largest CPU and wall seconds one job took to import it,
-        and how many jobs imported it."""
-        for st in job.steps:
-            imports = (st.raw.get("imports") if st is not None and isinstance(st.raw, dict) else None) or {}
-            if not isinstance(imports, dict):
-                continue
-            with self._ext_lock:
-                table = self.extensions.setdefault("imports", {})
-                for name, v in list(imports.items())[:50]:
-                    try:
-                        cpu, wall = float(v["cpu_s"]), float(v["wall_s"])
-                    except (KeyError, TypeError, ValueError):
-                        continue
-                    row = table.setdefault(str(name)[:200], {"cpu_s": 0.0, "wall_s": 0.0, "jobs": 0})
-                    row["cpu_s"] = round(max(row["cpu_s"], cpu), 3)
-                    row["wall_s"] = round(max(row["wall_s"], wall), 3)
-                    row["jobs"] += 1
-
-    def _note_device_standin(self, steps: list[Step], job: JobResult) -> None:
-        """Put what kws's device stand-in answered into the report's ``device_standin``
-        extension (docs/backends.md, "Device stand-in"): the target, the values it answers
-        (:mod:`workstation.protocol.devices`) and, per probe task code called, the calls and
-        the principals (reference, candidate, ...) whose jobs called it."""
-        from workstation.protocol.devices import DEFAULT_TARGET, DEVICE_TARGETS, device_target
-
-        for spec, st in zip(steps, job.steps, strict=False):
-            rec = st.raw.get("device_standin") if st is not None and isinstance(st.raw, dict) else None
-            if not isinstance(rec, dict):
-                continue
-            name = rec.get("target")
-            name = name if isinstance(name, str) and name in DEVICE_TARGETS else None
-            calls = rec.get("calls") if isinstance(rec.get("calls"), dict) else {}
-            with self._ext_lock:
-                table = self.extensions.setdefault("device_standin", {
-                    "target": name or DEFAULT_TARGET,
-                    "answers": device_target(name).as_dict(), "called": {}})
-                called = table["called"]
-                for probe, n in list(calls.items())[:100]:
-                    if not isinstance(n, int):
-                        continue
-                    row = called.setdefault(str(probe)[:200], {"calls": 0, "by": []})
-                    row["calls"] += n
-                    who = principal(spec)
-                    if who not in row["by"]:
-                        row["by"].append(who)
-
-    def _note_cuda_emulation(self, steps: list[Step], job: JobResult) -> None:
-        """Put the CUDA extensions built or loaded under kws's CPU emulation into the report's
-        ``cuda_emulation`` extension (docs/backends.md, "CUDA on a CPU"): what the emulation
-        runs and what it does not (``emulated``), and per extension and principal whether it
-        was compiled (``compiled_s``: g++ seconds) or taken from the run's cache, its launch
-        sites and whether its blocks ran as fibers (barriers, shuffles)."""
-        from workstation.task.backends import CUDA_EMULATION_NOTE
-
-        for spec, st in zip(steps, job.steps, strict=False):
-            recs = st.raw.get("cuda_emulation") if st is not None and isinstance(st.raw, dict) else None
-            if not isinstance(recs, list):
-                continue
-            with self._ext_lock:
-                table = self.extensions.setdefault("cuda_emulation", {"emulated": CUDA_EMULATION_NOTE, "builds": {}})
-                for rec in recs[:20]:
-                    if not isinstance(rec, dict):
-                        continue
-                    name = safe_text(str(rec.get("name", "?")), 200)
-                    row = table["builds"].setdefault(name, {"by": [], "compiled_s": [], "launches": [], "fibers": False})
-                    who = principal(spec)
-                    if who not in row["by"]:
-                        row["by"].append(who)
-                    if not rec.get("cached") and isinstance(rec.get("seconds"), int | float):
-                        row["compiled_s"].append(round(float(rec["seconds"]), 2))
-                    row["fibers"] = bool(row["fibers"] or rec.get("fibers"))
-                    if not row["launches"]:
-                        row["launches"] = [f"line {x.get('line')}: {safe_text(str(x.get('kernel')), 120)}<<<"
-                                           f"{safe_text(', '.join(map(str, x.get('config') or [])), 200)}>>>"
-                                           for x in (rec.get("launches") or [])[:20] if isinstance(x, dict)]
 
     def _budget(self, step: Step, st: float) -> float:
         """The CPU budget of ``step``: ``st``, or for a candidate's call on a case and seed
@@ -594,10 +526,7 @@ class CheckContext:
     def _learn_reference(self, step: Step, st: StepResult | None) -> None:
         if st is None or not st.ok or not isinstance(step, CallStep) or step.role != "reference":
             return
-        try:
-            cpu = float(st.raw.get("cpu_s"))
-        except (TypeError, ValueError):
-            return
+        cpu = st.cpu_s
         key = (json.dumps(dict(step.case), sort_keys=True), int(step.seed))
         with self._hang_lock:
             self._ref_cpu[key] = max(cpu, self._ref_cpu.get(key, 0.0))
@@ -706,7 +635,7 @@ class CheckContext:
             self._note(o)
         with self._log_lock:
             self._call_log.extend((o.spec, o) for o in out if isinstance(o.spec, CallStep))
-        self._task_format_problem(out)
+        self._task_problem(out)
         return out
 
     def _run_group(self, steps: list[Step], step_timeout: float | None, budget: bool) -> list[CallOutcome]:
@@ -790,66 +719,39 @@ class CheckContext:
             return outcome(again, death)
         return outcome(again, f"{first}; on its re-run with {CONFIRM_FACTOR * b:g} CPU s it {again.describe_death()}")
 
-    def _missing_libraries(self) -> dict[str, str]:
-        """role -> why its code cannot run here (a library its files import is not
-        installed), shared by every check of the run (:meth:`_task_format_problem`)."""
-        return self.stash.once("missing_libraries", dict)
+    def refuse_role(self, role: str, why: str) -> None:
+        """Remember for the rest of the run that ``role``'s code cannot run on this machine
+        (a library it imports is not installed, a GPU feature the stand-in cannot answer):
+        every later job of the role is refused with ``why`` (:meth:`run_job`). The first
+        reason given stays."""
+        self.stash.once("refused_roles", dict).setdefault(role, why)
 
-    def _task_format_problem(self, outcomes: list[CallOutcome]) -> None:
+    def refused(self, role: str) -> str | None:
+        """Why ``role``'s code cannot run here (:meth:`refuse_role`), or None."""
+        got: str | None = self.stash.once("refused_roles", dict).get(role)
+        return got
+
+    def _task_problem(self, outcomes: list[CallOutcome]) -> None:
         """Refuse to judge from steps whose failure is the task's or the machine's, not the
         role's:
 
-        - a library a task file imports is not installed here (a ``ModuleNotFoundError``
-          whose top-level module is importable from neither the task folder, the queue's
-          helpers nor the environment; harness ``missing_module``):
-          :class:`~workstation.engine.check.NotJudged` naming the module, the file and the
-          install hint; later jobs of that role are refused with it (:meth:`_run_job`);
-        - a task-format problem a job child found (harness ``TaskFormatError``): ``out_args``
-          beyond the inputs (any case), or a declared case over the input budget;
+        - an error's causes (:mod:`workstation.engine.payloads`: a library that is not
+          installed here, a limit of the device stand-in or of the CUDA emulation, a
+          task-format problem only a job child sees): their handlers raise
+          :class:`~workstation.engine.check.NotJudged` or
+          :class:`~workstation.engine.check.TaskProblem`;
         - ``make_inputs`` raised, exited or returned what the contract does not allow
-          (harness ``InputsProblem``) on a declared case.
-
-        The last two raise :class:`~workstation.engine.check.TaskProblem` naming the file. A
-        derived case ``make_inputs`` fails on stays a failed call (kws drops such cases)."""
+          (harness ``InputsProblem``) on a declared case:
+          :class:`~workstation.engine.check.TaskProblem` naming the inputs file. A derived
+          case ``make_inputs`` fails on stays a failed call (kws drops such cases)."""
         from workstation.engine.check import TaskProblem
 
-        for o in outcomes:
-            miss = (o.error or {}).get("missing_module")
-            if isinstance(miss, dict) and miss.get("found") is False:
-                who = principal(o.spec)
-                top = str(miss.get("top") or miss.get("name"))
-                name = str(miss.get("name") or top)
-                by = f" ({name!r}, imported by {miss['importer']})" if miss.get("importer") else f" ({name!r})"
-                why = (f"{top} is not installed here{by}: {library_hint(top)}; the {who}'s code cannot run, so this "
-                       "is not judged")
-                self._missing_libraries().setdefault(who, why)
-                raise NotJudged(why)
-            limit = (o.error or {}).get("device_standin_limit")
-            if isinstance(limit, str) and limit:
-                who = principal(o.spec)
-                why = (f"the {who}'s code needs a GPU beyond what kws's CPU device stand-in answers: "
-                       f"{safe_text(limit, 400)}; it cannot run here, so this is not judged (docs/backends.md, "
-                       "'Device stand-in')")
-                self._missing_libraries().setdefault(who, why)
-                raise NotJudged(why)
-            emu = (o.error or {}).get("cuda_emulation_limit")
-            if isinstance(emu, str) and emu:
-                who = principal(o.spec)
-                why = (f"the {who}'s CUDA extension cannot run under kws's CPU emulation of CUDA: {safe_text(emu, 600)}; "
-                       "so this is not judged (docs/backends.md, 'CUDA on a CPU'; cuda-build still reads it statically)")
-                self._missing_libraries().setdefault(who, why)
-                raise NotJudged(why)
+        payloads.judge_causes(self, outcomes)
         declared = [dict(c) for c in self.task.cases]
         inputs_ep = str(self.task.entry["inputs"]) if "inputs" in self.task.entry else "make_inputs"
         for o in outcomes:
-            err = o.error or {}
             case = getattr(o.spec, "case", None)
-            if err.get("origin") == "task-format":
-                key = str(err.get("key") or "")
-                if key == "cases" and case is not None and dict(case) not in declared:
-                    continue
-                raise TaskProblem("task.toml", f"{key}: {err.get('message')}")
-            if err.get("phase") == "make_inputs" and case is not None and dict(case) in declared:
+            if o.error is not None and o.error.phase == "make_inputs" and case is not None and dict(case) in declared:
                 raise TaskProblem(inputs_ep, f"on the declared case {case_label(dict(case))}: {o.failure_text()}")
 
     def _reference_problem(self, pairs: list[tuple[dict[str, Any], int]], outs: list[CallOutcome]) -> None:
@@ -869,7 +771,7 @@ class CheckContext:
                 continue
             where = f"the declared case {case_label(dict(case))} (seed {seed})"
             if not o.ok:
-                if (o.error or {}).get("phase") in ("call", "import"):
+                if o.error is not None and o.error.phase in ("call", "import"):
                     raise TaskProblem(ref_ep, f"the reference {o.failure_text()} on {where}")
                 continue
             if self.task.contract.nonfinite_inputs:
@@ -908,26 +810,29 @@ class CheckContext:
             return None
         path = kws_cache_dir() / "results" / f"{key}.json"
         try:
-            raw = json.loads(path.read_text())
-        except (OSError, ValueError):
+            doc = decode_doc(json.loads(path.read_text()))
+            extra = decode_extra(doc.kind, doc.extra)
+        except (OSError, ValueError):  # gone, or written by another kws version: a miss
             return None
-        st = _WireStep(index=0, ok=bool(raw.get("ok")), error=raw.get("error"), outputs=[],
-                       extra=raw.get("extra") or {}, arrays={}, seconds=float(raw.get("seconds") or 0.0), raw=raw,
-                       verified=[])
-        return CallOutcome(step, st)
+        if doc.kind != kind_of(step):
+            return None
+        return CallOutcome(step, _WireStep.from_doc(0, doc, [], {}, extra))
 
     def _keep(self, step: Step, out: CallOutcome) -> None:
         key = self.result_cache_key(step)
         st = out.step
         if key is None or st is None or not st.ok or st.verified != [] or st.outputs or st.arrays:
             return
+        doc = StepDoc(ok=st.ok, kind=st.kind, error=st.error,
+                      extra=st.extra if isinstance(st.extra, dict) else encodable(st.extra),
+                      seconds=st.seconds, cpu_s=st.cpu_s)
         d = kws_cache_dir() / "results"
         try:
             d.mkdir(parents=True, exist_ok=True)
             tmp = d / f"{key}.{uuid.uuid4().hex}.tmp"
-            tmp.write_text(json.dumps(st.raw))
+            tmp.write_text(json.dumps(encodable(doc)))
             os.replace(tmp, d / f"{key}.json")
-        except (OSError, TypeError, ValueError):
+        except (OSError, TypeError, ValueError):  # a full or read-only cache folder: nothing kept
             pass
 
     def calls(self, steps: list[Step], *, memo: bool = False) -> list[CallOutcome]:

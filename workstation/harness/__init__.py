@@ -55,6 +55,18 @@ from typing import Any
 import numpy as np
 
 from workstation.protocol import childenv
+from workstation.protocol.extras import Extra
+from workstation.protocol.results import (
+    CudaEmulationBuilds,
+    EmulatedBuild,
+    ImportTime,
+    Note,
+    Raised,
+    StandinCalls,
+    StepDoc,
+    encodable,
+    kws_error,
+)
 from workstation.protocol.steps import Job, kind_of
 
 #: step Struct type -> handler ``fn(ctx: JobContext, spec) -> StepOutput``.
@@ -78,13 +90,15 @@ OUT_DIR: Path | None = None
 @dataclass
 class StepOutput:
     """What a step handler returns. ``outputs``: torch tensors to send as ``out<j>``;
-    ``arrays``: extra named numpy arrays; ``extra``: JSON-ready data; ``seconds``: wall
-    time of the task call(s) inside the step."""
+    ``arrays``: extra named numpy arrays; ``extra``: the step kind's payload
+    (:mod:`workstation.protocol.extras`; a plain dict only for a kind whose payload has no
+    Struct yet); ``error``: what was raised (``ok`` False); ``seconds``: wall time of the
+    task call(s) inside the step."""
 
     ok: bool = True
-    error: dict[str, Any] | None = None
+    error: Raised | None = None
     outputs: list[Any] = field(default_factory=list)
-    extra: dict[str, Any] = field(default_factory=dict)
+    extra: Extra | dict[str, Any] = field(default_factory=dict)
     arrays: dict[str, np.ndarray] = field(default_factory=dict)
     seconds: float = 0.0
 
@@ -217,8 +231,7 @@ def run_job(job: Job) -> None:
         c0 = cpu_seconds()
         t0 = time.perf_counter()
         if handler is None:
-            res = StepOutput(ok=False, error={"type": "KwsError", "message": f"unknown step kind {kind_of(spec)!r}",
-                                              "traceback": "", "phase": "harness", "origin": "kws"})
+            res = StepOutput(ok=False, error=kws_error(f"unknown step kind {kind_of(spec)!r}"))
         else:
             try:
                 res = handler(ctx, spec)
@@ -232,35 +245,44 @@ def run_job(job: Job) -> None:
             meta, arr = encode_tensor(t)
             metas.append(meta)
             arrays[f"out{j}"] = arr
-        doc = {
-            "ok": res.ok,
-            "error": res.error,
-            "outputs": metas,
-            "extra": res.extra,
-            "seconds": res.seconds,
-            "step_seconds": time.perf_counter() - t0,
-            "cpu_s": round(cpu_seconds() - c0, 4),
-            "imports": dict(ctx.imports),
-        }
-        from workstation.harness.fidelity import take_standin_calls
-
-        standin = take_standin_calls()  # the device stand-in's probes task code called in this step
-        if standin is not None:
-            doc["device_standin"] = standin
-        from workstation.harness.cuda_emu import builds as cuda_emu_builds
-
-        emu = cuda_emu_builds()  # the CUDA extensions this step built (or loaded) under CPU emulation
-        if emu:
-            doc["cuda_emulation"] = emu
+        doc = StepDoc(ok=res.ok, kind=kind_of(spec), error=res.error, outputs=metas,
+                      extra=res.extra if isinstance(res.extra, dict) else encodable(res.extra),
+                      seconds=res.seconds, step_seconds=time.perf_counter() - t0,
+                      cpu_s=round(cpu_seconds() - c0, 4),
+                      imports={k: ImportTime(cpu_s=v["cpu_s"], wall_s=v["wall_s"]) for k, v in ctx.imports.items()},
+                      notes=_notes())
         npz = b""
         if arrays:
             buf = io.BytesIO()
             np.savez(buf, **arrays)
             npz = buf.getvalue()
             _write_atomic(out / f"step-{i}.npz", npz)
-        meta = json.dumps(doc, default=_json_default).encode()
-        _write_atomic(out / f"step-{i}.json", meta)
-        checkpoint(hashlib.sha256(meta).hexdigest(), hashlib.sha256(npz).hexdigest() if npz else "-")
+        blob = json.dumps(encodable(doc), default=_json_default).encode()
+        _write_atomic(out / f"step-{i}.json", blob)
+        checkpoint(hashlib.sha256(blob).hexdigest(), hashlib.sha256(npz).hexdigest() if npz else "-")
+
+
+def _notes() -> list[Note]:
+    """What the backend layers observed in the step that just ended (and forget it): the
+    device stand-in's probes task code called, the CUDA extensions built under emulation."""
+    from workstation.harness.cuda_emu import builds as cuda_emu_builds
+    from workstation.harness.fidelity import take_standin_calls
+
+    notes: list[Note] = []
+    standin = take_standin_calls()
+    if standin is not None:
+        notes.append(StandinCalls(target=str(standin["target"]), calls=dict(standin["calls"])))
+    emu = cuda_emu_builds()
+    if emu:
+        notes.append(CudaEmulationBuilds(builds=[_emulated(b) for b in emu]))
+    return notes
+
+
+def _emulated(rec: dict[str, Any]) -> EmulatedBuild:
+    import msgspec
+
+    return msgspec.convert({k: v for k, v in rec.items() if k in EmulatedBuild.__struct_fields__},
+                           type=EmulatedBuild)
 
 
 def checkpoint(json_sha256: str, npz_sha256: str) -> None:

@@ -42,6 +42,7 @@ from workstation.harness.aot_compile import run_child, task_relative
 from workstation.harness.core import INTERPRETER, error_info, run_role
 from workstation.harness.ir import analyze
 from workstation.harness.selftest import interpreter_selftest
+from workstation.protocol.results import Raised
 from workstation.protocol.steps import Case, TritonAotStep, TritonLaunchRecords, kind_of
 
 ANALYSIS_VERSION = 2
@@ -149,15 +150,15 @@ def aot_step(ctx: Any, spec: TritonAotStep) -> StepOutput:
             except subprocess.TimeoutExpired:
                 proc.kill()
                 out, err = proc.communicate()
-                return StepOutput(ok=False, error={"type": "TimeoutError", "message": f"the AOT compile child "
-                                                   f"did not finish in {AOT_TIMEOUT_S:g} s", "traceback": err[-4000:],
-                                                   "phase": "aot", "origin": "kws"})
+                return StepOutput(ok=False, error=Raised(
+                    type="TimeoutError", message=f"the AOT compile child did not finish in {AOT_TIMEOUT_S:g} s",
+                    traceback=err[-4000:], phase="aot", origin="kws"))
             try:
                 kernels = json.loads(out)["kernels"]
             except (ValueError, KeyError, TypeError):
-                return StepOutput(ok=False, error={"type": "AotError", "message": f"the AOT compile child exited "
-                                                   f"with {proc.returncode} without a result", "traceback": err[-4000:],
-                                                   "phase": "aot", "origin": "kws"})
+                return StepOutput(ok=False, error=Raised(
+                    type="AotError", message=f"the AOT compile child exited with {proc.returncode} without a result",
+                    traceback=err[-4000:], phase="aot", origin="kws"))
     else:
         missing = []
         for li, rec in enumerate(recs):

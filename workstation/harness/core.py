@@ -56,6 +56,18 @@ from workstation.harness import (
     transform,
 )
 from workstation.protocol import childenv
+from workstation.protocol.extras.calls import InputDesc
+from workstation.protocol.results import (
+    Cause,
+    CudaEmulationLimit,
+    DeviceStandinLimit,
+    MissingModule,
+    Origin,
+    Raised,
+    TaskFormat,
+    TensorMeta,
+    Where,
+)
 from workstation.protocol.steps import (
     AuthorTestStep,
     CallStep,
@@ -202,21 +214,24 @@ def _oom_bytes(e: BaseException) -> int | None:
     return 0
 
 
-def error_info(e: BaseException, phase: str) -> dict[str, Any]:
-    """JSON-ready description of an exception raised by task code.
+def error_info(e: BaseException, phase: str) -> Raised:
+    """What task code raised, typed (:class:`~workstation.protocol.results.Raised`).
 
     ``origin`` is ``"triton-compile"`` when Triton rejected the program (a
     ``CompilationError``, or an error raised from ``triton/language`` or
     ``triton/compiler`` frames, which the interpreter wraps in ``InterpreterError``),
-    ``"build"`` for a failed C++/CUDA extension build, else ``"task"``.
-    ``device_standin_limit`` (present only then) says why the error is a limit of the CPU
-    device stand-in (a CUDA tensor, stream or driver call it cannot give;
-    :func:`workstation.harness.fidelity.limit_of`) rather than a defect.
-    ``cuda_emulation_limit`` (present only then) says why it is a limit of kws's CPU
-    emulation of CUDA (a construct it does not emulate: :func:`workstation.harness.cuda_emu.limit_of`).
+    ``"build"`` for a failed C++/CUDA extension build, ``"task-format"`` for a
+    :class:`TaskFormatError`, else ``"task"``. ``causes`` holds what kws recognised the error
+    to be due to: a module that could not be found (:class:`MissingModule`), a limit of the
+    CPU device stand-in (a CUDA tensor, stream or driver call it cannot give;
+    :func:`workstation.harness.fidelity.limit_of`), a limit of kws's CPU emulation of CUDA
+    (a construct it does not emulate: :func:`workstation.harness.cuda_emu.limit_of`).
     """
+    if isinstance(e, TaskFormatError):
+        return Raised(type="TaskFormatError", message=e.problem, phase=phase, origin="task-format",
+                      causes=[TaskFormat(key=e.key)])
     tb = "".join(traceback.format_exception(type(e), e, e.__traceback__))
-    origin = "task"
+    origin: Origin = "task"
     for ex in excchain.chain(e):
         name = type(ex).__name__
         mod = type(ex).__module__
@@ -232,46 +247,37 @@ def error_info(e: BaseException, phase: str) -> dict[str, Any]:
         if "Error building extension" in str(ex) or name == "CalledProcessError" and "ninja" in str(ex):
             origin = "build"
             break
-    line = None
+    where = None
     for fr in reversed(traceback.extract_tb(e.__traceback__)):
         if "/site-packages/" not in fr.filename and "/workstation/" not in fr.filename:
-            line = {"file": os.path.basename(fr.filename), "line": fr.lineno, "function": fr.name}
+            where = Where(file=os.path.basename(fr.filename), line=fr.lineno, function=fr.name)
             break
     if isinstance(e, SystemExit):
         message = f"SystemExit({e.code!r}): the task code called sys.exit"
     else:
         message = str(e)[:4000]
-    if isinstance(e, TaskFormatError):
-        return {"type": "TaskFormatError", "message": e.problem, "traceback": "", "phase": phase,
-                "origin": "task-format", "key": e.key, "where": None}
-    missing = _missing_module(e)
+    from workstation.harness.cuda_emu import limit_of as emulation_limit_of
     from workstation.harness.fidelity import limit_of
 
-    standin_limit = limit_of(e)
-    from workstation.harness.cuda_emu import limit_of as emulation_limit_of
-
-    emu_limit = emulation_limit_of(e)
-    return {
-        **({"missing_module": missing} if missing else {}),
-        **({"device_standin_limit": standin_limit} if standin_limit else {}),
-        **({"cuda_emulation_limit": emu_limit} if emu_limit else {}),
-        "type": f"{type(e).__module__}.{type(e).__qualname__}".removeprefix("builtins."),
-        "message": message,
-        "traceback": tb[-12000:],
-        "phase": phase,
-        "origin": origin,
-        "where": line,
-    }
+    causes: list[Cause] = []
+    if (missing := _missing_module(e)) is not None:
+        causes.append(missing)
+    if standin_limit := limit_of(e):
+        causes.append(DeviceStandinLimit(why=standin_limit))
+    if emu_limit := emulation_limit_of(e):
+        causes.append(CudaEmulationLimit(why=emu_limit))
+    return Raised(type=f"{type(e).__module__}.{type(e).__qualname__}".removeprefix("builtins."), message=message,
+                  traceback=tb[-12000:], phase=phase, origin=origin, where=where, causes=causes)
 
 
-def _missing_module(e: BaseException) -> dict[str, Any] | None:
-    """For a ``ModuleNotFoundError`` (``e`` or its cause): ``{"name", "top", "found",
-    "importer"}``: the module it could not find, its top-level package, whether that package
-    is importable here at all (``found``: ``importlib.util.find_spec`` over this ``sys.path``,
-    which holds the task folder and the queue's helpers first: False means a library not
-    installed here, not a typo of a submodule of one that is), and the task file whose line
-    imported it (the last frame outside site-packages, kws and the import machinery; "" when
-    none). None for any other exception."""
+def _missing_module(e: BaseException) -> MissingModule | None:
+    """For a ``ModuleNotFoundError`` (``e`` or in its chain): the module it could not find,
+    its top-level package, whether that package is importable here at all (``found``:
+    ``importlib.util.find_spec`` over this ``sys.path``, which holds the task folder and the
+    queue's helpers first: False means a library not installed here, not a typo of a
+    submodule of one that is), and the task file whose line imported it (the last frame
+    outside site-packages, kws and the import machinery; "" when none). None for any other
+    exception."""
     cur = next((x for x in excchain.chain(e) if isinstance(x, ModuleNotFoundError) and x.name), None)
     if not isinstance(cur, ModuleNotFoundError) or not cur.name:
         return None
@@ -287,7 +293,7 @@ def _missing_module(e: BaseException) -> dict[str, Any] | None:
             continue
         importer = os.path.basename(f)
         break
-    return {"name": cur.name, "top": top, "found": found, "importer": importer}
+    return MissingModule(name=cur.name, top=top, found=found, importer=importer)
 
 
 def _all_finite(t: torch.Tensor) -> bool | None:
@@ -315,7 +321,7 @@ def tensor_digest(t: torch.Tensor) -> str:
     return h.hexdigest()
 
 
-def encode_tensor(t: Any) -> tuple[dict[str, Any], np.ndarray]:
+def encode_tensor(t: Any) -> tuple[TensorMeta, np.ndarray]:
     """(metadata, array) for one output: float dtypes as float64 (exact up to fp32),
     integers as int64, bool as bool, complex as complex128; the array has the tensor's
     shape, ``()`` for a 0-d tensor.
@@ -326,17 +332,10 @@ def encode_tensor(t: Any) -> tuple[dict[str, Any], np.ndarray]:
     if not isinstance(t, torch.Tensor):
         raise TypeError(f"expected a torch.Tensor, got {type(t).__name__}")
     d = t.detach()
-    meta = {
-        "dtype": str(d.dtype).removeprefix("torch."),
-        "shape": list(d.shape),
-        "stride": list(d.stride()),
-        "storage_offset": int(d.storage_offset()),
-        "contiguous": bool(d.is_contiguous()),
-        "device": str(d.device),
-        "data_ptr": int(d.data_ptr()) if d.numel() else 0,
-        "requires_grad": bool(t.requires_grad),
-        "is_view": d._base is not None,
-    }
+    meta = TensorMeta(dtype=str(d.dtype).removeprefix("torch."), shape=list(d.shape), stride=list(d.stride()),
+                      storage_offset=int(d.storage_offset()), contiguous=bool(d.is_contiguous()),
+                      device=str(d.device), data_ptr=int(d.data_ptr()) if d.numel() else 0,
+                      requires_grad=bool(t.requires_grad), is_view=d._base is not None)
     c = d.cpu() if d.device.type != "cpu" else d
     if c.dtype.is_complex:
         arr = c.to(torch.complex128).numpy()
@@ -620,22 +619,18 @@ def call_context(inputs: tuple) -> contextlib.ExitStack:
     return stack
 
 
-def describe_inputs(inputs: tuple) -> list[dict[str, Any]]:
+def describe_inputs(inputs: tuple) -> list[InputDesc]:
     """Metadata of each positional input: for a tensor its dtype, shape, layout, a content
     digest and ``finite`` (every element finite: :func:`_all_finite`)."""
     out = []
     for i, x in enumerate(inputs):
         if isinstance(x, torch.Tensor):
-            out.append({
-                "index": i, "kind": "tensor", "dtype": str(x.dtype).removeprefix("torch."),
-                "shape": list(x.shape), "stride": list(x.stride()),
-                "storage_offset": int(x.storage_offset()), "contiguous": bool(x.is_contiguous()),
-                "data_ptr": int(x.data_ptr()) if x.numel() else 0,
-                "sha256": tensor_digest(x),
-                "finite": _all_finite(x),
-            })
+            out.append(InputDesc(index=i, kind="tensor", dtype=str(x.dtype).removeprefix("torch."), shape=list(x.shape),
+                                 stride=list(x.stride()), storage_offset=int(x.storage_offset()),
+                                 contiguous=bool(x.is_contiguous()), data_ptr=int(x.data_ptr()) if x.numel() else 0,
+                                 sha256=tensor_digest(x), finite=_all_finite(x)))
         else:
-            out.append({"index": i, "kind": type(x).__name__, "value": repr(x)[:200]})
+            out.append(InputDesc(index=i, kind=type(x).__name__, value=repr(x)[:200]))
     return out
 
 
@@ -709,8 +704,8 @@ def run_role(ctx: JobContext, role: str, inputs: tuple, monitors: Sequence[Monit
     outputs = ctx.outputs_of(result, inputs)
     after = describe_inputs(inputs)
     for b, a in zip(before, after, strict=True):
-        if b["kind"] == "tensor":
-            b["sha256_after"] = a["sha256"]
+        if b.kind == "tensor":
+            b.sha256_after = a.sha256
     extra = {"inputs": before, "monitors": report, "calls": calls, "device_name": ctx.device_name}
     res = StepOutput(ok=True, outputs=outputs, extra=extra, seconds=sum(calls))
     if send_inputs:
@@ -718,7 +713,7 @@ def run_role(ctx: JobContext, role: str, inputs: tuple, monitors: Sequence[Monit
             if isinstance(x, torch.Tensor):
                 meta, arr = encode_tensor(x)
                 res.arrays[f"in{j}"] = arr
-                extra["inputs"][j]["sent"] = True
+                before[j].sent = True
     return res
 
 

@@ -179,7 +179,7 @@ def oracle_step(ctx: JobContext, spec: NumOracleStep) -> StepOutput:
         return StepOutput(ok=False, error=error_info(e, getattr(e, "_kws_phase", "call")),
                           extra={"device_name": ctx.device_name})
     res.extra["inputs"] = described
-    res.extra["oracle_inputs"] = [{"index": d["index"], "dtype": d.get("dtype")} for d in describe_inputs(up)]
+    res.extra["oracle_inputs"] = [{"index": d.index, "dtype": d.dtype or None} for d in describe_inputs(up)]
     skip = set(spec.skip)
     floats = [i for i, x in enumerate(pristine) if _float_tensor(x) and i not in skip]
     res.extra["float_inputs"] = floats

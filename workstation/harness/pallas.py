@@ -402,11 +402,12 @@ def pallas_read_step(ctx: Any, spec: PallasReadStep) -> StepOutput:
     ``calls`` (invocations per case), ``case_errors`` (the candidate raised on a case),
     ``jax`` (whether JAX is loaded), ``seconds``."""
     from workstation.harness.core import error_info, run_role
+    from workstation.protocol.results import kws_error
 
     t0 = time.perf_counter()
     if not install():
-        return StepOutput(ok=False, error={"type": "ImportError", "message": "JAX is not installed for kws",
-                                           "traceback": "", "phase": "pallas_read", "origin": "kws"})
+        return StepOutput(ok=False, error=kws_error("JAX is not installed for kws", phase="pallas_read",
+                                                    type_="ImportError"))
     kernels: dict[str, dict[str, Any]] = {}
     calls: list[int] = []
     case_errors: dict[str, Any] = {}

@@ -31,6 +31,7 @@ from workstation.harness.core import (
     error_info,
     prepared_inputs,
 )
+from workstation.protocol.results import decode_doc, kws_error
 from workstation.protocol.steps import (
     CallStep,
     HashseedCallStep,
@@ -117,11 +118,10 @@ def hashseed_call_step(ctx: Any, spec: HashseedCallStep) -> StepOutput:
     extra = {"hashseed": spec.hashseed, "returncode": r["returncode"],
              "stderr_tail": r["stderr"][-2000:], "wall_seconds": time.perf_counter() - t0}
     if doc is None:
-        return StepOutput(ok=False, error={"type": "KwsError", "message": "the fresh interpreter wrote no result "
-                                           f"(exit {r['returncode']}): {r['stderr'][-1500:]}", "traceback": "",
-                                           "phase": "harness", "origin": "kws"}, extra=extra)
+        return StepOutput(ok=False, error=kws_error("the fresh interpreter wrote no result "
+                                                    f"(exit {r['returncode']}): {r['stderr'][-1500:]}"), extra=extra)
     if not doc.get("ok"):
-        return StepOutput(ok=False, error=doc.get("error"), extra=extra)
+        return StepOutput(ok=False, error=decode_doc(doc).error, extra=extra)
     res = StepOutput(ok=True, seconds=float(doc.get("seconds") or 0.0))
     for j, _meta in enumerate(doc.get("outputs") or []):
         res.arrays[f"h{j}"] = got["arrays"][f"out{j}"]

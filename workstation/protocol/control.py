@@ -192,7 +192,7 @@ def decode_to_server(line: bytes | str) -> Any:
     return _to_server.decode(line)
 
 
-def _decode_or_none(decoder: msgspec.json.Decoder, line: bytes | str) -> Any:
+def _decode_or_none(decoder: msgspec.json.Decoder[Any], line: bytes | str) -> Any:
     try:
         return decoder.decode(line)
     except msgspec.DecodeError:

@@ -74,7 +74,8 @@ def poison_value(dtype: str, scenario: str) -> float | int | None:
     if bits is None:
         return None
     arr = np.array([bits], dtype=np.uint64).astype(_UINT[ELEMENT_SIZE[dtype]])
-    return decode(arr, dtype)[0].item()
+    value: float | int = decode(arr, dtype)[0].item()
+    return value
 
 
 def is_float_nan_poison(dtype: str) -> bool:

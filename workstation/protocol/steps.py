@@ -76,13 +76,13 @@ class _Transform(msgspec.Struct, frozen=True, forbid_unknown_fields=True, kw_onl
     """Base of the input transforms (see :mod:`workstation.harness.core`)."""
 
 
-class Upcast(_Transform, tag="upcast", kw_only=True):
+class Upcast(_Transform, tag="upcast", frozen=True, kw_only=True):
     """Cast every floating tensor input to ``dtype`` (torch dtype name; the float64 oracle)."""
 
     dtype: str = "float64"
 
 
-class Cast(_Transform, tag="cast", kw_only=True):
+class Cast(_Transform, tag="cast", frozen=True, kw_only=True):
     """Cast floating tensor inputs of dtype ``from_dtype`` (``None``: any floating dtype)
     to ``dtype`` (torch dtype names)."""
 
@@ -90,7 +90,7 @@ class Cast(_Transform, tag="cast", kw_only=True):
     from_dtype: str | None = None
 
 
-class Layout(_Transform, tag="layout", kw_only=True):
+class Layout(_Transform, tag="layout", frozen=True, kw_only=True):
     """Rebuild the tensor inputs at ``args`` as views of layout ``kind`` (same values except
     ``expand``); ``materialize``: copy the result back to contiguous memory (the
     reference's side of ``expand``). See :mod:`workstation.harness.layouts`."""
@@ -100,7 +100,7 @@ class Layout(_Transform, tag="layout", kw_only=True):
     materialize: bool = False
 
 
-class ValueTransform(_Transform, kw_only=True):
+class ValueTransform(_Transform, frozen=True, kw_only=True):
     """Base of the value transforms of :mod:`workstation.harness.values`: ``args`` are the
     inputs they may change (``None``: every floating tensor input), ``seed`` seeds their
     random draws (a CPU ``torch.Generator``)."""
@@ -109,7 +109,7 @@ class ValueTransform(_Transform, kw_only=True):
     seed: int = 0
 
 
-class Magnitude(ValueTransform, tag="magnitude", kw_only=True):
+class Magnitude(ValueTransform, tag="magnitude", frozen=True, kw_only=True):
     """Large magnitudes up to ``amax`` (rounded down to a value of the input's dtype):
     ``scale`` (max |x| becomes amax), ``spikes`` (one +amax and one -amax per row),
     ``shift`` (every value in [0.85, 0.95] amax)."""
@@ -118,43 +118,43 @@ class Magnitude(ValueTransform, tag="magnitude", kw_only=True):
     amax: float
 
 
-class SignedZeros(ValueTransform, tag="signed_zeros", kw_only=True):
+class SignedZeros(ValueTransform, tag="signed_zeros", frozen=True, kw_only=True):
     """-0.0 at every third element, row 0 all -0.0, row 1 all +0.0."""
 
 
-class Tiny(ValueTransform, tag="tiny", kw_only=True):
+class Tiny(ValueTransform, tag="tiny", frozen=True, kw_only=True):
     """Values within 4x of the dtype's smallest normal, most of them subnormal."""
 
 
-class Nonfinite(ValueTransform, tag="nonfinite", kw_only=True):
+class Nonfinite(ValueTransform, tag="nonfinite", frozen=True, kw_only=True):
     """One nan, +inf and -inf per row at seeded positions."""
 
 
-class Perturb(ValueTransform, tag="perturb", kw_only=True):
+class Perturb(ValueTransform, tag="perturb", frozen=True, kw_only=True):
     """``x + rel * (|x| + rms(x)) * N(0, 1)`` (``rel``: relative size, dimensionless)."""
 
     rel: float = 1e-2
 
 
-class Diverse(ValueTransform, tag="diverse", kw_only=True):
+class Diverse(ValueTransform, tag="diverse", frozen=True, kw_only=True):
     """Replace the values by a unit-scale draw of ``dist`` times the input's rms
     (absolute values for a non-negative input)."""
 
     dist: Literal["normal", "uniform", "heavy", "mixed"]
 
 
-class Rescale(ValueTransform, tag="rescale", kw_only=True):
+class Rescale(ValueTransform, tag="rescale", frozen=True, kw_only=True):
     """Multiply the values by ``factor`` (dimensionless; ``input-distributions``)."""
 
     factor: float
 
 
-class NumFresh(_Transform, tag="num_fresh", kw_only=True):
+class NumFresh(_Transform, tag="num_fresh", frozen=True, kw_only=True):
     """A copy of every tensor input (same values and strides): a second, separately
     memoised run of the same call."""
 
 
-class NumTf32(_Transform, tag="num_tf32", kw_only=True):
+class NumTf32(_Transform, tag="num_tf32", frozen=True, kw_only=True):
     """Round fp32 tensor inputs (except those at ``skip``) to TF32's 10 explicit mantissa
     bits: ``rna`` rounds to nearest, ties away from zero (``cvt.rna.tf32.f32``), ``trunc``
     drops the low 13 bits."""
@@ -174,27 +174,27 @@ class _Monitor(msgspec.Struct, frozen=True, forbid_unknown_fields=True, kw_only=
     """Base of the call monitors; each reports into ``extra["monitors"][<name>]``."""
 
 
-class AtenOps(_Monitor, tag="aten_ops", kw_only=True):
+class AtenOps(_Monitor, tag="aten_ops", frozen=True, kw_only=True):
     """Count the aten ops the call dispatches (:mod:`workstation.harness.trace`)."""
 
 
-class TritonLaunches(_Monitor, tag="triton_launches", kw_only=True):
+class TritonLaunches(_Monitor, tag="triton_launches", frozen=True, kw_only=True):
     """Count the call's Triton launches per kernel (:mod:`workstation.harness.trace`)."""
 
 
-class TritonLaunchRecords(_Monitor, tag="triton_launch_records", kw_only=True):
+class TritonLaunchRecords(_Monitor, tag="triton_launch_records", frozen=True, kw_only=True):
     """Record each distinct Triton launch's signature, constexprs and options for an AOT
     compile (:mod:`workstation.harness.aot_capture`)."""
 
 
-class KeepFloat64(_Monitor, tag="keep_float64", kw_only=True):
+class KeepFloat64(_Monitor, tag="keep_float64", frozen=True, kw_only=True):
     """While the role runs (on float64 inputs: the oracle), every aten op asked for a
     narrower float dtype (``x.float()``, ``.to(torch.float16)``, a float32 factory) gets
     float64 instead, so a reference that casts internally still computes an oracle.
     Reports ``{"kept": {op: n}, "total": n}``."""
 
 
-class ContractRound(_Monitor, tag="contract_round", kw_only=True):
+class ContractRound(_Monitor, tag="contract_round", frozen=True, kw_only=True):
     """The accuracy-contract oracle (``[contract] compute_dtype``, a kws extension): while the
     role runs on float64 inputs, every aten op asked for a narrower float dtype gets float64
     (as :class:`KeepFloat64`) and every floating result is rounded to ``compute`` and
@@ -208,25 +208,25 @@ class ContractRound(_Monitor, tag="contract_round", kw_only=True):
     accumulate: Literal["float16", "bfloat16", "float32"] = "float32"
 
 
-class PoisonMaskedLoads(_Monitor, tag="poison_masked_loads", kw_only=True):
+class PoisonMaskedLoads(_Monitor, tag="poison_masked_loads", frozen=True, kw_only=True):
     """While the role runs under the Triton interpreter, masked lanes of ``tl.load``
     without ``other=`` read NaN (floats) or the 0x5A sentinel (ints), as undefined lanes
     may on a GPU. Reports ``{"active": bool, "poisoned_lanes": n}``."""
 
 
-class NumCallers(_Monitor, tag="num_callers", kw_only=True):
+class NumCallers(_Monitor, tag="num_callers", frozen=True, kw_only=True):
     """Count Python calls into functions defined in the task file ``file`` (path relative
     to the task folder) while the call runs (:mod:`workstation.harness.numerics`)."""
 
     file: str
 
 
-class PallasCalls(_Monitor, tag="pallas_calls", kw_only=True):
+class PallasCalls(_Monitor, tag="pallas_calls", frozen=True, kw_only=True):
     """Count the call's ``pallas_call`` kernel invocations per kernel name, and how they ran
     (interpret mode or native) (:mod:`workstation.harness.pallas`)."""
 
 
-class PallasStrict(_Monitor, tag="pallas_strict", kw_only=True):
+class PallasStrict(_Monitor, tag="pallas_strict", frozen=True, kw_only=True):
     """Run every ``pallas_call`` of the call in Pallas's TPU interpret mode with strict
     settings: out-of-bounds reads raise, uninitialised memory is NaN, races are detected
     between ``cores`` simulated cores, every grid dimension ``parallel`` unless the kernel
@@ -246,7 +246,7 @@ class _Step(msgspec.Struct, frozen=True, forbid_unknown_fields=True, kw_only=Tru
     """Base of the steps."""
 
 
-class CallStep(_Step, tag="call", kw_only=True):
+class CallStep(_Step, tag="call", frozen=True, kw_only=True):
     """Make the inputs of ``case``/``seed``, apply ``transforms`` in order, call ``role``
     ``repeat`` times on them inside ``monitors``; ``send_inputs``: also send the inputs
     as they are after the call (:mod:`workstation.harness.core`)."""
@@ -260,14 +260,14 @@ class CallStep(_Step, tag="call", kw_only=True):
     send_inputs: bool = False
 
 
-class AuthorTestStep(_Step, tag="author_test", kw_only=True):
+class AuthorTestStep(_Step, tag="author_test", frozen=True, kw_only=True):
     """Run the author's ``check(case, device, seed)`` (:mod:`workstation.harness.core`)."""
 
     case: Case
     seed: int = 0
 
 
-class GuardedCallStep(_Step, tag="guarded_call", kw_only=True):
+class GuardedCallStep(_Step, tag="guarded_call", frozen=True, kw_only=True):
     """Call ``role`` with poisoned, guard-banded inputs and allocations: ``scenario``
     picks the poison (:data:`workstation.protocol.sentinels.POISON`), ``guard`` adds the
     guard bands (:mod:`workstation.harness.guards`)."""
@@ -280,7 +280,7 @@ class GuardedCallStep(_Step, tag="guarded_call", kw_only=True):
     guard: bool = True
 
 
-class SanitizerCallStep(_Step, tag="sanitizer_call", kw_only=True):
+class SanitizerCallStep(_Step, tag="sanitizer_call", frozen=True, kw_only=True):
     """One call of ``role`` under compute-sanitizer's memcheck in a fresh interpreter
     (CUDA only), killed after ``timeout`` seconds (:mod:`workstation.harness.guards`)."""
 
@@ -290,7 +290,7 @@ class SanitizerCallStep(_Step, tag="sanitizer_call", kw_only=True):
     timeout: float = 240.0
 
 
-class InputsOnlyStep(_Step, tag="inputs_only", kw_only=True):
+class InputsOnlyStep(_Step, tag="inputs_only", frozen=True, kw_only=True):
     """Send the (transformed) inputs of ``case``/``seed``, calling nothing
     (:mod:`workstation.harness.probes`)."""
 
@@ -299,7 +299,7 @@ class InputsOnlyStep(_Step, tag="inputs_only", kw_only=True):
     transforms: list[Transform] = []
 
 
-class RepeatCallStep(_Step, tag="repeat_call", kw_only=True):
+class RepeatCallStep(_Step, tag="repeat_call", frozen=True, kw_only=True):
     """Call ``role`` ``n`` times, each on a fresh clone of the same inputs
     (:mod:`workstation.harness.probes`)."""
 
@@ -310,7 +310,7 @@ class RepeatCallStep(_Step, tag="repeat_call", kw_only=True):
     n: int = 3
 
 
-class HashseedCallStep(_Step, tag="hashseed_call", kw_only=True):
+class HashseedCallStep(_Step, tag="hashseed_call", frozen=True, kw_only=True):
     """One plain call in a fresh interpreter started with ``PYTHONHASHSEED=hashseed``,
     killed after ``timeout`` seconds (:mod:`workstation.harness.probes`)."""
 
@@ -322,7 +322,7 @@ class HashseedCallStep(_Step, tag="hashseed_call", kw_only=True):
     timeout: float = 300.0
 
 
-class StaleCallStep(_Step, tag="stale_call", kw_only=True):
+class StaleCallStep(_Step, tag="stale_call", frozen=True, kw_only=True):
     """Call ``role`` on the inputs of ``seed_a``, copy the values of ``seed_b`` into the
     same input tensors in place, call again (:mod:`workstation.harness.probes`)."""
 
@@ -333,7 +333,7 @@ class StaleCallStep(_Step, tag="stale_call", kw_only=True):
     transforms: list[Transform] = []
 
 
-class CallSeriesStep(_Step, tag="call_series", kw_only=True):
+class CallSeriesStep(_Step, tag="call_series", frozen=True, kw_only=True):
     """Call ``role`` ``serial`` times, each on fresh copies of the inputs of ``seed_a``,
     fingerprinting its outputs right after return and again after a synchronize, a
     ``settle_s`` wait (s) and a second synchronize, with a census of threads around each
@@ -351,7 +351,7 @@ class CallSeriesStep(_Step, tag="call_series", kw_only=True):
     settle_s: float = 0.02
 
 
-class FaultCallStep(_Step, tag="fault_call", kw_only=True):
+class FaultCallStep(_Step, tag="fault_call", frozen=True, kw_only=True):
     """One call of ``role`` with ``fault`` injected: every Triton launch raises
     (``triton_launch``) or every C++/CUDA extension build raises (``extension_build``)
     (:mod:`workstation.harness.trace`)."""
@@ -363,7 +363,7 @@ class FaultCallStep(_Step, tag="fault_call", kw_only=True):
     fault: Literal["triton_launch", "extension_build"] = "triton_launch"
 
 
-class StateProbeStep(_Step, tag="state_probe", kw_only=True):
+class StateProbeStep(_Step, tag="state_probe", frozen=True, kw_only=True):
     """Snapshots of process-global state before import, after import and after one call
     of ``role`` (:mod:`workstation.harness.state`)."""
 
@@ -372,7 +372,7 @@ class StateProbeStep(_Step, tag="state_probe", kw_only=True):
     seed: int = 0
 
 
-class AutotuneProbeStep(_Step, tag="autotune_probe", kw_only=True):
+class AutotuneProbeStep(_Step, tag="autotune_probe", frozen=True, kw_only=True):
     """Drive the candidate's autotuners on every case of ``cases`` (tuned call, cached
     call, one call per config) (:mod:`workstation.harness.autotune`)."""
 
@@ -380,7 +380,7 @@ class AutotuneProbeStep(_Step, tag="autotune_probe", kw_only=True):
     seed: int = 0
 
 
-class NumOracleStep(_Step, tag="num_oracle", kw_only=True):
+class NumOracleStep(_Step, tag="num_oracle", frozen=True, kw_only=True):
     """The float64 oracle of ``case``/``seed`` (the reference on upcast inputs) and the
     error-budget probes: ``scale`` (each floating input doubled), ``abs`` (``|inputs|``),
     ``bump`` (one element moved by a relative 2^-20); ``skip``: inputs the probes leave
@@ -394,12 +394,12 @@ class NumOracleStep(_Step, tag="num_oracle", kw_only=True):
     skip: list[int] = []
 
 
-class InterpreterSelftestStep(_Step, tag="interpreter_selftest", kw_only=True):
+class InterpreterSelftestStep(_Step, tag="interpreter_selftest", frozen=True, kw_only=True):
     """The interpreter fidelity self-test (:mod:`workstation.harness.selftest`): which
     dtypes the Triton interpreter computes right under kws's fidelity layer."""
 
 
-class TritonAotStep(_Step, tag="triton_aot", kw_only=True):
+class TritonAotStep(_Step, tag="triton_aot", frozen=True, kw_only=True):
     """Capture the candidate's Triton launches on every case of ``cases`` and read their
     IR compiled for ``targets`` (``None``: sm_90) (:mod:`workstation.harness.aot`)."""
 
@@ -408,7 +408,7 @@ class TritonAotStep(_Step, tag="triton_aot", kw_only=True):
     targets: list[Target] | None = None
 
 
-class TritonBoundsStep(_Step, tag="triton_bounds", kw_only=True):
+class TritonBoundsStep(_Step, tag="triton_bounds", frozen=True, kw_only=True):
     """Call the candidate on every case of ``cases`` recording each Triton launch's grid,
     scalar arguments and tensor arguments (shape, strides, footprint, which are outputs),
     and the TTIR of each distinct launch compiled without a GPU
@@ -427,7 +427,7 @@ class TimingSide(msgspec.Struct, frozen=True, forbid_unknown_fields=True, kw_onl
     compile: bool = False
 
 
-class TimingStep(_Step, tag="timing", kw_only=True):
+class TimingStep(_Step, tag="timing", frozen=True, kw_only=True):
     """Time ``sides`` interleaved on every case of ``cases`` (:mod:`workstation.harness.timing`).
 
     ``params`` overrides the protocol's per-device defaults (``target_stdrel``,
@@ -449,7 +449,7 @@ class TimingStep(_Step, tag="timing", kw_only=True):
     bandwidth: bool = False
 
 
-class TorchTimerStep(_Step, tag="torch_timer", kw_only=True):
+class TorchTimerStep(_Step, tag="torch_timer", frozen=True, kw_only=True):
     """``torch.utils.benchmark.Timer.blocked_autorange(min_run_time)`` (s) on ``role``
     (:mod:`workstation.harness.timing`)."""
 
@@ -459,7 +459,7 @@ class TorchTimerStep(_Step, tag="torch_timer", kw_only=True):
     min_run_time: float = 0.2
 
 
-class AuthorBenchStep(_Step, tag="author_bench", kw_only=True):
+class AuthorBenchStep(_Step, tag="author_bench", frozen=True, kw_only=True):
     """Run the author's ``run(case, device)``, traced when ``trace``; ``baseline_role`` is
     the entry point the bench times against the candidate
     (:mod:`workstation.harness.authorbench`)."""
@@ -469,7 +469,7 @@ class AuthorBenchStep(_Step, tag="author_bench", kw_only=True):
     trace: bool = True
 
 
-class ProfileStep(_Step, tag="profile", kw_only=True):
+class ProfileStep(_Step, tag="profile", frozen=True, kw_only=True):
     """Profile ``role`` on ``case``/``seed``: ``warmup`` calls first (not profiled: they
     absorb compilation and autotuning), then ``calls`` calls under ``torch.profiler``
     (host ops, and device kernels on CUDA), each in a ``kws#call`` annotation, with Triton
@@ -485,7 +485,7 @@ class ProfileStep(_Step, tag="profile", kw_only=True):
     max_events: int = 50_000
 
 
-class PallasReadStep(_Step, tag="pallas_read", kw_only=True):
+class PallasReadStep(_Step, tag="pallas_read", frozen=True, kw_only=True):
     """Run the candidate once per case of ``cases`` and read the jaxpr of every distinct
     ``pallas_call`` it makes (``jax.make_jaxpr``, no extra execution): grid, block specs and
     how the output blocks cover the output, partial input blocks, scratch buffers,
@@ -496,7 +496,7 @@ class PallasReadStep(_Step, tag="pallas_read", kw_only=True):
     seed: int = 0
 
 
-class CudaBuildStep(_Step, tag="cuda_build", kw_only=True):
+class CudaBuildStep(_Step, tag="cuda_build", frozen=True, kw_only=True):
     """Capture the CUDA/C++ sources ``role`` builds with ``torch.utils.cpp_extension``
     (``load_inline`` / ``load``) without building them (the role's module is imported and,
     when the build is lazy, called once on ``case``), then compile each CUDA source with
@@ -591,8 +591,8 @@ def principal(step: _Step) -> str:
 def kind_of(spec: _Step | _Transform | _Monitor | type) -> str:
     """The tag of a step, transform or monitor, or of its type (``"call"``, ``"upcast"``,
     ``"aten_ops"``): the key of a monitor's report in ``extra["monitors"]``."""
-    cls = spec if isinstance(spec, type) else type(spec)
-    return cls.__struct_config__.tag
+    cls: type[msgspec.Struct] = spec if isinstance(spec, type) else type(spec)
+    return str(cls.__struct_config__.tag)
 
 
 def _enc_hook(obj: object) -> object:

@@ -45,7 +45,17 @@ from typing import Any
 
 import numpy as np
 
+from workstation.protocol.extras import Extra, decode_extra
 from workstation.protocol.parsing import AST_LOCK
+from workstation.protocol.results import (
+    ImportTime,
+    Note,
+    Raised,
+    ResultFormatError,
+    StepDoc,
+    TensorMeta,
+    decode_doc,
+)
 
 MAX_JSON_BYTES = 32 * 1024 * 1024
 #: result bytes (JSON and arrays, as declared) the parent accepts from one job, by default
@@ -109,7 +119,7 @@ class TensorData:
         dtype: torch dtype name (``"float16"``).
         shape, stride: as in torch (stride in elements).
         storage_offset: in elements.
-        meta: everything else the child reported (device, data_ptr, contiguity, ...).
+        meta: everything the child reported of it (device, data_ptr, contiguity, ...).
     """
 
     values: np.ndarray
@@ -117,32 +127,53 @@ class TensorData:
     shape: tuple[int, ...]
     stride: tuple[int, ...]
     storage_offset: int
-    meta: dict[str, Any]
+    meta: TensorMeta
 
 
 @dataclass
 class StepResult:
-    """The outcome of one step of a job.
+    """The outcome of one step of a job, decoded (:mod:`workstation.protocol.results`).
 
-    ``ok`` is False when the task code raised; ``error`` then holds ``type``, ``message``,
-    ``traceback``, ``phase`` (import / make_inputs / call / ...) and ``origin``
-    (``"triton-compile"`` when Triton rejected the program, else ``"task"``).
-    ``outputs``: the role's outputs; ``extra``: step-specific JSON data; ``arrays``: other
-    named arrays; ``seconds``: wall time of the step's task call(s).
+    Attributes:
+        index: the step's position in its job.
+        kind: the step's kind, as the child said (``"call"``).
+        ok: False when the step's code raised; ``error`` then says what.
+        error: the exception (type, message, traceback, phase, origin, causes).
+        outputs: the role's outputs.
+        extra: the step kind's payload (:mod:`workstation.protocol.extras`; a plain dict for
+            a kind whose payload has no Struct yet).
+        arrays: the step's other named arrays.
+        seconds: wall seconds of the step's task call(s).
+        cpu_s: CPU seconds of the step (the job's processes; imports excluded).
+        imports: task file -> its import's seconds, for files imported in this step.
+        notes: what backend layers observed, for the report.
+        verified: what the fork server saw changed in the job after this step (None: not
+            checked).
+        verify_error: why the step was not checked from outside ("" when it was, or when no
+            check ran).
     """
 
     index: int
     ok: bool
-    error: dict[str, Any] | None
+    error: Raised | None
     outputs: list[TensorData]
-    extra: dict[str, Any]
+    extra: Extra | dict[str, Any]
     arrays: dict[str, np.ndarray]
     seconds: float
-    raw: dict[str, Any] = field(default_factory=dict)
-    #: what the fork server saw changed in the job after this step (None: not checked).
+    kind: str = ""
+    cpu_s: float = 0.0
+    imports: dict[str, ImportTime] = field(default_factory=dict)
+    notes: list[Note] = field(default_factory=list)
     verified: list[str] | None = None
-    #: why the step was not checked from outside ("" when it was, or when no check ran).
     verify_error: str = ""
+
+    @classmethod
+    def from_doc(cls, index: int, doc: StepDoc, outputs: list[TensorData], arrays: dict[str, np.ndarray],
+                 extra: Extra | dict[str, Any]) -> StepResult:
+        """The step result of a decoded document."""
+        return cls(index=index, ok=doc.ok, error=doc.error, outputs=outputs, extra=extra, arrays=arrays,
+                   seconds=doc.seconds, kind=doc.kind, cpu_s=doc.cpu_s, imports=dict(doc.imports),
+                   notes=list(doc.notes))
 
 
 class WireError(Exception):
@@ -285,24 +316,15 @@ def _read_step(out_dir: Path, index: int, budget: Budget, dfd: int,
     elif nfd is not None:
         arrays = read_npz(nfd, npz, budget)
     try:
-        outputs = [_tensor(m, arrays, f"out{j}") for j, m in enumerate(data.get("outputs") or [])]
-        other = {k: v for k, v in arrays.items() if not k.startswith("out")}
-        extra = data.get("extra") or {}
-        if not isinstance(extra, dict):
-            raise WireError(f"{js}: extra is not an object")
-        return StepResult(
-            index=index,
-            ok=bool(data.get("ok")),
-            error=data.get("error") if isinstance(data.get("error"), dict) or data.get("error") is None else
-            {"type": "KwsWireError", "message": str(data.get("error"))[:2000]},
-            outputs=outputs,
-            extra=extra,
-            arrays=other,
-            seconds=float(data.get("seconds") or 0.0),
-            raw=data,
-        )
+        doc = decode_doc(data)
+        extra = decode_extra(doc.kind, doc.extra)
+        outputs = [_tensor(m, arrays, f"out{j}") for j, m in enumerate(doc.outputs)]
+    except ResultFormatError as e:
+        raise WireError(f"{js}: {str(e)[:600]}") from None
     except (TypeError, ValueError, AttributeError) as e:
         raise WireError(f"{js}: malformed: {type(e).__name__}: {str(e)[:200]}") from None
+    other = {k: v for k, v in arrays.items() if not k.startswith("out")}
+    return StepResult.from_doc(index, doc, outputs, other, extra)
 
 
 def read_npz(fd: int, where: Path, budget: Budget) -> dict[str, np.ndarray]:
@@ -374,26 +396,33 @@ def read_npz_file(f: Any, size: int, where: Path, budget: Budget) -> dict[str, n
     return out
 
 
-def tensor_from(meta: dict[str, Any], arrays: dict[str, np.ndarray], key: str) -> TensorData:
-    """A :class:`TensorData` from metadata and the array stored under ``key``."""
+def tensor_from(meta: TensorMeta | dict[str, Any], arrays: dict[str, np.ndarray], key: str) -> TensorData:
+    """A :class:`TensorData` from metadata (a :class:`~workstation.protocol.results.TensorMeta`
+    or the JSON object of one) and the array stored under ``key``.
+
+    Raises:
+        WireError: the metadata is malformed, the array missing, or its shape not the
+            declared one.
+    """
+    if isinstance(meta, dict):
+        import msgspec
+
+        try:
+            meta = msgspec.convert(meta, type=TensorMeta)
+        except msgspec.ValidationError as e:
+            raise WireError(f"output {key}: malformed metadata: {e}") from None
     return _tensor(meta, arrays, key)
 
 
-def _tensor(meta: dict[str, Any], arrays: dict[str, np.ndarray], key: str) -> TensorData:
-    if not isinstance(meta, dict) or key not in arrays:
-        raise WireError(f"output {key}: missing metadata or array")
-    shape = tuple(int(s) for s in meta.get("shape", ()))
+def _tensor(meta: TensorMeta, arrays: dict[str, np.ndarray], key: str) -> TensorData:
+    if key not in arrays:
+        raise WireError(f"output {key}: missing array")
+    shape = tuple(meta.shape)
     values = arrays[key]
     if tuple(values.shape) != shape:
         raise WireError(f"output {key}: array shape {values.shape} != declared {shape}")
-    return TensorData(
-        values=values,
-        dtype=str(meta.get("dtype")),
-        shape=shape,
-        stride=tuple(int(s) for s in meta.get("stride", ())),
-        storage_offset=int(meta.get("storage_offset", 0)),
-        meta=meta,
-    )
+    return TensorData(values=values, dtype=meta.dtype, shape=shape, stride=tuple(meta.stride),
+                      storage_offset=meta.storage_offset, meta=meta)
 
 
 def step_started(out_dir: Path, index: int, dir_fd: int | None = None) -> bool:

@@ -424,7 +424,7 @@ class NumericsAudit:
         n = len(dpairs)
         dref, dprobe = got[:n], got[n:]
         for (kind, case), ref, probe, cand in zip(derived, dref, dprobe, cands[len(runs):], strict=True):
-            if not ref.ok and ref.error and ref.error.get("phase") in ("make_inputs", "call", "import"):
+            if not ref.ok and ref.error and ref.error.phase in ("make_inputs", "call", "import"):
                 continue  # the contract: a derived case the inputs or the reference reject is dropped
             red = self._reduction_like(case, runs)
             run = self._build(case, s0, kind, ref, probe, red)

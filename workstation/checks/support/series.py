@@ -33,13 +33,8 @@ PLAN_SHARE = 0.25
 
 
 def call_cpu_s(out: CallOutcome) -> float:
-    """CPU seconds of one plain call's step (its ``cpu_s``; wall seconds if absent)."""
-    if out.step is None:
-        return 0.0
-    try:
-        return float(out.step.raw.get("cpu_s"))
-    except (TypeError, ValueError):
-        return float(out.step.seconds or 0.0)
+    """CPU seconds of one plain call's step (its ``cpu_s``; 0 when it did not finish)."""
+    return out.step.cpu_s if out.step is not None else 0.0
 
 
 def series_step(ctx: CheckContext, call_cpu: float) -> CallSeriesStep:

@@ -254,7 +254,7 @@ def _run_timing(ctx: CheckContext, p: Plan, cases: list[dict[str, Any]]) -> dict
     if st is None:
         raise RuntimeError(f"the timing child {job.describe_death()}: {job.stderr_tail[-1500:]}")
     if not st.ok:
-        raise RuntimeError(f"the timing step failed: {(st.error or {}).get('message')}")
+        raise RuntimeError(f"the timing step failed: {st.error.message if st.error is not None else None}")
     return st.extra
 
 

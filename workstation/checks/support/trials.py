@@ -84,12 +84,12 @@ def output_finite(out: CallOutcome) -> bool:
 def _classify(ctx: CheckContext, t: Trial, ref: CallOutcome, cand: CallOutcome | None,
               drop_nonfinite_ref: bool) -> TrialResult:
     if not ref.ok:
-        err = ref.error or {}
-        who = "make_inputs" if err.get("phase") == "make_inputs" else "the reference"
-        if err.get("phase") == "transform":
+        phase = ref.error.phase if ref.error is not None else None
+        who = "make_inputs" if phase == "make_inputs" else "the reference"
+        if phase == "transform":
             who = "the kws input transform"
         return TrialResult(t, ref, cand, "dropped", reason=f"{who} {ref.failure_text()}",
-                           unjudged=ref.step is None or err.get("phase") == "transform")
+                           unjudged=ref.step is None or phase == "transform")
     if drop_nonfinite_ref and not output_finite(ref):
         return TrialResult(t, ref, cand, "dropped", reason="the reference's output is not finite")
     if cand is None:
@@ -97,7 +97,7 @@ def _classify(ctx: CheckContext, t: Trial, ref: CallOutcome, cand: CallOutcome |
     if not cand.ok:
         cls = cand.failure_class() or "runtime-error"
         if cls == "runtime-error":
-            cls += ":" + str((cand.error or {}).get("type", "")).rsplit(".", 1)[-1]
+            cls += ":" + (cand.error.type if cand.error is not None else "").rsplit(".", 1)[-1]
         return TrialResult(t, ref, cand, "error", cls, reason=cand.failure_text())
     comps = ctx.compare(ref, cand, t.case)
     if all(c.ok for c in comps):

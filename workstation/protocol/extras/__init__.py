@@ -1,0 +1,62 @@
+"""Each step kind's own payload (a step result's ``extra``), one typed Struct per kind.
+
+Every class here subclasses :class:`Extra`, is tagged with its step's kind
+(``tag="call"`` for :class:`~workstation.protocol.steps.CallStep`) and is registered in
+:data:`EXTRAS` by :func:`extra_type`; the harness builds them, the parent decodes them once
+(:func:`decode_extra`, called by :func:`workstation.protocol.wire.read_step`) and checks
+read attributes, never dict keys. A step whose handler failed early still sends its kind's
+Struct, so every field has a default: a check reads a step's ``extra`` only after it asked
+``ok``. The modules of this package group the kinds by the harness module that writes them.
+
+Torch-free: the parent imports it; strict mypy.
+"""
+
+from __future__ import annotations
+
+from typing import Any, TypeVar
+
+import msgspec
+
+from workstation.protocol.results import Payload, ResultFormatError
+
+
+class Extra(Payload, tag_field="kind"):
+    """Base of a step kind's payload; the tag is the step's kind (``kind_of(step)``)."""
+
+
+#: step kind -> its payload Struct.
+EXTRAS: dict[str, type[Extra]] = {}
+
+E = TypeVar("E", bound=Extra)
+
+
+def extra_type(cls: type[E]) -> type[E]:
+    """Class decorator: register ``cls`` as the payload of the step kind its tag names.
+
+    Raises:
+        ValueError: ``cls`` has no tag, or another class holds its kind.
+    """
+    tag = cls.__struct_config__.tag
+    if not isinstance(tag, str) or not tag:
+        raise ValueError(f"{cls.__qualname__}: an Extra needs tag=<step kind>")
+    old = EXTRAS.get(tag)
+    if old is not None and old is not cls:
+        raise ValueError(f"step kind {tag!r} already has its payload {old.__qualname__}")
+    EXTRAS[tag] = cls
+    return cls
+
+
+def decode_extra(kind: str, data: dict[str, Any]) -> Extra | dict[str, Any]:
+    """Step kind ``kind``'s payload from the JSON object the harness wrote.
+
+    Raises:
+        ResultFormatError: the object is not ``kind``'s Struct (a field missing, unknown or
+            of another type; another kind's tag).
+    """
+    cls = EXTRAS.get(kind)
+    if cls is None:
+        return data  # a kind whose payload is not typed yet
+    try:
+        return msgspec.convert(data, type=cls)
+    except msgspec.ValidationError as e:
+        raise ResultFormatError(f"the {kind} step's extra does not have kws's form: {e}") from None
