@@ -76,6 +76,31 @@ def test_a_check_without_id_or_with_an_unknown_phase_is_refused():
         register(type("Odd", (Check,), {"id": "odd-phase", "phase": "sometimes"}))
 
 
+
+@pytest.mark.parametrize("attrs, match", [
+    ({"applies_to": classmethod(lambda cls, task: True)}, r"unknown hook 'applies_to'.*applies\(task\)"),
+    ({"judge": lambda self, ctx: []}, "unknown hook 'judge'"),
+    ({"applies": lambda self, task: ""}, "applies: must be a classmethod, not a method"),
+    ({"skip_reason": staticmethod(lambda task: "")}, "must be a classmethod, not a staticmethod"),
+    ({"run": lambda self, context: []}, r"run\('context',\): the hook takes \(ctx\)"),
+    ({"after_all": lambda self, ctx, extra: []}, "the hook takes"),
+    ({"finding": lambda self, *a: None}, "overrides the base class's helper 'finding'"),
+])
+def test_a_check_with_an_unknown_hook_or_a_hook_of_another_signature_is_refused(attrs, match):
+    """pluggy's _verify_hook for checks: a misspelt or mis-declared hook is an error naming
+    it at registration, never a hook the engine silently does not call."""
+    with pytest.raises(RegistryError, match=match):
+        register(type("Misdeclared", (Check,), {"id": "team-misdeclared", "__module__": "team", **attrs}))
+    assert "team-misdeclared" not in REGISTRY
+    ok = type("Declared", (Check,), {"id": "team-declared", "__module__": "team",
+                                     "run": lambda self, ctx: [], "applies": classmethod(lambda cls, task: ""),
+                                     "helper_constant": 3})
+    try:
+        assert register(ok) is ok
+    finally:
+        REGISTRY.pop("team-declared", None)
+
+
 PLUGIN = '''\
 """A team's own check, shipped outside kws."""
 from workstation.engine.check import Check, register

@@ -227,8 +227,8 @@ class Check:
 
 
 class RegistryError(Exception):
-    """A check that cannot be registered: no id, an unknown phase, or an id another class
-    already holds."""
+    """A check that cannot be registered: no id, an unknown phase, an unknown hook or a hook
+    of another signature, or an id another class already holds."""
 
 
 REGISTRY: dict[str, type[Check]] = {}
@@ -274,19 +274,70 @@ _loaded = False
 _load_lock = threading.Lock()
 
 
+#: the hooks a check may define: name -> (how it is bound, its parameters after self/cls).
+#: The engine calls exactly these; :func:`register` refuses any other public callable on a
+#: check class, and a hook whose binding or parameter names differ (pluggy's
+#: ``_verify_hook``): a misspelt hook (``applies_to``) would otherwise never be called.
+HOOKS: dict[str, tuple[Literal["method", "classmethod"], tuple[str, ...]]] = {
+    "run": ("method", ("ctx",)),
+    "after_all": ("method", ("ctx",)),
+    "applies": ("classmethod", ("task",)),
+    "skip_reason": ("classmethod", ("task",)),
+}
+#: what a check class declares besides its hooks (attributes and the base's helpers).
+_DECLARED = ("id", "title", "order", "phase", "kinds", "timing_evidence")
+_HELPERS = ("finding", "could_not_judge", "unjudged")
+
+
+def _verify_hooks(cls: type[Check]) -> None:
+    """Refuse a check class whose public callables are not the engine's hooks, or whose hooks
+    have another binding or other parameters than :data:`HOOKS` says.
+
+    Raises:
+        RegistryError: naming the class, the attribute and what is expected.
+    """
+    import inspect
+
+    where = f"{cls.__module__}.{cls.__qualname__}"
+    for name, value in vars(cls).items():
+        if name.startswith("_") or name in _DECLARED:
+            continue
+        if name in _HELPERS:
+            raise RegistryError(f"{where}.{name}: overrides the base class's helper {name!r}, which is not a hook "
+                                f"(hooks: {', '.join(HOOKS)})")
+        is_callable = isinstance(value, classmethod | staticmethod) or callable(value)
+        if name not in HOOKS:
+            if is_callable:
+                known = ", ".join(f"{h}({', '.join(p)})" for h, (_b, p) in HOOKS.items())
+                raise RegistryError(f"{where}.{name}: unknown hook {name!r}; the engine calls only {known}")
+            continue
+        binding, params = HOOKS[name]
+        got = "classmethod" if isinstance(value, classmethod) else \
+            "staticmethod" if isinstance(value, staticmethod) else "method"
+        if got != binding:
+            raise RegistryError(f"{where}.{name}: must be a {binding}, not a {got}")
+        fn = value.__func__ if isinstance(value, classmethod) else value
+        names = tuple(inspect.signature(fn).parameters)[1:]
+        if names != params:
+            raise RegistryError(f"{where}.{name}{tuple(names)}: the hook takes ({', '.join(params)})")
+
+
 def register(cls: type[Check]) -> type[Check]:
-    """Class decorator: add a check to the registry.
+    """Class decorator: add a check to the registry, after verifying its hooks
+    (:func:`_verify_hooks`).
 
     Re-registering the same class (the same module and qualified name, e.g. a module
     imported again) replaces the entry.
 
     Raises:
-        RegistryError: no id, an unknown phase, or a different class holds the id.
+        RegistryError: no id, an unknown phase, an unknown hook or a hook of another
+            signature, or a different class holds the id.
     """
     if not cls.id:
         raise RegistryError(f"{cls.__module__}.{cls.__qualname__} has no id")
     if cls.phase not in PHASES:
         raise RegistryError(f"{cls.__qualname__}: unknown phase {cls.phase!r}; expected one of {', '.join(PHASES)}")
+    _verify_hooks(cls)
     old = REGISTRY.get(cls.id)
     if old is not None and (old.__module__, old.__qualname__) != (cls.__module__, cls.__qualname__):
         raise RegistryError(f"check id {cls.id!r} is taken by {old.__module__}.{old.__qualname__}; "
