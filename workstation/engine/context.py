@@ -489,7 +489,7 @@ class CheckContext:
                               inout_args=list(t.inout_args), step_timeout=st, principal=next(iter(who), "job"),
                               cache_key=f"{t.id}-{self.run_id}", cancel=cancel,
                               helper_dirs=[str(h) for h in t.helper_dirs], step_budgets=list(budgets),
-                              import_budget=imp)
+                              import_budget=imp, target=t.extensions.target)
         self._note_imports(job)
         self._note_device_standin(steps, job)
         self._note_cuda_emulation(steps, job)

@@ -27,7 +27,7 @@ kws extensions (optional keys, never changing a contract key's meaning):
 - ``[[case_tolerance]] match = {...}, atol/rtol/ulp``: a tolerance for matching cases.
 - ``[target] device = "H100"`` (``"H200"``, ``"A100"``): the GPU the task targets; on a
   machine without CUDA kws's device stand-in answers device queries with its figures (the
-  job child reads the key from its task copy).
+  job file carries the value to the job child: ``Job.target``).
 - ``[contract] compute_dtype = "input"`` (``"float16"``, ``"bfloat16"``, ``"float32"``) and
   ``accumulate = "float32"`` (or ``"input"``): the accuracy contract the kernel computes under
   by design; special-values and precision-regime judge against an oracle computed under it
@@ -551,7 +551,7 @@ def _extensions(toml: Path, doc: TaskFile, cases: list[dict[str, Any]], entry: d
     return Extensions(keep_structure=tuple(doc.inputs.keep_structure), delegates=tuple(doc.delegation.ops),
                       atol_scale=tuple(doc.tolerance_rule.atol_scale), rtol_scale=tuple(doc.tolerance_rule.rtol_scale),
                       case_tolerances=tuple(cts), role_backends=tuple(role_backends),
-                      forbidden_ops=tuple(doc.contract.forbidden_ops), accuracy=accuracy)
+                      forbidden_ops=tuple(doc.contract.forbidden_ops), accuracy=accuracy, target=doc.target.device)
 
 
 def _helper_dirs(task_dir: Path) -> tuple[Path, ...]:
