@@ -6,8 +6,12 @@ commit each, never edited; format: ``docs/records.md``), and what is built on th
 - :mod:`~workstation.records.model`: the record types and constants (``Verdict``,
   ``Dispute``, ``Resolution``, ``Reservation``, ``TaskFlags``, ``RecordError``, ``SCHEMA``,
   ``FOLDERS``, ``OUTCOMES``);
-- :mod:`~workstation.records.parse`: the record files' schemas and ``load_records``
-  (malformed files skipped as ``Problem`` s, unknown keys kept as warnings);
+- :mod:`~workstation.records.format`: the record files' schemas and ``parse_record``;
+- :mod:`~workstation.records.parse`: ``load_records``, the records of a commit's tree
+  (malformed files skipped as ``Problem`` s, unknown keys kept as warnings), judged
+  against the ``queue.toml`` and queue rubrics of that same tree;
+- :mod:`~workstation.records.crosscheck`: the rules between records and against their
+  rubrics that one file cannot state;
 - :mod:`~workstation.records.state`: ``RecordSet``, the state derived from the records
   (current verdict, tie-break, effective values, reservations, queue flags);
 - :mod:`~workstation.records.store`: the git writes (``commit_verdict``,
@@ -26,6 +30,6 @@ encoding of non-finite floats and its list of checks that could not look in ``st
 (:func:`workstation.engine.report.finite_json`: a record writes them as the report does;
 :func:`workstation.engine.report.not_judged_of`). Never :mod:`workstation.tui`,
 :mod:`workstation.review`, :mod:`workstation.runner`, :mod:`workstation.harness` or
-:mod:`workstation.checks`. Inside the package the order is model, state, parse, store;
+:mod:`workstation.checks`. Inside the package the order is model, state, format and crosscheck, parse, store;
 nothing imports upwards. Import-linter contracts (pyproject.toml) hold each sentence.
 """

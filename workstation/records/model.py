@@ -1,7 +1,7 @@
 """The record types: what a verdict, dispute, resolution and reservation hold once read.
 
 These are the in-memory model, independent of the file format: the TOML schema of each
-record file is :mod:`workstation.records.parse`, the state derived from a set of records
+record file is :mod:`workstation.records.format`, the state derived from a set of records
 :mod:`workstation.records.state`, and writing them :mod:`workstation.records.store`.
 Times are aware ``datetime`` s in UTC; ``path`` is a record's file relative to the queue
 root (None for a record not read from a file).

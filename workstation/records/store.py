@@ -15,7 +15,7 @@ each other without conflicts. Records are named by the ids stored in them (``ver
 Every write refuses, with a :class:`~workstation.records.model.RecordError` and nothing
 committed, what would make a bad record (values the rubric rejects, a detached HEAD, a
 merge or rebase in progress, a file kws could not read back); each returns the record as
-read back from the file it committed (:func:`workstation.records.parse.parse_record`).
+read back from the file it committed (:func:`workstation.records.format.parse_record`).
 Reading is :mod:`workstation.records.parse`, derived state :mod:`workstation.records.state`.
 """
 
@@ -38,6 +38,7 @@ import tomli_w
 import workstation
 from workstation.engine.report import finite_json, not_judged_of
 from workstation.records.drafts import Draft, delete_draft
+from workstation.records.format import MAX_RECORD_BYTES, parse_record
 from workstation.records.model import (
     FOLDERS,
     OUTCOMES,
@@ -48,7 +49,7 @@ from workstation.records.model import (
     Resolution,
     Verdict,
 )
-from workstation.records.parse import MAX_RECORD_BYTES, load_records, parse_record
+from workstation.records.parse import load_records
 from workstation.records.scrub import relative_repro, scrub_secrets, scrub_text, scrub_value
 from workstation.records.state import RecordSet, same_reviewer
 from workstation.repo.gitqueue import (
@@ -77,7 +78,7 @@ from workstation.repo.plumbing import (
 from workstation.rubric.model import Rubric, validate_values
 from workstation.schema.problem import Problem
 from workstation.schema.text import safe_tree
-from workstation.schema.toml import parse_toml
+from workstation.schema.toml import parse_toml_bytes
 
 __all__ = [
     "CLOCK_ALLOWANCE",
@@ -197,7 +198,7 @@ def _commit_record(
     if len(payload) > MAX_RECORD_BYTES:
         raise RecordError(f"{kind} not committed: {len(payload)} bytes, over the {MAX_RECORD_BYTES}-byte record limit")
     try:
-        record = parse_record(kind, parse_toml(payload.decode("utf-8"), rel), task, rel)
+        record = parse_record(kind, parse_toml_bytes(payload, rel, max_bytes=MAX_RECORD_BYTES), task, rel)
     except Problem as p:
         raise RecordError(f"{kind} not committed: it would not read back ({p})") from None
     posix = rel.as_posix()

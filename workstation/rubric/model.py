@@ -17,7 +17,7 @@ code, so the TUI may call it on every keystroke.
 from __future__ import annotations
 
 import re
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Annotated, Any, Literal
@@ -28,17 +28,20 @@ import workstation
 from workstation import settings
 from workstation.schema.problem import Problem
 from workstation.schema.structs import convert, unknown_keys
-from workstation.schema.toml import read_toml
+from workstation.schema.toml import parse_toml_bytes, read_toml
 
 __all__ = [
     "OUTCOMES",
     "OVERALL_VALUES",
+    "QUEUE_RUBRICS",
     "Rubric",
     "RubricField",
     "RubricValue",
     "find_rubric",
     "load_rubric",
+    "parse_rubric",
     "queue_rubric",
+    "rubric_in_commit",
     "rubric_search_path",
     "validate_values",
 ]
@@ -58,6 +61,8 @@ OUTCOMES: tuple[str, ...] = ("fail", "warn", "not-judged", "clean", "skipped", "
 OVERALL_VALUES: frozenset[str] = frozenset({"accept", "reject", "needs-work"})
 
 _ID_RE = re.compile(r"^[a-z0-9][a-z0-9._-]*$")
+#: The folder of a queue's own rubrics, relative to the queue root.
+QUEUE_RUBRICS = "rubrics"
 
 
 
@@ -222,7 +227,22 @@ def load_rubric(path: Path | str) -> Rubric:
             needs-work, or a ``rationale_field`` that does not name a text field.
     """
     path = Path(path)
-    data = read_toml(path)
+    return _rubric(read_toml(path), path)
+
+
+def parse_rubric(raw: bytes, file: Path | str) -> Rubric:
+    """The rubric in ``raw``, the bytes of a rubric file (a git blob of a commit's tree)
+    named ``file`` (its name must be ``<id>.toml``), read under the schema layer's guards.
+
+    Raises:
+        Problem: as :func:`load_rubric`.
+    """
+    file = Path(file)
+    return _rubric(parse_toml_bytes(raw, file), file)
+
+
+def _rubric(data: dict[str, Any], path: Path) -> Rubric:
+    """The validated rubric of ``data``, the parsed rubric file ``path`` (:func:`load_rubric`)."""
     schema = data.get("schema", 1)
     if type(schema) is not int or schema != 1:
         raise Problem(path, "schema", f"unsupported rubric schema {schema!r} (this kws reads schema 1)")
@@ -313,7 +333,7 @@ def rubric_search_path(queue_root: Path | str | None = None) -> list[Path]:
     """
     dirs: list[Path] = []
     if queue_root is not None:
-        dirs.append(Path(queue_root) / "rubrics")
+        dirs.append(Path(queue_root) / QUEUE_RUBRICS)
     dirs.extend(settings.current().rubric_path)
     pkg = Path(workstation.__file__).resolve().parent
     dirs.append(pkg.parent / "rubrics")
@@ -326,8 +346,7 @@ def find_rubric(rubric_id: str, queue_root: Path | str | None = None) -> Rubric:
 
     Raises :class:`~workstation.schema.problem.Problem` naming the folders searched when there is none.
     """
-    if not _ID_RE.match(rubric_id):
-        raise Problem(f"{rubric_id}.toml", "id", f"{rubric_id!r} is not a rubric id")
+    _check_id(rubric_id)
     dirs = rubric_search_path(queue_root)
     for d in dirs:
         p = d / f"{rubric_id}.toml"
@@ -338,6 +357,28 @@ def find_rubric(rubric_id: str, queue_root: Path | str | None = None) -> Rubric:
         "",
         "no such rubric; looked in " + ", ".join(str(d) for d in dirs),
     )
+
+
+def rubric_in_commit(rubric_id: str, queue_file: Callable[[str], bytes | None]) -> Rubric:
+    """The rubric ``rubric_id`` as a commit of a queue gives it: the queue's own
+    ``rubrics/<id>.toml`` in that commit's tree, else :func:`find_rubric` without a queue
+    (the ``rubric_path`` setting, the rubrics kws ships). ``queue_file(path)`` gives the
+    bytes of a file of the tree (``path`` relative to the queue root), None when the tree
+    has no such file.
+
+    Raises:
+        Problem: ``rubric_id`` is not a rubric id, the tree's file does not load
+            (:func:`parse_rubric`; or ``queue_file`` raised it), or there is no such rubric.
+    """
+    _check_id(rubric_id)
+    rel = f"{QUEUE_RUBRICS}/{rubric_id}.toml"
+    raw = queue_file(rel)
+    return parse_rubric(raw, rel) if raw is not None else find_rubric(rubric_id)
+
+
+def _check_id(rubric_id: str) -> None:
+    if not _ID_RE.match(rubric_id):
+        raise Problem(f"{rubric_id}.toml", "id", f"{rubric_id!r} is not a rubric id")
 
 
 def queue_rubric(queue_root: Path | str) -> Rubric:

@@ -41,6 +41,8 @@ from workstation.task.format import load_task
 from workstation.task.model import Task
 
 DEFAULT_RUBRIC = "kernel-review"
+#: The queue's settings file, relative to the queue root.
+QUEUE_TOML = "queue.toml"
 
 
 class RecordsTable(Struct, frozen=True, kw_only=True):
@@ -99,7 +101,7 @@ def read_queue_config(root: Path | str) -> QueueConfig:
             file (a folder, a link to nothing).
     """
     root = Path(root)
-    qt = root / "queue.toml"
+    qt = root / QUEUE_TOML
     if not qt.is_file():
         if os.path.lexists(qt):
             raise Problem(qt, "", "not a file (a folder, or a link to nothing); queue.toml must be a TOML file, "
