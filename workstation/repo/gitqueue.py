@@ -492,6 +492,18 @@ def open_queue(path: Path | str) -> git.Repo:
     return harden(repo)
 
 
+def work_tree(repo: git.Repo) -> Path:
+    """The root folder of ``repo``'s work tree (a queue always has one: :func:`open_queue`
+    refuses a bare repository).
+
+    Raises:
+        QueueError: ``repo`` is bare.
+    """
+    if repo.working_tree_dir is None:
+        raise QueueError(f"{repo.git_dir}: a bare repository has no work tree; clone it to review")
+    return Path(repo.working_tree_dir)
+
+
 def resolve_queue(path: Path | str | None) -> git.Repo:
     """The queue for a ``--queue`` option: ``path`` if given, else the first-run queue."""
     if path is not None:
