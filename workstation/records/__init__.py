@@ -15,7 +15,8 @@ commit each, never edited; format: ``docs/records.md``), and what is built on th
 - :mod:`~workstation.records.state`: ``RecordSet``, the state derived from the records
   (current verdict, tie-break, effective values, reservations, queue flags);
 - :mod:`~workstation.records.store`: the git writes (``commit_verdict``,
-  ``commit_dispute``, ``commit_resolution``, ``reserve``, ``release``);
+  ``commit_dispute``, ``commit_resolution``, ``reserve``, ``release``), each one file
+  committed by :mod:`~workstation.records.commit`;
 - :mod:`~workstation.records.drafts`: unsent verdicts, outside the work tree;
 - :mod:`~workstation.records.sync`: ``kws sync`` (fetch, rebase, push);
 - :mod:`~workstation.records.history`: a task's records and the versions they judged;
