@@ -18,7 +18,8 @@ commit each, never edited; format: ``docs/records.md``), and what is built on th
   ``commit_dispute``, ``commit_resolution``, ``reserve``, ``release``), each one file
   committed by :mod:`~workstation.records.commit`;
 - :mod:`~workstation.records.drafts`: unsent verdicts, outside the work tree;
-- :mod:`~workstation.records.sync`: ``kws sync`` (fetch, rebase, push);
+- :mod:`~workstation.records.sync`: ``kws sync`` (fetch, integrate, push), its integration
+  of local commits and extra refs in :mod:`~workstation.records.integrate`;
 - :mod:`~workstation.records.history`: a task's records and the versions they judged;
 - :mod:`~workstation.records.calibration`: reviewers against gold verdicts and each other;
 - :mod:`~workstation.records.recheck`: the checks re-run on the version a verdict judged;
