@@ -259,6 +259,14 @@ class Unverified:
     def kind(self) -> str:
         return self.record.kind
 
+    @property
+    def said(self) -> str:
+        """What the record said: a verdict's overall, a resolution's outcome ("" for a
+        dispute or a reservation)."""
+        if isinstance(self.record, Verdict):
+            return self.record.overall
+        return self.record.outcome if isinstance(self.record, Resolution) else ""
+
     def __str__(self) -> str:
         return f"{self.path}: {self.kind} by {self.record.reviewer} is unverified and not counted: {self.why}"
 

@@ -18,7 +18,7 @@ from pathlib import Path
 import git
 
 from workstation.records.history import tree_changes
-from workstation.records.model import Dispute, Reservation, Resolution, Verdict
+from workstation.records.model import Verdict
 from workstation.records.state import RecordSet
 from workstation.repo.gitqueue import harden, task_version, work_tree
 from workstation.rubric.model import Rubric
@@ -76,8 +76,8 @@ def render_report(
             for c in v.checks] if v.checks else []),
         *_section("Disputes", _dispute_lines(records, v, values)),
         *_section("Unverified records (not counted)", [
-            f"- {u.record.kind} `{u.record.id[:8]}` by {_cell(u.record.reviewer)} {_what(u.record)}: {_cell(u.why)} "
-            f"(`{u.path}`)" for u in records.unverified_for(v.task)]),
+            f"- {u.kind} `{u.record.id[:8]}` by {_cell(u.record.reviewer)} {u.said}: {_cell(u.why)} (`{u.path}`)"
+            for u in records.unverified_for(v.task)]),
     ]
     # a record, a task title or evidence may hold escape sequences: shown escaped, never raw
     return safe_text("\n".join(out).rstrip(), None) + "\n"
@@ -86,13 +86,6 @@ def render_report(
 def _section(title: str, lines: list[str]) -> list[str]:
     """A ``## title`` section holding ``lines`` (nothing when there are none)."""
     return [f"## {title}", "", *lines, ""] if lines else []
-
-
-def _what(r: Verdict | Dispute | Resolution | Reservation) -> str:
-    """What an unverified record said: a verdict's overall, a resolution's outcome."""
-    if isinstance(r, Verdict):
-        return r.overall
-    return r.outcome if isinstance(r, Resolution) else ""
 
 
 def _header(repo: git.Repo, records: RecordSet, v: Verdict, eff: Mapping[str, str]) -> list[str]:
