@@ -22,7 +22,7 @@ from datetime import datetime, timedelta
 from pathlib import Path
 from typing import TypeVar
 
-from workstation.records.model import FOLDERS, Dispute, Reservation, Resolution, Verdict
+from workstation.records.model import Dispute, Reservation, Resolution, Verdict, record_file
 from workstation.records.state import RecordSet, same_reviewer
 from workstation.rubric.model import Rubric
 from workstation.schema.problem import Problem
@@ -36,7 +36,6 @@ MAX_RESERVATION = timedelta(hours=336)
 #: Why a record that another names may be missing from the set.
 _ABSENT = "which is not among this queue's records (never committed, skipped or unverified: see its own problem)"
 
-Record = Verdict | Dispute | Resolution | Reservation
 R = TypeVar("R", Verdict, Dispute, Resolution, Reservation)
 
 
@@ -54,12 +53,6 @@ def cross_check(rs: RecordSet, kinds: tuple[str, ...], rubric_of: Callable[[str]
     rs.disputes = c.keep(rs.disputes, lambda d: c.dispute(d, verdicts))
     disputes = {d.dispute_id: d for d in rs.disputes}
     rs.resolutions = c.keep(rs.resolutions, lambda r: c.resolution(r, verdicts, disputes))
-
-
-def _file(r: Record) -> Path:
-    """The record's file relative to the queue root (its kind's folder for a record not
-    read from a file)."""
-    return r.path if r.path is not None else Path(FOLDERS[r.kind])
 
 
 def _rubric_problem(rubric: Rubric, values: Mapping[str, str], file: Path, prefix: str) -> Problem | None:
@@ -106,7 +99,7 @@ class _Checker:
         commit put it."""
         if r.timestamp > self.limit:
             self.rs.warnings.append(Problem(
-                _file(r), "timestamp", f"{r.timestamp.isoformat()} is in the future (more than "
+                record_file(r), "timestamp", f"{r.timestamp.isoformat()} is in the future (more than "
                 f"{FUTURE_ALLOWANCE.days} day after this machine's clock): its writer's clock (or this one) is off; "
                 "its place in the history, not its time, decides which record is current"))
 
@@ -117,19 +110,19 @@ class _Checker:
             return None
         for key in v.fields:
             if rub.field(key) is None:
-                self.rs.warnings.append(Problem(_file(v), f"fields.{key}",
+                self.rs.warnings.append(Problem(record_file(v), f"fields.{key}",
                                                 f"not a field of rubric {rub.id} version {rub.version}"))
-        return _rubric_problem(rub, dict(v.fields) | {"overall": v.overall}, _file(v), "fields")
+        return _rubric_problem(rub, dict(v.fields) | {"overall": v.overall}, record_file(v), "fields")
 
     def reservation(self, r: Reservation) -> Problem | None:
         """A reservation is a lock that runs on times: one dated in the future would hold
         until then, so it is skipped; so is one longer than :data:`MAX_RESERVATION`."""
         if r.timestamp > self.limit:
-            return Problem(_file(r), "timestamp", f"{r.timestamp.isoformat()} is in the future (more than "
+            return Problem(record_file(r), "timestamp", f"{r.timestamp.isoformat()} is in the future (more than "
                            f"{FUTURE_ALLOWANCE.days} day after this machine's clock): a reservation with it would "
                            "hold the task until then")
         if r.expires is not None and r.expires - r.timestamp > MAX_RESERVATION:
-            return Problem(_file(r), "expires", f"a reservation of {(r.expires - r.timestamp).total_seconds() / 3600:.0f} "
+            return Problem(record_file(r), "expires", f"a reservation of {(r.expires - r.timestamp).total_seconds() / 3600:.0f} "
                            f"hours; at most {MAX_RESERVATION.total_seconds() / 3600:.0f}")
         return None
 
@@ -139,8 +132,8 @@ class _Checker:
             return None
         v = verdicts.get(d.verdict_id)
         if v is None:
-            return Problem(_file(d), "verdict_id", f"disputes verdict {d.verdict_id}, {_ABSENT}")
-        return _mismatch(_file(d), (
+            return Problem(record_file(d), "verdict_id", f"disputes verdict {d.verdict_id}, {_ABSENT}")
+        return _mismatch(record_file(d), (
             ("task", d.task, v.task, f"{d.task!r}, but the disputed verdict is on {v.task!r}"),
             ("task_tree", d.task_tree, v.task_tree, f"{d.task_tree[:12]}, but the disputed verdict judged task "
              f"version {v.task_tree[:12]}"),
@@ -153,14 +146,14 @@ class _Checker:
         rub = self.rubric_of(v.rubric_id)
         for key, value in d.fields.items():
             if rub is not None and ((f := rub.field(key)) is None or f.kind != "choice"):
-                return Problem(_file(d), f"fields.{key}", f"not a choice field of rubric {rub.id} (a dispute names "
+                return Problem(record_file(d), f"fields.{key}", f"not a choice field of rubric {rub.id} (a dispute names "
                                "choice fields; its reasoning goes in rationale)")
             if rub is None and key not in current:
-                return Problem(_file(d), f"fields.{key}", "the disputed verdict has no such field")
+                return Problem(record_file(d), f"fields.{key}", "the disputed verdict has no such field")
             if current.get(key) == value:
-                return Problem(_file(d), f"fields.{key}", f"{value!r} is what the verdict already says; a dispute "
+                return Problem(record_file(d), f"fields.{key}", f"{value!r} is what the verdict already says; a dispute "
                                "names values that differ from the verdict's")
-        return _rubric_problem(rub, d.fields, _file(d), "fields") if rub is not None else None
+        return _rubric_problem(rub, d.fields, record_file(d), "fields") if rub is not None else None
 
     def resolution(self, r: Resolution, verdicts: Mapping[str, Verdict],
                    disputes: Mapping[str, Dispute]) -> Problem | None:
@@ -169,23 +162,23 @@ class _Checker:
             return None
         d = disputes.get(r.dispute_id)
         if d is None:
-            return Problem(_file(r), "dispute_id", f"resolves dispute {r.dispute_id}, {_ABSENT}")
-        wrong = _mismatch(_file(r), (
+            return Problem(record_file(r), "dispute_id", f"resolves dispute {r.dispute_id}, {_ABSENT}")
+        wrong = _mismatch(record_file(r), (
             ("verdict_id", r.verdict_id, d.verdict_id, f"{r.verdict_id}, but the dispute is of verdict {d.verdict_id}"),
             ("task", r.task, d.task, f"{r.task!r}, but the dispute is on {d.task!r}"),
         ))
         if wrong is not None:
             return wrong
         if r.outcome == "overturned" and dict(r.fields) != dict(d.fields):
-            return Problem(_file(r), "fields", "an overturned verdict takes the dispute's values "
+            return Problem(record_file(r), "fields", "an overturned verdict takes the dispute's values "
                            f"({', '.join(f'{k}={v}' for k, v in d.fields.items())}), not others (use amended)")
         v = verdicts.get(r.verdict_id)
         if v is None:
             return None
         policy = self.rs.policy
         if policy is not None and policy.self_resolution != "allow" and same_reviewer(v.reviewer, r.reviewer):
-            return Problem(_file(r), "reviewer", f"{r.reviewer.email} resolved a dispute of their own verdict "
+            return Problem(record_file(r), "reviewer", f"{r.reviewer.email} resolved a dispute of their own verdict "
                            f"{v.verdict_id[:8]}; the queue's policy refuses that (queue.toml [records] "
                            f"self_resolution = {policy.self_resolution!r}), so it does not count")
         rub = self.rubric_of(v.rubric_id)
-        return _rubric_problem(rub, r.fields, _file(r), "fields") if rub is not None else None
+        return _rubric_problem(rub, r.fields, record_file(r), "fields") if rub is not None else None

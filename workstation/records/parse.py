@@ -24,13 +24,12 @@ from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
-from typing import Any
 
 import git
 
 from workstation.records.crosscheck import cross_check
 from workstation.records.format import MAX_RECORD_BYTES, parse_record
-from workstation.records.model import FOLDERS, KINDS, Dispute, Reservation, Resolution, Verdict
+from workstation.records.model import FOLDERS, KINDS, Record, record_file
 from workstation.records.state import RecordSet
 from workstation.repo.gitqueue import harden
 from workstation.repo.plumbing import git_result, run_git
@@ -210,9 +209,6 @@ def _within_limit(entries: Iterable[tuple[Path, str, str, int]],
         yield rel, task, oid, size
 
 
-Record = Verdict | Dispute | Resolution | Reservation
-
-
 @dataclass
 class _Batch:
     """The record blobs of one :func:`load_records` (read with one git command), where each
@@ -352,12 +348,12 @@ def _verify(repo: git.Repo, rs: RecordSet, kinds: tuple[str, ...], rev: str) -> 
 COMMIT_ALLOWANCE = timedelta(hours=1)
 
 
-def _clock_warning(rs: RecordSet, rec: Any, committed: datetime | None) -> None:
+def _clock_warning(rs: RecordSet, rec: Record, committed: datetime | None) -> None:
     """Warn about a record dated after the commit that added it (its writer's clock was
     ahead of the committer's, or the committer's behind)."""
     if committed is not None and rec.timestamp - committed > COMMIT_ALLOWANCE:
         hours = (rec.timestamp - committed).total_seconds() / 3600
-        rs.warnings.append(Problem(rec.path, "timestamp", f"dated {rec.timestamp.isoformat()}, {hours:.1f} h after "
+        rs.warnings.append(Problem(record_file(rec), "timestamp", f"dated {rec.timestamp.isoformat()}, {hours:.1f} h after "
                                    f"the commit that added it ({committed.isoformat()}): a clock was off; its place "
                                    "in the history, not its time, decides which record is current"))
 
