@@ -169,7 +169,7 @@ def _cache_path(signers: str) -> Path | None:
         from workstation.repo.gitqueue import state_dir
 
         return state_dir() / "signatures" / f"{hashlib.sha256(signers.encode()).hexdigest()[:32]}.json"
-    except Exception:  # noqa: BLE001 - a settings problem: no cache, every check runs
+    except Problem:  # a settings problem (settings.current raises it): no cache, every check runs
         return None
 
 
