@@ -531,9 +531,8 @@ def reserve(
     rs = records if records is not None else load_records(repo, ("reservation",))
     held = rs.reservation(task)
     if held is not None and not same_reviewer(held.reviewer, who):
-        raise RecordError(
-            f"{task} is reserved by {held.reviewer} until {rfc3339(held.expires)}"
-        )
+        raise RecordError(f"{task} is reserved by {held.reviewer}"
+                          + (f" until {rfc3339(held.expires)}" if held.expires is not None else ""))
     return _reservation(repo, task, "reserve", who, hours)
 
 

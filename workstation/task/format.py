@@ -332,11 +332,12 @@ def _params(toml: Path, table: dict[str, ParamTable]) -> dict[str, ParamSpec]:
     for pname, spec in table.items():
         if spec.min is not None and spec.max is not None and spec.min > spec.max:
             raise Problem(toml, f"params.{pname}", f"min {spec.min} is greater than max {spec.max}")
-        kinds = {type(c).__name__ for c in spec.choices or ()}
-        if len(kinds) > 1:  # ["a", 64, 37]: one parameter takes values of one type
-            first = type(spec.choices[0]).__name__
-            i = next(i for i, c in enumerate(spec.choices) if type(c).__name__ != first)
-            raise Problem(toml, f"params.{pname}.choices[{i}]", f"{spec.choices[i]!r} is a {type(spec.choices[i]).__name__}, "
+        choices = spec.choices
+        if choices is not None and len({type(c).__name__ for c in choices}) > 1:
+            # ["a", 64, 37]: one parameter takes values of one type
+            first = type(choices[0]).__name__
+            i = next(i for i, c in enumerate(choices) if type(c).__name__ != first)
+            raise Problem(toml, f"params.{pname}.choices[{i}]", f"{choices[i]!r} is a {type(choices[i]).__name__}, "
                           f"but choices[0] is a {first}: a parameter's choices are all of one type")
         if spec.choices is not None and len(set(map(repr, spec.choices))) != len(spec.choices):
             raise Problem(toml, f"params.{pname}.choices", "lists a value twice")

@@ -150,7 +150,9 @@ def load_queue(root: Path | str) -> QueueLoad:
     root = Path(root)
     if not (root / "tasks").is_dir():
         raise Problem(root, "", "not a kws queue: no tasks/ folder")
-    tasks, errors, warnings = [], [], []
+    tasks: list[Task] = []
+    errors: list[Problem] = []
+    warnings: list[Problem] = []
     try:
         cfg = read_queue_config(root)
         warnings += cfg.warnings

@@ -169,7 +169,7 @@ def _aliases(tree: ast.Module) -> dict[str, str]:
 
 
 def _imports(tree: ast.Module) -> list[ImportRef]:
-    out = []
+    out: list[ImportRef] = []
     for node in ast.walk(tree):
         if isinstance(node, ast.Import):
             out.extend(ImportRef(a.name, (), 0, node.lineno, node) for a in node.names)
