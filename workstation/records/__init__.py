@@ -32,6 +32,8 @@ encoding of non-finite floats and its list of checks that could not look in ``st
 (:func:`workstation.engine.report.finite_json`: a record writes them as the report does;
 :func:`workstation.engine.report.not_judged_of`). Never :mod:`workstation.tui`,
 :mod:`workstation.review`, :mod:`workstation.runner`, :mod:`workstation.harness` or
-:mod:`workstation.checks`. Inside the package the order is model, state, format and crosscheck, parse, store;
-nothing imports upwards. Import-linter contracts (pyproject.toml) hold each sentence.
+:mod:`workstation.checks`. Inside the package the order is model, state, format and
+crosscheck, parse, commit, store (and integrate below sync); nothing imports upwards.
+Import-linter contracts (pyproject.toml) hold each sentence (its layers contract names
+model, state, parse and store).
 """
