@@ -105,20 +105,17 @@ def test_device_stand_in_answers_as_the_declared_target():
     torch.cuda answer as the task's declared target (H100 by default, H200 from
     [target] device), each call counted; torch's own code keeps seeing the CPU."""
     out = _run("""
-        import json, tempfile, pathlib, types
+        import json, types
         import torch, triton
         from workstation.harness import fidelity
         patched = fidelity.device_stand_in()
-        d = pathlib.Path(tempfile.mkdtemp())
-        (d / "task.toml").write_text('[target]\\ndevice = "H200"\\n')
-        fidelity._job_target(types.SimpleNamespace(task_dir=str(d)))
+        fidelity._job_target(types.SimpleNamespace(target="H200"))  # the job file's target
         t = triton.runtime.driver.active.get_current_target()
         props = torch.cuda.get_device_properties(0)
         with torch.random.fork_rng():  # torch's own caller of torch.cuda.device_count: the real 0
             pass
         rec = fidelity.take_standin_calls()
-        (d / "task.toml").write_text('schema = 1\\n')
-        fidelity._job_target(types.SimpleNamespace(task_dir=str(d)))
+        fidelity._job_target(types.SimpleNamespace(target=None))
         print(json.dumps({
             "patched": patched, "target": [t.backend, t.arch, t.warp_size], "name": props.name,
             "total_memory": props.total_memory, "sms": props.multi_processor_count,
@@ -180,6 +177,27 @@ def test_device_targets_table_and_declared_target():
     assert set(DEVICE_TARGET_NAMES) == set(DEVICE_TARGETS) and DEFAULT_TARGET == "H100"
     assert device_target(None).arch == 90 and device_target("A100").arch == 80
     assert device_target("H100").triton_properties()["multiprocessor_count"] == 132
-    assert declared_target('[target]\ndevice = "H200"\n') == "H200"
-    assert declared_target('[target]\ndevice = "B200"\n') == "H100"  # the loader refuses it; the child falls back
-    assert declared_target("not toml [") == "H100"
+    assert declared_target("H200") == "H200"
+    assert declared_target("B200") == "H100"  # the loader refuses it; the child falls back
+    assert declared_target(None) == "H100"
+
+
+def test_the_loader_reads_the_declared_target_for_the_job_file(tmp_path):
+    """task.toml's ``[target] device`` is read by the parent's loader (the schema layer)
+    and carried to the job child by the job file (``Job.target``), never parsed there."""
+    import msgspec
+
+    from tests.conftest import TASK_TOML, write_task
+    from workstation.protocol.steps import Job, encode_job
+    from workstation.schema.problem import Problem
+    from workstation.task.format import load_task
+
+    base = TASK_TOML.format(id="add", status="pass", failure_class="")
+    t = load_task(write_task(tmp_path / "a", toml=base + '\n[target]\ndevice = "H200"\n'))
+    assert t.extensions.target == "H200"
+    assert load_task(write_task(tmp_path / "b", toml=base)).extensions.target is None
+    with pytest.raises(Problem) as ei:
+        load_task(write_task(tmp_path / "c", toml=base + '\n[target]\ndevice = "B200"\n'))
+    assert ei.value.key == "target.device"
+    job = Job(task_dir="/t", out_dir="/o", steps=[], target=t.extensions.target)
+    assert msgspec.json.decode(encode_job(job), type=Job).target == "H200"

@@ -300,14 +300,21 @@ def test_conflicting_resolutions_are_a_state_not_a_silent_override(env, cli):
         assert rs.open_disputes("alpha") and rs.effective_values(rs.verdict(v.verdict_id))["correctness"] == "incorrect"
         assert "2 resolutions disagree" in format_history(task_history(repo, "alpha", rs), rs)
         assert any("2 resolutions disagree" in p.problem for p in diagnose(repo).problems)
-    # the queue owner's rule decides
+    # the queue owner's rule decides (the committed queue.toml's: records are judged by their commit's tree)
     root = Path(a.working_tree_dir)
-    (root / "queue.toml").write_text('name = "q"\nrubric = "kernel-review"\nresolution_conflict = "last"\n')
+    base = a.head.commit.hexsha
+
+    def rule(name: str) -> None:
+        (root / "queue.toml").write_text(f'name = "q"\nrubric = "kernel-review"\nresolution_conflict = "{name}"\n'
+                                         '\n[records]\nsignatures = "off"\n')
+        subprocess.run(["git", "-C", str(root), "commit", "-q", "-m", f"rule {name}", "queue.toml"], check=True)
+
+    rule("last")
     rs = load_records(a)
     assert rs.resolution_of(d.dispute_id).outcome == "overturned"
-    (root / "queue.toml").write_text('name = "q"\nrubric = "kernel-review"\nresolution_conflict = "first"\n')
+    rule("first")
     assert load_records(a).resolution_of(d.dispute_id).outcome == "upheld"
-    subprocess.run(["git", "-C", str(root), "checkout", "-q", "queue.toml"], check=True)
+    subprocess.run(["git", "-C", str(root), "reset", "-q", "--hard", base], check=True)
     # a resolution without --supersede is refused; with it, it replaces both
     r = CliRunner().invoke(cli, ["resolve", d.dispute_id, "--outcome", "upheld", "--rationale", "x",
                                  "--queue", str(root)])

@@ -470,6 +470,83 @@ def test_current_state_tie_break_is_timestamp_then_id(queue):
         rs.verdict("ffff")
 
 
+def _rubric_allowing(value: str) -> str:
+    """kernel-review's rubric file with ``value`` one more allowed correctness value."""
+    data = tomllib.loads(Path(RUBRIC.path).read_text())
+    field = next(f for f in data["fields"] if f["key"] == "correctness")
+    field["values"].append({"value": value, "key": "~", "label": value})
+    return tomli_w.dumps(data)
+
+
+def _commit_queue_file(repo: git.Repo, rel: str, text: str) -> None:
+    p = Path(repo.working_tree_dir) / rel
+    p.parent.mkdir(parents=True, exist_ok=True)
+    p.write_text(text)
+    repo.git.add("-f", rel)
+    repo.git.commit("-q", "--no-verify", "-m", f"owner: {rel}")
+
+
+def _outcome(rs) -> tuple:
+    """What a load gives, comparable across loads."""
+    return ([v.verdict_id for v in rs.verdicts], [(p.file.as_posix(), p.key, p.problem) for p in rs.problems],
+            [(p.file.as_posix(), p.key, p.problem) for p in rs.warnings], rs.resolution_rule)
+
+
+def test_records_are_judged_by_the_rubric_committed_with_them_not_the_work_trees(queue):
+    """A commit's records parse against the queue rubric of that commit's tree: editing
+    the work tree's rubric afterwards (uncommitted) changes nothing, either way."""
+    root = Path(queue.working_tree_dir)
+    v = verdict(queue, "alpha", ALICE)
+    base = tomllib.loads((root / v.path).read_text())
+    mostly = dict(base, verdict_id="0123abcd-0100", fields={**base["fields"], "correctness": "mostly"})
+    _write_record(root, "verdicts", "alpha", "mostly.toml", mostly)
+    _commit_files(root)
+    # the bundled kernel-review does not allow 'mostly'; a work-tree rubric that does is not committed
+    refused = _outcome(load_records(root))
+    assert refused[0] == [v.verdict_id]
+    assert any("unknown value 'mostly' for rubric kernel-review" in p[2] for p in refused[1])
+    (root / "rubrics").mkdir()
+    (root / "rubrics" / "kernel-review.toml").write_text(_rubric_allowing("mostly"))
+    assert _outcome(load_records(root)) == refused
+    # the queue's owner commits it: the record is valid under its own committed rubric ...
+    _commit_queue_file(queue, "rubrics/kernel-review.toml", _rubric_allowing("mostly"))
+    valid = _outcome(load_records(root))
+    assert valid[0] == [v.verdict_id, "0123abcd-0100"] and not valid[1]
+    # ... and stays so when the work tree's rubric is edited (or removed) since
+    (root / "rubrics" / "kernel-review.toml").write_text(_rubric_allowing("partly"))
+    assert _outcome(load_records(root)) == valid
+    (root / "rubrics" / "kernel-review.toml").unlink()
+    assert _outcome(load_records(root)) == valid
+    # an earlier commit still parses against its own tree (the bundled rubric)
+    assert _outcome(load_records(root, rev="HEAD~1")) == refused
+
+
+def test_records_take_the_resolution_rule_of_the_committed_queue_toml(queue):
+    """Two standing resolutions that disagree: the rule of the commit's queue.toml decides,
+    whatever the work tree's queue.toml says (uncommitted), either way."""
+    root = Path(queue.working_tree_dir)
+    v = verdict(queue, "alpha", ALICE, "reject", correctness="incorrect")
+    d = commit_dispute(queue, v, {"correctness": "correct"}, "it is correct", RUBRIC, identity=BOB)
+    r = commit_resolution(queue, load_records(root), d, "upheld", "the verdict stands", rubric=RUBRIC, identity=CAROL)
+    other = dict(tomllib.loads((root / r.path).read_text()), resolution_id="0123abcd-0200", outcome="overturned",
+                 fields=dict(d.fields), rationale="the dispute is right")
+    _write_record(root, "resolutions", "alpha", "other.toml", other)
+    _commit_files(root)
+    queue_toml = (root / "queue.toml").read_text()
+    open_ = load_records(root)
+    assert open_.resolution_rule == "open" and open_.resolution_of(d.dispute_id) is None
+    (root / "queue.toml").write_text(queue_toml.replace("[records]", 'resolution_conflict = "last"\n\n[records]'))
+    assert _outcome(load_records(root)) == _outcome(open_)
+    assert load_records(root).resolution_of(d.dispute_id) is None
+    queue.git.commit("-q", "--no-verify", "-m", "owner: last", "queue.toml")
+    last = load_records(root)
+    assert last.resolution_rule == "last" and last.resolution_of(d.dispute_id).outcome == "overturned"
+    (root / "queue.toml").write_text(queue_toml)  # back to the default rule, not committed
+    assert _outcome(load_records(root)) == _outcome(last)
+    assert load_records(root).resolution_of(d.dispute_id).outcome == "overturned"
+    assert load_records(root, rev="HEAD~1").resolution_of(d.dispute_id) is None
+
+
 # ---------------------------------------------------------------------------------------------
 # disputes, resolutions
 

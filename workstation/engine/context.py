@@ -501,7 +501,7 @@ class CheckContext:
                               inout_args=list(t.inout_args), step_timeout=st, principal=next(iter(who), "job"),
                               cache_key=f"{t.id}-{self.run_id}", cancel=cancel,
                               helper_dirs=[str(h) for h in t.helper_dirs], step_budgets=list(budgets),
-                              import_budget=imp)
+                              import_budget=imp, target=t.extensions.target)
         payloads.take_notes(self, steps, job.steps)
         if job.died and job.status != "timeout" and not job.forged and all(x is None for x in job.steps) \
                 and job.died_in_step is None:

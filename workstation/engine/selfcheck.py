@@ -34,7 +34,6 @@ Each task runs with ``kws check``'s engine restricted to those checks plus ``cor
 from __future__ import annotations
 
 import time
-import tomllib
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -46,6 +45,7 @@ from workstation.engine.report import exit_code, to_json_dict
 from workstation.engine.run import run_checks
 from workstation.runner import Runner
 from workstation.schema.problem import Problem
+from workstation.schema.toml import read_toml
 from workstation.task.format import load_task
 
 #: a few fast pairs for ``--subset cheap`` (torch candidates, no timing checks).
@@ -181,7 +181,8 @@ def load_corpus(root: Path) -> list[HackEntry]:
 
     Raises:
         Problem: ``root`` has no tasks/ folder, no task has a ``hack.toml``, or one does not
-            parse or lacks ``expect_fail`` (the message names the file and the key).
+            read (:func:`~workstation.schema.toml.read_toml`: size, UTF-8, TOML, depth) or
+            lacks ``expect_fail`` (the message names the file and the key).
     """
     tasks = root / "tasks"
     if not tasks.is_dir():
@@ -189,10 +190,7 @@ def load_corpus(root: Path) -> list[HackEntry]:
     out = []
     for d in sorted(p for p in tasks.iterdir() if (p / "hack.toml").is_file()):
         f = d / "hack.toml"
-        try:
-            raw = tomllib.loads(f.read_text())
-        except (OSError, tomllib.TOMLDecodeError) as e:
-            raise Problem(f, "", f"does not parse: {e}") from None
+        raw = read_toml(f)
         if not isinstance(raw.get("expect_fail"), list):
             raise Problem(f, "expect_fail", "missing or not a list of check ids")
         out.append(HackEntry(

@@ -981,17 +981,12 @@ class StandInDriver:
 
 
 def _job_target(job: Any) -> None:
-    """Per job: the target the stand-in answers for, the task's ``[target] device`` read
-    from the job's task copy (validated by the parent's loader), and a fresh call count."""
-    from pathlib import Path
-
+    """Per job: the target the stand-in answers for, the task's ``[target] device`` as the
+    job file carries it (``Job.target``: read and validated by the parent's task loader),
+    and a fresh call count."""
     from workstation.protocol.devices import declared_target
 
-    try:
-        text = (Path(job.task_dir) / "task.toml").read_text(encoding="utf-8")
-    except (OSError, UnicodeDecodeError, AttributeError, TypeError):
-        text = ""
-    _standin["target"] = declared_target(text)
+    _standin["target"] = declared_target(getattr(job, "target", None))
     _standin["calls"] = {}
 
 

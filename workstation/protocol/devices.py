@@ -103,13 +103,9 @@ def device_target(name: str | None) -> DeviceTarget:
     return DEVICE_TARGETS[name or DEFAULT_TARGET]
 
 
-def declared_target(task_toml_text: str) -> str:
-    """The ``[target] device`` of a task.toml's text (the job child's reading, after the
-    parent validated the file): a name of :data:`DEVICE_TARGETS`, else :data:`DEFAULT_TARGET`."""
-    import tomllib
-
-    try:
-        name = tomllib.loads(task_toml_text).get("target", {}).get("device")
-    except (tomllib.TOMLDecodeError, AttributeError):
-        return DEFAULT_TARGET
+def declared_target(name: object) -> str:
+    """The target the job child's stand-in answers as: ``name`` (the task's ``[target]
+    device`` as the job file carries it, ``Job.target``: read through the schema layer and
+    validated by the parent's task loader) when it is a name of :data:`DEVICE_TARGETS`,
+    else :data:`DEFAULT_TARGET` (``None``: the task declares none)."""
     return name if isinstance(name, str) and name in DEVICE_TARGETS else DEFAULT_TARGET

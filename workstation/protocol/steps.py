@@ -549,6 +549,9 @@ class Job(msgspec.Struct, frozen=True, forbid_unknown_fields=True, kw_only=True)
         steps: run in order.
         helper_dirs: folders put on ``sys.path`` after the task copy (a queue's shared
             helper folder, ``queue.toml`` ``helpers``; read-only to the task).
+        target: the task's ``[target] device`` as the parent's task loader read and
+            validated it (a name of :data:`workstation.protocol.devices.DEVICE_TARGETS`), or
+            ``None`` when it declares none: the device stand-in answers as that GPU.
     """
 
     entry: dict[str, str] = {}
@@ -559,6 +562,7 @@ class Job(msgspec.Struct, frozen=True, forbid_unknown_fields=True, kw_only=True)
     device: Literal["cpu", "cuda"] = "cpu"
     steps: list[Step]
     helper_dirs: list[str] = []
+    target: str | None = None
 
 
 # ----------------------------------------------------------------------------- principals

@@ -25,11 +25,12 @@ same value (no variation to agree on).
 
 from __future__ import annotations
 
+import dataclasses
 import math
 import warnings
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Annotated, Any
+from typing import Annotated, Any, Literal
 
 import krippendorff
 import numpy as np
@@ -68,7 +69,7 @@ class Agreement:
     field: str
     agree: int = 0
     total: int = 0
-    misses: list[tuple[str, str, str]] = field(default_factory=list)
+    misses: list[tuple[str, str, str]] = dataclasses.field(default_factory=list)  # `field` names the rubric field here
 
     @property
     def rate(self) -> float | None:
@@ -200,7 +201,7 @@ def _ratings(rs: RecordSet, rubric: Rubric) -> tuple[dict[str, dict[str, dict[st
 
 def _alpha(rubric: Rubric, key: str, ratings: dict[str, dict[str, dict[str, str]]]) -> Alpha:
     f = rubric[key]
-    level = "ordinal" if f.ordered else "nominal"
+    level: Literal["ordinal", "nominal"] = "ordinal" if f.ordered else "nominal"
     domain = list(f.scale()) if f.ordered else list(f.allowed)
     reviewers = sorted(ratings)
     tasks = sorted({t for per in ratings.values() for t in per})
@@ -258,26 +259,29 @@ def calibrate(root: Path | str, rubric: Rubric, records: RecordSet | None = None
         notes.append("verdicts count with their authors' own values, resolutions aside (queue.toml [records] "
                      "overturned_verdicts = \"author\")")
     reviewers = [who[k] for k in sorted(ratings)]
-    agreements: list[Agreement] = []
-    for key in sorted(ratings):
-        per = ratings[key]
-        for f in rubric.choice_fields:
-            ag = Agreement(who[key], f.key)
-            for task, g in sorted(gold.items()):
-                if f.key not in g.values or task not in per:
-                    continue
-                theirs = per[task].get(f.key, "")
-                ag.total += 1
-                if theirs == g.values[f.key]:
-                    ag.agree += 1
-                else:
-                    ag.misses.append((task, g.values[f.key], theirs or "-"))
-            if ag.total:
-                agreements.append(ag)
+    agreements = [ag for key in sorted(ratings) for f in rubric.choice_fields
+                  if (ag := _agreement(who[key], f.key, ratings[key], gold)).total]
     alphas = [_alpha(rubric, f.key, ratings) for f in rubric.choice_fields]
     return Calibration(
         rubric, gold, reviewers, agreements, alphas, list(rs.problems) + problems, notes, found
     )
+
+
+def _agreement(reviewer: Identity, key: str, per: dict[str, dict[str, str]], gold: dict[str, Gold]) -> Agreement:
+    """``reviewer``'s agreement with ``gold`` on field ``key``, from their values ``per``
+    task (their current verdict's), over the gold tasks that state the field and they
+    judged."""
+    ag = Agreement(reviewer, key)
+    for task, g in sorted(gold.items()):
+        if key not in g.values or task not in per:
+            continue
+        theirs = per[task].get(key, "")
+        ag.total += 1
+        if theirs == g.values[key]:
+            ag.agree += 1
+        else:
+            ag.misses.append((task, g.values[key], theirs or "-"))
+    return ag
 
 
 def format_calibration(cal: Calibration) -> str:
@@ -306,11 +310,11 @@ def format_calibration(cal: Calibration) -> str:
             lines.append(f"  {str(a.reviewer):<{width}}  {a.field:<{fw}}  {a.agree:>3}/{a.total:<3} {rate}{miss}")
     lines.append("")
     lines.append("Krippendorff's alpha across reviewers (units: tasks; missing ratings allowed)")
-    fw = max(len(a.field) for a in cal.alphas) if cal.alphas else 5
-    for a in cal.alphas:
-        val = f"{a.alpha:6.3f}" if a.alpha is not None else "     -"
+    fw = max(len(al.field) for al in cal.alphas) if cal.alphas else 5
+    for al in cal.alphas:
+        val = f"{al.alpha:6.3f}" if al.alpha is not None else "     -"
         lines.append(
-            f"  {a.field:<{fw}}  {a.level:<8} alpha {val}  tasks {a.units:>3}  ratings {a.ratings:>4}"
-            + (f"  ({a.note})" if a.note else "")
+            f"  {al.field:<{fw}}  {al.level:<8} alpha {val}  tasks {al.units:>3}  ratings {al.ratings:>4}"
+            + (f"  ({al.note})" if al.note else "")
         )
     return "\n".join(lines)

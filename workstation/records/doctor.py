@@ -25,9 +25,9 @@ from pathlib import Path
 
 import git
 
-from workstation.records.model import FOLDERS
+from workstation.records.model import FOLDERS, Dispute, Resolution, Verdict, record_file
 from workstation.records.parse import load_records
-from workstation.repo.gitqueue import harden, head_branch
+from workstation.repo.gitqueue import harden, head_branch, work_tree
 from workstation.repo.lock import damaged_branch, queue_lock, stale_git_locks
 from workstation.repo.plumbing import git_result, read_journal, rev, run_git
 from workstation.schema.problem import Problem
@@ -131,11 +131,8 @@ def edited_records(repo: git.Repo, rev_: str = "HEAD") -> list[Problem]:
 
 def diagnose(repo: git.Repo) -> Diagnosis:
     """Everything :mod:`the module <workstation.records.doctor>` describes, for ``repo``."""
-    from workstation.records.sync import unpushed_records, unsent
-    from workstation.task.queue import load_queue
-
     harden(repo)
-    root = Path(repo.working_tree_dir)
+    root = work_tree(repo)
     d = Diagnosis(root)
     damage = damaged_branch(repo)
     if damage is not None:  # nothing else can be read from a branch that names no commit
@@ -145,58 +142,73 @@ def diagnose(repo: git.Repo) -> Diagnosis:
         if not locked:
             d.notes.append("this clone cannot be written here (read-only, or its disk is full): kws's recovery "
                            "did not run; reading works, writing records does not")
-        try:
-            d.problems += stray_files(repo)
-        except git.GitCommandError as exc:
-            d.problems.append(Problem(gd_path(repo) / "index", "", f"git cannot read the index: {_last(exc)}; "
-                                      f"rebuild it with: git -C {root} read-tree HEAD (keeps the work tree)"))
-        rs = load_records(repo)
-        d.problems += rs.problems
-        d.warnings += rs.warnings
-        for u in rs.unverified:  # file, commit, why
-            d.problems.append(Problem(u.path, "", f"unverified {u.kind} by {u.record.reviewer}, not counted: {u.why}"))
-        if rs.signature_note:
-            d.notes.append(rs.signature_note)
-        d.problems += edited_records(repo)
-        tasks: set[str] | None = None
-        try:
-            q = load_queue(root)
-            d.problems += q.errors
-            d.warnings += q.warnings
-            tasks = set(committed_tasks(repo))
-        except Problem as p:
-            d.problems.append(p)
-        if tasks is not None:
-            for r in [*rs.verdicts, *rs.disputes, *rs.resolutions]:
-                if r.task not in tasks:
-                    d.problems.append(Problem(r.path, "task", f"{r.task!r} is not a task in HEAD (no tasks/{r.task}/ "
-                                              "committed): a record of a task that does not exist"))
-        from workstation.records.history import conflict_text
-
-        for did, clash in rs.resolution_conflicts().items():
-            d.problems.append(Problem(clash[-1].path, "dispute_id", f"dispute {did[:8]}: "
-                                      + conflict_text(clash, rs.resolution_rule)))
-        gd = Path(repo.git_dir)
-        for name, what in (("rebase-merge", "a rebase"), ("rebase-apply", "a rebase or git am"),
-                           ("MERGE_HEAD", "a merge")):
-            if (gd / name).exists():
-                d.problems.append(Problem(gd / name, "", f"{what} is in progress (not kws's); finish or abort it"))
-        for lock in stale_git_locks(repo):
-            d.problems.append(Problem(lock, "", "a git lock held by a running git process (or left by one that "
-                                                "kws could not tell had ended)"))
-        j = read_journal(repo)
-        if j is not None:
-            d.problems.append(Problem(gd / "kws" / "journal.json", "", "an interrupted kws update kws could not finish"))
-        if head_branch(repo) is None:
-            d.problems.append(Problem(root, "", "HEAD is detached: kws commits records only on a branch"))
-        else:
-            n = unsent(repo)
-            if n:
-                k = unpushed_records(repo)
-                d.notes.append(f"{n} local commit(s) not on the remote yet"
-                               + (f" ({k} records not pushed)" if k else "") + ": run kws sync")
-        log = gd / "kws" / "recovery.log"
-        if log.is_file():
-            tail = log.read_text(encoding="utf-8", errors="replace").splitlines()[-5:]
-            d.notes += [f"recovered earlier: {t}" for t in tail]
+        _check_records(repo, d)
+        _check_git_state(repo, d)
     return d
+
+
+def _check_records(repo: git.Repo, d: Diagnosis) -> None:
+    """Add to ``d`` the stray record files, the records skipped, warned about, unverified
+    or edited after they were committed, the queue's task problems, the records of tasks
+    that do not exist and the resolutions that disagree."""
+    from workstation.records.history import conflict_text
+    from workstation.task.queue import load_queue
+
+    try:
+        d.problems += stray_files(repo)
+    except git.GitCommandError as exc:
+        d.problems.append(Problem(gd_path(repo) / "index", "", f"git cannot read the index: {_last(exc)}; "
+                                  f"rebuild it with: git -C {d.root} read-tree HEAD (keeps the work tree)"))
+    rs = load_records(repo)
+    d.problems += rs.problems
+    d.warnings += rs.warnings
+    d.problems += [Problem(record_file(u.record), "", f"unverified {u.kind} by {u.record.reviewer}, not counted: "
+                           f"{u.why}") for u in rs.unverified]  # file, commit, why
+    if rs.signature_note:
+        d.notes.append(rs.signature_note)
+    d.problems += edited_records(repo)
+    tasks: set[str] | None = None
+    try:
+        q = load_queue(d.root)
+        d.problems += q.errors
+        d.warnings += q.warnings
+        tasks = set(committed_tasks(repo))
+    except Problem as p:
+        d.problems.append(p)
+    if tasks is not None:
+        records: list[Verdict | Dispute | Resolution] = [*rs.verdicts, *rs.disputes, *rs.resolutions]
+        d.problems += [Problem(record_file(r), "task", f"{r.task!r} is not a task in HEAD (no tasks/{r.task}/ "
+                               "committed): a record of a task that does not exist") for r in records
+                       if r.task not in tasks]
+    for did, clash in rs.resolution_conflicts().items():
+        d.problems.append(Problem(record_file(clash[-1]), "dispute_id", f"dispute {did[:8]}: "
+                                  + conflict_text(clash, rs.resolution_rule)))
+
+
+def _check_git_state(repo: git.Repo, d: Diagnosis) -> None:
+    """Add to ``d`` what git holds in progress (a rebase or merge, locks, an unfinished kws
+    update), a detached HEAD or the commits not sent yet, and what kws recovered earlier."""
+    from workstation.records.sync import unpushed_records, unsent
+
+    gd = Path(repo.git_dir)
+    for name, what in (("rebase-merge", "a rebase"), ("rebase-apply", "a rebase or git am"),
+                       ("MERGE_HEAD", "a merge")):
+        if (gd / name).exists():
+            d.problems.append(Problem(gd / name, "", f"{what} is in progress (not kws's); finish or abort it"))
+    for lock in stale_git_locks(repo):
+        d.problems.append(Problem(lock, "", "a git lock held by a running git process (or left by one that "
+                                            "kws could not tell had ended)"))
+    if read_journal(repo) is not None:
+        d.problems.append(Problem(gd / "kws" / "journal.json", "", "an interrupted kws update kws could not finish"))
+    if head_branch(repo) is None:
+        d.problems.append(Problem(d.root, "", "HEAD is detached: kws commits records only on a branch"))
+    else:
+        n = unsent(repo)
+        if n:
+            k = unpushed_records(repo)
+            d.notes.append(f"{n} local commit(s) not on the remote yet"
+                           + (f" ({k} records not pushed)" if k else "") + ": run kws sync")
+    log = gd / "kws" / "recovery.log"
+    if log.is_file():
+        tail = log.read_text(encoding="utf-8", errors="replace").splitlines()[-5:]
+        d.notes += [f"recovered earlier: {t}" for t in tail]

@@ -91,9 +91,11 @@ def tree_changes(repo: git.Repo, a: str, b: str) -> tuple[str, ...] | None:
 
 
 def task_history(repo: git.Repo, task_id: str, records: RecordSet | None = None) -> History:
-    """The history of ``task_id`` in the queue ``repo`` (records read from its work tree)."""
+    """The history of ``task_id`` in the queue ``repo`` (``records``: its records as
+    :func:`~workstation.records.parse.load_records` reads them from HEAD, read here when
+    not given)."""
     harden(repo)
-    rs = records if records is not None else load_records(repo.working_tree_dir)
+    rs = records if records is not None else load_records(repo)
     verdict_tree = {v.verdict_id: v.task_tree for v in rs.verdicts}
     recs: list[Verdict | Dispute | Resolution] = []
     recs += [v for v in rs.verdicts if v.task == task_id]
@@ -148,71 +150,87 @@ def format_history(h: History, records: RecordSet | None = None) -> str:
              + (f", {len(h.unverified)} unverified (not counted)" if h.unverified else "")]
     if h.note:
         lines.append(f"  {h.note}")
-    for p in h.problems:
-        lines.append(f"  skipped {p}")
-    for u in h.unverified:
-        r = u.record
-        what = r.overall if isinstance(r, Verdict) else getattr(r, "outcome", "")
-        lines.append(f"{_when(r.timestamp)}  {r.kind:<10} {r.id[:8]}  {r.reviewer}  {what}  UNVERIFIED, not counted: "
-                     f"{u.why}  [{u.path}]")
+    lines += [f"  skipped {p}" for p in h.problems]
+    lines += [f"{_when(u.record.timestamp)}  {u.kind:<10} {u.record.id[:8]}  {u.record.reviewer}  {u.said}  "
+              f"UNVERIFIED, not counted: {u.why}  [{u.path}]" for u in h.unverified]
     for e in h.entries:
         r = e.record
-        tree = (e.task_tree or "?")[:10]
         head = f"{_when(r.timestamp)}  {r.kind:<10} {r.id[:8]}  {r.reviewer}"
         if isinstance(r, Verdict):
-            lines.append(f"{head}  {r.overall}  (task version {tree})")
-            if e.changed_from is not None:
-                lines.append(f"    task changed since version {e.changed_from[:10]}:")
-                if e.changes is None:
-                    lines.append("      (a version is not in this clone; run kws sync)")
-                else:
-                    lines.extend(f"      {c}" for c in e.changes)
-            lines.append("    " + ", ".join(f"{k}={v}" for k, v in r.fields.items()))
-            if r.rationale:
-                lines.append(f"    rationale: {r.rationale}")
-            if records is not None:
-                eff = records.effective_values(r)
-                changed = {k: v for k, v in eff.items() if r.values().get(k) != v}
-                if changed:
-                    lines.append(
-                        "    after resolutions: " + ", ".join(f"{k}={v}" for k, v in changed.items())
-                    )
+            lines += _verdict_lines(e, r, head, records)
         elif isinstance(r, Dispute):
-            state = ""
-            if records is not None:
-                res = records.resolution_of(r.dispute_id)
-                state = f"  [{'open' if res is None else res.outcome}]"
-                clash = records.resolution_conflicts(r.dispute_id).get(r.dispute_id)
-                if clash:
-                    state += f"  [{conflict_text(clash, records.resolution_rule)}]"
-            lines.append(f"{head}  on verdict {r.verdict_id[:8]}{state}")
-            lines.append("    " + ", ".join(f"{k}={v}" for k, v in r.fields.items()))
-            lines.append(f"    rationale: {r.rationale}")
+            lines += _dispute_lines(r, head, records)
         else:
-            lines.append(
-                f"{head}  {r.outcome}: verdict {r.verdict_id[:8]}, dispute {r.dispute_id[:8]}"
-            )
-            sides = ", ".join(
-                f"{k}: verdict {r.verdict_values.get(k, '-')} / dispute {r.dispute_values.get(k, '-')}"
-                for k in sorted(set(r.verdict_values) | set(r.dispute_values))
-            )
-            if sides:
-                lines.append(f"    {sides}")
-            if r.fields:
-                lines.append("    verdict now: " + ", ".join(f"{k}={v}" for k, v in r.fields.items()))
-            lines.append(f"    rationale: {r.rationale}")
+            lines += _resolution_lines(r, head)
+    return "\n".join(lines + _version_lines(h))
+
+
+def _verdict_lines(e: HistoryEntry, r: Verdict, head: str, records: RecordSet | None) -> list[str]:
+    """A verdict's block: its overall and version, what changed since the version judged
+    before, its values, rationale and (with ``records``) the values resolutions changed."""
+    lines = [f"{head}  {r.overall}  (task version {(e.task_tree or '?')[:10]})"]
+    if e.changed_from is not None:
+        lines.append(f"    task changed since version {e.changed_from[:10]}:")
+        if e.changes is None:
+            lines.append("      (a version is not in this clone; run kws sync)")
+        else:
+            lines.extend(f"      {c}" for c in e.changes)
+    lines.append("    " + ", ".join(f"{k}={v}" for k, v in r.fields.items()))
+    if r.rationale:
+        lines.append(f"    rationale: {r.rationale}")
+    if records is not None:
+        eff = records.effective_values(r)
+        changed = {k: v for k, v in eff.items() if r.values().get(k) != v}
+        if changed:
+            lines.append("    after resolutions: " + ", ".join(f"{k}={v}" for k, v in changed.items()))
+    return lines
+
+
+def _dispute_lines(r: Dispute, head: str, records: RecordSet | None) -> list[str]:
+    """A dispute's block: the verdict it disputes, (with ``records``) whether it is open or
+    how it was resolved and any disagreement between its resolutions, values, rationale."""
+    state = ""
+    if records is not None:
+        res = records.resolution_of(r.dispute_id)
+        state = f"  [{'open' if res is None else res.outcome}]"
+        clash = records.resolution_conflicts(r.dispute_id).get(r.dispute_id)
+        if clash:
+            state += f"  [{conflict_text(clash, records.resolution_rule)}]"
+    return [f"{head}  on verdict {r.verdict_id[:8]}{state}",
+            "    " + ", ".join(f"{k}={v}" for k, v in r.fields.items()),
+            f"    rationale: {r.rationale}"]
+
+
+def _resolution_lines(r: Resolution, head: str) -> list[str]:
+    """A resolution's block: its outcome, both sides' values, the verdict's new values,
+    rationale."""
+    lines = [f"{head}  {r.outcome}: verdict {r.verdict_id[:8]}, dispute {r.dispute_id[:8]}"]
+    sides = ", ".join(
+        f"{k}: verdict {r.verdict_values.get(k, '-')} / dispute {r.dispute_values.get(k, '-')}"
+        for k in sorted(set(r.verdict_values) | set(r.dispute_values))
+    )
+    if sides:
+        lines.append(f"    {sides}")
+    if r.fields:
+        lines.append("    verdict now: " + ", ".join(f"{k}={v}" for k, v in r.fields.items()))
+    lines.append(f"    rationale: {r.rationale}")
+    return lines
+
+
+def _version_lines(h: History) -> list[str]:
+    """Where the task's version in HEAD (and its work tree) stands against the last judged."""
     if h.head.tree is None:
-        lines.append(f"tasks/{h.task} is not in HEAD")
+        lines = [f"tasks/{h.task} is not in HEAD"]
     elif h.last_judged is None:
-        lines.append(f"current task version {h.head.tree[:10]}: not judged yet")
+        lines = [f"current task version {h.head.tree[:10]}: not judged yet"]
     elif h.head_changes == ():
-        lines.append(f"current task version {h.head.tree[:10]}: the one last judged")
+        lines = [f"current task version {h.head.tree[:10]}: the one last judged"]
     else:
-        lines.append(f"current task version {h.head.tree[:10]} differs from the last judged {h.last_judged[:10]}:")
+        lines = [f"current task version {h.head.tree[:10]} differs from the last judged {h.last_judged[:10]}:"]
         if h.head_changes is None:
             lines.append("  (the judged version is not in this clone; run kws sync)")
         else:
             lines.extend(f"  {c}" for c in h.head_changes)
     if h.head.dirty:
         lines.append("uncommitted changes in the work tree: " + ", ".join(h.head.dirty))
-    return "\n".join(lines)
+    return lines

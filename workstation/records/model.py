@@ -1,7 +1,7 @@
 """The record types: what a verdict, dispute, resolution and reservation hold once read.
 
 These are the in-memory model, independent of the file format: the TOML schema of each
-record file is :mod:`workstation.records.parse`, the state derived from a set of records
+record file is :mod:`workstation.records.format`, the state derived from a set of records
 :mod:`workstation.records.state`, and writing them :mod:`workstation.records.store`.
 Times are aware ``datetime`` s in UTC; ``path`` is a record's file relative to the queue
 root (None for a record not read from a file).
@@ -30,12 +30,14 @@ __all__ = [
     "CheckStatus",
     "Dispute",
     "FindingSummary",
+    "Record",
     "RecordError",
     "Reservation",
     "Resolution",
     "TaskFlags",
     "Unverified",
     "Verdict",
+    "record_file",
 ]
 
 #: Record schema version written by this kws (a record naming a later one is not read).
@@ -236,6 +238,17 @@ class Reservation:
         return (self.timestamp, self.reservation_id)
 
 
+#: Any record kind.
+Record = Verdict | Dispute | Resolution | Reservation
+
+
+def record_file(record: Record) -> Path:
+    """``record``'s file relative to the queue root (its kind's folder for a record not
+    read from a file: ``path`` None), what a :class:`~workstation.schema.problem.Problem`
+    about it names."""
+    return record.path if record.path is not None else Path(FOLDERS[record.kind])
+
+
 @dataclass(frozen=True)
 class Unverified:
     """A record that parsed but does not count: its commit carries no good signature by a
@@ -243,7 +256,7 @@ class Unverified:
     (:mod:`workstation.records.signing`). ``commit``: the commit that added the file
     (None: none found); ``why``: what is wrong, in words."""
 
-    record: Verdict | Dispute | Resolution | Reservation
+    record: Record
     commit: str | None
     why: str
 
@@ -258,6 +271,14 @@ class Unverified:
     @property
     def kind(self) -> str:
         return self.record.kind
+
+    @property
+    def said(self) -> str:
+        """What the record said: a verdict's overall, a resolution's outcome ("" for a
+        dispute or a reservation)."""
+        if isinstance(self.record, Verdict):
+            return self.record.overall
+        return self.record.outcome if isinstance(self.record, Resolution) else ""
 
     def __str__(self) -> str:
         return f"{self.path}: {self.kind} by {self.record.reviewer} is unverified and not counted: {self.why}"

@@ -27,7 +27,7 @@ import os
 import re
 import sys
 import tempfile
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import Any
 
@@ -79,8 +79,13 @@ def scrub_text(text: str, queue_root: Path | str | None = None) -> str:
     text = scrub_secrets(text)
     for prefix, name in _prefixes(queue_root):
         if prefix in text:
-            text = re.sub(re.escape(prefix) + r"(?![A-Za-z0-9_.-])", lambda _m, n=name: n, text)
+            text = re.sub(re.escape(prefix) + r"(?![A-Za-z0-9_.-])", _literal(name), text)
     return text
+
+
+def _literal(text: str) -> Callable[[re.Match[str]], str]:
+    """A ``re.sub`` replacement that puts ``text`` as it is (no backslash escapes)."""
+    return lambda _m: text
 
 
 def scrub_value(value: Any, queue_root: Path | str | None = None) -> Any:

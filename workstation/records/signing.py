@@ -169,7 +169,7 @@ def _cache_path(signers: str) -> Path | None:
         from workstation.repo.gitqueue import state_dir
 
         return state_dir() / "signatures" / f"{hashlib.sha256(signers.encode()).hexdigest()[:32]}.json"
-    except Exception:  # noqa: BLE001 - a settings problem: no cache, every check runs
+    except Problem:  # a settings problem (settings.current raises it): no cache, every check runs
         return None
 
 
@@ -190,7 +190,7 @@ def _signatures(repo: git.Repo, signers: str, commits: Iterable[str]) -> dict[st
             loaded = json.loads(cache_file.read_text(encoding="utf-8"))
             if isinstance(loaded, dict):
                 cache = {k: v for k, v in loaded.items() if isinstance(v, list) and len(v) == 4}
-    out: dict[str, tuple[str, str, str, str]] = {c: tuple(cache[c]) for c in commits if c in cache}  # type: ignore[misc]
+    out = {c: (cache[c][0], cache[c][1], cache[c][2], cache[c][3]) for c in commits if c in cache}
     todo = [c for c in commits if c not in out]
     if todo:
         with _signers_file(signers) as path:

@@ -15,14 +15,15 @@ each other without conflicts. Records are named by the ids stored in them (``ver
 Every write refuses, with a :class:`~workstation.records.model.RecordError` and nothing
 committed, what would make a bad record (values the rubric rejects, a detached HEAD, a
 merge or rebase in progress, a file kws could not read back); each returns the record as
-read back from the file it committed (:func:`workstation.records.parse.parse_record`).
-Reading is :mod:`workstation.records.parse`, derived state :mod:`workstation.records.state`.
+read back from the file it committed (:func:`workstation.records.format.parse_record`).
+This module decides what each record holds; the commit of its file is
+:func:`workstation.records.commit.commit_record`. Reading is
+:mod:`workstation.records.parse`, derived state :mod:`workstation.records.state`.
 """
 
 from __future__ import annotations
 
 import json
-import logging
 import math
 import re
 import secrets
@@ -33,10 +34,10 @@ from pathlib import Path
 from typing import Any
 
 import git
-import tomli_w
 
 import workstation
 from workstation.engine.report import finite_json, not_judged_of
+from workstation.records.commit import check_branch, commit_record, rfc3339
 from workstation.records.drafts import Draft, delete_draft
 from workstation.records.model import (
     FOLDERS,
@@ -48,40 +49,13 @@ from workstation.records.model import (
     Resolution,
     Verdict,
 )
-from workstation.records.parse import MAX_RECORD_BYTES, load_records, parse_record
+from workstation.records.parse import load_records
 from workstation.records.scrub import relative_repro, scrub_secrets, scrub_text, scrub_value
 from workstation.records.state import RecordSet, same_reviewer
-from workstation.repo.gitqueue import (
-    Identity,
-    detached_advice,
-    git_env,
-    harden,
-    head_branch,
-    reviewer_identity,
-    task_version,
-)
-from workstation.repo.lock import queue_lock
-from workstation.repo.plumbing import (
-    RefMoved,
-    StorageError,
-    WorkTreeConflict,
-    commit_tree,
-    move_branch,
-    rev,
-    run_git,
-    storage_advice,
-    storage_fault,
-    temp_index,
-    tree_of,
-)
+from workstation.repo.gitqueue import Identity, reviewer_identity, task_version, work_tree
 from workstation.rubric.model import Rubric, validate_values
-from workstation.schema.problem import Problem
-from workstation.schema.text import safe_tree
-from workstation.schema.toml import parse_toml
 
 __all__ = [
-    "CLOCK_ALLOWANCE",
-    "clock_warnings",
     "commit_dispute",
     "commit_resolution",
     "commit_verdict",
@@ -93,20 +67,10 @@ __all__ = [
 ]
 
 _EVIDENCE_LIMIT = 16_384  # bytes of JSON; larger evidence is not stored (kws recheck redoes it)
-#: How far a new record's time may be from its commit's dates, and before the commit it
-#: follows or the newest commit fetched from a remote, before its author is warned.
-CLOCK_ALLOWANCE = timedelta(hours=1)
-
-log = logging.getLogger("workstation.records")
-
 
 
 def _now() -> datetime:
     return datetime.now(UTC)
-
-
-def _rfc3339(ts: datetime) -> str:
-    return ts.astimezone(UTC).isoformat().replace("+00:00", "Z")
 
 
 def reviewer_slug(who: Identity) -> str:
@@ -149,7 +113,8 @@ def toml_safe(obj: Any) -> Any:
     return str(obj)
 
 
-def _trailers(**pairs: str) -> str:
+def _trailers(**pairs: str | None) -> str:
+    """Git trailers ``Kws-<Key>: value`` for ``pairs`` (None values left out)."""
     lines = []
     for key, val in pairs.items():
         if val is None:
@@ -157,176 +122,6 @@ def _trailers(**pairs: str) -> str:
         name = "Kws-" + "-".join(p.capitalize() for p in key.split("_"))
         lines.append(f"{name}: {' '.join(str(val).split())}")
     return "\n".join(lines)
-
-
-def _check_branch(repo: git.Repo, what: str) -> str:
-    harden(repo)
-    branch = head_branch(repo)
-    if branch is None:
-        raise RecordError(f"{what} not committed: {detached_advice(repo)}")
-    git_dir = Path(repo.git_dir)
-    if (git_dir / "MERGE_HEAD").exists():
-        raise RecordError(
-            f"{what} not committed: a merge is in progress in {repo.working_tree_dir} (git merge left "
-            f"MERGE_HEAD); finish it (git -C {repo.working_tree_dir} commit) or undo it "
-            f"(git -C {repo.working_tree_dir} merge --abort) and try again")
-    return branch
-
-
-_MOVE_ATTEMPTS = 20
-
-
-def _commit_record(
-    repo: git.Repo, kind: str, task: str, rel: Path, data: Mapping[str, Any], message: str, who: Identity
-) -> Any:
-    """Commit ``data`` as a new TOML file at ``rel`` (must not exist) and return the record
-    as every reader will see it.
-
-    The file is read back first, as :func:`~workstation.records.parse.load_records` reads
-    it (size, depth, schema): a record kws could not read is a RecordError and never
-    committed. The commit is built with plumbing in a temporary index (the blob, a tree of
-    HEAD's tree plus that file, ``commit-tree``), then the branch is moved by
-    :func:`~workstation.repo.plumbing.move_branch` under kws's lock: killed before that the
-    queue is unchanged; after it the commit exists and the next kws command finishes
-    writing the file to the index and work tree. Nothing the reviewer has staged is
-    touched or committed. No hook runs.
-    """
-    # a record stores task-derived text (evidence, exception texts, titles): control
-    # characters and escape sequences escaped (schema.text), never raw in the queue
-    payload = tomli_w.dumps(safe_tree(dict(data), None)).encode("utf-8")
-    if len(payload) > MAX_RECORD_BYTES:
-        raise RecordError(f"{kind} not committed: {len(payload)} bytes, over the {MAX_RECORD_BYTES}-byte record limit")
-    try:
-        record = parse_record(kind, parse_toml(payload.decode("utf-8"), rel), task, rel)
-    except Problem as p:
-        raise RecordError(f"{kind} not committed: it would not read back ({p})") from None
-    posix = rel.as_posix()
-    env = git_env(who)
-    sign, policy = _signing(repo, kind)
-    with queue_lock(repo):
-        branch = _check_branch(repo, kind)
-        commit: str | None = None
-        try:
-            for _ in range(_MOVE_ATTEMPTS):
-                old = rev(repo, f"refs/heads/{branch}")
-                blob = run_git(repo, "hash-object", "-w", "--stdin", input=payload).decode().strip()
-                with temp_index(repo, tree_of(repo, old) if old else None) as ienv:
-                    if run_git(repo, "ls-files", "-z", "--", posix, env=ienv):
-                        raise RecordError(f"{kind} not committed: {posix} already exists in HEAD")
-                    run_git(repo, "update-index", "--add", "--cacheinfo", f"100644,{blob},{posix}", env=ienv)
-                    tree = run_git(repo, "write-tree", env=ienv).decode().strip()
-                try:
-                    commit = commit_tree(repo, tree, [old] if old else [], message, env, sign=sign)
-                except git.GitCommandError as exc:
-                    if not sign or storage_fault(exc) is not None:
-                        raise
-                    raise RecordError(f"{kind} not committed: git could not sign the commit ({_short(exc)}); check "
-                                      "your signing key (kws signing setup)") from exc
-                try:
-                    move_branch(repo, branch, old, commit, f"kws {kind}: {task}")
-                except RefMoved:
-                    continue  # the reviewer's own git committed meanwhile: build on the new tip
-                except WorkTreeConflict as exc:
-                    raise RecordError(f"{kind} not committed: {exc}") from exc
-                _warn_clock(repo, record, commit)
-                _warn_unverified(repo, record, commit, sign, policy)
-                return record
-        except (OSError, git.GitCommandError) as exc:
-            fault = storage_fault(exc)
-            if fault is None:
-                raise
-            where = repo.working_tree_dir or repo.git_dir
-            if commit is not None and rev(repo, f"refs/heads/{branch}") == commit:
-                log.warning("warning: the %s is committed (%s) but %s could not be brought into the work tree: %s; "
-                            "the next kws command finishes that once it can write", kind, commit[:12], posix,
-                            storage_advice(fault, where))
-                return record
-            raise StorageError(fault, f"{kind} not committed (the branch is unchanged): "
-                               f"{storage_advice(fault, where)} [{_short(exc)}]") from exc
-    raise RecordError(f"{kind} not committed: {branch} kept moving ({_MOVE_ATTEMPTS} tries); try again")
-
-
-def _signing(repo: git.Repo, kind: str) -> tuple[bool, Any]:
-    """Whether a record commit is signed: when the queue's committed policy requires
-    signatures (:func:`~workstation.records.signing.records_policy`) and the reviewer set
-    up SSH signing. Refused (RecordError, nothing committed) when the queue has an
-    allowed-signers file, so the record would count, but the reviewer cannot sign."""
-    from workstation.records.signing import records_policy, signing_key
-
-    policy = records_policy(repo)
-    if policy.off:
-        return False, policy
-    if signing_key(repo) is not None:
-        return True, policy
-    if policy.signers is not None:
-        raise RecordError(f"{kind} not committed: this queue counts only signed records (its allowed signers are "
-                          f"{policy.allowed_signers}) and git has no SSH signing key set up here; set it up once "
-                          "with: kws signing setup --apply (it prints the line an owner adds to the allowed signers)")
-    return False, policy
-
-
-def _warn_unverified(repo: git.Repo, record: Any, commit: str, signed: bool, policy: Any) -> None:
-    """Tell the author at once when the record just committed will not count."""
-    from workstation.records.signing import check_commit
-
-    v = check_commit(repo, commit, record.reviewer.email, policy=policy)
-    if not v.ok:
-        log.warning("warning: %s %s is committed but unverified, so it is not counted: %s%s", record.kind,
-                    record.id[:8], v.why, "" if signed else "; set up signing with kws signing setup")
-
-
-def _short(exc: BaseException) -> str:
-    """The last line of ``exc``'s text (git's stderr for a git error)."""
-    text = exc.stderr if isinstance(exc, git.GitCommandError) else str(exc)
-    if isinstance(text, bytes):
-        text = text.decode("utf-8", "replace")
-    lines = [ln.strip().strip("'") for ln in str(text).replace("stderr:", "").splitlines() if ln.strip().strip("'")]
-    return lines[-1][:300] if lines else type(exc).__name__
-
-
-def _iso(text: str) -> datetime | None:
-    try:
-        return datetime.fromisoformat(text.strip()).astimezone(UTC)
-    except ValueError:
-        return None
-
-
-def clock_warnings(repo: git.Repo, when: datetime, commit: str) -> list[str]:
-    """Why the time ``when`` of a record committed as ``commit`` looks wrong: more than
-    :data:`CLOCK_ALLOWANCE` from the commit's author or committer date (a
-    ``GIT_AUTHOR_DATE`` / ``GIT_COMMITTER_DATE`` in the environment), or before the commit
-    it follows or the newest commit fetched from a remote (this machine's clock is behind).
-    Empty when nothing looks wrong. A record's place in the history, not its time, decides
-    which record is current, so a wrong clock misleads only the times shown."""
-    out: list[str] = []
-    lines = run_git(repo, "log", "-2", "--format=%aI %cI %h %an", commit).decode("utf-8", "replace").splitlines()
-    if not lines:
-        return out
-    author, committer = (_iso(x) for x in lines[0].split(" ", 2)[:2])
-    for label, t in (("author", author), ("committer", committer)):
-        if t is not None and abs(t - when) > CLOCK_ALLOWANCE:
-            out.append(f"the record is dated {_rfc3339(when)} but its commit's {label} date is {_rfc3339(t)} "
-                       f"({abs(t - when).total_seconds() / 3600:.1f} h apart; is GIT_{label.upper()}_DATE set?)")
-    refs = []
-    if len(lines) > 1:
-        parts = lines[1].split(" ", 3)
-        refs.append((_iso(parts[1]), f"the commit it follows ({parts[2]} by {parts[3] if len(parts) > 3 else '?'})"))
-    newest = run_git(repo, "for-each-ref", "--sort=-committerdate", "--count=1",
-                     "--format=%(committerdate:iso-strict) %(refname:short)", "refs/remotes").decode().split()
-    if newest:
-        refs.append((_iso(newest[0]), f"the newest commit fetched from the remote ({newest[1] if len(newest) > 1 else ''})"))
-    for t, what in refs:
-        if t is not None and when < t - CLOCK_ALLOWANCE:
-            out.append(f"the record is dated {_rfc3339(when)}, {(t - when).total_seconds() / 3600:.1f} h before "
-                       f"{what}: this machine's clock looks behind")
-            break
-    return out
-
-
-def _warn_clock(repo: git.Repo, record: Any, commit: str) -> None:
-    for w in clock_warnings(repo, record.timestamp, commit):
-        log.warning("warning: %s %s: %s. Its place in the history, not its time, decides which record is "
-                    "current; fix the clock (NTP) so that the times shown are right", record.kind, record.id[:8], w)
 
 
 def _identity_table(who: Identity) -> dict[str, str]:
@@ -400,7 +195,55 @@ def commit_verdict(
     problems = validate_values(rubric, draft.values)
     if problems:
         raise RecordError("verdict not committed:\n  " + "\n  ".join(problems))
-    _check_branch(repo, "verdict")
+    check_branch(repo, "verdict")
+    tree = _reviewed_tree(repo, draft)
+    report = draft.report or {}
+    values = dict(draft.values)
+    overall = values.pop("overall")
+    rationale = values.pop(rubric.rationale_field, "") or ""
+    fields = {f.key: values[f.key] for f in rubric.fields if values.get(f.key)}  # rubric order
+    root = work_tree(repo)
+    vid, rel, data = _new_record("verdict", draft.task, who)
+    data.update({
+        "task_tree": tree,
+        "overall": overall,
+        "rationale": scrub_secrets(rationale.strip()),
+        "kws_version": workstation.__version__,
+        "device": scrub_text(str(report.get("device") or "none (no checks run)"), root),
+        "rubric": {"id": rubric.id, "version": rubric.version},
+        "fields": fields,
+    })
+    if report:
+        data.update(_report_keys(report, draft, root))
+    if draft.unfinished_checks:
+        data["unfinished_checks"] = [str(c) for c in draft.unfinished_checks]
+    suggested = {k: v for k, v in draft.suggested.items() if k in values or k == "overall"}
+    if suggested:
+        data["suggested"] = {f.key: suggested[f.key] for f in rubric.fields if f.key in suggested}
+    message = (
+        f"kws verdict: {overall} {draft.task}\n\n"
+        + _trailers(
+            record=f"verdict:{vid}",
+            task=draft.task,
+            overall=overall,
+            reviewer=str(who),
+            task_tree=tree,
+        )
+        + "\n"
+    )
+    record = commit_record(repo, "verdict", draft.task, rel, data, message, who)
+    if remove_draft:
+        delete_draft(draft.queue or root, draft.task)
+    return record
+
+
+def _reviewed_tree(repo: git.Repo, draft: Draft) -> str:
+    """The git tree of ``tasks/<draft.task>`` in HEAD, the version the verdict judges.
+
+    Raises:
+        RecordError: the task is not in HEAD, its work tree differs from HEAD, or the draft's
+            checks ran on another tree.
+    """
     tv = task_version(repo, draft.task)
     if tv.tree is None:
         raise RecordError(
@@ -419,61 +262,33 @@ def commit_verdict(
             f"{draft.task_tree[:10]} then, {tv.tree[:10]} in HEAD now); re-run the checks on "
             "the current version"
         )
-    report = draft.report or {}
-    values = dict(draft.values)
-    overall = values.pop("overall")
-    rationale = values.pop(rubric.rationale_field, "") or ""
-    fields = {f.key: values[f.key] for f in rubric.fields if values.get(f.key)}  # rubric order
-    root = repo.working_tree_dir
-    vid, rel, data = _new_record("verdict", draft.task, who)
-    data.update({
-        "task_tree": tv.tree,
-        "overall": overall,
-        "rationale": scrub_secrets(rationale.strip()),
-        "kws_version": workstation.__version__,
-        "device": scrub_text(str(report.get("device") or "none (no checks run)"), root),
-        "rubric": {"id": rubric.id, "version": rubric.version},
-        "fields": fields,
-    })
-    if report:
-        if isinstance(report.get("complete"), bool):
-            # every check that applies was judged: a skip with nothing to look at (no bench,
-            # no claim) does not make a verdict incomplete; an error, a not-judged check or an
-            # unfinished one does (the report's own ``complete`` also counts skips: contract)
-            checks = [c for c in report.get("checks") or [] if isinstance(c, Mapping)]
-            data["checks_complete"] = bool(checks) and not draft.unfinished_checks and not any(
-                c.get("status") == "error" for c in checks) and not not_judged_of(report)
-        vers = report.get("versions")
-        if isinstance(vers, Mapping):
-            data["versions"] = {str(k): str(v) for k, v in vers.items() if v is not None}
-        data["findings"] = [_finding_table(f, root) for f in report.get("findings") or []]
-        data["checks"] = [_check_table(c, root) for c in report.get("checks") or []]
-        if isinstance(report.get("sandbox"), str) and report["sandbox"]:
-            data["sandbox"] = report["sandbox"]
-        not_judged = {str(n.get("check")): scrub_text(str(n.get("reason") or "could not look"), root)[:500]
-                      for n in not_judged_of(report) if n.get("check")}
-        if not_judged:  # what the verdict was not based on
-            data["not_judged"] = not_judged
-    if draft.unfinished_checks:
-        data["unfinished_checks"] = [str(c) for c in draft.unfinished_checks]
-    suggested = {k: v for k, v in draft.suggested.items() if k in values or k == "overall"}
-    if suggested:
-        data["suggested"] = {f.key: suggested[f.key] for f in rubric.fields if f.key in suggested}
-    message = (
-        f"kws verdict: {overall} {draft.task}\n\n"
-        + _trailers(
-            record=f"verdict:{vid}",
-            task=draft.task,
-            overall=overall,
-            reviewer=str(who),
-            task_tree=tv.tree,
-        )
-        + "\n"
-    )
-    record = _commit_record(repo, "verdict", draft.task, rel, data, message, who)
-    if remove_draft:
-        delete_draft(draft.queue or repo.working_tree_dir, draft.task)
-    return record
+    return tv.tree
+
+
+def _report_keys(report: dict[str, Any], draft: Draft, root: Path) -> dict[str, Any]:
+    """The keys a verdict takes from the draft's check ``report`` (in the order they are
+    written): ``checks_complete``, ``versions``, ``findings``, ``checks``, ``sandbox`` and
+    ``not_judged``, text scrubbed against the queue ``root``."""
+    data: dict[str, Any] = {}
+    if isinstance(report.get("complete"), bool):
+        # every check that applies was judged: a skip with nothing to look at (no bench,
+        # no claim) does not make a verdict incomplete; an error, a not-judged check or an
+        # unfinished one does (the report's own ``complete`` also counts skips: contract)
+        checks = [c for c in report.get("checks") or [] if isinstance(c, Mapping)]
+        data["checks_complete"] = bool(checks) and not draft.unfinished_checks and not any(
+            c.get("status") == "error" for c in checks) and not not_judged_of(report)
+    vers = report.get("versions")
+    if isinstance(vers, Mapping):
+        data["versions"] = {str(k): str(v) for k, v in vers.items() if v is not None}
+    data["findings"] = [_finding_table(f, root) for f in report.get("findings") or []]
+    data["checks"] = [_check_table(c, root) for c in report.get("checks") or []]
+    if isinstance(report.get("sandbox"), str) and report["sandbox"]:
+        data["sandbox"] = report["sandbox"]
+    not_judged = {str(n.get("check")): scrub_text(str(n.get("reason") or "could not look"), root)[:500]
+                  for n in not_judged_of(report) if n.get("check")}
+    if not_judged:  # what the verdict was not based on
+        data["not_judged"] = not_judged
+    return data
 
 
 def _field_problem(key: str, value: str, rubric: Rubric | None, current: Mapping[str, str]) -> str | None:
@@ -523,7 +338,7 @@ def commit_dispute(
             problems.append(f"{k}: the verdict already says {v!r}")
     if problems:
         raise RecordError("dispute not committed:\n  " + "\n  ".join(problems))
-    _check_branch(repo, "dispute")
+    check_branch(repo, "dispute")
     did, rel, data = _new_record("dispute", verdict.task, who)
     data.update({
         "verdict_id": verdict.verdict_id,
@@ -542,7 +357,7 @@ def commit_dispute(
         )
         + "\n"
     )
-    return _commit_record(repo, "dispute", verdict.task, rel, data, message, who)
+    return commit_record(repo, "dispute", verdict.task, rel, data, message, who)
 
 
 def commit_resolution(
@@ -575,7 +390,6 @@ def commit_resolution(
         raise RecordError(f"resolution not committed: outcome must be one of {', '.join(OUTCOMES)}")
     if not rationale.strip():
         raise RecordError("resolution not committed: a resolution needs a rationale")
-    fields = dict(fields or {})
     try:
         verdict = records.verdict(dispute.verdict_id)
     except RecordError as exc:
@@ -583,42 +397,12 @@ def commit_resolution(
             f"resolution not committed: the disputed verdict {dispute.verdict_id} is not "
             "readable in this queue (run kws sync; see kws history for problems)"
         ) from exc
-    from workstation.records.signing import records_policy
-
-    policy = records.policy if records.policy is not None else records_policy(repo)
-    if policy.self_resolution != "allow" and same_reviewer(verdict.reviewer, who):
-        raise RecordError(
-            f"resolution not committed: you ({who.email}) made verdict {verdict.verdict_id[:8]}, and this queue's "
-            "policy is that a verdict's author does not resolve a dispute of it (queue.toml [records] "
-            f"self_resolution = {policy.self_resolution!r}, the default); ask another reviewer to resolve dispute "
-            f"{dispute.dispute_id[:8]}, or the queue's owners set self_resolution = \"allow\"")
-    standing = records.standing_resolutions(dispute.dispute_id)
-    if standing and not supersede:
-        prior = standing[-1]
-        if len(standing) > 1:
-            raise RecordError(
-                f"resolution not committed: dispute {dispute.dispute_id[:8]} has {len(standing)} resolutions "
-                "already (" + "; ".join(f"{r.outcome} by {r.reviewer}" for r in standing)
-                + "); pass --supersede to replace them all with yours")
-        raise RecordError(
-            f"resolution not committed: dispute {dispute.dispute_id[:8]} was already resolved "
-            f"({prior.outcome}) by {prior.reviewer} at {_rfc3339(prior.timestamp)}; "
-            "pass --supersede to replace that adjudication"
-        )
-    if outcome in ("upheld", "overturned") and fields:
-        raise RecordError(f"resolution not committed: {outcome} takes no --field (use amended)")
-    if outcome == "amended":
-        if not fields:
-            raise RecordError("resolution not committed: amended needs the new values (--field KEY=VALUE)")
-        current = verdict.values()
-        problems = [w for k, v in fields.items() if (w := _field_problem(k, v, rubric, current)) is not None]
-        if problems:
-            raise RecordError("resolution not committed:\n  " + "\n  ".join(problems))
-    elif outcome == "overturned":
-        fields = dict(dispute.fields)
+    _refuse_self_resolution(repo, records, verdict, dispute, who)
+    standing = _standing(records, dispute, supersede)
+    fields = _resolved_values(outcome, dict(fields or {}), verdict, dispute, rubric)
     vvals = verdict.values()
     disputed = sorted(set(dispute.fields) | set(fields))
-    _check_branch(repo, "resolution")
+    check_branch(repo, "resolution")
     rid, rel, data = _new_record("resolution", dispute.task, who)
     data.update({
         "dispute_id": dispute.dispute_id,
@@ -645,13 +429,74 @@ def commit_resolution(
         )
         + "\n"
     )
-    return _commit_record(repo, "resolution", dispute.task, rel, data, message, who)
+    return commit_record(repo, "resolution", dispute.task, rel, data, message, who)
+
+
+def _refuse_self_resolution(repo: git.Repo, records: RecordSet, verdict: Verdict, dispute: Dispute,
+                            who: Identity) -> None:
+    """Raise RecordError when ``who`` made ``verdict`` and the queue's committed policy
+    (``[records] self_resolution``) does not allow its author to resolve a dispute of it."""
+    from workstation.records.signing import records_policy
+
+    policy = records.policy if records.policy is not None else records_policy(repo)
+    if policy.self_resolution != "allow" and same_reviewer(verdict.reviewer, who):
+        raise RecordError(
+            f"resolution not committed: you ({who.email}) made verdict {verdict.verdict_id[:8]}, and this queue's "
+            "policy is that a verdict's author does not resolve a dispute of it (queue.toml [records] "
+            f"self_resolution = {policy.self_resolution!r}, the default); ask another reviewer to resolve dispute "
+            f"{dispute.dispute_id[:8]}, or the queue's owners set self_resolution = \"allow\"")
+
+
+def _standing(records: RecordSet, dispute: Dispute, supersede: bool) -> list[Resolution]:
+    """The standing resolutions of ``dispute`` (those a new one with ``supersede`` replaces).
+
+    Raises:
+        RecordError: there are some and ``supersede`` is not set.
+    """
+    standing = records.standing_resolutions(dispute.dispute_id)
+    if standing and not supersede:
+        prior = standing[-1]
+        if len(standing) > 1:
+            raise RecordError(
+                f"resolution not committed: dispute {dispute.dispute_id[:8]} has {len(standing)} resolutions "
+                "already (" + "; ".join(f"{r.outcome} by {r.reviewer}" for r in standing)
+                + "); pass --supersede to replace them all with yours")
+        raise RecordError(
+            f"resolution not committed: dispute {dispute.dispute_id[:8]} was already resolved "
+            f"({prior.outcome}) by {prior.reviewer} at {rfc3339(prior.timestamp)}; "
+            "pass --supersede to replace that adjudication"
+        )
+    return standing
+
+
+def _resolved_values(outcome: str, fields: dict[str, str], verdict: Verdict, dispute: Dispute,
+                     rubric: Rubric | None) -> dict[str, str]:
+    """The values a resolution of ``outcome`` gives the verdict: none when ``upheld``, the
+    dispute's when ``overturned``, the resolver's ``fields`` (checked against ``rubric``
+    when given) when ``amended``.
+
+    Raises:
+        RecordError: ``fields`` given for upheld or overturned, missing for amended, or
+            not allowed.
+    """
+    if outcome in ("upheld", "overturned") and fields:
+        raise RecordError(f"resolution not committed: {outcome} takes no --field (use amended)")
+    if outcome == "amended":
+        if not fields:
+            raise RecordError("resolution not committed: amended needs the new values (--field KEY=VALUE)")
+        current = verdict.values()
+        problems = [w for k, v in fields.items() if (w := _field_problem(k, v, rubric, current)) is not None]
+        if problems:
+            raise RecordError("resolution not committed:\n  " + "\n  ".join(problems))
+    elif outcome == "overturned":
+        return dict(dispute.fields)
+    return fields
 
 
 def _reservation(
     repo: git.Repo, task: str, action: str, who: Identity, hours: float | None
 ) -> Reservation:
-    _check_branch(repo, action)
+    check_branch(repo, action)
     rid, rel, data = _new_record("reservation", task, who)
     data["action"] = action
     if hours is not None:
@@ -661,7 +506,7 @@ def _reservation(
         + _trailers(record=f"reservation:{rid}", task=task, action=action, reviewer=str(who))
         + "\n"
     )
-    return _commit_record(repo, "reservation", task, rel, data, message, who)
+    return commit_record(repo, "reservation", task, rel, data, message, who)
 
 
 def reserve(
@@ -683,12 +528,11 @@ def reserve(
         raise RecordError("reservation not committed: --hours must be in (0, 336]")
     if task_version(repo, task).tree is None:
         raise RecordError(f"reservation not committed: tasks/{task} is not in HEAD")
-    rs = records if records is not None else load_records(repo.working_tree_dir, ("reservation",))
+    rs = records if records is not None else load_records(repo, ("reservation",))
     held = rs.reservation(task)
     if held is not None and not same_reviewer(held.reviewer, who):
-        raise RecordError(
-            f"{task} is reserved by {held.reviewer} until {_rfc3339(held.expires)}"
-        )
+        raise RecordError(f"{task} is reserved by {held.reviewer}"
+                          + (f" until {rfc3339(held.expires)}" if held.expires is not None else ""))
     return _reservation(repo, task, "reserve", who, hours)
 
 
@@ -701,7 +545,7 @@ def release(
 ) -> Reservation:
     """Release one's own reservation of ``task`` (RecordError when one holds none)."""
     who = identity or reviewer_identity(repo)
-    rs = records if records is not None else load_records(repo.working_tree_dir, ("reservation",))
+    rs = records if records is not None else load_records(repo, ("reservation",))
     held = rs.reservation(task)
     if held is None or not same_reviewer(held.reviewer, who):
         other = f" (held by {held.reviewer})" if held is not None else ""

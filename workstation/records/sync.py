@@ -25,7 +25,8 @@ first repairs whatever an interrupted command left):
    rounds with a short randomised back-off; any other rejection (a hook, permissions, a
    protected branch) stops with the remote's own message.
 
-Refused up front, with a message that says what happened and what to do (nothing lost):
+Steps 2 and 4 are :mod:`workstation.records.integrate` (where :class:`SyncError`, the one
+error of a sync, is defined; import it from here). Refused up front, with a message that says what happened and what to do (nothing lost):
 a detached HEAD, a merge or rebase in progress that is not kws's own, no git identity
 (replayed commits are committed by the reviewer), no remote. An unreachable remote is
 reported the same way; the local commits stay and a later sync sends them.
@@ -33,44 +34,46 @@ reported the same way; the local commits stay and a later sync sends them.
 
 from __future__ import annotations
 
-import os
 import random
 import re
-import secrets
-import shutil
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 
 import git
 
+from workstation.records.integrate import (
+    KEPT,
+    RECORD_FOLDERS,
+    SyncError,
+    integrate,
+    integrate_ref,
+    stderr_of,
+    text_of,
+)
 from workstation.records.model import FOLDERS
 from workstation.repo.gitqueue import (
     TRANSPORT_FETCH,
     TRANSPORT_PUSH,
     Identity,
-    QueueError,
     detached_advice,
     git_env,
     harden,
     head_branch,
     reviewer_identity,
+    work_tree,
 )
 from workstation.repo.lock import queue_lock
 from workstation.repo.plumbing import (
     RefMoved,
     WorkTreeConflict,
-    commit_tree,
     diff_trees,
     git_result,
-    is_ancestor,
-    kws_dir,
     move_branch,
     rev,
     run_git,
     storage_advice,
     storage_fault_in,
-    temp_index,
     tree_of,
 )
 
@@ -81,7 +84,6 @@ __all__ = ["SYNC_REFS", "SyncError", "SyncResult", "new_conflicts", "register_sy
 #: :func:`register_sync_ref`; a queue adds more with ``sync_refs`` in queue.toml).
 SYNC_REFS: list[str] = []
 _REF_RE = re.compile(r"^refs/(?!heads/|remotes/|tags/|kws-remote/|notes/kws-remote/)[A-Za-z0-9._/-]+$")
-_RECORD_FOLDERS = frozenset(FOLDERS.values())
 
 
 def register_sync_ref(ref: str) -> None:
@@ -118,19 +120,6 @@ _RETRY_REJECT = ("fetch first", "non-fast-forward", "stale info", "failed to upd
                  "incorrect old value", "failed to lock", "atomic push failure", "atomic transaction failed")
 
 
-class SyncError(QueueError):
-    """Sync stopped; ``kind`` is one of ``detached``, ``busy``, ``dirty``, ``no-remote``,
-    ``unreachable``, ``conflict``, ``rejected``, ``push-failed``, ``gave-up``, ``local``
-    (this clone's own storage or objects failed: corrupt, read-only, full),
-    ``resolution-conflict`` (held back: ``sync(hold_conflicts=True)``). Nothing was
-    lost: the message says so, what happened (git's own words where git refused) and what
-    to do."""
-
-    def __init__(self, kind: str, message: str) -> None:
-        self.kind = kind
-        super().__init__(message)
-
-
 @dataclass(frozen=True)
 class SyncResult:
     """``received``: commits taken from the remote; ``sent``: local commits pushed;
@@ -158,21 +147,6 @@ class SyncResult:
         )
 
 
-_KEPT = "nothing was lost: your commits and drafts are kept"
-
-
-def _text(b: bytes | str | None) -> str:
-    if isinstance(b, bytes):
-        return b.decode("utf-8", "replace")
-    return b or ""
-
-
-def _stderr(exc: git.GitCommandError) -> str:
-    err = _text(exc.stderr) or str(exc)
-    lines = [ln.strip().strip("'").strip() for ln in err.replace("stderr:", "").splitlines()]
-    return "; ".join(ln for ln in lines if ln)[-800:]
-
-
 def _remote_for(repo: git.Repo, branch: str) -> tuple[str, str]:
     reader = repo.config_reader()
     section = f'branch "{branch}"'
@@ -190,11 +164,11 @@ def _remote_for(repo: git.Repo, branch: str) -> tuple[str, str]:
                 f"{repo.working_tree_dir} has no remote to sync with"
                 + (f" (several: {', '.join(names)}; set one with git branch -u REMOTE/{branch})" if names else
                    f"; add the shared one with: git -C {repo.working_tree_dir} remote add origin URL")
-                + f"; {_KEPT}",
+                + f"; {KEPT}",
             )
     if remote not in names:
         raise SyncError(
-            "no-remote", f"branch {branch} tracks remote {remote!r}, which does not exist; {_KEPT}"
+            "no-remote", f"branch {branch} tracks remote {remote!r}, which does not exist; {KEPT}"
         )
     rbranch = str(merge).removeprefix("refs/heads/") if merge else branch
     return str(remote), rbranch
@@ -243,7 +217,7 @@ def unpushed_records(queue: git.Repo | Path | str) -> int:
         return 0
     ref = f"refs/remotes/{remote}/{rbranch}"
     base = [f"^{ref}"] if rev(repo, ref) is not None else ["--not", f"--remotes={remote}"]
-    proc = git_result(repo, "rev-list", "--count", f"refs/heads/{branch}", *base, "--", *sorted(_RECORD_FOLDERS))
+    proc = git_result(repo, "rev-list", "--count", f"refs/heads/{branch}", *base, "--", *sorted(RECORD_FOLDERS))
     try:
         return int(proc.stdout.decode().strip() or 0) if proc.returncode == 0 else 0
     except ValueError:
@@ -260,142 +234,6 @@ def _tracking(remote: str, ref: str) -> str:
 
 
 # --------------------------------------------------------------------------------------------
-# integrating local commits with the fetched branch
-
-
-def _is_record_commit(repo: git.Repo, commit: str) -> list | None:
-    """The changes of ``commit`` when it only adds files under the record folders (a kws
-    record commit), else None."""
-    parents = run_git(repo, "rev-list", "--parents", "-n", "1", commit).decode().split()[1:]
-    if len(parents) > 1:
-        return None
-    changes = diff_trees(repo, parents[0] if parents else None, commit)
-    if changes and all(c.old_blob is None and c.path.split("/", 1)[0] in _RECORD_FOLDERS for c in changes):
-        return changes
-    return None
-
-
-def _author_env(repo: git.Repo, commit: str, who: Identity) -> tuple[dict[str, str], str]:
-    raw = run_git(repo, "log", "-1", "--format=%an%x00%ae%x00%aI%x00%B", commit).decode("utf-8", "replace")
-    name, email, date, message = raw.split("\x00", 3)
-    env = dict(git_env(who))
-    env.update({"GIT_AUTHOR_NAME": name, "GIT_AUTHOR_EMAIL": email, "GIT_AUTHOR_DATE": date})
-    return env, message.rstrip("\n") + "\n"
-
-
-def _signs(repo: git.Repo) -> bool:
-    """Whether commits replayed by a sync are signed (by the syncing reviewer, whose own
-    commits they are): the queue's policy does not turn signatures off and the reviewer
-    set up SSH signing (docs/records.md, "Signed records")."""
-    from workstation.records.signing import records_policy, signing_key
-
-    return signing_key(repo) is not None and not records_policy(repo).off
-
-
-def _replay_records(repo: git.Repo, commits: list[tuple[str, list]], onto: str, who: Identity) -> str:
-    """Replay record commits (with their changes) onto ``onto``; returns the new tip."""
-    tip = onto
-    sign = _signs(repo)
-    with temp_index(repo, tree_of(repo, onto)) as ienv:
-        for commit, changes in commits:
-            listing = run_git(repo, "ls-files", "-s", "-z", "--", *[c.path for c in changes], env=ienv)
-            have = {}
-            for item in listing.split(b"\0"):
-                if item:
-                    meta, _, path = item.partition(b"\t")
-                    have[path.decode("utf-8", "surrogateescape")] = meta.decode().split(" ")[1]
-            clash = [c.path for c in changes if c.path in have and have[c.path] != c.new_blob]
-            if clash:
-                raise SyncError(
-                    "conflict",
-                    f"the remote already has different files at {', '.join(clash)} (records are never "
-                    f"edited: someone changed one by hand); {_KEPT}. Compare them with git log -p -- PATH")
-            adds = [c for c in changes if c.path not in have]
-            if not adds:
-                continue  # the remote has these records already (sent by an interrupted sync)
-            info = b"".join(f"{c.new_mode} {c.new_blob}\t".encode() + c.path.encode("utf-8", "surrogateescape")
-                            + b"\0" for c in adds)
-            run_git(repo, "update-index", "-z", "--index-info", input=info, env=ienv)
-            tree = run_git(repo, "write-tree", env=ienv).decode().strip()
-            env, message = _author_env(repo, commit, who)
-            tip = commit_tree(repo, tree, [tip], message, env, sign=sign)
-    return tip
-
-
-def _rebase_elsewhere(repo: git.Repo, local: str, onto: str, who: Identity) -> str:
-    """Rebase ``local`` onto ``onto`` in a temporary work tree under ``.git/kws`` (so the
-    user's work tree never holds a rebase); returns the new tip.
-
-    Raises:
-        SyncError: ``conflict``, naming the files (the temporary rebase is aborted).
-    """
-    wt = kws_dir(repo) / f"wt-{os.getpid()}-{secrets.token_hex(3)}"
-    env = git_env(who)
-    run_git(repo, "worktree", "add", "--detach", "-q", str(wt), local)
-    try:
-        try:
-            run_git(repo, "-C", str(wt), "rebase", "-q", "--no-autostash", *(["--gpg-sign"] if _signs(repo) else []),
-                    onto, env=env)
-        except git.GitCommandError as exc:
-            conflicts = _text(run_git(repo, "-C", str(wt), "diff", "--name-only", "--diff-filter=U",
-                                      check=False)).split()
-            run_git(repo, "-C", str(wt), "rebase", "--abort", check=False)
-            raise SyncError(
-                "conflict",
-                "your own commits do not apply cleanly onto the remote's"
-                + (f" (conflicting: {', '.join(conflicts)})" if conflicts else f": {_stderr(exc)}")
-                + f"; {_KEPT} (kws tried in a temporary work tree; yours is untouched). Someone changed "
-                f"the same files: merge by hand (git -C {repo.working_tree_dir} pull --rebase) and sync again",
-            ) from exc
-        return run_git(repo, "-C", str(wt), "rev-parse", "HEAD").decode().strip()
-    finally:
-        run_git(repo, "worktree", "remove", "--force", str(wt), check=False)
-        shutil.rmtree(wt, ignore_errors=True)
-        run_git(repo, "worktree", "prune", check=False)
-
-
-def _integrate(repo: git.Repo, local: str | None, remote: str | None, who: Identity) -> str | None:
-    """The commit the branch should hold: ``local`` and ``remote`` combined (module doc)."""
-    if remote is None or local == remote:
-        return local
-    if local is None or is_ancestor(repo, local, remote):
-        return remote
-    if is_ancestor(repo, remote, local):
-        return local
-    ids = run_git(repo, "rev-list", "--reverse", "--topo-order", f"{remote}..{local}").decode().split()
-    records = []
-    for c in ids:
-        changes = _is_record_commit(repo, c)
-        if changes is None:
-            return _rebase_elsewhere(repo, local, remote, who)
-        records.append((c, changes))
-    return _replay_records(repo, records, remote, who)
-
-
-def _integrate_ref(repo: git.Repo, ref: str, tracking: str, present: bool, who: Identity) -> str | None:
-    """The local value of extra ref ``ref`` after taking the remote's (``tracking``)."""
-    mine = rev(repo, ref)
-    theirs = rev(repo, tracking) if present else None
-    if theirs is None or mine == theirs:
-        return mine
-    if mine is None or is_ancestor(repo, mine, theirs):
-        run_git(repo, "update-ref", "-m", "kws sync", ref, theirs, mine or "0" * 40)
-        return theirs
-    if is_ancestor(repo, theirs, mine):
-        return mine
-    if ref.startswith("refs/notes/"):
-        try:
-            run_git(repo, "notes", f"--ref={ref}", "merge", "-q", "-s", "cat_sort_uniq", tracking, env=git_env(who))
-        except git.GitCommandError as exc:
-            raise SyncError("conflict", f"merging the remote's {ref} failed: {_stderr(exc)}; {_KEPT}") from exc
-        return rev(repo, ref)
-    raise SyncError(
-        "conflict",
-        f"{ref} has commits here and on the remote that neither contains; kws merges only notes refs. "
-        f"Merge it by hand ({tracking} holds the remote's), then sync again; {_KEPT}")
-
-
-# --------------------------------------------------------------------------------------------
 # the remote
 
 
@@ -406,11 +244,11 @@ def _ls_remote(repo: git.Repo, remote: str, url: str, refs: list[str], env: dict
     except git.GitCommandError as exc:
         raise SyncError(
             "unreachable",
-            f"cannot reach remote {remote!r} ({url}): {_stderr(exc)}\n{_KEPT}; "
+            f"cannot reach remote {remote!r} ({url}): {stderr_of(exc)}\n{KEPT}; "
             "run kws sync again when the remote is reachable",
         ) from exc
     except TimeoutError as exc:  # pragma: no cover - subprocess raises its own
-        raise SyncError("unreachable", f"remote {remote!r} ({url}) did not answer in {timeout:.0f} s; {_KEPT}") from exc
+        raise SyncError("unreachable", f"remote {remote!r} ({url}) did not answer in {timeout:.0f} s; {KEPT}") from exc
     found = {}
     for line in out.decode().splitlines():
         sha, _, name = line.partition("\t")
@@ -435,13 +273,13 @@ def _local_fault(repo: git.Repo, text: str, action: str) -> SyncError | None:
     wt = repo.working_tree_dir
     if fault is not None and not hits:
         what = storage_advice(fault, wt or repo.git_dir)
-        return SyncError("local", f"{action} failed in this clone, not at the remote: {what}\n{_KEPT}")
+        return SyncError("local", f"{action} failed in this clone, not at the remote: {what}\n{KEPT}")
     return SyncError(
         "local",
         f"{action} failed in this clone, not at the remote: git could not read its own objects "
         f"({'; '.join(hits[-3:])[-600:]}). The remote was not changed. Find the damage with "
         f"git -C {wt} fsck, then restore the object from another clone or the remote (kws doctor names "
-        f"the records it affects); {_KEPT}",
+        f"the records it affects); {KEPT}",
     )
 
 
@@ -512,120 +350,205 @@ def sync(
         QueueBusy: another kws process holds the queue.
     """
     harden(repo)
-    wt = repo.working_tree_dir
     with queue_lock(repo):
+        s = _Sync.begin(repo, identity, timeout, extra_refs)
+        last = ""
+        received = 0
+        for attempt in range(1, attempts + 1):
+            found = s.fetch()
+            theirs = rev(repo, s.upstream) if s.remote_branch in found else None
+            local = rev(repo, f"refs/heads/{s.branch}")
+            target = integrate(repo, local, theirs, s.who)
+            if target is not None and target != local and not s.move(local, target):
+                continue  # the reviewer's own git committed meanwhile: integrate that too
+            received = s.received(theirs, received)
+            ahead = 0
+            if target is not None and target != theirs:
+                ahead = _count(repo, f"{theirs}..{target}" if theirs else target)
+            ref_push = s.integrate_refs(found)
+            pushes = ([f"{target}:{s.remote_branch}"] if ahead else []) + [f"{v}:{r}" for r, v in ref_push.items()]
+            conflicts: tuple[str, ...] = ()
+            if target is not None and target != theirs:
+                conflicts = tuple(new_conflicts(repo, theirs, target))  # in the result's text
+            if conflicts and hold_conflicts and ahead:
+                raise SyncError("resolution-conflict", _held_back(conflicts))
+            if not pushes:
+                return SyncResult(s.remote, s.rbranch, received, 0, attempt, tuple(sorted(s.touched)), conflicts)
+            if s.push(pushes, ahead, target, ref_push):
+                return SyncResult(s.remote, s.rbranch, received, ahead, attempt, tuple(sorted(s.touched)), conflicts)
+            last = s.rejection
+            if attempt < attempts:
+                time.sleep(random.uniform(0.05, 0.25) * attempt)
+        raise SyncError(
+            "gave-up",
+            f"the remote {s.remote!r} kept moving: {attempts} rounds of fetch, integrate and push were all "
+            f"rejected (last: {last}); {KEPT}; run kws sync again",
+        )
+
+
+def _held_back(conflicts: tuple[str, ...]) -> str:
+    """The message of a sync that holds back a resolution disagreeing with the remote's."""
+    return ("your resolution was NOT pushed: another reviewer resolved the same dispute differently and "
+            "reached the remote first:\n  " + "\n  ".join(conflicts)
+            + "\nto replace theirs with yours, resolve it again with --supersede (kws resolve DISPUTE "
+            "--outcome ... --supersede); to send yours as it is and let the queue's rule decide, run kws sync. "
+            f"{KEPT}")
+
+
+@dataclass
+class _Sync:
+    """One :func:`sync` under the lock: the branch and its remote, the refs exchanged, the
+    identity and environment git runs with, and what the rounds did (``touched``: extra
+    refs updated; ``rejection``: the remote's words for the last rejected push)."""
+
+    repo: git.Repo
+    branch: str
+    remote: str
+    rbranch: str
+    url: str
+    refs: list[str]
+    who: Identity
+    env: dict[str, str]
+    timeout: float
+    start: str | None
+    touched: set[str] = field(default_factory=set)
+    rejection: str = ""
+
+    @classmethod
+    def begin(cls, repo: git.Repo, identity: Identity | None, timeout: float,
+              extra_refs: list[str] | None) -> _Sync:
+        """The sync of ``repo``'s branch, after the checks that refuse one up front.
+
+        Raises:
+            SyncError: ``detached``, ``busy`` (a rebase or merge kws did not start),
+                ``no-remote``.
+            IdentityError: no git identity.
+        """
+        wt = repo.working_tree_dir
         branch = head_branch(repo)
         if branch is None:
-            raise SyncError("detached", f"{detached_advice(repo)}; {_KEPT}")
+            raise SyncError("detached", f"{detached_advice(repo)}; {KEPT}")
         gd = Path(repo.git_dir)
         if (gd / "rebase-merge").exists() or (gd / "rebase-apply").exists() or (gd / "MERGE_HEAD").exists():
             raise SyncError(
                 "busy",
                 f"a rebase or merge that kws did not start is in progress in {wt}; finish it or abort it "
-                f"(git -C {wt} rebase --abort / merge --abort), then sync again; {_KEPT}",
+                f"(git -C {wt} rebase --abort / merge --abort), then sync again; {KEPT}",
             )
         who = identity or reviewer_identity(repo)
         remote, rbranch = _remote_for(repo, branch)
         url = repo.remote(remote).url
-        refs = list(extra_refs) if extra_refs is not None else sync_refs(wt)
-        env = dict(git_env(who))
-        upstream = f"refs/remotes/{remote}/{rbranch}"
-        remote_branch = f"refs/heads/{rbranch}"
-        start = rev(repo, f"refs/heads/{branch}")
-        last = ""
-        touched: set[str] = set()
-        received = 0
-        for attempt in range(1, attempts + 1):
-            found = _ls_remote(repo, remote, url, [remote_branch, *refs], env, timeout)
-            specs = [f"+{name}:{upstream if name == remote_branch else _tracking(remote, name)}" for name in found]
-            if specs:
-                try:
-                    run_git(repo, "fetch", "-q", *TRANSPORT_FETCH, "--no-tags", "--no-write-fetch-head", remote, *specs,
-                            env=env, timeout=timeout)
-                except git.GitCommandError as exc:
-                    local_fault = _local_fault(repo, _text(exc.stderr), f"fetching from {remote!r}")
-                    if local_fault is not None:
-                        raise local_fault from exc
-                    raise SyncError(
-                        "unreachable",
-                        f"fetching from {remote!r} ({url}) failed: {_stderr(exc)}\n{_KEPT}; run kws sync again",
-                    ) from exc
-            theirs = rev(repo, upstream) if remote_branch in found else None
-            local = rev(repo, f"refs/heads/{branch}")
-            target = _integrate(repo, local, theirs, who)
-            if target is not None and target != local:
-                try:
-                    move_branch(repo, branch, local, target, f"kws sync: integrate {remote}/{rbranch}")
-                except RefMoved:
-                    continue  # the reviewer's own git committed meanwhile: integrate that too
-                except WorkTreeConflict as exc:
-                    raise SyncError("dirty", f"the remote's changes cannot be brought into {wt}: {exc}; {_KEPT}") from exc
-            if theirs is not None and start is not None:
-                received = _count(repo, f"{start}..{theirs}")
-            elif theirs is not None:
-                received = _count(repo, theirs)
-            pushes: list[str] = []
-            ahead = 0
-            if target is not None and target != theirs:
-                ahead = _count(repo, f"{theirs}..{target}" if theirs else target)
-                if ahead:
-                    pushes.append(f"{target}:{remote_branch}")
-            ref_push: dict[str, str] = {}
-            for ref in refs:
-                before = rev(repo, ref)
-                value = _integrate_ref(repo, ref, _tracking(remote, ref), ref in found, who)
-                if value != before:
-                    touched.add(ref)
-                if value is not None and value != found.get(ref):
-                    pushes.append(f"{value}:{ref}")
-                    ref_push[ref] = value
-            conflicts: tuple[str, ...] = ()
-            if target is not None and target != theirs:
-                conflicts = tuple(new_conflicts(repo, theirs, target))  # in the result's text
-            if conflicts and hold_conflicts and ahead:
+        refs = list(extra_refs) if extra_refs is not None else sync_refs(work_tree(repo))
+        return cls(repo, branch, remote, rbranch, url, refs, who, dict(git_env(who)), timeout,
+                   rev(repo, f"refs/heads/{branch}"))
+
+    @property
+    def upstream(self) -> str:
+        """The remote branch's tracking ref."""
+        return f"refs/remotes/{self.remote}/{self.rbranch}"
+
+    @property
+    def remote_branch(self) -> str:
+        """The branch's name on the remote."""
+        return f"refs/heads/{self.rbranch}"
+
+    def fetch(self) -> dict[str, str]:
+        """``{ref: id}`` of the branch and extra refs the remote has, fetched into their
+        tracking refs.
+
+        Raises:
+            SyncError: ``unreachable``, or ``local`` (this clone's storage failed).
+        """
+        found = _ls_remote(self.repo, self.remote, self.url, [self.remote_branch, *self.refs], self.env, self.timeout)
+        specs = [f"+{name}:{self.upstream if name == self.remote_branch else _tracking(self.remote, name)}"
+                 for name in found]
+        if specs:
+            try:
+                run_git(self.repo, "fetch", "-q", *TRANSPORT_FETCH, "--no-tags", "--no-write-fetch-head", self.remote,
+                        *specs, env=self.env, timeout=self.timeout)
+            except git.GitCommandError as exc:
+                local_fault = _local_fault(self.repo, text_of(exc.stderr), f"fetching from {self.remote!r}")
+                if local_fault is not None:
+                    raise local_fault from exc
                 raise SyncError(
-                    "resolution-conflict",
-                    "your resolution was NOT pushed: another reviewer resolved the same dispute differently and "
-                    "reached the remote first:\n  " + "\n  ".join(conflicts)
-                    + "\nto replace theirs with yours, resolve it again with --supersede (kws resolve DISPUTE "
-                    "--outcome ... --supersede); to send yours as it is and let the queue's rule decide, run kws sync. "
-                    f"{_KEPT}")
-            if not pushes:
-                return SyncResult(remote, rbranch, received, 0, attempt, tuple(sorted(touched)), conflicts)
-            atomic = ["--atomic"] if len(pushes) > 1 else []
-            proc = git_result(repo, "push", "--porcelain", *TRANSPORT_PUSH, *atomic, "--no-verify", remote, *pushes,
-                              env=env, timeout=timeout)
-            if proc.returncode == 0:
-                if ahead and target is not None:
-                    run_git(repo, "update-ref", upstream, target, check=False)
-                    if not repo.config_reader().has_option(f'branch "{branch}"', "merge"):
-                        run_git(repo, "branch", "-q", f"--set-upstream-to={remote}/{rbranch}", branch, check=False)
-                for ref, value in ref_push.items():
-                    run_git(repo, "update-ref", _tracking(remote, ref), value, check=False)
-                    touched.add(ref)
-                return SyncResult(remote, rbranch, received, ahead, attempt, tuple(sorted(touched)), conflicts)
-            out, err = _text(proc.stdout), _text(proc.stderr)
-            local_fault = _local_fault(repo, err, f"pushing to {remote!r}")
-            if local_fault is not None:
-                raise local_fault
-            if not any(ln.startswith("!") for ln in out.splitlines()):
-                raise SyncError(
-                    "push-failed",
-                    f"push to {remote!r} ({url}) failed: {'; '.join(ln.strip() for ln in err.splitlines() if ln.strip())[-800:]}"
-                    f"\n{_KEPT}; run kws sync again",
-                )
-            retry, words = _push_outcome(out + "\n" + err)
-            last = words
-            if not retry:
-                raise SyncError(
-                    "rejected",
-                    f"the remote {remote!r} ({url}) refused the push: {words}\n{_KEPT}; the commits stay "
-                    "here and a later sync sends them once the remote accepts them",
-                )
-            if attempt < attempts:
-                time.sleep(random.uniform(0.05, 0.25) * attempt)
-        raise SyncError(
-            "gave-up",
-            f"the remote {remote!r} kept moving: {attempts} rounds of fetch, integrate and push were all "
-            f"rejected (last: {last}); {_KEPT}; run kws sync again",
-        )
+                    "unreachable",
+                    f"fetching from {self.remote!r} ({self.url}) failed: {stderr_of(exc)}\n{KEPT}; run kws sync again",
+                ) from exc
+        return found
+
+    def move(self, local: str | None, target: str) -> bool:
+        """Move the branch from ``local`` to ``target``; False when it moved meanwhile.
+
+        Raises:
+            SyncError: ``dirty``: the change would overwrite an uncommitted edit.
+        """
+        try:
+            move_branch(self.repo, self.branch, local, target, f"kws sync: integrate {self.remote}/{self.rbranch}")
+        except RefMoved:
+            return False
+        except WorkTreeConflict as exc:
+            raise SyncError("dirty", f"the remote's changes cannot be brought into {self.repo.working_tree_dir}: "
+                            f"{exc}; {KEPT}") from exc
+        return True
+
+    def received(self, theirs: str | None, before: int) -> int:
+        """Commits taken from the remote since the sync began (``before`` when the remote
+        has no branch)."""
+        if theirs is None:
+            return before
+        return _count(self.repo, f"{self.start}..{theirs}" if self.start is not None else theirs)
+
+    def integrate_refs(self, found: dict[str, str]) -> dict[str, str]:
+        """Integrate each extra ref with the remote's value; ``{ref: value}`` of those the
+        remote lacks or holds at another value (to push)."""
+        out = {}
+        for ref in self.refs:
+            before = rev(self.repo, ref)
+            value = integrate_ref(self.repo, ref, _tracking(self.remote, ref), ref in found, self.who)
+            if value != before:
+                self.touched.add(ref)
+            if value is not None and value != found.get(ref):
+                out[ref] = value
+        return out
+
+    def push(self, pushes: list[str], ahead: int, target: str | None, ref_push: dict[str, str]) -> bool:
+        """Push ``pushes`` (atomically when several); True when the remote took them (the
+        tracking refs then follow), False when it refused because it moved meanwhile
+        (``rejection`` says how).
+
+        Raises:
+            SyncError: ``local``, ``push-failed`` or ``rejected`` (a refusal another round
+                cannot fix).
+        """
+        repo = self.repo
+        atomic = ["--atomic"] if len(pushes) > 1 else []
+        proc = git_result(repo, "push", "--porcelain", *TRANSPORT_PUSH, *atomic, "--no-verify", self.remote, *pushes,
+                          env=self.env, timeout=self.timeout)
+        if proc.returncode == 0:
+            if ahead and target is not None:
+                run_git(repo, "update-ref", self.upstream, target, check=False)
+                if not repo.config_reader().has_option(f'branch "{self.branch}"', "merge"):
+                    run_git(repo, "branch", "-q", f"--set-upstream-to={self.remote}/{self.rbranch}", self.branch,
+                            check=False)
+            for ref, value in ref_push.items():
+                run_git(repo, "update-ref", _tracking(self.remote, ref), value, check=False)
+                self.touched.add(ref)
+            return True
+        out, err = text_of(proc.stdout), text_of(proc.stderr)
+        local_fault = _local_fault(repo, err, f"pushing to {self.remote!r}")
+        if local_fault is not None:
+            raise local_fault
+        if not any(ln.startswith("!") for ln in out.splitlines()):
+            raise SyncError(
+                "push-failed",
+                f"push to {self.remote!r} ({self.url}) failed: "
+                f"{'; '.join(ln.strip() for ln in err.splitlines() if ln.strip())[-800:]}\n{KEPT}; run kws sync again",
+            )
+        retry, self.rejection = _push_outcome(out + "\n" + err)
+        if not retry:
+            raise SyncError(
+                "rejected",
+                f"the remote {self.remote!r} ({self.url}) refused the push: {self.rejection}\n{KEPT}; the commits "
+                "stay here and a later sync sends them once the remote accepts them",
+            )
+        return False

@@ -32,7 +32,7 @@ import shutil
 import subprocess
 import tempfile
 import threading
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -268,7 +268,7 @@ TRANSPORT_FETCH = ("--upload-pack=git-upload-pack",)
 TRANSPORT_PUSH = ("--receive-pack=git-receive-pack",)
 
 
-def safe_environment(git_dir: Path | str) -> dict[str, str]:
+def safe_environment(git_dir: str | os.PathLike[str]) -> dict[str, str]:
     """Environment variables that make git ignore what the repository at ``git_dir``
     configures to run, for every command kws runs in it.
 
@@ -297,7 +297,7 @@ def safe_environment(git_dir: Path | str) -> dict[str, str]:
     (git >= 2.31; command-line scope, which wins over every file), appended after any the
     caller's environment already sets.
     """
-    git_dir = str(git_dir)
+    git_dir = os.fspath(git_dir)
     pairs: list[tuple[str, str]] = [
         ("core.hooksPath", EMPTY_HOOKS),
         ("core.fsmonitor", "false"),
@@ -312,25 +312,44 @@ def safe_environment(git_dir: Path | str) -> dict[str, str]:
             glob = _config_list(["--global"]) + _config_list(["--system"])
         return glob
 
+    pairs += _program_overrides(local, global_values)
+    env = _config_env(pairs)
+    env.update({"GIT_EDITOR": "true", "GIT_SEQUENCE_EDITOR": "true", "GIT_PAGER": "cat",
+                "GIT_TERMINAL_PROMPT": "0", "GIT_OPTIONAL_LOCKS": "0"})
+    if "GIT_SSH_COMMAND" not in os.environ and "GIT_SSH" not in os.environ:
+        ssh = [v for k, v in global_values() if k == "core.sshcommand"]
+        env["GIT_SSH_COMMAND"] = ssh[-1] if ssh else "ssh -o BatchMode=yes"
+    return env
+
+
+def _program_overrides(local: list[tuple[str, str]],
+                       global_values: Callable[[], list[tuple[str, str]]]) -> list[tuple[str, str]]:
+    """The ``(key, value)`` overrides of the repository's own keys (``local``) that name a
+    program (:func:`safe_environment`), a gpg program set back to ``global_values()``'s
+    (global, then system) or git's default, and the credential helpers reset to the
+    global and system ones."""
+    pairs: list[tuple[str, str]] = []
     seen: set[str] = set()
     for key, _value in local:
         if key in seen:
             continue
         seen.add(key)
-        for pattern, replacement in _PROGRAM_KEYS:
-            if pattern.match(key):
-                pairs.append((key, replacement))
-                break
-        else:
-            if key in _GLOBAL_FALLBACK:
-                theirs = [v for k, v in global_values() if k == key]
-                fallback = theirs[-1] if theirs else _GPG_DEFAULTS.get(key, "")
-                pairs.append((key, fallback))
+        replacement = next((r for pattern, r in _PROGRAM_KEYS if pattern.match(key)), None)
+        if replacement is not None:
+            pairs.append((key, replacement))
+        elif key in _GLOBAL_FALLBACK:
+            theirs = [v for k, v in global_values() if k == key]
+            pairs.append((key, theirs[-1] if theirs else _GPG_DEFAULTS.get(key, "")))
     if any(k == "credential.helper" or (k.startswith("credential.") and k.endswith(".helper")) for k in seen):
         pairs.append(("credential.helper", ""))
         pairs.extend(("credential.helper", v) for k, v in global_values() if k == "credential.helper")
+    return pairs
+
+
+def _config_env(pairs: list[tuple[str, str]]) -> dict[str, str]:
+    """``GIT_CONFIG_COUNT`` / ``GIT_CONFIG_KEY_<n>`` / ``GIT_CONFIG_VALUE_<n>`` for ``pairs``,
+    numbered after any the caller's environment already sets."""
     env: dict[str, str] = {}
-    base = 0
     try:
         base = int(os.environ.get("GIT_CONFIG_COUNT", "0") or 0)
     except ValueError:
@@ -339,11 +358,6 @@ def safe_environment(git_dir: Path | str) -> dict[str, str]:
         env[f"GIT_CONFIG_KEY_{i}"] = key
         env[f"GIT_CONFIG_VALUE_{i}"] = value
     env["GIT_CONFIG_COUNT"] = str(base + len(pairs))
-    env.update({"GIT_EDITOR": "true", "GIT_SEQUENCE_EDITOR": "true", "GIT_PAGER": "cat",
-                "GIT_TERMINAL_PROMPT": "0", "GIT_OPTIONAL_LOCKS": "0"})
-    if "GIT_SSH_COMMAND" not in os.environ and "GIT_SSH" not in os.environ:
-        ssh = [v for k, v in global_values() if k == "core.sshcommand"]
-        env["GIT_SSH_COMMAND"] = ssh[-1] if ssh else "ssh -o BatchMode=yes"
     return env
 
 
@@ -490,6 +504,18 @@ def open_queue(path: Path | str) -> git.Repo:
             "repository of its own (task format v1)"
         )
     return harden(repo)
+
+
+def work_tree(repo: git.Repo) -> Path:
+    """The root folder of ``repo``'s work tree (a queue always has one: :func:`open_queue`
+    refuses a bare repository).
+
+    Raises:
+        QueueError: ``repo`` is bare.
+    """
+    if repo.working_tree_dir is None:
+        raise QueueError(f"{repo.git_dir}: a bare repository has no work tree; clone it to review")
+    return Path(repo.working_tree_dir)
 
 
 def resolve_queue(path: Path | str | None) -> git.Repo:

@@ -37,7 +37,7 @@ from pathlib import Path
 
 import git
 
-from workstation.repo.gitqueue import QueueError, git_result, run_git
+from workstation.repo.gitqueue import QueueError, git_result, run_git, work_tree
 
 __all__ = [
     "EMPTY_TREE",
@@ -277,7 +277,7 @@ def _index_entries(repo: git.Repo) -> tuple[dict[str, tuple[str, str]], set[str]
 
 def _worktree_blobs(repo: git.Repo, paths: Sequence[str]) -> dict[str, str | None]:
     """The blob id each path's work-tree file would have (None: no file there)."""
-    root = Path(repo.working_tree_dir)
+    root = work_tree(repo)
     present = [p for p in paths if os.path.lexists(root / p) and not (root / p).is_dir()]
     out: dict[str, str | None] = {p: None for p in paths}
     if present:
@@ -326,7 +326,7 @@ def _apply(repo: git.Repo, changes: Sequence[Change]) -> None:
     """Write ``changes`` (their new sides) to the index and the work tree."""
     if not changes:
         return
-    root = Path(repo.working_tree_dir)
+    root = work_tree(repo)
     info = b"".join(
         (f"{c.new_mode} {c.new_blob}\t".encode() if c.new_blob else f"0 {_ZERO}\t".encode())
         + c.path.encode("utf-8", "surrogateescape") + b"\0"

@@ -17,7 +17,7 @@ code, so the TUI may call it on every keystroke.
 from __future__ import annotations
 
 import re
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Annotated, Any, Literal
@@ -28,17 +28,20 @@ import workstation
 from workstation import settings
 from workstation.schema.problem import Problem
 from workstation.schema.structs import convert, unknown_keys
-from workstation.schema.toml import read_toml
+from workstation.schema.toml import parse_toml_bytes, read_toml
 
 __all__ = [
     "OUTCOMES",
     "OVERALL_VALUES",
+    "QUEUE_RUBRICS",
     "Rubric",
     "RubricField",
     "RubricValue",
     "find_rubric",
     "load_rubric",
+    "parse_rubric",
     "queue_rubric",
+    "rubric_in_commit",
     "rubric_search_path",
     "validate_values",
 ]
@@ -58,6 +61,8 @@ OUTCOMES: tuple[str, ...] = ("fail", "warn", "not-judged", "clean", "skipped", "
 OVERALL_VALUES: frozenset[str] = frozenset({"accept", "reject", "needs-work"})
 
 _ID_RE = re.compile(r"^[a-z0-9][a-z0-9._-]*$")
+#: The folder of a queue's own rubrics, relative to the queue root.
+QUEUE_RUBRICS = "rubrics"
 
 
 
@@ -222,7 +227,22 @@ def load_rubric(path: Path | str) -> Rubric:
             needs-work, or a ``rationale_field`` that does not name a text field.
     """
     path = Path(path)
-    data = read_toml(path)
+    return _rubric(read_toml(path), path)
+
+
+def parse_rubric(raw: bytes, file: Path | str) -> Rubric:
+    """The rubric in ``raw``, the bytes of a rubric file (a git blob of a commit's tree)
+    named ``file`` (its name must be ``<id>.toml``), read under the schema layer's guards.
+
+    Raises:
+        Problem: as :func:`load_rubric`.
+    """
+    file = Path(file)
+    return _rubric(parse_toml_bytes(raw, file), file)
+
+
+def _rubric(data: dict[str, Any], path: Path) -> Rubric:
+    """The validated rubric of ``data``, the parsed rubric file ``path`` (:func:`load_rubric`)."""
     schema = data.get("schema", 1)
     if type(schema) is not int or schema != 1:
         raise Problem(path, "schema", f"unsupported rubric schema {schema!r} (this kws reads schema 1)")
@@ -262,6 +282,19 @@ def _field(path: Path, where: str, raw: RubricFieldTable, known_checks: set[str]
             if getattr(raw, k) is not None:
                 raise Problem(path, f"{where}.{k}", "not allowed on a text field")
         return RubricField(key=raw.key, label=raw.label, help=raw.help, kind="text", required=raw.required)
+    values = _values(path, where, raw)
+    ordered = bool(raw.ordered)
+    if not ordered and any(v.outside_order for v in values):
+        raise Problem(path, f"{where}.values", "outside_order is only meaningful on an ordered field")
+    rule = _rules(path, where, raw, {v.value for v in values}, known_checks)
+    return RubricField(key=raw.key, label=raw.label, help=raw.help, kind="choice", values=tuple(values),
+                       ordered=ordered, required=raw.required, rationale_for=tuple(raw.rationale_for or ()),
+                       informed_by=tuple(raw.informed_by or ()), suggest=rule, subject=tuple(raw.subject or ()))
+
+
+def _values(path: Path, where: str, raw: RubricFieldTable) -> list[RubricValue]:
+    """A choice field's values: at least one, each value and keyboard character unique,
+    each character one printable, non-space character."""
     if not raw.values:
         raise Problem(path, f"{where}.values", "a choice field needs at least one value" if raw.values is not None
                       else "missing required key (an array of value tables)")
@@ -276,16 +309,17 @@ def _field(path: Path, where: str, raw: RubricFieldTable, known_checks: set[str]
             raise Problem(path, f"{vw}.key", f"keyboard key {rv.key!r} already picks another value of {raw.key!r}")
         values.append(RubricValue(value=rv.value, key=rv.key, label=rv.label, help=rv.help,
                                   outside_order=rv.outside_order))
-    allowed = {v.value for v in values}
-    ordered = bool(raw.ordered)
-    if not ordered and any(v.outside_order for v in values):
-        raise Problem(path, f"{where}.values", "outside_order is only meaningful on an ordered field")
-    for j, v in enumerate(raw.rationale_for or ()):
-        if v not in allowed:
-            raise Problem(path, f"{where}.rationale_for[{j}]", f"{v!r} is not a value of {raw.key!r}")
-    for j, c in enumerate(raw.informed_by or ()):
-        if c not in known_checks:
-            raise Problem(path, f"{where}.informed_by[{j}]", f"unknown check id {c!r} (no registered check has it)")
+    return values
+
+
+def _rules(path: Path, where: str, raw: RubricFieldTable, allowed: set[str], known_checks: set[str]) -> dict[str, str]:
+    """A choice field's ``suggest`` rule, after checking it and the keys it relates to:
+    ``rationale_for`` and ``suggest`` name ``allowed`` values, ``informed_by`` registered
+    checks, ``suggest`` known outcomes (and needs ``informed_by``), ``subject`` a subset of
+    ``informed_by``."""
+    _all_in(path, f"{where}.rationale_for", raw.rationale_for, allowed, lambda v: f"{v!r} is not a value of {raw.key!r}")
+    _all_in(path, f"{where}.informed_by", raw.informed_by, known_checks,
+            lambda c: f"unknown check id {c!r} (no registered check has it)")
     rule = dict(raw.suggest or {})
     for outcome, v in rule.items():
         if outcome not in OUTCOMES:
@@ -294,12 +328,16 @@ def _field(path: Path, where: str, raw: RubricFieldTable, known_checks: set[str]
             raise Problem(path, f"{where}.suggest.{outcome}", f"{v!r} is not a value of {raw.key!r}")
     if rule and not raw.informed_by:
         raise Problem(path, f"{where}.suggest", "a suggestion rule needs informed_by check ids")
-    for j, c in enumerate(raw.subject or ()):
-        if c not in (raw.informed_by or ()):
-            raise Problem(path, f"{where}.subject[{j}]", f"{c!r} is not one of this field's informed_by checks")
-    return RubricField(key=raw.key, label=raw.label, help=raw.help, kind="choice", values=tuple(values),
-                       ordered=ordered, required=raw.required, rationale_for=tuple(raw.rationale_for or ()),
-                       informed_by=tuple(raw.informed_by or ()), suggest=rule, subject=tuple(raw.subject or ()))
+    _all_in(path, f"{where}.subject", raw.subject, set(raw.informed_by or ()),
+            lambda c: f"{c!r} is not one of this field's informed_by checks")
+    return rule
+
+
+def _all_in(path: Path, key: str, items: list[str] | None, allowed: set[str], why: Callable[[str], str]) -> None:
+    """Raise the Problem ``why(item)`` at ``key[j]`` for the first of ``items`` not in ``allowed``."""
+    for j, item in enumerate(items or ()):
+        if item not in allowed:
+            raise Problem(path, f"{key}[{j}]", why(item))
 
 
 def rubric_search_path(queue_root: Path | str | None = None) -> list[Path]:
@@ -313,7 +351,7 @@ def rubric_search_path(queue_root: Path | str | None = None) -> list[Path]:
     """
     dirs: list[Path] = []
     if queue_root is not None:
-        dirs.append(Path(queue_root) / "rubrics")
+        dirs.append(Path(queue_root) / QUEUE_RUBRICS)
     dirs.extend(settings.current().rubric_path)
     pkg = Path(workstation.__file__).resolve().parent
     dirs.append(pkg.parent / "rubrics")
@@ -326,8 +364,7 @@ def find_rubric(rubric_id: str, queue_root: Path | str | None = None) -> Rubric:
 
     Raises :class:`~workstation.schema.problem.Problem` naming the folders searched when there is none.
     """
-    if not _ID_RE.match(rubric_id):
-        raise Problem(f"{rubric_id}.toml", "id", f"{rubric_id!r} is not a rubric id")
+    _check_id(rubric_id)
     dirs = rubric_search_path(queue_root)
     for d in dirs:
         p = d / f"{rubric_id}.toml"
@@ -338,6 +375,28 @@ def find_rubric(rubric_id: str, queue_root: Path | str | None = None) -> Rubric:
         "",
         "no such rubric; looked in " + ", ".join(str(d) for d in dirs),
     )
+
+
+def rubric_in_commit(rubric_id: str, queue_file: Callable[[str], bytes | None]) -> Rubric:
+    """The rubric ``rubric_id`` as a commit of a queue gives it: the queue's own
+    ``rubrics/<id>.toml`` in that commit's tree, else :func:`find_rubric` without a queue
+    (the ``rubric_path`` setting, the rubrics kws ships). ``queue_file(path)`` gives the
+    bytes of a file of the tree (``path`` relative to the queue root), None when the tree
+    has no such file.
+
+    Raises:
+        Problem: ``rubric_id`` is not a rubric id, the tree's file does not load
+            (:func:`parse_rubric`; or ``queue_file`` raised it), or there is no such rubric.
+    """
+    _check_id(rubric_id)
+    rel = f"{QUEUE_RUBRICS}/{rubric_id}.toml"
+    raw = queue_file(rel)
+    return parse_rubric(raw, rel) if raw is not None else find_rubric(rubric_id)
+
+
+def _check_id(rubric_id: str) -> None:
+    if not _ID_RE.match(rubric_id):
+        raise Problem(f"{rubric_id}.toml", "id", f"{rubric_id!r} is not a rubric id")
 
 
 def queue_rubric(queue_root: Path | str) -> Rubric:
@@ -369,19 +428,9 @@ def validate_values(rubric: Rubric, values: Mapping[str, Any]) -> list[str]:
         if rubric.field(k) is None:
             problems.append(f"{k}: not a field of rubric {rubric.id} (fields: {', '.join(rubric.keys)})")
     for f in rubric.fields:
-        v = values.get(f.key)
-        if f.kind == "choice":
-            if v is None or v == "":
-                if f.required:
-                    problems.append(f"{f.key}: required (one of: {', '.join(f.allowed)})")
-                continue
-            if not isinstance(v, str) or v not in f.allowed:
-                problems.append(f"{f.key}: {v!r} is not one of: {', '.join(f.allowed)}")
-        else:
-            if v is not None and not isinstance(v, str):
-                problems.append(f"{f.key}: must be text, got {type(v).__name__}")
-            elif f.required and not (v or "").strip():
-                problems.append(f"{f.key}: required")
+        problem = _value_problem(f, values.get(f.key))
+        if problem is not None:
+            problems.append(problem)
     rationale = values.get(rubric.rationale_field)
     if not (isinstance(rationale, str) and rationale.strip()):
         needing = [
@@ -392,6 +441,21 @@ def validate_values(rubric: Rubric, values: Mapping[str, Any]) -> list[str]:
         if needing:
             problems.append(f"{rubric.rationale_field}: required when {' and '.join(needing)}")
     return problems
+
+
+def _value_problem(f: RubricField, v: Any) -> str | None:
+    """What is wrong with ``v`` as field ``f``'s value (None: nothing; :func:`validate_values`)."""
+    if f.kind == "choice":
+        if v is None or v == "":
+            return f"{f.key}: required (one of: {', '.join(f.allowed)})" if f.required else None
+        if not isinstance(v, str) or v not in f.allowed:
+            return f"{f.key}: {v!r} is not one of: {', '.join(f.allowed)}"
+        return None
+    if v is not None and not isinstance(v, str):
+        return f"{f.key}: must be text, got {type(v).__name__}"
+    if f.required and not (v or "").strip():
+        return f"{f.key}: required"
+    return None
 
 
 def field_values_from_pairs(rubric: Rubric, pairs: Iterable[str]) -> dict[str, str]:

@@ -87,53 +87,54 @@ def suggest(
     for cid, c in status.items():
         if c.get("status") == "error":
             unjudged.setdefault(cid, str(c.get("reason") or "kws error"))
-    out: dict[str, Suggestion] = {}
-    for f in rubric.choice_fields:
-        if not f.informed_by:
-            continue
-        informing = set(f.informed_by)
-        fs = [x for x in findings if x.get("check") in informing]
-        fs.sort(key=lambda x: -_severity(x.get("severity")))
-        present = [status[c] for c in f.informed_by if c in status]
-        ran = {c.get("check") for c in present if c.get("status") in _RAN}
-        ran.update(x.get("check") for x in fs)  # a finding means its check ran
-        not_run = tuple(
-            c.get("check") for c in present if c.get("status") in ("skip", "error")
-        )
-        nj = tuple(c for c in f.informed_by if c in unjudged)
-        worst = max(
-            [_severity(x.get("severity")) for x in fs]
-            + [_severity(c.get("status")) for c in present],
-            default=0,
-        )
-        subject = [status[c] for c in f.subject if c in status]
-        if worst == 2:
-            outcome = "fail"
-        elif worst == 1:
-            outcome = "warn"
-        elif subject and all(c.get("status") == "skip" for c in subject) and not any(
-                c.get("check") in unjudged for c in subject):
-            outcome = "skipped"  # the field's subject is not in the task (no benchmark, no claim)
-        elif nj:
-            outcome = "not-judged"
-        elif ran:
-            outcome = "clean"
-        elif present and all(c.get("status") == "skip" for c in present):
-            outcome = "skipped"
-        else:
-            outcome = "not-run"
-        value = f.suggest.get(outcome)
-        if value is None and outcome in ("skipped", "not-judged"):
-            value = f.suggest.get("not-run")
-        out[f.key] = Suggestion(
-            value=value,
-            reason=_reason(f, outcome, fs, present, ran, not_run, status, {c: unjudged[c] for c in nj}),
-            findings=tuple(fs),
-            outcome=outcome,
-            not_run=not_run,
-            not_judged=nj,
-        )
-    return out
+    return {f.key: _suggestion(f, findings, status, unjudged) for f in rubric.choice_fields if f.informed_by}
+
+
+def _suggestion(f: RubricField, findings: Sequence[Mapping[str, Any]], status: Mapping[str, Mapping[str, Any]],
+                unjudged: Mapping[str, str]) -> Suggestion:
+    """The suggestion for the choice field ``f`` (:func:`suggest`): ``status`` maps each
+    check id in the report to its ``checks`` entry, ``unjudged`` the checks that could not
+    look to why."""
+    informing = set(f.informed_by)
+    fs = [x for x in findings if x.get("check") in informing]
+    fs.sort(key=lambda x: -_severity(x.get("severity")))
+    present = [status[c] for c in f.informed_by if c in status]
+    ran = {c.get("check") for c in present if c.get("status") in _RAN}
+    ran.update(x.get("check") for x in fs)  # a finding means its check ran
+    not_run = tuple(c for c in f.informed_by if c in status and status[c].get("status") in ("skip", "error"))
+    nj = tuple(c for c in f.informed_by if c in unjudged)
+    worst = max(
+        [_severity(x.get("severity")) for x in fs]
+        + [_severity(c.get("status")) for c in present],
+        default=0,
+    )
+    subject = [status[c] for c in f.subject if c in status]
+    if worst == 2:
+        outcome = "fail"
+    elif worst == 1:
+        outcome = "warn"
+    elif subject and all(c.get("status") == "skip" for c in subject) and not any(
+            c.get("check") in unjudged for c in subject):
+        outcome = "skipped"  # the field's subject is not in the task (no benchmark, no claim)
+    elif nj:
+        outcome = "not-judged"
+    elif ran:
+        outcome = "clean"
+    elif present and all(c.get("status") == "skip" for c in present):
+        outcome = "skipped"
+    else:
+        outcome = "not-run"
+    value = f.suggest.get(outcome)
+    if value is None and outcome in ("skipped", "not-judged"):
+        value = f.suggest.get("not-run")
+    return Suggestion(
+        value=value,
+        reason=_reason(f, outcome, fs, present, ran, not_run, status, {c: unjudged[c] for c in nj}),
+        findings=tuple(fs),
+        outcome=outcome,
+        not_run=not_run,
+        not_judged=nj,
+    )
 
 
 def _reason(

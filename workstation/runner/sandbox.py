@@ -583,6 +583,7 @@ class Runner:
         cancel: Any = None,
         step_budgets: list[float | None] | None = None,
         import_budget: float | None = None,
+        target: str | None = None,
     ) -> JobResult:
         """Run ``steps`` in one isolated child on a copy of ``task_dir``
         (``helper_dirs``: the queue's shared helper folders, put on the child's path).
@@ -609,6 +610,8 @@ class Runner:
             cancel: called once the job holds its slot, before it starts; a non-empty
                 string cancels it (:class:`JobCancelled`): e.g. its principal hung while
                 it waited.
+            target: the task's declared ``[target] device`` (``Task.extensions.target``;
+                None: none declared), what the job child's device stand-in answers as.
 
         Raises:
             JobCancelled: ``cancel`` said so.
@@ -617,7 +620,7 @@ class Runner:
             RunnerError: the fork server could not be (re)started or died.
         """
         roles = {"entry": dict(entry or {}), "out_args": list(out_args or []), "inout_args": list(inout_args or []),
-                 "helper_dirs": [str(h) for h in helper_dirs or ()]}
+                 "helper_dirs": [str(h) for h in helper_dirs or ()], "target": target}
         budgets = [b if b is not None else step_timeout for b in (step_budgets or [None] * len(steps))]
         if len(budgets) != len(steps):
             raise ValueError(f"{len(budgets)} step budgets for {len(steps)} steps")

@@ -25,7 +25,7 @@ class Problem(Exception):
         where = f"{self.file}: {self.key}" if self.key else str(self.file)
         return f"{where}: {self.problem}"
 
-    def __reduce__(self):  # picklable across processes (the args differ from Exception's)
+    def __reduce__(self) -> tuple[type[Problem], tuple[Path, str, str]]:  # picklable across processes (the args differ from Exception's)
         return (type(self), (self.file, self.key, self.problem))
 
     def as_dict(self) -> dict[str, str]:

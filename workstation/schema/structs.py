@@ -80,7 +80,7 @@ def dotted(segments: list[str | int], prefix: str = "") -> str:
 def _value_at(data: Any, segs: list[str | int]) -> tuple[Any, list[str | int]]:
     """The value at ``segs`` (None where the path leaves ``data``) and the segments that
     resolved."""
-    cur, resolved = data, []
+    cur, resolved = data, list[str | int]()
     for s in segs:
         if isinstance(s, int) and isinstance(cur, list) and s < len(cur):
             resolved.append(s)
@@ -106,8 +106,9 @@ def _noun(t: mi.Type | None) -> str:
     """The ``Meta(extra={"noun": ...})`` of a field: what one value of it is called in
     ``unknown <noun> 'x'`` messages (``"kind"``, ``"dtype"``)."""
     while isinstance(t, mi.Metadata):
-        if (t.extra or {}).get("noun"):
-            return str(t.extra["noun"])
+        noun = (t.extra or {}).get("noun")
+        if noun:
+            return str(noun)
         t = t.type
     return ""
 
@@ -134,9 +135,10 @@ def _annotation_at(root: type, segs: list[str | int]) -> Any:
     tp: Any = root
     for s in segs:
         tp = _strip(tp)
-        if isinstance(tp, type) and issubclass(tp, msgspec.Struct) and isinstance(s, str):
+        info = _info(tp) if isinstance(tp, type) and issubclass(tp, msgspec.Struct) else None
+        if isinstance(info, mi.StructType) and isinstance(s, str):
             hints = typing.get_type_hints(tp, include_extras=True)
-            name = next((f.name for f in _info(tp).fields if f.encode_name == s), s)
+            name = next((f.name for f in info.fields if f.encode_name == s), s)
             tp = hints.get(name)
         elif typing.get_origin(tp) in (list, tuple, dict) and typing.get_args(tp):
             tp = typing.get_args(tp)[-1]
@@ -223,54 +225,62 @@ def problem_of(err: msgspec.ValidationError, data: Any, root: type, file: Path |
     """A :class:`Problem` (dotted key, readable sentence) for msgspec's validation error."""
     msg = str(err)
     m = _PATH_RE.search(msg)
-    path = m.group("path") if m else ""
     head = msg[: m.start()] if m else msg
-    segs = _segments(path)
+    segs = _segments(m.group("path") if m else "")
     if "..." in segs:  # a dict value: find which key holds the value that fails
         at = segs.index("...")
         table, _ = _value_at(data, segs[:at])
         bad = _bad_dict_key(root, segs[:at], table) if isinstance(table, dict) else None
         segs = segs[:at] + ([bad] if bad is not None else []) + (segs[at + 1:] if bad is not None else [])
-    value, _resolved = _value_at(data, segs)
-    t = _type_at(root, segs)
-    expected = _expected_words(t)
     if (mm := re.match(r"Object missing required field `([^`]+)`", head)) is not None:
-        name = mm.group(1)
-        sub = _type_at(root, [*segs, name])
-        what = _expected_words(sub)
-        return Problem(file, dotted([*segs, name], prefix), "missing required key" + (f" ({what})" if what else ""))
+        what = _expected_words(_type_at(root, [*segs, mm.group(1)]))
+        return Problem(file, dotted([*segs, mm.group(1)], prefix), "missing required key" + (f" ({what})" if what else ""))
     if (mm := re.match(r"Object contains unknown field `([^`]+)`", head)) is not None:
         return Problem(file, dotted([*segs, mm.group(1)], prefix), "unknown key")
-    key = dotted(segs, prefix)
+    value, _resolved = _value_at(data, segs)
+    return Problem(file, dotted(segs, prefix), _value_problem(head, root, segs, value))
+
+
+def _value_problem(head: str, root: type, segs: list[str | int], value: Any) -> str:
+    """What is wrong with ``value``, the value at ``segs`` below ``root``, as one sentence
+    from msgspec's message ``head`` (its path removed)."""
+    t = _type_at(root, segs)
+    expected = _expected_words(t)
     if head.startswith("Invalid enum value"):
-        inner, desc = _unwrap(t) if t is not None else (None, "")
-        order = _literal_order(root, segs) or (inner.values if isinstance(inner, mi.LiteralType) else ())
-        allowed = ", ".join(map(str, order)) if order else expected
-        noun = _noun(t)
-        if noun:
-            return Problem(file, key, f"unknown {noun} {value!r}; expected one of {allowed}")
-        if desc:
-            return Problem(file, key, f"expected {desc}, got {value!r}")
-        return Problem(file, key, f"unknown value {value!r}; expected one of {allowed}")
+        return _enum_problem(t, root, segs, value, expected)
     if re.match(r"Expected `[^`]+`, got `", head):
         got = toml_type(value) if value is not None else head.rsplit("got `", 1)[1].rstrip("`")
         if isinstance(value, bool):
-            return Problem(file, key, f"expected {expected or 'another type'}, got a boolean")
+            return f"expected {expected or 'another type'}, got a boolean"
         shown = f" {value!r}" if isinstance(value, str | int | float) and len(repr(value)) <= 80 else ""
-        return Problem(file, key, f"expected {expected or 'another type'}, got {got}{shown}")
+        return f"expected {expected or 'another type'}, got {got}{shown}"
     constraint = _constraint_text(head)
     if constraint:
         if isinstance(value, float) and math.isnan(value):
-            return Problem(file, key, f"must be a number {constraint}, got nan")
+            return f"must be a number {constraint}, got nan"
         if isinstance(value, str):
-            return Problem(file, key, f"must be {constraint}, got {len(value)} characters")
-        return Problem(file, key, f"must be {constraint}, got {value!r}")
+            return f"must be {constraint}, got {len(value)} characters"
+        return f"must be {constraint}, got {value!r}"
     if head.startswith("Invalid RFC3339"):
-        return Problem(file, key, f"not an RFC 3339 date-time: {value!r}")
+        return f"not an RFC 3339 date-time: {value!r}"
     text = head[:1].lower() + head[1:]
     if isinstance(value, str | int | float) and not isinstance(value, bool):
         text += f", got {value!r}"
-    return Problem(file, key, text)
+    return text
+
+
+def _enum_problem(t: mi.Type | None, root: type, segs: list[str | int], value: Any, expected: str) -> str:
+    """The sentence for a value that is not one of a ``Literal`` field's values: its noun
+    (``unknown kind 'x'; expected one of ...``), else its description, else the values."""
+    inner, desc = _unwrap(t) if t is not None else (None, "")
+    order = _literal_order(root, segs) or (inner.values if isinstance(inner, mi.LiteralType) else ())
+    allowed = ", ".join(map(str, order)) if order else expected
+    noun = _noun(t)
+    if noun:
+        return f"unknown {noun} {value!r}; expected one of {allowed}"
+    if desc:
+        return f"expected {desc}, got {value!r}"
+    return f"unknown value {value!r}; expected one of {allowed}"
 
 
 def convert(data: Any, type_: type[T], *, file: Path | str, prefix: str = "") -> T:
@@ -295,15 +305,10 @@ def unknown_keys(data: Any, type_: type, prefix: str = "") -> list[str]:
         value, t, segs = stack.pop()
         t, _ = _unwrap(t)
         if isinstance(t, mi.UnionType):
-            structs = [u for u in t.types if isinstance(_unwrap(u)[0], mi.StructType | mi.DictType)]
-            if isinstance(value, dict) and structs:
-                stack.append((value, structs[0], segs))
-            elif isinstance(value, list):
-                lists = [u for u in t.types if isinstance(_unwrap(u)[0], mi.ListType | mi.VarTupleType)]
-                if lists:
-                    stack.append((value, lists[0], segs))
-            continue
-        if isinstance(t, mi.StructType) and isinstance(value, dict):
+            branch = _union_branch(t, value)
+            if branch is not None:
+                stack.append((value, branch, segs))
+        elif isinstance(t, mi.StructType) and isinstance(value, dict):
             fields = {f.encode_name: f.type for f in t.fields}
             for k, v in value.items():
                 if k not in fields:
@@ -311,12 +316,22 @@ def unknown_keys(data: Any, type_: type, prefix: str = "") -> list[str]:
                 else:
                     stack.append((v, fields[k], [*segs, k]))
         elif isinstance(t, mi.DictType) and isinstance(value, dict):
-            for k, v in value.items():
-                stack.append((v, t.value_type, [*segs, k]))
+            stack.extend((v, t.value_type, [*segs, k]) for k, v in value.items())
         elif isinstance(t, mi.ListType | mi.VarTupleType) and isinstance(value, list):
-            for i, v in enumerate(value):
-                stack.append((v, t.item_type, [*segs, i]))
+            stack.extend((v, t.item_type, [*segs, i]) for i, v in enumerate(value))
     return sorted(out, key=_natural)
+
+
+def _union_branch(t: mi.UnionType, value: Any) -> mi.Type | None:
+    """The member of the union ``t`` whose keys a table (or items an array) ``value`` is
+    walked against: its first struct or dict type (list or tuple type), else None."""
+    if isinstance(value, dict):
+        kinds: tuple[type, ...] = (mi.StructType, mi.DictType)
+    elif isinstance(value, list):
+        kinds = (mi.ListType, mi.VarTupleType)
+    else:
+        return None
+    return next((u for u in t.types if isinstance(_unwrap(u)[0], kinds)), None)
 
 
 def _natural(key: str) -> list[Any]:

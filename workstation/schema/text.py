@@ -7,7 +7,7 @@ strings) is untrusted: printed raw on the reviewer's terminal, an escape sequenc
 write the clipboard (OSC 52), plant a link (OSC 8), retitle the window (OSC 0), move the
 cursor over what kws printed (CSI), or act through a C1 byte (U+009B is a CSI on its own);
 and a text of megabytes makes a report unreadable and a verdict uncommittable (the record
-limit, :data:`workstation.records.parse.MAX_RECORD_BYTES`).
+limit, :data:`workstation.records.format.MAX_RECORD_BYTES`).
 
 :func:`safe_text` therefore shows every control character visibly escaped, as text:
 C0 (U+0000–U+001F) except newline and tab, DEL (U+007F), C1 (U+0080–U+009F), the Unicode

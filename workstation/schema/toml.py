@@ -52,19 +52,7 @@ def bracket_depth(text: str) -> int:
     while i < n:
         c = text[i]
         if c in "\"'":
-            triple = text.startswith(c * 3, i)
-            quote = c * 3 if triple else c
-            j = i + len(quote)
-            while j < n:
-                if c == '"' and text[j] == "\\":
-                    j += 2
-                    continue
-                if text.startswith(quote, j):
-                    break
-                if not triple and text[j] == "\n":
-                    break
-                j += 1
-            i = j + len(quote)
+            i = _string_end(text, i)
             continue
         if c == "#":
             while i < n and text[i] != "\n":
@@ -79,6 +67,25 @@ def bracket_depth(text: str) -> int:
     return best
 
 
+def _string_end(text: str, i: int) -> int:
+    """The index just past the TOML string that opens at ``text[i]`` (a ``"`` or ``'``,
+    single or triple; an unterminated single-line string ends at its line's end)."""
+    c, n = text[i], len(text)
+    triple = text.startswith(c * 3, i)
+    quote = c * 3 if triple else c
+    j = i + len(quote)
+    while j < n:
+        if c == '"' and text[j] == "\\":
+            j += 2
+            continue
+        if text.startswith(quote, j):
+            break
+        if not triple and text[j] == "\n":
+            break
+        j += 1
+    return j + len(quote)
+
+
 def read_toml(path: Path | str, *, max_bytes: int = MAX_BYTES, max_depth: int = MAX_DEPTH) -> dict[str, Any]:
     """Read and parse the TOML file at ``path`` under the guards.
 
@@ -91,15 +98,34 @@ def read_toml(path: Path | str, *, max_bytes: int = MAX_BYTES, max_depth: int = 
     try:
         size = path.stat().st_size
         if size > max_bytes:
-            raise Problem(path, "", f"{size} bytes, larger than the {max_bytes}-byte limit for this file")
+            raise Problem(path, "", _too_large(size, max_bytes))
         raw = path.read_bytes()
     except OSError as e:
         raise Problem(path, "", f"cannot read: {e.strerror or e}") from None
+    return parse_toml_bytes(raw, path, max_bytes=max_bytes, max_depth=max_depth)
+
+
+def parse_toml_bytes(raw: bytes, file: Path | str, *, max_bytes: int = MAX_BYTES,
+                     max_depth: int = MAX_DEPTH) -> dict[str, Any]:
+    """Parse the bytes of a TOML file (read from disk, or a git blob of a commit's tree)
+    under the guards; ``file`` names it in messages.
+
+    Raises:
+        Problem: ``raw`` is longer than ``max_bytes``, is not UTF-8 (the message names the
+            first invalid byte and its offset), is not valid TOML, or nests deeper than
+            ``max_depth``.
+    """
+    if len(raw) > max_bytes:
+        raise Problem(file, "", _too_large(len(raw), max_bytes))
     try:
         text = raw.decode("utf-8")
     except UnicodeDecodeError as e:
-        raise Problem(path, "", f"not UTF-8 text (byte 0x{raw[e.start]:02x} at offset {e.start})") from None
-    return parse_toml(text, path, max_depth=max_depth)
+        raise Problem(file, "", f"not UTF-8 text (byte 0x{raw[e.start]:02x} at offset {e.start})") from None
+    return parse_toml(text, file, max_depth=max_depth)
+
+
+def _too_large(size: int, max_bytes: int) -> str:
+    return f"{size} bytes, larger than the {max_bytes}-byte limit for this file"
 
 
 def _deepest(data: Any, limit: int) -> tuple[str, int]:

@@ -27,7 +27,7 @@ kws extensions (optional keys, never changing a contract key's meaning):
 - ``[[case_tolerance]] match = {...}, atol/rtol/ulp``: a tolerance for matching cases.
 - ``[target] device = "H100"`` (``"H200"``, ``"A100"``): the GPU the task targets; on a
   machine without CUDA kws's device stand-in answers device queries with its figures (the
-  job child reads the key from its task copy).
+  job file carries the value to the job child: ``Job.target``).
 - ``[contract] compute_dtype = "input"`` (``"float16"``, ``"bfloat16"``, ``"float32"``) and
   ``accumulate = "float32"`` (or ``"input"``): the accuracy contract the kernel computes under
   by design; special-values and precision-regime judge against an oracle computed under it
@@ -74,7 +74,7 @@ from workstation.task.model import (
     Task,
     Tolerance,
 )
-from workstation.task.sources import parse_python
+from workstation.task.sources import parse_module
 
 #: the largest task.toml kws reads (bytes).
 MAX_TASK_TOML_BYTES = 1 << 20
@@ -95,7 +95,7 @@ Flag = Annotated[bool, Meta(description="true or false")]
 Kind = Annotated[Literal["generation", "translation", "migration", "debugging", "optimization", "fusion"],
                  Meta(extra={"noun": "kind"})]
 Backend = Annotated[Literal["triton", "torch", "cuda", "pallas", "nki"], Meta(extra={"noun": "backend"})]
-DtypeName = Annotated[Literal[DTYPE_NAMES], Meta(extra={"noun": "dtype"})]  # type: ignore[valid-type]
+DtypeName = Annotated[Literal[DTYPE_NAMES], Meta(extra={"noun": "dtype"})]  # type: ignore[valid-type]  # Literal of a tuple constant: msgspec reads it, mypy cannot
 FailureClass = Annotated[
     Literal["", "compile-error", "runtime-error", "crash", "timeout", "mismatch", "nan", "nondeterministic", "slow"],
     Meta(extra={"noun": "failure class"})]
@@ -138,8 +138,8 @@ class ContractTable(Struct, frozen=True):
     forbidden_ops: Annotated[list[Annotated[str, Meta(min_length=1)]], Meta(description="an array of op names")] = []
     #: kws extension (docs/task-format.md): the accuracy contract the kernel computes under
     #: (the numerics checks judge against an oracle rounded to it); ``accumulate`` needs it.
-    compute_dtype: Annotated[Literal[COMPUTE_DTYPES], Meta(extra={"noun": "compute dtype"})] | None = None  # type: ignore[valid-type]
-    accumulate: Annotated[Literal[ACCUMULATE_DTYPES], Meta(extra={"noun": "accumulation dtype"})] | None = None  # type: ignore[valid-type]
+    compute_dtype: Annotated[Literal[COMPUTE_DTYPES], Meta(extra={"noun": "compute dtype"})] | None = None  # type: ignore[valid-type]  # Literal of a tuple constant: msgspec reads it, mypy cannot
+    accumulate: Annotated[Literal[ACCUMULATE_DTYPES], Meta(extra={"noun": "accumulation dtype"})] | None = None  # type: ignore[valid-type]  # Literal of a tuple constant: msgspec reads it, mypy cannot
 
 
 class ToleranceTable(Struct, frozen=True):
@@ -169,7 +169,7 @@ class ProfileTable(Struct, frozen=True):
     """One ``[[profiles]]`` entry (kws extension): an attached profiler export."""
 
     file: FileName
-    format: Annotated[Literal[PROFILE_FORMATS], Meta(extra={"noun": "profile format"})] | None = None  # type: ignore[valid-type]
+    format: Annotated[Literal[PROFILE_FORMATS], Meta(extra={"noun": "profile format"})] | None = None  # type: ignore[valid-type]  # Literal of a tuple constant: msgspec reads it, mypy cannot
     role: Annotated[Literal["candidate", "baseline", "reference", "mixed"],
                     Meta(extra={"noun": "profile role"})] = "candidate"
     case: Annotated[dict[str, Scalar], Meta(description="a case table")] | None = None
@@ -214,7 +214,7 @@ class BackendsTable(Struct, frozen=True):
 class TargetTable(Struct, frozen=True):
     """``[target]`` (kws extension): the GPU the task targets (docs/backends.md, "Device stand-in")."""
 
-    device: Annotated[Literal[DEVICE_TARGET_NAMES], Meta(extra={"noun": "target device"})] | None = None  # type: ignore[valid-type]
+    device: Annotated[Literal[DEVICE_TARGET_NAMES], Meta(extra={"noun": "target device"})] | None = None  # type: ignore[valid-type]  # Literal of a tuple constant: msgspec reads it, mypy cannot
 
 
 class CaseToleranceTable(Struct, frozen=True):
@@ -260,24 +260,29 @@ class TaskFile(Struct, frozen=True):
 def _defined_names(source: str) -> set[str]:
     """Top-level names a module binds (defs, classes, assignments, imports)."""
     names: set[str] = set()
-    for node in parse_python(source).body:  # type: ignore[attr-defined]
-        if isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef | ast.ClassDef):
-            names.add(node.name)
-        elif isinstance(node, ast.Assign | ast.AnnAssign | ast.AugAssign):
-            targets = node.targets if isinstance(node, ast.Assign) else [node.target]
-            for t in targets:
-                for n in ast.walk(t):
-                    if isinstance(n, ast.Name):
-                        names.add(n.id)
-        elif isinstance(node, ast.Import | ast.ImportFrom):
-            for alias in node.names:
-                names.add((alias.asname or alias.name).split(".")[0])
-        elif isinstance(node, ast.If | ast.Try):  # `if TYPE_CHECKING:` / try-import blocks
-            for sub in ast.walk(node):
-                if isinstance(sub, ast.FunctionDef | ast.ClassDef):
-                    names.add(sub.name)
-                elif isinstance(sub, ast.Name) and isinstance(sub.ctx, ast.Store):
-                    names.add(sub.id)
+    for node in parse_module(source).body:
+        names.update(_bound_names(node))
+    return names
+
+
+def _bound_names(node: ast.stmt) -> list[str]:
+    """The names one top-level statement binds: a def's or class's, assignment targets,
+    imports' (first part of a dotted name), and those bound inside an ``if`` / ``try``
+    (``if TYPE_CHECKING:`` and try-import blocks)."""
+    if isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef | ast.ClassDef):
+        return [node.name]
+    if isinstance(node, ast.Assign | ast.AnnAssign | ast.AugAssign):
+        targets = node.targets if isinstance(node, ast.Assign) else [node.target]
+        return [n.id for t in targets for n in ast.walk(t) if isinstance(n, ast.Name)]
+    if isinstance(node, ast.Import | ast.ImportFrom):
+        return [(alias.asname or alias.name).split(".")[0] for alias in node.names]
+    names = []
+    if isinstance(node, ast.If | ast.Try):
+        for sub in ast.walk(node):
+            if isinstance(sub, ast.FunctionDef | ast.ClassDef):
+                names.append(sub.name)
+            elif isinstance(sub, ast.Name) and isinstance(sub.ctx, ast.Store):
+                names.append(sub.id)
     return names
 
 
@@ -327,11 +332,12 @@ def _params(toml: Path, table: dict[str, ParamTable]) -> dict[str, ParamSpec]:
     for pname, spec in table.items():
         if spec.min is not None and spec.max is not None and spec.min > spec.max:
             raise Problem(toml, f"params.{pname}", f"min {spec.min} is greater than max {spec.max}")
-        kinds = {type(c).__name__ for c in spec.choices or ()}
-        if len(kinds) > 1:  # ["a", 64, 37]: one parameter takes values of one type
-            first = type(spec.choices[0]).__name__
-            i = next(i for i, c in enumerate(spec.choices) if type(c).__name__ != first)
-            raise Problem(toml, f"params.{pname}.choices[{i}]", f"{spec.choices[i]!r} is a {type(spec.choices[i]).__name__}, "
+        choices = spec.choices
+        if choices is not None and len({type(c).__name__ for c in choices}) > 1:
+            # ["a", 64, 37]: one parameter takes values of one type
+            first = type(choices[0]).__name__
+            i = next(i for i, c in enumerate(choices) if type(c).__name__ != first)
+            raise Problem(toml, f"params.{pname}.choices[{i}]", f"{choices[i]!r} is a {type(choices[i]).__name__}, "
                           f"but choices[0] is a {first}: a parameter's choices are all of one type")
         if spec.choices is not None and len(set(map(repr, spec.choices))) != len(spec.choices):
             raise Problem(toml, f"params.{pname}.choices", "lists a value twice")
@@ -477,13 +483,7 @@ def load_task(task_dir: Path | str) -> Task:
     if doc.original is not None:
         relative_file(task_dir, toml, "original", doc.original)
 
-    entry: dict[str, EntryPoint] = {}
-    for role in ROLES_REQUIRED + ROLES_OPTIONAL:
-        value = getattr(doc.entry, role)
-        if value is not None:
-            entry[role] = _entry_point(task_dir, toml, f"entry.{role}", value)
-    if set(doc.entry.out_args) & set(doc.entry.inout_args):
-        raise Problem(toml, "entry.inout_args", "an input index cannot be both in out_args and inout_args")
+    entry = _entries(task_dir, toml, doc)
 
     params = _params(toml, doc.params)
     c = doc.contract
@@ -517,6 +517,23 @@ def load_task(task_dir: Path | str) -> Task:
     )
 
 
+def _entries(task_dir: Path, toml: Path, doc: TaskFile) -> dict[str, EntryPoint]:
+    """``[entry]``: each role's entry point (checked to exist in the task folder).
+
+    Raises:
+        Problem: an entry file or callable that does not exist, or an input index in both
+            ``out_args`` and ``inout_args``.
+    """
+    entry: dict[str, EntryPoint] = {}
+    for role in ROLES_REQUIRED + ROLES_OPTIONAL:
+        value = getattr(doc.entry, role)
+        if value is not None:
+            entry[role] = _entry_point(task_dir, toml, f"entry.{role}", value)
+    if set(doc.entry.out_args) & set(doc.entry.inout_args):
+        raise Problem(toml, "entry.inout_args", "an input index cannot be both in out_args and inout_args")
+    return entry
+
+
 def _extensions(toml: Path, doc: TaskFile, cases: list[dict[str, Any]], entry: dict[str, EntryPoint]) -> Extensions:
     """The kws extension tables, validated against the cases (and ``[backends]`` against
     the roles ``[entry]`` gives)."""
@@ -533,6 +550,22 @@ def _extensions(toml: Path, doc: TaskFile, cases: list[dict[str, Any]], entry: d
                  for p in getattr(doc.tolerance_rule, name)):
         if not any(n in case for case in cases):
             raise Problem(toml, k, f"{n!r} is not a parameter of any case")
+    case_tolerances = _case_tolerances(toml, doc, cases)
+    accuracy = None
+    if doc.contract.compute_dtype is not None:
+        accuracy = AccuracyContract(doc.contract.compute_dtype, doc.contract.accumulate or "float32")
+    elif doc.contract.accumulate is not None:
+        raise Problem(toml, "contract.accumulate", "qualifies an accuracy contract, but contract.compute_dtype is not "
+                      f"given (add compute_dtype = one of {', '.join(COMPUTE_DTYPES)})")
+    return Extensions(keep_structure=tuple(doc.inputs.keep_structure), delegates=tuple(doc.delegation.ops),
+                      atol_scale=tuple(doc.tolerance_rule.atol_scale), rtol_scale=tuple(doc.tolerance_rule.rtol_scale),
+                      case_tolerances=case_tolerances, role_backends=tuple(role_backends),
+                      forbidden_ops=tuple(doc.contract.forbidden_ops), accuracy=accuracy, target=doc.target.device)
+
+
+def _case_tolerances(toml: Path, doc: TaskFile, cases: list[dict[str, Any]]) -> tuple[CaseTolerance, ...]:
+    """``[[case_tolerance]]`` tables, each matching at least one declared case and giving a
+    tolerance."""
     cts = []
     for i, ct in enumerate(doc.case_tolerance):
         if not ct.match:
@@ -542,16 +575,7 @@ def _extensions(toml: Path, doc: TaskFile, cases: list[dict[str, Any]], entry: d
         if not any(all(c.get(k) == v for k, v in ct.match.items()) for c in cases):
             raise Problem(toml, f"case_tolerance[{i}].match", f"matches no declared case: {dict(ct.match)}")
         cts.append(CaseTolerance(tuple(sorted(ct.match.items())), Tolerance(ct.atol, ct.rtol, ct.ulp)))
-    accuracy = None
-    if doc.contract.compute_dtype is not None:
-        accuracy = AccuracyContract(doc.contract.compute_dtype, doc.contract.accumulate or "float32")
-    elif doc.contract.accumulate is not None:
-        raise Problem(toml, "contract.accumulate", "qualifies an accuracy contract, but contract.compute_dtype is not "
-                      f"given (add compute_dtype = one of {', '.join(COMPUTE_DTYPES)})")
-    return Extensions(keep_structure=tuple(doc.inputs.keep_structure), delegates=tuple(doc.delegation.ops),
-                      atol_scale=tuple(doc.tolerance_rule.atol_scale), rtol_scale=tuple(doc.tolerance_rule.rtol_scale),
-                      case_tolerances=tuple(cts), role_backends=tuple(role_backends),
-                      forbidden_ops=tuple(doc.contract.forbidden_ops), accuracy=accuracy)
+    return tuple(cts)
 
 
 def _helper_dirs(task_dir: Path) -> tuple[Path, ...]:

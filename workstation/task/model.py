@@ -195,8 +195,8 @@ class AccuracyContract:
         return f"compute at {c}, accumulate in {a}"
 
 
-#: the GPUs a task may declare with ``[target] device`` (kws extension; the job child reads
-#: it from the task copy): their figures are :data:`workstation.protocol.devices.DEVICE_TARGETS`
+#: the GPUs a task may declare with ``[target] device`` (kws extension; the parent's loader
+#: reads it, :attr:`Extensions.target`, and the job file carries it to the job child): their figures are :data:`workstation.protocol.devices.DEVICE_TARGETS`
 #: (a test keeps the two equal).
 DEVICE_TARGET_NAMES = ("H100", "H200", "A100")
 
@@ -224,6 +224,9 @@ class Extensions:
             trace).
         accuracy: ``[contract] compute_dtype`` / ``accumulate``: the declared accuracy
             contract, or ``None`` (judged against the float64 oracle as always).
+        target: ``[target] device``: the GPU the task targets, one of
+            :data:`DEVICE_TARGET_NAMES`, or ``None`` when it declares none (the job file's
+            ``target``: the device stand-in answers as it).
     """
 
     keep_structure: tuple[int, ...] = ()
@@ -234,6 +237,7 @@ class Extensions:
     role_backends: tuple[tuple[str, str], ...] = ()
     forbidden_ops: tuple[str, ...] = ()
     accuracy: AccuracyContract | None = None
+    target: str | None = None
 
 
 @dataclass(frozen=True)

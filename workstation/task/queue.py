@@ -41,6 +41,8 @@ from workstation.task.format import load_task
 from workstation.task.model import Task
 
 DEFAULT_RUBRIC = "kernel-review"
+#: The queue's settings file, relative to the queue root.
+QUEUE_TOML = "queue.toml"
 
 
 class RecordsTable(Struct, frozen=True, kw_only=True):
@@ -99,7 +101,7 @@ def read_queue_config(root: Path | str) -> QueueConfig:
             file (a folder, a link to nothing).
     """
     root = Path(root)
-    qt = root / "queue.toml"
+    qt = root / QUEUE_TOML
     if not qt.is_file():
         if os.path.lexists(qt):
             raise Problem(qt, "", "not a file (a folder, or a link to nothing); queue.toml must be a TOML file, "
@@ -148,7 +150,9 @@ def load_queue(root: Path | str) -> QueueLoad:
     root = Path(root)
     if not (root / "tasks").is_dir():
         raise Problem(root, "", "not a kws queue: no tasks/ folder")
-    tasks, errors, warnings = [], [], []
+    tasks: list[Task] = []
+    errors: list[Problem] = []
+    warnings: list[Problem] = []
     try:
         cfg = read_queue_config(root)
         warnings += cfg.warnings

@@ -40,6 +40,17 @@ def parse_python(source: str, filename: str = "<task>", mode: str = "exec") -> a
         return ast.parse(source, filename, mode=mode)
 
 
+def parse_module(source: str, filename: str = "<task>") -> ast.Module:
+    """A module's source parsed as :func:`parse_python` does (mode ``exec``), typed as the
+    module it is.
+
+    Raises:
+        SyntaxError: the source does not parse.
+    """
+    with _PARSE_LOCK:
+        return ast.parse(source, filename, mode="exec")
+
+
 @dataclass(frozen=True)
 class ImportRef:
     """One import statement's target as written: ``module`` (dotted, ``""`` for ``from . import x``),
@@ -158,7 +169,7 @@ def _aliases(tree: ast.Module) -> dict[str, str]:
 
 
 def _imports(tree: ast.Module) -> list[ImportRef]:
-    out = []
+    out: list[ImportRef] = []
     for node in ast.walk(tree):
         if isinstance(node, ast.Import):
             out.extend(ImportRef(a.name, (), 0, node.lineno, node) for a in node.names)
