@@ -163,8 +163,19 @@ class NumTf32(_Transform, tag="num_tf32", frozen=True, kw_only=True):
     skip: list[int] = []
 
 
+class Splice(_Transform, tag="splice", frozen=True, kw_only=True):
+    """Set elements of input ``input`` (a float tensor) to ``values``: ``indices`` are flat
+    indices in the tensor's logical (row-major) order. The ``audit_series`` step reports the
+    edits it made to the candidate's inputs this way, so the reference runs on exactly those
+    inputs (:mod:`workstation.harness.audit`)."""
+
+    input: int
+    indices: list[int]
+    values: list[float]
+
+
 Transform = (Upcast | Cast | Layout | Magnitude | SignedZeros | Tiny | Nonfinite | Perturb | Diverse | Rescale | NumFresh
-             | NumTf32)
+             | NumTf32 | Splice)
 
 
 # ----------------------------------------------------------------------------- monitors
@@ -351,6 +362,47 @@ class CallSeriesStep(_Step, tag="call_series", frozen=True, kw_only=True):
     settle_s: float = 0.02
 
 
+#: how the audit delivers a variant's values to the role (:mod:`workstation.harness.audit`).
+AuditPath = Literal["fresh", "inplace", "data", "numpy", "storage", "recycled", "clone"]
+#: where the audit calls the role from (:mod:`workstation.harness.audit`).
+AuditContext = Literal["plain", "dispatch", "function_mode", "profiler", "setprofile", "frame", "quick", "pause",
+                       "loop", "clock"]
+
+
+class AuditSeriesStep(_Step, tag="audit_series", frozen=True, kw_only=True):
+    """The invariant audit of one role on one case (:mod:`workstation.harness.audit`): the
+    role is called ``calls`` times on *variants* of the inputs (every element new: the
+    inputs of another of ``seeds``; or a few elements edited at places the child draws),
+    each delivered through one of ``paths`` and called from one of ``contexts``, in an order
+    the child draws at run time; halfway, ``long_run`` plain calls on fresh copies. Outputs
+    of ``keep`` early calls are held and read again at the end, after ``settle_s`` seconds;
+    a process census runs around every call.
+
+    Attributes:
+        role: whose code is audited.
+        case: the case (the smallest declared one: many calls).
+        seeds: the seeds whose inputs are the whole-input variants (the first is the base
+            the edits start from).
+        calls: mixed calls (variants x paths x contexts), half before the long run, half
+            after.
+        long_run: plain calls in a row on fresh copies (longer than any loop of the run).
+        keep: early outputs held and read again at the end.
+        settle_s: wait (s) before the held outputs are read again.
+        paths, contexts: what the child draws from.
+    """
+
+    role: Role = "candidate"
+    case: Case
+    seeds: list[int]
+    calls: int = 32
+    long_run: int = 48
+    keep: int = 4
+    settle_s: float = 0.05
+    paths: list[AuditPath] = ["fresh", "inplace", "data", "numpy", "storage", "recycled", "clone"]
+    contexts: list[AuditContext] = ["plain", "dispatch", "function_mode", "profiler", "setprofile", "frame", "quick",
+                                    "pause", "loop", "clock"]
+
+
 class FaultCallStep(_Step, tag="fault_call", frozen=True, kw_only=True):
     """One call of ``role`` with ``fault`` injected: every Triton launch raises
     (``triton_launch``) or every C++/CUDA extension build raises (``extension_build``)
@@ -513,9 +565,9 @@ class CudaBuildStep(_Step, tag="cuda_build", frozen=True, kw_only=True):
 
 
 Step = (CallStep | AuthorTestStep | GuardedCallStep | SanitizerCallStep | InputsOnlyStep | RepeatCallStep
-        | HashseedCallStep | StaleCallStep | CallSeriesStep | FaultCallStep | StateProbeStep | AutotuneProbeStep | NumOracleStep
-        | TritonAotStep | TritonBoundsStep | TimingStep | TorchTimerStep | AuthorBenchStep | ProfileStep | PallasReadStep
-        | CudaBuildStep | InterpreterSelftestStep)
+        | HashseedCallStep | StaleCallStep | CallSeriesStep | AuditSeriesStep | FaultCallStep | StateProbeStep
+        | AutotuneProbeStep | NumOracleStep | TritonAotStep | TritonBoundsStep | TimingStep | TorchTimerStep
+        | AuthorBenchStep | ProfileStep | PallasReadStep | CudaBuildStep | InterpreterSelftestStep)
 
 
 def step_roles(step: _Step) -> set[str]:
