@@ -101,6 +101,12 @@ class QueueIndex:
         """Folder names still to validate."""
         return [k for k, s in self.tasks.items() if not s.validated]
 
+    def copy(self) -> QueueIndex:
+        """A copy whose tables (and warning lists) can change without touching this one's."""
+        return QueueIndex(self.root, self.name, self.rubric_id, dict(self.tasks), dict(self.errors),
+                          dict(self.signatures), {k: list(v) for k, v in self.warnings.items()},
+                          list(self.queue_problems))
+
 
 # --------------------------------------------------------------------------------------------
 # cache
