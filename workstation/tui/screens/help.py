@@ -8,12 +8,14 @@ from typing import Any
 
 from rich.table import Table
 from rich.text import Text
+from textual import getters
 from textual.app import ComposeResult
 from textual.binding import Binding
 from textual.screen import ModalScreen
 from textual.widgets import Static
 
 from workstation.review.selfcheck_figure import figure_text
+from workstation.tui.app import KwsApp
 from workstation.tui.keymap import ACTIONS, key_display, user_keymap_path
 from workstation.tui.widgets.scroll_pane import ScrollPane
 
@@ -49,6 +51,7 @@ DIALOGS = (
 class HelpScreen(ModalScreen[None]):
     """Every action with its active keys, the rubric's value keys and the keymap files."""
 
+    app = getters.app(KwsApp)  # typed: the kws app's keymap, queue and sandbox marker
     BINDINGS = [Binding("escape,q,f1,question_mark", "dismiss", "Close")]
     DEFAULT_CSS = """
     HelpScreen { align: center middle; }
@@ -58,7 +61,7 @@ class HelpScreen(ModalScreen[None]):
 
     def compose(self) -> ComposeResult:
         with ScrollPane() as vs:
-            vs.border_title = "Keys (Esc closes)" + (f" · {self.app.sandbox_marker}" if getattr(self.app, "sandbox_marker", "") else "")
+            vs.border_title = "Keys (Esc closes)" + (f" · {self.app.sandbox_marker}" if self.app.sandbox_marker else "")
             yield Static(self._render_help(), id="help-text")
 
     def on_mount(self) -> None:
@@ -89,7 +92,7 @@ class HelpScreen(ModalScreen[None]):
         commit = key_display(load.keys.get("review.commit", "ctrl+s"))
         for k, what in GRAMMAR:  # the remappable keys as the keymap binds them now
             t.add_row("  " + k.format(commit=commit), what, "")
-        scope, t = None, None
+        scope = None
         for a in ACTIONS:
             if a.scope != scope:
                 scope = a.scope
