@@ -4,18 +4,16 @@ the keymap files."""
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from rich.table import Table
 from rich.text import Text
-from textual import getters
 from textual.app import ComposeResult
 from textual.binding import Binding
 from textual.screen import ModalScreen
 from textual.widgets import Static
 
 from workstation.review.selfcheck_figure import figure_text
-from workstation.tui.app import KwsApp
 from workstation.tui.keymap import ACTIONS, key_display, user_keymap_path
 from workstation.tui.widgets.scroll_pane import ScrollPane
 
@@ -47,11 +45,17 @@ DIALOGS = (
     ("Command palette (ctrl+p)", "type part of an action's name, Enter runs it, Esc closes"),
 )
 
+if TYPE_CHECKING:
+    from textual import getters
+
+    from workstation.tui.app import KwsApp
+
 
 class HelpScreen(ModalScreen[None]):
     """Every action with its active keys, the rubric's value keys and the keymap files."""
 
-    app = getters.app(KwsApp)  # typed: the kws app's keymap, queue and sandbox marker
+    if TYPE_CHECKING:  # typed as the kws app; at run time Textual's own property (tui.app imports this module)
+        app = getters.app(KwsApp)
     BINDINGS = [Binding("escape,q,f1,question_mark", "dismiss", "Close")]
     DEFAULT_CSS = """
     HelpScreen { align: center middle; }

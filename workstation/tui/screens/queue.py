@@ -7,7 +7,8 @@ is missing, so setting it in another terminal shows here without a reload)."""
 
 from __future__ import annotations
 
-from textual import getters
+from typing import TYPE_CHECKING
+
 from textual.app import ComposeResult
 from textual.containers import VerticalScroll
 from textual.screen import Screen
@@ -21,12 +22,16 @@ from workstation.review.queueview import (
     sort_rows,
 )
 from workstation.review.services import ActionOutcome, QueueState, problem_lines
-from workstation.tui.app import KwsApp
 from workstation.tui.keymap import bindings_for
 from workstation.tui.widgets.filter_input import FilterInput
 from workstation.tui.widgets.key_hints import KeyHints
 from workstation.tui.widgets.queue_table import QueueTable
 from workstation.tui.widgets.text import fit, set_static, unpushed_part
+
+if TYPE_CHECKING:
+    from textual import getters
+
+    from workstation.tui.app import KwsApp
 
 FILTER_HINT = ("(no filter: / to type one, e.g. kind:fusion backend:triton claimed:fail reserved:me "
                "disputed:yes mine:no screen:fail failing:edge)")
@@ -35,7 +40,8 @@ FILTER_HINT = ("(no filter: / to type one, e.g. kind:fusion backend:triton claim
 class QueueScreen(Screen):
     """The queue: a virtualised table of tasks, filter and sort, next unreviewed."""
 
-    app = getters.app(KwsApp)  # typed: the kws app's queue, sessions and actions
+    if TYPE_CHECKING:  # typed as the kws app; at run time Textual's own property (tui.app imports this module)
+        app = getters.app(KwsApp)
     BINDINGS = bindings_for("queue")
     DEFAULT_CSS = """
     QueueScreen #queue-title { height: 1; background: $panel; color: $text; text-style: bold; }

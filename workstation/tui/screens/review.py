@@ -21,10 +21,10 @@ that had not finished and where each accepted suggestion came from.
 from __future__ import annotations
 
 import threading
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from rich.text import Text
-from textual import getters, work
+from textual import work
 from textual.app import ComposeResult
 from textual.containers import Horizontal, Vertical
 from textual.screen import Screen
@@ -35,7 +35,6 @@ from workstation.review.evidence import finding_source
 from workstation.review.services import QueueState
 from workstation.review.session import ReviewSession
 from workstation.review.taskview import TaskView, load_task_view
-from workstation.tui.app import KwsApp
 from workstation.tui.keymap import PANEL_KEYS, bindings_for
 from workstation.tui.messages import (
     Committed,
@@ -57,6 +56,11 @@ from workstation.tui.widgets.spec_panel import SpecPanel
 from workstation.tui.widgets.text import fit, set_static, unpushed_part
 from workstation.tui.widgets.timing_panel import TimingPanel
 
+if TYPE_CHECKING:
+    from textual import getters
+
+    from workstation.tui.app import KwsApp
+
 #: the narrowest / lowest terminal that shows every panel side by side.
 WIDE_MIN = 120
 TALL_MIN = 36
@@ -76,7 +80,8 @@ class ReviewScreen(Screen):
     """One task under review. The session (checks, values) lives in the app, so leaving
     and reopening a task keeps it."""
 
-    app = getters.app(KwsApp)  # typed: the kws app's queue, sessions and actions
+    if TYPE_CHECKING:  # typed as the kws app; at run time Textual's own property (tui.app imports this module)
+        app = getters.app(KwsApp)
     BINDINGS = bindings_for("review")
     DEFAULT_CSS = """
     ReviewScreen #review-title { height: 1; background: $panel; text-style: bold; }
