@@ -14,6 +14,7 @@ from __future__ import annotations
 import json
 import sys
 from pathlib import Path
+from typing import Any
 
 import click
 
@@ -66,12 +67,7 @@ def check_cmd(task_dir: Path, as_json: bool, only: str | None, seeds: str, case_
     except _OptionError as e:
         _fail_load(str(e), {"file": "", "key": e.option, "problem": e.problem}, as_json)
         return
-    progress = None
-    if not as_json and sys.stderr.isatty():
-        def progress(kind: str, data: dict) -> None:
-            if kind == "check_finished":
-                r = data["result"]
-                click.echo(f"  {r.check:<18} {r.status:5} {r.seconds:6.2f}s", err=True)
+    progress = _progress if not as_json and sys.stderr.isatty() else None
     try:
         mode = sandbox_mode("none" if no_sandbox else None)
     except Problem as e:
@@ -93,6 +89,13 @@ def check_cmd(task_dir: Path, as_json: bool, only: str | None, seeds: str, case_
     doc = to_json_dict(res)
     click.echo(dumps(doc) if as_json else to_text(doc, verbose=verbose))
     sys.exit(exit_code(doc))
+
+
+def _progress(kind: str, data: dict[str, Any]) -> None:
+    """``kws check``'s progress on a terminal: one stderr line per finished check."""
+    if kind == "check_finished":
+        r = data["result"]
+        click.echo(f"  {r.check:<18} {r.status:5} {r.seconds:6.2f}s", err=True)
 
 
 class _OptionError(ValueError):
@@ -187,8 +190,8 @@ def queue_cmd(queue: Path | None) -> None:
     click.echo(f"{q.name}: {len(q.tasks)} tasks at {q.root}")
     for t in q.tasks:
         click.echo(f"  {t.id:<32} {t.kind:<13} {t.backend:<7} claims {t.claims.status}")
-    for e in q.errors:
-        click.echo(f"  ! {e}")
+    for err in q.errors:
+        click.echo(f"  ! {err}")
     for w in q.warnings:
         click.echo(f"  warning: {w}")
     sys.exit(2 if q.errors else 0)
