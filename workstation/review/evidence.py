@@ -12,8 +12,8 @@ import json
 from collections.abc import Iterable, Mapping, Sequence
 from typing import Any, TypeVar
 
-__all__ = ["SEVERITY_RANK", "case_text", "evidence_lines", "finding_source", "rationale_from_findings",
-           "severity_rank", "worst_first"]
+__all__ = ["SEVERITY_RANK", "case_text", "evidence_lines", "figure_parts", "finding_source",
+           "rationale_from_findings", "severity_rank", "worst_first"]
 
 #: findings worst first: fail, warn, info (anything else after).
 SEVERITY_RANK = {"fail": 0, "warn": 1, "info": 2}
@@ -147,6 +147,13 @@ def _tolerance_lines(tol: Any) -> list[tuple[str, str]]:
         src = f" ({tol['source']})" if tol.get("source") else ""
         return [("tolerance", " ".join(parts) + src)]
     return [] if tol is None else [("tolerance", _compact(tol))]
+
+
+def figure_parts(*figures: tuple[str, object]) -> list[str]:
+    """The texts of the figures that are known: each ``(pattern, value)`` as
+    ``pattern.format(value)`` (``"median {:.3g}"``, ``"IQR {0[0]:.3g}-{0[1]:.3g}"``), in
+    order, leaving out those whose value is None."""
+    return [pattern.format(value) for pattern, value in figures if value is not None]
 
 
 def severity_rank(finding: Mapping[str, Any]) -> int:
