@@ -14,9 +14,12 @@ from __future__ import annotations
 import json
 import sys
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import click
+
+if TYPE_CHECKING:
+    from workstation.task.model import Task
 
 
 @click.command("check")
@@ -124,7 +127,7 @@ def _parse_seeds(text: str) -> list[int]:
     return out
 
 
-def _parse_case(text: str, task: object) -> dict:
+def _parse_case(text: str, task: Task) -> dict[str, Any]:
     """``--case``: a JSON table naming exactly the task's case parameters (those its
     declared cases and ``[params]`` use), with values ``[params]`` allows."""
     try:
@@ -133,18 +136,18 @@ def _parse_case(text: str, task: object) -> dict:
         raise _OptionError("--case", f"not valid JSON ({e.msg} at column {e.colno}): {text!r}") from None
     if not isinstance(case, dict):
         raise _OptionError("--case", 'must be a JSON table, e.g. \'{"N": 1000, "dtype": "float32"}\'')
-    cases = [dict(c) for c in task.cases]  # type: ignore[attr-defined]
-    params = task.params  # type: ignore[attr-defined]
+    cases = [dict(c) for c in task.cases]
+    params = task.params
     known = {k for c in cases for k in c} | set(params)
     unknown = sorted(set(case) - known)
     if unknown:
         raise _OptionError("--case", f"unknown case parameter(s) {', '.join(map(repr, unknown))}; "
-                                     f"the cases of {task.id} take {', '.join(sorted(known))}")  # type: ignore[attr-defined]
+                                     f"the cases of {task.id} take {', '.join(sorted(known))}")
     needed = set.intersection(*(set(c) for c in cases)) if cases else set()
     missing = sorted(needed - set(case))
     if missing:
         raise _OptionError("--case", f"missing {', '.join(missing)} (every declared case of "
-                                     f"{task.id} sets it)")  # type: ignore[attr-defined]
+                                     f"{task.id} sets it)")
     for k, v in case.items():
         spec = params.get(k)
         if spec is not None and not spec.allows(v):

@@ -511,7 +511,7 @@ def resolve_keymap(choice: str | None = None, *, user_file: Path | None = None) 
     default keymap is used instead."""
     try:
         return _resolve_keymap(choice, user_file)
-    except Exception as e:  # noqa: BLE001 - documented as never raising
+    except Exception as e:  # noqa: BLE001  (documented as never raising: any failure is a problem of the keymap)
         where = user_file if user_file is not None else (choice or "keymap")
         out = KeymapLoad(name="default", keys=defaults())
         out.problems.append(e if isinstance(e, Problem) else Problem(str(where), "", f"cannot be used: {e}"))
