@@ -23,8 +23,11 @@ so a misfiled test fails instead of silently slowing the fast tier.
 
 from __future__ import annotations
 
+import atexit
 import os
+import shutil
 import subprocess
+import tempfile
 import textwrap
 from pathlib import Path
 
@@ -35,11 +38,49 @@ from tests.tierguard import sitecustomize as tierguard
 REPO = Path(__file__).resolve().parents[1]
 SAMPLE_QUEUE = REPO / "sample_queue"
 
-# kws stores its per-user data under these; tests must never touch a real user's folders
-os.environ.setdefault("KWS_CACHE_DIR", str(Path(os.environ.get("TMPDIR", "/tmp")) / "kws-test-cache"))
-# the CPU emulation of CUDA (g++, ~20 s per extension and run) is off for the suite: the sample
-# sweep and the backend-gate tests judge CUDA tasks as not run; tests/test_cuda_emu.py turns it on
-os.environ.setdefault("KWS_CUDA_EMULATION", "0")
+# -- a hermetic environment --------------------------------------------------------------
+# Every test, and every child process of a test (they inherit os.environ), sees the same
+# settings whatever the developer's shell or home holds: every ``KWS_*`` variable is removed
+# (but the suite's own channels below), then the suite's values are set, and the per-user
+# folders platformdirs computes (``XDG_CONFIG_HOME``: config.toml and keymap.toml;
+# ``XDG_DATA_HOME``, ``XDG_STATE_HOME``: the first-run queue copy, drafts) point at empty
+# folders of this session. tests/test_hermetic.py proves it under a polluted environment.
+
+#: ``KWS_*`` variables that are the suite's own channels, not kws settings, kept as they come:
+#: the fast-tier guard's refusal log when this pytest is a test's child (tests/tierguard), and
+#: the chaos test's seed (tests/test_chaos.py).
+SUITE_CHANNELS = (tierguard.ENV, "KWS_CHAOS_SEED")
+#: the per-user folder variables pointed at this session's empty folders.
+USER_DIR_VARS = ("XDG_CONFIG_HOME", "XDG_DATA_HOME", "XDG_STATE_HOME")
+
+
+def _remove_in(pid: int, folder: Path) -> None:
+    """Remove ``folder`` when this is process ``pid`` (a forked child exiting through
+    ``sys.exit`` runs the atexit handlers it inherited: it must not remove the session's)."""
+    if os.getpid() == pid:
+        shutil.rmtree(folder, ignore_errors=True)
+
+
+def _hermetic_environment() -> Path:
+    """Scrub ``os.environ`` as the section comment says; returns the session's folder (removed
+    when this process exits)."""
+    for k in [k for k in os.environ if k.startswith("KWS_") and k not in SUITE_CHANNELS]:
+        del os.environ[k]
+    base = Path(tempfile.mkdtemp(prefix="kws-test-user-"))
+    atexit.register(_remove_in, os.getpid(), base)
+    for var in USER_DIR_VARS:
+        folder = base / var.lower()
+        folder.mkdir()
+        os.environ[var] = str(folder)
+    # kws's caches (queue index, AOT compile results): shared by the suite's runs, never the user's
+    os.environ["KWS_CACHE_DIR"] = str(Path(tempfile.gettempdir()) / "kws-test-cache")
+    # the CPU emulation of CUDA (g++, ~20 s per extension and run) is off for the suite: the sample
+    # sweep and the backend-gate tests judge CUDA tasks as not run; tests/test_cuda_emu.py turns it on
+    os.environ["KWS_CUDA_EMULATION"] = "0"
+    return base
+
+
+USER_DIRS = _hermetic_environment()
 
 TASK_TOML = """\
 schema = 1
@@ -155,6 +196,7 @@ MODULE_TIER = {
     "test_diffmodel": "unit",
     "test_fidelity": "unit",
     "test_git_one_way": "unit",
+    "test_hermetic": "unit",
     "test_gpu_validation": "system",
     "test_layers": "unit",
     "test_load_invariance": "battery",

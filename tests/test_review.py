@@ -193,7 +193,9 @@ def test_replay_source_only_filters_and_gate_blocks_results():
     t = threading.Thread(target=lambda: src.run(Path("tasks/matmul-opt"), ["correctness"],
                                                 lambda k, d: seen.append((k, d))))
     t.start()
-    time.sleep(0.2)
+    deadline = time.monotonic() + 30  # the worker's first events, however loaded the machine
+    while len(seen) < 2 and time.monotonic() < deadline:
+        time.sleep(0.01)
     assert [k for k, _ in seen] == ["start", "check_started"]  # waiting on the gate
     src.gate.set()
     t.join(5)

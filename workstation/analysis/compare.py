@@ -269,31 +269,11 @@ def compare(
     with np.errstate(invalid="ignore", over="ignore", divide="ignore"):
         diff = np.abs(g - e)
         allowed = tol.atol + tol.rtol * np.abs(e)
-        close = diff <= allowed
-        e_nan, g_nan = np.isnan(e), np.isnan(g)
-        both_inf_equal = np.isinf(e) & (g == e)
-        close |= both_inf_equal
-        close &= ~(e_nan | g_nan)
-        if nonfinite_ok:
-            close |= e_nan & g_nan
-        ulp = None
-        if tol.ulp is not None and is_float(got_dtype):
-            ulp = ulp_distance(g.real, e.real, got_dtype)
-            close = ((ulp <= tol.ulp) | (diff <= tol.atol) | both_inf_equal) & ~(e_nan | g_nan)
-            if nonfinite_ok:
-                close |= e_nan & g_nan
-        finite = np.isfinite(diff)
-        base.max_abs = float(diff[finite].max()) if finite.any() else 0.0
-        nz = finite & (np.abs(e) > 0)
-        rel = diff[nz] / np.abs(e[nz])
-        base.max_rel = float(rel.max()) if rel.size else 0.0
-        if is_float(got_dtype):
-            u = ulp if ulp is not None else ulp_distance(g.real, e.real, got_dtype)
-            fu = u[np.isfinite(u)]
-            base.max_ulp = float(fu.max()) if fu.size else None
+        close, ulp = _close(e, g, diff, allowed, tol, got_dtype, nonfinite_ok)
+        _error_maxima(base, e, g, diff, ulp, got_dtype)
         # excess over the allowed error; non-finite mismatches rank first
         excess = np.where(close, -np.inf, np.where(np.isfinite(diff), diff - allowed, np.inf))
-    base.nan_got, base.nan_expected = int(g_nan.sum()), int(e_nan.sum())
+    base.nan_got, base.nan_expected = int(np.isnan(g).sum()), int(np.isnan(e).sum())
     base.inf_got = int(np.isinf(g).sum())
     bad = ~close
     base.n_bad = int(bad.sum())
@@ -323,6 +303,44 @@ def compare(
     what.append(f"{base.n_bad} of {n} elements ({100.0 * base.n_bad / n:.3g}%) outside {tol.describe()}")
     base.reason = "; ".join(what)
     return base
+
+
+def _close(e: np.ndarray, g: np.ndarray, diff: np.ndarray, allowed: np.ndarray, tol: ResolvedTolerance,
+           got_dtype: str, nonfinite_ok: bool) -> tuple[np.ndarray, np.ndarray | None]:
+    """Which elements of ``g`` are close to ``e`` (flat arrays; ``diff`` = ``|g - e|``,
+    ``allowed`` = atol + rtol ``|e|``): torch.testing's rule, or with ``tol.ulp`` for a
+    float dtype, within that many ULPs of ``got_dtype`` (or ``atol``); equal infinities are
+    close, a NaN is not (unless ``nonfinite_ok`` and NaN on both sides). Returns the mask
+    and the ULP distances when the rule used them (else None)."""
+    e_nan, g_nan = np.isnan(e), np.isnan(g)
+    both_inf_equal = np.isinf(e) & (g == e)
+    close = diff <= allowed
+    close |= both_inf_equal
+    close &= ~(e_nan | g_nan)
+    if nonfinite_ok:
+        close |= e_nan & g_nan
+    ulp = None
+    if tol.ulp is not None and is_float(got_dtype):
+        ulp = ulp_distance(g.real, e.real, got_dtype)
+        close = ((ulp <= tol.ulp) | (diff <= tol.atol) | both_inf_equal) & ~(e_nan | g_nan)
+        if nonfinite_ok:
+            close |= e_nan & g_nan
+    return close, ulp
+
+
+def _error_maxima(base: Comparison, e: np.ndarray, g: np.ndarray, diff: np.ndarray, ulp: np.ndarray | None,
+                  got_dtype: str) -> None:
+    """Set ``base``'s largest finite absolute, relative (where ``e`` is not 0) and, for a
+    float dtype, ULP error (``ulp``: the distances already computed, else computed here)."""
+    finite = np.isfinite(diff)
+    base.max_abs = float(diff[finite].max()) if finite.any() else 0.0
+    nz = finite & (np.abs(e) > 0)
+    rel = diff[nz] / np.abs(e[nz])
+    base.max_rel = float(rel.max()) if rel.size else 0.0
+    if is_float(got_dtype):
+        u = ulp if ulp is not None else ulp_distance(g.real, e.real, got_dtype)
+        fu = u[np.isfinite(u)]
+        base.max_ulp = float(fu.max()) if fu.size else None
 
 
 def _num(x: Any) -> Any:

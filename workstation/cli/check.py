@@ -14,8 +14,12 @@ from __future__ import annotations
 import json
 import sys
 from pathlib import Path
+from typing import TYPE_CHECKING, Any
 
 import click
+
+if TYPE_CHECKING:
+    from workstation.task.model import Task
 
 
 @click.command("check")
@@ -66,12 +70,7 @@ def check_cmd(task_dir: Path, as_json: bool, only: str | None, seeds: str, case_
     except _OptionError as e:
         _fail_load(str(e), {"file": "", "key": e.option, "problem": e.problem}, as_json)
         return
-    progress = None
-    if not as_json and sys.stderr.isatty():
-        def progress(kind: str, data: dict) -> None:
-            if kind == "check_finished":
-                r = data["result"]
-                click.echo(f"  {r.check:<18} {r.status:5} {r.seconds:6.2f}s", err=True)
+    progress = _progress if not as_json and sys.stderr.isatty() else None
     try:
         mode = sandbox_mode("none" if no_sandbox else None)
     except Problem as e:
@@ -93,6 +92,13 @@ def check_cmd(task_dir: Path, as_json: bool, only: str | None, seeds: str, case_
     doc = to_json_dict(res)
     click.echo(dumps(doc) if as_json else to_text(doc, verbose=verbose))
     sys.exit(exit_code(doc))
+
+
+def _progress(kind: str, data: dict[str, Any]) -> None:
+    """``kws check``'s progress on a terminal: one stderr line per finished check."""
+    if kind == "check_finished":
+        r = data["result"]
+        click.echo(f"  {r.check:<18} {r.status:5} {r.seconds:6.2f}s", err=True)
 
 
 class _OptionError(ValueError):
@@ -121,7 +127,7 @@ def _parse_seeds(text: str) -> list[int]:
     return out
 
 
-def _parse_case(text: str, task: object) -> dict:
+def _parse_case(text: str, task: Task) -> dict[str, Any]:
     """``--case``: a JSON table naming exactly the task's case parameters (those its
     declared cases and ``[params]`` use), with values ``[params]`` allows."""
     try:
@@ -130,18 +136,18 @@ def _parse_case(text: str, task: object) -> dict:
         raise _OptionError("--case", f"not valid JSON ({e.msg} at column {e.colno}): {text!r}") from None
     if not isinstance(case, dict):
         raise _OptionError("--case", 'must be a JSON table, e.g. \'{"N": 1000, "dtype": "float32"}\'')
-    cases = [dict(c) for c in task.cases]  # type: ignore[attr-defined]
-    params = task.params  # type: ignore[attr-defined]
+    cases = [dict(c) for c in task.cases]
+    params = task.params
     known = {k for c in cases for k in c} | set(params)
     unknown = sorted(set(case) - known)
     if unknown:
         raise _OptionError("--case", f"unknown case parameter(s) {', '.join(map(repr, unknown))}; "
-                                     f"the cases of {task.id} take {', '.join(sorted(known))}")  # type: ignore[attr-defined]
+                                     f"the cases of {task.id} take {', '.join(sorted(known))}")
     needed = set.intersection(*(set(c) for c in cases)) if cases else set()
     missing = sorted(needed - set(case))
     if missing:
         raise _OptionError("--case", f"missing {', '.join(missing)} (every declared case of "
-                                     f"{task.id} sets it)")  # type: ignore[attr-defined]
+                                     f"{task.id} sets it)")
     for k, v in case.items():
         spec = params.get(k)
         if spec is not None and not spec.allows(v):
@@ -187,8 +193,8 @@ def queue_cmd(queue: Path | None) -> None:
     click.echo(f"{q.name}: {len(q.tasks)} tasks at {q.root}")
     for t in q.tasks:
         click.echo(f"  {t.id:<32} {t.kind:<13} {t.backend:<7} claims {t.claims.status}")
-    for e in q.errors:
-        click.echo(f"  ! {e}")
+    for err in q.errors:
+        click.echo(f"  ! {err}")
     for w in q.warnings:
         click.echo(f"  warning: {w}")
     sys.exit(2 if q.errors else 0)

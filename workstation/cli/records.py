@@ -16,7 +16,7 @@ from __future__ import annotations
 import functools
 import logging
 import sys
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import Any
 
@@ -25,7 +25,7 @@ import git
 
 from workstation.records.drafts import Draft, draft_path, save_draft
 from workstation.records.history import format_history, task_history
-from workstation.records.model import OUTCOMES
+from workstation.records.model import OUTCOMES, Verdict
 from workstation.records.parse import load_records
 from workstation.records.state import RecordSet, same_reviewer
 from workstation.records.store import (
@@ -128,6 +128,13 @@ def _open(queue: Path | None, *, write: bool = False) -> git.Repo:
 
 
 def _root(repo: git.Repo) -> Path:
+    """The queue's folder: the work tree of ``repo``.
+
+    Raises:
+        QueueError: ``repo`` is bare (a queue is a work tree).
+    """
+    if repo.working_tree_dir is None:
+        raise QueueError(f"{repo.git_dir}: a bare repository, not a queue")
     return Path(repo.working_tree_dir)
 
 
@@ -191,33 +198,11 @@ def verdict_cmd(
         raise click.ClickException(f"no task {task!r} in HEAD of {root}")
     draft = Draft(task=task, queue=str(root), values=values, rubric_id=rubric.id, rubric_version=rubric.version)
     if with_checks:
-        try:
-            from workstation.engine.run import check_task
-        except ImportError as exc:
-            raise click.ClickException(f"the check engine is not available: {exc}") from exc
-        click.echo(f"kws: running the checks on {task} ...", err=True)
-        try:
-            report = dict(check_task(root / "tasks" / task))
-        except Exception as exc:  # a task that does not load (Problem names file and key)
-            raise click.ClickException(f"the checks could not run on {task}: {exc}") from exc
-        draft.report = report
+        draft.report = _check_report(root, task)
         draft.task_tree = tv.tree
         if accept_suggestions:
-            for key, s in suggest(rubric, report.get("findings") or [], report.get("checks") or [],
-                                  report.get("not_judged") or []).items():
-                if key not in values and s.value is not None:
-                    values[key] = s.value
-                    click.echo(f"kws: {key} = {s.value} (suggested: {s.reason})", err=True)
-    kept = f"your verdict is saved as a draft: {draft_path(root, task)}"
-    try:
-        save_draft(draft)  # from here on, a refusal keeps what was given
-    except OSError as exc:
-        fault = storage_fault(exc)
-        where = draft_path(root, task).parent
-        kept = (f"your verdict was NOT saved as a draft ({where}: {exc.strerror}); the values are only in "
-                "this command line: run it again once the commit can succeed")
-        click.echo(f"kws: warning: the draft could not be saved in {where}: {exc.strerror}"
-                   + (f"; {storage_advice(fault, where)}" if fault else "") + "; committing without it", err=True)
+            _accept_suggestions(rubric, draft.report, values)
+    kept = _keep_draft(draft, root, task)
     try:
         v = commit_verdict(repo, draft, rubric)
     except QueueError as exc:
@@ -225,6 +210,49 @@ def verdict_cmd(
     click.echo(f"committed verdict {v.verdict_id} ({v.overall}) on {task}")
     click.echo(f"  {v.path}")
     click.echo(f"  task version {v.task_tree}; commit {repo.head.commit.hexsha[:12]}; run kws sync to share it")
+
+
+def _check_report(root: Path, task: str) -> dict[str, Any]:
+    """The battery's report on ``task`` of the queue at ``root`` (``kws verdict --with-checks``).
+
+    Raises:
+        click.ClickException: the engine is not installed, or the checks could not run.
+    """
+    try:
+        from workstation.engine.run import check_task
+    except ImportError as exc:
+        raise click.ClickException(f"the check engine is not available: {exc}") from exc
+    click.echo(f"kws: running the checks on {task} ...", err=True)
+    try:
+        return dict(check_task(root / "tasks" / task))
+    except Exception as exc:  # a task that does not load (Problem names file and key)
+        raise click.ClickException(f"the checks could not run on {task}: {exc}") from exc
+
+
+def _accept_suggestions(rubric: Rubric, report: Mapping[str, Any], values: dict[str, str]) -> None:
+    """Fill the fields of ``values`` not given with the rubric's suggestions from
+    ``report``'s findings, each told on stderr."""
+    for key, s in suggest(rubric, report.get("findings") or [], report.get("checks") or [],
+                          report.get("not_judged") or []).items():
+        if key not in values and s.value is not None:
+            values[key] = s.value
+            click.echo(f"kws: {key} = {s.value} (suggested: {s.reason})", err=True)
+
+
+def _keep_draft(draft: Draft, root: Path, task: str) -> str:
+    """Save ``draft`` before the commit (a refused commit keeps what was given) and return
+    the line that says where the verdict is kept; a failed save is warned about on stderr
+    (with storage advice) and the line says the values are only on the command line."""
+    try:
+        save_draft(draft)
+    except OSError as exc:
+        fault = storage_fault(exc)
+        where = draft_path(root, task).parent
+        click.echo(f"kws: warning: the draft could not be saved in {where}: {exc.strerror}"
+                   + (f"; {storage_advice(fault, where)}" if fault else "") + "; committing without it", err=True)
+        return (f"your verdict was NOT saved as a draft ({where}: {exc.strerror}); the values are only in "
+                "this command line: run it again once the commit can succeed")
+    return f"your verdict is saved as a draft: {draft_path(root, task)}"
 
 
 @click.command("sync")
@@ -453,6 +481,7 @@ def report_cmd(task: str, output: Path | None, verdict_id: str | None, queue: Pa
     root = _root(repo)
     rs = load_records(root)
     _problems(rs)
+    v: Verdict | None
     if verdict_id:
         v = rs.verdict(verdict_id)
         if v.task != task:

@@ -7,7 +7,7 @@ calls a profile covers (``Profile.calls``): per-call figures divide by it.
 from __future__ import annotations
 
 import math
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field, replace
 from typing import Any
 
@@ -133,16 +133,32 @@ def aggregate(rows: Iterable[tuple[Any, ...]]) -> tuple[KernelStat, ...]:
     return tuple(sorted(stats, key=lambda s: (-(s.total_ns or 0.0), -s.count, s.name)))
 
 
+def finite_number(x: Any) -> float | None:
+    """A value read from a profile file as a finite float; None for anything else (a
+    bool, a string, NaN, an infinity)."""
+    if isinstance(x, bool) or not isinstance(x, int | float):
+        return None
+    x = float(x)
+    return x if math.isfinite(x) else None
+
+
+def table(x: Any) -> Mapping[str, Any]:
+    """``x`` when it is a table (a JSON object), else an empty one: a file may hold
+    anything where a table is expected."""
+    return x if isinstance(x, Mapping) else {}
+
+
 def interval_union(spans: Iterable[tuple[float, float]]) -> float:
     """Total length of the union of ``(start, end)`` intervals."""
-    total, cur_s, cur_e = 0.0, None, None
+    total = 0.0
+    cur: tuple[float, float] | None = None  # the union's interval being extended
     for s, e in sorted(spans):
-        if cur_e is None or s > cur_e:
-            if cur_e is not None:
-                total += cur_e - cur_s
-            cur_s, cur_e = s, e
+        if cur is None or s > cur[1]:
+            if cur is not None:
+                total += cur[1] - cur[0]
+            cur = (s, e)
         else:
-            cur_e = max(cur_e, e)
-    if cur_e is not None:
-        total += cur_e - cur_s
+            cur = (cur[0], max(cur[1], e))
+    if cur is not None:
+        total += cur[1] - cur[0]
     return total

@@ -90,61 +90,18 @@ def parse_ncu_csv(rows: list[list[str]], *, source: str, role: str, calls: int =
     if "Kernel Name" not in header:
         raise ValueError("no 'Kernel Name' column: not an ncu --csv export")
     col = {h: i for i, h in enumerate(header)}
-    launches: dict[str, dict[str, Any]] = {}
-    notes: list[str] = []
-    if "Metric Name" in col:
-        for need in ("Metric Value", "Metric Unit"):
-            if need not in col:
-                raise ValueError(f"details layout without a {need!r} column")
-        for r in rows[1:]:
-            if len(r) < len(header):
-                continue
-            lid = r[col["ID"]] if "ID" in col else str(len(launches))
-            rec = launches.setdefault(lid, {"name": r[col["Kernel Name"]], "m": {}})
-            mname = r[col["Metric Name"]].strip()
-            raw = r[col["Metric Value"]]
-            v = _value(raw)
-            if mname == "device__attribute_display_name" or (v is None and mname.endswith("display_name")):
-                rec["device"] = raw.strip()[:200]
-            elif v is not None:
-                key = "gpu__time_duration.sum" if mname == "Duration" else mname
-                rec["m"][key] = _scaled(key, r[col["Metric Unit"]], v)
-    else:
-        k = col["Kernel Name"]
-        has_units = len(rows) > 1 and len(rows[1]) > k and not rows[1][k].strip()
-        units = rows[1] if has_units else []
-        data = rows[2:] if has_units else rows[1:]
-        for n, r in enumerate(data):
-            if len(r) < len(header):
-                continue
-            lid = r[col["ID"]] if "ID" in col else str(n)
-            rec = launches.setdefault(lid, {"name": r[col["Kernel Name"]], "m": {}})
-            for i, h in enumerate(header):
-                if h == "device__attribute_display_name":
-                    rec["device"] = r[i].strip()[:200]
-                    continue
-                v = _value(r[i])
-                if v is not None and "__" in h:
-                    rec["m"][h] = _scaled(h, units[i] if i < len(units) else "", v)
+    launches = _details_launches(rows, header, col) if "Metric Name" in col else _raw_launches(rows, header, col)
     out = []
     devices = set()
     untimed = 0
     for rec in launches.values():
-        m = rec["m"]
-        ns = m.get("gpu__time_duration.sum")
-        if ns is None:
+        row = _kernel_row(rec["name"], rec["m"])
+        if row[2] is None:
             untimed += 1
-        nbytes = m.get("dram__bytes.sum")
-        if nbytes is None and ("dram__bytes_read.sum" in m or "dram__bytes_write.sum" in m):
-            nbytes = m.get("dram__bytes_read.sum", 0.0) + m.get("dram__bytes_write.sum", 0.0)
-        if nbytes is None and "dram__bytes.sum.per_second" in m and ns:
-            nbytes = m["dram__bytes.sum.per_second"] * ns * 1e-9
-        flops = None
-        if any(k in m for k, _ in _FLOP_OPS):
-            flops = sum(m.get(k, 0.0) * w for k, w in _FLOP_OPS)
-        out.append((str(rec["name"])[:500], "kernel", ns, nbytes, flops, ""))
+        out.append(row)
         if rec.get("device"):
             devices.add(rec["device"])
+    notes: list[str] = []
     if untimed:
         notes.append(f"{untimed} launch(es) without gpu__time_duration.sum (collect it: --metrics gpu__time_duration.sum)")
     if len(devices) > 1:
@@ -152,3 +109,69 @@ def parse_ncu_csv(rows: list[list[str]], *, source: str, role: str, calls: int =
     return Profile(source=source, format="ncu-csv", role=role, device=(sorted(devices)[0] if devices else device),
                    device_kind="cuda", calls=max(1, calls or 1), kernels=aggregate(out), launches=len(out),
                    busy_ns=None, notes=tuple(notes))
+
+
+def _details_launches(rows: list[list[str]], header: list[str], col: dict[str, int]) -> dict[str, dict[str, Any]]:
+    """The launches of the details layout (one row per launch and metric), by launch id:
+    ``{"name": kernel name, "m": {metric: value in kws's units}, "device": name}``.
+
+    Raises:
+        ValueError: the ``Metric Value`` or ``Metric Unit`` column is missing.
+    """
+    for need in ("Metric Value", "Metric Unit"):
+        if need not in col:
+            raise ValueError(f"details layout without a {need!r} column")
+    launches: dict[str, dict[str, Any]] = {}
+    for r in rows[1:]:
+        if len(r) < len(header):
+            continue
+        lid = r[col["ID"]] if "ID" in col else str(len(launches))
+        rec = launches.setdefault(lid, {"name": r[col["Kernel Name"]], "m": {}})
+        mname = r[col["Metric Name"]].strip()
+        raw = r[col["Metric Value"]]
+        v = _value(raw)
+        if mname == "device__attribute_display_name" or (v is None and mname.endswith("display_name")):
+            rec["device"] = raw.strip()[:200]
+        elif v is not None:
+            key = "gpu__time_duration.sum" if mname == "Duration" else mname
+            rec["m"][key] = _scaled(key, r[col["Metric Unit"]], v)
+    return launches
+
+
+def _raw_launches(rows: list[list[str]], header: list[str], col: dict[str, int]) -> dict[str, dict[str, Any]]:
+    """The launches of the raw layout (one row per launch, one column per metric, an
+    optional units row), by launch id, as :func:`_details_launches` gives them."""
+    k = col["Kernel Name"]
+    has_units = len(rows) > 1 and len(rows[1]) > k and not rows[1][k].strip()
+    units = rows[1] if has_units else []
+    data = rows[2:] if has_units else rows[1:]
+    launches: dict[str, dict[str, Any]] = {}
+    for n, r in enumerate(data):
+        if len(r) < len(header):
+            continue
+        lid = r[col["ID"]] if "ID" in col else str(n)
+        rec = launches.setdefault(lid, {"name": r[col["Kernel Name"]], "m": {}})
+        for i, h in enumerate(header):
+            if h == "device__attribute_display_name":
+                rec["device"] = r[i].strip()[:200]
+                continue
+            v = _value(r[i])
+            if v is not None and "__" in h:
+                rec["m"][h] = _scaled(h, units[i] if i < len(units) else "", v)
+    return launches
+
+
+def _kernel_row(name: Any, m: dict[str, float]) -> tuple[str, str, float | None, float | None, float | None, str]:
+    """One launch as :func:`~workstation.profiles.model.aggregate` takes it: (name, kind,
+    duration ns, DRAM bytes, FLOPs, launcher); a figure its metrics do not give is None
+    (module doc: which metrics, in which order of preference)."""
+    ns = m.get("gpu__time_duration.sum")
+    nbytes = m.get("dram__bytes.sum")
+    if nbytes is None and ("dram__bytes_read.sum" in m or "dram__bytes_write.sum" in m):
+        nbytes = m.get("dram__bytes_read.sum", 0.0) + m.get("dram__bytes_write.sum", 0.0)
+    if nbytes is None and "dram__bytes.sum.per_second" in m and ns:
+        nbytes = m["dram__bytes.sum.per_second"] * ns * 1e-9
+    flops = None
+    if any(k in m for k, _ in _FLOP_OPS):
+        flops = sum(m.get(k, 0.0) * w for k, w in _FLOP_OPS)
+    return (str(name)[:500], "kernel", ns, nbytes, flops, "")

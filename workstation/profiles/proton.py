@@ -22,23 +22,16 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-from workstation.profiles.model import Profile, aggregate
+from workstation.profiles.model import Profile, aggregate, finite_number, table
 
 MAX_NODES = 1_000_000
 _FLOP_KEYS = ("flops", "flops8", "flops16", "flops32", "flops64")
 
 
-def _num(x: Any) -> float | None:
-    if isinstance(x, bool) or not isinstance(x, int | float):
-        return None
-    x = float(x)
-    return x if x == x and abs(x) != float("inf") else None
-
-
 def proton_peak_bandwidth(info: Mapping[str, Any]) -> float | None:
     """Bytes/s from proton's device entry (``bus_width`` bits, ``memory_clock_rate`` kHz),
     as ``triton.profiler.specs.max_bps`` computes it for CUDA; ``None`` when absent."""
-    bw, clk = _num(info.get("bus_width")), _num(info.get("memory_clock_rate"))
+    bw, clk = finite_number(info.get("bus_width")), finite_number(info.get("memory_clock_rate"))
     return 2 * bw * clk * 1e3 / 8 if bw and clk else None
 
 
@@ -53,9 +46,23 @@ def parse_proton(doc: Any, *, source: str, role: str, calls: int = 0, device: st
     if not isinstance(doc, list) or not doc or not isinstance(doc[0], Mapping) or "frame" not in doc[0]:
         raise ValueError("not a proton hatchet file (expected [tree, devices] with a frame at the root)")
     devices = doc[1] if len(doc) > 1 and isinstance(doc[1], Mapping) else {}
-    rows = []
     notes: list[str] = []
-    stack = [doc[0]]
+    rows = _kernel_rows(doc[0], notes)
+    info, kind = _device_info(devices)
+    pb = proton_peak_bandwidth(info) if info else None
+    if pb:
+        info["peak_bandwidth"] = pb
+    return Profile(source=source, format="proton", role=role, device=device, device_kind=kind or "cuda",
+                   calls=max(1, calls or 1), kernels=aggregate(rows), launches=sum(r[6] for r in rows), busy_ns=None,
+                   device_info=info, notes=tuple(notes))
+
+
+def _kernel_rows(root: Mapping[str, Any], notes: list[str]) -> list[tuple[Any, ...]]:
+    """The kernel nodes of the tree at ``root`` as :func:`~workstation.profiles.model.aggregate`
+    rows with their invocation count: ``(name, "kernel", ns, bytes, FLOPs, "", count)``; a
+    note is added when the walk stops at :data:`MAX_NODES`."""
+    rows: list[tuple[Any, ...]] = []
+    stack: list[Any] = [root]
     seen = 0
     while stack:
         node = stack.pop()
@@ -65,35 +72,31 @@ def parse_proton(doc: Any, *, source: str, role: str, calls: int = 0, device: st
             break
         if not isinstance(node, Mapping):
             continue
-        frame = node.get("frame") if isinstance(node.get("frame"), Mapping) else {}
-        metrics = node.get("metrics") if isinstance(node.get("metrics"), Mapping) else {}
-        ns = _num(metrics.get("time (ns)"))
+        frame, metrics = table(node.get("frame")), table(node.get("metrics"))
+        ns = finite_number(metrics.get("time (ns)"))
         if ns is not None and "device_id" in metrics and isinstance(frame.get("name"), str):
-            count = int(_num(metrics.get("count")) or 1)
-            flops = [_num(metrics.get(k)) for k in _FLOP_KEYS]
+            count = int(finite_number(metrics.get("count")) or 1)
+            flops = [finite_number(metrics.get(k)) for k in _FLOP_KEYS]
             total_flops = sum(f for f in flops if f is not None) if any(f is not None for f in flops) else None
-            rows.append((frame["name"][:500], "kernel", ns, _num(metrics.get("bytes")), total_flops, "",
+            rows.append((frame["name"][:500], "kernel", ns, finite_number(metrics.get("bytes")), total_flops, "",
                          max(1, count)))
         children = node.get("children")
         if isinstance(children, list):
             stack.extend(children)
-    info: dict[str, Any] = {}
-    kind = ""
-    for dtype, per in devices.items():
-        if isinstance(per, Mapping):
-            for idx, d in per.items():
-                if isinstance(d, Mapping):
-                    info = {"type": str(dtype), "index": str(idx),
-                            **{k: d.get(k) for k in ("arch", "num_sms", "clock_rate", "memory_clock_rate", "bus_width")
-                               if _num(d.get(k)) is not None or isinstance(d.get(k), str)}}
-                    kind = "cuda" if str(dtype) == "CUDA" else str(dtype).lower()
-                    break
-        if info:
-            break
-    pb = proton_peak_bandwidth(info) if info else None
-    if pb:
-        info["peak_bandwidth"] = pb
-    return Profile(source=source, format="proton", role=role, device=device, device_kind=kind or "cuda",
-                   calls=max(1, calls or 1), kernels=aggregate(rows), launches=sum(r[6] for r in rows), busy_ns=None,
-                   device_info=info, notes=tuple(notes))
+    return rows
 
+
+def _device_info(devices: Mapping[str, Any]) -> tuple[dict[str, Any], str]:
+    """The first device of proton's device table: its ``type``, ``index`` and the numeric
+    or text attributes kws keeps, and its kind (``cuda``, else the lowercased type);
+    ``({}, "")`` when there is none."""
+    for dtype, per in devices.items():
+        if not isinstance(per, Mapping):
+            continue
+        for idx, d in per.items():
+            if isinstance(d, Mapping):
+                info = {"type": str(dtype), "index": str(idx),
+                        **{k: d.get(k) for k in ("arch", "num_sms", "clock_rate", "memory_clock_rate", "bus_width")
+                           if finite_number(d.get(k)) is not None or isinstance(d.get(k), str)}}
+                return info, "cuda" if str(dtype) == "CUDA" else str(dtype).lower()
+    return {}, ""

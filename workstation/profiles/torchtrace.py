@@ -27,9 +27,10 @@ so they are read here (docs/profiles.md).
 from __future__ import annotations
 
 from collections.abc import Mapping
+from dataclasses import dataclass, field
 from typing import Any
 
-from workstation.profiles.model import Profile, aggregate, interval_union
+from workstation.profiles.model import Profile, aggregate, finite_number, interval_union, table
 
 #: the most events read from one trace (a trace of a few calls has thousands).
 MAX_EVENTS = 2_000_000
@@ -42,13 +43,8 @@ CALL_MARKERS = ("ProfilerStep#", "kws#call")
 #: the annotation kws's profile step puts around each Triton launch.
 LAUNCH_MARKER = "kws#launch:"
 _DEVICE_CATS = {"kernel": "kernel", "gpu_memcpy": "memcpy", "gpu_memset": "memset"}
-
-
-def _num(x: Any) -> float | None:
-    if isinstance(x, bool) or not isinstance(x, int | float):
-        return None
-    x = float(x)
-    return x if x == x and abs(x) != float("inf") else None
+#: a host op: (thread, start, end, name, External id); times in microseconds, as in the file.
+Op = tuple[Any, float, float, str, Any]
 
 
 def _key(x: Any) -> int | str | None:
@@ -80,40 +76,17 @@ def parse_chrome_trace(doc: Any, *, source: str, role: str, calls: int = 0, devi
     if len(events) > MAX_EVENTS:
         notes.append(f"only the first {MAX_EVENTS} of {len(events)} events were read")
         events = events[:MAX_EVENTS]
-    bad = 0
-    device_rows: list[tuple[str, str, float, float, dict[str, Any]]] = []  # name, kind, ts, dur, args
-    ops: list[tuple[Any, float, float, str, Any]] = []  # thread, ts, end, name, external id
-    launches = 0
-    markers: list[float] = []
-    launch_spans: dict[Any, list[tuple[float, float]]] = {}
-    for e in events:
-        if not isinstance(e, Mapping) or e.get("ph") != "X":
-            continue
-        cat, name = e.get("cat"), e.get("name")
-        ts, dur = _num(e.get("ts")), _num(e.get("dur"))
-        if not isinstance(name, str) or ts is None or dur is None or dur < 0:
-            bad += 1
-            continue
-        args = e.get("args") if isinstance(e.get("args"), Mapping) else {}
-        if cat in _DEVICE_CATS:
-            device_rows.append((name, _DEVICE_CATS[cat], ts, dur, args))
-        elif cat == "cpu_op":
-            ops.append(((_key(e.get("pid")), _key(e.get("tid"))), ts, ts + dur, name, _key(args.get("External id"))))
-        elif cat in ("cuda_runtime", "cuda_driver") and name in LAUNCH_NAMES:
-            launches += 1
-        elif cat == "user_annotation" and name.startswith(CALL_MARKERS):
-            markers.append(dur)
-        elif cat == "user_annotation" and name.startswith(LAUNCH_MARKER):
-            launch_spans.setdefault((_key(e.get("pid")), _key(e.get("tid"))), []).append((ts, ts + dur))
-    if bad:
-        notes.append(f"{bad} event(s) without a name, a time or a duration were skipped")
-    if launch_spans:
-        ops = [op for op in ops if not _inside(op, launch_spans.get(op[0], ()))]
+    tr = _read_events(events)
+    if tr.bad:
+        notes.append(f"{tr.bad} event(s) without a name, a time or a duration were skipped")
+    ops = tr.ops
+    if tr.launch_spans:
+        ops = [op for op in ops if not _inside(op, tr.launch_spans.get(op[0], ()))]
     top_ops, outer_of = _outermost(ops)
     rows = []
     spans = []
-    for name, kind, ts, dur, args in device_rows:
-        nbytes = _num(args.get("bytes")) if kind != "kernel" else None
+    for name, kind, ts, dur, args in tr.device_rows:
+        nbytes = finite_number(args.get("bytes")) if kind != "kernel" else None
         ext = _key(args.get("External id"))
         by = outer_of.get(ext, "") if kind == "kernel" and ext is not None else ""
         rows.append((name, kind, dur * 1e3, nbytes, None, by))
@@ -124,29 +97,70 @@ def parse_chrome_trace(doc: Any, *, source: str, role: str, calls: int = 0, devi
     if isinstance(props, list) and props and isinstance(props[0], Mapping) and isinstance(props[0].get("name"), str):
         dev_name = props[0]["name"][:200]
     dev_name = dev_name or device
-    n_kernels = sum(1 for r in device_rows if r[1] == "kernel")
-    kind = "cuda" if device_rows or dev_name else "cpu"
-    n_calls = calls or len(markers) or 1
+    n_kernels = sum(1 for r in tr.device_rows if r[1] == "kernel")
+    kind = "cuda" if tr.device_rows or dev_name else "cpu"
+    n_calls = calls or len(tr.markers) or 1
     return Profile(
         source=source, format="torch-trace", role=role, device=dev_name, device_kind=kind, calls=max(1, n_calls),
         kernels=kernels, ops=op_stats,
-        launches=(launches or n_kernels) if kind == "cuda" else None,
+        launches=(tr.launches or n_kernels) if kind == "cuda" else None,
         busy_ns=interval_union(spans) * 1e3 if spans else (0.0 if kind == "cuda" else None),
-        wall_ns=sum(markers) * 1e3 if markers else None, notes=tuple(notes))
+        wall_ns=sum(tr.markers) * 1e3 if tr.markers else None, notes=tuple(notes))
 
 
-def _inside(op: tuple[Any, float, float, str, Any], spans: Any) -> bool:
+@dataclass
+class _Trace:
+    """What the complete events of a trace hold (module doc), times in microseconds:
+    ``device_rows`` (name, kind, start, duration, args) of kernels, copies and fills;
+    ``ops`` the host ops; ``launches`` the launch API calls; ``markers`` the call spans'
+    durations; ``launch_spans`` per thread, kws's launch annotations; ``bad`` the events
+    skipped for a missing name, time or duration."""
+
+    device_rows: list[tuple[str, str, float, float, Mapping[str, Any]]] = field(default_factory=list)
+    ops: list[Op] = field(default_factory=list)
+    launches: int = 0
+    markers: list[float] = field(default_factory=list)
+    launch_spans: dict[Any, list[tuple[float, float]]] = field(default_factory=dict)
+    bad: int = 0
+
+
+def _read_events(events: list[Any]) -> _Trace:
+    """Sort the complete (``ph == "X"``) events of ``events`` into a :class:`_Trace`."""
+    tr = _Trace()
+    for e in events:
+        if not isinstance(e, Mapping) or e.get("ph") != "X":
+            continue
+        cat, name = e.get("cat"), e.get("name")
+        ts, dur = finite_number(e.get("ts")), finite_number(e.get("dur"))
+        if not isinstance(name, str) or ts is None or dur is None or dur < 0:
+            tr.bad += 1
+            continue
+        args = table(e.get("args"))
+        thread = (_key(e.get("pid")), _key(e.get("tid")))
+        if cat in _DEVICE_CATS:
+            tr.device_rows.append((name, _DEVICE_CATS[cat], ts, dur, args))
+        elif cat == "cpu_op":
+            tr.ops.append((thread, ts, ts + dur, name, _key(args.get("External id"))))
+        elif cat in ("cuda_runtime", "cuda_driver") and name in LAUNCH_NAMES:
+            tr.launches += 1
+        elif cat == "user_annotation" and name.startswith(CALL_MARKERS):
+            tr.markers.append(dur)
+        elif cat == "user_annotation" and name.startswith(LAUNCH_MARKER):
+            tr.launch_spans.setdefault(thread, []).append((ts, ts + dur))
+    return tr
+
+
+def _inside(op: Op, spans: Any) -> bool:
     return any(s <= op[1] and op[2] <= e for s, e in spans)
 
 
-def _outermost(ops: list[tuple[Any, float, float, str, Any]]
-               ) -> tuple[list[tuple[Any, float, float, str, Any]], dict[Any, str]]:
+def _outermost(ops: list[Op]) -> tuple[list[Op], dict[Any, str]]:
     """The ops not nested in another op of their thread, and External id -> the name of
     the outermost op around the op that carries it."""
-    by_thread: dict[Any, list[tuple[Any, float, float, str, Any]]] = {}
+    by_thread: dict[Any, list[Op]] = {}
     for op in ops:
         by_thread.setdefault(op[0], []).append(op)
-    top: list[tuple[Any, float, float, str, Any]] = []
+    top: list[Op] = []
     outer_of: dict[Any, str] = {}
     for seq in by_thread.values():
         seq.sort(key=lambda o: (o[1], -o[2]))

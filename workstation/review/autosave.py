@@ -41,9 +41,10 @@ class DraftSaver:
             with self._cv:
                 while self._pending is None and not self._closed:
                     self._cv.wait()
-                if self._pending is None and self._closed:
+                d = self._pending
+                if d is None:  # closed, nothing left to save
                     return
-                d, self._pending = self._pending, None
+                self._pending = None
                 self._busy = True
             try:
                 self._save(d)

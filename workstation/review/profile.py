@@ -16,7 +16,7 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from workstation.review.evidence import case_text
+from workstation.review.evidence import case_text, figure_parts
 
 __all__ = ["PROFILE_CHECKS", "ProfileRow", "ProfileView", "RoleView", "bar", "fmt_ns", "profile_text"]
 
@@ -114,16 +114,11 @@ class RoleView:
 
     def summary(self) -> str:
         """``1 launch/call · device 47.4 us/call · own 92%``."""
-        parts = []
-        if self.launches_per_call is not None:
-            parts.append(f"{self.launches_per_call:.3g} launch/call")
-        if self.device_ns_per_call is not None:
-            parts.append(f"device {fmt_ns(self.device_ns_per_call)}/call")
-        if self.wall_ns_per_call is not None:
-            parts.append(f"wall {fmt_ns(self.wall_ns_per_call)}/call")
-        if self.own_share is not None:
-            parts.append(f"own kernels {self.own_share:.0%}")
-        return " · ".join(parts)
+        return " · ".join(figure_parts(
+            ("{:.3g} launch/call", self.launches_per_call),
+            ("device {}/call", None if self.device_ns_per_call is None else fmt_ns(self.device_ns_per_call)),
+            ("wall {}/call", None if self.wall_ns_per_call is None else fmt_ns(self.wall_ns_per_call)),
+            ("own kernels {:.0%}", self.own_share)))
 
 
 def _roofline_line(r: Mapping[str, Any]) -> str:
@@ -218,23 +213,7 @@ def profile_text(view: ProfileView, width: int = 100) -> str:
     bar_w = max(8, width - name_w - 30)
     for rv in view.all_profiles():
         out.append("")
-        out.append(f"{rv.title}: {rv.summary()}" if rv.summary() else rv.title)
-        if rv.problem:
-            out.append(f"  ! {rv.problem}")
-        bars = {label: (frac, value) for label, frac, value in bar_rows(rv, limit=len(rv.rows))}
-        for r in rv.rows[:20]:
-            tag = " [own]" if r.own else (" [delegated]" if r.delegated else "")
-            share = f"{r.share:>5.0%}" if r.share is not None else "    -"
-            t = fmt_ns(r.time_ns)
-            b = bar(bars[r.name][0], bar_w) if r.name in bars else " " * bar_w
-            label = (r.name + tag)[:name_w]
-            out.append(f"  {label:<{name_w}} {r.kind:<7} {r.per_call:>6.3g}/call {t:>9} {share} {b}")
-        if len(rv.rows) > 20:
-            out.append(f"  ... {len(rv.rows) - 20} more")
-        for line in rv.roofline:
-            out.append(f"  roofline {line}")
-        for n in rv.notes:
-            out.append(f"  note: {n}")
+        out += _role_text(rv, name_w, bar_w)
     if view.roofline:
         out.append("")
         out.append(f"roofline (kws, the case's bytes and flops): {view.roofline}")
@@ -246,3 +225,25 @@ def profile_text(view: ProfileView, width: int = 100) -> str:
     if view.empty and not view.findings:
         out.append("no profile evidence in this run")
     return "\n".join(out)
+
+
+def _role_text(rv: RoleView, name_w: int, bar_w: int) -> list[str]:
+    """One profile's lines in :func:`profile_text`: title and summary, its problem, its
+    first 20 rows (names cut at ``name_w``, a bar of ``bar_w`` cells), its roofline lines
+    and notes."""
+    out = [f"{rv.title}: {rv.summary()}" if rv.summary() else rv.title]
+    if rv.problem:
+        out.append(f"  ! {rv.problem}")
+    bars = {label: (frac, value) for label, frac, value in bar_rows(rv, limit=len(rv.rows))}
+    for r in rv.rows[:20]:
+        tag = " [own]" if r.own else (" [delegated]" if r.delegated else "")
+        share = f"{r.share:>5.0%}" if r.share is not None else "    -"
+        t = fmt_ns(r.time_ns)
+        b = bar(bars[r.name][0], bar_w) if r.name in bars else " " * bar_w
+        label = (r.name + tag)[:name_w]
+        out.append(f"  {label:<{name_w}} {r.kind:<7} {r.per_call:>6.3g}/call {t:>9} {share} {b}")
+    if len(rv.rows) > 20:
+        out.append(f"  ... {len(rv.rows) - 20} more")
+    out += [f"  roofline {line}" for line in rv.roofline]
+    out += [f"  note: {n}" for n in rv.notes]
+    return out

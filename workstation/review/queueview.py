@@ -101,6 +101,12 @@ class QueueIndex:
         """Folder names still to validate."""
         return [k for k, s in self.tasks.items() if not s.validated]
 
+    def copy(self) -> QueueIndex:
+        """A copy whose tables (and warning lists) can change without touching this one's."""
+        return QueueIndex(self.root, self.name, self.rubric_id, dict(self.tasks), dict(self.errors),
+                          dict(self.signatures), {k: list(v) for k, v in self.warnings.items()},
+                          list(self.queue_problems))
+
 
 # --------------------------------------------------------------------------------------------
 # cache
@@ -231,18 +237,8 @@ def scan_queue(root: Path | str, *, use_cache: bool = True) -> QueueIndex:
         sig = folder_signature(d)
         index.signatures[folder] = sig
         hit = cache.get(folder)
-        if hit and hit.get("sig") == sig:
-            try:
-                if "summary" in hit:
-                    index.tasks[folder] = TaskSummary(**{**hit["summary"], "dir": str(d)})
-                    if hit.get("warnings"):
-                        index.warnings[folder] = [Problem(**w) for w in hit["warnings"]]
-                    continue
-                if "error" in hit:
-                    index.errors[folder] = Problem(**hit["error"])
-                    continue
-            except TypeError:
-                pass  # an entry of another shape: re-validate
+        if hit and hit.get("sig") == sig and _from_cache(index, folder, d, hit):
+            continue
         toml = d / "task.toml"
         try:
             text = toml.read_text(encoding="utf-8")
@@ -254,6 +250,24 @@ def scan_queue(root: Path | str, *, use_cache: bool = True) -> QueueIndex:
             continue
         index.tasks[folder] = quick_summary(text, folder, str(d))
     return index
+
+
+def _from_cache(index: QueueIndex, folder: str, d: Path, hit: dict[str, Any]) -> bool:
+    """Put task ``folder``'s cached validation result ``hit`` (its folder signature
+    unchanged) into ``index``: its summary and warnings, or its error; False when the
+    entry holds neither or is of another shape (the task is read again)."""
+    try:
+        if "summary" in hit:
+            index.tasks[folder] = TaskSummary(**{**hit["summary"], "dir": str(d)})
+            if hit.get("warnings"):
+                index.warnings[folder] = [Problem(**w) for w in hit["warnings"]]
+            return True
+        if "error" in hit:
+            index.errors[folder] = Problem(**hit["error"])
+            return True
+    except TypeError:
+        pass  # an entry of another shape: re-validate
+    return False
 
 
 # --------------------------------------------------------------------------------------------
@@ -433,46 +447,60 @@ class QueueFilter:
 
 
 def _term_matches(key: str, v: str, row: QueueRow) -> bool:
-    s = row.summary
-    if key == "kind":
-        return s.kind.lower().startswith(v)
-    if key == "backend":
-        return s.backend.lower().startswith(v)
-    if key == "claimed":
-        return v in (s.claimed.lower(), s.failure_class.lower())
-    if key == "reserved":
-        if v in _YES:
-            return bool(row.reserved_by)
-        if v in _NO:
-            return not row.reserved_by
-        if v == "me":
-            return row.reserved_by_me
-        return v in row.reserved_by.lower()
-    if key == "disputed":
-        if v in _YES:
-            return row.open_disputes > 0
-        if v in _NO:
-            return row.open_disputes == 0
-        return False
-    if key == "mine":
-        if v in _YES:
-            return row.mine is not None
-        if v in _NO:
-            return row.mine is None
-        return (row.mine or "") == v
-    if key == "screen":
-        b = row.screen
-        if v in ("none", *_NO):
-            return b is None
-        if v in ("any", *_YES):
-            return b is not None
-        if v == "stale":
-            return b is not None and b.stale
-        return b is not None and b.worst.startswith(v)
-    if key == "failing":
-        b = row.screen
-        return b is not None and any(c.startswith(v) for c in (*b.failing, *b.errored, *b.not_judged))
-    return False
+    """Whether ``row`` matches value ``v`` of filter term ``key`` (:data:`FILTER_KEYS`)."""
+    match = _MATCHERS.get(key)
+    return match is not None and match(v, row)
+
+
+def _yes_no(v: str, present: bool) -> bool | None:
+    """Whether the answer ``v`` agrees with ``present`` when it is a yes or a no; None when
+    it is neither."""
+    if v in _YES:
+        return present
+    if v in _NO:
+        return not present
+    return None
+
+
+def _reserved(v: str, row: QueueRow) -> bool:
+    yes_no = _yes_no(v, bool(row.reserved_by))
+    if yes_no is not None:
+        return yes_no
+    return row.reserved_by_me if v == "me" else v in row.reserved_by.lower()
+
+
+def _mine(v: str, row: QueueRow) -> bool:
+    yes_no = _yes_no(v, row.mine is not None)
+    return yes_no if yes_no is not None else (row.mine or "") == v
+
+
+def _screen(v: str, row: QueueRow) -> bool:
+    b = row.screen
+    if v in ("none", *_NO):
+        return b is None
+    if v in ("any", *_YES):
+        return b is not None
+    if v == "stale":
+        return b is not None and b.stale
+    return b is not None and b.worst.startswith(v)
+
+
+def _failing(v: str, row: QueueRow) -> bool:
+    b = row.screen
+    return b is not None and any(c.startswith(v) for c in (*b.failing, *b.errored, *b.not_judged))
+
+
+#: each filter key's match of one value against a row.
+_MATCHERS: dict[str, Callable[[str, QueueRow], bool]] = {
+    "kind": lambda v, row: row.summary.kind.lower().startswith(v),
+    "backend": lambda v, row: row.summary.backend.lower().startswith(v),
+    "claimed": lambda v, row: v in (row.summary.claimed.lower(), row.summary.failure_class.lower()),
+    "reserved": _reserved,
+    "disputed": lambda v, row: bool(_yes_no(v, row.open_disputes > 0)),
+    "mine": _mine,
+    "screen": _screen,
+    "failing": _failing,
+}
 
 
 def parse_filter(text: str) -> QueueFilter:

@@ -23,10 +23,11 @@ imported where they are used: the app imports this module before its first paint
 from __future__ import annotations
 
 from collections.abc import Iterator, Mapping
+from contextlib import closing, contextmanager
 from dataclasses import dataclass, field, replace
 from datetime import datetime
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from workstation.records.drafts import Draft, draft_path
 from workstation.records.drafts import load_draft as _load_draft
@@ -40,6 +41,9 @@ from workstation.review.queueview import (
 from workstation.review.session import ReviewSession
 from workstation.rubric.model import Rubric, queue_rubric
 from workstation.schema.problem import Problem
+
+if TYPE_CHECKING:
+    import git
 
 __all__ = [
     "ActionOutcome",
@@ -85,6 +89,31 @@ def _gq() -> Any:
     from workstation.repo import gitqueue
 
     return gitqueue
+
+
+@contextmanager
+def _queue_repo(root: Path) -> Iterator[git.Repo]:
+    """The queue's git repository at ``root``, closed when the block ends.
+
+    Raises:
+        QueueError: (``repo.gitqueue``) ``root`` is not a queue's repository.
+    """
+    repo = _gq().open_queue(root)
+    try:
+        yield repo
+    finally:
+        repo.close()
+
+
+def _verdict_rubric(rubric_id: str, root: Path) -> Rubric | None:
+    """The rubric a verdict names (``rubric_id``) as found from the queue at ``root``, or
+    None when it does not load (the record is still shown or resolved without it)."""
+    from workstation.rubric.model import find_rubric
+
+    try:
+        return find_rubric(rubric_id, root)
+    except Problem:
+        return None
 
 
 # --------------------------------------------------------------------------------------------
@@ -221,12 +250,11 @@ def load_queue(root: Path, *, validate: bool = True) -> Iterator[QueueState]:
         Problem: ``root`` is not a queue, or its ``queue.toml`` does not load (before the
             first stage).
     """
-    st = QueueState(root=root)
-    st.index = scan_queue(root)
-    st.drafts = _drafts_present(root)
-    st.rows = build_rows(st.index, None, None, st.drafts)
+    index = scan_queue(root)
+    st = QueueState(root=root, index=index, drafts=_drafts_present(root))
+    st.rows = build_rows(index, None, None, st.drafts)
     st.loaded = True
-    st.validating = validate and bool(st.index.pending)
+    st.validating = validate and bool(index.pending)
     yield st
 
     st = replace(st)
@@ -234,25 +262,30 @@ def load_queue(root: Path, *, validate: bool = True) -> Iterator[QueueState]:
         st.rubric = queue_rubric(root)
     except Problem as e:
         st.rubric_problem = str(e)
-    st.me, st.identity_problem = identity(root)
-    from workstation.records.parse import load_records
-
-    st.records = load_records(root)
-    st.record_problems, st.record_warnings = _record_problems(root, st.records)
     st.screens = load_screens(root)
-    st.unpushed = unpushed(root)
-    st.rows = build_rows(st.index, st.records, st.me, st.drafts, st.screens)
+    _read_records(st)
     st.flags_loaded = True
     yield st
 
     if st.validating:
-        ix = st.index
-        ix = QueueIndex(ix.root, ix.name, ix.rubric_id, dict(ix.tasks), dict(ix.errors), dict(ix.signatures),
-                        {k: list(v) for k, v in ix.warnings.items()}, list(ix.queue_problems))
+        ix = index.copy()
         validate_index(ix)  # on a copy: the UI thread reads the one yielded before
         st = replace(st, index=ix, validating=False)
         st.rows = build_rows(ix, st.records, st.me, st.drafts, st.screens)
         yield st
+
+
+def _read_records(st: QueueState) -> None:
+    """Read into ``st`` the reviewer's identity, the records (with the skipped and stray
+    files and the warnings) and the count of unpushed record commits; rebuild its rows."""
+    from workstation.records.parse import load_records
+
+    st.me, st.identity_problem = identity(st.root)
+    st.records = load_records(st.root)
+    st.record_problems, st.record_warnings = _record_problems(st.root, st.records)
+    st.unpushed = unpushed(st.root)
+    if st.index is not None:
+        st.rows = build_rows(st.index, st.records, st.me, st.drafts, st.screens)
 
 
 def _record_problems(root: Path, records: Any) -> tuple[list[Problem], list[Problem]]:
@@ -262,13 +295,10 @@ def _record_problems(root: Path, records: Any) -> tuple[list[Problem], list[Prob
     gq = _gq()
     problems = list(records.problems)
     try:
-        repo = gq.open_queue(root)
-        try:
+        with _queue_repo(root) as repo:
             problems += stray_files(repo)
-        finally:
-            repo.close()
     except gq.QueueError:
-        pass
+        pass  # the queue's own problem is reported where it is opened
     return problems, list(records.warnings)
 
 
@@ -292,15 +322,8 @@ def identity(root: Path) -> tuple[Any, str]:
 def reload_records(state: QueueState) -> QueueState:
     """``state`` with the reviewer's identity and the records read again (after a commit,
     a dispute, a sync, or the identity being set meanwhile) and the rows rebuilt."""
-    from workstation.records.parse import load_records
-
     st = replace(state)
-    st.me, st.identity_problem = identity(st.root)
-    st.records = load_records(st.root)
-    st.record_problems, st.record_warnings = _record_problems(st.root, st.records)
-    st.unpushed = unpushed(st.root)
-    if st.index is not None:
-        st.rows = build_rows(st.index, st.records, st.me, st.drafts, st.screens)
+    _read_records(st)
     return st
 
 
@@ -315,15 +338,10 @@ def unpushed(root: Path) -> int:
 
     gq = _gq()
     try:
-        repo = gq.open_queue(root)
-    except gq.QueueError:
-        return 0
-    try:
-        return unpushed_records(repo)
+        with _queue_repo(root) as repo:
+            return unpushed_records(repo)
     except (gq.QueueError, git.GitError):
         return 0
-    finally:
-        repo.close()
 
 
 def load_screens(root: Path) -> dict[str, Any]:
@@ -339,12 +357,11 @@ def load_screens(root: Path) -> dict[str, Any]:
         repo = gq.open_queue(root)
     except gq.QueueError:
         return {}
-    try:
-        return badges(repo, root)
-    except git.GitError:
-        return {}
-    finally:
-        repo.close()
+    with closing(repo):
+        try:
+            return badges(repo, root)
+        except git.GitError:
+            return {}
 
 
 # --------------------------------------------------------------------------------------------
@@ -391,11 +408,8 @@ def task_tree(root: Path, task_id: str) -> TaskTree:
     """The version of ``task_id`` a verdict would name (see :class:`TaskTree`)."""
     gq = _gq()
     try:
-        repo = gq.open_queue(root)
-        try:
+        with _queue_repo(root) as repo:
             tv = gq.task_version(repo, task_id)
-        finally:
-            repo.close()
     except gq.QueueError:
         return TaskTree(None)
     return TaskTree(tv.tree, tuple(tv.dirty))
@@ -438,14 +452,11 @@ def task_history(root: Path, task_id: str) -> TaskHistory:
     from workstation.records.parse import load_records
 
     try:
-        repo = gq.open_queue(root)
-        try:
+        with _queue_repo(root) as repo:
             rs = load_records(root)
             h = _task_history(repo, task_id, rs)
             text = format_history(h, rs)
             verdicts = tuple(_summary(e.record) for e in h.entries if e.kind == "verdict")
-        finally:
-            repo.close()
     except gq.QueueError as e:
         return TaskHistory(f"history unavailable: {e}")
     return TaskHistory(text, verdicts)
@@ -468,11 +479,8 @@ def commit_verdict(root: Path, session: ReviewSession) -> CommitOutcome:
     removed). Refused with the rubric's problems, a missing git identity, or a git error."""
     gq = _gq()
     try:
-        repo = gq.open_queue(root)
-        try:
+        with _queue_repo(root) as repo:
             v = session.commit(repo)
-        finally:
-            repo.close()
     except gq.QueueError as e:  # RecordError and IdentityError are QueueErrors
         return CommitOutcome(error=str(e))
     return CommitOutcome(verdict=_summary(v))
@@ -498,15 +506,12 @@ def commit_dispute(root: Path, verdict_id: str, fields: Mapping[str, str], ratio
     from workstation.records.store import commit_dispute as _commit_dispute
 
     try:
-        repo = gq.open_queue(root)
-        try:
+        with _queue_repo(root) as repo:
             verdict = next((v for v in load_records(root).verdicts if v.verdict_id == verdict_id), None)
             if verdict is None:
                 return DisputeOutcome(error=f"verdict {verdict_id[:8]} is not in the queue's records")
             d = _commit_dispute(repo, verdict, dict(fields), rationale, rubric)
             shared = _share(repo, f"dispute {d.dispute_id[:8]} committed")  # pushed on write, like a reservation
-        finally:
-            repo.close()
     except gq.QueueError as e:
         return DisputeOutcome(error=str(e))
     return DisputeOutcome(dispute_id=d.dispute_id, note=shared.error or shared.text)
@@ -566,32 +571,25 @@ def resolve_dispute(root: Path, dispute_id: str, outcome: str, rationale: str,
     gq = _gq()
     from workstation.records.parse import load_records
     from workstation.records.store import commit_resolution
-    from workstation.rubric.model import find_rubric
 
     try:
-        repo = gq.open_queue(root)
-        try:
+        with _queue_repo(root) as repo:
             rs = load_records(root)
             d = rs.dispute(dispute_id)
             v = rs.verdict(d.verdict_id)
-            try:
-                rubric = find_rubric(v.rubric_id, root)
-            except Problem:
-                rubric = None
-            r = commit_resolution(repo, rs, d, outcome, rationale, dict(fields or {}), rubric)
+            r = commit_resolution(repo, rs, d, outcome, rationale, dict(fields or {}),
+                                  _verdict_rubric(v.rubric_id, root))
             text = f"resolution {r.resolution_id[:8]} committed: verdict {v.verdict_id[:8]} {outcome}"
             if r.fields:
                 text += " (now " + ", ".join(f"{k}={val}" for k, val in r.fields.items()) + ")"
             # shared at once, like a reservation; a resolution that disagrees with one the
             # remote already has is held back and its writer told (docs/records.md)
             return _share(repo, text, hold_conflicts=True)
-        finally:
-            repo.close()
     except gq.QueueError as e:
         return ActionOutcome(error=str(e))
 
 
-def _share(repo: Any, text: str, *, hold_conflicts: bool = False) -> ActionOutcome:
+def _share(repo: git.Repo, text: str, *, hold_conflicts: bool = False) -> ActionOutcome:
     """``text``, then a sync where the queue has a remote (its outcome appended);
     ``hold_conflicts``: see ``records.sync.sync``."""
     gq = _gq()
@@ -618,8 +616,7 @@ def reserve_task(root: Path, task_id: str, hours: float = 4.0) -> ActionOutcome:
     from workstation.records.store import reserve
 
     try:
-        repo = gq.open_queue(root)
-        try:
+        with _queue_repo(root) as repo:
             who = gq.reviewer_identity(repo)
             r = reserve(repo, task_id, hours, identity=who)
             out = _share(repo, f"reserved {task_id} until {r.expires:%Y-%m-%d %H:%MZ}")
@@ -628,8 +625,6 @@ def reserve_task(root: Path, task_id: str, hours: float = 4.0) -> ActionOutcome:
                 return ActionOutcome(error=f"{holder.reviewer} reserved {task_id} first (until "
                                            f"{holder.expires:%Y-%m-%d %H:%MZ}); yours does not hold")
             return out
-        finally:
-            repo.close()
     except gq.QueueError as e:
         return ActionOutcome(error=str(e))
 
@@ -640,12 +635,9 @@ def release_task(root: Path, task_id: str) -> ActionOutcome:
     from workstation.records.store import release
 
     try:
-        repo = gq.open_queue(root)
-        try:
+        with _queue_repo(root) as repo:
             release(repo, task_id)
             return _share(repo, f"released {task_id}")
-        finally:
-            repo.close()
     except gq.QueueError as e:
         return ActionOutcome(error=str(e))
 
@@ -656,11 +648,8 @@ def sync_queue(root: Path) -> ActionOutcome:
     from workstation.records.sync import sync
 
     try:
-        repo = gq.open_queue(root)
-        try:
+        with _queue_repo(root) as repo:
             return ActionOutcome(text=f"sync: {sync(repo)}")
-        finally:
-            repo.close()
     except gq.QueueError as e:
         return ActionOutcome(error=f"sync: {e}")
 
@@ -685,21 +674,13 @@ def task_report(root: Path, task_id: str) -> ActionOutcome:
     gq = _gq()
     from workstation.records.parse import load_records
     from workstation.records.report import render_report
-    from workstation.rubric.model import find_rubric
 
     try:
-        repo = gq.open_queue(root)
-        try:
+        with _queue_repo(root) as repo:
             rs = load_records(root)
             v = rs.current_verdict(task_id)
             if v is None:
                 return ActionOutcome(error=f"no verdict on {task_id} yet: nothing to report")
-            try:
-                rubric = find_rubric(v.rubric_id, root)
-            except Problem:
-                rubric = None
-            return ActionOutcome(text=render_report(repo, rs, v, rubric))
-        finally:
-            repo.close()
+            return ActionOutcome(text=render_report(repo, rs, v, _verdict_rubric(v.rubric_id, root)))
     except gq.QueueError as e:
         return ActionOutcome(error=str(e))

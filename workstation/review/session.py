@@ -32,7 +32,7 @@ from pathlib import Path
 from typing import Any
 
 from workstation.records.drafts import Draft
-from workstation.review.evidence import SEVERITY_RANK, rationale_from_findings
+from workstation.review.evidence import rationale_from_findings, worst_first
 from workstation.rubric.model import Rubric, validate_values
 from workstation.rubric.suggest import Suggestion, suggest
 
@@ -225,59 +225,64 @@ class ReviewSession:
     def _apply_event(self, kind: str, data: Mapping[str, Any]) -> str | None:
         self._version += 1
         if kind == "start":
-            if not self._partial:
-                self.prescreen = dict(data["prescreen"]) if isinstance(data.get("prescreen"), Mapping) else None
-                self.source = "prescreen" if self.prescreen is not None else "run"
-            self.device = str(data.get("device") or "")
-            timing = [str(c) for c in data.get("timing_checks") or []]
-            evidence = [str(c) for c in data.get("timing_evidence_checks") or []]
-            if self._partial:  # a re-run names only its own checks: keep the full run's
-                timing = _union(self.timing_checks, timing)
-                evidence = _union(self.timing_evidence_checks, evidence)
-            self.timing_checks, self.timing_evidence_checks = timing, evidence
-            for cid in data.get("checks") or []:
-                self.rows[cid] = CheckRow(cid)
-            return None
-        if kind == "check_started":
+            self._started(data)
+        elif kind == "check_started":
             cid = data["check"]
             row = self.rows.setdefault(cid, CheckRow(cid))
             row.status, row.started = "running", time.monotonic()
             return cid
-        if kind == "check_finished":
+        elif kind == "check_finished":
             r = data["result"]
             cid = r["check"]
             self.rows[cid] = CheckRow(cid, r["status"], float(r.get("seconds") or 0.0), r.get("reason") or "",
                                       list(r.get("findings") or []), not_judged=str(r.get("not_judged") or ""))
             return cid
-        if kind == "done":
-            rep = dict(data.get("report") or {})
-            self.device = rep.get("device") or self.device
-            self.versions = dict(rep.get("versions") or {})
-            self.seeds = list(rep.get("seeds") or [])
-            self.report_tree = rep.get("task_tree")
-            self.plugin_errors = [dict(p) for p in rep.get("plugin_errors") or [] if isinstance(p, Mapping)]
-            secs = rep.get("seconds")  # the engine's own wall time (kws extension of the report)
-            if isinstance(secs, int | float):
-                self.run_seconds = float(secs)
-            elif self.run_started:
-                self.run_seconds = time.monotonic() - self.run_started
-            # a partial run (one check re-run) merges into the rows; the full report is rebuilt
-            for c in rep.get("checks") or []:
-                row = self.rows.get(c["check"])
-                if row is not None and not row.done:
-                    row.status, row.seconds, row.reason = c["status"], c.get("seconds"), c.get("reason") or ""
-            for n in rep.get("not_judged") or []:
-                row = self.rows.get(str(n.get("check"))) if isinstance(n, Mapping) else None
-                if row is not None and row.done and not row.not_judged:
-                    row.not_judged = str(n.get("reason") or "could not look")
-            self.final_report = self.report()
-            return None
-        if kind == "error":
+        elif kind == "done":
+            self._done(dict(data.get("report") or {}))
+        elif kind == "error":
             self.error = str(data.get("message") or "the check run failed")
             for row in self.rows.values():
                 if not row.done:
                     row.status, row.reason = "error", self.error
-            return None
+        return None
+
+    def _started(self, data: Mapping[str, Any]) -> None:
+        """A run's ``start`` event: its checks (queued rows), device and timing checks."""
+        if not self._partial:
+            self.prescreen = dict(data["prescreen"]) if isinstance(data.get("prescreen"), Mapping) else None
+            self.source = "prescreen" if self.prescreen is not None else "run"
+        self.device = str(data.get("device") or "")
+        timing = [str(c) for c in data.get("timing_checks") or []]
+        evidence = [str(c) for c in data.get("timing_evidence_checks") or []]
+        if self._partial:  # a re-run names only its own checks: keep the full run's
+            timing = _union(self.timing_checks, timing)
+            evidence = _union(self.timing_evidence_checks, evidence)
+        self.timing_checks, self.timing_evidence_checks = timing, evidence
+        for cid in data.get("checks") or []:
+            self.rows[cid] = CheckRow(cid)
+
+    def _done(self, rep: dict[str, Any]) -> None:
+        """A run's ``done`` event with its report ``rep``: the run's facts, the rows the
+        report finishes (a partial run merges into them), and the final report rebuilt."""
+        self.device = rep.get("device") or self.device
+        self.versions = dict(rep.get("versions") or {})
+        self.seeds = list(rep.get("seeds") or [])
+        self.report_tree = rep.get("task_tree")
+        self.plugin_errors = [dict(p) for p in rep.get("plugin_errors") or [] if isinstance(p, Mapping)]
+        secs = rep.get("seconds")  # the engine's own wall time (kws extension of the report)
+        if isinstance(secs, int | float):
+            self.run_seconds = float(secs)
+        elif self.run_started:
+            self.run_seconds = time.monotonic() - self.run_started
+        for c in rep.get("checks") or []:
+            row = self.rows.get(c["check"])
+            if row is not None and not row.done:
+                row.status, row.seconds, row.reason = c["status"], c.get("seconds"), c.get("reason") or ""
+        for n in rep.get("not_judged") or []:
+            row = self.rows.get(str(n.get("check"))) if isinstance(n, Mapping) else None
+            if row is not None and row.done and not row.not_judged:
+                row.not_judged = str(n.get("reason") or "could not look")
+        self.final_report = self.report()
         return None
 
     @property
@@ -285,13 +290,13 @@ class ReviewSession:
         """Every finding so far, in check order, worst first within a check."""
         out = []
         for row in self.rows.values():
-            out.extend(sorted(row.findings, key=lambda f: SEVERITY_RANK.get(f.get("severity"), 3)))
+            out.extend(worst_first(row.findings))
         return out
 
     def timing_findings(self) -> list[dict[str, Any]]:
         """The findings of the timing-evidence checks so far (see ``timing_evidence_checks``)."""
         return [f for cid in self.timing_evidence_checks if (row := self.rows.get(cid)) is not None
-                for f in sorted(row.findings, key=lambda f: SEVERITY_RANK.get(f.get("severity"), 3))]
+                for f in worst_first(row.findings)]
 
     def report(self) -> dict[str, Any]:
         """The checks so far in the shape of ``kws check --json`` (task format v1), with its
@@ -547,13 +552,9 @@ class ReviewSession:
     def accept_all_suggestions(self, *, overwrite: bool = False) -> list[Change]:
         """Take every suggestion for fields without a value (every field with
         ``overwrite``); one undo step."""
-        changes: list[Change] = []
-        for k, s in self.suggestions().items():
-            if s.value is None:
-                continue
-            if overwrite or not self.values.get(k):
-                changes.append((k, self.values.get(k), s.value))
-        return self._apply(changes, accepted={k: new for k, _old, new in changes})
+        accepted = {k: s.value for k, s in self.suggestions().items()
+                    if s.value is not None and (overwrite or not self.values.get(k))}
+        return self._apply([(k, self.values.get(k), v) for k, v in accepted.items()], accepted=accepted)
 
     def set_rationale(self, text: str) -> list[Change]:
         """Replace the rationale (the editor's text). Not an undo step: the editor has

@@ -122,6 +122,9 @@ class RunnerCheckSource:
             proc.stdin.flush()
 
     def _read(self, proc: Any) -> None:
+        """(The reader thread.) Hand each check event of the server's output to its run
+        (``done`` and ``error`` end it) and a warm-up's reply to :meth:`warm_up`; at the end
+        of the output, :meth:`_server_gone`."""
         assert proc.stdout is not None
         for line in proc.stdout:
             msg = control.decode_from_check_server(line) if line.strip() else None
@@ -141,7 +144,11 @@ class RunnerCheckSource:
             if kind in ("done", "error"):
                 result.append(data.get("report") if kind == "done" else None)
                 done.set()
-        # the server is gone: fail whatever still waits
+        self._server_gone()
+
+    def _server_gone(self) -> None:
+        """The check server's output ended: every run still waiting ends with an ``error``
+        event (the end of the server's log in its message), and so does a warm-up."""
         tail = ""
         if self._log is not None:
             try:
@@ -265,29 +272,53 @@ class ReplayCheckSource:
         for kind, data in stream["events"]:
             if self.delay_s:
                 time.sleep(self.delay_s)
-            if kind == "start" and keep is not None:
-                data = {**data, "checks": [c for c in data["checks"] if c in keep]}
-            elif kind == "check_started" and keep is not None and data["check"] not in keep:
-                continue
-            elif kind == "check_finished":
-                if keep is not None and data["result"]["check"] not in keep:
+            if keep is not None:
+                data = _kept_event(kind, data, keep)
+                if data is None:
                     continue
+            if kind == "check_finished":
                 if self.gate is not None and not gated and self.gate_before in (None, data["result"]["check"]):
-                    end = time.monotonic() + 30
-                    while not self.gate.wait(0.05) and time.monotonic() < end:
-                        if self._closed.is_set():  # the app closed: nobody reads the rest
-                            return None
+                    if not self._wait_gate(self.gate):
+                        return None
                     gated = True
             elif kind == "done":
-                report = dict(data["report"])
-                if keep is not None:
-                    report["checks"] = [c for c in report["checks"] if c["check"] in keep]
-                    report["findings"] = [f for f in report["findings"] if f["check"] in keep]
-                    report["complete"] = all(c["status"] not in ("skip", "error") for c in report["checks"])
+                report = _kept_report(data["report"], keep)
                 data = {"report": report}
             emit(kind, json.loads(json.dumps(data)))
         return report
 
+    def _wait_gate(self, gate: threading.Event) -> bool:
+        """Wait (up to 30 s) for the test to open ``gate``; False when the app closed
+        meanwhile (nobody reads the rest of the run)."""
+        end = time.monotonic() + 30
+        while not gate.wait(0.05) and time.monotonic() < end:
+            if self._closed.is_set():
+                return False
+        return True
+
     def close(self) -> None:
         """Ends a replay waiting on its gate (the app's shutdown does not wait 30 s for it)."""
         self._closed.set()
+
+
+def _kept_event(kind: str, data: dict[str, Any], keep: set[str]) -> dict[str, Any] | None:
+    """Event ``data`` as a run of only the checks ``keep`` sends it: ``start`` names only
+    them; another check's ``check_started`` or ``check_finished`` is not sent (None)."""
+    if kind == "start":
+        return {**data, "checks": [c for c in data["checks"] if c in keep]}
+    if kind == "check_started" and data["check"] not in keep:
+        return None
+    if kind == "check_finished" and data["result"]["check"] not in keep:
+        return None
+    return data
+
+
+def _kept_report(report: Mapping[str, Any], keep: set[str] | None) -> dict[str, Any]:
+    """A copy of the recorded ``report``; with ``keep``, of the checks in it only (their
+    findings, and ``complete`` anew)."""
+    out = dict(report)
+    if keep is not None:
+        out["checks"] = [c for c in out["checks"] if c["check"] in keep]
+        out["findings"] = [f for f in out["findings"] if f["check"] in keep]
+        out["complete"] = all(c["status"] not in ("skip", "error") for c in out["checks"])
+    return out

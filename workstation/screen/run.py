@@ -33,7 +33,7 @@ from collections.abc import Callable, Iterable, Iterator, Mapping
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Protocol
+from typing import TYPE_CHECKING, Any, Protocol
 
 from workstation.engine.check import check_class, ids_where
 from workstation.engine.run import select_checks
@@ -57,6 +57,9 @@ from workstation.screen.store import (
 )
 from workstation.screen.worker import RunOutcome, RunSpec, task_payload
 from workstation.task.queue import load_queue
+
+if TYPE_CHECKING:
+    import git
 
 __all__ = [
     "Backend",
@@ -435,76 +438,107 @@ def run_plan(plan: Plan, backend: Backend, opts: ScreenOptions, *, on_event: OnE
     Raises:
         SchedulingError: from the backend (runs cannot be scheduled); finished results are
             stored before it propagates.
+        TypeError: the backend sent an event that is none of its protocol's.
     """
-    emit = on_event or (lambda kind, data: None)
-    t0 = time.monotonic()
-    run = ScreenRun(plan=plan)
-    over = {"plan": plan.seconds, "payload": plan.payload_seconds, "store": 0.0, "merge": 0.0, "loop": 0.0,
-            "worker": 0.0, "interpreter": 0.0}
-    by_job: dict[str, TaskPlan] = {}
-    repo = open_queue(plan.root) if opts.store else None
-    emit("planned", {"plan": plan})
+    pr = _PlanRun(plan, backend, opts, on_event or (lambda kind, data: None))
+    pr.emit("planned", {"plan": plan})
     try:
-        for tp in plan.tasks:
-            part = tp.parts[0] if tp.parts else "main"
-            spec = _spec(tp, part, opts)
-            by_job[spec.job] = tp
-            backend.submit(spec)
-        open_tasks = {tp.task for tp in plan.tasks}
-        while open_tasks:
-            events = backend.poll(0.25)
-            tl = time.monotonic()
-            for kind, data in events:
-                if kind == "started":
-                    job, host = data  # type: ignore[misc]
-                    tp = by_job.get(job)
-                    if tp is not None:
-                        emit("started", {"task": tp.task, "part": job.rsplit("#", 1)[-1], "host": host})
-                    continue
-                if kind == "warning":
-                    emit("warning", {"message": str(data)})
-                    continue
-                oc: RunOutcome = data  # type: ignore[assignment]
-                run.outcomes.append(oc)
-                if oc.check_seconds:
-                    over["worker"] += max(0.0, oc.seconds - oc.check_seconds - oc.interpreter_seconds)
-                    over["interpreter"] += oc.interpreter_seconds
-                tp = by_job[oc.job]
-                tp.outcomes[oc.part] = oc
-                if oc.part == "main" and tp.timing and oc.status == "ok":
-                    spec = _spec(tp, "timing", opts)
-                    by_job[spec.job] = tp
-                    backend.submit(spec)
-                    continue
-                tm = time.monotonic()
-                res, report, storable, why = finish_task(plan, tp, opts, backend.name)
-                over["merge"] += time.monotonic() - tm
-                stored = False
-                if storable and repo is not None:
-                    ts = time.monotonic()
-                    try:
-                        with _sigint_deferred():
-                            store_result(repo, res, report)
-                        stored = True
-                    except StoreError as e:
-                        why = str(e)
-                        emit("warning", {"message": why})
-                    over["store"] += time.monotonic() - ts
-                elif not storable:
-                    run.not_stored.append((tp.task, why))
-                run.results.append(res)
-                if report is not None:
-                    run.reports[tp.task] = report
-                open_tasks.discard(tp.task)
-                emit("finished", {"task": tp.task, "result": res, "stored": stored, "why_not": why})
-            over["loop"] += time.monotonic() - tl
+        pr.run()
     except KeyboardInterrupt:
-        run.interrupted = True
+        pr.result.interrupted = True
         backend.cancel_all()
     finally:
-        if repo is not None:
-            repo.close()
-        run.seconds = time.monotonic() - t0
-        over["loop"] = max(0.0, over["loop"] - over["merge"] - over["store"])
-        run.overhead = over
-    return run
+        pr.close()
+    return pr.result
+
+
+class _PlanRun:
+    """One :func:`run_plan`: submits each task's runs, follows the backend's events, merges
+    and stores each finished task, and keeps kws's own time by phase (``over``)."""
+
+    def __init__(self, plan: Plan, backend: Backend, opts: ScreenOptions, emit: OnEvent) -> None:
+        self.plan, self.backend, self.opts, self.emit = plan, backend, opts, emit
+        self.t0 = time.monotonic()
+        self.result = ScreenRun(plan=plan)
+        self.over = {"plan": plan.seconds, "payload": plan.payload_seconds, "store": 0.0, "merge": 0.0, "loop": 0.0,
+                     "worker": 0.0, "interpreter": 0.0}
+        self.by_job: dict[str, TaskPlan] = {}
+        self.repo = open_queue(plan.root) if opts.store else None
+
+    def run(self) -> None:
+        """Submit every task's first run, then follow events until every task finished."""
+        for tp in self.plan.tasks:
+            self._submit(tp, tp.parts[0] if tp.parts else "main")
+        open_tasks = {tp.task for tp in self.plan.tasks}
+        while open_tasks:
+            events = self.backend.poll(0.25)
+            tl = time.monotonic()
+            for kind, data in events:
+                if kind == "started" and isinstance(data, tuple):
+                    job, host = data
+                    started = self.by_job.get(job)
+                    if started is not None:
+                        self.emit("started", {"task": started.task, "part": job.rsplit("#", 1)[-1], "host": host})
+                elif kind == "warning":
+                    self.emit("warning", {"message": str(data)})
+                elif isinstance(data, RunOutcome):
+                    done = self._finished(data)
+                    if done is not None:
+                        open_tasks.discard(done)
+                else:
+                    raise TypeError(f"{self.backend.name}: an event kws screen does not know: {kind!r}")
+            self.over["loop"] += time.monotonic() - tl
+
+    def _submit(self, tp: TaskPlan, part: str) -> None:
+        spec = _spec(tp, part, self.opts)
+        self.by_job[spec.job] = tp
+        self.backend.submit(spec)
+
+    def _finished(self, oc: RunOutcome) -> str | None:
+        """A run ended: its task's timing run is submitted after a good main run, else the
+        task is merged, stored and reported; returns the task id once it is finished."""
+        self.result.outcomes.append(oc)
+        if oc.check_seconds:
+            self.over["worker"] += max(0.0, oc.seconds - oc.check_seconds - oc.interpreter_seconds)
+            self.over["interpreter"] += oc.interpreter_seconds
+        tp = self.by_job[oc.job]
+        tp.outcomes[oc.part] = oc
+        if oc.part == "main" and tp.timing and oc.status == "ok":
+            self._submit(tp, "timing")
+            return None
+        tm = time.monotonic()
+        res, report, storable, why = finish_task(self.plan, tp, self.opts, self.backend.name)
+        self.over["merge"] += time.monotonic() - tm
+        stored = False
+        if storable and self.repo is not None:
+            stored, why = self._store(self.repo, res, report, why)
+        elif not storable:
+            self.result.not_stored.append((tp.task, why))
+        self.result.results.append(res)
+        if report is not None:
+            self.result.reports[tp.task] = report
+        self.emit("finished", {"task": tp.task, "result": res, "stored": stored, "why_not": why})
+        return tp.task
+
+    def _store(self, repo: git.Repo, res: ScreenResult, report: dict[str, Any] | None,
+               why: str) -> tuple[bool, str]:
+        """Store ``res`` (and ``report``) as the task's notes in ``repo``, Ctrl-C deferred
+        meanwhile; (stored, why not: the store's error, else ``why`` as it was)."""
+        ts = time.monotonic()
+        try:
+            with _sigint_deferred():
+                store_result(repo, res, report)
+            return True, why
+        except StoreError as e:
+            self.emit("warning", {"message": str(e)})
+            return False, str(e)
+        finally:
+            self.over["store"] += time.monotonic() - ts
+
+    def close(self) -> None:
+        """Close the queue's repository and settle the figures (``loop`` less merge and store)."""
+        if self.repo is not None:
+            self.repo.close()
+        self.result.seconds = time.monotonic() - self.t0
+        self.over["loop"] = max(0.0, self.over["loop"] - self.over["merge"] - self.over["store"])
+        self.result.overhead = self.over

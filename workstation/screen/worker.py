@@ -179,8 +179,7 @@ def _run(spec: RunSpec, node: str, where: str,
         qroot.mkdir()
         with tarfile.open(fileobj=io.BytesIO(spec.payload), mode="r") as tar:
             tar.extractall(qroot, filter="data")
-        tdir = qroot / "tasks" / spec.task
-        check = ["check", str(tdir), "--json"]
+        check = ["check", str(qroot / "tasks" / spec.task), "--json"]
         if spec.only:
             check += ["--only", ",".join(spec.only)]
         check += list(spec.args)
@@ -189,22 +188,7 @@ def _run(spec: RunSpec, node: str, where: str,
                "--parent", str(os.getpid()), "--report-file", str(sup), "--module", "workstation.cli.main",
                "--", *check]
         out_p, err_p = tmp / "stdout", tmp / "stderr"
-        with out_p.open("wb") as out, err_p.open("wb") as err:
-            t_popen = time.time()
-            proc = subprocess.Popen(cmd, stdout=out, stderr=err, stdin=subprocess.DEVNULL, cwd=tmp,
-                                    start_new_session=True)  # the terminal's Ctrl-C is kws screen's to pass on
-            if on_start is not None:
-                on_start(proc)
-            try:
-                code = proc.wait(timeout=spec.timeout + GRACE_S)
-            except subprocess.TimeoutExpired:
-                proc.terminate()  # the supervisor kills its tree on SIGTERM
-                try:
-                    proc.wait(timeout=10)
-                except subprocess.TimeoutExpired:
-                    proc.kill()
-                    proc.wait()
-                code = EXIT_TIMEOUT
+        code, t_popen = _supervised(cmd, tmp, out_p, err_p, spec.timeout + GRACE_S, on_start)
         text = _read_capped(out_p, REPORT_LIMIT).replace(str(qroot) + os.sep, "")
         stderr = _read_capped(err_p, 1 << 20).replace(str(qroot) + os.sep, "")[-4000:]
         oc = RunOutcome(job=spec.job, task=spec.task, part=spec.part, status="crash", exit_code=code,
@@ -214,27 +198,62 @@ def _run(spec: RunSpec, node: str, where: str,
             oc.check_seconds = float(sup_doc["child_seconds"])
             oc.interpreter_seconds = max(0.0, float(sup_doc["started_at"]) - t_popen)
         except (OSError, ValueError, KeyError, TypeError):
-            pass
-        doc: Any = None
-        if text.strip():
-            try:
-                doc = json.loads(text)
-            except ValueError:
-                doc = None
-        if code in (0, 1, 4) and isinstance(doc, dict) and "checks" in doc:
-            oc.status, oc.report = "ok", doc
-        elif code == 2:
-            oc.status = "load-error"
-            oc.error = doc.get("error") if isinstance(doc, dict) and isinstance(doc.get("error"), dict) else None
-        elif code == 3:
-            oc.status = "runner-error"
-        elif code == EXIT_TIMEOUT:
-            oc.status = "timeout"
-        elif code is not None and code > 128:
-            oc.status = "killed"
+            pass  # no figures from the supervisor: the run's own outcome stands
+        _judge(oc, code, text)
         return oc
     except (OSError, tarfile.TarError) as e:
         return RunOutcome(job=spec.job, task=spec.task, part=spec.part, status="crash",
                           stderr_tail=f"{type(e).__name__}: {e}", host=where, node=node)
     finally:
         shutil.rmtree(tmp, ignore_errors=True)
+
+
+def _supervised(cmd: list[str], cwd: Path, out_p: Path, err_p: Path, limit: float,
+                on_start: Callable[[subprocess.Popen[bytes]], None] | None) -> tuple[int, float]:
+    """Run the supervisor command ``cmd`` in ``cwd`` (its output into ``out_p`` and
+    ``err_p``); returns its exit status and when it was started (``time.time()``). Past
+    ``limit`` s it is terminated (it kills its tree), killed 10 s later if need be, and the
+    status is :data:`EXIT_TIMEOUT`.
+
+    Raises:
+        OSError: the output files or the process cannot be made.
+    """
+    with out_p.open("wb") as out, err_p.open("wb") as err:
+        t_popen = time.time()
+        proc = subprocess.Popen(cmd, stdout=out, stderr=err, stdin=subprocess.DEVNULL, cwd=cwd,
+                                start_new_session=True)  # the terminal's Ctrl-C is kws screen's to pass on
+        if on_start is not None:
+            on_start(proc)
+        try:
+            return proc.wait(timeout=limit), t_popen
+        except subprocess.TimeoutExpired:
+            proc.terminate()  # the supervisor kills its tree on SIGTERM
+            try:
+                proc.wait(timeout=10)
+            except subprocess.TimeoutExpired:
+                proc.kill()
+                proc.wait()
+            return EXIT_TIMEOUT, t_popen
+
+
+def _judge(oc: RunOutcome, code: int, text: str) -> None:
+    """Set ``oc``'s status (and report or load error) from ``kws check``'s exit status
+    ``code`` and its standard output ``text`` (the JSON report); ``crash`` stays for any
+    other exit."""
+    doc: Any = None
+    if text.strip():
+        try:
+            doc = json.loads(text)
+        except ValueError:
+            doc = None
+    if code in (0, 1, 4) and isinstance(doc, dict) and "checks" in doc:
+        oc.status, oc.report = "ok", doc
+    elif code == 2:
+        oc.status = "load-error"
+        oc.error = doc.get("error") if isinstance(doc, dict) and isinstance(doc.get("error"), dict) else None
+    elif code == 3:
+        oc.status = "runner-error"
+    elif code == EXIT_TIMEOUT:
+        oc.status = "timeout"
+    elif code > 128:
+        oc.status = "killed"

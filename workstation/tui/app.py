@@ -36,6 +36,7 @@ from workstation.review.sources import CheckSource, RunnerCheckSource, sandbox_m
 from workstation.schema.problem import Problem
 from workstation.tui.keymap import KeymapLoad, bindings_for, resolve_keymap
 from workstation.tui.messages import CheckEvent, QueueLoaded, SessionEvent
+from workstation.tui.widgets.key_hints import KeyHints
 
 __all__ = ["KwsApp", "run_app"]
 
@@ -175,7 +176,7 @@ class KwsApp(App):
         self.notify(f"keymap: {load.name}", timeout=3)
         self.show_keymap_problems(load)
         self.screen.refresh_bindings()
-        for hints in self.screen.query("KeyHints"):
+        for hints in self.screen.query(KeyHints):
             hints.update_hints()
 
     def show_keymap_problems(self, load: KeymapLoad) -> None:
@@ -271,12 +272,19 @@ class KwsApp(App):
 
     def session_for(self, task_id: str) -> ReviewSession:
         """The review session of ``task_id`` (kept while the app runs, so leaving a task
-        and coming back keeps its checks), created with its saved draft."""
+        and coming back keeps its checks), created with its saved draft.
+
+        Raises:
+            RuntimeError: the session is new and the queue's rubric is not loaded (the
+                queue screen opens no task before it is).
+        """
         s = self.sessions.get(task_id)
         if s is None:
+            rubric = self.queue.rubric
+            if rubric is None:  # the queue screen opens a task only with the rubric loaded
+                raise RuntimeError(f"no review session for {task_id}: the queue's rubric is not loaded")
             draft = services.load_draft(self.queue.root, task_id)
-            s = ReviewSession(task_id, self.queue.root, self.queue.rubric, draft=draft,
-                              on_change=self._autosave)
+            s = ReviewSession(task_id, self.queue.root, rubric, draft=draft, on_change=self._autosave)
             self.sessions[task_id] = s
         return s
 

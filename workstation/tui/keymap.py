@@ -30,7 +30,7 @@ from __future__ import annotations
 import unicodedata
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Annotated, Any
+from typing import Annotated, Any, cast
 
 from msgspec import Meta, Struct
 
@@ -231,6 +231,9 @@ _MODIFIERS = ("ctrl", "shift", "alt", "meta", "super", "hyper")
 
 #: one ``[keys]`` value.
 Keys = Annotated[str | list[str], Meta(description="a string of comma-separated keys or an array of strings")]
+#: :data:`Keys` as the schema layer's ``convert`` takes a type (``type[T]``): msgspec converts
+#: to the annotated union all the same, which a ``type[T]`` cannot spell.
+_KEYS_TYPE = cast("type[str | list[str]]", Keys)
 
 
 class KeymapFile(Struct, frozen=True):
@@ -393,7 +396,7 @@ def read_keymap_file(path: Path | str, *, user: bool = False) -> tuple[dict[str,
             problems.append(Problem(path, where, f"unknown binding id {bid!r} (see the help screen or docs/tui.md)"))
             continue
         try:
-            keys[bid] = _normalise_keys(convert(value, Keys, file=path, prefix=where), path, where, known)
+            keys[bid] = _normalise_keys(convert(value, _KEYS_TYPE, file=path, prefix=where), path, where, known)
         except Problem as e:
             problems.append(e)
     return keys, doc.name, base, problems
@@ -508,7 +511,7 @@ def resolve_keymap(choice: str | None = None, *, user_file: Path | None = None) 
     default keymap is used instead."""
     try:
         return _resolve_keymap(choice, user_file)
-    except Exception as e:  # noqa: BLE001 - documented as never raising
+    except Exception as e:  # noqa: BLE001  (documented as never raising: any failure is a problem of the keymap)
         where = user_file if user_file is not None else (choice or "keymap")
         out = KeymapLoad(name="default", keys=defaults())
         out.problems.append(e if isinstance(e, Problem) else Problem(str(where), "", f"cannot be used: {e}"))

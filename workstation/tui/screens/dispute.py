@@ -6,7 +6,7 @@ from typing import Any
 
 from workstation.review.services import VerdictSummary
 from workstation.rubric.model import Rubric
-from workstation.tui.screens.record_form import RecordForm, form_bindings
+from workstation.tui.screens.record_form import RecordForm, form_bindings, form_css
 from workstation.tui.widgets.dispute_fields import DisputeFields
 
 __all__ = ["DisputeScreen"]
@@ -20,13 +20,7 @@ class DisputeScreen(RecordForm):
     disputed, the disputer's values) to commit, or None when cancelled."""
 
     BINDINGS = form_bindings("Commit dispute", "Other verdict")
-    DEFAULT_CSS = """
-    DisputeScreen { align: center middle; }
-    DisputeScreen > Vertical { width: 90%; max-width: 100; height: auto; max-height: 95%;
-                               border: round $warning; background: $surface; padding: 0 1; }
-    DisputeScreen TextArea { height: 5; }
-    DisputeScreen #dispute-head, DisputeScreen #dispute-status { height: auto; }
-    """
+    DEFAULT_CSS = form_css("DisputeScreen", "dispute", "90%", 100)
     PREFIX = "dispute"
     KEYS = ("value keys pick · ↑/↓ field · tab to the rationale · ctrl+s commit · "
             "ctrl+n other verdict · Esc cancel")

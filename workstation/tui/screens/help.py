@@ -4,7 +4,7 @@ the keymap files."""
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from rich.table import Table
 from rich.text import Text
@@ -45,10 +45,17 @@ DIALOGS = (
     ("Command palette (ctrl+p)", "type part of an action's name, Enter runs it, Esc closes"),
 )
 
+if TYPE_CHECKING:
+    from textual import getters
+
+    from workstation.tui.app import KwsApp
+
 
 class HelpScreen(ModalScreen[None]):
     """Every action with its active keys, the rubric's value keys and the keymap files."""
 
+    if TYPE_CHECKING:  # typed as the kws app; at run time Textual's own property (tui.app imports this module)
+        app = getters.app(KwsApp)
     BINDINGS = [Binding("escape,q,f1,question_mark", "dismiss", "Close")]
     DEFAULT_CSS = """
     HelpScreen { align: center middle; }
@@ -58,7 +65,7 @@ class HelpScreen(ModalScreen[None]):
 
     def compose(self) -> ComposeResult:
         with ScrollPane() as vs:
-            vs.border_title = "Keys (Esc closes)" + (f" · {self.app.sandbox_marker}" if getattr(self.app, "sandbox_marker", "") else "")
+            vs.border_title = "Keys (Esc closes)" + (f" · {self.app.sandbox_marker}" if self.app.sandbox_marker else "")
             yield Static(self._render_help(), id="help-text")
 
     def on_mount(self) -> None:
@@ -89,7 +96,7 @@ class HelpScreen(ModalScreen[None]):
         commit = key_display(load.keys.get("review.commit", "ctrl+s"))
         for k, what in GRAMMAR:  # the remappable keys as the keymap binds them now
             t.add_row("  " + k.format(commit=commit), what, "")
-        scope, t = None, None
+        scope = None
         for a in ACTIONS:
             if a.scope != scope:
                 scope = a.scope

@@ -7,7 +7,7 @@ is missing, so setting it in another terminal shows here without a reload)."""
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING
 
 from textual.app import ComposeResult
 from textual.containers import VerticalScroll
@@ -21,12 +21,17 @@ from workstation.review.queueview import (
     parse_filter,
     sort_rows,
 )
-from workstation.review.services import QueueState, problem_lines
+from workstation.review.services import ActionOutcome, QueueState, problem_lines
 from workstation.tui.keymap import bindings_for
 from workstation.tui.widgets.filter_input import FilterInput
 from workstation.tui.widgets.key_hints import KeyHints
 from workstation.tui.widgets.queue_table import QueueTable
 from workstation.tui.widgets.text import fit, set_static, unpushed_part
+
+if TYPE_CHECKING:
+    from textual import getters
+
+    from workstation.tui.app import KwsApp
 
 FILTER_HINT = ("(no filter: / to type one, e.g. kind:fusion backend:triton claimed:fail reserved:me "
                "disputed:yes mine:no screen:fail failing:edge)")
@@ -35,6 +40,8 @@ FILTER_HINT = ("(no filter: / to type one, e.g. kind:fusion backend:triton claim
 class QueueScreen(Screen):
     """The queue: a virtualised table of tasks, filter and sort, next unreviewed."""
 
+    if TYPE_CHECKING:  # typed as the kws app; at run time Textual's own property (tui.app imports this module)
+        app = getters.app(KwsApp)
     BINDINGS = bindings_for("queue")
     DEFAULT_CSS = """
     QueueScreen #queue-title { height: 1; background: $panel; color: $text; text-style: bold; }
@@ -53,6 +60,8 @@ class QueueScreen(Screen):
         self.sort_key = "id"
         self.sort_reverse = False
         self.shown: list[QueueRow] = []
+        self.outcome = ""  # the last sync, reserve or release outcome, in the status line
+        self._pending_open: str | None = None  # a task opened before the rubric was loaded
 
     def compose(self) -> ComposeResult:
         yield Static("kws", id="queue-title", markup=False)
@@ -80,7 +89,7 @@ class QueueScreen(Screen):
         if self.app.queue.loaded and self.app.queue.me is None:
             self.app.refresh_identity()
 
-    def show_outcome(self, out: Any) -> None:
+    def show_outcome(self, out: ActionOutcome) -> None:
         """The outcome of a sync, reserve or release, kept in the status line."""
         self.outcome = out.error or out.text
         if self.app.queue.loaded:
@@ -100,7 +109,7 @@ class QueueScreen(Screen):
         self.apply_view()
         self._malformed()
         self.call_after_refresh(self.app.first_rows_shown.set)  # the worker goes on after this frame
-        pending, self._pending_open = getattr(self, "_pending_open", None), None
+        pending, self._pending_open = self._pending_open, None
         if pending is not None and q.flags_loaded:
             self.open_task(pending)
 
@@ -122,7 +131,7 @@ class QueueScreen(Screen):
         unreviewed = sum(1 for r in q.rows if r.mine is None)
         bad = len(idx.errors) if idx else 0
         who = q.me.name if q.me else "no git identity"
-        marker = [self.app.sandbox_marker] if getattr(self.app, "sandbox_marker", "") else []
+        marker = [self.app.sandbox_marker] if self.app.sandbox_marker else []
         parts = [f" kws · {name}", *marker, *unpushed_part(q),
                  f"{n} tasks" + (f", {bad} malformed" if bad else ""),
                  f"{unreviewed} to review", f"keys: {self.app.keymap_load.name}", who]

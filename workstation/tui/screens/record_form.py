@@ -7,21 +7,34 @@ from __future__ import annotations
 from typing import Any
 
 from textual.app import ComposeResult
-from textual.binding import Binding
+from textual.binding import Binding, BindingType
 from textual.containers import Vertical
 from textual.screen import ModalScreen
 from textual.widgets import Static, TextArea
 
 from workstation.tui.widgets.pick_rows import PickRows
 
-__all__ = ["RecordForm"]
+__all__ = ["RecordForm", "form_bindings", "form_css"]
 
 
-def form_bindings(commit: str, other: str) -> list[Binding]:
+def form_bindings(commit: str, other: str) -> list[BindingType]:
     """Esc cancels, ``ctrl+s`` commits (``commit`` is its label), ``ctrl+n`` moves to the
     next record (``other``)."""
     return [Binding("escape", "cancel", "Cancel"), Binding("ctrl+s", "submit", commit),
             Binding("ctrl+n", "next_item", other)]
+
+
+def form_css(screen: str, prefix: str, width: str, max_width: int) -> str:
+    """The ``DEFAULT_CSS`` of the record form screen class ``screen`` (its name), whose
+    element ids start with ``prefix``: a dialog in the middle, ``width`` of the terminal
+    (a CSS size, ``"90%"``) up to ``max_width`` cells, a five-row rationale editor."""
+    return f"""
+    {screen} {{ align: center middle; }}
+    {screen} > Vertical {{ width: {width}; max-width: {max_width}; height: auto; max-height: 95%;
+                               border: round $warning; background: $surface; padding: 0 1; }}
+    {screen} TextArea {{ height: 5; }}
+    {screen} #{prefix}-head, {screen} #{prefix}-status {{ height: auto; }}
+    """
 
 
 class RecordForm(ModalScreen[Any]):

@@ -5,7 +5,7 @@ from __future__ import annotations
 from typing import Any
 
 from workstation.review.services import DisputeSummary
-from workstation.tui.screens.record_form import RecordForm, form_bindings
+from workstation.tui.screens.record_form import RecordForm, form_bindings, form_css
 from workstation.tui.widgets.resolve_fields import ResolveFields
 
 __all__ = ["ResolveScreen"]
@@ -20,13 +20,7 @@ class ResolveScreen(RecordForm):
     Dismissed with ``(dispute, outcome, fields, rationale)`` or None."""
 
     BINDINGS = form_bindings("Commit resolution", "Other dispute")
-    DEFAULT_CSS = """
-    ResolveScreen { align: center middle; }
-    ResolveScreen > Vertical { width: 95%; max-width: 110; height: auto; max-height: 95%;
-                               border: round $warning; background: $surface; padding: 0 1; }
-    ResolveScreen TextArea { height: 5; }
-    ResolveScreen #resolve-head, ResolveScreen #resolve-status { height: auto; }
-    """
+    DEFAULT_CSS = form_css("ResolveScreen", "resolve", "95%", 110)
     PREFIX = "resolve"
     RATIONALE_LABEL = "Rationale (required; cite both sides):"
     KEYS = "1-3 outcome · ↑/↓ row · Enter next · ctrl+s commit · ctrl+n other dispute · Esc cancel"

@@ -21,23 +21,29 @@ that had not finished and where each accepted suggestion came from.
 from __future__ import annotations
 
 import threading
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from rich.text import Text
 from textual import work
 from textual.app import ComposeResult
 from textual.containers import Horizontal, Vertical
-from textual.message import Message
 from textual.screen import Screen
 from textual.widgets import Static
 
 from workstation.review import services
 from workstation.review.evidence import finding_source
-from workstation.review.services import CommitOutcome, QueueState, TaskTree
+from workstation.review.services import QueueState
 from workstation.review.session import ReviewSession
 from workstation.review.taskview import TaskView, load_task_view
 from workstation.tui.keymap import PANEL_KEYS, bindings_for
-from workstation.tui.messages import SessionEvent
+from workstation.tui.messages import (
+    Committed,
+    HistoryLoaded,
+    SessionEvent,
+    TokensLoaded,
+    TreeKnown,
+    ViewLoaded,
+)
 from workstation.tui.widgets.checks_panel import ChecksPanel
 from workstation.tui.widgets.diff_panel import DiffPanel
 from workstation.tui.widgets.key_hints import KeyHints
@@ -49,6 +55,11 @@ from workstation.tui.widgets.rubric_panel import RubricPanel
 from workstation.tui.widgets.spec_panel import SpecPanel
 from workstation.tui.widgets.text import fit, set_static, unpushed_part
 from workstation.tui.widgets.timing_panel import TimingPanel
+
+if TYPE_CHECKING:
+    from textual import getters
+
+    from workstation.tui.app import KwsApp
 
 #: the narrowest / lowest terminal that shows every panel side by side.
 WIDE_MIN = 120
@@ -65,46 +76,12 @@ PROFILE_EXTRA_ROWS = 8
 SLOT_PANELS = ("timing", "profile")
 
 
-class TreeKnown(Message):
-    """The git tree id of the task in HEAD, and the paths where the work tree differs."""
-
-    def __init__(self, tree: TaskTree) -> None:
-        super().__init__()
-        self.tree, self.dirty = tree.tree, tree.dirty
-
-
-class TokensLoaded(Message):
-    """Syntax tokens of one of the task's files (old and new side)."""
-
-    def __init__(self, label: str, old: Any, new: Any) -> None:
-        super().__init__()
-        self.label, self.old, self.new = label, old, new
-
-
-class HistoryLoaded(Message):
-    """The task's history (text) and its verdicts, oldest first."""
-
-    def __init__(self, history: services.TaskHistory) -> None:
-        super().__init__()
-        self.text, self.verdicts = history.text, list(history.verdicts)
-
-
-class ViewLoaded(Message):
-    """The task view (spec, diffs) has been built by its worker."""
-
-
-class Committed(Message):
-    """The outcome of a verdict commit."""
-
-    def __init__(self, outcome: CommitOutcome) -> None:
-        super().__init__()
-        self.verdict, self.error = outcome.verdict, outcome.error
-
-
 class ReviewScreen(Screen):
     """One task under review. The session (checks, values) lives in the app, so leaving
     and reopening a task keeps it."""
 
+    if TYPE_CHECKING:  # typed as the kws app; at run time Textual's own property (tui.app imports this module)
+        app = getters.app(KwsApp)
     BINDINGS = bindings_for("review")
     DEFAULT_CSS = """
     ReviewScreen #review-title { height: 1; background: $panel; text-style: bold; }
@@ -136,7 +113,6 @@ class ReviewScreen(Screen):
         self.history_read = False  # the task's records have been read once (verdicts is true)
         self._dispute_waiting = False  # D pressed before that: the dialog opens when they are
         self._reuse_pending = False  # a stored run may be shown again once the task version is known
-        self.commit_armed = False  # kept for tests of older flows: True while a commit is being confirmed
         self._then_next = False
         self.task_title = ""
         self.files_ready = False
@@ -163,7 +139,7 @@ class ReviewScreen(Screen):
                 yield ChecksPanel("Checks", id="checks")
                 yield TimingPanel("Timing", id="timing")
                 yield ProfilePanel("Profile", id="profile")
-                yield RubricPanel("Rubric", id="rubric", on_change=self._values_changed)
+                yield RubricPanel("Rubric", id="rubric")
         yield KeyHints()
 
     def on_mount(self) -> None:
@@ -318,8 +294,6 @@ class ReviewScreen(Screen):
         self._cycle(-1)
 
     def _cycle(self, step: int) -> None:
-        if isinstance(self.focused, RationaleArea) and not self.narrow:
-            pass
         cur = self.focused_panel
         i = PANELS.index(cur) if cur in PANELS else 0
         self.action_show_panel(PANELS[(i + step) % len(PANELS)])
@@ -398,15 +372,14 @@ class ReviewScreen(Screen):
 
     def _title(self) -> None:
         row = self.app.row(self.task_id)
-        s = row.summary if row else None
         parts = [f" {self.task_id}"]
-        if getattr(self.app, "sandbox_marker", ""):
+        if self.app.sandbox_marker:
             parts.append(self.app.sandbox_marker)
         parts += unpushed_part(self.app.queue)
         if self.task_title:
             parts.append(self.task_title)
-        if s is not None:
-            parts.append(f"{s.kind}/{s.backend}")
+        if row is not None and row.summary is not None:
+            parts.append(f"{row.summary.kind}/{row.summary.backend}")
             parts.append(f"claims {row.claimed_label}")
             if row.mine:
                 parts.append(f"your verdict: {row.mine}")
@@ -560,7 +533,6 @@ class ReviewScreen(Screen):
     # -- rubric ----------------------------------------------------------------------------------
 
     def _after_change(self) -> None:
-        self.commit_armed = False
         rp = self.query_one(RubricPanel)
         rp.sync_rationale()
         rp.refresh_rubric()
@@ -596,13 +568,6 @@ class ReviewScreen(Screen):
         self._after_change()
         self.notify(f"cited {len(findings)} finding(s) in the rationale", timeout=3)
 
-    def on_rubric_form_changed(self, _msg: RubricForm.Changed) -> None:
-        self.commit_armed = False
-
-    def _values_changed(self) -> None:
-        """The reviewer changed a value in the rubric form: a commit asks again."""
-        self.commit_armed = False
-
     def action_commit(self, then_next: bool = False) -> None:
         """Validate, ask for confirmation when the report is not final, commit (a worker);
         with ``then_next``, open the next unreviewed task once committed."""
@@ -627,11 +592,9 @@ class ReviewScreen(Screen):
             return
         warnings = s.commit_warnings()
         if warnings:
-            self.commit_armed = True
             rp.set_status("the report is not final: confirm the commit (Enter) or cancel (Esc)")
 
             def answered(yes: bool | None) -> None:
-                self.commit_armed = False
                 if yes:
                     self._start_commit(then_next)
                 else:
@@ -661,11 +624,11 @@ class ReviewScreen(Screen):
 
     def on_committed(self, msg: Committed) -> None:
         rp = self.query_one(RubricPanel)
-        if msg.error:
+        v = msg.verdict
+        if v is None:  # not committed: the error says why
             rp.set_status(msg.error)
             self.notify(msg.error, severity="error", timeout=10)
             return
-        v = msg.verdict
         text = f"committed verdict {v.verdict_id} ({v.overall}) as {v.path}"
         rp.set_status(text)
         self.notify(f"verdict {v.verdict_id[:8]} committed: {v.overall}", timeout=6)

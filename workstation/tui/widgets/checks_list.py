@@ -11,7 +11,7 @@ from rich.segment import Segment
 from rich.style import Style
 from textual.strip import Strip
 
-from workstation.review.evidence import SEVERITY_RANK
+from workstation.review.evidence import worst_first
 from workstation.review.session import CheckRow
 from workstation.tui.keymap import bindings_for
 from workstation.tui.widgets.cursor_list import CursorList
@@ -67,7 +67,7 @@ class ChecksList(CursorList):
         self.entries = []
         for r in self.checks:
             self.entries.append(ChecksEntry(r.check))
-            for i, _f in enumerate(_ordered(r.findings)):
+            for i, _f in enumerate(worst_first(r.findings)):
                 self.entries.append(ChecksEntry(r.check, i))
         if keep is not None and keep in self.entries:
             self.set_reactive(CursorList.cursor, self.entries.index(keep))
@@ -103,7 +103,7 @@ class ChecksList(CursorList):
         row = self.row_of(entry.check)
         if row is None or entry.finding is None:
             return None
-        fs = _ordered(row.findings)
+        fs = worst_first(row.findings)
         return fs[entry.finding] if entry.finding < len(fs) else None
 
     @property
@@ -153,10 +153,6 @@ class ChecksList(CursorList):
 
 
 _ATTENTION = {"fail": 0, "error": 1, "warn": 2}
-
-
-def _ordered(findings: list[dict[str, Any]]) -> list[dict[str, Any]]:
-    return sorted(findings, key=lambda f: SEVERITY_RANK.get(f.get("severity"), 3))
 
 
 def _finding_counts(findings: list[dict[str, Any]]) -> str:

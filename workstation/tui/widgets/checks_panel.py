@@ -74,7 +74,7 @@ class ChecksPanel(Panel):
         self.set_interval(0.5, self._tick)
 
     @property
-    def list(self) -> ChecksList:
+    def checks_list(self) -> ChecksList:
         return self.query_one(ChecksList)
 
     def bind_session(self, session: ReviewSession) -> None:
@@ -85,7 +85,7 @@ class ChecksPanel(Panel):
         s = self.session
         if s is None:
             return
-        lst = self.list
+        lst = self.checks_list
         if s.error and not s.rows:
             lst.message = f"checks could not run: {s.error}"
         lst.set_checks(list(s.rows.values()))
@@ -121,15 +121,15 @@ class ChecksPanel(Panel):
     def _tick(self) -> None:
         if self.session is not None and self.session.running:
             self._status()
-            self.list.refresh()
+            self.checks_list.refresh()
 
     def on_cursor_list_cursor_moved(self, event: ChecksList.CursorMoved) -> None:
-        if event.list is self.list:
+        if event.list is self.checks_list:
             event.stop()
             self._show_current()
 
     def _show_current(self) -> None:
-        lst = self.list
+        lst = self.checks_list
         e = lst.current
         box = self.query_one("#evidence-text", Static)
         if e is None:
@@ -158,7 +158,7 @@ class ChecksPanel(Panel):
 
     def selected_findings(self) -> list[dict[str, Any]]:
         """The marked findings, else the one under the cursor."""
-        lst = self.list
+        lst = self.checks_list
         out = []
         for e in lst.entries:
             if e.finding is not None and (e.check, e.finding) in lst.marked:
@@ -191,7 +191,7 @@ class ChecksPanel(Panel):
             ev.scroll_page_up(animate=False)
 
     def action_mark(self) -> None:
-        lst = self.list
+        lst = self.checks_list
         e = lst.current
         if e is None or e.finding is None:
             self.app.bell()
@@ -202,6 +202,6 @@ class ChecksPanel(Panel):
         lst.action_cursor(1)
 
     def action_rerun(self) -> None:
-        e = self.list.current
+        e = self.checks_list.current
         if e is not None:
             self.post_message(self.Rerun(e.check))

@@ -208,7 +208,7 @@ class RubricForm(Widget, can_focus=True, inherit_bindings=False):
         """Move the field cursor a page (the fields the rubric panel shows at once, at
         least one) down (``direction`` 1) or up (-1)."""
         panel = self.parent
-        visible = (panel.size.height if panel is not None else self.size.height) - self.DETAIL_LINES
+        visible = (panel.size.height if isinstance(panel, Widget) else self.size.height) - self.DETAIL_LINES
         self.action_field(direction * max(1, min(visible, len(self.fields) - 1)))
 
     def action_field_edge(self, direction: int) -> None:

@@ -38,7 +38,7 @@ def set_static(widget: Static, content: Any, key: Any = None) -> None:
         content.plain, tuple(content.spans)) if isinstance(content, Text) else None)
     if k is not None and getattr(widget, "_kws_key", None) == k:
         return
-    widget._kws_key = k  # type: ignore[attr-defined]
+    widget._kws_key = k  # type: ignore[attr-defined]  # kws's own marker on Textual's widget
     widget.update(content)
 
 

@@ -7,6 +7,7 @@ from rich.text import Text
 from textual.app import ComposeResult
 from textual.widgets import Static
 
+from workstation.review.evidence import figure_parts
 from workstation.review.session import ReviewSession
 from workstation.review.timing import TimingView, histogram, histogram_blocks, timing_views
 from workstation.tui.widgets.panel import Panel
@@ -88,17 +89,9 @@ def render_timing(tv: TimingView, width: int) -> Text:
             out.append(f"{s.name:<{label_w}}", style="bold")
             out.append("▕" + histogram_blocks(c, peak) + "▏\n")
     for s in tv.sides:
-        parts = [f"{s.name:<{label_w}}"]
-        if s.median_ms is not None:
-            parts.append(f"median {s.median_ms:.3g}")
-        if s.iqr_ms is not None:
-            parts.append(f"IQR {s.iqr_ms[0]:.3g}–{s.iqr_ms[1]:.3g}")
-        if s.cold_ms is not None:
-            parts.append(f"cold {s.cold_ms:.3g}")
-        if s.warm_ms is not None:
-            parts.append(f"warm {s.warm_ms:.3g}")
-        parts.append(f"ms n={s.n}")
-        out.append(" ".join(parts) + "\n")
+        stats = figure_parts(("median {:.3g}", s.median_ms), ("IQR {0[0]:.3g}–{0[1]:.3g}", s.iqr_ms),
+                             ("cold {:.3g}", s.cold_ms), ("warm {:.3g}", s.warm_ms))
+        out.append(" ".join([f"{s.name:<{label_w}}", *stats, f"ms n={s.n}"]) + "\n")
     where = tv.device or "device ?"
     if tv.case:
         where += f" · case {tv.case_line()}"
