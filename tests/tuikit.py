@@ -48,7 +48,7 @@ def replay_app(root: Path, keymap: str | None = None, **kw):
     return KwsApp(root, keymap=keymap, check_source=ReplayCheckSource(EVENTS, **kw))
 
 
-async def wait_for(pilot, cond: Callable[[], bool], timeout: float = 15.0, what: str = "") -> None:
+async def wait_for(pilot, cond: Callable[[], bool], timeout: float = 60.0, what: str = "") -> None:
     """Let the app run until ``cond()`` holds (AssertionError after ``timeout`` s)."""
     end = time.monotonic() + timeout
     while not cond():
