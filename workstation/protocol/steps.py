@@ -398,9 +398,9 @@ class AuditSeriesStep(_Step, tag="audit_series", frozen=True, kw_only=True):
     long_run: int = 48
     keep: int = 4
     settle_s: float = 0.05
-    paths: list[AuditPath] = ["fresh", "inplace", "data", "numpy", "storage", "recycled", "clone"]
-    contexts: list[AuditContext] = ["plain", "dispatch", "function_mode", "profiler", "setprofile", "frame", "quick",
-                                    "pause", "loop", "clock"]
+    paths: tuple[AuditPath, ...] = ("fresh", "inplace", "data", "numpy", "storage", "recycled", "clone")
+    contexts: tuple[AuditContext, ...] = ("plain", "dispatch", "function_mode", "profiler", "setprofile", "frame",
+                                          "quick", "pause", "loop", "clock")
 
 
 class FaultCallStep(_Step, tag="fault_call", frozen=True, kw_only=True):

@@ -14,6 +14,7 @@
   (:mod:`.cuda_read`), PTX as a program (barriers, guards: :mod:`.ptx_flow`), the host
   launch arithmetic of CUDA sources (:mod:`.cuda_launch`), NKI kernels from their Python
   source (:mod:`.nki_read`);
+- the invariant audit content-follow, observer-effect and after-return share (:mod:`.audit`);
 - the serial call series late-write, call-count and thread-census share (:mod:`.series`)
   and the ``[inputs] keep_structure`` indices checked against the inputs (:mod:`.keep`);
 - proofs over the legal shape space: a Triton kernel's TTIR address arithmetic as Z3 terms

@@ -60,3 +60,6 @@ def decode_extra(kind: str, data: dict[str, Any]) -> Extra | dict[str, Any]:
         return msgspec.convert(data, type=cls)
     except msgspec.ValidationError as e:
         raise ResultFormatError(f"the {kind} step's extra does not have kws's form: {e}") from None
+
+
+from workstation.protocol.extras import audit  # noqa: E402,F401  (registers its kind)
