@@ -80,6 +80,7 @@ from workstation.protocol.wire import (
     read_tail,
 )
 from workstation.runner import bwrap, cgroup, taskcopy
+from workstation.runner.admission import Admission
 from workstation.runner.policy import sandbox_mode
 
 #: environment variables a child may inherit (everything else is dropped).
@@ -351,10 +352,8 @@ class Runner:
         if self.sandbox not in ("bwrap", "none"):
             raise ValueError(f"sandbox must be 'bwrap' or 'none', not {self.sandbox!r}")
         self._nice = nice
-        self._slots = threading.BoundedSemaphore(self.max_parallel)
-        self._exclusive = threading.Lock()  # held by timing jobs: nothing else runs
-        self._active = 0
-        self._active_cv = threading.Condition()
+        #: which jobs may run now: up to ``max_parallel`` side by side, a timing job alone.
+        self.admission = Admission(self.max_parallel)
         self._lock = threading.Lock()  # protects the server pipe and the waiter table
         self._proc: subprocess.Popen[str] | None = None
         self._reader: threading.Thread | None = None
@@ -629,24 +628,9 @@ class Runner:
             if why:
                 raise JobCancelled(why)
 
-        if exclusive:
-            with self._exclusive:
-                with self._active_cv:
-                    self._active_cv.wait_for(lambda: self._active == 0)
-                check_cancel()
-                return self._run(*args)
-        with self._slots:
-            with self._exclusive:  # wait while a timing job runs
-                pass
+        with self.admission.admitted(exclusive):
             check_cancel()
-            with self._active_cv:
-                self._active += 1
-            try:
-                return self._run(*args)
-            finally:
-                with self._active_cv:
-                    self._active -= 1
-                    self._active_cv.notify_all()
+            return self._run(*args)
 
     def _paths(self, jid: int, principal: str, cache_key: str) -> tuple[Path, Path, dict[str, str]]:
         """Host job folder, host cache folder, and the paths the server and the job see."""
