@@ -226,17 +226,17 @@ class Runner:
             step_budgets: per step, a CPU budget overriding ``step_timeout`` (None entries:
                 ``step_timeout``).
             import_budget: CPU seconds the job's task-file imports may take together (and
-                their backstop, :func:`~workstation.runner.limits.wall_backstop` of it, in wall seconds); None: the
-                ``import_budget`` setting.
+                their backstop, :func:`~workstation.runner.limits.wall_backstop` of it, in
+                wall seconds); None: the ``import_budget`` setting.
             exclusive: run with no other job at the same time (timing).
             entry: the task's entry points (role -> ``"file.py:function"``).
             out_args, inout_args: the indices of the inputs the callables write.
             principal: whose code the job runs (``candidate``, ``reference``, ...): the
                 name of its compiler cache.
             cache_key: the run and task the caches belong to (one cache per task run).
-            cancel: called once the job holds its slot, before it starts; a non-empty
-                string cancels it (:class:`JobCancelled`): e.g. its principal hung while
-                it waited.
+            cancel: called once the job is admitted (counted as running), before it
+                starts; a non-empty string cancels it (:class:`JobCancelled`): e.g. its
+                principal hung while it waited.
 
         Raises:
             JobCancelled: ``cancel`` said so.
