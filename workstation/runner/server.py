@@ -277,7 +277,7 @@ class ForkServer:
         """The server's stderr."""
         return self.root / "forkserver.stderr"
 
-    def _command(self) -> tuple[list[str], dict[str, str], list[str]]:
+    def command(self) -> tuple[list[str], dict[str, str], list[str]]:
         """The fork server's command line, environment and isolation notes.
 
         Raises:
@@ -318,7 +318,7 @@ class ForkServer:
                 return self._device
             if self.closed:
                 raise RunnerError("runner is closed")
-            argv, env, notes = self._command()
+            argv, env, notes = self.command()
             limit_notes = inherited_limit_notes()
             if self._cgroup is None:
                 cg, why = cgroup.create()
