@@ -217,6 +217,7 @@ MODULE_TIER = {
     "test_review": "unit",
     "test_rubric": "unit",
     "test_runner": "battery",
+    "test_admission": "unit",
     "test_samples": "battery",
     "test_samples_real": "system",
     "test_selfcheck": "unit",

@@ -16,7 +16,7 @@ import pytest
 
 from tests.conftest import SAMPLE_QUEUE
 from workstation.harness import cuda_emu
-from workstation.harness.cuda_emu import (
+from workstation.harness.cuda_rewrite import (
     KwsCudaEmulationError,
     mask,
     rewrite_cuda,

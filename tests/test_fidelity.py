@@ -16,7 +16,7 @@ import numpy as np
 import pytest
 import torch
 
-from workstation.harness import fidelity
+from workstation.harness import libdevice, lowprec
 from workstation.harness.core import encode_tensor
 
 
@@ -31,20 +31,20 @@ def _run(code: str) -> dict:
 def test_bf16_encoding_rounds_to_nearest_even_like_torch():
     x = torch.randn(10000, generator=torch.Generator().manual_seed(0)) * 3
     x = torch.cat([x, torch.tensor([1.0 + 2 ** -8, 1.0 + 3 * 2 ** -8, 3.4e38, float("inf"), -0.0])])
-    got = fidelity.f32_to_bf16(x.numpy())
+    got = lowprec.f32_to_bf16(x.numpy())
     want = x.to(torch.bfloat16).view(torch.int16).numpy().view(np.uint16)
     assert np.array_equal(got, want)
-    assert np.array_equal(fidelity.bf16_to_f32(want), x.to(torch.bfloat16).float().numpy())
+    assert np.array_equal(lowprec.bf16_to_f32(want), x.to(torch.bfloat16).float().numpy())
 
 
 def test_libdevice_symbols_map_to_numpy():
-    assert fidelity.libdevice_function("__nv_tanhf")[0] == "tanh"
-    assert fidelity.libdevice_function("__nv_fast_expf")[0] == "exp"
-    assert fidelity.libdevice_function("__nv_rsqrtf")[0] == "rsqrt"
-    assert fidelity.libdevice_function("__nv_fmaf_rn")[0] == "fma"
-    assert fidelity.libdevice_function("__nv_isnanf")[0] == "isnan"
-    assert fidelity.libdevice_function("__nv_fadd_rz") is None  # directed rounding: not emulated
-    assert fidelity.libdevice_function("__nv_brev") is None
+    assert libdevice.libdevice_function("__nv_tanhf")[0] == "tanh"
+    assert libdevice.libdevice_function("__nv_fast_expf")[0] == "exp"
+    assert libdevice.libdevice_function("__nv_rsqrtf")[0] == "rsqrt"
+    assert libdevice.libdevice_function("__nv_fmaf_rn")[0] == "fma"
+    assert libdevice.libdevice_function("__nv_isnanf")[0] == "isnan"
+    assert libdevice.libdevice_function("__nv_fadd_rz") is None  # directed rounding: not emulated
+    assert libdevice.libdevice_function("__nv_brev") is None
 
 
 def test_scalar_output_keeps_shape_empty():
@@ -107,15 +107,15 @@ def test_device_stand_in_answers_as_the_declared_target():
     out = _run("""
         import json, types
         import torch, triton
-        from workstation.harness import fidelity
+        from workstation.harness import fidelity, standin
         patched = fidelity.device_stand_in()
-        fidelity._job_target(types.SimpleNamespace(target="H200"))  # the job file's target
+        standin.job_target(types.SimpleNamespace(target="H200"))  # the job file's target
         t = triton.runtime.driver.active.get_current_target()
         props = torch.cuda.get_device_properties(0)
         with torch.random.fork_rng():  # torch's own caller of torch.cuda.device_count: the real 0
             pass
         rec = fidelity.take_standin_calls()
-        fidelity._job_target(types.SimpleNamespace(target=None))
+        standin.job_target(types.SimpleNamespace(target=None))
         print(json.dumps({
             "patched": patched, "target": [t.backend, t.arch, t.warp_size], "name": props.name,
             "total_memory": props.total_memory, "sms": props.multi_processor_count,

@@ -16,7 +16,7 @@ from workstation.engine.report import exit_code, to_json_dict, to_text
 from workstation.engine.run import run_checks
 from workstation.protocol.results import Raised
 from workstation.protocol.steps import CallStep
-from workstation.runner.sandbox import DeviceInfo
+from workstation.runner.server import DeviceInfo
 from workstation.task.format import load_task
 
 

@@ -40,7 +40,7 @@ def test_hostile_candidate_becomes_a_finding(name, task_factory, runner, monkeyp
 
 
 def test_huge_output_is_cut_off_and_reported(task_factory, runner, monkeypatch):
-    monkeypatch.setattr("workstation.runner.sandbox.STDIO_LIMIT_BYTES", 4 * 1024 * 1024)
+    monkeypatch.setattr("workstation.runner.limits.STDIO_LIMIT_BYTES", 4 * 1024 * 1024)
     src = "import sys\ndef add(x, y):\n    while True:\n        sys.stdout.write('x' * 65536)\n"
     task = load_task(task_factory(src))
     res = run_checks(task, runner, only=["correctness"], seeds=[0])
@@ -102,7 +102,7 @@ def test_a_call_that_waits_without_computing_is_not_judged_not_a_hang(task_facto
         "    time.sleep(600)\n"
     )
     monkeypatch.setenv("KWS_STEP_TIMEOUT", "1")
-    monkeypatch.setattr("workstation.runner.sandbox.WALL_SLACK_S", 2.0)  # backstop 10 x 1 + 2 s
+    monkeypatch.setattr("workstation.runner.limits.WALL_SLACK_S", 2.0)  # backstop 10 x 1 + 2 s
     res = run_checks(load_task(task_factory(src)), runner, only=["correctness"], seeds=[0])
     (r,) = res.results
     assert r.status == "skip" and not r.findings, r

@@ -177,7 +177,7 @@ def test_the_consumers_read_the_settings(tmp_path, monkeypatch):
 
 
 def test_the_child_gets_resolved_values_through_the_channel(tmp_path, monkeypatch):
-    from workstation.runner.sandbox import child_env
+    from workstation.runner.server import child_env
 
     monkeypatch.setenv("KWS_CONFIG_DIR", str(tmp_path))
     monkeypatch.setenv("KWS_INPUT_BUDGET", "1G")

@@ -45,7 +45,7 @@ def test_every_selected_test_has_exactly_one_tier(request):
 def test_the_guard_recognises_what_starts_task_code(tmp_path):
     r = Runner(sandbox="none")  # its command line only: nothing is started
     try:
-        server_argv = r._command()[0]
+        server_argv = r.server.command()[0]
     finally:
         r.close()
     py = sys.executable

@@ -36,7 +36,8 @@ from workstation.protocol.steps import (
 )
 from workstation.protocol.wire import StepResult as _WireStep
 from workstation.runner import JobCancelled, JobResult, Runner, RunnerError, StepResult
-from workstation.runner.sandbox import kws_cache_dir, tree_digest, wall_backstop
+from workstation.runner.limits import wall_backstop
+from workstation.runner.sandbox import kws_cache_dir, tree_digest
 from workstation.schema.text import safe_text, safe_tree
 from workstation.task.backends import backend_mismatch, cannot_run, role_backend
 from workstation.task.model import Task
@@ -63,7 +64,7 @@ def step_timeout_s() -> float:
     """Per-step CPU budget (CPU seconds of all the job's processes, imports excluded): the
     ``step_timeout`` setting (``KWS_STEP_TIMEOUT``), default 30. It is also the floor of a
     candidate call's reference-relative budget (:data:`HANG_REF_FACTOR`); the wall-clock
-    backstop is :func:`workstation.runner.sandbox.wall_backstop` of the budget."""
+    backstop is :func:`workstation.runner.limits.wall_backstop` of the budget."""
     return settings.current().step_timeout
 
 

@@ -7,13 +7,14 @@ small shim (``cuda_emu_include/``, placed before torch's include folders so that
 ... win), so the whole battery judges the kernel's own index arithmetic, coverage and
 accumulation dtype on CPU tensors:
 
-- each CUDA source is rewritten (:func:`rewrite_cuda`): ``k<<<grid, block[, smem[,
-  stream]]>>>(args)`` becomes a call of the shim's launcher (found with a balanced-bracket
-  scanner that skips comments and literals, not a regex), ``extern __shared__ T a[]`` the
-  launch's dynamic shared buffer, ``__shared__`` a function-scope ``static`` (right because
-  the emulation runs a launch's blocks one at a time, in order; such memory is not reset
-  between blocks); after the source's last ``#include`` a post-include maps ``is_cuda`` to
-  ``is_cpu`` and ``kCUDA`` to ``kCPU`` (the tensors are CPU tensors);
+- each CUDA source is rewritten (:mod:`workstation.harness.cuda_rewrite`):
+  ``k<<<grid, block[, smem[, stream]]>>>(args)`` becomes a call of the shim's launcher
+  (found with a balanced-bracket scanner that skips comments and literals, not a regex),
+  ``extern __shared__ T a[]`` the launch's dynamic shared buffer, ``__shared__`` a
+  function-scope ``static`` (right because the emulation runs a launch's blocks one at a
+  time, in order; such memory is not reset between blocks); after the source's last
+  ``#include`` a post-include maps ``is_cuda`` to ``is_cpu`` and ``kCUDA`` to ``kCPU`` (the
+  tensors are CPU tensors);
 - the shim runs each block's threads as fibers (``ucontext``) so ``__syncthreads()`` is a
   real barrier (a thread that returned is out of it) and warp shuffles and votes meet at a
   warp barrier; a source with no barrier, shuffle or vote runs its threads as plain calls;
@@ -35,7 +36,7 @@ accumulation dtype on CPU tensors:
   import budget. The cache folder is the run's and principal's (``$TRITON_CACHE_DIR/..``),
   so a run compiles each extension once.
 
-What the emulation cannot run is refused before compiling (:func:`unsupported`: inline
+What the emulation cannot run is refused before compiling (:func:`~workstation.harness.cuda_rewrite.unsupported`: inline
 ``asm``, ``wmma``/``mma``, cooperative groups, textures and surfaces, ``__nanosleep``,
 asynchronous copies and ``cuda::`` barriers, CUDA libraries, code conditional on
 ``__CUDA_ARCH__``, ``cudaLaunchKernel``) or by the compiler: the build raises
@@ -63,7 +64,6 @@ import fcntl
 import hashlib
 import json
 import os
-import re
 import shutil
 import subprocess
 import tempfile
@@ -73,6 +73,12 @@ from pathlib import Path
 from typing import Any
 
 from workstation.harness import excchain
+from workstation.harness.cuda_rewrite import (
+    KwsCudaEmulationError,
+    bindings,
+    rewrite_cpp,
+    rewrite_cuda,
+)
 from workstation.protocol import childenv
 
 #: the shim's folder (package data), first on the include path.
@@ -83,325 +89,8 @@ SHIM_VERSION = 3
 LIMIT_PREFIX = "KwsCudaEmulationError: "
 _IMPLICIT_CUDA = "#include <torch/types.h>\n#include <cuda.h>\n#include <cuda_runtime.h>\n"
 _IMPLICIT_CPP = "#include <torch/extension.h>\n"
-_POST_INCLUDE = ("// kws CUDA emulation: the tensors are CPU tensors\n"
-                 "#define is_cuda is_cpu\n#define kCUDA kCPU\n"
-                 "#ifndef __noinline__\n#define __noinline__ __attribute__((noinline))\n#endif\n")
-#: constructs the emulation cannot run: (pattern over the source with comments and
-#: literals blanked, what to call it).
-UNSUPPORTED: tuple[tuple[str, str], ...] = (
-    (r"\b(?:asm|__asm__|__asm)\b\s*(?:volatile\b|__volatile__\b)?\s*\(", "inline assembly (asm)"),
-    (r"\bwmma\b|\bmma_sync\b|\bmma\.sync\b|\bwgmma\b|\bldmatrix\b", "tensor-core matrix instructions (wmma/mma)"),
-    (r"\bcooperative_groups\b|\bthis_grid\s*\(|\bcudaLaunchCooperativeKernel\b", "cooperative groups"),
-    (r"\btex[123]D\w*\b|\btex1Dfetch\b|\bcudaTextureObject_t\b|\bsurf[123]D\w*\b|\bcudaSurfaceObject_t\b",
-     "textures and surfaces"),
-    (r"\b__nanosleep\b", "__nanosleep"),
-    (r"\b__pipeline_\w+|\bmemcpy_async\b|\bcp\.async\b|\bcuda::(?:barrier|pipeline)\b|#\s*include\s*<cuda/",
-     "asynchronous copies and libcu++ (cuda::) barriers"),
-    (r"\bcublas\w*|\bcudnn\w*|\bcutlass\b|\bcute::|\bthrust::|\bcub::|\bcurand\w*|\bcufft\w*",
-     "a CUDA library (cuBLAS, cuDNN, CUTLASS, CUB, Thrust, cuRAND, cuFFT)"),
-    (r"\b__CUDA_ARCH__\b", "code conditional on __CUDA_ARCH__ (the emulation compiles no device pass)"),
-    (r"\bcudaLaunchKernel\w*\b|\bcuLaunchKernel\b", "the launch API (cudaLaunchKernel)"),
-    (r"\b__shfl(?:_up|_down|_xor)?\s*\(", "warp shuffles without _sync (removed in CUDA 9)"),
-)
-_FIBER_TOKENS = re.compile(r"\b(?:__syncthreads\w*|__syncwarp|__shfl\w*|__ballot_sync|__any_sync|__all_sync)\b")
-
 #: per-process state (mutated, never rebound: kws's module namespaces are watched).
 _state: dict[str, Any] = {"installed": False, "modules": {}, "builds": [], "gxx": None, "task_dir": None}
-
-
-class KwsCudaEmulationError(RuntimeError):
-    """What the CPU emulation of a CUDA extension cannot run or build (a limit of kws's
-    emulation, not a defect of the candidate: the checks that needed the run are not
-    judged)."""
-
-
-# -- source rewriting ----------------------------------------------------------------------
-
-def mask(text: str) -> str:
-    """``text`` with comments and the contents of string and character literals replaced
-    by spaces (newlines kept): the same length and the same line numbers, safe to scan."""
-    out = list(text)
-    i, n = 0, len(text)
-    while i < n:
-        c = text[i]
-        if c == "/" and i + 1 < n and text[i + 1] == "/":
-            j = text.find("\n", i)
-            j = n if j < 0 else j
-            for k in range(i, j):
-                out[k] = " "
-            i = j
-        elif c == "/" and i + 1 < n and text[i + 1] == "*":
-            j = text.find("*/", i + 2)
-            j = n if j < 0 else j + 2
-            for k in range(i, j):
-                if out[k] != "\n":
-                    out[k] = " "
-            i = j
-        elif c in "\"'":
-            j = i + 1
-            while j < n and text[j] != c and text[j] != "\n":
-                j += 2 if text[j] == "\\" else 1
-            for k in range(i + 1, min(j, n)):
-                out[k] = " "
-            i = j + 1
-        else:
-            i += 1
-    return "".join(out)
-
-
-_OPEN, _CLOSE = "([{", ")]}"
-
-
-def _match_forward(m: str, i: int) -> int:
-    """Index just after the bracket that closes the one at ``m[i]``, or -1."""
-    depth = 0
-    for j in range(i, len(m)):
-        c = m[j]
-        if c in _OPEN:
-            depth += 1
-        elif c in _CLOSE:
-            depth -= 1
-            if depth == 0:
-                return j + 1
-    return -1
-
-
-def _split_top(s: str, ms: str) -> list[str]:
-    """``s`` split at the commas of its masked twin ``ms`` outside brackets."""
-    parts, depth, last = [], 0, 0
-    for j, c in enumerate(ms):
-        if c in _OPEN:
-            depth += 1
-        elif c in _CLOSE:
-            depth -= 1
-        elif c == "," and depth == 0:
-            parts.append(s[last:j])
-            last = j + 1
-    parts.append(s[last:])
-    return [p.strip() for p in parts]
-
-
-def _callee_start(m: str, end: int) -> int:
-    """Start of the kernel expression that ends at ``end`` (exclusive) before a ``<<<``: a
-    possibly qualified name with template arguments, or a parenthesised expression."""
-    j = end - 1
-    while j >= 0 and m[j].isspace():
-        j -= 1
-    if j >= 0 and m[j] == ")":
-        depth = 0
-        while j >= 0:
-            depth += m[j] == ")"
-            depth -= m[j] == "("
-            if depth == 0:
-                return j
-            j -= 1
-        return -1
-    while j >= 0:
-        if m[j] == ">":  # template arguments, balanced backwards
-            depth = paren = 0
-            while j >= 0:
-                paren += m[j] in _CLOSE
-                paren -= m[j] in _OPEN
-                if paren == 0:
-                    depth += m[j] == ">"
-                    depth -= m[j] == "<"
-                j -= 1
-                if depth == 0 and paren == 0:
-                    break
-            while j >= 0 and m[j].isspace():
-                j -= 1
-        k = j
-        while k >= 0 and (m[k].isalnum() or m[k] == "_"):
-            k -= 1
-        if k == j:
-            return -1
-        j = k
-        if j >= 1 and m[j] == ":" and m[j - 1] == ":":
-            j -= 2
-            while j >= 0 and m[j].isspace():
-                j -= 1
-            continue
-        return j + 1
-    return 0
-
-
-def rewrite_launches(text: str) -> tuple[str, list[dict[str, Any]]]:
-    """``text`` with every ``k<<<grid, block[, smem[, stream]]>>>(args)`` replaced by a call
-    of the shim's launcher, and what each launch was (``kernel``, ``config``, ``args``,
-    ``line``).
-
-    Raises:
-        KwsCudaEmulationError: a launch the scanner cannot take apart.
-    """
-    m = mask(text)
-    out: list[str] = []
-    launches: list[dict[str, Any]] = []
-    pos = 0
-    i = m.find("<<<")
-    while i >= 0:
-        line = text.count("\n", 0, i) + 1
-        start = _callee_start(m, i)
-        close = -1
-        depth = 0
-        for j in range(i + 3, len(m) - 2):
-            c = m[j]
-            if c in _OPEN:
-                depth += 1
-            elif c in _CLOSE:
-                depth -= 1
-            elif depth == 0 and m.startswith(">>>", j):
-                close = j
-                break
-        if start < pos or close < 0:
-            raise KwsCudaEmulationError(f"line {line}: a kernel launch (<<< ... >>>) kws's emulation cannot take apart")
-        k = close + 3
-        while k < len(m) and m[k].isspace():
-            k += 1
-        if k >= len(m) or m[k] != "(":
-            raise KwsCudaEmulationError(f"line {line}: a kernel launch without an argument list after >>>")
-        end = _match_forward(m, k)
-        if end < 0:
-            raise KwsCudaEmulationError(f"line {line}: a kernel launch whose argument list does not close")
-        kernel = text[start:i].strip()
-        cfg = _split_top(text[i + 3:close], m[i + 3:close])
-        if not 2 <= len(cfg) <= 4 or not all(cfg):
-            raise KwsCudaEmulationError(f"line {line}: a launch configuration of {len(cfg)} part(s)")
-        smem = cfg[2] if len(cfg) > 2 else "0"
-        stream = cfg[3] if len(cfg) > 3 else "nullptr"
-        args_text = text[k + 1:end - 1]
-        args = [a for a in _split_top(args_text, m[k + 1:end - 1]) if a]
-        call = (f"::kws_emu::launch(KWS_EMU_FIBERS, dim3({cfg[0]}), dim3({cfg[1]}), (size_t)({smem}), ({stream}), "
-                f"[&](auto&... kws_a) {{ {kernel}(kws_a...); }}" + (f", {args_text.strip()}" if args else "") + ")")
-        call += "\n" * (text.count("\n", start, end) - call.count("\n"))  # keep the line numbers
-        out.append(text[pos:start])
-        out.append(call)
-        launches.append({"kernel": kernel, "config": cfg, "args": args, "line": line})
-        pos = end
-        i = m.find("<<<", end)
-    out.append(text[pos:])
-    return "".join(out), launches
-
-
-_EXTERN_SHARED = re.compile(r"\bextern\s+__shared__\b([^;\[\]{}()]*?(?:\([^()]*\)[^;\[\]{}()]*?)*)\b(\w+)\s*\[\s*\]\s*;")
-_SHARED = re.compile(r"(?<![\w])(?:static\s+)?__shared__(?![\w])")
-
-
-def _function_scope(m: str, at: int) -> bool:
-    """Whether position ``at`` lies inside a function body: some enclosing ``{`` follows a
-    ``)`` (a parameter list, a condition)."""
-    depth = 0
-    for j in range(at - 1, -1, -1):
-        c = m[j]
-        if c == "}":
-            depth += 1
-        elif c == "{":
-            if depth:
-                depth -= 1
-                continue
-            k = j - 1
-            while k >= 0 and m[k].isspace():
-                k -= 1
-            tail = m[max(0, k - 40):k + 1]
-            if tail.endswith(")") or re.search(r"\)\s*(?:const|noexcept|mutable)$", tail) or \
-                    re.search(r"\b(?:else|do|try)$", tail):
-                return True
-    return False
-
-
-def rewrite_shared(text: str) -> str:
-    """``extern __shared__ T a[];`` -> the launch's dynamic shared buffer (a local pointer in
-    a function, a macro at namespace scope); every other ``__shared__`` -> ``static``."""
-    m = mask(text)
-    out, pos = [], 0
-    for hit in _EXTERN_SHARED.finditer(m):
-        ty = re.sub(r"__align__\s*\([^()]*\)|\balignas\s*\([^()]*\)", " ", text[hit.start(1):hit.end(1)]).strip()
-        name = hit.group(2)
-        if _function_scope(m, hit.start()):
-            rep = f"{ty}* {name} = reinterpret_cast<{ty}*>(::kws_emu::dyn_smem());"
-        else:
-            rep = f"\n#define {name} (reinterpret_cast<{ty}*>(::kws_emu::dyn_smem()))\n"
-        rep += "\n" * max(0, text.count("\n", hit.start(), hit.end()) - rep.count("\n"))
-        out += [text[pos:hit.start()], rep]
-        pos = hit.end()
-    out.append(text[pos:])
-    text = "".join(out)
-    m = mask(text)
-    out, pos = [], 0
-    for hit in _SHARED.finditer(m):
-        out += [text[pos:hit.start()], "static"]
-        pos = hit.end()
-    out.append(text[pos:])
-    return "".join(out)
-
-
-def unsupported(text: str) -> list[str]:
-    """The constructs of :data:`UNSUPPORTED` in ``text`` (comments and literals ignored),
-    each with its first line: ``"inline assembly (asm) (line 12)"``."""
-    m = mask(text)
-    found = []
-    for pat, what in UNSUPPORTED:
-        hit = re.search(pat, m)
-        if hit:
-            found.append(f"{what} (line {m.count(chr(10), 0, hit.start()) + 1})")
-    return found
-
-
-def _after_includes(text: str, post: str, file: str) -> str:
-    """``post`` inserted after the last ``#include`` line of ``text`` (or at its top), and a
-    ``#line`` directive so the compiler's messages keep the source's line numbers."""
-    m = mask(text)
-    lines = text.splitlines(keepends=True)
-    mlines = m.splitlines(keepends=True)
-    last = -1
-    for i, ln in enumerate(mlines):
-        if re.match(r"\s*#\s*include\b", ln):
-            last = i
-    head = "".join(lines[:last + 1])
-    if head and not head.endswith("\n"):
-        head += "\n"
-    return head + post + f'#line {last + 2} "{file}"\n' + "".join(lines[last + 1:])
-
-
-def rewrite_cuda(text: str, file: str = "cuda.cu") -> tuple[str, dict[str, Any]]:
-    """A CUDA source as host C++ for the shim (module doc): launches, shared memory, the
-    post-include, and ``KWS_EMU_FIBERS`` (1 when the source has a barrier, shuffle or vote).
-    Returns the text and ``{"launches", "fibers"}``.
-
-    Raises:
-        KwsCudaEmulationError: a construct the emulation cannot run, or a launch the scanner
-            cannot take apart.
-    """
-    bad = unsupported(text)
-    if bad:
-        raise KwsCudaEmulationError(f"{file} uses what kws's CPU emulation of CUDA cannot run: {'; '.join(bad)}")
-    fibers = bool(_FIBER_TOKENS.search(mask(text)))
-    body, launches = rewrite_launches(text)
-    body = rewrite_shared(body)
-    body = _after_includes(body, _POST_INCLUDE, file)
-    return f"#define KWS_EMU_FIBERS {int(fibers)}\n#line 1 \"{file}\"\n" + body, {"launches": launches,
-                                                                                  "fibers": fibers}
-
-
-def rewrite_cpp(text: str, file: str = "main.cpp") -> str:
-    """A host C++ source of the extension with the post-include after its last ``#include``."""
-    return _after_includes(text, _POST_INCLUDE, file)
-
-
-def bindings(functions: Any, error_handling: bool = True) -> str:
-    """The ``PYBIND11_MODULE`` block ``load_inline`` appends for ``functions`` (a name, a
-    list of names, or a name -> docstring mapping)."""
-    if functions is None:
-        return ""
-    if isinstance(functions, str):
-        functions = [functions]
-    if isinstance(functions, list | tuple):
-        functions = {f: f for f in functions}
-    lines = ["PYBIND11_MODULE(TORCH_EXTENSION_NAME, m) {"]
-    for name, doc in dict(functions).items():
-        fn = f"torch::wrap_pybind_function({name})" if error_handling else name
-        lines.append(f'm.def("{name}", {fn}, "{doc}");')
-    lines.append("}")
-    return "\n".join(lines) + "\n"
 
 
 # -- building --------------------------------------------------------------------------------
@@ -584,9 +273,10 @@ def _compile(units: list[tuple[str, str, bool]], common: list[str], user: list[s
         tmp_so = Path(tmp) / "ext.so"
         libs = [f"-L{p}" for p in ext.library_paths()] + [f"-Wl,-rpath,{p}" for p in ext.library_paths()]
         link = [cxx, "-shared", *objs, "-o", str(tmp_so), *libs, "-lc10", "-ltorch_cpu", "-ltorch", "-ltorch_python"]
-        p = subprocess.run(link, capture_output=True, text=True, timeout=timeout, cwd=tmp)
-        if p.returncode:
-            raise KwsCudaEmulationError("the emulated extension does not link: " + (p.stdout + p.stderr)[-1500:])
+        linked = subprocess.run(link, capture_output=True, text=True, timeout=timeout, cwd=tmp)
+        if linked.returncode:
+            raise KwsCudaEmulationError("the emulated extension does not link: "
+                                        + (linked.stdout + linked.stderr)[-1500:])
         part = out.with_suffix(f".tmp{os.getpid()}")
         shutil.copyfile(tmp_so, part)
         os.replace(part, out)
@@ -700,10 +390,11 @@ def install() -> bool:
         return True
     if os.environ.get("TRITON_INTERPRET") != "1" or not enabled() or not gxx_version():
         return False
-    import torch.utils.cpp_extension as ext
+    import torch.utils.cpp_extension
 
     from workstation.harness import job_hook
 
+    ext: Any = torch.utils.cpp_extension  # its two builders are replaced
     ext.load_inline = load_inline
     ext.load = load
     job_hook(_note_job)

@@ -352,6 +352,99 @@ class _Inside:
         return out
 
 
+def _module_spaces(names: list[str]) -> list[tuple[str, dict[str, Any]]]:
+    """(label, namespace) of each module of ``names``, imported where it is not yet (a module
+    this install lacks is left out)."""
+    spaces: list[tuple[str, dict[str, Any]]] = []
+    for name in names:
+        mod = sys.modules.get(name)
+        if mod is None:
+            try:
+                mod = importlib.import_module(name)
+            except Exception:  # noqa: BLE001  (a module this install lacks)
+                continue
+        spaces.append((name, vars(mod)))
+    return spaces
+
+
+def _classes(class_paths: tuple[str, ...], own: list[str]) -> list[tuple[str, type]]:
+    """(label, class) of ``class_paths`` + :data:`EXTRA_CLASSES` (those that import) and of
+    every class defined at the top of the ``own`` modules."""
+    classes: list[tuple[str, type]] = []
+    for path in tuple(dict.fromkeys(class_paths + EXTRA_CLASSES)):
+        mod_name, _, attr = path.rpartition(".")
+        try:
+            classes.append((path, getattr(importlib.import_module(mod_name), attr)))
+        except (ImportError, AttributeError):
+            continue
+    for name in own:
+        mod = sys.modules[name]
+        for k, v in list(vars(mod).items()):
+            if isinstance(v, type) and v.__module__ == name:
+                classes.append((f"{name}.{k}", v))
+    return classes
+
+
+def _class_spaces(classes: list[tuple[str, type]]) -> list[tuple[str, dict[str, Any]]]:
+    """(label, the dict behind the class's mapping proxy) of each class."""
+    import gc
+
+    spaces: list[tuple[str, dict[str, Any]]] = []
+    for label, c in classes:
+        inner = [r for r in gc.get_referents(c.__dict__) if type(r) is dict]
+        if inner:
+            spaces.append((label, inner[0]))
+    return spaces
+
+
+def _namespace(label: str, d: dict[str, Any]) -> Namespace:
+    """The watched entries of namespace ``d`` (string keys whose value is watched)."""
+    ns = Namespace(label, id(d))
+    for k, v in list(d.items()):
+        if isinstance(k, str) and _watched(v):
+            ns.entries[id(k)] = (k, id(v))
+    return ns
+
+
+def _insides(spaces: list[tuple[str, dict[str, Any]]]
+             ) -> tuple[list[tuple[str, int, tuple[int, ...]]], list[tuple[str, int, int]], list[Any]]:
+    """The functions among the entries of ``spaces`` (each once) with the addresses of their
+    :data:`FUNCTION_FIELDS`, the callable closure cells of those in :data:`CELL_PREFIXES`
+    namespaces with their contents' addresses, and what holds those objects alive."""
+    functions: list[tuple[str, int, tuple[int, ...]]] = []
+    cells: list[tuple[str, int, int]] = []
+    seen_fn: set[int] = set()
+    held: list[Any] = []
+    for label, d in spaces:
+        deep = label.startswith(CELL_PREFIXES)
+        for k, v in list(d.items()):
+            fn = _function_of(v) if isinstance(k, str) else None
+            if fn is None or id(fn) in seen_fn:
+                continue
+            seen_fn.add(id(fn))
+            fields = tuple(getattr(fn, a) for _, a in FUNCTION_FIELDS)
+            held.append((fn, fields))
+            # an absent field (None to Python) is a NULL pointer in the object
+            functions.append((f"{label}.{k}", id(fn), tuple(0 if f is None else id(f) for f in fields)))
+            if deep:
+                cells += _callable_cells(f"{label}.{k}", fn)
+    return functions, cells, held
+
+
+def _callable_cells(label: str, fn: types.FunctionType) -> list[tuple[str, int, int]]:
+    """(label, cell address, content address) of each closure cell of ``fn`` that holds a
+    callable (an empty cell is left out)."""
+    out: list[tuple[str, int, int]] = []
+    for j, cell in enumerate(fn.__closure__ or ()):
+        try:
+            content = cell.cell_contents
+        except ValueError:  # an empty cell
+            continue
+        if callable(content):
+            out.append((f"{label}[{fn.__code__.co_freevars[j]}]", id(cell), id(content)))
+    return out
+
+
 class WatchTable:
     """The watched namespaces of a process and a reader of another process's copy of
     them (module doc). Build with :meth:`build` in the fork server before forking."""
@@ -362,6 +455,8 @@ class WatchTable:
         self.reason = reason
         #: the functions' insides compared (None: namespaces only).
         self.inside: _Inside | None = None
+        #: what keeps the watched objects alive (their addresses are never reused).
+        self._keep: tuple[Any, ...] = ()
 
     @property
     def ok(self) -> bool:
@@ -375,70 +470,17 @@ class WatchTable:
         if sys.implementation.name != "cpython" or not (3, 11) <= sys.version_info[:2] <= (3, 13):
             return cls([], f"the verifier reads CPython 3.11-3.13 dicts; this is {sys.implementation.name} "
                            f"{sys.version.split()[0]}")
-        spaces: list[tuple[str, dict[str, Any]]] = []
-        names = list(dict.fromkeys(module_names + EXTRA_MODULES))
         own = sorted(n for n in sys.modules if n == "workstation" or n.startswith("workstation."))
-        for name in names + own:
-            mod = sys.modules.get(name)
-            if mod is None:
-                try:
-                    mod = importlib.import_module(name)
-                except Exception:  # noqa: BLE001  (a module this install lacks)
-                    continue
-            spaces.append((name, vars(mod)))
-        classes: list[tuple[str, type]] = []
-        for path in tuple(dict.fromkeys(class_paths + EXTRA_CLASSES)):
-            mod_name, _, attr = path.rpartition(".")
-            try:
-                classes.append((path, getattr(importlib.import_module(mod_name), attr)))
-            except (ImportError, AttributeError):
-                continue
-        for name in own:
-            mod = sys.modules[name]
-            for k, v in list(vars(mod).items()):
-                if isinstance(v, type) and v.__module__ == name:
-                    classes.append((f"{name}.{k}", v))
-        import gc
-
-        for label, c in classes:
-            inner = [r for r in gc.get_referents(c.__dict__) if type(r) is dict]
-            if inner:
-                spaces.append((label, inner[0]))
+        spaces = _module_spaces(list(dict.fromkeys(module_names + EXTRA_MODULES)) + own)
+        classes = _classes(class_paths, own)
+        spaces += _class_spaces(classes)
         mods = {k: v for k, v in sys.modules.items() if isinstance(k, str) and k.startswith(SYS_MODULES_PREFIXES)}
-        namespaces: list[Namespace] = []
-        for label, d in spaces:
-            ns = Namespace(label, id(d))
-            for k, v in list(d.items()):
-                if isinstance(k, str) and _watched(v):
-                    ns.entries[id(k)] = (k, id(v))
-            namespaces.append(ns)
+        namespaces = [_namespace(label, d) for label, d in spaces]
         try:
             offsets, cell_offset = _calibrate()
         except (VerifyError, struct.error, ValueError) as e:
             return cls([], f"the verifier cannot find a function's code in this Python ({e})")
-        functions: list[tuple[str, int, tuple[int, ...]]] = []
-        cells: list[tuple[str, int, int]] = []
-        seen_fn: set[int] = set()
-        held: list[Any] = []
-        for label, d in spaces:
-            deep = label.startswith(CELL_PREFIXES)
-            for k, v in list(d.items()):
-                fn = _function_of(v) if isinstance(k, str) else None
-                if fn is None or id(fn) in seen_fn:
-                    continue
-                seen_fn.add(id(fn))
-                fields = tuple(getattr(fn, a) for _, a in FUNCTION_FIELDS)
-                held.append((fn, fields))
-                # an absent field (None to Python) is a NULL pointer in the object
-                functions.append((f"{label}.{k}", id(fn), tuple(0 if f is None else id(f) for f in fields)))
-                if deep:
-                    for j, c in enumerate(fn.__closure__ or ()):
-                        try:
-                            content = c.cell_contents
-                        except ValueError:  # an empty cell
-                            continue
-                        if callable(content):
-                            cells.append((f"{label}.{k}[{fn.__code__.co_freevars[j]}]", id(c), id(content)))
+        functions, cells, held = _insides(spaces)
         sm = Namespace("sys.modules", id(sys.modules))
         for k in list(sys.modules):
             if k in mods:
@@ -449,7 +491,7 @@ class WatchTable:
         # calibration: parse our own memory with the same reader
         try:
             mine = table._read(_own)
-        except Exception as e:  # noqa: BLE001
+        except Exception as e:  # noqa: BLE001  (said: the verifier is off, and every report says why)
             return cls([], f"the verifier cannot parse this Python's dicts ({type(e).__name__}: {e})")
         bad = [c for c in mine if c]
         if bad:
@@ -458,7 +500,7 @@ class WatchTable:
         # the keys above hold the entries alive: keep references so no address is reused
         # (the job inherits this table: there too the old fields stay alive, so a swapped
         # field's address is never handed to a new object)
-        table._keep = (spaces, classes, mods, held)  # type: ignore[attr-defined]
+        table._keep = (spaces, classes, mods, held)
         return table
 
     def entry_count(self) -> int:

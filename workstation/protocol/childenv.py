@@ -3,7 +3,7 @@ server and its job children.
 
 The child side (``workstation.harness``) may import nothing of kws but the protocol, so it
 cannot read kws's settings (``workstation.settings``); the runner
-(``runner.sandbox.child_env``) resolves them in the parent and sets these variables in the
+(``runner.server.child_env``) resolves them in the parent and sets these variables in the
 scrubbed environment of the fork server, which every job child inherits. Only these
 variables are read by the harness; a reviewer's own ``KWS_*`` variable never reaches a child
 except through them (the environment is an allow-list).

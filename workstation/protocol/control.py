@@ -120,7 +120,7 @@ class Verified(msgspec.Struct, tag="verified", tag_field="op", frozen=True):
 
 
 class CpuUsage(msgspec.Struct, tag="cpu", tag_field="op", frozen=True):
-    """A running job's CPU seconds (:func:`workstation.harness.forkserver.job_cpu_seconds`)."""
+    """A running job's CPU seconds (:func:`workstation.harness.procs.job_cpu_seconds`)."""
 
     id: int
     seq: int

@@ -202,23 +202,7 @@ def gpu_binds(visible: str | None) -> tuple[list[str], list[str], str]:
     gpus = _nvidia_gpus()
     if not gpus:
         return [], [], "nvidia-smi did not list the GPUs: no GPU device node is bound"
-    chosen: list[dict[str, str]] = []
-    note = ""
-    if visible is None or visible.strip() == "":
-        chosen = gpus if visible is None else []
-    else:
-        for item in (x.strip() for x in visible.split(",")):
-            if not item:
-                continue
-            if item.isdigit():
-                match = [g for g in gpus if g["index"] == item]
-            else:
-                match = [g for g in gpus if g["uuid"].startswith(item) or g["uuid"] == f"GPU-{item}"]
-            if not match:
-                note = f"CUDA_VISIBLE_DEVICES entry {item!r} names no GPU nvidia-smi lists (MIG instances are not bound)"
-                break  # CUDA ignores the entries after an invalid one
-            if match[0] not in chosen:
-                chosen.append(match[0])
+    chosen, note = _visible_gpus(gpus, visible)
     args: list[str] = []
     for node in ("/dev/nvidiactl", "/dev/nvidia-uvm", "/dev/nvidia-uvm-tools", "/dev/nvidia-modeset",
                  "/dev/nvidia-caps"):
@@ -231,6 +215,28 @@ def gpu_binds(visible: str | None) -> tuple[list[str], list[str], str]:
     if chosen and os.path.isdir("/proc/driver/nvidia"):
         pass  # the sandbox's own /proc shows the driver's files
     return args, [g["uuid"] for g in chosen], note
+
+
+def _visible_gpus(gpus: list[dict[str, str]], visible: str | None) -> tuple[list[dict[str, str]], str]:
+    """The GPUs of ``gpus`` (:func:`_nvidia_gpus`) that ``visible`` (``CUDA_VISIBLE_DEVICES``:
+    indices or UUID prefixes; ``None``: all, empty: none) names, in its order, and a note
+    ("" or the first entry that names no GPU: CUDA ignores it and the entries after it)."""
+    if visible is None or visible.strip() == "":
+        return (gpus if visible is None else []), ""
+    chosen: list[dict[str, str]] = []
+    for item in (x.strip() for x in visible.split(",")):
+        if not item:
+            continue
+        if item.isdigit():
+            match = [g for g in gpus if g["index"] == item]
+        else:
+            match = [g for g in gpus if g["uuid"].startswith(item) or g["uuid"] == f"GPU-{item}"]
+        if not match:
+            return chosen, (f"CUDA_VISIBLE_DEVICES entry {item!r} names no GPU nvidia-smi lists "
+                            "(MIG instances are not bound)")
+        if match[0] not in chosen:
+            chosen.append(match[0])
+    return chosen, ""
 
 
 def _nvidia_gpus() -> list[dict[str, str]]:

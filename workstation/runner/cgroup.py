@@ -136,60 +136,71 @@ def create(limit: int | None = None) -> tuple[MemoryCgroup | None, str]:
     name = f"kws-{os.getpid()}-{next(_seq)}"
     v1 = {opt: mp for mp, fs, opts in mounts if fs == "cgroup" for opt in opts.split(",")}
     if "memory" in v1 and "memory" in own:
-        base = Path(v1["memory"]) / own["memory"].lstrip("/")
-        d = base / name
-        try:
-            d.mkdir()
-        except OSError as e:
-            return None, f"cannot create a memory cgroup under {base}: {e.strerror}"
-        folders, procs = [d], [d / "cgroup.procs"]
-        try:
-            (d / "memory.limit_in_bytes").write_text(str(limit))
-            if (d / "memory.memsw.limit_in_bytes").exists():
-                try:
-                    (d / "memory.memsw.limit_in_bytes").write_text(str(limit))
-                except OSError:
-                    pass
-        except OSError as e:
-            d.rmdir()
-            return None, f"cannot set {d}/memory.limit_in_bytes: {e.strerror}"
-        if "pids" in v1 and "pids" in own:
-            pd = Path(v1["pids"]) / own["pids"].lstrip("/") / name
-            try:
-                pd.mkdir()
-                (pd / "pids.max").write_text(str(pids_limit()))
-                folders.append(pd)
-                procs.append(pd / "cgroup.procs")
-            except OSError:
-                try:
-                    pd.rmdir()
-                except OSError:
-                    pass
-        cg = MemoryCgroup("v1", folders, procs, limit, d / "memory.oom_control")
-        return cg, ""
+        return _create_v1(limit, name, v1, own)
     v2 = [mp for mp, fs, _ in mounts if fs == "cgroup2"]
     if v2 and "" in own:
-        base = Path(v2[0]) / own[""].lstrip("/")
-        try:
-            delegated = "memory" in (base / "cgroup.subtree_control").read_text().split()
-        except OSError:
-            delegated = False
-        if not delegated:
-            return None, f"cgroup v2 at {base} does not delegate the memory controller to kws"
-        d = base / name
-        try:
-            d.mkdir()
-            (d / "memory.max").write_text(str(limit))
-            if (d / "pids.max").exists():
-                (d / "pids.max").write_text(str(pids_limit()))
-        except OSError as e:
+        return _create_v2(limit, name, Path(v2[0]) / own[""].lstrip("/"))
+    return None, "no memory cgroup controller is mounted"
+
+
+def _create_v1(limit: int, name: str, v1: dict[str, str], own: dict[str, str]) -> tuple[MemoryCgroup | None, str]:
+    """Folder ``name`` under kws's own cgroup of the v1 ``memory`` hierarchy (and of the
+    ``pids`` one where that is writable too); ``v1``: controller -> mount point, ``own``:
+    controller -> kws's cgroup path."""
+    base = Path(v1["memory"]) / own["memory"].lstrip("/")
+    d = base / name
+    try:
+        d.mkdir()
+    except OSError as e:
+        return None, f"cannot create a memory cgroup under {base}: {e.strerror}"
+    folders, procs = [d], [d / "cgroup.procs"]
+    try:
+        (d / "memory.limit_in_bytes").write_text(str(limit))
+        if (d / "memory.memsw.limit_in_bytes").exists():
             try:
-                d.rmdir()
+                (d / "memory.memsw.limit_in_bytes").write_text(str(limit))
             except OSError:
                 pass
-            return None, f"cannot create a memory cgroup under {base}: {e.strerror}"
-        return MemoryCgroup("v2", [d], [d / "cgroup.procs"], limit, d / "memory.events"), ""
-    return None, "no memory cgroup controller is mounted"
+    except OSError as e:
+        d.rmdir()
+        return None, f"cannot set {d}/memory.limit_in_bytes: {e.strerror}"
+    if "pids" in v1 and "pids" in own:
+        pd = Path(v1["pids"]) / own["pids"].lstrip("/") / name
+        try:
+            pd.mkdir()
+            (pd / "pids.max").write_text(str(pids_limit()))
+            folders.append(pd)
+            procs.append(pd / "cgroup.procs")
+        except OSError:
+            try:
+                pd.rmdir()
+            except OSError:
+                pass
+    return MemoryCgroup("v1", folders, procs, limit, d / "memory.oom_control"), ""
+
+
+def _create_v2(limit: int, name: str, base: Path) -> tuple[MemoryCgroup | None, str]:
+    """Folder ``name`` under kws's own v2 cgroup ``base``, when it delegates the memory
+    controller to its children."""
+    try:
+        delegated = "memory" in (base / "cgroup.subtree_control").read_text().split()
+    except OSError:
+        delegated = False
+    if not delegated:
+        return None, f"cgroup v2 at {base} does not delegate the memory controller to kws"
+    d = base / name
+    try:
+        d.mkdir()
+        (d / "memory.max").write_text(str(limit))
+        if (d / "pids.max").exists():
+            (d / "pids.max").write_text(str(pids_limit()))
+    except OSError as e:
+        try:
+            d.rmdir()
+        except OSError:
+            pass
+        return None, f"cannot create a memory cgroup under {base}: {e.strerror}"
+    return MemoryCgroup("v2", [d], [d / "cgroup.procs"], limit, d / "memory.events"), ""
 
 
 def pids_limit() -> int:

@@ -75,19 +75,7 @@ def scan(folder: Path, *, max_bytes: int | None = None, max_files: int = MAX_FIL
             r = f"{rel}/{it.name}" if rel else it.name
             if len(out) >= max_files:
                 raise TaskFolderError(folder, r, f"the task folder has more than {max_files} entries")
-            st = it.stat(follow_symlinks=False)
-            source = Path(it.path)
-            if stat.S_ISLNK(st.st_mode):
-                try:
-                    target = Path(os.path.realpath(it.path, strict=True))
-                except (OSError, RuntimeError):
-                    raise TaskFolderError(folder, r, f"symlink to {os.readlink(it.path)!r}, which does not exist") from None
-                if not target.is_relative_to(root):
-                    raise TaskFolderError(folder, r, f"symlink to {os.readlink(it.path)!r}, outside the task folder")
-                st = target.stat()
-                source = target
-                if stat.S_ISDIR(st.st_mode):
-                    raise TaskFolderError(folder, r, "symlink to a folder (copy it instead)")
+            st, source = _resolved(it, folder, root, r)
             if stat.S_ISDIR(st.st_mode):
                 out.append(Entry(r, "dir", source))
                 walk(source, r)
@@ -97,13 +85,43 @@ def scan(folder: Path, *, max_bytes: int | None = None, max_files: int = MAX_FIL
                     raise TaskFolderError(folder, r, f"the task folder holds more than {limit // 2**20} MiB")
                 out.append(Entry(r, "file", source))
             else:
-                kind = ("a device node" if stat.S_ISCHR(st.st_mode) or stat.S_ISBLK(st.st_mode)
-                        else "a FIFO" if stat.S_ISFIFO(st.st_mode) else "a socket" if stat.S_ISSOCK(st.st_mode)
-                        else "not a regular file")
-                raise TaskFolderError(folder, r, f"{kind} (kws copies regular files and folders only)")
+                raise TaskFolderError(folder, r, f"{_kind_of(st.st_mode)} (kws copies regular files and folders only)")
 
     walk(root, "")
     return out
+
+
+def _resolved(it: os.DirEntry[str], folder: Path, root: Path, rel: str) -> tuple[os.stat_result, Path]:
+    """The ``stat`` of entry ``it`` (``rel`` in ``folder``, resolved as ``root``) and the
+    path whose bytes to copy: the entry itself, or the target of a symlink to a file inside
+    the folder.
+
+    Raises:
+        TaskFolderError: a symlink whose target does not exist, lies outside the folder, or
+            is a folder.
+    """
+    st = it.stat(follow_symlinks=False)
+    if not stat.S_ISLNK(st.st_mode):
+        return st, Path(it.path)
+    try:
+        target = Path(os.path.realpath(it.path, strict=True))
+    except (OSError, RuntimeError):
+        raise TaskFolderError(folder, rel, f"symlink to {os.readlink(it.path)!r}, which does not exist") from None
+    if not target.is_relative_to(root):
+        raise TaskFolderError(folder, rel, f"symlink to {os.readlink(it.path)!r}, outside the task folder")
+    st = target.stat()
+    if stat.S_ISDIR(st.st_mode):
+        raise TaskFolderError(folder, rel, "symlink to a folder (copy it instead)")
+    return st, target
+
+
+def _kind_of(mode: int) -> str:
+    """What an entry kws does not copy is, in words."""
+    if stat.S_ISCHR(mode) or stat.S_ISBLK(mode):
+        return "a device node"
+    if stat.S_ISFIFO(mode):
+        return "a FIFO"
+    return "a socket" if stat.S_ISSOCK(mode) else "not a regular file"
 
 
 def _open_regular(p: Path, rel: str, folder: Path) -> int:
