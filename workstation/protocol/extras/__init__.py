@@ -60,3 +60,18 @@ def decode_extra(kind: str, data: dict[str, Any]) -> Extra | dict[str, Any]:
         return msgspec.convert(data, type=cls)
     except msgspec.ValidationError as e:
         raise ResultFormatError(f"the {kind} step's extra does not have kws's form: {e}") from None
+
+
+def extra_as(extra: Extra | dict[str, Any], cls: type[E]) -> E:
+    """``extra`` (a step result's decoded payload) as the payload Struct ``cls`` its reader
+    expects.
+
+    Raises:
+        TypeError: ``extra`` is another kind's payload (or an untyped dict): a kws bug, the
+            reader asked a step of another kind.
+    """
+    if not isinstance(extra, cls):
+        got = type(extra).__qualname__ if isinstance(extra, Extra) else "an untyped dict"
+        raise TypeError(f"expected the {cls.__struct_config__.tag} step's payload {cls.__qualname__}, got {got}")
+    return extra
+
