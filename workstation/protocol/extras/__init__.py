@@ -75,3 +75,9 @@ def extra_as(extra: Extra | dict[str, Any], cls: type[E]) -> E:
         raise TypeError(f"expected the {cls.__struct_config__.tag} step's payload {cls.__qualname__}, got {got}")
     return extra
 
+
+# the payload modules register their kinds in EXTRAS at import (one line per module)
+from workstation.protocol.extras import (  # noqa: E402  (they import Extra and extra_type from above)
+    probes,  # noqa: F401
+    series,  # noqa: F401
+)
