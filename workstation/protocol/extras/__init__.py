@@ -80,4 +80,5 @@ def extra_as(extra: Extra | dict[str, Any], cls: type[E]) -> E:
 from workstation.protocol.extras import (  # noqa: E402  (they import Extra and extra_type from above)
     probes,  # noqa: F401
     series,  # noqa: F401
+    state,  # noqa: F401
 )
