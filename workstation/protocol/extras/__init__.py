@@ -78,6 +78,7 @@ def extra_as(extra: Extra | dict[str, Any], cls: type[E]) -> E:
 
 # the payload modules register their kinds in EXTRAS at import (one line per module)
 from workstation.protocol.extras import (  # noqa: E402  (they import Extra and extra_type from above)
+    autotune,  # noqa: F401
     probes,  # noqa: F401
     series,  # noqa: F401
     state,  # noqa: F401
