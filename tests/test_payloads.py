@@ -10,6 +10,27 @@ import msgspec
 import pytest
 
 from workstation.engine import payloads
+from workstation.protocol.extras import EXTRAS, decode_extra, extra_as
+from workstation.protocol.extras.autotune import (
+    AutotuneCase,
+    AutotuneProbeExtra,
+    ProbeCall,
+    TunedCall,
+)
+from workstation.protocol.extras.probes import (
+    OutputFacts,
+    RepeatCallExtra,
+    RepeatRun,
+    StaleCallExtra,
+)
+from workstation.protocol.extras.series import (
+    CallSeriesExtra,
+    Frame,
+    SerialCall,
+    SeriesLoop,
+    SeriesThread,
+)
+from workstation.protocol.extras.state import CallableInfo, Snapshot, StateProbeExtra
 from workstation.protocol.results import (
     Cause,
     CudaEmulationLimit,
@@ -20,6 +41,7 @@ from workstation.protocol.results import (
     ResultFormatError,
     StepDoc,
     TaskFormat,
+    TensorMeta,
     Where,
     decode_doc,
     encodable,
@@ -89,3 +111,73 @@ def test_nan_survives_the_round_trip():
     back = decode_doc(json.loads(json.dumps(encodable(doc))))
     assert back.seconds == float("inf") and back.extra["y"] == float("-inf") and back.extra["x"] != back.extra["x"]
     assert msgspec.to_builtins(back)["kind"] == "call"
+
+
+# ----------------------------------------------------------------------------- probe and series kinds
+
+
+def _tensor_meta(**over):
+    return {"dtype": "float32", "shape": [4], "stride": [1], **over}
+
+
+@pytest.mark.parametrize("kind, extra, where", [
+    # inputs_only: an input description's digest renamed
+    ("inputs_only", {"kind": "inputs_only", "inputs": [{"index": 0, "kind": "tensor", "sha": "ab"}]}, "sha"),
+    # repeat_call: a run's seconds renamed
+    ("repeat_call", {"kind": "repeat_call", "runs": [{"outputs": [_tensor_meta()], "secs": 0.1}]}, "secs"),
+    # hashseed_call: the sub-run's exit status renamed
+    ("hashseed_call", {"kind": "hashseed_call", "hashseed": 0, "exit_code": 0}, "exit_code"),
+    # stale_call: an output's aliasing facts renamed
+    ("stale_call", {"kind": "stale_call", "facts": [{"type": "torch.Tensor", "aliases_input": [0]}]},
+     "aliases_input"),
+    # call_series: a serial call's thread census renamed
+    ("call_series", {"kind": "call_series", "serial": [{"call": 0, "threads_after_return": [
+        {"ident": 1, "name": "t", "class": "threading.Thread", "started": []}]}]}, "started"),
+    # state_probe: a snapshot's flags renamed
+    ("state_probe", {"kind": "state_probe", "before": {"flag": {}}}, "flag"),
+    # autotune_probe: a tuned call's launch counts renamed
+    ("autotune_probe", {"kind": "autotune_probe", "cases": [{"case": {"N": 8}, "tuned": {"ok": True,
+                                                                                         "launch": {}}}]},
+     "launch"),
+])
+def test_a_renamed_key_in_a_probe_payload_fails_at_the_boundary_naming_it(kind, extra, where):
+    with pytest.raises(ResultFormatError, match=where):
+        decode_extra(kind, extra)
+
+
+def test_probe_payloads_round_trip_as_the_harness_writes_them():
+    """Each kind's Struct survives the harness's encoding (to_builtins, then json, NaN kept)
+    and the parent's decoding; evidence built with to_builtins keeps the harness's keys
+    (``class`` for a thread's class, absent facts of a non-tensor output left out)."""
+    meta = TensorMeta(dtype="float32", shape=[4], stride=[1])
+    thread = SeriesThread(ident=7, name="Thread-1", cls="threading.Thread",
+                          started_at=[Frame(file="/t/candidate.py", line=3, function="f")])
+    payloads = [
+        RepeatCallExtra(runs=[RepeatRun(outputs=[meta], seconds=0.5)], pid=1),
+        StaleCallExtra(facts=[OutputFacts(type="int"), OutputFacts(type="torch.Tensor", plain_tensor=True,
+                                                                    overrides=[], aliases_inputs=[])]),
+        CallSeriesExtra(serial=[SerialCall(call=0, threads_after_return=[thread], arrays=["s0_0", None])],
+                        loop=SeriesLoop(n=2, audit=0)),
+        StateProbeExtra(before=Snapshot(flags={"f": "True"}), details={"torch.allclose": CallableInfo(
+            qualname="<lambda>", module="candidate", file=None)}),
+        AutotuneProbeExtra(cases=[AutotuneCase(case={"N": 8}, tuned=TunedCall(ok=False, error=Raised(
+            type="ValueError", message="m")), configs=[[ProbeCall(ok=True, outputs=[meta])]])]),
+    ]
+    for p in payloads:
+        kind = p.__struct_config__.tag
+        assert EXTRAS[kind] is type(p)
+        back = decode_extra(kind, json.loads(json.dumps(encodable(p))))
+        assert msgspec.to_builtins(back) == msgspec.to_builtins(p)
+        assert extra_as(back, type(p)) is back
+    with pytest.raises(TypeError, match="RepeatCallExtra"):
+        extra_as(payloads[0], StaleCallExtra)
+    with pytest.raises(TypeError, match="untyped dict"):
+        extra_as({}, StaleCallExtra)
+    facts = msgspec.to_builtins(payloads[1].facts)
+    assert facts[0] == {"type": "int"} and facts[1]["overrides"] == [] and "device" not in facts[1]
+    assert msgspec.to_builtins(thread)["class"] == "threading.Thread"
+    assert msgspec.to_builtins(payloads[3].details["torch.allclose"]) == {
+        "qualname": "<lambda>", "module": "candidate", "file": None}
+    nan = RepeatCallExtra(runs=[RepeatRun(seconds=float("nan"))])
+    rc = decode_extra("repeat_call", json.loads(json.dumps(encodable(nan))))
+    assert isinstance(rc, RepeatCallExtra) and rc.runs[0].seconds != rc.runs[0].seconds  # NaN survives

@@ -6,13 +6,22 @@ import ast
 from dataclasses import dataclass, field
 from typing import Any
 
+import msgspec
 import numpy as np
 
 from workstation.analysis.compare import Comparison, compare, region_text
 from workstation.checks.support.benchsource import _dotted
 from workstation.engine.check import Check, Finding, NotJudged, Skip, register
 from workstation.engine.context import CheckContext, case_label, step_timeout_s
-from workstation.protocol.steps import AutotuneProbeStep
+from workstation.protocol.extras import extra_as
+from workstation.protocol.extras.autotune import (
+    AutotuneProbeExtra,
+    AutotunerDesc,
+    ProbeCall,
+    TunedCall,
+)
+from workstation.protocol.results import Raised, TensorMeta
+from workstation.protocol.steps import AutotuneProbeStep, Case
 from workstation.protocol.wire import TensorData, WireError, tensor_from
 from workstation.task.model import Task
 from workstation.task.sources import TaskSources, package_closure
@@ -158,8 +167,29 @@ def scan_autotune(task: Task) -> list[KernelSource]:
     return out
 
 
-def _outputs(arrays: dict[str, np.ndarray], metas: list[dict[str, Any]], tag: str) -> list[TensorData]:
+def _outputs(arrays: dict[str, np.ndarray], metas: list[TensorMeta], tag: str) -> list[TensorData]:
+    """The outputs of the probe call stored under ``tag`` (arrays ``<tag>_out<j>``).
+
+    Raises:
+        WireError: an array is missing or not of its declared shape.
+    """
     return [tensor_from(m, arrays, f"{tag}_out{j}") for j, m in enumerate(metas)]
+
+
+def _pick_evidence(case: Case, tuned: TunedCall) -> dict[str, Any]:
+    """One case's pick as the summary's evidence shows it: ``case``, ``picked`` (per
+    autotuner), ``launches`` (per autotuner and config) and ``listener`` (Triton's reports)."""
+    return {"case": case, "picked": msgspec.to_builtins(tuned.picked), "launches": tuned.launches,
+            "listener": msgspec.to_builtins(tuned.picks)}
+
+
+def _error_evidence(err: Raised | None) -> dict[str, Any]:
+    """A config's error as the evidence shows it: ``type``, ``message``, ``origin``, ``where``
+    (each None when there is no error)."""
+    if err is None:
+        return {"type": None, "message": None, "origin": None, "where": None}
+    return {"type": err.type, "message": err.message, "origin": err.origin,
+            "where": msgspec.to_builtins(err.where) if err.where is not None else None}
 
 
 def _scale(got: np.ndarray, exp: np.ndarray) -> float | None:
@@ -261,7 +291,8 @@ class Autotune(Check):
             err = st.error
             raise NotJudged(f"the candidate does not import here ({err.type if err else None}: "
                             f"{(err.message if err else '')[:200]}): correctness reports it")
-        ats = st.extra.get("autotuners") or []
+        probe = extra_as(st.extra, AutotuneProbeExtra)
+        ats = probe.autotuners
         if not ats:
             raise Skip("the candidate has no autotuned kernel (no triton Autotuner instance after import, in the "
                        "task's modules or the installed packages it imports)")
@@ -270,44 +301,43 @@ class Autotune(Check):
         findings: list[Finding] = []
         corrupt: list[dict[str, Any]] = []
         bad_cfg: dict[tuple[int, int], list[dict[str, Any]]] = {}
-        raised_cfg: dict[tuple[int, int], list[dict[str, Any]]] = {}
-        spread: list[dict[str, Any]] = []
-        picks: list[dict[str, Any]] = []
+        raised_cfg: dict[tuple[int, int], list[tuple[Case, Raised | None]]] = {}
+        spread: list[Finding] = []
+        picks: list[tuple[Case, TunedCall]] = []
         n_compared = 0
-        interp = bool(st.extra.get("interpreter"))
+        interp = probe.interpreter
         for ci, (case, ref) in enumerate(zip(cases, refs, strict=True)):
-            rec = st.extra["cases"][ci]
+            rec = probe.cases[ci]
             if not ref.ok:  # task code other than the candidate failed: this case was not compared
                 self.could_not_judge(f"case {case_label(case)}: the reference {ref.failure_text()[:160]}")
                 continue
             exp = ref.outputs
-            tuned = self._compare(ctx, st.arrays, rec["tuned"], f"c{ci}_tuned", exp, case)
-            cached = self._compare(ctx, st.arrays, rec["cached"], f"c{ci}_cached", exp, case)
+            tuned = self._compare(ctx, st.arrays, rec.tuned, f"c{ci}_tuned", exp, case)
+            cached = self._compare(ctx, st.arrays, rec.cached, f"c{ci}_cached", exp, case)
             cfg_out: list[list[tuple[list[Comparison] | None, list[TensorData] | None]]] = []
-            for a, per in enumerate(rec["configs"]):
+            for a, per in enumerate(rec.configs):
                 row = []
                 for i, r in enumerate(per):
                     comps, outs = self._compare_keep(ctx, st.arrays, r, f"c{ci}_cfg{a}_{i}", exp, case)
                     row.append((comps, outs))
-                    if not r.get("ok"):
-                        raised_cfg.setdefault((a, i), []).append({"case": case, "error": r.get("error")})
+                    if not r.ok:
+                        raised_cfg.setdefault((a, i), []).append((case, r.error))
                     elif comps is not None and not all(c.ok for c in comps):
                         bad = next(c for c in comps if not c.ok)
                         bad_cfg.setdefault((a, i), []).append({"case": case, "comparison": bad})
                     n_compared += 1
                 cfg_out.append(row)
                 spread += self._spread(ctx, case, a, row, ats[a])
-            picks.append({"case": case, "picked": rec["tuned"].get("picked"), "launches": rec["tuned"].get("launches"),
-                          "listener": rec["tuned"].get("picks")})
+            picks.append((case, rec.tuned))
             tuned_bad = tuned is not None and not all(c.ok for c in tuned)
             others_ok = (cached is not None and all(c.ok for c in cached)) or all(
                 comps is not None and all(c.ok for c in comps) for row in cfg_out for comps, _ in row)
             if tuned_bad and others_ok:
                 j = next(k for k, c in enumerate(tuned) if not c.ok)
-                got = _outputs(st.arrays, rec["tuned"]["outputs"], f"c{ci}_tuned")[j]
+                got = _outputs(st.arrays, rec.tuned.outputs, f"c{ci}_tuned")[j]
                 corrupt.append({"case": case, "output": j, "comparison": tuned[j],
                                 "scale": _scale(got.values, exp[j].values),
-                                "launches": rec["tuned"].get("launches"),
+                                "launches": rec.tuned.launches,
                                 "cached_ok": cached is not None and all(c.ok for c in cached)})
         findings += self._corruption(ctx, corrupt, ats, by_name, interp)
         if not corrupt:
@@ -319,13 +349,13 @@ class Autotune(Check):
 
     # -- comparisons -----------------------------------------------------------------
 
-    def _compare_keep(self, ctx: CheckContext, arrays: dict[str, np.ndarray], rec: dict[str, Any], tag: str,
+    def _compare_keep(self, ctx: CheckContext, arrays: dict[str, np.ndarray], rec: ProbeCall, tag: str,
                       exp: list[TensorData], case: dict[str, Any]
                       ) -> tuple[list[Comparison] | None, list[TensorData] | None]:
-        if not rec.get("ok"):
+        if not rec.ok:
             return None, None
         try:
-            got = _outputs(arrays, rec.get("outputs") or [], tag)
+            got = _outputs(arrays, rec.outputs, tag)
         except WireError:
             return None, None
         comps = []
@@ -339,12 +369,12 @@ class Autotune(Check):
                                  got_dtype=g.dtype, nonfinite_ok=ctx.task.contract.nonfinite_inputs))
         return comps, got
 
-    def _compare(self, ctx: CheckContext, arrays: dict[str, np.ndarray], rec: dict[str, Any], tag: str,
+    def _compare(self, ctx: CheckContext, arrays: dict[str, np.ndarray], rec: ProbeCall, tag: str,
                  exp: list[TensorData], case: dict[str, Any]) -> list[Comparison] | None:
         return self._compare_keep(ctx, arrays, rec, tag, exp, case)[0]
 
     def _spread(self, ctx: CheckContext, case: dict[str, Any], a: int,
-                row: list[tuple[list[Comparison] | None, list[TensorData] | None]], at: dict[str, Any]) -> list[Finding]:
+                row: list[tuple[list[Comparison] | None, list[TensorData] | None]], at: AutotunerDesc) -> list[Finding]:
         """Configs that each match the reference but not each other (at the tolerance)."""
         ok = [(i, outs) for i, (comps, outs) in enumerate(row)
               if comps is not None and outs is not None and all(c.ok for c in comps)]
@@ -357,18 +387,17 @@ class Autotune(Check):
                             got_dtype=y.dtype, nonfinite_ok=ctx.task.contract.nonfinite_inputs)
                 if not c.ok:
                     return [self.finding(
-                        ctx, "warn", f"{at['kernel']}: configs {i0} and {i} each match the reference on case "
+                        ctx, "warn", f"{at.kernel}: configs {i0} and {i} each match the reference on case "
                         f"{case_label(case)} but differ from each other beyond the tolerance ({c.reason}): "
                         "the result depends on which config the autotuner picks",
-                        {"case": case, "kernel": at["kernel"], "configs": [at["configs"][i0]["text"],
-                                                                             at["configs"][i]["text"]],
-                         "output": j, **c.evidence(), "source": {"file": at["file"], "line": at["line"]}},
+                        {"case": case, "kernel": at.kernel, "configs": [at.configs[i0].text, at.configs[i].text],
+                         "output": j, **c.evidence(), "source": {"file": at.file, "line": at.line}},
                         case=case)]
         return []
 
     # -- findings --------------------------------------------------------------------
 
-    def _corruption(self, ctx: CheckContext, corrupt: list[dict[str, Any]], ats: list[dict[str, Any]],
+    def _corruption(self, ctx: CheckContext, corrupt: list[dict[str, Any]], ats: list[AutotunerDesc],
                     by_name: dict[str, KernelSource], interp: bool) -> list[Finding]:
         if not corrupt:
             return []
@@ -377,24 +406,24 @@ class Autotune(Check):
         case = first["case"]
         launches = first.get("launches") or {}
         n_launch = sum(sum(v.values()) for v in launches.values())
-        multi = [at for at in ats if len(at["configs"]) > 1]
+        multi = [at for at in ats if len(at.configs) > 1]
         at = multi[0] if multi else ats[0]
-        ks = by_name.get(at["kernel"])
+        ks = by_name.get(at.kernel)
         hz = ks.hazards() if ks else {}
-        why, src = "", {"file": at["file"], "line": at["line"]}
-        if hz:
+        why, src = "", {"file": at.file, "line": at.line}
+        if hz and ks is not None:
             arg, (how, line) = next(iter(hz.items()))
-            why = (f": {at['kernel']} {how} ({ks.file}:{line}) and its @triton.autotune ({ks.file}:{ks.line}) "
+            why = (f": {at.kernel} {how} ({ks.file}:{line}) and its @triton.autotune ({ks.file}:{ks.line}) "
                    f"has no reset_to_zero=[{arg!r}] or restore_value=[{arg!r}]")
             src = {"file": ks.file, "line": line}
-        elif not at["reset_to_zero"] and not at["restore_value"]:
+        elif not at.reset_to_zero and not at.restore_value:
             written = sorted(set(ctx.task.out_args) | set(ctx.task.inout_args))
             what = f"the inputs it writes ({', '.join(map(str, written))})" if written else "the output"
-            why = (f": {at['kernel']}'s @triton.autotune declares no reset_to_zero / restore_value, and the tuning "
+            why = (f": {at.kernel}'s @triton.autotune declares no reset_to_zero / restore_value, and the tuning "
                    f"launches write {what} again and again")
         w = c.worst or {}
         scale = first.get("scale")
-        per_launch = f" ({n_launch} launches of {len(at['configs'])} configs" + \
+        per_launch = f" ({n_launch} launches of {len(at.configs)} configs" + \
             (", 3 per config under the interpreter" if interp else "") + ")"
         scale_s = f", {scale:.4g}x the reference" if scale is not None and abs(scale - 1) > 0.05 else ""
         summary = (f"case {case_label(case)}: the first call, which runs the autotuner{per_launch}, returns "
@@ -404,17 +433,17 @@ class Autotune(Check):
                    f"the tuning launches corrupt the output{why}")
         if len(corrupt) > 1:
             summary += f"; same on {len(corrupt) - 1} more case(s)"
-        ev = {"case": case, "kernel": at["kernel"], "launches": launches, "scale": scale,
+        ev = {"case": case, "kernel": at.kernel, "launches": launches, "scale": scale,
               **c.evidence(), "cases": [{"case": x["case"], "scale": x["scale"], "mismatched": x["comparison"].n_bad,
                                          "max_abs_err": x["comparison"].max_abs} for x in corrupt],
-              "reset_to_zero": at["reset_to_zero"], "restore_value": at["restore_value"],
+              "reset_to_zero": at.reset_to_zero, "restore_value": at.restore_value,
               "hazards": {k: {"how": v[0], "line": v[1]} for k, v in hz.items()}, "source": src}
         region = region_text(c.bad_region)
         if region:
             ev["region"] = region
         return [self.finding(ctx, "fail", summary, ev, case=case)]
 
-    def _static_hazards(self, ctx: CheckContext, ats: list[dict[str, Any]], by_name: dict[str, KernelSource],
+    def _static_hazards(self, ctx: CheckContext, ats: list[AutotunerDesc], by_name: dict[str, KernelSource],
                         interp: bool) -> list[Finding]:
         """``warn`` for a multi-config autotuner whose kernel writes an output in place or
         accumulates into it (static scan) with no ``reset_to_zero`` / ``restore_value``,
@@ -423,27 +452,26 @@ class Autotune(Check):
         effect was not observed."""
         out = []
         for at in ats:
-            ks = by_name.get(at["kernel"])
-            if len(at["configs"]) < 2 or ks is None:
+            ks = by_name.get(at.kernel)
+            if len(at.configs) < 2 or ks is None:
                 continue
-            hz = {k: v for k, v in ks.hazards().items()
-                  if k not in (at["reset_to_zero"] or []) and k not in (at["restore_value"] or [])}
+            hz = {k: v for k, v in ks.hazards().items() if k not in at.reset_to_zero and k not in at.restore_value}
             if not hz:
                 continue
             arg, (how, line) = next(iter(hz.items()))
             out.append(self.finding(
                 ctx, "warn",
-                f"{at['kernel']} {how} ({ks.file}:{line}) and its autotuner ({ks.file}:{ks.line}) has no "
+                f"{at.kernel} {how} ({ks.file}:{line}) and its autotuner ({ks.file}:{ks.line}) has no "
                 f"reset_to_zero=[{arg!r}] or restore_value=[{arg!r}]; kws drove the tuning launches"
                 + (" (3 per config under the interpreter)" if interp else "")
                 + " and the tuned result still matched on these cases: a hazard seen only in the source",
-                {"kernel": at["kernel"], "hazards": {k: {"how": v[0], "line": v[1]} for k, v in hz.items()},
+                {"kernel": at.kernel, "hazards": {k: {"how": v[0], "line": v[1]} for k, v in hz.items()},
                  "source": {"file": ks.file, "line": line}}))
         return out
 
-    def _config_findings(self, ctx: CheckContext, ats: list[dict[str, Any]],
+    def _config_findings(self, ctx: CheckContext, ats: list[AutotunerDesc],
                          bad: dict[tuple[int, int], list[dict[str, Any]]],
-                         raised: dict[tuple[int, int], list[dict[str, Any]]],
+                         raised: dict[tuple[int, int], list[tuple[Case, Raised | None]]],
                          cases: list[dict[str, Any]]) -> list[Finding]:
         out: list[Finding] = []
         for (a, i), hits in bad.items():
@@ -451,51 +479,50 @@ class Autotune(Check):
             c: Comparison = hits[0]["comparison"]
             w = c.worst or {}
             out.append(self.finding(
-                ctx, "fail", f"{at['kernel']} config {i} ({at['configs'][i]['text']}) gives wrong results on case "
+                ctx, "fail", f"{at.kernel} config {i} ({at.configs[i].text}) gives wrong results on case "
                 f"{case_label(hits[0]['case'])}: {c.reason}; worst at {w.get('index')}: expected "
                 f"{w.get('expected')!r}, got {w.get('got')!r} (an autotuner that picks it, on another GPU or "
                 "shape, returns this)",
-                {"kernel": at["kernel"], "config": at["configs"][i], "case": hits[0]["case"], **c.evidence(),
-                 "cases": [h["case"] for h in hits], "source": {"file": at["file"], "line": at["line"]}},
+                {"kernel": at.kernel, "config": msgspec.to_builtins(at.configs[i]), "case": hits[0]["case"],
+                 **c.evidence(), "cases": [h["case"] for h in hits], "source": {"file": at.file, "line": at.line}},
                 case=hits[0]["case"]))
         for a, at in enumerate(ats):
             failing = sorted(i for (aa, i) in raised if aa == a)
             if not failing:
                 continue
-            all_fail = len(failing) == len(at["configs"])
+            all_fail = len(failing) == len(at.configs)
             i = failing[0]
-            err = raised[(a, i)][0]["error"] or {}
-            names = ", ".join(f"{k} ({at['configs'][k]['text']})" for k in failing[:4])
+            first_case, err = raised[(a, i)][0]
+            names = ", ".join(f"{k} ({at.configs[k].text})" for k in failing[:4])
             out.append(self.finding(
                 ctx, "fail" if all_fail else "warn",
-                f"{at['kernel']}: {len(failing)} of {len(at['configs'])} configs raise on case "
-                f"{case_label(raised[(a, i)][0]['case'])} ({err.get('type')}: {(err.get('message') or '')[:160]}): "
+                f"{at.kernel}: {len(failing)} of {len(at.configs)} configs raise on case "
+                f"{case_label(first_case)} ({err.type if err else None}: {(err.message if err else '')[:160]}): "
                 f"{names}" + ("" if all_fail else "; the autotuner prunes such configs without a word (compile "
                               "errors) or fails the call while tuning (other errors)"),
-                {"kernel": at["kernel"], "failing": [{"config": at["configs"][k], "error": {
-                    kk: (raised[(a, k)][0]["error"] or {}).get(kk) for kk in ("type", "message", "origin", "where")},
-                    "cases": [h["case"] for h in raised[(a, k)]]} for k in failing],
-                 "source": {"file": at["file"], "line": at["line"]}},
-                case=raised[(a, i)][0]["case"]))
+                {"kernel": at.kernel, "failing": [{"config": msgspec.to_builtins(at.configs[k]),
+                                                   "error": _error_evidence(raised[(a, k)][0][1]),
+                                                   "cases": [h[0] for h in raised[(a, k)]]} for k in failing],
+                 "source": {"file": at.file, "line": at.line}},
+                case=first_case))
         return out
 
-    def _summary(self, ctx: CheckContext, ats: list[dict[str, Any]], picks: list[dict[str, Any]], n: int,
+    def _summary(self, ctx: CheckContext, ats: list[AutotunerDesc], picks: list[tuple[Case, TunedCall]], n: int,
                  interp: bool, kernels: list[KernelSource]) -> Finding:
         parts = []
         for a, at in enumerate(ats):
             chosen = []
-            for p in picks:
-                pk = (p.get("picked") or [{}])[a] if p.get("picked") and a < len(p["picked"]) else {}
-                idx = pk.get("index", -1)
-                chosen.append(f"{case_label(p['case'])}: {'config ' + str(idx) if idx >= 0 else '?'}")
-            parts.append(f"{at['kernel']} ({len(at['configs'])} configs, key {at['key']}, reset_to_zero "
-                         f"{at['reset_to_zero'] or 'none'}, restore_value {at['restore_value'] or 'none'}); picked "
+            for case, tuned in picks:
+                idx = tuned.picked[a].index if a < len(tuned.picked) else -1
+                chosen.append(f"{case_label(case)}: {'config ' + str(idx) if idx >= 0 else '?'}")
+            parts.append(f"{at.kernel} ({len(at.configs)} configs, key {at.key}, reset_to_zero "
+                         f"{at.reset_to_zero or 'none'}, restore_value {at.restore_value or 'none'}); picked "
                          f"{'; '.join(chosen)}")
         how = ("under the interpreter configs are not timed: kws's harness ranks them in declaration order, so "
                "the first config is picked" if interp else "picked by Triton's autotuner on this GPU")
         return self.finding(
             ctx, "info", f"checked {n} config runs over {len(picks)} case(s): {' | '.join(parts)} ({how})",
-            {"autotuners": ats, "picks": picks, "interpreter": interp,
-             "static": [k.as_dict() for k in kernels],
-             "source": {"file": ats[0]["file"], "line": ats[0]["line"]} if ats else {}})
+            {"autotuners": msgspec.to_builtins(ats), "picks": [_pick_evidence(c, t) for c, t in picks],
+             "interpreter": interp, "static": [k.as_dict() for k in kernels],
+             "source": {"file": ats[0].file, "line": ats[0].line} if ats else {}})
 

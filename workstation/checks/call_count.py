@@ -7,7 +7,12 @@ from typing import Any
 import numpy as np
 
 from workstation.analysis.compare import Comparison, compare
-from workstation.checks.support.series import compare_array, run_series, series_failure
+from workstation.checks.support.series import (
+    compare_array,
+    run_series,
+    series_failure,
+    series_payload,
+)
 from workstation.engine.check import Check, Finding, register
 from workstation.engine.context import CallOutcome, CheckContext, case_label
 
@@ -90,25 +95,25 @@ class CallCount(Check):
             self.could_not_judge(f"case {label}: the reference failed on seed {a}")
             return []
         plain_ok = all(c.ok for c in ctx.compare(refs[a], plain, case))
-        serial = st.extra.get("serial") or []
-        loop = st.extra.get("loop") or {}
+        series = series_payload(out)
+        serial, loop = series.serial, series.loop
         first: dict[int, np.ndarray] = {}
         bad: dict[int, tuple[int, Comparison]] = {}
         for row in serial:
-            k = row["call"]
-            for j, key in enumerate(row["arrays"]):
+            k = row.call
+            for j, key in enumerate(row.arrays):
                 got = st.arrays.get(key) if key else None
                 if k == 0 and got is not None:
                     first[j] = got
-                c = (compare_array(ctx, case, refs[a], j, got, row["dtypes"][j]) if plain_ok
-                     else self._against_first(ctx, case, refs[a], j, first.get(j), got, row["dtypes"][j]))
+                c = (compare_array(ctx, case, refs[a], j, got, row.dtypes[j]) if plain_ok
+                     else self._against_first(ctx, case, refs[a], j, first.get(j), got, row.dtypes[j]))
                 if not c.ok and k not in bad:
                     bad[k] = (j, c)
         findings: list[Finding] = []
         basis = "the reference" if plain_ok else "the candidate's own first call (its plain call mismatches the reference)"
         fixed = not plain_ok and bool(bad) and all(
-            compare_array(ctx, case, refs[a], j, st.arrays.get(key) if key else None, row["dtypes"][j]).ok
-            for row in serial if row["call"] in bad for j, key in enumerate(row["arrays"]))
+            compare_array(ctx, case, refs[a], j, st.arrays.get(key) if key else None, row.dtypes[j]).ok
+            for row in serial if row.call in bad for j, key in enumerate(row.arrays))
         if fixed:
             findings.append(self.finding(
                 ctx, "info",
@@ -122,7 +127,7 @@ class CallCount(Check):
             k0 = calls[0]
             j, c = bad[k0]
             w = c.worst or {}
-            good = [r["call"] + 1 for r in serial if r["call"] not in bad]
+            good = [r.call + 1 for r in serial if r.call not in bad]
             findings.append(self.finding(
                 ctx, "fail",
                 f"case {label}: serial call(s) {_ranges([k + 1 for k in calls])} of {len(serial)} on fresh copies of the "
@@ -135,37 +140,38 @@ class CallCount(Check):
                  "comparison": c.evidence()}, case=case, seed=a))
         loop_unjudged = []
         for name in ("audit", "last"):
-            if not loop.get("n") or f"{name}_dtypes" not in loop:
+            if not loop.n:  # no loop: no audit or last call (a loop keeps both)
                 continue
-            seed = loop["audit_seed"] if name == "audit" else loop["last_seed"]
+            seed = loop.audit_seed if name == "audit" else loop.last_seed
+            dtypes = loop.audit_dtypes if name == "audit" else loop.last_dtypes
             ref = refs.get(seed)
             if ref is None or not ref.ok:
                 loop_unjudged.append(f"the {name} call (seed {seed}): the reference failed on that seed")
                 continue
             if not plain_ok:
                 continue  # the loop alternates seeds: without a right plain call there is no basis
-            for j, dt in enumerate(loop[f"{name}_dtypes"]):
+            for j, dt in enumerate(dtypes):
                 c = compare_array(ctx, case, ref, j, st.arrays.get(f"{name}{j}"), dt)
                 if not c.ok:
                     w = c.worst or {}
-                    pos = loop["audit"] + 1 if name == "audit" else loop["n"]
+                    pos = (loop.audit or 0) + 1 if name == "audit" else loop.n
                     what = ("the audit call, chosen at random" if name == "audit" else "the last call")
                     findings.append(self.finding(
                         ctx, "fail",
-                        f"case {label}: {what} (call {pos} of a {loop['n']}-call loop without synchronize, fresh "
+                        f"case {label}: {what} (call {pos} of a {loop.n}-call loop without synchronize, fresh "
                         f"copies of seed {seed}'s inputs) mismatches the reference: output {j}: {c.reason}; worst at "
                         f"{w.get('index')}: expected {w.get('expected')}, got {w.get('got')}",
-                        {"case": case, "seed": seed, "loop_call": pos, "loop_calls": loop["n"], "output": j,
+                        {"case": case, "seed": seed, "loop_call": pos, "loop_calls": loop.n, "output": j,
                          "serial_calls_before": len(serial), "comparison": c.evidence()}, case=case, seed=seed))
                     break
         if not any(f.severity == "fail" for f in findings) and not fixed:
             findings.append(self.finding(
                 ctx, "info",
                 f"case {label}: {len(serial)} serial calls on fresh copies and the audit (call "
-                f"{loop.get('audit', 0) + 1}) and last calls of a {loop.get('n', 0)}-call loop alternating seeds {a} "
+                f"{(loop.audit or 0) + 1}) and last calls of a {loop.n}-call loop alternating seeds {a} "
                 f"and {b} match {basis}" + (f"; not judged: {'; '.join(loop_unjudged)}" if loop_unjudged else ""),
-                {"case": case, "seeds": [a, b], "serial_calls": len(serial), "loop_calls": loop.get("n", 0),
-                 "audit_call": loop.get("audit"), "basis": "reference" if plain_ok else "first call"}))
+                {"case": case, "seeds": [a, b], "serial_calls": len(serial), "loop_calls": loop.n,
+                 "audit_call": loop.audit, "basis": "reference" if plain_ok else "first call"}))
         if loop_unjudged and not bad:
             self.could_not_judge(f"case {label}: " + "; ".join(loop_unjudged))
         return findings

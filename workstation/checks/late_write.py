@@ -4,10 +4,16 @@ from __future__ import annotations
 
 from typing import Any
 
-from workstation.checks.support.series import changed_elements, run_series, series_failure
+from workstation.checks.support.series import (
+    changed_elements,
+    run_series,
+    series_failure,
+    series_payload,
+)
 from workstation.engine.check import Check, Finding, register
 from workstation.engine.context import CheckContext, case_label
 from workstation.engine.report import json_scalar
+from workstation.protocol.extras.series import SeriesLoop
 
 #: an output type accepted beside ``torch.Tensor`` (with a ``warn``): a parameter is a
 #: plain tensor with ``requires_grad``.
@@ -84,7 +90,8 @@ class LateWrite(Check):
         label = case_label(case)
         findings: list[Finding] = []
         st = out.step
-        serial = (st.extra.get("serial") if st is not None else None) or []
+        series = series_payload(out)
+        serial = series.serial
         if not out.ok:
             findings.append(self.finding(ctx, "warn", f"case {label}: {series_failure(spec, out)}",
                                          {"case": case, **out.failure_evidence()}, case=case, seed=spec.seed_a))
@@ -95,27 +102,27 @@ class LateWrite(Check):
         late: list[dict[str, Any]] = []
         types: list[dict[str, Any]] = []
         for row in serial:
-            k = row["call"]
-            for j, (he, hl) in enumerate(zip(row["early"], row["late"], strict=False)):
+            k = row.call
+            for j, (he, hl) in enumerate(zip(row.early, row.late, strict=False)):
                 where = f"serial call {k + 1} output {j}"
                 if hl.startswith("unreadable") or he.startswith("unreadable"):
-                    types.append({"where": where, "type": row["types"][j], "problem": hl if hl.startswith(
+                    types.append({"where": where, "type": row.types[j], "problem": hl if hl.startswith(
                         "unreadable") else he})
                 elif he != hl:
-                    late.append(self._late(where, he, hl, arrays.get(row["early_arrays"][j] or ""),
-                                           arrays.get(row["arrays"][j] or ""), k))
-                if not row["exact_tensor"][j]:
-                    types.append({"where": where, "type": row["types"][j]})
-        loop = (st.extra.get("loop") if st is not None and out.ok else None) or {}
-        for j, (he, hl) in enumerate(zip(loop.get("audit_early", []), loop.get("audit_late", []), strict=False)):
-            where = f"audit call (loop call {loop['audit'] + 1} of {loop['n']}) output {j}"
+                    late.append(self._late(where, he, hl, arrays.get(row.early_arrays[j] or ""),
+                                           arrays.get(row.arrays[j] or ""), k))
+                if not row.exact_tensor[j]:
+                    types.append({"where": where, "type": row.types[j]})
+        loop = series.loop if out.ok else SeriesLoop()
+        for j, (he, hl) in enumerate(zip(loop.audit_early, loop.audit_late, strict=False)):
+            where = f"audit call (loop call {(loop.audit or 0) + 1} of {loop.n}) output {j}"
             if he != hl and not hl.startswith("unreadable") and not he.startswith("unreadable"):
                 late.append(self._late(where, he, hl, arrays.get(f"audit_early{j}"), arrays.get(f"audit{j}"), None))
-        for name in ("audit", "last"):
-            for j, (t, exact) in enumerate(zip(loop.get(f"{name}_types", []), loop.get(f"{name}_exact_tensor", []),
-                                               strict=False)):
+        for name, kept_types, kept_exact in (("audit", loop.audit_types, loop.audit_exact_tensor),
+                                             ("last", loop.last_types, loop.last_exact_tensor)):
+            for j, (type_name, exact) in enumerate(zip(kept_types, kept_exact, strict=False)):
                 if not exact:
-                    types.append({"where": f"{name} call of the loop output {j}", "type": t})
+                    types.append({"where": f"{name} call of the loop output {j}", "type": type_name})
         if late:
             first = late[0]
             findings.append(self.finding(
@@ -141,11 +148,11 @@ class LateWrite(Check):
             sync = "after torch.cuda.synchronize()" if ctx.on_gpu else "after the wait (no CUDA streams on the CPU)"
             findings.append(self.finding(
                 ctx, "info",
-                f"case {label}: the outputs of {len(serial)} serial calls and the audit call of a {loop.get('n', 0)}-call "
+                f"case {label}: the outputs of {len(serial)} serial calls and the audit call of a {loop.n}-call "
                 f"loop had the same fingerprint right after return and {sync} + {spec.settle_s * 1000:.0f} ms; every "
                 "output is exactly torch.Tensor",
-                {"case": case, "seed": spec.seed_a, "serial_calls": len(serial), "loop_calls": loop.get("n", 0),
-                 "audit_call": loop.get("audit"), "fingerprints": [r["late"] for r in serial[:2]]}))
+                {"case": case, "seed": spec.seed_a, "serial_calls": len(serial), "loop_calls": loop.n,
+                 "audit_call": loop.audit, "fingerprints": [r.late for r in serial[:2]]}))
         return findings
 
     @staticmethod

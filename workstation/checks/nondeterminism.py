@@ -13,6 +13,9 @@ from workstation.checks.support.static import scan_hash_order
 from workstation.engine.check import Check, Finding, NotJudged, Skip, register
 from workstation.engine.context import CallOutcome, CheckContext, case_label
 from workstation.engine.report import json_scalar
+from workstation.protocol.extras import extra_as
+from workstation.protocol.extras.probes import HashseedCallExtra, RepeatCallExtra
+from workstation.protocol.results import TensorMeta
 from workstation.protocol.steps import HashseedCallStep, RepeatCallStep
 from workstation.protocol.wire import TensorData
 
@@ -113,9 +116,10 @@ class Nondeterminism(Check):
             fresh_out = f_fresh.result()[0] if f_fresh is not None else None
         runs: list[tuple[str, list[TensorData]]] = []
         failures: list[tuple[str, CallOutcome]] = []
-        if rep_out.ok:
-            for k, meta in enumerate(rep_out.step.extra.get("runs") or []):
-                outs = [_td(rep_out.step.arrays[f"r{k}_{j}"], m) for j, m in enumerate(meta["outputs"])]
+        if rep_out.ok and rep_out.step is not None:
+            rep_st = rep_out.step
+            for k, run in enumerate(extra_as(rep_st.extra, RepeatCallExtra).runs):
+                outs = [_td(rep_st.arrays[f"r{k}_{j}"], m) for j, m in enumerate(run.outputs)]
                 runs.append((f"call {k + 1} of {n} in one process", outs))
         else:
             failures.append((f"{n} calls in one process", rep_out))
@@ -127,12 +131,13 @@ class Nondeterminism(Check):
             hash_note = (f"no fresh-interpreter run: {ctx.task.entry['candidate'].file} and the task modules it "
                          f"imports iterate no set/frozenset and call no hash(), the only ways the hash seed "
                          f"reaches the order of their work")
-        elif fresh_out.ok:
+        elif fresh_out.ok and fresh_out.step is not None:
             hash_note = f"hash-seed run: {len(hash_sites)} set/hash site(s), e.g. {hash_sites[0]['file']}:" \
                         f"{hash_sites[0]['line']}"
-            metas = fresh_out.step.extra.get("outputs") or []
+            fresh_st = fresh_out.step
+            metas = extra_as(fresh_st.extra, HashseedCallExtra).outputs
             runs.append((f"a call in a fresh interpreter (PYTHONHASHSEED={FRESH_HASHSEED})",
-                         [_td(fresh_out.step.arrays[f"h{j}"], m) for j, m in enumerate(metas)]))
+                         [_td(fresh_st.arrays[f"h{j}"], m) for j, m in enumerate(metas)]))
         else:
             hash_note = "the fresh-interpreter run failed"
             failures.append(("a call in a fresh interpreter", fresh_out))
@@ -203,7 +208,8 @@ class Nondeterminism(Check):
         }
 
 
-def _td(values: np.ndarray, meta: dict[str, Any]) -> TensorData:
-    return TensorData(values=values, dtype=str(meta.get("dtype")), shape=tuple(values.shape),
-                      stride=tuple(meta.get("stride") or ()), storage_offset=int(meta.get("storage_offset", 0)),
-                      meta=meta)
+def _td(values: np.ndarray, meta: TensorMeta) -> TensorData:
+    """One output of a repeated or fresh-interpreter call: its values (shape as sent) and
+    the child's metadata."""
+    return TensorData(values=values, dtype=meta.dtype, shape=tuple(values.shape), stride=tuple(meta.stride),
+                      storage_offset=meta.storage_offset, meta=meta)

@@ -4,11 +4,14 @@ from __future__ import annotations
 
 from typing import Any
 
+import msgspec
 import numpy as np
 
 from workstation.checks.support.guarded import indices, seed_pair, where_text
 from workstation.engine.check import Check, Finding, register
 from workstation.engine.context import CallOutcome, CheckContext, case_label
+from workstation.protocol.extras import extra_as
+from workstation.protocol.extras.probes import OutputFacts, StaleCallExtra
 from workstation.protocol.steps import StaleCallStep
 
 #: at most this many cases get the refill protocol (first case, then one per other dtype).
@@ -149,16 +152,19 @@ class StaleOutput(Check):
                ref_stale: CallOutcome, ref_b: CallOutcome, p_b: CallOutcome, written: set[int]) -> list[Finding]:
         label = case_label(case)
         st = cand.step
-        facts = st.extra.get("facts") or []
-        ref_facts = (ref_stale.step.extra.get("facts") or []) if ref_stale.ok else []
+        assert st is not None  # cand.ok
+        facts = extra_as(st.extra, StaleCallExtra).facts
+        ref_facts = extra_as(ref_stale.step.extra, StaleCallExtra).facts if ref_stale.step is not None and ref_stale.ok \
+            else []
         comps = ctx.compare(ref_b, cand, case)
         plain_comps = ctx.compare(ref_b, p_b, case) if p_b.ok else []
         out: list[Finding] = []
         for j, c in enumerate(comps):
-            f = facts[j] if j < len(facts) else {}
-            rf = ref_facts[j] if j < len(ref_facts) else {}
+            f = facts[j] if j < len(facts) else OutputFacts()  # no facts: every test below is false
+            rf = ref_facts[j] if j < len(ref_facts) else OutputFacts()
             problems: list[str] = []
-            ev: dict[str, Any] = {"case": case, "seeds": [a, b], "output": j, "facts": f, "reference_facts": rf}
+            ev: dict[str, Any] = {"case": case, "seeds": [a, b], "output": j, "facts": msgspec.to_builtins(f),
+                                  "reference_facts": msgspec.to_builtins(rf)}
             severity = "fail"
             got = cand.outputs[j].values if j < len(cand.outputs) else None
             first = st.arrays.get(f"first{j}")
@@ -176,11 +182,11 @@ class StaleOutput(Check):
                     f"wrong: {c.reason}; worst at {w.get('index')}: expected {w.get('expected')}, got "
                     f"{w.get('got')}{replay} (fresh inputs of seed {b} give the right result)")
                 ev["comparison"] = c.evidence()
-            if f.get("aliases_first_outputs") and j not in _written_outputs(written):
+            if f.aliases_first_outputs and j not in _written_outputs(written):
                 after = st.arrays.get(f"firstafter{j}")
                 changed = (~bitwise_equal(first, after)) if first is not None and after is not None else None
                 n_ch = int(changed.sum()) if changed is not None else 0
-                obj = "the very tensor object" if f.get("same_object_as_first") else "storage"
+                obj = "the very tensor object" if f.same_object_as_first else "storage"
                 held = (f"; the first result, still held by the caller, changed at {n_ch} elements "
                         f"({where_text(changed)})" if n_ch else
                         "; a caller that writes into one result corrupts the other")
@@ -188,20 +194,20 @@ class StaleOutput(Check):
                 ev["first_result_changed"] = n_ch
                 if changed is not None and n_ch:
                     ev["first_result_changed_at"] = indices(changed)
-            if f.get("aliases_inputs") and not written and not rf.get("aliases_inputs"):
-                problems.append(f"the output shares storage with input(s) {f['aliases_inputs']} (the reference's "
+            if f.aliases_inputs and not written and not rf.aliases_inputs:
+                problems.append(f"the output shares storage with input(s) {f.aliases_inputs} (the reference's "
                                 f"does not): writing the input later changes the result")
-            if f.get("is_meta") or f.get("fake"):
-                problems.append(f"the output is not a materialised tensor ({f.get('type')} on {f.get('device')})")
-            elif f and not f.get("plain_tensor", True) and not str(f.get("type", "")).endswith("Parameter"):
-                own = f.get("overrides") or []
-                problems.append(f"the output is a tensor subclass ({f.get('type')}), not a plain tensor"
+            if f.is_meta or f.fake:
+                problems.append(f"the output is not a materialised tensor ({f.type} on {f.device})")
+            elif f.plain_tensor is False and not f.type.endswith("Parameter"):
+                own = f.overrides or []
+                problems.append(f"the output is a tensor subclass ({f.type}), not a plain tensor"
                                 + (f"; it defines its own {' and '.join(own)}, so what a reader sees (values, "
                                    f"comparisons) is decided when it is read: a lazy or wrapper output"
                                    if own else "") + " (outputs must be exactly torch.Tensor)")
-            if f.get("zero_stride_dims") and not rf.get("zero_stride_dims"):
-                problems.append(f"the output is an expanded view (stride 0 on dim(s) {f['zero_stride_dims']}, "
-                                f"strides {f.get('stride')}) of a smaller result; the reference's is dense")
+            if f.zero_stride_dims and not rf.zero_stride_dims:
+                problems.append(f"the output is an expanded view (stride 0 on dim(s) {f.zero_stride_dims}, "
+                                f"strides {f.stride}) of a smaller result; the reference's is dense")
             early = st.arrays.get(f"early{j}")
             if early is not None and got is not None:
                 diff = ~bitwise_equal(early, got)

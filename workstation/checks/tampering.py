@@ -5,9 +5,13 @@ from __future__ import annotations
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
+import msgspec
+
 from workstation.checks.support.static import StateSite, scan_state_writes
 from workstation.engine.check import Check, Finding, register
 from workstation.engine.context import CallOutcome, CheckContext, case_label
+from workstation.protocol.extras import extra_as
+from workstation.protocol.extras.state import Snapshot, StateProbeExtra
 from workstation.protocol.steps import StateProbeStep
 
 #: flags whose change alters other code's numerics, determinism or tracing: ``fail``.
@@ -30,17 +34,18 @@ NUMERIC_ENV = {"NVIDIA_TF32_OVERRIDE", "TORCH_ALLOW_TF32_CUBLAS_OVERRIDE", "TRIT
                "TRITON_DEFAULT_FP_FUSION"}
 
 
-def state_changes(a: dict[str, Any], b: dict[str, Any]) -> list[dict[str, Any]]:
+def state_changes(a: Snapshot, b: Snapshot) -> list[dict[str, Any]]:
     """What differs between two snapshots (:mod:`workstation.harness.state`): one item per
     change with ``what`` (flag / function / thread / env / stream), ``key``, ``before``,
-    ``after`` and ``severity`` (``fail``, ``warn`` or ``info``, see the check's doc)."""
+    ``after`` (a new thread: its snapshot entry as a dict) and ``severity`` (``fail``,
+    ``warn`` or ``info``, see the check's doc)."""
     out: list[dict[str, Any]] = []
-    fa, fb = a.get("flags", {}), b.get("flags", {})
+    fa, fb = a.flags, b.flags
     for k in sorted(set(fa) | set(fb)):
         if fa.get(k) != fb.get(k):
             out.append({"what": "flag", "key": k, "before": fa.get(k), "after": fb.get(k),
                         "severity": "fail" if k in FAIL_FLAGS else "warn"})
-    ca, cb = a.get("functions", {}), b.get("functions", {})
+    ca, cb = a.functions, b.functions
     for k in sorted(set(ca) | set(cb)):
         if k in ca and ca.get(k) != cb.get(k):
             out.append({"what": "function", "key": k, "before": ca.get(k), "after": cb.get(k),
@@ -48,16 +53,18 @@ def state_changes(a: dict[str, Any], b: dict[str, Any]) -> list[dict[str, Any]]:
         elif k not in ca and k.split(".")[0] == "torch" and ".Tensor." in k:
             out.append({"what": "function", "key": k, "before": None, "after": cb.get(k), "severity": "warn",
                         "change": "added"})
-    ta = {t["ident"] for t in a.get("threads", [])}
-    for t in b.get("threads", []):
-        if t["ident"] not in ta and t.get("alive", True):
-            out.append({"what": "thread", "key": t["name"], "before": None, "after": t, "severity": "warn"})
-    ea, eb = a.get("env", {}), b.get("env", {})
+    ta = {t.ident for t in a.threads}
+    for t in b.threads:
+        if t.ident not in ta and t.alive:
+            out.append({"what": "thread", "key": t.name, "before": None, "after": msgspec.to_builtins(t),
+                        "severity": "warn"})
+    ea, eb = a.env, b.env
     for k in sorted(set(ea) | set(eb)):
         if ea.get(k) != eb.get(k):
             out.append({"what": "env", "key": k, "before": ea.get(k), "after": eb.get(k),
                         "severity": "fail" if k in NUMERIC_ENV else "warn"})
-    sa, sb = (a.get("cuda") or {}).get("current_stream"), (b.get("cuda") or {}).get("current_stream")
+    sa = a.cuda.current_stream if a.cuda is not None else None
+    sb = b.cuda.current_stream if b.cuda is not None else None
     if sa is not None and sa != sb:
         out.append({"what": "stream", "key": "torch.cuda.current_stream()", "before": sa, "after": sb,
                     "severity": "fail"})
@@ -239,17 +246,19 @@ class Tampering(Check):
                 "created during the call are checked on a GPU)",
                 {"streams": "skipped", "reason": "no CUDA device"}))
         else:
-            streams = (cand.step.extra.get("streams") or {}) if cand.ok else {}
-            created = streams.get("created") or []
-            if created:
-                site = next((s["site"] for s in created if s.get("site")), None)
-                ev = {"streams": streams, **({"source": {"file": site["file"], "line": site["line"]}} if site else {})}
+            streams = _probe(cand).streams if cand.ok else None
+            created = streams.created if streams is not None else []
+            if streams is not None and created:
+                site = next((s.site for s in created if s.site), None)
+                ev = {"streams": msgspec.to_builtins(streams),
+                      **({"source": {"file": site.file, "line": site.line}} if site else {})}
                 findings.append(self.finding(
                     ctx, "warn", f"one call of the candidate creates {len(created)} CUDA stream(s)"
-                    + (f" ({site['file']}:{site['line']})" if site else "")
+                    + (f" ({site.file}:{site.line})" if site else "")
                     + ": work on a side stream escapes timing and ordering on the current stream", ev))
         if not any(f.severity in ("fail", "warn") for f in findings):
-            n = len((cand.step.extra.get("before") or {}).get("functions", {})) if cand.ok else 0
+            before = _probe(cand).before if cand.ok else None
+            n = len(before.functions) if before is not None else 0
             findings.insert(0, self.finding(
                 ctx, "info",
                 f"no global state changed by importing {cfile} and one call: precision and determinism flags, "
@@ -283,16 +292,29 @@ class Tampering(Check):
 
     @staticmethod
     def _changes(out: CallOutcome) -> list[dict[str, Any]]:
+        """The changes between the probe's snapshots (:func:`state_changes`), each with its
+        ``phase`` (``import``, ``call``) and, for a callable the child described, its
+        ``detail`` (the description as a dict); none when the step left no result."""
         if out.step is None:
             return []
-        ex = out.step.extra
-        details = ex.get("details") or {}
+        ex = _probe(out)
         res = []
-        for phase, a, b in (("import", "before", "after_import"), ("call", "after_import", "after_call")):
-            if a in ex and b in ex:
-                for c in state_changes(ex[a], ex[b]):
+        for phase, a, b in (("import", ex.before, ex.after_import), ("call", ex.after_import, ex.after_call)):
+            if a is not None and b is not None:
+                for c in state_changes(a, b):
                     c["phase"] = phase
-                    if c["what"] == "function" and c["key"] in details:
-                        c["detail"] = details[c["key"]]
+                    if c["what"] == "function" and c["key"] in ex.details:
+                        c["detail"] = msgspec.to_builtins(ex.details[c["key"]])
                     res.append(c)
         return res
+
+
+def _probe(out: CallOutcome) -> StateProbeExtra:
+    """The state probe's payload of ``out`` (a step that left a result).
+
+    Raises:
+        TypeError: ``out`` is a step of another kind, or left no result (a kws bug).
+    """
+    if out.step is None:
+        raise TypeError("the state probe left no result: its payload was asked of a step that died")
+    return extra_as(out.step.extra, StateProbeExtra)

@@ -2,19 +2,38 @@
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from typing import Any
 
-from workstation.checks.support.series import run_series, series_failure
+import msgspec
+
+from workstation.checks.support.series import run_series, series_failure, series_payload
 from workstation.engine.check import Check, Finding, register
 from workstation.engine.context import CheckContext, case_label
+from workstation.protocol.extras.series import SeriesThread
 
 
-def thread_text(t: dict[str, Any]) -> str:
+def thread_text(t: SeriesThread) -> str:
     """One thread in words: ``daemon thread 'Thread-3 (fill)' (candidate.fill), started at candidate.py:12``."""
-    site = next((f for f in reversed(t.get("started_at") or []) if "threading.py" not in f["file"]), None)
-    where = f", started at {site['file'].rsplit('/', 1)[-1]}:{site['line']}" if site else ""
-    return (f"{'daemon ' if t.get('daemon') else ''}thread {t.get('name')!r}"
-            + (f" ({t['target']})" if t.get("target") else "") + where)
+    site = next((f for f in reversed(t.started_at) if "threading.py" not in f.file), None)
+    where = f", started at {site.file.rsplit('/', 1)[-1]}:{site.line}" if site else ""
+    return (f"{'daemon ' if t.daemon else ''}thread {t.name!r}"
+            + (f" ({t.target})" if t.target else "") + where)
+
+
+@dataclass(frozen=True)
+class _Seen:
+    """A new thread alive right after serial call ``call`` (1-based) returned; ``alive_after_wait``:
+    still alive after the synchronize + wait."""
+
+    thread: SeriesThread
+    call: int
+    alive_after_wait: bool
+
+    def evidence(self) -> dict[str, Any]:
+        """The thread as a finding's evidence shows it: its payload's keys, ``call``,
+        ``alive_after_wait``."""
+        return {**msgspec.to_builtins(self.thread), "call": self.call, "alive_after_wait": self.alive_after_wait}
 
 
 @register
@@ -80,47 +99,46 @@ class ThreadCensus(Check):
         spec, out = run_series(ctx)
         case = spec.case
         label = case_label(case)
-        st = out.step
-        serial = (st.extra.get("serial") if st is not None else None) or []
+        serial = series_payload(out).serial
         findings: list[Finding] = []
         if not out.ok and not serial:
             self.could_not_judge(f"case {label}: {series_failure(spec, out)}; no call of the series completed")
             return findings
-        mine: list[dict[str, Any]] = []
-        lib_later: list[dict[str, Any]] = []
-        lib_first: list[dict[str, Any]] = []
+        mine: list[_Seen] = []
+        lib_later: list[_Seen] = []
+        lib_first: list[_Seen] = []
         for row in serial:
-            k = row["call"]
-            settled = {t["ident"] for t in row.get("threads_after_settle") or []}
-            for t in row.get("threads_after_return") or []:
-                item = {**t, "call": k + 1, "alive_after_wait": t["ident"] in settled}
-                if t.get("task_code"):
+            k = row.call
+            settled = {t.ident for t in row.threads_after_settle}
+            for th in row.threads_after_return:
+                item = _Seen(thread=th, call=k + 1, alive_after_wait=th.ident in settled)
+                if th.task_code:
                     mine.append(item)
-                elif not item["alive_after_wait"]:
+                elif not item.alive_after_wait:
                     continue
                 elif k == 0:
                     lib_first.append(item)
                 else:
                     lib_later.append(item)
-        counts = [r.get("os_threads") or [] for r in serial]
+        counts = [r.os_threads for r in serial]
         growth = [c[2] - c[0] for c in counts[1:] if len(c) == 3 and min(c) >= 0]
         if mine:
             t = mine[0]
-            calls = sorted({m["call"] for m in mine})
+            calls = sorted({m.call for m in mine})
             findings.append(self.finding(
                 ctx, "fail",
-                f"case {label}: serial call {t['call']} returned while {thread_text(t)} was still running"
-                + (" (and still after the synchronize + wait)" if t["alive_after_wait"] else "")
+                f"case {label}: serial call {t.call} returned while {thread_text(t.thread)} was still running"
+                + (" (and still after the synchronize + wait)" if t.alive_after_wait else "")
                 + (f"; the same after call(s) {', '.join(map(str, calls[1:8]))}" if len(calls) > 1 else "")
                 + ": work of the candidate continues after it returns (outside any timer)",
-                {"case": case, "seed": spec.seed_a, "threads": mine[:8], "calls_with_threads": calls,
-                 **_source(t)}, case=case, seed=spec.seed_a))
+                {"case": case, "seed": spec.seed_a, "threads": [m.evidence() for m in mine[:8]],
+                 "calls_with_threads": calls, **_source(t.thread)}, case=case, seed=spec.seed_a))
         if lib_later:
             t = lib_later[0]
             findings.append(self.finding(
-                ctx, "warn", f"case {label}: serial call {t['call']} left {thread_text(t)} running after the "
+                ctx, "warn", f"case {label}: serial call {t.call} left {thread_text(t.thread)} running after the "
                 "synchronize + wait (started by library code on a call after the first)",
-                {"case": case, "threads": lib_later[:8]}, case=case, seed=spec.seed_a))
+                {"case": case, "threads": [m.evidence() for m in lib_later[:8]]}, case=case, seed=spec.seed_a))
         if len(growth) >= 3 and all(g > 0 for g in growth):
             findings.append(self.finding(
                 ctx, "warn", f"case {label}: the process's OS threads grow on every call after the first "
@@ -133,17 +151,18 @@ class ThreadCensus(Check):
                 ctx, "info",
                 f"case {label}: no thread of the candidate's left running after {len(serial)} calls; OS threads "
                 f"before/after return/after the wait per call: {counts[:3]}{' ...' if len(counts) > 3 else ''}"
-                + (f"; library threads started on the first call: {', '.join(thread_text(t) for t in lib_first[:3])}"
-                   if lib_first else "")
+                + (f"; library threads started on the first call: "
+                   f"{', '.join(thread_text(m.thread) for m in lib_first[:3])}" if lib_first else "")
                 + "; timers and CUDA streams: see tampering",
-                {"case": case, "seed": spec.seed_a, "os_threads": counts, "library_threads": lib_first[:8]}))
+                {"case": case, "seed": spec.seed_a, "os_threads": counts,
+                 "library_threads": [m.evidence() for m in lib_first[:8]]}))
         return findings
 
 
-def _source(t: dict[str, Any]) -> dict[str, Any]:
+def _source(t: SeriesThread) -> dict[str, Any]:
     """``{"source": {file, line}}`` of the task frame that started ``t`` (empty when none)."""
-    for f in reversed(t.get("started_at") or []):
-        if "/tasks/" in f["file"] or f["file"].endswith(".py") and "site-packages" not in f["file"] \
-                and "threading.py" not in f["file"] and "/workstation/" not in f["file"]:
-            return {"source": {"file": f["file"].rsplit("/", 1)[-1], "line": f["line"]}}
+    for f in reversed(t.started_at):
+        if "/tasks/" in f.file or f.file.endswith(".py") and "site-packages" not in f.file \
+                and "threading.py" not in f.file and "/workstation/" not in f.file:
+            return {"source": {"file": f.file.rsplit("/", 1)[-1], "line": f.line}}
     return {}

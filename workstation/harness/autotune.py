@@ -21,7 +21,7 @@ globals, also behind ``@triton.heuristics``), and per case:
 
 Outputs travel as arrays ``c<case>_<run>_out<j>`` (``run``: ``tuned``, ``cached``,
 ``cfg<a>_<i>`` for config ``i`` of autotuner ``a``); the parent compares them with the
-reference.
+reference. The payload is :class:`~workstation.protocol.extras.autotune.AutotuneProbeExtra`.
 """
 
 from __future__ import annotations
@@ -36,6 +36,16 @@ from typing import Any
 from workstation.harness import StepOutput, step
 from workstation.harness.core import JobContext, encode_tensor, error_info
 from workstation.harness.launches import Launch, LaunchObserver, launch_classes, observing
+from workstation.protocol.extras.autotune import (
+    AutotuneCase,
+    AutotuneProbeExtra,
+    AutotunerDesc,
+    ConfigDesc,
+    ListenerPick,
+    PickedConfig,
+    ProbeCall,
+    TunedCall,
+)
 from workstation.protocol.steps import AutotuneProbeStep, Case
 
 
@@ -101,32 +111,32 @@ def find_autotuners(ctx: JobContext, packages: set[str] | None = None) -> list[A
     return found
 
 
-def _config_doc(cfg: Any) -> dict[str, Any]:
-    return {"kwargs": {k: (v if isinstance(v, int | float | bool | str) else repr(v)) for k, v in cfg.kwargs.items()},
-            "num_warps": cfg.num_warps, "num_stages": cfg.num_stages, "num_ctas": getattr(cfg, "num_ctas", 1),
-            "maxnreg": getattr(cfg, "maxnreg", None), "pre_hook": cfg.pre_hook is not None,
-            "text": str(cfg)}
+def _config_doc(cfg: Any) -> ConfigDesc:
+    return ConfigDesc(kwargs={k: (v if isinstance(v, int | float | bool | str) else repr(v))
+                              for k, v in cfg.kwargs.items()},
+                      num_warps=cfg.num_warps, num_stages=cfg.num_stages, num_ctas=getattr(cfg, "num_ctas", 1),
+                      maxnreg=getattr(cfg, "maxnreg", None), pre_hook=cfg.pre_hook is not None, text=str(cfg))
 
 
-def describe(at: Any) -> dict[str, Any]:
-    """JSON-ready facts of one autotuner: kernel name and source line, configs, key,
+def describe(at: Any) -> AutotunerDesc:
+    """The facts of one autotuner: kernel name and source line, configs, key,
     ``reset_to_zero``, ``restore_value``, user hooks, pruning."""
     base = at.base_fn
     code = getattr(base, "__code__", None)
-    return {
-        "kernel": base.__name__,
-        "file": os.path.basename(code.co_filename) if code else "",
-        "line": code.co_firstlineno if code else 0,
-        "arg_names": list(at.arg_names),
-        "configs": [_config_doc(c) for c in at.configs],
-        "key": list(getattr(at, "keys", []) or []),
-        "reset_to_zero": list(getattr(at, "reset_to_zero", []) or []),
-        "restore_value": list(getattr(at, "restore_value", []) or []),
-        "user_pre_hook": bool(getattr(at, "user_defined_pre_hook", False)),
-        "user_post_hook": bool(getattr(at, "user_defined_post_hook", False)),
-        "early_config_prune": getattr(at, "early_config_prune", None) is not None,
-        "perf_model": getattr(at, "perf_model", None) is not None,
-    }
+    return AutotunerDesc(
+        kernel=base.__name__,
+        file=os.path.basename(code.co_filename) if code else "",
+        line=code.co_firstlineno if code else 0,
+        arg_names=list(at.arg_names),
+        configs=[_config_doc(c) for c in at.configs],
+        key=list(getattr(at, "keys", []) or []),
+        reset_to_zero=list(getattr(at, "reset_to_zero", []) or []),
+        restore_value=list(getattr(at, "restore_value", []) or []),
+        user_pre_hook=bool(getattr(at, "user_defined_pre_hook", False)),
+        user_post_hook=bool(getattr(at, "user_defined_post_hook", False)),
+        early_config_prune=getattr(at, "early_config_prune", None) is not None,
+        perf_model=getattr(at, "perf_model", None) is not None,
+    )
 
 
 def _config_index(at: Any, kwargs: dict[str, Any]) -> int:
@@ -187,7 +197,7 @@ def _launched_kernel(at: Any) -> Any:
 
 
 @contextlib.contextmanager
-def pick_listener(picks: list[dict[str, Any]]) -> Iterator[None]:
+def pick_listener(picks: list[ListenerPick]) -> Iterator[None]:
     """Record ``triton.knobs.autotuning.listener`` calls (the config each tuning picked).
 
     Not under the interpreter: ``Autotuner.run`` looks for the ``JITFunction`` behind the
@@ -206,12 +216,14 @@ def pick_listener(picks: list[dict[str, Any]]) -> Iterator[None]:
     old = knobs.autotuning.listener
 
     def listener(fn: Any, key: Any, best_config: Any, configs_timings: Any, duration: Any, cache_hit: bool) -> None:
-        timings = {}
+        timings: dict[str, float | str] = {}
         for c, t in (configs_timings or {}).items():
             v = t[0] if isinstance(t, list | tuple) and t else t
             timings[str(c)] = float(v) if isinstance(v, int | float) else repr(v)
-        picks.append({"kernel": getattr(fn, "__name__", "?"), "key": repr(key), "best": str(best_config),
-                      "timings": timings, "duration_s": duration, "cache_hit": bool(cache_hit)})
+        picks.append(ListenerPick(kernel=getattr(fn, "__name__", "?"), key=repr(key), best=str(best_config),
+                                  timings=timings,
+                                  duration_s=float(duration) if isinstance(duration, int | float) else None,
+                                  cache_hit=bool(cache_hit)))
         if old is not None:
             old(fn=fn, key=key, best_config=best_config, configs_timings=configs_timings, duration=duration,
                 cache_hit=cache_hit)
@@ -223,39 +235,40 @@ def pick_listener(picks: list[dict[str, Any]]) -> Iterator[None]:
         knobs.autotuning.listener = old
 
 
-def _call(ctx: JobContext, case: Case, seed: int, out: StepOutput, tag: str) -> dict[str, Any]:
+def _call(ctx: JobContext, case: Case, seed: int, out: StepOutput, tag: str) -> ProbeCall:
     """Fresh inputs, one candidate call, outputs stored under ``tag``; the call's record."""
     try:
         inputs = ctx.make_inputs(case, seed)
         result = ctx.callable("candidate")(*inputs)
         ctx.sync()
         outputs = ctx.outputs_of(result, inputs)
-    except BaseException as e:  # noqa: BLE001
-        return {"ok": False, "error": error_info(e, getattr(e, "_kws_phase", "call"))}
+    except BaseException as e:  # noqa: BLE001  (a config that raises is reported, never pruned)
+        return ProbeCall(ok=False, error=error_info(e, getattr(e, "_kws_phase", "call")))
     metas = []
     for j, t in enumerate(outputs):
         meta, arr = encode_tensor(t)
         metas.append(meta)
         out.arrays[f"{tag}_out{j}"] = arr
-    return {"ok": True, "outputs": metas}
+    return ProbeCall(ok=True, outputs=metas)
 
 
 @step(AutotuneProbeStep)
 def autotune_probe_step(ctx: JobContext, spec: AutotuneProbeStep) -> StepOutput:
     """Drive the candidate's autotuners on ``spec.cases`` (module doc).
 
-    ``extra``: ``autotuners`` (:func:`describe` each), ``device_name``, ``interpreter``,
-    ``cases``: per case ``tuned`` / ``cached`` call records (``ok``, ``error``,
-    ``outputs`` metadata, ``launches`` per autotuner and config index, ``picks``) and
-    ``configs`` (per autotuner, per config: the call record).
+    ``extra`` (:class:`AutotuneProbeExtra`): ``autotuners`` (:func:`describe` each),
+    ``device_name``, ``interpreter``, ``cases``: per case ``tuned`` / ``cached`` call
+    records (``ok``, ``error``, ``outputs`` metadata, ``launches`` per autotuner and config
+    index, ``picks``) and ``configs`` (per autotuner, per config: the call record).
     """
     out = StepOutput(ok=True)
     from workstation.harness.core import INTERPRETER
 
     try:
         ctx.callable("candidate")
-    except BaseException as e:  # noqa: BLE001
-        return StepOutput(ok=False, error=error_info(e, getattr(e, "_kws_phase", "import")))
+    except BaseException as e:  # noqa: BLE001  (the candidate's import error, sent as the step's)
+        return StepOutput(ok=False, error=error_info(e, getattr(e, "_kws_phase", "import")),
+                          extra=AutotuneProbeExtra(device_name=ctx.device_name))
     own = find_autotuners(ctx)
     packages = imported_packages(ctx)
     ats = find_autotuners(ctx, packages)
@@ -266,46 +279,51 @@ def autotune_probe_step(ctx: JobContext, spec: AutotuneProbeStep) -> StepOutput:
             _call(ctx, spec.cases[0], spec.seed, StepOutput(ok=True), "discover")
         used = {a for a, d in counter.log.items() if d["launches"]}
         ats = [at for a, at in enumerate(ats) if at in own or a in used]
-    out.extra = {"autotuners": [describe(at) for at in ats], "device_name": ctx.device_name,
-                 "interpreter": INTERPRETER, "cases": [], "packages_searched": sorted(packages),
-                 "from_packages": [describe(at)["kernel"] for at in ats if at not in own]}
+    extra = AutotuneProbeExtra(autotuners=[describe(at) for at in ats], device_name=ctx.device_name,
+                               interpreter=INTERPRETER, cases=[], packages_searched=sorted(packages),
+                               from_packages=[describe(at).kernel for at in ats if at not in own])
+    out.extra = extra
     if not ats:
         return out
     for at in ats:
         at.cache_results = False
     seed = spec.seed
     for ci, case in enumerate(spec.cases):
-        rec: dict[str, Any] = {"case": case, "configs": []}
+        rec = AutotuneCase(case=case, configs=[])
         for at in ats:
             at.cache = {}
         for run in ("tuned", "cached"):
-            picks: list[dict[str, Any]] = []
+            picks: list[ListenerPick] = []
             with observing(ConfigLaunchCounter(ats)) as counter, pick_listener(picks):
                 r = _call(ctx, case, seed, out, f"c{ci}_{run}")
             log = counter.log
-            r["launches"] = {str(a): {str(k): v for k, v in d["launches"].items()} for a, d in log.items()}
-            r["raised"] = {str(a): {str(k): v for k, v in d["raised"].items()} for a, d in log.items()}
-            r["launch_errors"] = {str(a): {str(k): v for k, v in d["errors"].items()} for a, d in log.items()}
-            r["picks"] = picks
-            r["picked"] = [_picked(at) for at in ats]
-            rec[run] = r
+            tuned = TunedCall(
+                ok=r.ok, error=r.error, outputs=r.outputs,
+                launches={str(a): {str(k): v for k, v in d["launches"].items()} for a, d in log.items()},
+                raised={str(a): {str(k): v for k, v in d["raised"].items()} for a, d in log.items()},
+                launch_errors={str(a): {str(k): v for k, v in d["errors"].items()} for a, d in log.items()},
+                picks=picks, picked=[_picked(at) for at in ats])
+            if run == "tuned":
+                rec.tuned = tuned
+            else:
+                rec.cached = tuned
         for a, at in enumerate(ats):
             configs, cache = at.configs, at.cache
-            per: list[dict[str, Any]] = []
+            per: list[ProbeCall] = []
             for i, cfg in enumerate(configs):
                 at.configs, at.cache = [cfg], {}
                 try:
                     per.append(_call(ctx, case, seed, out, f"c{ci}_cfg{a}_{i}"))
                 finally:
                     at.configs, at.cache = configs, cache
-            rec["configs"].append(per)
-        out.extra["cases"].append(rec)
+            rec.configs.append(per)
+        extra.cases.append(rec)
     return out
 
 
-def _picked(at: Any) -> dict[str, Any]:
+def _picked(at: Any) -> PickedConfig:
     best = getattr(at, "best_config", None)
     idx = next((i for i, c in enumerate(at.configs) if c is best), -1)
-    return {"index": idx, "config": str(best) if best is not None else None,
-            "cache": {repr(k): str(v) for k, v in at.cache.items()}}
+    return PickedConfig(index=idx, config=str(best) if best is not None else None,
+                        cache={repr(k): str(v) for k, v in at.cache.items()})
 

@@ -24,10 +24,11 @@ audit: its outputs are fingerprinted right after return and kept; so are the las
 After the loop: one synchronize, the settle wait, the audit and last outputs read.
 
 Sent back: ``arrays["s<k>_<j>"]`` (serial call ``k``'s output ``j`` after the settle, only
-for a fingerprint not sent before: ``extra["serial"][k]["arrays"]`` names the array of each
+for a fingerprint not sent before: ``extra.serial[k].arrays`` names the array of each
 output), ``arrays["e<k>_<j>"]`` (the value right after return, only where it differs),
-``audit<j>``, ``audit_early<j>`` (where it differs), ``last<j>``; ``extra["serial"]`` and
-``extra["loop"]`` hold fingerprints, types and the census.
+``audit<j>``, ``audit_early<j>`` (where it differs), ``last<j>``; ``extra.serial`` and
+``extra.loop`` hold fingerprints, types and the census
+(:class:`~workstation.protocol.extras.series.CallSeriesExtra`).
 """
 
 from __future__ import annotations
@@ -46,6 +47,13 @@ import torch
 from workstation.harness import StepOutput, step
 from workstation.harness.core import _tag, call_context, encode_tensor
 from workstation.harness.probes import _clone, _failed, _inputs
+from workstation.protocol.extras.series import (
+    CallSeriesExtra,
+    Frame,
+    SerialCall,
+    SeriesLoop,
+    SeriesThread,
+)
 from workstation.protocol.steps import CallSeriesStep
 
 #: frames kept from a thread's creation or current stack.
@@ -84,15 +92,15 @@ def os_threads() -> int:
         return -1
 
 
-def _frames(frames: list[traceback.FrameSummary]) -> list[dict[str, Any]]:
-    return [{"file": f.filename, "line": f.lineno, "function": f.name} for f in frames[-STACK_FRAMES:]]
+def _frames(frames: list[traceback.FrameSummary]) -> list[Frame]:
+    return [Frame(file=f.filename, line=f.lineno, function=f.name) for f in frames[-STACK_FRAMES:]]
 
 
 class _StartRecorder:
     """Wraps ``threading.Thread.start`` while active: the stack of each start, by thread."""
 
     def __init__(self) -> None:
-        self.sites: dict[int, list[dict[str, Any]]] = {}
+        self.sites: dict[int, list[Frame]] = {}
         self._orig = threading.Thread.start
 
     def __enter__(self) -> _StartRecorder:
@@ -111,7 +119,7 @@ class _StartRecorder:
         threading.Thread.start = self._orig  # type: ignore[method-assign]
 
 
-def _census(before: set[int], rec: _StartRecorder, task_dir: str) -> list[dict[str, Any]]:
+def _census(before: set[int], rec: _StartRecorder, task_dir: str) -> list[SeriesThread]:
     """The Python threads alive now that were not alive in ``before`` (idents);
     ``task_code``: a task file (under ``task_dir``) called ``start`` itself (not through a
     library), holds its target, or is on the stack it is running."""
@@ -125,15 +133,15 @@ def _census(before: set[int], rec: _StartRecorder, task_dir: str) -> list[dict[s
         started = rec.sites.get(id(t), [])
         running = _frames(traceback.extract_stack(fr)) if fr is not None else []
         code = getattr(target, "__code__", None)
-        starter = [f["file"] for f in started if not f["file"].endswith("threading.py")][-1:]
-        files = starter + [f["file"] for f in running] + ([code.co_filename] if code is not None else [])
-        out.append({
-            "ident": t.ident, "name": t.name, "daemon": t.daemon, "class": _type_name(t),
-            "target": (f"{getattr(target, '__module__', '')}.{getattr(target, '__qualname__', repr(target))}"
-                       if target is not None else None),
-            "started_at": started, "running": running,
-            "task_code": any(str(f).startswith(task_dir) for f in files),
-        })
+        starter = [f.file for f in started if not f.file.endswith("threading.py")][-1:]
+        files = starter + [f.file for f in running] + ([code.co_filename] if code is not None else [])
+        out.append(SeriesThread(
+            ident=t.ident, name=t.name, daemon=t.daemon, cls=_type_name(t),
+            target=(f"{getattr(target, '__module__', '')}.{getattr(target, '__qualname__', repr(target))}"
+                    if target is not None else None),
+            started_at=started, running=running,
+            task_code=any(str(f).startswith(task_dir) for f in files),
+        ))
     return out
 
 
@@ -158,7 +166,7 @@ def _early(outs: list[Any]) -> list[Any]:
 def call_series_step(ctx: Any, spec: CallSeriesStep) -> StepOutput:
     """The serial and loop phases of the module doc."""
     res = StepOutput(ok=True)
-    serial: list[dict[str, Any]] = []
+    serial: list[SerialCall] = []
     sent: dict[str, str] = {}
     try:
         pristine_a = _inputs(ctx, spec, spec.seed_a)
@@ -186,23 +194,21 @@ def call_series_step(ctx: Any, spec: CallSeriesStep) -> StepOutput:
                 _settle(ctx, spec.settle_s)
                 new_after_settle = _census(py_before, rec, tdir)
             os_after_settle = os_threads()
-            row: dict[str, Any] = {"call": k, "seconds": seconds, "types": [_type_name(o) for o in outs],
-                                   "dtypes": [_dtype(o) for o in outs],
-                                   "exact_tensor": [type(o) is torch.Tensor for o in outs],
-                                   "early": [], "late": [], "arrays": [], "early_arrays": [],
-                                   "threads_after_return": new_after_return,
-                                   "threads_after_settle": new_after_settle,
-                                   "os_threads": [os_before, os_after_return, os_after_settle]}
+            row = SerialCall(call=k, seconds=seconds, types=[_type_name(o) for o in outs],
+                             dtypes=[_dtype(o) for o in outs], exact_tensor=[type(o) is torch.Tensor for o in outs],
+                             early=[], late=[], arrays=[], early_arrays=[],
+                             threads_after_return=new_after_return, threads_after_settle=new_after_settle,
+                             os_threads=[os_before, os_after_return, os_after_settle])
             for j, (o, e) in enumerate(zip(outs, early, strict=True)):
                 he = fingerprint(e) if e is not None else "unreadable: the host copy failed"
                 hl = fingerprint(o)
-                row["early"].append(he)
-                row["late"].append(hl)
+                row.early.append(he)
+                row.late.append(hl)
                 key = sent.get(hl)
                 if key is None and not hl.startswith("unreadable"):
                     key = sent[hl] = f"s{k}_{j}"
                     res.arrays[key] = encode_tensor(o)[1]
-                row["arrays"].append(key)
+                row.arrays.append(key)
                 ek = None
                 if he != hl and e is not None and isinstance(e, torch.Tensor):
                     ek = f"e{k}_{j}"
@@ -210,25 +216,23 @@ def call_series_step(ctx: Any, spec: CallSeriesStep) -> StepOutput:
                         res.arrays[ek] = encode_tensor(e)[1]
                     except Exception:  # noqa: BLE001
                         ek = None
-                row["early_arrays"].append(ek)
+                row.early_arrays.append(ek)
             serial.append(row)
             res.seconds += seconds
             del inputs, outs, r, early
         loop = _loop(ctx, spec, fn, pristine_a, pristine_b, res)
-    except BaseException as e:  # noqa: BLE001
-        out = _failed(ctx, e)
-        out.extra["serial"] = serial
-        return out
-    res.extra = {"serial": serial, "loop": loop, "settle_s": spec.settle_s, "device_name": ctx.device_name,
-                 "pid": os.getpid()}
+    except BaseException as e:  # noqa: BLE001  (task code's error, sent with the serial calls that completed)
+        return _failed(ctx, e, CallSeriesExtra(serial=serial, settle_s=spec.settle_s, device_name=ctx.device_name))
+    res.extra = CallSeriesExtra(serial=serial, loop=loop, settle_s=spec.settle_s, device_name=ctx.device_name,
+                                pid=os.getpid())
     return res
 
 
-def _loop(ctx: Any, spec: CallSeriesStep, fn: Any, pa: tuple, pb: tuple, res: StepOutput) -> dict[str, Any]:
+def _loop(ctx: Any, spec: CallSeriesStep, fn: Any, pa: tuple, pb: tuple, res: StepOutput) -> SeriesLoop:
     """The loop phase (module doc); writes ``audit*``/``last*`` arrays into ``res``."""
     n = spec.loop
     if n <= 0:
-        return {"n": 0}
+        return SeriesLoop(n=0)
     audit = random.SystemRandom().randrange(n - 1) if n > 1 else 0
     kept: dict[str, tuple[Any, list[Any]]] = {}
     audit_early: list[str] = []
@@ -252,20 +256,21 @@ def _loop(ctx: Any, spec: CallSeriesStep, fn: Any, pa: tuple, pb: tuple, res: St
         del inputs, outs, r
     _settle(ctx, spec.settle_s)
     res.seconds += time.perf_counter() - t0
-    out: dict[str, Any] = {"n": n, "audit": audit, "audit_seed": spec.seed_a if audit % 2 == 0 else spec.seed_b,
-                           "last_seed": spec.seed_a if (n - 1) % 2 == 0 else spec.seed_b,
-                           "audit_early": audit_early}
+    out = SeriesLoop(n=n, audit=audit, audit_seed=spec.seed_a if audit % 2 == 0 else spec.seed_b,
+                     last_seed=spec.seed_a if (n - 1) % 2 == 0 else spec.seed_b, audit_early=audit_early)
     for name, (_inp, outs) in kept.items():
-        out[f"{name}_types"] = [_type_name(o) for o in outs]
-        out[f"{name}_dtypes"] = [_dtype(o) for o in outs]
-        out[f"{name}_exact_tensor"] = [type(o) is torch.Tensor for o in outs]
-        out[f"{name}_late"] = [fingerprint(o) for o in outs]
+        types, dtypes = [_type_name(o) for o in outs], [_dtype(o) for o in outs]
+        exact, late = [type(o) is torch.Tensor for o in outs], [fingerprint(o) for o in outs]
+        if name == "audit":
+            out.audit_types, out.audit_dtypes, out.audit_exact_tensor, out.audit_late = types, dtypes, exact, late
+        else:
+            out.last_types, out.last_dtypes, out.last_exact_tensor, out.last_late = types, dtypes, exact, late
         for j, o in enumerate(outs):
             try:
                 res.arrays[f"{name}{j}"] = encode_tensor(o)[1]
             except Exception:  # noqa: BLE001  (unreadable: judged from the fingerprint's text)
                 pass
-    for j, (he, hl) in enumerate(zip(audit_early, out.get("audit_late", []), strict=False)):
+    for j, (he, hl) in enumerate(zip(audit_early, out.audit_late, strict=False)):
         if he != hl and isinstance(early_vals[j], torch.Tensor):
             res.arrays[f"audit_early{j}"] = encode_tensor(early_vals[j])[1]
     return out

@@ -22,9 +22,9 @@ module, takes another, calls the role once, and takes a third. A snapshot
 - ``cuda``: the current stream (CUDA only).
 
 During the call (CUDA) a monitor counts ``torch.cuda.Stream`` objects created and
-``torch.cuda.set_stream`` calls. ``extra["details"]`` describes each callable whose
+``torch.cuda.set_stream`` calls. ``extra.details`` describes each callable whose
 token changed (its new qualified name, file and line): evidence only; the parent judges
-from the tokens.
+from the tokens. The payload is :class:`~workstation.protocol.extras.state.StateProbeExtra`.
 """
 
 from __future__ import annotations
@@ -44,6 +44,16 @@ import torch
 
 from workstation.harness import StepOutput, step
 from workstation.harness.core import _tag, error_info
+from workstation.protocol.extras.series import Frame
+from workstation.protocol.extras.state import (
+    CallableInfo,
+    CudaState,
+    Snapshot,
+    StateProbeExtra,
+    StreamCreated,
+    StreamWatch,
+    ThreadInfo,
+)
 from workstation.protocol.steps import StateProbeStep
 
 #: module namespaces whose callables are snapshotted.
@@ -148,47 +158,43 @@ def _callables() -> dict[str, str]:
     return out
 
 
-def _threads() -> list[dict[str, Any]]:
+def _threads() -> list[ThreadInfo]:
     out = []
     for t in threading.enumerate():
         target = getattr(t, "_target", None)
-        out.append({
-            "name": t.name, "ident": t.ident, "daemon": t.daemon, "alive": t.is_alive(),
-            "class": f"{type(t).__module__}.{type(t).__qualname__}",
-            "target": f"{getattr(target, '__module__', '')}.{getattr(target, '__qualname__', '')}" if target else "",
-        })
+        out.append(ThreadInfo(
+            name=t.name, ident=t.ident, daemon=t.daemon, alive=t.is_alive(),
+            cls=f"{type(t).__module__}.{type(t).__qualname__}",
+            target=f"{getattr(target, '__module__', '')}.{getattr(target, '__qualname__', '')}" if target else "",
+        ))
     return out
 
 
-def snapshot(cuda: bool) -> dict[str, Any]:
+def snapshot(cuda: bool) -> Snapshot:
     """One snapshot of global state (module doc)."""
     flags = {k: _flag(fn) for k, fn in FLAGS.items()}
-    snap: dict[str, Any] = {
-        "flags": {k: v for k, v in flags.items() if v is not None},
-        "functions": _callables(),
-        "threads": _threads(),
-        "env": dict(os.environ),
-    }
+    snap = Snapshot(flags={k: v for k, v in flags.items() if v is not None}, functions=_callables(),
+                    threads=_threads(), env=dict(os.environ))
     if cuda:
         s = torch.cuda.current_stream()
-        snap["cuda"] = {"current_stream": int(s.cuda_stream), "device": torch.cuda.current_device()}
+        snap.cuda = CudaState(current_stream=int(s.cuda_stream), device=torch.cuda.current_device())
     return snap
 
 
-def describe_callable(v: Any, task_dir: Any = None) -> dict[str, Any]:
+def describe_callable(v: Any, task_dir: Any = None) -> CallableInfo:
     """Where a callable comes from: qualified name, module, file and first line
     (``task_file``: the file relative to the task folder when it lies there)."""
-    d: dict[str, Any] = {"qualname": getattr(v, "__qualname__", type(v).__qualname__),
-                         "module": getattr(v, "__module__", None) or ""}
+    d = CallableInfo(qualname=str(getattr(v, "__qualname__", type(v).__qualname__)),
+                     module=str(getattr(v, "__module__", None) or ""))
     try:
         f = inspect.unwrap(v) if callable(v) else v
-        d["file"] = inspect.getsourcefile(f)
-        d["line"] = inspect.getsourcelines(f)[1]
+        d.file = inspect.getsourcefile(f)
+        d.line = inspect.getsourcelines(f)[1]
     except (TypeError, OSError, ValueError):
         pass
     root = str(task_dir) if task_dir is not None else None
-    if root and d.get("file") and str(d["file"]).startswith(root):
-        d["task_file"] = os.path.relpath(d["file"], root)
+    if root and isinstance(d.file, str) and d.file and d.file.startswith(root):
+        d.task_file = os.path.relpath(d.file, root)
     return d
 
 
@@ -211,7 +217,7 @@ class _StreamWatch:
 
     def __init__(self, task_dir: Any):
         self.task_dir = task_dir
-        self.created: list[dict[str, Any]] = []
+        self.created: list[StreamCreated] = []
         self.set_calls = 0
         self._saved: list[tuple[Any, str, Any]] = []
 
@@ -222,7 +228,8 @@ class _StreamWatch:
         orig_new = torch.cuda.Stream.__new__
 
         def new(cls: Any, *args: Any, **kwargs: Any) -> Any:
-            watch.created.append({"site": task_site(watch.task_dir, 1)})
+            site = task_site(watch.task_dir, 1)
+            watch.created.append(StreamCreated(site=Frame(**site) if site is not None else None))
             return orig_new(cls, *args, **kwargs)
 
         orig_set = torch.cuda.set_stream
@@ -250,15 +257,15 @@ class _StreamWatch:
 @step(StateProbeStep)
 def state_probe_step(ctx: Any, spec: StateProbeStep) -> StepOutput:
     """Snapshots before import, after import and after one call of ``spec.role``
-    (``extra["before"]``, ``extra["after_import"]``, ``extra["after_call"]``), plus
-    ``extra["streams"]`` (CUDA) and ``extra["details"]`` (see module doc)."""
+    (``extra.before``, ``extra.after_import``, ``extra.after_call``), plus
+    ``extra.streams`` (CUDA) and ``extra.details`` (see module doc)."""
     cuda = ctx.device.type == "cuda"
-    extra: dict[str, Any] = {"device_name": ctx.device_name}
+    extra = StateProbeExtra(device_name=ctx.device_name)
     try:
         inputs = ctx.make_inputs(spec.case, spec.seed)
-        extra["before"] = snapshot(cuda)
+        extra.before = before = snapshot(cuda)
         fn = ctx.callable(spec.role)
-        extra["after_import"] = snapshot(cuda)
+        extra.after_import = after_import = snapshot(cuda)
         watch = _StreamWatch(ctx.task_dir) if cuda else None
         t0 = time.perf_counter()
         try:
@@ -271,16 +278,15 @@ def state_probe_step(ctx: Any, spec: StateProbeStep) -> StepOutput:
         except BaseException as e:  # noqa: BLE001  (re-raised, tagged with its phase)
             raise _tag(e, "call") from None
         seconds = time.perf_counter() - t0
-        extra["after_call"] = snapshot(cuda)
+        extra.after_call = after_call = snapshot(cuda)
         if watch is not None:
-            extra["streams"] = {"created": watch.created, "set_stream_calls": watch.set_calls}
-    except BaseException as e:  # noqa: BLE001
+            extra.streams = StreamWatch(created=watch.created, set_stream_calls=watch.set_calls)
+    except BaseException as e:  # noqa: BLE001  (task code's error, sent with the snapshots taken)
         return StepOutput(ok=False, error=error_info(e, getattr(e, "_kws_phase", "call")), extra=extra)
-    before = extra["before"]["functions"]
-    details = {}
-    for snap in (extra["after_import"], extra["after_call"]):
-        for k, tok in snap["functions"].items():
-            if before.get(k) != tok and k not in details:
+    details: dict[str, CallableInfo] = {}
+    for snap in (after_import, after_call):
+        for k, tok in snap.functions.items():
+            if before.functions.get(k) != tok and k not in details:
                 details[k] = describe_callable(_resolve(k), ctx.task_dir)
-    extra["details"] = details
+    extra.details = details
     return StepOutput(ok=True, extra=extra, seconds=seconds)

@@ -15,6 +15,8 @@ from workstation.analysis.compare import Comparison, compare
 from workstation.checks.support.guarded import seed_pair
 from workstation.engine.check import NotJudged
 from workstation.engine.context import CallOutcome, CheckContext, case_label, step_timeout_s
+from workstation.protocol.extras import extra_as
+from workstation.protocol.extras.series import CallSeriesExtra
 from workstation.protocol.steps import CallSeriesStep, memo_key
 
 #: serial calls on fresh copies (call-count-dependent behaviour shows by the 12th call:
@@ -78,9 +80,19 @@ def run_series(ctx: CheckContext) -> tuple[CallSeriesStep, CallOutcome]:
     return spec, out
 
 
+def series_payload(out: CallOutcome) -> CallSeriesExtra:
+    """The series' payload (:class:`~workstation.protocol.extras.series.CallSeriesExtra`); an
+    empty one (no serial call, ``loop.n`` 0) when the step left no result (the job died).
+
+    Raises:
+        TypeError: ``out`` is a step of another kind (a kws bug).
+    """
+    return extra_as(out.step.extra, CallSeriesExtra) if out.step is not None else CallSeriesExtra()
+
+
 def series_failure(spec: CallSeriesStep, out: CallOutcome) -> str:
     """A failed series of a candidate whose plain call returns, in words."""
-    done = len((out.step.extra.get("serial") if out.step is not None else None) or [])
+    done = len(series_payload(out).serial)
     return (f"the candidate {out.failure_text()} during the call series (after {done} of {spec.serial} serial "
             f"call(s) on fresh copies of the same inputs completed), but returns on a plain call")
 

@@ -62,4 +62,25 @@ def decode_extra(kind: str, data: dict[str, Any]) -> Extra | dict[str, Any]:
         raise ResultFormatError(f"the {kind} step's extra does not have kws's form: {e}") from None
 
 
-from workstation.protocol.extras import audit  # noqa: E402,F401  (registers its kind)
+def extra_as(extra: Extra | dict[str, Any], cls: type[E]) -> E:
+    """``extra`` (a step result's decoded payload) as the payload Struct ``cls`` its reader
+    expects.
+
+    Raises:
+        TypeError: ``extra`` is another kind's payload (or an untyped dict): a kws bug, the
+            reader asked a step of another kind.
+    """
+    if not isinstance(extra, cls):
+        got = type(extra).__qualname__ if isinstance(extra, Extra) else "an untyped dict"
+        raise TypeError(f"expected the {cls.__struct_config__.tag} step's payload {cls.__qualname__}, got {got}")
+    return extra
+
+
+# the payload modules register their kinds in EXTRAS at import (one line per module)
+from workstation.protocol.extras import (  # noqa: E402  (they import Extra and extra_type from above)
+    audit,  # noqa: F401
+    autotune,  # noqa: F401
+    probes,  # noqa: F401
+    series,  # noqa: F401
+    state,  # noqa: F401
+)
