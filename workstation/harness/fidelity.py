@@ -67,6 +67,7 @@ from typing import Any
 import numpy as np
 
 from workstation.harness import excchain
+from workstation.protocol.extras.monitors import PoisonMaskedLoadsReport
 
 FIDELITY_VERSION = 1
 
@@ -688,9 +689,9 @@ def install() -> dict[str, Any]:
 
 
 @contextlib.contextmanager
-def poisoned_masked_loads(report: dict[str, Any] | None = None) -> Iterator[None]:
+def poisoned_masked_loads(report: PoisonMaskedLoadsReport | None = None) -> Iterator[None]:
     """Inside the block, masked lanes of ``tl.load`` without ``other=`` read poison
-    (:func:`poison_bits`). ``report["poisoned_lanes"]`` counts the lanes that did."""
+    (:func:`poison_bits`). ``report.poisoned_lanes`` counts the lanes that did."""
     prev = _state["poison"]
     _state["poison"] = True
     _state["poisoned_loads"] = 0
@@ -699,7 +700,7 @@ def poisoned_masked_loads(report: dict[str, Any] | None = None) -> Iterator[None
     finally:
         _state["poison"] = prev
         if report is not None:
-            report["poisoned_lanes"] = int(_state.get("poisoned_loads", 0))
+            report.poisoned_lanes = int(_state.get("poisoned_loads", 0))
 
 
 # ---------------------------------------------------------------------------- library launch wrappers
