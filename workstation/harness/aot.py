@@ -46,6 +46,7 @@ from workstation.harness.ir import analyze
 from workstation.harness.selftest import interpreter_selftest
 from workstation.protocol.extras import extra_as
 from workstation.protocol.extras.calls import CallExtra
+from workstation.protocol.extras.monitors import TritonLaunchRecordsReport
 from workstation.protocol.results import Raised
 from workstation.protocol.steps import Case, TritonAotStep, TritonLaunchRecords
 
@@ -137,7 +138,7 @@ def aot_step(ctx: Any, spec: TritonAotStep) -> StepOutput:
             continue
         seconds += res.seconds
         compiled.update(getattr(ctx, "_kws_compiled", {}))
-        for rec in msgspec.to_builtins(extra_as(res.extra, CallExtra).monitors.triton_launch_records).get("launches", []):
+        for rec in msgspec.to_builtins(extra_as(res.extra, CallExtra).monitors.of(TritonLaunchRecordsReport).launches):
             launches.setdefault(launch_key(rec), dict(rec, cases=[]))["cases"].append(ci)
     recs = list(launches.values())
     kernels: list[dict[str, Any]] = []
