@@ -11,6 +11,9 @@ from tests.conftest import SAMPLE_QUEUE
 from tests.hostile import findings, make_task, result
 from workstation.engine.run import run_checks
 from workstation.protocol import sentinels
+from workstation.protocol.extras.calls import CallExtra
+from workstation.protocol.extras.guards import GuardedBuffer, GuardedCallExtra, OutputSource
+from workstation.protocol.extras.monitors import Site
 from workstation.task.format import load_task
 
 MEMORY_CHECKS = ["unwritten-output", "out-of-bounds", "input-mutation", "stale-output", "nondeterminism"]
@@ -383,7 +386,8 @@ def _outcome(values, dtype, *, arrays=None, extra=None):
 
     v = np.asarray(values, dtype=np.int64 if dtype.startswith("int") else np.float64)
     td = TensorData(values=v, dtype=dtype, shape=v.shape, stride=(1,), storage_offset=0, meta={})
-    st = StepResult(index=0, ok=True, error=None, outputs=[td], extra=extra or {}, arrays=arrays or {}, seconds=0.0)
+    st = StepResult(index=0, ok=True, error=None, outputs=[td], extra=extra or CallExtra(), arrays=arrays or {},
+                    seconds=0.0)
     return CallOutcome(spec={}, step=st)
 
 
@@ -399,10 +403,11 @@ def test_output_that_depends_on_poisoned_scratch_is_a_fail(tmp_path):
     ref = _outcome([1, 2, 3, 4], "int32")
     plain = _outcome([1, 2, 3, 4], "int32")
     vals = [0x5A5A5A5A + v for v in (1, 2, 3, 4)]
-    buf = {"kind": "allocation", "poisoned": True, "dtype": "int32", "shape": [4], "op": "empty_like",
-           "site": {"file": "candidate.py", "line": 4}}
+    buf = GuardedBuffer(kind="allocation", index=0, dtype="int32", shape=[4], stride=[1], element_size=4, extent=4,
+                        guard=0, poisoned=True, guarded=False, device="cpu", op="empty_like",
+                        site=Site(file="candidate.py", line=4, function="add"))
     a = _outcome(vals, "int32", arrays={"bits0": np.array(vals, dtype=np.int32)},
-                 extra={"output_sources": [{"output": 0, "buffer": 0}], "buffers": [buf]})
+                 extra=GuardedCallExtra(output_sources=[OutputSource(output=0, buffer=0)], buffers=[buf]))
     chk = UnwrittenOutput()
     masks = {"A": poison_mask(a, 0, "int32", "A")}
     assert not masks["A"].any()
@@ -424,5 +429,5 @@ def test_sanitizer_step_says_why_it_does_not_run_on_the_cpu(runner, tmp_path):
     ctx = CheckContext(load_task(d), runner)
     assert smallest_case(ctx.cases) == {"N": 8, "dtype": "float32"}
     (o,) = ctx.run_steps([SanitizerCallStep(role="candidate", case=ctx.cases[1], seed=0)])
-    assert o.ok and o.step.extra["ran"] is False
-    assert "no CUDA device" in o.step.extra["reason"]
+    assert o.ok and o.step.extra.ran is False
+    assert "no CUDA device" in o.step.extra.reason

@@ -13,6 +13,7 @@ from workstation.checks.support.legal import int_params, shrink_values, snap, va
 from workstation.checks.support.trials import region_phrase
 from workstation.engine.report import to_json_dict
 from workstation.engine.run import run_checks
+from workstation.protocol.extras.calls import InputDesc
 from workstation.protocol.layouts import KINDS, applies
 from workstation.task.format import load_task
 from workstation.task.model import ParamSpec
@@ -188,10 +189,10 @@ def test_relayout_keeps_values_and_changes_strides():
 
 
 def test_expand_rule_only_broadcast_operands():
-    reads = [{"index": 0, "dtype": "float16", "shape": [64, 128]},
-             {"index": 1, "dtype": "float16", "shape": [128]},
-             {"index": 2, "dtype": "int64", "shape": [64]},
-             {"index": 3, "dtype": "float32", "shape": [1]}]
+    reads = [InputDesc(index=0, kind="tensor", dtype="float16", shape=[64, 128]),
+             InputDesc(index=1, kind="tensor", dtype="float16", shape=[128]),
+             InputDesc(index=2, kind="tensor", dtype="int64", shape=[64]),
+             InputDesc(index=3, kind="tensor", dtype="float32", shape=[1])]
     assert expand_eligible(reads) == [1]
 
 

@@ -60,7 +60,10 @@ def test_within_the_contract_is_margin_times_its_error_plus_floor():
 
 def test_contract_round_rounds_each_op_and_emulates_low_precision_accumulation():
     torch = pytest.importorskip("torch")
+    import msgspec
+
     from workstation.harness.contract import _contract_round
+    from workstation.protocol.extras.monitors import ContractRoundReport
     from workstation.protocol.steps import ContractRound
 
     g = torch.Generator().manual_seed(0)
@@ -69,10 +72,10 @@ def test_contract_round_rounds_each_op_and_emulates_low_precision_accumulation()
     exact = a @ b
 
     def under(compute, acc):
-        rep: dict = {}
+        rep = ContractRoundReport()
         with _contract_round(None, ContractRound(compute=compute, accumulate=acc), rep):
             out = (a.float() @ b.float(), a.sum(-1), a.mean(dim=1, keepdim=True))
-        return out, rep
+        return out, msgspec.to_builtins(rep)
 
     (m32, s32, mean32), rep = under("float16", "float32")
     assert m32.dtype == torch.float64 and rep["kept"]  # the reference's .float() stays float64

@@ -72,8 +72,9 @@ def test_selftest_passes_under_the_fidelity_layer_and_fails_without():
 @pytest.mark.slow
 def test_masked_loads_without_other_read_poison():
     got = _run("""
-        import json, torch, triton, triton.language as tl
+        import json, msgspec, torch, triton, triton.language as tl
         from workstation.harness import fidelity
+        from workstation.protocol.extras.monitors import PoisonMaskedLoadsReport
         fidelity.install()
 
         @triton.jit
@@ -87,10 +88,10 @@ def test_masked_loads_without_other_read_poison():
         x = torch.ones(10); y = torch.zeros(2)
         k[(1,)](x, y, 10, B=16)
         plain = y.tolist()
-        rep = {}
+        rep = PoisonMaskedLoadsReport()
         with fidelity.poisoned_masked_loads(rep):
             k[(1,)](x, y, 10, B=16)
-        print(json.dumps({"plain": plain, "poison": [str(v) for v in y.tolist()], "rep": rep}))
+        print(json.dumps({"plain": plain, "poison": [str(v) for v in y.tolist()], "rep": msgspec.to_builtins(rep)}))
     """)
     assert got["plain"] == [10.0, 10.0]
     assert got["poison"][0] == "nan" and got["poison"][1] == "10.0"

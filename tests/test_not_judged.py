@@ -212,6 +212,7 @@ def test_a_device_stand_in_limit_is_not_judged_and_its_calls_reach_the_report(tm
     the roles that made them)."""
     from workstation.engine.context import CheckContext
     from workstation.engine.payloads import take_notes
+    from workstation.protocol.extras.calls import CallExtra
     from workstation.protocol.results import DeviceStandinLimit, Raised, StandinCalls
     from workstation.protocol.wire import StepResult
 
@@ -221,14 +222,14 @@ def test_a_device_stand_in_limit_is_not_judged_and_its_calls_reach_the_report(tm
              "stand-in answers device queries but cannot place tensors, streams or events on a GPU")
     err = Raised(type="AssertionError", message="Torch not compiled with CUDA enabled", phase="import",
                  origin="task", causes=[DeviceStandinLimit(why=limit)])
-    failed = StepResult(index=0, ok=False, error=err, outputs=[], extra={}, arrays={}, seconds=0.0)
+    failed = StepResult(index=0, ok=False, error=err, outputs=[], extra=CallExtra(), arrays={}, seconds=0.0)
     with pytest.raises(NotJudged, match="beyond what kws's CPU device stand-in answers"):
         ctx._task_problem([CallOutcome(spec=step, step=failed)])
     assert "stand-in" in (ctx.refused("candidate") or "")
 
     note = StandinCalls(target="H200", calls={"torch.cuda.get_device_name": 2,
                                               "triton.runtime.driver.active.get_current_target": 1})
-    ok = StepResult(index=0, ok=True, error=None, outputs=[], extra={}, arrays={}, seconds=0.0, notes=[note])
+    ok = StepResult(index=0, ok=True, error=None, outputs=[], extra=CallExtra(), arrays={}, seconds=0.0, notes=[note])
     take_notes(ctx, [step], [ok])
     take_notes(ctx, [CallStep(role="reference", case={"N": 8, "dtype": "float32"})], [ok])
     st = ctx.extensions["device_standin"]

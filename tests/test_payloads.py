@@ -10,13 +10,22 @@ import msgspec
 import pytest
 
 from workstation.engine import payloads
-from workstation.protocol.extras import EXTRAS, decode_extra, extra_as
+from workstation.protocol.extras import EXTRAS, Extra, decode_extra, extra_as
 from workstation.protocol.extras.autotune import (
     AutotuneCase,
     AutotuneProbeExtra,
     ProbeCall,
     TunedCall,
 )
+from workstation.protocol.extras.calls import AuthorTestExtra, CallExtra, FaultCallExtra, InputDesc
+from workstation.protocol.extras.guards import GuardedCallExtra, SanitizerCallExtra
+from workstation.protocol.extras.monitors import (
+    REPORTS,
+    AtenOpsReport,
+    MonitorReports,
+    NumCallersReport,
+)
+from workstation.protocol.extras.numerics import NumOracleExtra
 from workstation.protocol.extras.probes import (
     OutputFacts,
     RepeatCallExtra,
@@ -46,6 +55,7 @@ from workstation.protocol.results import (
     decode_doc,
     encodable,
 )
+from workstation.protocol.steps import Monitor, kind_of
 
 
 def test_every_cause_and_note_kind_has_a_handler():
@@ -181,3 +191,93 @@ def test_probe_payloads_round_trip_as_the_harness_writes_them():
     nan = RepeatCallExtra(runs=[RepeatRun(seconds=float("nan"))])
     rc = decode_extra("repeat_call", json.loads(json.dumps(encodable(nan))))
     assert isinstance(rc, RepeatCallExtra) and rc.runs[0].seconds != rc.runs[0].seconds  # NaN survives
+
+
+# ----------------------------------------------------------------------------- the call family's payloads
+
+_TENSOR = {"index": 0, "kind": "tensor", "dtype": "float32", "shape": [4], "stride": [1], "sha256": "a"}
+
+
+@pytest.mark.parametrize("kind, cls", [
+    ("call", CallExtra), ("author_test", AuthorTestExtra), ("fault_call", FaultCallExtra),
+    ("guarded_call", GuardedCallExtra), ("sanitizer_call", SanitizerCallExtra), ("num_oracle", NumOracleExtra),
+])
+def test_the_call_family_kinds_are_registered_and_a_failed_step_sends_few_fields(kind, cls):
+    assert EXTRAS[kind] is cls
+    got = decode_extra(kind, {"device_name": "cpu"} if "device_name" in cls.__struct_fields__ else {})
+    assert isinstance(got, cls)
+
+
+def test_every_monitor_has_its_report_field_and_struct():
+    tags = {kind_of(m) for m in Monitor.__args__}
+    assert set(REPORTS) == tags == set(MonitorReports.__struct_fields__)
+    reports = MonitorReports(aten_ops=AtenOpsReport(), num_callers=NumCallersReport(total=3))
+    assert reports.of(NumCallersReport).total == 3
+    with pytest.raises(LookupError, match="keep_float64"):
+        reports.of(REPORTS["keep_float64"])
+
+
+def test_a_call_payload_round_trips_and_skips_the_monitors_it_did_not_run():
+    ex = CallExtra(inputs=[InputDesc(**_TENSOR)], monitors=MonitorReports(aten_ops=AtenOpsReport()),
+                   calls=[0.5], device_name="cpu")
+    data = json.loads(json.dumps(encodable(ex)))
+    assert data["monitors"] == {"aten_ops": {"ops": {}, "profiler": None}}
+    assert decode_extra("call", data) == ex
+
+
+def test_call_renamed_key_fails_at_the_boundary():
+    with pytest.raises(ResultFormatError, match="inputs_before"):
+        decode_extra("call", {"inputs_before": [], "device_name": "cpu"})
+    with pytest.raises(ResultFormatError, match="digest"):  # a renamed key of an input
+        decode_extra("call", {"inputs": [{**_TENSOR, "digest": "a"}]})
+    with pytest.raises(ResultFormatError, match="op_counts"):  # a renamed key of a monitor's report
+        decode_extra("call", {"monitors": {"aten_ops": {"op_counts": {}}}})
+    with pytest.raises(ResultFormatError, match="launch_count"):
+        decode_extra("call", {"monitors": {"triton_launches": {"launch_count": 3}}})
+    with pytest.raises(ResultFormatError, match="aten_opz"):  # a renamed monitor
+        decode_extra("call", {"monitors": {"aten_opz": {}}})
+
+
+def test_author_test_renamed_key_fails_at_the_boundary():
+    with pytest.raises(ResultFormatError, match="ok_"):
+        decode_extra("author_test", {"ok_": True})
+
+
+def test_fault_call_renamed_key_fails_at_the_boundary():
+    with pytest.raises(ResultFormatError, match="attempts"):
+        decode_extra("fault_call", {"fault": "triton_launch", "attempts": 2})
+
+
+def test_guarded_call_renamed_key_fails_at_the_boundary():
+    buf = {"kind": "allocation", "index": 0, "dtype": "float32", "shape": [4], "stride": [1], "element_size": 4,
+           "extent": 4, "guard": 4096, "poisoned": True, "guarded": True, "device": "cpu"}
+    ok = decode_extra("guarded_call", {"buffers": [buf], "output_sources": [{"output": 0, "buffer": 0}]})
+    assert isinstance(ok, GuardedCallExtra) and ok.buffers[0].site is None
+    assert msgspec.to_builtins(ok.buffers[0]) == buf  # its evidence: the keys the harness wrote, no more
+    with pytest.raises(ResultFormatError, match="guard_elements"):
+        decode_extra("guarded_call", {"buffers": [{**buf, "guard_elements": 4096}]})
+    with pytest.raises(ResultFormatError, match="buf"):
+        decode_extra("guarded_call", {"output_sources": [{"output": 0, "buf": 0}]})
+
+
+def test_sanitizer_call_renamed_key_fails_at_the_boundary():
+    with pytest.raises(ResultFormatError, match="error_count"):
+        decode_extra("sanitizer_call", {"ran": True, "error_count": 0})
+
+
+def test_num_oracle_renamed_key_fails_at_the_boundary():
+    ok = decode_extra("num_oracle", {"inputs": [_TENSOR], "float_inputs": [0], "bump": {"input": 0, "flat_index": 3,
+                                                                                         "rel": 2.0 ** -20}})
+    assert isinstance(ok, NumOracleExtra) and isinstance(ok, CallExtra) and ok.bump is not None
+    with pytest.raises(ResultFormatError, match="float_input_indices"):
+        decode_extra("num_oracle", {"float_input_indices": [0]})
+    with pytest.raises(ResultFormatError, match="index_flat"):
+        decode_extra("num_oracle", {"bump": {"input": 0, "index_flat": 3, "rel": 1e-6}})
+
+
+def test_a_reader_asking_the_wrong_kind_is_a_kws_bug():
+    with pytest.raises(TypeError, match="expected the call step's payload, got the guarded_call step's"):
+        extra_as(GuardedCallExtra(), CallExtra)
+    with pytest.raises(TypeError, match="untyped"):
+        extra_as({"x": 1}, CallExtra)
+    assert isinstance(extra_as(NumOracleExtra(), CallExtra), Extra)  # the oracle is a call of the reference

@@ -13,6 +13,9 @@ import pytest
 
 from workstation.engine.check import TaskProblem, status_of
 from workstation.engine.context import CallOutcome, CheckContext
+from workstation.protocol.extras import Extra
+from workstation.protocol.extras.calls import CallExtra, FaultCallExtra, InputDesc
+from workstation.protocol.extras.monitors import AtenOpsReport, MonitorReports, TritonLaunchesReport
 from workstation.protocol.results import Raised
 from workstation.protocol.steps import CallStep, TritonAotStep
 
@@ -25,7 +28,7 @@ def _spec(role: str = "candidate", seed: int = 0, case: dict[str, Any] | None = 
 
 def raised(role: str = "candidate", seed: int = 0, message: str = "boom") -> CallOutcome:
     step = SimpleNamespace(ok=False, error=Raised(phase="call", type="RuntimeError", message=message),
-                           extra={}, outputs=[])
+                           extra=CallExtra(), outputs=[])
     return CallOutcome(spec=_spec(role, seed), step=step)
 
 
@@ -35,10 +38,10 @@ def died(role: str = "reference", seed: int = 0) -> CallOutcome:
 
 
 def returned(role: str = "candidate", seed: int = 0, *, values: np.ndarray | None = None,
-             extra: dict[str, Any] | None = None) -> CallOutcome:
+             extra: Extra | None = None) -> CallOutcome:
     v = np.arange(8, dtype=np.float32) if values is None else values
     out = SimpleNamespace(values=v, dtype=str(v.dtype), shape=list(v.shape))
-    step = SimpleNamespace(ok=True, error=None, extra=dict(extra or {}), outputs=[out], arrays={})
+    step = SimpleNamespace(ok=True, error=None, extra=extra or CallExtra(), outputs=[out], arrays={})
     return CallOutcome(spec=_spec(role, seed), step=step)
 
 
@@ -75,7 +78,7 @@ def test_input_mutation_is_not_judged_on_a_case_whose_calls_all_raised():
 def test_input_mutation_judges_a_case_when_one_of_its_calls_returned():
     from workstation.checks.input_mutation import InputMutation
 
-    unchanged = {"inputs": [{"index": 0, "kind": "tensor", "sha256": "a", "sha256_after": "a"}]}
+    unchanged = CallExtra(inputs=[InputDesc(index=0, kind="tensor", sha256="a", sha256_after="a")])
     chk = InputMutation()
     findings = chk.run(_mutation_ctx([raised(seed=0), returned(seed=1, extra=unchanged)]))
     assert chk.unjudged == [] and _status(chk, findings) == "pass"
@@ -174,18 +177,20 @@ def test_fallback_a_traced_call_that_raised_is_not_judged(monkeypatch):
 def test_fallback_a_fault_injection_that_reached_no_launch_is_not_judged(monkeypatch):
     from workstation.checks.fallback import Fallback
 
-    mon = {"monitors": {"aten_ops": {"ops": {}}, "triton_launches": {"launches": 2, "kernels": {"k": 2}}}}
+    mon = CallExtra(monitors=MonitorReports(aten_ops=AtenOpsReport(ops={}),
+                                            triton_launches=TritonLaunchesReport(launches=2, kernels={"k": 2})))
     cand = returned(extra=mon)
-    ctx = _fallback_ctx(monkeypatch, [cand, returned("reference")], returned(extra={"attempted": 0}))
+    ref = returned("reference", extra=CallExtra(monitors=MonitorReports(aten_ops=AtenOpsReport())))
+    ctx = _fallback_ctx(monkeypatch, [cand, ref], returned(extra=FaultCallExtra(attempted=0)))
     chk = Fallback()
     findings = chk.run(ctx)
     assert chk.unjudged and "reached no Triton launch (it returned)" in chk.unjudged[0]
     assert "with every launch failing the candidate raises" not in findings[-1].summary
     assert _status(chk, findings) == "skip"
     # a fault injection that hit the launches and raised is an observation: judged
-    ctx = _fallback_ctx(monkeypatch, [cand, returned("reference")],
+    ctx = _fallback_ctx(monkeypatch, [cand, ref],
                         CallOutcome(spec=_spec(), step=SimpleNamespace(ok=False, error=Raised(phase="call", type="", message=""),
-                                                                        extra={"attempted": 1}, outputs=[])))
+                                                                        extra=FaultCallExtra(attempted=1), outputs=[])))
     chk = Fallback()
     findings = chk.run(ctx)
     assert chk.unjudged == [] and _status(chk, findings) == "pass"
@@ -289,7 +294,7 @@ def test_profile_attached_no_workload_of_its_own_leaves_the_physics_bound_not_ju
 def test_keep_structure_beyond_the_inputs_is_a_task_problem_naming_task_toml():
     from workstation.checks.support.keep import kept_inputs
 
-    two = {"inputs": [{"index": 0, "kind": "tensor"}, {"index": 1, "kind": "tensor"}]}
+    two = CallExtra(inputs=[InputDesc(index=0, kind="tensor"), InputDesc(index=1, kind="tensor")])
     ctx = SimpleNamespace(task=SimpleNamespace(extensions=SimpleNamespace(keep_structure=(1, 99))))
     with pytest.raises(TaskProblem) as e:
         kept_inputs(ctx, [(dict(CASE), died()), (dict(CASE), returned("reference", extra=two))])

@@ -15,6 +15,7 @@ from workstation.checks.support.legal import UNLISTED, int_params, smallest, sna
 from workstation.checks.unwritten_output import output_buffer, poison_mask
 from workstation.engine.check import Check, Finding, NotJudged, Skip, register
 from workstation.engine.context import CheckContext, case_label
+from workstation.protocol.extras.guards import GuardedCallExtra
 from workstation.protocol.steps import TritonBoundsStep
 
 #: the largest product of a sample shape's integer parameters (the launches are recorded by
@@ -425,21 +426,21 @@ class BoundsProof(Check):
             return ""
         if v.question == "in-bounds":
             parts = []
-            for k, buf in enumerate(out.step.extra.get("buffers") or []):
-                if not buf.get("guarded"):
+            for k, buf in enumerate(out.payload(GuardedCallExtra).buffers):
+                if not buf.guarded:
                     continue
                 ch = band_changes(out, k, buf)
                 if ch:
                     for side in ("before", "after"):
                         if side in ch:
                             parts.append(f"{ch[side]['changed']} guard element(s) written {side} "
-                                         f"{buf.get('kind')} buffer {k} ({buf.get('dtype')} {buf.get('shape')})")
+                                         f"{buf.kind} buffer {k} ({buf.dtype} {buf.shape})")
             return "; ".join(parts)
         j = slot.tensors.get(v.arg, {}).get("output")
         if j is None or j >= len(out.outputs):
             return ""
         m = poison_mask(out, j, out.outputs[j].dtype, "A")
         buf = output_buffer(out, j)
-        if m is None or buf is None or not buf.get("poisoned") or not m.any():
+        if m is None or buf is None or not buf.poisoned or not m.any():
             return ""
         return f"{int(m.sum())} of {m.size} element(s) of output {j} still hold the poison"

@@ -19,6 +19,7 @@ from workstation.checks.support.trials import (
 )
 from workstation.engine.check import Check, Finding, register
 from workstation.engine.context import CallOutcome, CheckContext, case_label
+from workstation.protocol.extras.calls import CallExtra
 from workstation.protocol.steps import Diverse, Perturb
 
 #: distributions of the replacement inputs (:mod:`workstation.harness.values`, ``diverse``).
@@ -185,9 +186,9 @@ class DegenerateInputs(Check):
                                      "outputs were not inspected")
                 continue
             info = per_case.setdefault(ci, {"case": case, "seed": seed0, "inputs": {}, "outputs": [], "args": []})
-            for d in ref.step.extra.get("inputs") or []:
-                i = d["index"]
-                if d.get("kind") != "tensor" or i in written or not str(d.get("dtype", "")).startswith(("float", "bfloat")):
+            for d in ref.payload(CallExtra).inputs:
+                i = d.index
+                if d.kind != "tensor" or i in written or not d.dtype.startswith(("float", "bfloat")):
                     continue
                 if i in keep:
                     continue
@@ -195,7 +196,7 @@ class DegenerateInputs(Check):
                 if arr is None:
                     continue
                 info["args"].append(i)
-                atol = ctx.tolerance(case, d["dtype"]).atol
+                atol = ctx.tolerance(case, d.dtype).atol
                 for ind in input_indicators(arr, atol):
                     info["inputs"].setdefault(i, {}).setdefault(ind, []).append(seed0)
         for k, ((case, _seed), ref) in enumerate(zip(pairs, refs, strict=True)):

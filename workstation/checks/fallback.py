@@ -2,12 +2,23 @@
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from typing import Any
+
+import msgspec
 
 from workstation.checks.support.static import HEAVY, StaticHit, aten_family, scan_fallback
 from workstation.engine.check import Check, Finding, Skip, register
 from workstation.engine.context import CallOutcome, CheckContext, case_label
-from workstation.protocol.steps import AtenOps, FaultCallStep, TritonLaunches, kind_of
+from workstation.protocol.extras.calls import CallExtra, FaultCallExtra
+from workstation.protocol.extras.monitors import (
+    AtenOpCount,
+    AtenOpsReport,
+    AtenProfile,
+    ProfiledOpCount,
+    TritonLaunchesReport,
+)
+from workstation.protocol.steps import AtenOps, FaultCallStep, TritonLaunches
 
 #: an aten op "works on the full problem" when its largest operand has at least this
 #: fraction of the elements of the largest task tensor (inputs and reference outputs).
@@ -26,9 +37,11 @@ BOOKKEEPING = {
 }
 
 
-def work_ops(ops: dict[str, Any], full: int) -> dict[str, dict[str, Any]]:
+def work_ops(ops: Mapping[str, AtenOpCount | ProfiledOpCount], full: int) -> dict[str, dict[str, Any]]:
     """The traced aten ops that compute (not bookkeeping) on at least
-    FULL_PROBLEM_FRACTION of the problem, with their family."""
+    FULL_PROBLEM_FRACTION of the problem (``full`` elements), each as its report's JSON
+    object (``count``, ``max_numel``, and ``site`` for the dispatch-mode tracer's) with its
+    ``family``."""
     out = {}
     for name, rec in ops.items():
         if name in BOOKKEEPING:
@@ -36,8 +49,8 @@ def work_ops(ops: dict[str, Any], full: int) -> dict[str, dict[str, Any]]:
         fam = aten_family(name)
         if fam is None:
             continue
-        if rec.get("max_numel", 0) >= max(1, FULL_PROBLEM_FRACTION * full):
-            out[name] = {**rec, "family": fam}
+        if rec.max_numel >= max(1, FULL_PROBLEM_FRACTION * full):
+            out[name] = {**msgspec.to_builtins(rec), "family": fam}
     return out
 
 
@@ -63,10 +76,10 @@ def is_delegated(name: str, delegates: set[str]) -> bool:
 def problem_size(ref: CallOutcome, cand: CallOutcome) -> int:
     """Elements of the largest tensor among the inputs and the reference's outputs."""
     sizes = [1]
-    for d in (cand.step.extra.get("inputs") if cand.step else None) or []:
-        if d.get("kind") == "tensor":
+    for d in cand.payload(CallExtra).inputs if cand.step else []:
+        if d.kind == "tensor":
             n = 1
-            for s in d.get("shape", []):
+            for s in d.shape:
                 n *= int(s)
             sizes.append(n)
     sizes += [int(o.values.size) for o in ref.outputs]
@@ -197,15 +210,16 @@ class Fallback(Check):
                                          {"case": case, "seed": seed, **out.failure_evidence()}, case=case, seed=seed))
             findings.extend(self._static_only(ctx, scan.hits, set()))
             return findings
-        mon = cand.step.extra.get("monitors") or {}
-        ops = (mon.get(kind_of(AtenOps)) or {}).get("ops") or {}
-        prof = (mon.get(kind_of(AtenOps)) or {}).get("profiler") or {}
-        counted = mon.get(kind_of(TritonLaunches)) or {}
-        launches = counted.get("launches", 0)
-        kernels = counted.get("kernels") or {}
-        failed = counted.get("failed_launches", 0)
-        errors = counted.get("errors") or []
-        ref_ops = ((ref.step.extra.get("monitors") or {}).get(kind_of(AtenOps)) or {}).get("ops") or {}
+        mon = cand.payload(CallExtra).monitors
+        traced = mon.of(AtenOpsReport)
+        ops = traced.ops
+        prof = traced.profiler
+        counted = mon.of(TritonLaunchesReport)
+        launches = counted.launches
+        kernels = counted.kernels
+        failed = counted.failed_launches
+        errors = counted.errors
+        ref_ops = ref.payload(CallExtra).monitors.of(AtenOpsReport).ops
         full = problem_size(ref, cand)
         delegates = delegate_names(task.extensions.delegates)
         delegated = {n: r for n, r in work_ops(ops, full).items() if is_delegated(n, delegates)}
@@ -215,8 +229,8 @@ class Fallback(Check):
         # static hits whose family ran at all (even on a small operand) are confirmed: a
         # small framework op is glue, listed in the evidence, not "a path not taken"
         confirmed: set[str] = {f for f in (aten_family(n) for n in ops if n not in BOOKKEEPING) if f}
-        ev_base = {"case": case, "seed": seed, "aten_ops": ops, "triton_launches": launches, "kernels": kernels,
-                   "failed_launches": failed, "launch_errors": errors,
+        ev_base = {"case": case, "seed": seed, "aten_ops": msgspec.to_builtins(ops), "triton_launches": launches,
+                   "kernels": kernels, "failed_launches": failed, "launch_errors": errors,
                    "reference_work_ops": sorted(ref_work), "problem_elements": full,
                    "static_hits": [h.as_dict() for h in scan.hits], "call_graph": scan.functions}
         if delegated:
@@ -257,7 +271,8 @@ class Fallback(Check):
             if f is not None:
                 findings.append(f)
                 confirmed.add("except")
-            elif triton and launches and not (inject.step.extra.get("attempted") if inject.step is not None else 0):
+            elif triton and launches and not (inject.payload(FaultCallExtra).attempted
+                                              if inject.step is not None else 0):
                 # the traced run launched but the fault-injected run never reached a launch: what the
                 # candidate does when its kernels fail was not seen
                 injected_unseen = True
@@ -279,26 +294,27 @@ class Fallback(Check):
                 ev_base, case=case, seed=seed))
         return findings
 
-    def _hidden(self, ctx: CheckContext, case: dict[str, Any], seed: int, label: str, prof: dict[str, Any],
-                ops: dict[str, Any], full: int, ev_base: dict[str, Any]) -> Finding | None:
+    def _hidden(self, ctx: CheckContext, case: dict[str, Any], seed: int, label: str, prof: AtenProfile | None,
+                ops: Mapping[str, AtenOpCount], full: int, ev_base: dict[str, Any]) -> Finding | None:
         """A ``fail`` when the candidate hid work from the dispatch-mode tracer: the
         independent recorder (the autograd profiler) saw compute ops on the full problem
         of a family the tracer never saw, or the candidate turned the recorder off, replaced
         its session or took the tracer off the mode stack (``workstation.harness.trace``)."""
-        if not prof:
+        if prof is None:
             return None
         tampered = []
-        if prof.get("stopped"):
+        if prof.stopped:
             tampered.append("it stopped the autograd profiler")
-        if not prof.get("marker", True) and not prof.get("stopped"):
+        if not prof.marker and not prof.stopped:
             tampered.append("the profiler session kws opened was replaced")
-        if prof.get("mode_removed"):
+        if prof.mode_removed:
             tampered.append("it took kws's dispatch mode off the mode stack")
         seen = {f for f in (aten_family(n) for n in ops if n not in BOOKKEEPING) if f}
-        unseen = {n: r for n, r in work_ops(prof.get("ops") or {}, full).items() if r["family"] not in seen}
+        unseen = {n: r for n, r in work_ops(prof.ops, full).items() if r["family"] not in seen}
         if not tampered and not unseen:
             return None
-        ev = {**ev_base, "profiler_ops": prof.get("ops"), "hidden_ops": unseen, "observation_tampered": tampered}
+        ev = {**ev_base, "profiler_ops": msgspec.to_builtins(prof.ops), "hidden_ops": unseen,
+              "observation_tampered": tampered}
         parts = []
         if unseen:
             parts.append(f"{_ops_text(unseen)} ran on the full problem (seen by kws's independent recorder, the "
@@ -310,23 +326,25 @@ class Fallback(Check):
 
     def _fault_finding(self, ctx: CheckContext, case: dict[str, Any], seed: int, inject: CallOutcome,
                        ref: CallOutcome, triton: bool, hits: list[StaticHit]) -> Finding | None:
-        ex = inject.step.extra if inject.step is not None else {}
-        if not inject.ok or not ex.get("attempted"):
-            return None  # it raised (as it should), or never reached a launch/build (no fault seen)
+        if not inject.ok or inject.step is None:
+            return None  # it raised (as it should)
+        ex = inject.payload(FaultCallExtra)
+        if not ex.attempted:
+            return None  # it never reached a launch/build (no fault seen)
         what = "Triton launch" if triton else "C++/CUDA extension build"
         comps = ctx.compare(ref, inject, case)
         close = all(c.ok for c in comps)
-        ops = work_ops(ex.get("ops") or {}, 1)
+        ops = work_ops(ex.ops, 1)
         exc = next((h for h in hits if h.kind == "except-fallback"), None)
         src = {"file": ctx.task.entry["candidate"].file, "line": exc.line} if exc else _first_site(ops)
         summary = (f"case {case_label(case)} (seed {seed}): with every {what} failing "
-                   f"({ex.get('attempted')} attempted) the candidate still returns"
+                   f"({ex.attempted} attempted) the candidate still returns"
                    + (" a result within tolerance" if close else " a result")
                    + (f", computed by {_ops_text(ops)}" if ops else "")
                    + (f": the except handler at line {exc.line} ({exc.text}) hides a kernel that fails"
                       if exc else ": a silent fallback hides kernel failures"))
-        ev = {"case": case, "seed": seed, "attempted": ex.get("attempted"), "kernels": ex.get("kernels"),
-              "fallback_ops": ex.get("ops"), "within_tolerance": close,
+        ev = {"case": case, "seed": seed, "attempted": ex.attempted, "kernels": ex.kernels,
+              "fallback_ops": msgspec.to_builtins(ex.ops), "within_tolerance": close,
               "comparison": [c.evidence() for c in comps]}
         if src:
             ev["source"] = src

@@ -4,18 +4,23 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
+import msgspec
+
 from workstation.checks.fallback import delegate_names as op_names  # the rule of [delegation] ops
 from workstation.engine.check import Check, Finding, NotJudged, register
 from workstation.engine.context import CheckContext, case_label
-from workstation.protocol.steps import AtenOps, TritonLaunches, kind_of
+from workstation.protocol.extras.calls import CallExtra
+from workstation.protocol.extras.monitors import AtenOpsReport
+from workstation.protocol.steps import AtenOps, TritonLaunches
 
 if TYPE_CHECKING:
     from workstation.task.model import Task
 
 
 def forbidden_hits(ops: dict[str, dict[str, Any]], forbidden: set[str]) -> dict[str, dict[str, Any]]:
-    """The traced ops (name -> record) that a forbidden name covers: the name itself or
-    its overload packet (``mm`` covers ``mm.out``)."""
+    """The traced ops (name -> record: ``count``, ``max_numel``, ``site``, and ``seen_by``
+    for one only the profiler saw) that a forbidden name covers: the name itself or its
+    overload packet (``mm`` covers ``mm.out``)."""
     return {n: r for n, r in ops.items() if n in forbidden or n.split(".")[0] in forbidden}
 
 
@@ -97,13 +102,12 @@ class ForbiddenOps(Check):
                         "in a plain run", {"case": case, **out.failure_evidence()}, case=case, seed=seed))
                 self.could_not_judge(f"case {label}: the traced call failed ({out.failure_text()[:160]})")
                 continue
-            rep = (out.step.extra.get("monitors") or {}).get(kind_of(AtenOps)) or {}
-            ops = dict(rep.get("ops") or {})
-            prof = (rep.get("profiler") or {}).get("ops") or {}
-            if rep.get("profiler", {}).get("mode_removed"):
+            rep = out.payload(CallExtra).monitors.of(AtenOpsReport)
+            ops: dict[str, dict[str, Any]] = {n: msgspec.to_builtins(r) for n, r in rep.ops.items()}
+            if rep.profiler is not None and rep.profiler.mode_removed:
                 self.could_not_judge(f"case {label}: task code removed kws's dispatch trace during the call")
-            for n, r in prof.items():
-                ops.setdefault(n, {**r, "site": None, "seen_by": "profiler"})
+            for n, p in (rep.profiler.ops if rep.profiler is not None else {}).items():
+                ops.setdefault(n, {**msgspec.to_builtins(p), "site": None, "seen_by": "profiler"})
             examined += 1
             seen |= set(ops)
             hits = forbidden_hits(ops, forbidden)

@@ -17,6 +17,7 @@ from workstation.checks.support.trials import (
 )
 from workstation.engine.check import Check, Finding, NotJudged, Skip, register
 from workstation.engine.context import CallOutcome, CheckContext, case_label
+from workstation.protocol.extras.calls import CallExtra
 from workstation.protocol.steps import Diverse, Rescale, Transform
 
 #: replacement distributions (:mod:`workstation.harness.values`, ``diverse``; unit variance
@@ -207,10 +208,10 @@ class InputDistributions(Check):
         args, dtypes, stats = [], {}, {}
         if ref.step is None:
             return [], {}, {}
-        for d in ref.step.extra.get("inputs") or []:
-            i = d["index"]
-            dt = str(d.get("dtype", ""))
-            if d.get("kind") != "tensor" or i in written or i in keep or not dt.startswith(("float", "bfloat")):
+        for d in ref.payload(CallExtra).inputs:
+            i = d.index
+            dt = d.dtype
+            if d.kind != "tensor" or i in written or i in keep or not dt.startswith(("float", "bfloat")):
                 continue
             arr = ref.step.arrays.get(f"in{i}")
             if arr is None or arr.size == 0:

@@ -15,6 +15,7 @@ from workstation.checks.support.guarded import indices, region, where_text
 from workstation.engine.check import Check, Finding, Skip, register
 from workstation.engine.context import CallOutcome, CheckContext, case_label
 from workstation.engine.report import json_scalar
+from workstation.protocol.extras.calls import CallExtra
 from workstation.protocol.steps import InputsOnlyStep, Transform
 
 
@@ -28,18 +29,18 @@ def written_indices(ctx: CheckContext) -> set[int] | None:
 
 def mutated_inputs(out: CallOutcome, exclude: set[int] | frozenset[int] = frozenset()) -> list[dict[str, Any]]:
     """The tensor inputs (indices not in ``exclude``) whose content digest changed during
-    a successful call step (``extra["inputs"]``: sha256 of each input's elements before
+    a successful call step (``extra.inputs``: sha256 of each input's elements before
     and after the call, computed by the harness). Each item: index, dtype, shape, stride
     and the two digests. Works for any role's call step (``reference-suspect`` uses it)."""
     if not out.ok or out.step is None:
         return []
-    res = []
-    for d in out.step.extra.get("inputs") or []:
-        if d.get("kind") != "tensor" or d.get("index") in exclude:
+    res: list[dict[str, Any]] = []
+    for d in out.payload(CallExtra).inputs:
+        if d.kind != "tensor" or d.index in exclude:
             continue
-        after = d.get("sha256_after")
-        if after is not None and after != d.get("sha256"):
-            res.append({k: d.get(k) for k in ("index", "dtype", "shape", "stride", "sha256", "sha256_after")})
+        if d.sha256_after is not None and d.sha256_after != d.sha256:
+            res.append({"index": d.index, "dtype": d.dtype, "shape": list(d.shape), "stride": list(d.stride),
+                        "sha256": d.sha256, "sha256_after": d.sha256_after})
     return res
 
 

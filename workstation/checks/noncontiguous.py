@@ -8,15 +8,16 @@ from typing import Any
 from workstation.checks.support import trials
 from workstation.engine.check import Check, Finding, Skip, register
 from workstation.engine.context import CheckContext, case_label
+from workstation.protocol.extras.calls import CallExtra, InputDesc
 from workstation.protocol.layouts import DESCRIPTIONS, KINDS, PADDED, applies
 from workstation.protocol.steps import Layout
 
 
-def read_tensor_inputs(ctx: CheckContext, inputs: list[dict[str, Any]]) -> list[dict[str, Any]]:
+def read_tensor_inputs(ctx: CheckContext, inputs: list[InputDesc]) -> list[InputDesc]:
     """The tensor inputs the callables only read (not ``out_args``, not ``inout_args``),
-    from a call step's ``extra["inputs"]``."""
+    from a call step's ``extra.inputs``."""
     written = set(ctx.task.out_args) | set(ctx.task.inout_args)
-    return [d for d in inputs if d.get("kind") == "tensor" and d["index"] not in written]
+    return [d for d in inputs if d.kind == "tensor" and d.index not in written]
 
 
 #: which inputs may be handed over as stride-0 (expanded) views (documented in docs/checks.md).
@@ -30,23 +31,23 @@ EXPAND_RULE = (
 )
 
 
-def expand_eligible(reads: list[dict[str, Any]]) -> list[int]:
-    """Indices of the inputs (``extra["inputs"]`` entries of the ones the callables read)
+def expand_eligible(reads: list[InputDesc]) -> list[int]:
+    """Indices of the inputs (``extra.inputs`` entries of the ones the callables read)
     that :data:`EXPAND_RULE` admits as stride-0 views."""
-    top = max((len(d["shape"]) for d in reads), default=0)
-    return [d["index"] for d in reads
-            if d["dtype"].startswith(("float", "bfloat")) and len(d["shape"]) < top and d["shape"] and d["shape"][0] > 1]
+    top = max((len(d.shape) for d in reads), default=0)
+    return [d.index for d in reads
+            if d.dtype.startswith(("float", "bfloat")) and len(d.shape) < top and d.shape and d.shape[0] > 1]
 
 
 def _layout_of(r: trials.TrialResult, args: list[int]) -> str:
     """``"input 0: stride (3072, 1), offset 1024; input 1: ..."`` from the candidate's call."""
-    ins = (r.cand.step.extra.get("inputs") if r.cand is not None and r.cand.step is not None else None) or []
+    ins = r.cand.payload(CallExtra).inputs if r.cand is not None and r.cand.step is not None else []
     parts = []
     for d in ins:
-        if d.get("index") in args and d.get("kind") == "tensor":
-            s = f"input {d['index']} {tuple(d['shape'])}: stride {tuple(d['stride'])}, offset {d['storage_offset']}"
-            if d.get("data_ptr"):
-                s += f", data_ptr % 16 = {d['data_ptr'] % 16}"
+        if d.index in args and d.kind == "tensor":
+            s = f"input {d.index} {tuple(d.shape)}: stride {tuple(d.stride)}, offset {d.storage_offset}"
+            if d.data_ptr:
+                s += f", data_ptr % 16 = {d.data_ptr % 16}"
             parts.append(s)
     return "; ".join(parts)
 
@@ -146,7 +147,7 @@ class Noncontiguous(Check):
             if not ref.ok or ref.step is None:
                 skipped.append(f"{case_label(case)}: the reference {ref.failure_text()}")
                 continue
-            reads = read_tensor_inputs(ctx, ref.step.extra.get("inputs") or [])
+            reads = read_tensor_inputs(ctx, ref.payload(CallExtra).inputs)
             todo += self._trials_for(case, seed, reads)
         if not todo:
             raise Skip("no tensor input the candidate reads can take another layout"
@@ -222,13 +223,13 @@ class Noncontiguous(Check):
         ref_t = [Layout(kind=kind, args=args, materialize=True)] if kind == "expand" else []
         return trials.Trial(dict(case), seed, f"layout {kind}", ref_t, [layout], {"kind": kind, "args": args})
 
-    def _trials_for(self, case: dict[str, Any], seed: int, reads: list[dict[str, Any]]) -> list[trials.Trial]:
+    def _trials_for(self, case: dict[str, Any], seed: int, reads: list[InputDesc]) -> list[trials.Trial]:
         out = []
         for kind in KINDS:
             if kind == "expand":
                 args = expand_eligible(reads)
             else:
-                args = [d["index"] for d in reads if applies(kind, d["shape"])]
+                args = [d.index for d in reads if applies(kind, d.shape)]
             if args:
                 out.append(self._trial(case, seed, kind, args))
         return out

@@ -5,6 +5,7 @@ from __future__ import annotations
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
+import msgspec
 import numpy as np
 
 from workstation.checks.support.guarded import buffer_text, fmt_values, guarded_steps, source
@@ -12,6 +13,7 @@ from workstation.engine.check import Check, Finding, register
 from workstation.engine.context import CallOutcome, CheckContext, case_label
 from workstation.engine.report import json_scalar
 from workstation.protocol import sentinels
+from workstation.protocol.extras.guards import GuardedBuffer, GuardedCallExtra, SanitizerCallExtra
 from workstation.protocol.steps import SanitizerCallStep
 
 #: how many sanitizer report lines go into the evidence.
@@ -31,14 +33,14 @@ def smallest_case(cases: list[dict[str, Any]]) -> dict[str, Any]:
     return min(cases, key=size)
 
 
-def band_changes(out: CallOutcome, k: int, buf: dict[str, Any]) -> dict[str, Any] | None:
+def band_changes(out: CallOutcome, k: int, buf: GuardedBuffer) -> dict[str, Any] | None:
     """Changed guard elements of buffer ``k`` of a guarded run: ``{"before": {...},
     "after": {...}}`` with, per side, the changed elements' offsets (1-based distance
     from the buffer's first / last element: -1 is the element just before the start, +1
     the one just past the end) and the values written; None when untouched."""
     if out.step is None or f"gb{k}" not in out.step.arrays:
         return None
-    dtype = buf["dtype"]
+    dtype = buf.dtype
     guard = sentinels.guard_element(dtype)
     res: dict[str, Any] = {}
     for side, key in (("before", f"gb{k}"), ("after", f"ga{k}")):
@@ -138,26 +140,25 @@ class OutOfBounds(Check):
             plain = ctx.candidate([(c, seed) for c in cases])
             san_res = san.result() if san is not None else None
         findings: list[Finding] = []
-        groups: dict[tuple, list[tuple[dict[str, Any], dict[str, Any], dict[str, Any], int | None]]] = {}
+        groups: dict[tuple, list[tuple[dict[str, Any], GuardedBuffer, dict[str, Any], int | None]]] = {}
         n_buffers, guard_sizes, crashed = 0, set(), []
         for case, out, p in zip(cases, runs, plain, strict=True):
             if not out.ok:
                 if p.ok:
                     crashed.append((case, out))
                 continue
-            bufs = out.step.extra.get("buffers") or []
-            outs_of = {s.get("buffer"): s["output"] for s in out.step.extra.get("output_sources") or []
-                       if s.get("buffer") is not None}
-            for k, buf in enumerate(bufs):
-                if not buf.get("guarded"):
+            guarded = out.payload(GuardedCallExtra)
+            outs_of = {s.buffer: s.output for s in guarded.output_sources if s.buffer is not None}
+            for k, buf in enumerate(guarded.buffers):
+                if not buf.guarded:
                     continue
                 n_buffers += 1
-                guard_sizes.add(buf["guard"])
+                guard_sizes.add(buf.guard)
                 ch = band_changes(out, k, buf)
                 if ch is None:
                     continue
-                key = (buf["kind"], buf.get("index") if buf["kind"] != "allocation" else
-                       (buf.get("site") or {}).get("line"), outs_of.get(k))
+                key = (buf.kind, buf.index if buf.kind != "allocation" else
+                       (buf.site.line if buf.site is not None else None), outs_of.get(k))
                 groups.setdefault(key, []).append((case, buf, ch, outs_of.get(k)))
         for items in groups.values():
             findings.append(self._finding(ctx, seed, items, len(cases)))
@@ -194,10 +195,10 @@ class OutOfBounds(Check):
                 for c, _, h, _ in items[1:4])
             summary += f"; also in {len(items) - 1} more of {n_cases} cases ({others}{'; ...' if len(items) > 4 else ''})"
         ev: dict[str, Any] = {
-            "case": case, "seed": seed, "buffer": buf, "output": out_j,
+            "case": case, "seed": seed, "buffer": msgspec.to_builtins(buf), "output": out_j,
             "per_case": [{"case": c, "before": h.get("before"), "after": h.get("after")} for c, _, h, _ in items],
         }
-        src = source(buf.get("site"))
+        src = source(buf.site)
         if src:
             ev["source"] = src
         return self.finding(ctx, "fail", summary, ev, case=case, seed=seed)
@@ -214,17 +215,17 @@ class OutOfBounds(Check):
                    f"kernels run in the Triton interpreter on the {ctx.device.label.split(' ')[0]}")
             reason = f"compute-sanitizer memcheck not run: no CUDA device ({how}); guard bands only"
             return self.finding(ctx, "info", reason, {"compute_sanitizer": "skipped", "reason": reason})
-        ex = res.step.extra if res.step is not None else {}
-        if not res.ok or not ex.get("ran"):
-            reason = ex.get("reason") or res.failure_text()
+        ex = res.payload(SanitizerCallExtra) if res.ok and res.step is not None else None
+        if ex is None or not ex.ran:
+            reason = (ex.reason if ex is not None else "") or res.failure_text()
             # on a GPU the memcheck part is part of the check: a missing tool or a killed run is not a pass
             self.could_not_judge(f"compute-sanitizer memcheck not run on case {case_label(case)}: {reason[:200]}")
             return self.finding(ctx, "info", f"compute-sanitizer memcheck not run: {reason}",
                                 {"compute_sanitizer": "skipped", "reason": reason})
-        errors = ex.get("errors")
-        report = (ex.get("report") or [])[:SANITIZER_LINES]
+        errors = ex.errors
+        report = ex.report[:SANITIZER_LINES]
         ev = {"case": case, "seed": seed, "compute_sanitizer": "ran", "errors": errors, "report": report,
-              "returncode": ex.get("returncode"), "binary": ex.get("binary")}
+              "returncode": ex.returncode, "binary": ex.binary}
         if errors:
             first = next((ln.strip("= ").strip() for ln in report if "Invalid" in ln or "out of bounds" in ln),
                          report[0].strip("= ") if report else "")
@@ -233,7 +234,7 @@ class OutOfBounds(Check):
                                 f"{errors} error(s): {first}", ev, case=case, seed=seed)
         if errors is None:
             return self.finding(ctx, "warn", "compute-sanitizer memcheck ran but printed no ERROR SUMMARY "
-                                f"(exit {ex.get('returncode')})", {**ev, "tail": ex.get("tail", "")[-2000:]},
+                                f"(exit {ex.returncode})", {**ev, "tail": ex.tail[-2000:]},
                                 case=case, seed=seed)
         return self.finding(ctx, "info", f"compute-sanitizer memcheck: 0 errors on case {case_label(case)} "
                             f"(seed {seed})", ev, case=case, seed=seed)

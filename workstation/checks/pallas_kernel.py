@@ -5,11 +5,14 @@ from __future__ import annotations
 import re
 from typing import Any
 
+import msgspec
+
 from workstation.checks.support.ragged import ragged_case, shape_variants
 from workstation.checks.support.trials import cheapest_per_dtype
 from workstation.engine.check import Check, Finding, NotJudged, register
 from workstation.engine.context import CallOutcome, CheckContext, case_label
-from workstation.protocol.steps import PallasCalls, PallasReadStep, PallasStrict, kind_of
+from workstation.protocol.extras.calls import CallExtra
+from workstation.protocol.steps import PallasCalls, PallasReadStep, PallasStrict
 
 HALF = ("float16", "bfloat16")
 #: declared cases run under the strict interpreter (the cheapest per dtype, at most this many).
@@ -312,9 +315,11 @@ class PallasKernel(Check):
         clean = []
         for case, s, r, p in zip(cases, strict, refs, plain, strict=True):
             label = f"case {case_label(case)} (seed {seed})"
-            mon = ((s.step.extra.get("monitors") or {}).get(kind_of(PallasStrict)) or {}) if s.step else {}
-            races = [n for n, v in (mon.get("kernels") or {}).items() if v.get("races")]
-            ev = {"case": case, "seed": seed, "strict": mon.get("strict"), "kernels": mon.get("kernels")}
+            # None when the strict call raised (its monitors report nothing then)
+            mon = s.payload(CallExtra).monitors.pallas_strict if s.step is not None else None
+            races = [n for n, k in (mon.kernels if mon is not None else {}).items() if k.races]
+            ev = {"case": case, "seed": seed, "strict": msgspec.to_builtins(mon.strict) if mon is not None else None,
+                  "kernels": msgspec.to_builtins(mon.kernels) if mon is not None else None}
             if not s.ok:
                 if not p.ok:
                     self.could_not_judge(f"{label}: the plain run failed too ({p.failure_text()}): the strict pass "

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
+import msgspec
 import numpy as np
 
 from workstation.analysis.compare import FORMATS
@@ -18,7 +19,9 @@ from workstation.checks.support.numaudit import (
 from workstation.checks.support.static import scan_reference_imports
 from workstation.engine.check import Check, Finding, TaskProblem, register
 from workstation.engine.context import CheckContext, case_label
-from workstation.protocol.steps import NumCallers, kind_of
+from workstation.protocol.extras.calls import CallExtra
+from workstation.protocol.extras.monitors import NumCallersReport
+from workstation.protocol.extras.numerics import NumOracleExtra
 
 #: fraction of oracle values a narrower format must hold exactly to call the oracle quantised.
 QUANTISED_FRACTION = 0.999
@@ -121,10 +124,11 @@ class ReferenceSuspect(Check):
         calls: dict[str, int] = {}
         traced_runs = 0
         for _, o in a.reruns():
-            rep = ((o.step.extra.get("monitors") or {}).get(kind_of(NumCallers)) or {}) if o.ok else {}
-            if rep:
+            rep = (o.payload(CallExtra).monitors.of(NumCallersReport)
+                   if o.ok and o.step is not None else None)
+            if rep is not None:
                 traced_runs += 1
-            for k, v in (rep.get("calls") or {}).items():
+            for k, v in (rep.calls if rep is not None else {}).items():
                 calls[k] = calls.get(k, 0) + int(v)
         if hits or calls:
             h = hits[0] if hits else None
@@ -265,7 +269,8 @@ class ReferenceSuspect(Check):
             if vals.size < QUANTISED_MIN_VALUES or np.unique(vals).size < QUANTISED_MIN_DISTINCT:
                 continue
             p_case = FORMATS.get(r.case.get("dtype", ""), FORMATS["float64"]).p
-            rep = (r.probe.step.extra.get("input_representable") or {}) if r.probe is not None and r.probe.ok else {}
+            rep = (r.probe.payload(NumOracleExtra).input_representable
+                   if r.probe is not None and r.probe.ok and r.probe.step is not None else {})
             for fmt in ("bfloat16", "float16", "float32"):
                 if FORMATS[fmt].p >= p_case:
                     continue
@@ -288,17 +293,17 @@ class ReferenceSuspect(Check):
             for r in runs:
                 if not r.ref.ok:
                     continue
-                changed = [d for d in r.ref.step.extra.get("inputs", [])
-                           if d.get("kind") == "tensor" and d.get("index") not in written
-                           and d.get("sha256_after") and d["sha256_after"] != d.get("sha256")]
+                changed = [d for d in r.ref.payload(CallExtra).inputs
+                           if d.kind == "tensor" and d.index not in written
+                           and d.sha256_after and d.sha256_after != d.sha256]
                 if changed:
                     mutated = True
-                    idx = [d["index"] for d in changed]
+                    idx = [d.index for d in changed]
                     out.append(self.finding(
                         ctx, "fail",
                         f"the reference writes to its input(s) {idx} on {r.label} (sha256 differs before and after "
                         f"the call; the contract says mutates_inputs = false)",
-                        {"case": r.case, "seed": r.seed, "inputs": changed,
+                        {"case": r.case, "seed": r.seed, "inputs": msgspec.to_builtins(changed),
                          "derivation": "kws hashes every input tensor (sha256 of its bytes in logical order) before "
                                        "and after the reference call. A reference that modifies its inputs hands "
                                        "the candidate different data in any test that reuses them, and is not the "

@@ -25,6 +25,8 @@ from workstation.checks.support.trials import (
 )
 from workstation.engine.check import Check, Finding, Skip, register
 from workstation.engine.context import CallOutcome, CheckContext, case_label
+from workstation.protocol.extras.calls import CallExtra
+from workstation.protocol.extras.monitors import KeepFloat64Report
 from workstation.protocol.steps import (
     KeepFloat64,
     Magnitude,
@@ -65,10 +67,10 @@ CONDITIONING_ROUNDOFFS = 1.0
 
 def float_read_inputs(ctx: CheckContext, ref: CallOutcome) -> list[int]:
     """Indices of the floating-point tensor inputs the callables read (everything but
-    ``out_args``), from the reference call's ``extra["inputs"]``."""
-    ins = (ref.step.extra.get("inputs") if ref.step is not None else None) or []
-    return [d["index"] for d in ins if d.get("kind") == "tensor" and d["index"] not in ctx.task.out_args
-            and str(d.get("dtype", "")).startswith(("float", "bfloat"))]
+    ``out_args``), from the reference call's ``extra.inputs``."""
+    ins = ref.payload(CallExtra).inputs if ref.step is not None else []
+    return [d.index for d in ins if d.kind == "tensor" and d.index not in ctx.task.out_args
+            and d.dtype.startswith(("float", "bfloat"))]
 
 
 def variants(dtype: str, max_abs: float, nonfinite: bool) -> list[tuple[str, ValueTransform, str]]:
@@ -122,7 +124,8 @@ def oracle_verdict(ctx: CheckContext, r: TrialResult, oracle: CallOutcome | None
         # something kws's float64 dispatch mode cannot reach: there is no oracle
         return {"available": False, "why": f"no oracle: on float64 inputs the reference still returns "
                 f"{', '.join(oracle.outputs[j].dtype for j in narrow)} (output(s) {narrow})"}
-    kept = ((oracle.step.extra.get("monitors") or {}).get("keep_float64") or {}) if oracle.step else {}
+    kept = (oracle.payload(CallExtra).monitors.of(KeepFloat64Report).kept
+            if oracle.step is not None else {})
     worst_excess, ref_err_max, cond_max = 0.0, 0.0, 0.0
     per = []
     for j, (e, g, o) in enumerate(zip(r.ref.outputs, r.cand.outputs, oracle.outputs, strict=False)):
@@ -147,7 +150,7 @@ def oracle_verdict(ctx: CheckContext, r: TrialResult, oracle: CallOutcome | None
         ref_err_max = max(ref_err_max, ref_err)
         cond_max = max(cond_max, cond or 0.0)
     out = {"available": True, "beyond_noise": worst_excess > 0, "reference_max_err_vs_oracle": ref_err_max,
-           "outputs": per, "casts_kept_in_float64": kept.get("kept", {})}
+           "outputs": per, "casts_kept_in_float64": kept}
     if perturbed is not None:
         out["conditioning"] = {"max_noise": cond_max, "roundoffs": CONDITIONING_ROUNDOFFS,
                                "ran": bool(perturbed.ok), **({} if perturbed.ok else {"why": perturbed.failure_text()})}

@@ -13,6 +13,7 @@ from workstation.analysis.compare import Comparison, compare
 from workstation.checks.support.trials import region_phrase
 from workstation.engine.check import Check, Finding, Skip, register
 from workstation.engine.context import CallOutcome, CheckContext, case_label
+from workstation.protocol.extras.calls import AuthorTestExtra
 from workstation.protocol.steps import AuthorTestStep
 from workstation.task.sources import TaskSources
 
@@ -364,6 +365,11 @@ def slice_coverage(idx: list[Any], e: np.ndarray, g: np.ndarray, comp: Compariso
             "slice_passes": inner.ok}
 
 
+def _assertion(out: CallOutcome) -> str:
+    """The AssertionError message of an ``author_test`` step that failed one ("" when none)."""
+    return out.payload(AuthorTestExtra).assertion if out.step is not None else ""
+
+
 @register
 class TestGap(Check):
     """The author's own test passes where kws finds a mismatch in the same case.
@@ -463,7 +469,7 @@ class TestGap(Check):
         gaps: dict[int, list[int]] = {}
         broken, stricter = [], []
         for k, out in tests.items():
-            passed = out.ok and out.step is not None and out.step.extra.get("passed") is True
+            passed = out.ok and out.step is not None and out.payload(AuthorTestExtra).passed
             if not out.ok:
                 broken.append((k, out))
             elif k in kws_bad and passed:
@@ -493,9 +499,9 @@ class TestGap(Check):
             findings.append(self.finding(
                 ctx, "info",
                 f"the author's test fails where kws's comparison passes (case {case_label(pairs[k][0])}, seed "
-                f"{pairs[k][1]}): {str(out.step.extra.get('assertion', ''))[:200]}",
-                {"runs": [{"case": pairs[j][0], "seed": pairs[j][1],
-                           "assertion": o.step.extra.get("assertion", "") if o.step else ""} for j, o in stricter]},
+                f"{pairs[k][1]}): {_assertion(out)[:200]}",
+                {"runs": [{"case": pairs[j][0], "seed": pairs[j][1], "assertion": _assertion(o)}
+                          for j, o in stricter]},
                 case=pairs[k][0], seed=pairs[k][1]))
         if not gaps:
             findings.append(self.finding(
@@ -503,8 +509,8 @@ class TestGap(Check):
                 f"ran the author's test on {len(tests)} case/seed runs ({len(kws_bad)} where kws's full comparison fails): "
                 + ("no run where it passes and kws fails" if kws_bad else "kws's comparison passes everywhere, so no gap"),
                 {"runs": [{"case": pairs[k][0], "seed": pairs[k][1],
-                           "author_test": ("passed" if o.ok and o.step and o.step.extra.get("passed") else
-                                           "failed" if o.ok else "error"),
+                           "author_test": ("passed" if o.ok and o.step and o.payload(AuthorTestExtra).passed
+                                           else "failed" if o.ok else "error"),
                            "kws": "fail" if k in kws_bad else "pass"} for k, o in tests.items()]}))
         return findings
 

@@ -5,6 +5,7 @@ from __future__ import annotations
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
+import msgspec
 import numpy as np
 
 from workstation.analysis.compare import region_text
@@ -20,6 +21,7 @@ from workstation.checks.support.guarded import (
 from workstation.engine.check import Check, Finding, register
 from workstation.engine.context import CallOutcome, CheckContext, case_label
 from workstation.protocol import sentinels
+from workstation.protocol.extras.guards import GuardedBuffer, GuardedCallExtra
 
 SCENARIO_KEYS = {"A": "fresh_process", "B": "after_reference"}
 
@@ -44,13 +46,13 @@ def _any_poison(out: CallOutcome, scenario: str) -> bool:
                for j, o in enumerate(out.outputs))
 
 
-def output_buffer(out: CallOutcome, j: int) -> dict[str, Any] | None:
+def output_buffer(out: CallOutcome, j: int) -> GuardedBuffer | None:
     """The guarded run's description of the buffer output ``j`` lives in, if any."""
     if out.step is None:
         return None
-    srcs = out.step.extra.get("output_sources") or []
-    bufs = out.step.extra.get("buffers") or []
-    k = srcs[j].get("buffer") if j < len(srcs) else None
+    guarded = out.payload(GuardedCallExtra)
+    srcs, bufs = guarded.output_sources, guarded.buffers
+    k = srcs[j].buffer if j < len(srcs) else None
     return bufs[k] if k is not None and k < len(bufs) else None
 
 
@@ -170,7 +172,7 @@ class UnwrittenOutput(Check):
                 masks = {s: poison_mask(o, j, r.dtype, s) for s, o in runs.items()}
                 masks = {s: m for s, m in masks.items() if m is not None}
                 buf = output_buffer(next(iter(runs.values())), j)
-                if not masks or buf is None or not buf.get("poisoned"):
+                if not masks or buf is None or not buf.poisoned:
                     not_poisoned.append(f"{label} output {j}")
                     continue
                 examined += 1
@@ -195,7 +197,7 @@ class UnwrittenOutput(Check):
         return findings
 
     def _unwritten(self, ctx: CheckContext, case: dict[str, Any], seed: int, j: int, r: Any,
-                   runs: dict[str, CallOutcome], masks: dict[str, np.ndarray], buf: dict[str, Any]) -> Finding | None:
+                   runs: dict[str, CallOutcome], masks: dict[str, np.ndarray], buf: GuardedBuffer) -> Finding | None:
         ref = r.values
         if sentinels.is_float_nan_poison(r.dtype):
             ambiguous = np.isnan(ref)
@@ -239,16 +241,16 @@ class UnwrittenOutput(Check):
                                              "poison_bits": hex(sentinels.poison_bits(r.dtype, s) or 0)}
                           for s in masks},
             "reference_at_unwritten": {"zero": zero, "min": float(rv.min()), "max": float(rv.max())},
-            "buffer": buf,
+            "buffer": msgspec.to_builtins(buf),
         }
-        src = source(buf.get("site"))
+        src = source(buf.site)
         if src:
             ev["source"] = src
         return self.finding(ctx, "fail", summary, ev, case=case, seed=seed)
 
     def _reads_uninitialised(self, ctx: CheckContext, case: dict[str, Any], seed: int, j: int,
                              ref: CallOutcome, runs: dict[str, CallOutcome], plain: CallOutcome,
-                             buf: dict[str, Any]) -> Finding | None:
+                             buf: GuardedBuffer) -> Finding | None:
         """A fail when output ``j`` is within tolerance in a plain run but not with poisoned
         allocations (no poison left in it: it read poisoned memory and computed with it)."""
         if not plain.ok:
@@ -268,8 +270,8 @@ class UnwrittenOutput(Check):
                        f"result depends on memory the candidate allocated but never initialised "
                        f"(e.g. an accumulator from torch.empty)")
             ev: dict[str, Any] = {"case": case, "seed": seed, "output": j, "scenario": SCENARIO_KEYS[s],
-                                  **c.evidence(), "buffer": buf}
-            src = source(buf.get("site"))
+                                  **c.evidence(), "buffer": msgspec.to_builtins(buf)}
+            src = source(buf.site)
             if src:
                 ev["source"] = src
             return self.finding(ctx, "fail", summary, ev, case=case, seed=seed)

@@ -23,7 +23,8 @@ from workstation import settings
 from workstation.analysis.compare import Comparison, ResolvedTolerance, compare, resolve_tolerance
 from workstation.engine import payloads
 from workstation.engine.check import NotJudged
-from workstation.protocol.extras import decode_extra
+from workstation.protocol.extras import E, decode_extra, extra_as
+from workstation.protocol.extras.calls import CallExtra
 from workstation.protocol.results import Raised, StepDoc, decode_doc, encodable
 from workstation.protocol.steps import (
     CallStep,
@@ -146,6 +147,18 @@ class CallOutcome:
     def error(self) -> Raised | None:
         """What the step's code raised (None when it returned or did not finish)."""
         return self.step.error if self.step is not None else None
+
+    def payload(self, cls: type[E]) -> E:
+        """The step's own payload (``step.extra``) as the Struct ``cls`` of its kind
+        (:mod:`workstation.protocol.extras`: ``out.payload(CallExtra).inputs``).
+
+        Raises:
+            LookupError: the step did not finish (no result): a reader that did not ask.
+            TypeError: the step is of another kind than ``cls``'s: a kws bug in the reader.
+        """
+        if self.step is None:
+            raise LookupError(f"the {kind_of(self.spec)} step has no result ({self.death or 'it did not finish'})")
+        return extra_as(self.step.extra, cls)
 
     def failure_class(self) -> str | None:
         """The contract's failure class of this call, or None when it returned:
@@ -777,8 +790,8 @@ class CheckContext:
                 continue
             if self.task.contract.nonfinite_inputs:
                 continue
-            ins = [d for d in o.step.extra.get("inputs") or [] if d.get("kind") == "tensor"]
-            if not ins or not all(d.get("finite") is True for d in ins):
+            ins = [d for d in o.payload(CallExtra).inputs if d.kind == "tensor"]
+            if not ins or not all(d.finite is True for d in ins):
                 continue
             for j, t in enumerate(o.outputs):
                 v = t.values

@@ -73,7 +73,8 @@ from workstation.protocol.steps import Job, kind_of
 STEPS: dict[type, Callable[..., StepOutput]] = {}
 #: transform Struct type -> ``fn(ctx, inputs: tuple, spec) -> tuple``.
 TRANSFORMS: dict[type, Callable[..., Any]] = {}
-#: monitor Struct type -> ``fn(ctx, spec, report: dict)`` returning a context manager.
+#: monitor Struct type -> ``fn(ctx, spec, report)`` returning a context manager; ``report`` is
+#: the monitor's empty report Struct (:data:`workstation.protocol.extras.monitors.REPORTS`).
 MONITORS: dict[type, Callable[..., Any]] = {}
 #: ``fn(job)`` run at the start of every job, before any task file is imported (a backend
 #: sets itself up: e.g. Pallas wraps ``pallas_call`` when the task uses JAX).
@@ -125,9 +126,14 @@ def transform(spec_type: type) -> Callable:
 
 
 def monitor(spec_type: type) -> Callable:
-    """Register the monitor of ``spec_type``: ``fn(ctx, spec, report: dict)`` returning a
-    context manager entered around the task call; it writes what it observed into
-    ``report`` (sent as ``extra["monitors"][<name>]``)."""
+    """Register the monitor of ``spec_type`` (a monitor Struct of
+    :mod:`workstation.protocol.steps`): ``fn(ctx, spec, report)`` returning a context manager
+    entered around the task call. ``report`` is an empty instance of the monitor's report
+    Struct (:data:`workstation.protocol.extras.monitors.REPORTS`, keyed by the monitor's
+    tag: an :class:`~workstation.protocol.extras.monitors.AtenOpsReport` for ``aten_ops``);
+    the monitor sets its attributes to what it observed, by the time its context exits
+    (sent as the field of the monitor's tag in the call's ``extra.monitors``, a
+    :class:`~workstation.protocol.extras.monitors.MonitorReports`)."""
 
     def deco(fn: Callable) -> Callable:
         MONITORS[spec_type] = fn

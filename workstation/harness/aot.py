@@ -36,14 +36,19 @@ import time
 from pathlib import Path
 from typing import Any
 
+import msgspec
+
 from workstation.harness import StepOutput, step
 from workstation.harness.aot_capture import launch_key
 from workstation.harness.aot_compile import run_child, task_relative
 from workstation.harness.core import INTERPRETER, error_info, run_role
 from workstation.harness.ir import analyze
 from workstation.harness.selftest import interpreter_selftest
+from workstation.protocol.extras import extra_as
+from workstation.protocol.extras.calls import CallExtra
+from workstation.protocol.extras.monitors import TritonLaunchRecordsReport
 from workstation.protocol.results import Raised
-from workstation.protocol.steps import Case, TritonAotStep, TritonLaunchRecords, kind_of
+from workstation.protocol.steps import Case, TritonAotStep, TritonLaunchRecords
 
 ANALYSIS_VERSION = 2
 #: wall seconds the job child waits for the AOT compile child: only a guard against a stuck
@@ -133,7 +138,7 @@ def aot_step(ctx: Any, spec: TritonAotStep) -> StepOutput:
             continue
         seconds += res.seconds
         compiled.update(getattr(ctx, "_kws_compiled", {}))
-        for rec in res.extra["monitors"][kind_of(TritonLaunchRecords)].get("launches", []):
+        for rec in msgspec.to_builtins(extra_as(res.extra, CallExtra).monitors.of(TritonLaunchRecordsReport).launches):
             launches.setdefault(launch_key(rec), dict(rec, cases=[]))["cases"].append(ci)
     recs = list(launches.values())
     kernels: list[dict[str, Any]] = []

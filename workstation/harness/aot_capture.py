@@ -5,7 +5,9 @@ While the monitored call runs, a :class:`LaunchRecorder` observes every launch
 (:mod:`workstation.harness.launches`) and keeps one record per distinct launch
 (:func:`launch_record`): the kernel's file, qualified name, argument names and Triton
 signature types (pointer element dtype as ``*fp16``, ``i32``/``i64``, ``fp32``, ``i1``),
-constexpr values and launch options (:data:`LAUNCH_OPTIONS`). The records are what
+constexpr values and launch options (:data:`LAUNCH_OPTIONS`); the monitor's report is a
+:class:`~workstation.protocol.extras.monitors.TritonLaunchRecordsReport` of
+:class:`~workstation.protocol.extras.monitors.LaunchRecord`. The records are what
 :mod:`workstation.harness.aot_compile` needs to compile the same kernel in another process.
 On a GPU the launch compiles the kernel itself: the recorder then also keeps the IR of the
 ``CompiledKernel`` that ``JITFunction.run`` returns.
@@ -20,10 +22,13 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from typing import Any
 
+import msgspec
+
 from workstation.harness import monitor
 from workstation.harness.aot_compile import LAUNCH_OPTIONS
 from workstation.harness.core import INTERPRETER
 from workstation.harness.launches import Launch, LaunchObserver, observing
+from workstation.protocol.extras.monitors import LaunchRecord, TritonLaunchRecordsReport
 from workstation.protocol.steps import TritonLaunchRecords
 
 _TORCH_TO_TRITON = {
@@ -166,21 +171,20 @@ class LaunchRecorder(LaunchObserver):
 
 
 @monitor(TritonLaunchRecords)
-def launch_records_monitor(ctx: Any, spec: TritonLaunchRecords, report: dict[str, Any]):
+def launch_records_monitor(ctx: Any, spec: TritonLaunchRecords, report: TritonLaunchRecordsReport):
     """Record every Triton kernel launch (see :func:`launch_record`) into
-    ``report["launches"]``; on a GPU also keep the compiled kernels' IR in
+    ``report.launches``; on a GPU also keep the compiled kernels' IR in
     ``ctx._kws_compiled`` (launch key -> ``asm`` texts) for the ``triton_aot`` step."""
     return _record_launches(ctx, report, keep_ir=not INTERPRETER)
 
 
 @contextmanager
-def _record_launches(ctx: Any, report: dict[str, Any], keep_ir: bool) -> Iterator[None]:
+def _record_launches(ctx: Any, report: TritonLaunchRecordsReport, keep_ir: bool) -> Iterator[None]:
     recorder = LaunchRecorder(keep_ir)
     try:
         with observing(recorder):
             yield
     finally:
-        if recorder.errors:
-            report["errors"] = recorder.errors
-        report["launches"] = list(recorder.records.values())
+        report.errors = recorder.errors
+        report.launches = [msgspec.convert(rec, type=LaunchRecord) for rec in recorder.records.values()]
         ctx._kws_compiled = recorder.compiled

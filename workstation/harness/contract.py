@@ -22,8 +22,9 @@ aten ops. A ``TorchDispatchMode`` does it:
   is exact next to fp16/bf16 rounding). Other reductions (``softmax``, ``logsumexp``,
   norms) always round their result only.
 
-The report (``extra["monitors"]["contract_round"]``): ``{"compute", "accumulate",
-"rounded": {op: n}, "accumulated": {op: n}, "kept": {op: n}}``.
+The report (``extra.monitors.contract_round``, a
+:class:`~workstation.protocol.extras.monitors.ContractRoundReport`): ``compute``,
+``accumulate``, ``rounded`` / ``accumulated`` / ``kept`` (aten op name -> times).
 """
 
 from __future__ import annotations
@@ -35,6 +36,7 @@ import torch
 
 from workstation.harness import monitor
 from workstation.harness.core import JobContext
+from workstation.protocol.extras.monitors import ContractRoundReport
 from workstation.protocol.steps import ContractRound
 
 _NARROW_FLOATS = (torch.float32, torch.float16, torch.bfloat16)
@@ -104,7 +106,7 @@ def _accumulate(name: str, args: tuple, kwargs: dict, rnd: Any) -> torch.Tensor 
 
 
 @monitor(ContractRound)
-def _contract_round(ctx: JobContext, spec: ContractRound, report: dict[str, Any]) -> Any:
+def _contract_round(ctx: JobContext, spec: ContractRound, report: ContractRoundReport) -> Any:
     """The contract oracle's dispatch mode (module doc)."""
     from torch.utils._python_dispatch import TorchDispatchMode
     from torch.utils._pytree import tree_map
@@ -161,7 +163,10 @@ def _contract_round(ctx: JobContext, spec: ContractRound, report: dict[str, Any]
             try:
                 yield
             finally:
-                report.update({"compute": spec.compute, "accumulate": spec.accumulate, "rounded": dict(rounded),
-                               "accumulated": dict(accumulated), "kept": dict(kept)})
+                report.compute = spec.compute
+                report.accumulate = spec.accumulate
+                report.rounded = dict(rounded)
+                report.accumulated = dict(accumulated)
+                report.kept = dict(kept)
 
     return cm()

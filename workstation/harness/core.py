@@ -5,9 +5,11 @@ make the inputs of ``case``/``seed``, apply ``transforms`` in order, call ``role
 ``repeat`` times on the same inputs (the last outputs are kept) inside ``monitors``;
 ``send_inputs`` also sends the inputs (after the call) as arrays ``in<j>``.
 
-``extra`` of a call step holds ``inputs`` (per input: kind, dtype, shape, stride,
-sha256 of its bytes before and after the call), ``device_name``, ``monitors`` (what each
-monitor observed) and ``calls`` (wall seconds per call).
+``extra`` of a call step is a :class:`~workstation.protocol.extras.calls.CallExtra`:
+``inputs`` (per input: kind, dtype, shape, stride, sha256 of its bytes before and after the
+call), ``device_name``, ``monitors`` (what each monitor observed, a
+:class:`~workstation.protocol.extras.monitors.MonitorReports`) and ``calls`` (wall seconds
+per call).
 
 Task-format problems only the child can see are raised as :class:`TaskFormatError`
 (``error_info`` origin ``"task-format"``, with the task.toml ``key``), never charged to a
@@ -56,7 +58,8 @@ from workstation.harness import (
     transform,
 )
 from workstation.protocol import childenv
-from workstation.protocol.extras.calls import InputDesc
+from workstation.protocol.extras.calls import AuthorTestExtra, CallExtra, InputDesc
+from workstation.protocol.extras.monitors import REPORTS, MonitorReports
 from workstation.protocol.results import (
     Cause,
     CudaEmulationLimit,
@@ -680,24 +683,26 @@ def _cast(ctx: JobContext, inputs: tuple, spec: Cast) -> tuple:
 
 def run_role(ctx: JobContext, role: str, inputs: tuple, monitors: Sequence[Monitor] = (), repeat: int = 1,
              send_inputs: bool = False) -> StepOutput:
-    """Call ``role`` on ``inputs`` ``repeat`` times inside ``monitors`` (module doc).
+    """Call ``role`` on ``inputs`` ``repeat`` times inside ``monitors`` (module doc); the
+    result's ``extra`` is a :class:`~workstation.protocol.extras.calls.CallExtra`.
 
     Raises:
-        KeyError: a monitor type has no registered handler.
+        KeyError: a monitor type has no registered handler (or no report Struct).
     """
     fn = ctx.callable(role)
     before = describe_inputs(inputs)
-    report: dict[str, Any] = {}
+    reports = MonitorReports()
     calls: list[float] = []
     result = None
     with contextlib.ExitStack() as stack:
         for m in monitors:
             factory = MONITORS.get(type(m))
             name = kind_of(m)
-            if factory is None:
+            if factory is None or name not in REPORTS:
                 raise KeyError(f"unknown monitor {name!r}")
-            report[name] = {}
-            stack.enter_context(factory(ctx, m, report[name]))
+            report = REPORTS[name]()
+            setattr(reports, name, report)
+            stack.enter_context(factory(ctx, m, report))
         for _ in range(repeat):
             result, seconds = ctx.timed_call(fn, inputs)
             calls.append(seconds)
@@ -706,7 +711,7 @@ def run_role(ctx: JobContext, role: str, inputs: tuple, monitors: Sequence[Monit
     for b, a in zip(before, after, strict=True):
         if b.kind == "tensor":
             b.sha256_after = a.sha256
-    extra = {"inputs": before, "monitors": report, "calls": calls, "device_name": ctx.device_name}
+    extra = CallExtra(inputs=before, monitors=reports, calls=calls, device_name=ctx.device_name)
     res = StepOutput(ok=True, outputs=outputs, extra=extra, seconds=sum(calls))
     if send_inputs:
         for j, x in enumerate(inputs):
@@ -723,23 +728,25 @@ def call_step(ctx: JobContext, spec: CallStep) -> StepOutput:
     try:
         inputs = prepared_inputs(ctx, spec.case, spec.seed, spec.transforms)
         return run_role(ctx, spec.role, inputs, spec.monitors, spec.repeat, spec.send_inputs)
-    except BaseException as e:  # noqa: BLE001
+    except BaseException as e:  # noqa: BLE001  (what the role, make_inputs or a transform raised is the step's error)
         return StepOutput(ok=False, error=error_info(e, getattr(e, "_kws_phase", "call")),
-                          extra={"device_name": ctx.device_name})
+                          extra=CallExtra(device_name=ctx.device_name))
 
 
 @step(AuthorTestStep)
 def author_test_step(ctx: JobContext, spec: AuthorTestStep) -> StepOutput:
-    """Run the author's ``check(case, device, seed)``; ``extra["passed"]`` says whether it
-    returned without raising (an AssertionError is a failed check, not an error)."""
+    """Run the author's ``check(case, device, seed)``; ``extra`` (an
+    :class:`~workstation.protocol.extras.calls.AuthorTestExtra`) says whether it returned
+    without raising (``passed``; an AssertionError is a failed check, not an error, with its
+    message in ``assertion``)."""
     fn = ctx.callable("test")
     t0 = time.perf_counter()
     try:
         fn(dict(spec.case), ctx.device, spec.seed)
         ctx.sync()
     except AssertionError as e:
-        return StepOutput(ok=True, extra={"passed": False, "assertion": str(e)[:4000]},
+        return StepOutput(ok=True, extra=AuthorTestExtra(passed=False, assertion=str(e)[:4000]),
                           seconds=time.perf_counter() - t0)
-    except BaseException as e:  # noqa: BLE001
-        return StepOutput(ok=False, error=error_info(e, getattr(e, "_kws_phase", "test")))
-    return StepOutput(ok=True, extra={"passed": True}, seconds=time.perf_counter() - t0)
+    except BaseException as e:  # noqa: BLE001  (what the author's test raised is the step's error)
+        return StepOutput(ok=False, error=error_info(e, getattr(e, "_kws_phase", "test")), extra=AuthorTestExtra())
+    return StepOutput(ok=True, extra=AuthorTestExtra(passed=True), seconds=time.perf_counter() - t0)

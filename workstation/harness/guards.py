@@ -13,13 +13,15 @@ over the poison through the pointers they are given.
 
 It sends the outputs (as every call step does), their raw element bits (``bits<j>``,
 integers of the element's width), and the raw bytes of every guard band (``gb<k>`` before,
-``ga<k>`` after buffer ``k``) with ``extra["buffers"][k]`` describing buffer ``k`` (what it
+``ga<k>`` after buffer ``k``) with ``extra.buffers[k]`` describing buffer ``k`` (what it
 is, dtype, shape, the guard length, where it was allocated) and
-``extra["output_sources"][j]`` saying which buffer output ``j`` lives in. The parent
-compares bits and bytes with the sentinels; nothing is judged here.
+``extra.output_sources[j]`` saying which buffer output ``j`` lives in (``extra``: a
+:class:`~workstation.protocol.extras.guards.GuardedCallExtra`). The parent compares bits and
+bytes with the sentinels; nothing is judged here.
 
 Step ``sanitizer_call`` runs one call of a role under NVIDIA compute-sanitizer's memcheck
-tool in a fresh interpreter (CUDA only) and returns its report lines.
+tool in a fresh interpreter (CUDA only) and returns its report lines (``extra``: a
+:class:`~workstation.protocol.extras.guards.SanitizerCallExtra`).
 """
 
 from __future__ import annotations
@@ -43,6 +45,14 @@ from torch.utils._python_dispatch import TorchDispatchMode
 from workstation.harness import StepOutput, step
 from workstation.harness.core import describe_inputs, error_info, prepared_inputs
 from workstation.protocol import sentinels
+from workstation.protocol.extras.guards import (
+    GuardedBuffer,
+    GuardedCallExtra,
+    OutputSource,
+    SanitizerCallExtra,
+)
+from workstation.protocol.extras.monitors import Site
+from workstation.protocol.results import ResultFormatError, decode_doc, kws_error
 from workstation.protocol.steps import (
     CallStep,
     GuardedCallStep,
@@ -168,19 +178,14 @@ class Buffer:
     op: str = ""
     note: str = ""
 
-    def describe(self) -> dict[str, Any]:
+    def describe(self) -> GuardedBuffer:
+        """What the parent is told of this buffer (``extra.buffers[k]``)."""
         t = self.tensor
-        d = {"kind": self.kind, "index": self.index, "dtype": dtype_name(t), "shape": list(t.shape),
-             "stride": list(t.stride()), "element_size": t.element_size(), "extent": self.extent,
-             "guard": self.guard if self.base is not None else 0, "poisoned": self.poisoned,
-             "guarded": self.base is not None, "device": str(t.device)}
-        if self.site:
-            d["site"] = self.site
-        if self.op:
-            d["op"] = self.op
-        if self.note:
-            d["note"] = self.note
-        return d
+        return GuardedBuffer(kind=self.kind, index=self.index, dtype=dtype_name(t), shape=list(t.shape),
+                             stride=list(t.stride()), element_size=t.element_size(), extent=self.extent,
+                             guard=self.guard if self.base is not None else 0, poisoned=self.poisoned,
+                             guarded=self.base is not None, device=str(t.device),
+                             site=Site(**self.site) if self.site else None, op=self.op, note=self.note)
 
     def bands(self):
         """(before, after) guard bands as numpy uint8 arrays, or None when unguarded."""
@@ -312,9 +317,9 @@ def guarded_call_step(ctx: Any, spec: GuardedCallStep) -> StepOutput:
         with mode:
             result, seconds = ctx.timed_call(ctx.callable(spec.role), inputs)
         outputs = ctx.outputs_of(result, inputs)
-    except BaseException as e:  # noqa: BLE001
+    except BaseException as e:  # noqa: BLE001  (what the role or make_inputs raised is the step's error)
         return StepOutput(ok=False, error=error_info(e, getattr(e, "_kws_phase", "call")),
-                          extra={"device_name": ctx.device_name})
+                          extra=GuardedCallExtra(device_name=ctx.device_name))
     buffers = bufs + mode.buffers
     res = StepOutput(ok=True, outputs=outputs, seconds=seconds)
     sources = []
@@ -322,21 +327,16 @@ def guarded_call_step(ctx: Any, spec: GuardedCallStep) -> StepOutput:
         b = raw_bits(o)
         if b is not None:
             res.arrays[f"bits{j}"] = b
-        src: dict[str, Any] = {"output": j, "buffer": None}
-        for k, buf in enumerate(buffers):
-            if _same_storage(o, buf.tensor):
-                src["buffer"] = k
-                break
-        sources.append(src)
+        found = next((k for k, buf in enumerate(buffers) if _same_storage(o, buf.tensor)), None)
+        sources.append(OutputSource(output=j, buffer=found))
     for k, buf in enumerate(buffers):
         bands = buf.bands()
         if bands is not None:
             res.arrays[f"gb{k}"], res.arrays[f"ga{k}"] = bands
-    res.extra = {
-        "scenario": scenario, "buffers": [b.describe() for b in buffers], "output_sources": sources,
-        "allocations": mode.count, "unguarded_allocations": mode.unguarded,
-        "inputs": before, "device_name": ctx.device_name, "calls": [seconds],
-    }
+    res.extra = GuardedCallExtra(
+        scenario=scenario, buffers=[b.describe() for b in buffers], output_sources=sources,
+        allocations=mode.count, unguarded_allocations=mode.unguarded,
+        inputs=before, device_name=ctx.device_name, calls=[seconds])
     return res
 
 
@@ -405,29 +405,35 @@ def run_subjob(ctx: Any, steps: list[Step], *, prefix: list[str] | None = None,
 @step(SanitizerCallStep)
 def sanitizer_call_step(ctx: Any, spec: SanitizerCallStep) -> StepOutput:
     """One call of ``spec.role`` on ``spec.case``/``spec.seed`` under
-    ``compute-sanitizer --tool memcheck`` (CUDA only). ``extra``: ``ran`` (False with a
+    ``compute-sanitizer --tool memcheck`` (CUDA only). ``extra`` (a
+    :class:`~workstation.protocol.extras.guards.SanitizerCallExtra`): ``ran`` (False with a
     ``reason`` when it could not), ``errors`` (the ERROR SUMMARY count), ``report`` (the
     sanitizer's error lines), ``returncode``, ``call_ok``."""
     if ctx.device.type != "cuda":
-        return StepOutput(ok=True, extra={"ran": False, "reason": "no CUDA device: memcheck instruments GPU kernels"})
+        return StepOutput(ok=True, extra=SanitizerCallExtra(
+            ran=False, reason="no CUDA device: memcheck instruments GPU kernels"))
     binary = find_compute_sanitizer()
     if binary is None:
-        return StepOutput(ok=True, extra={"ran": False, "reason": "compute-sanitizer is not installed "
-                                          "(not on PATH, not in $CUDA_HOME/bin or /usr/local/cuda/bin)"})
+        return StepOutput(ok=True, extra=SanitizerCallExtra(
+            ran=False, reason="compute-sanitizer is not installed (not on PATH, not in $CUDA_HOME/bin or "
+            "/usr/local/cuda/bin)"))
     sub = CallStep(role=spec.role, case=spec.case, seed=spec.seed)
     t0 = time.perf_counter()
     r = run_subjob(ctx, [sub], prefix=[binary, "--tool", "memcheck", "--error-exitcode", "97", "--print-limit", "40"],
                    timeout=spec.timeout)
     if r["returncode"] is None:
-        return StepOutput(ok=True, seconds=time.perf_counter() - t0, extra={
-            "ran": False, "reason": f"memcheck did not finish within {spec.timeout:g} s",
-            "tail": (r["stdout"] + r["stderr"])[-4000:]})
+        return StepOutput(ok=True, seconds=time.perf_counter() - t0, extra=SanitizerCallExtra(
+            ran=False, reason=f"memcheck did not finish within {spec.timeout:g} s",
+            tail=(r["stdout"] + r["stderr"])[-4000:]))
     text = r["stdout"] + "\n" + r["stderr"]
     m = re.search(r"ERROR SUMMARY: (\d+) error", text)
     lines = [ln for ln in text.splitlines() if _ERR_LINE.match(ln)]
     doc = r["steps"][0]["doc"] if r["steps"] else None
-    return StepOutput(ok=True, seconds=time.perf_counter() - t0, extra={
-        "ran": True, "binary": binary, "errors": int(m.group(1)) if m else None, "report": lines[:80],
-        "returncode": r["returncode"], "call_ok": bool(doc and doc.get("ok")),
-        "call_error": (doc or {}).get("error"), "tail": text[-4000:],
-    })
+    try:
+        call_error = decode_doc(doc).error if isinstance(doc, dict) else None
+    except ResultFormatError as e:  # the sub-interpreter's result was not kws's form
+        call_error = kws_error(f"the call's result under memcheck: {e}")
+    return StepOutput(ok=True, seconds=time.perf_counter() - t0, extra=SanitizerCallExtra(
+        ran=True, binary=binary, errors=int(m.group(1)) if m else None, report=lines[:80],
+        returncode=r["returncode"], call_ok=bool(doc and doc.get("ok")), call_error=call_error,
+        tail=text[-4000:]))

@@ -34,6 +34,7 @@ from workstation.harness.lowprec import (
     poison_bits,
     tl_name,
 )
+from workstation.protocol.extras.monitors import PoisonMaskedLoadsReport
 
 #: masked-load poison of this process (mutated, never rebound): on or off, and the lanes
 #: that read it since :func:`poisoned_masked_loads` began.
@@ -43,10 +44,10 @@ Op = Callable[..., Any]
 
 
 @contextlib.contextmanager
-def poisoned_masked_loads(report: dict[str, Any] | None = None) -> Iterator[None]:
+def poisoned_masked_loads(report: PoisonMaskedLoadsReport | None = None) -> Iterator[None]:
     """Inside the block, masked lanes of ``tl.load`` without ``other=`` read poison
-    (:func:`workstation.harness.lowprec.poison_bits`). ``report["poisoned_lanes"]`` counts
-    the lanes that did."""
+    (:func:`workstation.harness.lowprec.poison_bits`). ``report.poisoned_lanes`` counts the
+    lanes that did."""
     prev = _poison["on"]
     _poison["on"] = True
     _poison["lanes"] = 0
@@ -55,7 +56,7 @@ def poisoned_masked_loads(report: dict[str, Any] | None = None) -> Iterator[None
     finally:
         _poison["on"] = prev
         if report is not None:
-            report["poisoned_lanes"] = int(_poison.get("lanes", 0))
+            report.poisoned_lanes = int(_poison.get("lanes", 0))
 
 
 # -- the builder's elementwise ops ----------------------------------------------------------

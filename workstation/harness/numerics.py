@@ -17,15 +17,20 @@ Registers:
     by a relative 2^-20 (``bump_<j>``): the parent counts the outputs that moved (fan-out);
   - ``skip``: input indices the probes leave alone (out_args: the callable overwrites them).
 
-  ``outputs`` are the oracle's outputs; ``extra["inputs"]`` describes the case's own
-  (not upcast) inputs; ``extra["probe_errors"]`` lists probes the reference raised on.
+  ``outputs`` are the oracle's outputs; ``extra`` is a
+  :class:`~workstation.protocol.extras.numerics.NumOracleExtra`: ``inputs`` describes the
+  case's own (not upcast) inputs, ``probe_errors`` lists probes the reference raised on.
 - transforms ``num_fresh`` (a copy of the inputs: a second, separately memoised run) and
   ``num_tf32`` (fp32 tensors rounded to TF32's 10 explicit mantissa bits, as a TF32 MMA
   reads its operands; ``mode``: ``"rna"`` (cvt.rna.tf32.f32, ties away from zero) or
   ``"trunc"`` (the low 13 bits dropped)).
 - monitor ``num_callers``: traces Python calls into a task file (``spec.file``) while
-  the role runs (``sys.setprofile``/``threading.setprofile``); reports
-  ``{"calls": {"name:line": n}, "total": n}``.
+  the role runs (``sys.setprofile``/``threading.setprofile``); reports a
+  :class:`~workstation.protocol.extras.monitors.NumCallersReport` (``calls``:
+  ``"name:line"`` -> n, ``total``, ``file``).
+- monitors ``keep_float64`` (:class:`~workstation.protocol.extras.monitors.KeepFloat64Report`)
+  and ``poison_masked_loads``
+  (:class:`~workstation.protocol.extras.monitors.PoisonMaskedLoadsReport`).
 
 The Triton launch capture and ahead-of-time compilation live in
 :mod:`workstation.harness.aot` (the ``triton_aot`` step).
@@ -52,6 +57,14 @@ from workstation.harness.core import (
     error_info,
     run_role,
 )
+from workstation.protocol.extras import extra_as
+from workstation.protocol.extras.calls import CallExtra
+from workstation.protocol.extras.monitors import (
+    KeepFloat64Report,
+    NumCallersReport,
+    PoisonMaskedLoadsReport,
+)
+from workstation.protocol.extras.numerics import Bump, NumOracleExtra, OracleInput
 from workstation.protocol.steps import (
     KeepFloat64,
     NumCallers,
@@ -106,7 +119,7 @@ def _tf32(ctx: JobContext, inputs: tuple, spec: NumTf32) -> tuple:
 
 
 @monitor(NumCallers)
-def _callers(ctx: JobContext, spec: NumCallers, report: dict[str, Any]):
+def _callers(ctx: JobContext, spec: NumCallers, report: NumCallersReport):
     """Record Python-level calls of functions defined in the task file ``spec.file``
     (matched by the code object's file name, so a copy loaded by path under another module
     name counts too)."""
@@ -137,9 +150,9 @@ def _callers(ctx: JobContext, spec: NumCallers, report: dict[str, Any]):
         finally:
             sys.setprofile(old)
             threading.setprofile(old_t)
-            report["calls"] = dict(counts)
-            report["total"] = sum(counts.values())
-            report["file"] = spec.file
+            report.calls = dict(counts)
+            report.total = sum(counts.values())
+            report.file = spec.file
 
     return cm()
 
@@ -175,14 +188,16 @@ def oracle_step(ctx: JobContext, spec: NumOracleStep) -> StepOutput:
             raise _tag(e, "transform") from None
         pristine = tuple(x.clone() if isinstance(x, torch.Tensor) else x for x in up)
         res = run_role(ctx, "reference", up)
-    except BaseException as e:  # noqa: BLE001
+    except BaseException as e:  # noqa: BLE001  (what the reference or make_inputs raised is the step's error)
         return StepOutput(ok=False, error=error_info(e, getattr(e, "_kws_phase", "call")),
-                          extra={"device_name": ctx.device_name})
-    res.extra["inputs"] = described
-    res.extra["oracle_inputs"] = [{"index": d.index, "dtype": d.dtype or None} for d in describe_inputs(up)]
+                          extra=NumOracleExtra(device_name=ctx.device_name))
+    call = extra_as(res.extra, CallExtra)
     skip = set(spec.skip)
     floats = [i for i, x in enumerate(pristine) if _float_tensor(x) and i not in skip]
-    res.extra["float_inputs"] = floats
+    extra = NumOracleExtra(inputs=described, monitors=call.monitors, calls=call.calls, device_name=call.device_name,
+                           oracle_inputs=[OracleInput(index=d.index, dtype=d.dtype or None) for d in describe_inputs(up)],
+                           float_inputs=floats)
+    res.extra = extra
     # how many of each input's values a narrower format holds exactly (the parent tells a
     # reference that quantises internally from an op that only selects input values)
     frac: dict[str, dict[str, float]] = {}
@@ -194,7 +209,7 @@ def oracle_step(ctx: JobContext, spec: NumOracleStep) -> StepOutput:
             frac[str(i)] = {name: float((x[nz].to(dt).to(x.dtype) == x[nz]).sum()) / n
                             for name, dt in (("float32", torch.float32), ("float16", torch.float16),
                                              ("bfloat16", torch.bfloat16)) if dt != x.dtype}
-    res.extra["input_representable"] = frac
+    extra.input_representable = frac
     probe_errors: dict[str, str] = {}
 
     def probe(name: str, variant: tuple) -> list[torch.Tensor] | None:
@@ -249,10 +264,10 @@ def oracle_step(ctx: JobContext, spec: NumOracleStep) -> StepOutput:
                 return y
 
             outs = probe("bump", fresh(i, bump))
-            res.extra["bump"] = {"input": i, "flat_index": flat_index, "rel": BUMP_REL}
+            extra.bump = Bump(input=i, flat_index=flat_index, rel=BUMP_REL)
             for j, t in enumerate(outs or []):
                 res.arrays[f"bump_{j}"] = encode_tensor(t)[1]
-    res.extra["probe_errors"] = probe_errors
+    extra.probe_errors = probe_errors
     return res
 
 
@@ -260,7 +275,7 @@ _NARROW_FLOATS = (torch.float32, torch.float16, torch.bfloat16)
 
 
 @monitor(KeepFloat64)
-def _keep_float64(ctx: JobContext, spec: KeepFloat64, report: dict[str, Any]) -> Any:
+def _keep_float64(ctx: JobContext, spec: KeepFloat64, report: KeepFloat64Report) -> Any:
     """A ``TorchDispatchMode`` that turns every requested narrower float dtype into float64
     (the :class:`~workstation.protocol.steps.KeepFloat64` monitor)."""
     from torch.utils._python_dispatch import TorchDispatchMode
@@ -285,22 +300,23 @@ def _keep_float64(ctx: JobContext, spec: KeepFloat64, report: dict[str, Any]) ->
             try:
                 yield
             finally:
-                report["kept"] = dict(kept)
-                report["total"] = sum(kept.values())
+                report.kept = dict(kept)
+                report.total = sum(kept.values())
 
     return cm()
 
 
 @monitor(PoisonMaskedLoads)
-def _poison_masked_loads(ctx: JobContext, spec: PoisonMaskedLoads, report: dict[str, Any]) -> Any:
-    """Masked loads without ``other=`` read poison while the role runs (interpreter only)."""
+def _poison_masked_loads(ctx: JobContext, spec: PoisonMaskedLoads, report: PoisonMaskedLoadsReport) -> Any:
+    """Masked loads without ``other=`` read poison while the role runs (interpreter only);
+    ``report.poisoned_lanes`` counts the lanes that did."""
     from workstation.harness import fidelity
 
     @contextmanager
     def cm() -> Any:
-        report["active"] = bool(fidelity._state["installed"])
-        if not report["active"]:
-            report["why"] = "not under the Triton interpreter (a GPU's own undefined lanes apply)"
+        report.active = bool(fidelity._state["installed"])
+        if not report.active:
+            report.why = "not under the Triton interpreter (a GPU's own undefined lanes apply)"
             yield
             return
         with fidelity.poisoned_masked_loads(report):

@@ -64,6 +64,13 @@ from typing import Any
 import numpy as np
 
 from workstation.harness import StepOutput, call_hook, job_hook, monitor, step
+from workstation.protocol.extras.monitors import (
+    PallasCallsReport,
+    PallasKernelCalls,
+    PallasStrictReport,
+    PallasStrictSettings,
+    Site,
+)
 from workstation.protocol.steps import PallasCalls, PallasReadStep, PallasStrict
 
 #: grid points beyond which the output cover is not computed (the index map is evaluated
@@ -302,61 +309,67 @@ class CallCounter(PallasObserver):
     """Counts invocations per kernel name and how they ran; with ``strict`` the races."""
 
     def __init__(self) -> None:
-        self.kernels: dict[str, dict[str, Any]] = {}
+        self.kernels: dict[str, PallasKernelCalls] = {}
         self.errors: list[str] = []
 
     def after(self, rec: Invocation, error: BaseException | None) -> None:
-        k = self.kernels.setdefault(rec.name, {"calls": 0, "failed": 0, "modes": [], "site": rec.site,
-                                               "races": False})
-        k["calls"] += 1
-        if rec.mode not in k["modes"]:
-            k["modes"].append(rec.mode)
+        k = self.kernels.get(rec.name)
+        if k is None:
+            site = Site(**rec.site) if rec.site else None
+            k = self.kernels[rec.name] = PallasKernelCalls(calls=0, failed=0, modes=[], site=site, races=False)
+        k.calls += 1
+        if rec.mode not in k.modes:
+            k.modes.append(rec.mode)
         if error is not None:
-            k["failed"] += 1
+            k.failed += 1
             if len(self.errors) < 4:
                 self.errors.append(f"{rec.name}: {type(error).__name__}: {str(error)[:600]}")
         if rec.races:
-            k["races"] = True
+            k.races = True
         if rec.replaced_params:
-            k["params_set_aside"] = rec.replaced_params
+            k.params_set_aside = rec.replaced_params
 
-    def report(self) -> dict[str, Any]:
-        return {"kernels": self.kernels, "calls": sum(k["calls"] for k in self.kernels.values()),
-                "errors": self.errors, "jax": "jax" in sys.modules, "installed": _orig is not None}
+    def fill(self, report: PallasCallsReport | PallasStrictReport) -> None:
+        """Set ``report`` (a ``pallas_calls`` or ``pallas_strict`` report) to what was counted."""
+        report.kernels = self.kernels
+        report.calls = sum(k.calls for k in self.kernels.values())
+        report.errors = self.errors
+        report.jax = "jax" in sys.modules
+        report.installed = _orig is not None
 
 
 @monitor(PallasCalls)
-def pallas_calls_monitor(ctx: Any, spec: PallasCalls, report: dict[str, Any]):
+def pallas_calls_monitor(ctx: Any, spec: PallasCalls, report: PallasCallsReport):
     """Count the call's ``pallas_call`` invocations into ``report`` (``kernels``: per name
     ``calls``, ``failed``, ``modes``, ``site``, ``races``; ``calls``; ``errors``)."""
     return _counting(report)
 
 
 @contextlib.contextmanager
-def _counting(report: dict[str, Any]) -> Iterator[None]:
+def _counting(report: PallasCallsReport | PallasStrictReport) -> Iterator[None]:
     counter = CallCounter()
     try:
         with observing(counter):
             yield
     finally:
-        report.update(counter.report())
+        counter.fill(report)
 
 
 @monitor(PallasStrict)
-def pallas_strict_monitor(ctx: Any, spec: PallasStrict, report: dict[str, Any]):
+def pallas_strict_monitor(ctx: Any, spec: PallasStrict, report: PallasStrictReport):
     """Run the call's ``pallas_call`` invocations strictly (module doc); ``report`` as for
-    ``pallas_calls`` plus ``strict: {"cores"}``."""
+    ``pallas_calls`` plus ``strict`` (the settings, ``cores`` among them)."""
     return _strict_mode(spec, report)
 
 
 @contextlib.contextmanager
-def _strict_mode(spec: PallasStrict, report: dict[str, Any]) -> Iterator[None]:
+def _strict_mode(spec: PallasStrict, report: PallasStrictReport) -> Iterator[None]:
     global _strict
     install()
     import jax
 
-    report["strict"] = {"cores": spec.cores, "out_of_bounds_reads": "raise", "uninitialized_memory": "nan",
-                        "detect_races": True}
+    report.strict = PallasStrictSettings(cores=spec.cores, out_of_bounds_reads="raise", uninitialized_memory="nan",
+                                         detect_races=True)
     jax.clear_caches()
     _strict = {"cores": spec.cores}
     try:
@@ -420,7 +433,7 @@ def pallas_read_step(ctx: Any, spec: PallasReadStep) -> StepOutput:
                 run_role(ctx, "candidate", inputs)
         except BaseException as e:  # noqa: BLE001
             case_errors[str(ci)] = error_info(e, getattr(e, "_kws_phase", "call"))
-        calls.append(sum(k["calls"] for k in counter.kernels.values()))
+        calls.append(sum(k.calls for k in counter.kernels.values()))
         for k, v in reader.readings.items():
             kernels.setdefault(k, v)
     return StepOutput(ok=True, extra={"kernels": list(kernels.values()), "calls": calls, "case_errors": case_errors,

@@ -2,30 +2,33 @@
 
 Monitors (for the ``call`` step's ``monitors`` list):
 
-- ``aten_ops``: a ``TorchDispatchMode`` that counts every aten op the call dispatches,
-  with the largest tensor (elements) among its arguments and results and the first
-  task-code line that issued it (``report["ops"][name] = {"count", "max_numel", "site"}``).
+- ``aten_ops`` (report: :class:`~workstation.protocol.extras.monitors.AtenOpsReport`): a
+  ``TorchDispatchMode`` that counts every aten op the call dispatches, with the largest
+  tensor (elements) among its arguments and results and the first task-code line that
+  issued it (``report.ops[name]``: ``count``, ``max_numel``, ``site``).
   Ops issued inside other ops are not seen (a dispatch mode sees the outermost call of
   each op), which is what "the framework op the candidate called" means. Task code can
   step outside a dispatch mode (``torch._C._disable_current_modes()``), so the call also
   runs under an independent recorder, the autograd profiler (``RecordFunction``
   callbacks in the dispatcher: they see every aten op whatever the Python dispatch modes
-  do): ``report["profiler"] = {"ops": {name: {"count", "max_numel"}}, "events",
-  "stopped", "marker", "mode_removed"}`` lists the top-level aten ops it saw, whether
+  do): ``report.profiler`` (``ops``: name -> ``count``, ``max_numel``; ``events``,
+  ``stopped``, ``marker``, ``mode_removed``) lists the top-level aten ops it saw, whether
   the profiler was still running when the call returned (``stopped``: task code turned it
   off), whether kws's opening marker is in its events (``marker`` False: the session was
   replaced), and whether the dispatch mode was taken off the mode stack.
-- ``triton_launches``: counts launches of ``@triton.jit`` kernels (seen through
-  :mod:`workstation.harness.launches`), per kernel name: ``report["launches"]`` /
-  ``report["kernels"]`` those that returned, ``report["failed_launches"]`` /
-  ``report["failed"]`` / ``report["errors"]`` those that raised (a compile error),
-  ``report["warmups"]`` compile-only warm-up launches.
+- ``triton_launches`` (report:
+  :class:`~workstation.protocol.extras.monitors.TritonLaunchesReport`): counts launches of
+  ``@triton.jit`` kernels (seen through :mod:`workstation.harness.launches`), per kernel
+  name: ``launches`` / ``kernels`` those that returned, ``failed_launches`` / ``failed`` /
+  ``errors`` those that raised (a compile error), ``warmups`` compile-only warm-up
+  launches.
 
 Step ``fault_call``: one call with a fault injected where the candidate's kernels start:
 ``fault="triton_launch"`` makes every Triton launch raise
 :class:`KwsInjectedLaunchFailure`; ``"extension_build"`` makes
 ``torch.utils.cpp_extension.load``/``load_inline`` raise it (the role's module is
-imported under the fault). A candidate that still returns has a silent fallback.
+imported under the fault). A candidate that still returns has a silent fallback. Its
+``extra`` is a :class:`~workstation.protocol.extras.calls.FaultCallExtra`.
 """
 
 from __future__ import annotations
@@ -34,6 +37,7 @@ import contextlib
 from collections.abc import Iterator
 from typing import Any
 
+import msgspec
 import torch
 from torch.utils._python_dispatch import TorchDispatchMode
 
@@ -41,6 +45,15 @@ from workstation.harness import StepOutput, monitor, step
 from workstation.harness.core import describe_inputs, error_info, prepared_inputs
 from workstation.harness.guards import task_site
 from workstation.harness.launches import Launch, LaunchObserver, launch_classes, observing
+from workstation.protocol.extras.calls import FaultCallExtra
+from workstation.protocol.extras.monitors import (
+    AtenOpCount,
+    AtenOpsReport,
+    AtenProfile,
+    ProfiledOpCount,
+    Site,
+    TritonLaunchesReport,
+)
 from workstation.protocol.steps import AtenOps, FaultCallStep, TritonLaunches
 
 
@@ -62,7 +75,7 @@ class OpTraceMode(TorchDispatchMode):
     def __init__(self, task_dir: Any):
         super().__init__()
         self.task_dir = task_dir
-        self.ops: dict[str, dict[str, Any]] = {}
+        self.ops: dict[str, AtenOpCount] = {}
 
     def __torch_dispatch__(self, func, types, args=(), kwargs=None):
         out = func(*args, **(kwargs or {}))
@@ -70,15 +83,16 @@ class OpTraceMode(TorchDispatchMode):
         rec = self.ops.get(name)
         n = max(_numel(args), _numel(list((kwargs or {}).values())), _numel(out))
         if rec is None:
-            rec = self.ops[name] = {"count": 0, "max_numel": 0, "site": task_site(self.task_dir, 1)}
-        rec["count"] += 1
-        rec["max_numel"] = max(rec["max_numel"], n)
+            site = task_site(self.task_dir, 1)
+            rec = self.ops[name] = AtenOpCount(count=0, max_numel=0, site=Site(**site) if site else None)
+        rec.count += 1
+        rec.max_numel = max(rec.max_numel, n)
         return out
 
 
 @monitor(AtenOps)
-def aten_ops_monitor(ctx: Any, spec: AtenOps, report: dict[str, Any]):
-    """Trace aten ops of the call into ``report["ops"]``."""
+def aten_ops_monitor(ctx: Any, spec: AtenOps, report: AtenOpsReport):
+    """Trace aten ops of the call into ``report.ops`` and ``report.profiler``."""
     return _aten_ops(ctx, report)
 
 
@@ -86,9 +100,9 @@ def aten_ops_monitor(ctx: Any, spec: AtenOps, report: dict[str, Any]):
 PROFILER_MARKER = "kws::aten_ops_open"
 
 
-def _profiler_ops(events: Any) -> dict[str, dict[str, int]]:
+def _profiler_ops(events: Any) -> dict[str, ProfiledOpCount]:
     """Top-level aten events (no aten parent) by name: count and largest input (elements)."""
-    out: dict[str, dict[str, int]] = {}
+    out: dict[str, ProfiledOpCount] = {}
     for e in events:
         name = getattr(e, "name", "")
         if not name.startswith("aten::"):
@@ -105,14 +119,14 @@ def _profiler_ops(events: Any) -> dict[str, dict[str, int]]:
                 for d in shape:
                     k *= d
                 n = max(n, k if shape else 0)
-        rec = out.setdefault(name.removeprefix("aten::"), {"count": 0, "max_numel": 0})
-        rec["count"] += 1
-        rec["max_numel"] = max(rec["max_numel"], n)
+        rec = out.setdefault(name.removeprefix("aten::"), ProfiledOpCount(count=0, max_numel=0))
+        rec.count += 1
+        rec.max_numel = max(rec.max_numel, n)
     return out
 
 
 @contextlib.contextmanager
-def _aten_ops(ctx: Any, report: dict[str, Any]) -> Iterator[None]:
+def _aten_ops(ctx: Any, report: AtenOpsReport) -> Iterator[None]:
     from torch.utils._python_dispatch import _get_current_dispatch_mode_stack
 
     mode = OpTraceMode(ctx.task_dir)
@@ -120,27 +134,27 @@ def _aten_ops(ctx: Any, report: dict[str, Any]) -> Iterator[None]:
     prof.__enter__()
     with torch.autograd.profiler.record_function(PROFILER_MARKER):
         pass
-    rep: dict[str, Any] = {}
+    mode_removed = False
     try:
         with mode:
             try:
                 yield
             finally:
-                rep["mode_removed"] = mode not in _get_current_dispatch_mode_stack()
+                mode_removed = mode not in _get_current_dispatch_mode_stack()
     finally:
-        report["ops"] = mode.ops
-        running = torch.autograd._profiler_enabled()
-        rep["stopped"] = not running
+        report.ops = mode.ops
+        stopped = not torch.autograd._profiler_enabled()
+        error = ""
         try:
             prof.__exit__(None, None, None)
             events = list(prof.function_events or [])
         except Exception as e:  # noqa: BLE001  (task code broke the session: evidence)
             events = []
-            rep["error"] = f"{type(e).__name__}: {str(e)[:200]}"
-        rep["marker"] = any(getattr(e, "name", "") == PROFILER_MARKER for e in events)
-        rep["events"] = len(events)
-        rep["ops"] = _profiler_ops(events)
-        report["profiler"] = rep
+            error = f"{type(e).__name__}: {str(e)[:200]}"
+        report.profiler = AtenProfile(
+            mode_removed=mode_removed, stopped=stopped, error=error,
+            marker=any(getattr(e, "name", "") == PROFILER_MARKER for e in events), events=len(events),
+            ops=_profiler_ops(events))
 
 
 class LaunchCounter(LaunchObserver):
@@ -164,11 +178,22 @@ class LaunchCounter(LaunchObserver):
             if len(self.errors) < 4:
                 self.errors.append(f"{name}: {type(error).__name__}: {str(error)[:300]}")
 
+    def fill(self, report: TritonLaunchesReport) -> None:
+        """Set ``report`` (the ``triton_launches`` report, module doc) to what was counted."""
+        report.kernels = self.kernels
+        report.launches = sum(self.kernels.values())
+        report.failed = self.failed
+        report.failed_launches = sum(self.failed.values())
+        report.errors = self.errors
+        report.warmups = self.warmups
+        report.hooked = [c.__name__ for c in launch_classes()]
+
     def report(self) -> dict[str, Any]:
-        """The ``triton_launches`` report (module doc)."""
-        return {"kernels": self.kernels, "launches": sum(self.kernels.values()), "failed": self.failed,
-                "failed_launches": sum(self.failed.values()), "errors": self.errors, "warmups": self.warmups,
-                "hooked": [c.__name__ for c in launch_classes()]}
+        """The ``triton_launches`` report as its JSON object (the ``profile`` step's
+        ``launches`` and ``warmup_launches``)."""
+        rep = TritonLaunchesReport()
+        self.fill(rep)
+        return msgspec.to_builtins(rep)
 
 
 class FailLaunches(LaunchObserver):
@@ -187,19 +212,19 @@ class FailLaunches(LaunchObserver):
 
 
 @monitor(TritonLaunches)
-def triton_launches_monitor(ctx: Any, spec: TritonLaunches, report: dict[str, Any]):
+def triton_launches_monitor(ctx: Any, spec: TritonLaunches, report: TritonLaunchesReport):
     """Count Triton launches of the call into ``report``."""
     return _count_launches(report)
 
 
 @contextlib.contextmanager
-def _count_launches(report: dict[str, Any]) -> Iterator[None]:
+def _count_launches(report: TritonLaunchesReport) -> Iterator[None]:
     counter = LaunchCounter()
     try:
         with observing(counter):
             yield
     finally:
-        report.update(counter.report())
+        counter.fill(report)
 
 
 @contextlib.contextmanager
@@ -225,22 +250,29 @@ def _fail_builds(faults: FailLaunches) -> Iterator[None]:
 @step(FaultCallStep)
 def fault_call_step(ctx: Any, spec: FaultCallStep) -> StepOutput:
     """One call of ``spec.role`` with ``spec.fault`` injected (module doc), traced
-    with ``aten_ops``. ``extra``: ``attempted`` (launches or builds that hit the fault),
-    ``ops``; ``ok`` is False when the call raised (the expected outcome)."""
+    with ``aten_ops``. ``extra`` (a :class:`~workstation.protocol.extras.calls.FaultCallExtra`):
+    ``attempted`` (launches or builds that hit the fault), ``kernels``, ``ops``, ``profiler``;
+    ``ok`` is False when the call raised (the expected outcome)."""
     faults = FailLaunches()
-    report: dict[str, Any] = {}
-    extra: dict[str, Any] = {"fault": spec.fault, "device_name": ctx.device_name}
+    report = AtenOpsReport()
+    extra = FaultCallExtra(fault=spec.fault, device_name=ctx.device_name)
     try:
         inputs = prepared_inputs(ctx, spec.case, spec.seed, spec.transforms)
-        extra["inputs"] = describe_inputs(inputs)
+        extra.inputs = describe_inputs(inputs)
         patch = observing(faults) if spec.fault == "triton_launch" else _fail_builds(faults)
         with patch, _aten_ops(ctx, report):
             result, seconds = ctx.timed_call(ctx.callable(spec.role), inputs)
         outputs = ctx.outputs_of(result, inputs)
-    except BaseException as e:  # noqa: BLE001
-        extra.update(attempted=faults.attempts, kernels=faults.kernels, ops=report.get("ops", {}),
-                     profiler=report.get("profiler"))
+    except BaseException as e:  # noqa: BLE001  (the injected fault's exception is the expected outcome)
+        _fill_fault(extra, faults, report)
         return StepOutput(ok=False, error=error_info(e, getattr(e, "_kws_phase", "call")), extra=extra)
-    extra.update(attempted=faults.attempts, kernels=faults.kernels, ops=report.get("ops", {}),
-                  profiler=report.get("profiler"))
+    _fill_fault(extra, faults, report)
     return StepOutput(ok=True, outputs=outputs, extra=extra, seconds=seconds)
+
+
+def _fill_fault(extra: FaultCallExtra, faults: FailLaunches, report: AtenOpsReport) -> None:
+    """``extra``'s fault counts and trace from ``faults`` and the aten trace ``report``."""
+    extra.attempted = faults.attempts
+    extra.kernels = faults.kernels
+    extra.ops = report.ops
+    extra.profiler = report.profiler

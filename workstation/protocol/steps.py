@@ -13,8 +13,10 @@ field, spelled in snake_case:
   ``upcast``, ``cast``, ``layout``, ``magnitude``, ``signed_zeros``, ``tiny``,
   ``nonfinite``, ``perturb``, ``diverse``, ``rescale``, ``num_fresh``, ``num_tf32``;
 - monitors (tag ``name``; context managers around a ``call`` step's call, each reporting
-  into ``extra["monitors"][<name>]``): ``aten_ops``, ``triton_launches``,
-  ``triton_launch_records``, ``num_callers``, ``pallas_calls``, ``pallas_strict``.
+  into the field of its name of ``extra.monitors``,
+  :class:`~workstation.protocol.extras.monitors.MonitorReports`): ``aten_ops``,
+  ``triton_launches``, ``triton_launch_records``, ``num_callers``, ``keep_float64``,
+  ``poison_masked_loads``, ``contract_round``, ``pallas_calls``, ``pallas_strict``.
 
 Life of a job: checks build the Structs (fields are keyword-only: a misspelled one is a
 ``TypeError`` at once, in the parent); the runner writes :func:`encode_job`'s JSON as the
@@ -182,7 +184,8 @@ Transform = (Upcast | Cast | Layout | Magnitude | SignedZeros | Tiny | Nonfinite
 
 
 class _Monitor(msgspec.Struct, frozen=True, forbid_unknown_fields=True, kw_only=True, tag_field="name"):
-    """Base of the call monitors; each reports into ``extra["monitors"][<name>]``."""
+    """Base of the call monitors; each reports into the field of its name of
+    ``extra.monitors`` (:mod:`workstation.protocol.extras.monitors`)."""
 
 
 class AtenOps(_Monitor, tag="aten_ops", frozen=True, kw_only=True):
@@ -202,7 +205,7 @@ class KeepFloat64(_Monitor, tag="keep_float64", frozen=True, kw_only=True):
     """While the role runs (on float64 inputs: the oracle), every aten op asked for a
     narrower float dtype (``x.float()``, ``.to(torch.float16)``, a float32 factory) gets
     float64 instead, so a reference that casts internally still computes an oracle.
-    Reports ``{"kept": {op: n}, "total": n}``."""
+    Reports ``kept`` (op -> n) and ``total``."""
 
 
 class ContractRound(_Monitor, tag="contract_round", frozen=True, kw_only=True):
@@ -213,7 +216,7 @@ class ContractRound(_Monitor, tag="contract_round", frozen=True, kw_only=True):
     |d| <= u). With ``accumulate = compute`` the sums and matmuls the harness knows
     (``sum``, ``mean``, ``mm``, ``bmm``, ``addmm``, ``dot``, ``mv``) also round every partial
     sum to ``compute``; with ``"float32"`` only their result is rounded. Reports
-    ``{"rounded": {op: n}, "accumulated": {op: n}, "kept": {op: n}}``."""
+    ``rounded``, ``accumulated`` and ``kept`` (op -> n)."""
 
     compute: Literal["float16", "bfloat16", "float32", "float64"]
     accumulate: Literal["float16", "bfloat16", "float32"] = "float32"
@@ -222,7 +225,7 @@ class ContractRound(_Monitor, tag="contract_round", frozen=True, kw_only=True):
 class PoisonMaskedLoads(_Monitor, tag="poison_masked_loads", frozen=True, kw_only=True):
     """While the role runs under the Triton interpreter, masked lanes of ``tl.load``
     without ``other=`` read NaN (floats) or the 0x5A sentinel (ints), as undefined lanes
-    may on a GPU. Reports ``{"active": bool, "poisoned_lanes": n}``."""
+    may on a GPU. Reports ``active`` and ``poisoned_lanes``."""
 
 
 class NumCallers(_Monitor, tag="num_callers", frozen=True, kw_only=True):
@@ -646,7 +649,7 @@ def principal(step: _Step) -> str:
 
 def kind_of(spec: _Step | _Transform | _Monitor | type) -> str:
     """The tag of a step, transform or monitor, or of its type (``"call"``, ``"upcast"``,
-    ``"aten_ops"``): the key of a monitor's report in ``extra["monitors"]``."""
+    ``"aten_ops"``): the field of a monitor's report in ``extra.monitors``."""
     cls: type[msgspec.Struct] = spec if isinstance(spec, type) else type(spec)
     return str(cls.__struct_config__.tag)
 

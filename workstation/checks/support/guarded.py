@@ -14,6 +14,8 @@ from typing import Any
 import numpy as np
 
 from workstation.analysis.compare import region_text
+from workstation.protocol.extras.guards import GuardedBuffer
+from workstation.protocol.extras.monitors import Site
 from workstation.protocol.steps import GuardedCallStep
 
 
@@ -54,27 +56,27 @@ def where_text(mask: np.ndarray) -> str:
     return region_text(region(mask))
 
 
-def source(site: dict[str, Any] | None) -> dict[str, Any] | None:
-    """A finding's ``evidence["source"]`` from a harness site record."""
-    if not site:
+def source(site: Site | None) -> dict[str, Any] | None:
+    """A finding's ``evidence["source"]`` (``file``, ``line``) from a harness site record."""
+    if site is None:
         return None
-    return {"file": site.get("file"), "line": site.get("line")}
+    return {"file": site.file, "line": site.line}
 
 
-def buffer_text(buf: dict[str, Any], output: int | None = None) -> str:
+def buffer_text(buf: GuardedBuffer, output: int | None = None) -> str:
     """``"output 0 (float16 [4093], torch.empty at candidate.py:28)"`` and the like."""
-    shape = "x".join(str(s) for s in buf.get("shape", [])) or "scalar"
-    what = f"{buf.get('dtype')} [{shape}]"
-    kind = buf.get("kind")
+    shape = "x".join(str(s) for s in buf.shape) or "scalar"
+    what = f"{buf.dtype} [{shape}]"
+    kind = buf.kind
     if kind == "allocation":
-        op = buf.get("op", "empty")
-        site = buf.get("site")
-        at = f" at {site['file']}:{site['line']}" if site else " (outside the task's code)"
+        op = buf.op or "empty"
+        site = buf.site
+        at = f" at {site.file}:{site.line}" if site else " (outside the task's code)"
         alloc = f"torch.{op}{at}"
         name = f"output {output}" if output is not None else "scratch buffer"
         return f"{name} ({what}, {alloc})"
     label = {"input": "input", "out_arg": "out_args input", "inout_arg": "inout_args input"}.get(kind, kind)
-    return f"{label} {buf.get('index')} ({what})"
+    return f"{label} {buf.index} ({what})"
 
 
 def fmt_values(vals: np.ndarray, k: int = 6) -> str:

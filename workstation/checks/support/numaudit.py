@@ -58,6 +58,8 @@ from workstation.analysis.numerics import (
     round_to,
 )
 from workstation.engine.context import CallOutcome, CheckContext, case_label
+from workstation.protocol.extras.calls import CallExtra
+from workstation.protocol.extras.numerics import NumOracleExtra
 from workstation.protocol.steps import (
     CallStep,
     Cast,
@@ -215,8 +217,9 @@ class NumericsAudit:
         multilinear op: doubling an input is exact and commutes with every product and sum)."""
         if probe is None or not probe.ok:
             return {"multilinear": False, "why": "no float64 oracle"}
-        floats = probe.step.extra.get("float_inputs", [])
-        errs = probe.step.extra.get("probe_errors", {})
+        oracle = probe.payload(NumOracleExtra)
+        floats = oracle.float_inputs
+        errs = oracle.probe_errors
         if not floats:
             return {"multilinear": False, "why": "no floating tensor inputs"}
         if self.task.inout_args:
@@ -246,8 +249,8 @@ class NumericsAudit:
             if k in shapes or not r.ok:
                 continue
             written = set(self.task.out_args) | set(self.task.inout_args)
-            ins = [d["shape"] for d in r.step.extra.get("inputs", [])
-                   if d.get("kind") == "tensor" and d["index"] not in written]
+            ins = [list(d.shape) for d in r.payload(CallExtra).inputs
+                   if d.kind == "tensor" and d.index not in written]
             shapes[k] = (ins, [list(o.shape) for o in r.outputs])
         params = self.task.contract.reduction
         inferred = () if params else reduced_params((cases[k], *v) for k, v in shapes.items())
@@ -262,7 +265,8 @@ class NumericsAudit:
                 red = reduction_from_shapes(*shapes[k])
             if red is None:
                 p = probes.get(k)
-                if p is not None and p.ok and "bump" in p.step.extra:
+                bump = p.payload(NumOracleExtra).bump if p is not None and p.ok and p.step else None
+                if p is not None and bump is not None:
                     changed, numel = 0, 0
                     for j, o in enumerate(p.outputs):
                         b = p.step.arrays.get(f"bump_{j}")
@@ -271,7 +275,7 @@ class NumericsAudit:
                                 diff = ~((b == o.values) | (np.isnan(b) & np.isnan(o.values)))
                             changed = max(changed, int(diff.sum()))
                             numel = max(numel, o.values.size)
-                    red = reduction_from_perturbation(changed, p.step.extra["bump"]["input"], numel)
+                    red = reduction_from_perturbation(changed, bump.input, numel)
             out[k] = red or Reduction(1, "no reduction found (elementwise)")
         return out
 

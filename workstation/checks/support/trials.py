@@ -25,6 +25,7 @@ import numpy as np
 
 from workstation.analysis.compare import Comparison
 from workstation.engine.context import CallOutcome, CheckContext, case_label
+from workstation.protocol.extras.calls import CallExtra
 from workstation.protocol.steps import Transform
 
 
@@ -283,12 +284,11 @@ def evidence_of(r: TrialResult) -> dict[str, Any]:
     if t.ref_transforms != t.cand_transforms:
         ev["reference_transforms"] = msgspec.to_builtins(t.ref_transforms)
     if r.cand is not None and r.cand.step is not None:
-        ins = r.cand.step.extra.get("inputs") or []
         ev["candidate_inputs"] = [
-            {k: v for k, v in d.items() if k in ("index", "kind", "dtype", "shape", "stride", "storage_offset",
-                                                  "contiguous", "value")}
-            | ({"data_ptr_mod_16": d["data_ptr"] % 16} if d.get("data_ptr") else {})
-            for d in ins
+            {"index": d.index, "kind": d.kind, "dtype": d.dtype, "shape": list(d.shape), "stride": list(d.stride),
+             "storage_offset": d.storage_offset, "contiguous": d.contiguous, "value": d.value}
+            | ({"data_ptr_mod_16": d.data_ptr % 16} if d.data_ptr else {})
+            for d in r.cand.payload(CallExtra).inputs
         ]
     if r.status == "error" and r.cand is not None:
         ev["failure_class"] = r.klass.split(":")[0]

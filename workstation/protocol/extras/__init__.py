@@ -71,8 +71,11 @@ def extra_as(extra: Extra | dict[str, Any], cls: type[E]) -> E:
             reader asked a step of another kind.
     """
     if not isinstance(extra, cls):
-        got = type(extra).__qualname__ if isinstance(extra, Extra) else "an untyped dict"
-        raise TypeError(f"expected the {cls.__struct_config__.tag} step's payload {cls.__qualname__}, got {got}")
+        if isinstance(extra, dict):
+            raise TypeError(f"expected the {cls.__struct_config__.tag} step's payload, got an untyped dict "
+                            f"(kind {extra.get('kind', '?')!r})")
+        raise TypeError(f"expected the {cls.__struct_config__.tag} step's payload, got the "
+                        f"{type(extra).__struct_config__.tag} step's ({type(extra).__qualname__})")
     return extra
 
 
@@ -80,6 +83,10 @@ def extra_as(extra: Extra | dict[str, Any], cls: type[E]) -> E:
 from workstation.protocol.extras import (  # noqa: E402  (they import Extra and extra_type from above)
     audit,  # noqa: F401
     autotune,  # noqa: F401
+    calls,  # noqa: F401
+    guards,  # noqa: F401
+    monitors,  # noqa: F401
+    numerics,  # noqa: F401
     probes,  # noqa: F401
     series,  # noqa: F401
     state,  # noqa: F401
