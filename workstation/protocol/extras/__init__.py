@@ -60,3 +60,26 @@ def decode_extra(kind: str, data: dict[str, Any]) -> Extra | dict[str, Any]:
         return msgspec.convert(data, type=cls)
     except msgspec.ValidationError as e:
         raise ResultFormatError(f"the {kind} step's extra does not have kws's form: {e}") from None
+
+
+def extra_as(extra: Extra | dict[str, Any], cls: type[E]) -> E:
+    """``extra`` (a step result's payload) as the Struct ``cls``, for a reader that knows
+    which step kind it asked for.
+
+    Raises:
+        TypeError: ``extra`` is another kind's payload (or an untyped dict): a kws bug, the
+            reader asked the wrong step.
+    """
+    if not isinstance(extra, cls):
+        got = extra.get("kind", "untyped") if isinstance(extra, dict) else type(extra).__struct_config__.tag
+        raise TypeError(f"expected the {cls.__struct_config__.tag} step's payload, got the {got} step's "
+                        f"({type(extra).__qualname__})")
+    return extra
+
+
+# the payload modules register their kinds in EXTRAS at import (one line per module)
+from workstation.protocol.extras import (  # noqa: E402  (they import Extra and extra_type from above)
+    backends,  # noqa: F401
+    timing,  # noqa: F401
+    triton,  # noqa: F401
+)
