@@ -219,6 +219,8 @@ def section_timing(ctx: RunContext) -> dict[str, Any]:
     ``torch.utils.benchmark.Timer``, each in a fresh process: medians and spreads."""
     from workstation.analysis.timingstats import summarize
     from workstation.engine.context import CheckContext
+    from workstation.protocol.extras import extra_as
+    from workstation.protocol.extras.timing import TimingExtra
     from workstation.protocol.steps import TimingSide, TimingStep
     from workstation.runner import Runner
     from workstation.task.format import load_task
@@ -241,14 +243,15 @@ def section_timing(ctx: RunContext) -> dict[str, Any]:
             st = job.steps[0]
             row: dict[str, Any] = {"op": name, "expr": expr, "case": case}
             if st is None or not st.ok:
-                row["kws_error"] = job.describe_death() if st is None else (st.error or {}).get("message")
+                row["kws_error"] = job.describe_death() if st is None else (st.error.message if st.error else None)
             else:
-                raw = st.extra["cases"][0]["sides"]["candidate"]
+                ex = extra_as(st.extra, TimingExtra)
+                raw = ex.cases[0].sides["candidate"]
                 primary = "cold" if runner.device.kind == "cuda" else "warm"
-                s = summarize(raw["cold_ns"], raw["warm_ns"], raw.get("first_call_ns"), primary=primary)
+                s = summarize(raw.cold_ns, raw.warm_ns, raw.first_call_ns, primary=primary)
                 row["kws_ms"] = {"cold_median": s.cold_ms, "warm_median": s.warm_ms, "primary": primary,
-                                 "n_cold": len(raw["cold_ns"]), "n_warm": len(raw["warm_ns"]),
-                                 "clock": st.extra.get("clock"), "flush_bytes": st.extra.get("flush_bytes")}
+                                 "n_cold": len(raw.cold_ns), "n_warm": len(raw.warm_ns),
+                                 "clock": ex.clock, "flush_bytes": ex.flush_bytes}
             r = subprocess.run([sys.executable, "-c", DO_BENCH, str(d / "op.py"), json.dumps(case)],
                                capture_output=True, text=True, timeout=ctx.limit_s / 3)
             try:

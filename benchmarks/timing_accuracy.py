@@ -32,6 +32,8 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from workstation.analysis.timingstats import summarize
 from workstation.engine.context import CheckContext
+from workstation.protocol.extras import extra_as
+from workstation.protocol.extras.timing import TimingExtra, TorchTimerExtra
 from workstation.protocol.steps import TimingSide, TimingStep, TorchTimerStep
 from workstation.runner import Runner
 from workstation.task.format import load_task
@@ -99,12 +101,13 @@ def kws_once(ctx: CheckContext, case: dict, cache_bytes: int | None) -> dict:
     st = job.steps[0]
     if st is None or not st.ok:
         raise RuntimeError(f"timing step failed: {job.describe_death() if st is None else st.error}")
-    raw = st.extra["cases"][0]["sides"]["candidate"]
-    s = summarize(raw["cold_ns"], raw["warm_ns"], raw.get("first_call_ns"), primary="warm")
-    n = len(raw["warm_ns"]) + len(raw["cold_ns"])
-    return {"warm": s.warm_ms, "cold": s.cold_ms, "n_warm": len(raw["warm_ns"]), "n_cold": len(raw["cold_ns"]),
-            "descheduled": raw.get("descheduled", 0) / max(n, 1), "nice": st.extra.get("priority", {}).get("nice"),
-            "stop": st.extra["cases"][0]["stop"], "flush_mib": st.extra["flush_bytes"] / 2 ** 20}
+    ex = extra_as(st.extra, TimingExtra)
+    raw = ex.cases[0].sides["candidate"]
+    s = summarize(raw.cold_ns, raw.warm_ns, raw.first_call_ns, primary="warm")
+    n = len(raw.warm_ns) + len(raw.cold_ns)
+    return {"warm": s.warm_ms, "cold": s.cold_ms, "n_warm": len(raw.warm_ns), "n_cold": len(raw.cold_ns),
+            "descheduled": raw.descheduled / max(n, 1), "nice": ex.priority.nice,
+            "stop": ex.cases[0].stop, "flush_mib": ex.flush_bytes / 2 ** 20}
 
 
 def timer_once(ctx: CheckContext, case: dict, min_run_time: float) -> dict:
@@ -114,7 +117,8 @@ def timer_once(ctx: CheckContext, case: dict, min_run_time: float) -> dict:
     st = job.steps[0]
     if st is None or not st.ok:
         raise RuntimeError(f"timer step failed: {job.describe_death() if st is None else st.error}")
-    return {"median": st.extra["median_ms"], "blocks": st.extra["blocks"], "number": st.extra["number_per_run"]}
+    tt = extra_as(st.extra, TorchTimerExtra)
+    return {"median": tt.median_ms, "blocks": tt.blocks, "number": tt.number_per_run}
 
 
 def cv(xs: list[float]) -> float:

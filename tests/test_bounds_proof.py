@@ -9,6 +9,7 @@ import z3
 from workstation.checks.bounds_proof import SAMPLE_ELEMENTS, sample_cases
 from workstation.checks.support.boundsmodel import Formula, Slot, fit, fit_one, prove_kernel
 from workstation.checks.support.ttir_z3 import parse_ttir, strip_loc
+from workstation.protocol.extras.triton import BoundsCall, BoundsCase
 from workstation.task.model import ParamSpec
 
 # a 1-D element-wise kernel: offs = pid * 1024 + arange(1024); load x[offs] (mask offs < n);
@@ -219,9 +220,9 @@ def test_fit_rejects_a_launch_sequence_that_changes_with_the_shape():
 
     from workstation.checks.support.boundsmodel import ModelError
 
-    call = {"qualname": "k", "grid": [1, 1, 1], "args": {}}
+    call = BoundsCall(qualname="k", grid=[1, 1, 1], args={})
     with pytest.raises(ModelError, match="launch sequence"):
-        fit([{"n": 1}, {"n": 2}], [{"launches": [call]}, {"launches": [call, call]}], ["n"])
+        fit([{"n": 1}, {"n": 2}], [BoundsCase(launches=[call]), BoundsCase(launches=[call, call])], ["n"])
 
 
 def test_sample_cases_are_legal_and_small():

@@ -413,17 +413,18 @@ def test_sample_benches_read_statically():
 
 def test_trace_pairs_clock_reads_by_the_scanned_lines():
     from workstation.checks.support.benchsource import TimedUse
+    from workstation.protocol.extras.timing import BenchArg, BenchCCall, ClockRead, SideCall
 
     ms = 1_000_000
     events = [
-        {"kind": "call", "side": "candidate", "t": 0, "t_end": 5 * ms, "args": [{"shape": [4], "dtype": "float32"}]},
-        {"kind": "clock", "t": 10 * ms, "line": 20, "in_bench": True},
-        {"kind": "c_call", "name": "Tensor.clone", "t": 11 * ms, "line": 21},
-        {"kind": "call", "side": "baseline", "t": 12 * ms, "t_end": 15 * ms, "args": [{"shape": [8], "dtype": "float16"}]},
-        {"kind": "clock", "t": 16 * ms, "line": 22, "in_bench": True},
-        {"kind": "clock", "t": 20 * ms, "line": 30, "in_bench": True},
-        {"kind": "call", "side": "candidate", "t": 21 * ms, "t_end": 22 * ms},
-        {"kind": "clock", "t": 23 * ms, "line": 31, "in_bench": True},
+        SideCall(side="candidate", t=0, t_end=5 * ms, args=[BenchArg(shape=[4], dtype="float32")]),
+        ClockRead(t=10 * ms, line=20, in_bench=True),
+        BenchCCall(name="Tensor.clone", t=11 * ms, line=21),
+        SideCall(side="baseline", t=12 * ms, t_end=15 * ms, args=[BenchArg(shape=[8], dtype="float16")]),
+        ClockRead(t=16 * ms, line=22, in_bench=True),
+        ClockRead(t=20 * ms, line=30, in_bench=True),
+        SideCall(side="candidate", t=21 * ms, t_end=22 * ms),
+        ClockRead(t=23 * ms, line=31, in_bench=True),
     ]
     uses = [TimedUse("baseline", 21, "clock", clock_lines=(20, 22)),
             TimedUse("candidate", 30, "clock", clock_lines=(30, 31))]

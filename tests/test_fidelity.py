@@ -55,13 +55,14 @@ def test_scalar_output_keeps_shape_empty():
 @pytest.mark.slow
 def test_selftest_passes_under_the_fidelity_layer_and_fails_without():
     got = _run("""
-        import json
+        import json, msgspec
         from workstation.harness.selftest import interpreter_selftest
         before = interpreter_selftest()
         from workstation.harness import fidelity
         fidelity.install()
         after = interpreter_selftest()
-        print(json.dumps({"before": before, "after": after}))
+        flat = lambda st: {name: msgspec.to_builtins(p) for name, p in st.items()}  # item name -> its result
+        print(json.dumps({"before": flat(before), "after": flat(after)}))
     """)
     before, after = got["before"], got["after"]
     assert not before["bfloat16"]["ok"] and not before["scalar_args"]["ok"] and not before["libdevice"]["ok"]

@@ -281,3 +281,135 @@ def test_a_reader_asking_the_wrong_kind_is_a_kws_bug():
     with pytest.raises(TypeError, match="untyped"):
         extra_as({"x": 1}, CallExtra)
     assert isinstance(extra_as(NumOracleExtra(), CallExtra), Extra)  # the oracle is a call of the reference
+
+
+# -- the analysis, compile and timing steps' payloads (protocol/extras: triton, backends, timing)
+
+_RAISED = {"type": "ValueError", "message": "bad", "traceback": "", "phase": "call", "origin": "task",
+           "where": None, "causes": []}
+
+#: per step kind: a payload as the harness writes it, with one key renamed deep inside (the
+#: renamed key, as the error names it).
+RENAMED = {
+    "interpreter_selftest": ({"kind": "interpreter_selftest", "interpreter": True, "gaps": ["g"],
+                              "fidelity": {"installed": True, "errors": [], "adapted": [], "version": 1},
+                              "selftest": {"dtypes": {"bfloat16": {"ok": False, "probe": {"add": False}}}}},
+                             "probe"),
+    "triton_aot": ({"kind": "triton_aot", "mode": "aot", "targets": [["cuda", 90, 32]],
+                    "launches": [{"file": "c.py", "qualname": "k", "signature": {"x": "*fp32"}, "cases": [0]}],
+                    "kernels": [{"launch": 0, "target": "cuda sm_90", "qualname": "k",
+                                 "analysis": {"dots": [{"op": "tt.dot", "input_precison": "tf32"}]}}]},
+                   "input_precison"),
+    "triton_bounds": ({"kind": "triton_bounds",
+                       "cases": [{"launches": [{"key": 0, "qualname": "k", "grid": [1, 1, 1],
+                                                "args": {"n": {"kind": "int", "value": 4},
+                                                         "x": {"kind": "tensor", "dtype": "float32", "shape": [4],
+                                                               "stride": [1], "footprint": 4, "ptr": 64}}}]}]},
+                      "stride"),
+    "pallas_read": ({"kind": "pallas_read", "calls": [1], "jax": True,
+                     "kernels": [{"grid": [2], "outputs": [{"array_shape": [8], "dtype": "float32",
+                                                            "block_shape": [4],
+                                                            "cover": {"reach": [8], "uncoverd": 0}}],
+                                  "name": "k", "case": 0}]},
+                    "uncoverd"),
+    "cuda_build": ({"kind": "cuda_build", "tools": {"nvcc": "/usr/bin/nvcc", "cuobjdump": None},
+                    "builds": [{"name": "ext", "via": "load_inline",
+                                "sources": [{"file": "cuda.cu", "lines": 3, "compile": {"ok": True, "sas": ""}}]}]},
+                   "sas"),
+    "timing": ({"kind": "timing", "device": "cpu", "cache": {"bytes": 1 << 20, "level": 3, "source": "sysfs"},
+                "cases": [{"case": {"N": 4}, "sides": {"candidate": {"role": "candidate", "cold_ns": [1, 2],
+                                                                      "warm_nanos": [1, 2]}}}]},
+               "warm_nanos"),
+    "torch_timer": ({"kind": "torch_timer", "median_ms": 1.0, "mean_ms": 1.0, "iqr": 0.1, "blocks": 3}, "iqr"),
+    "author_bench": ({"kind": "author_bench", "result": {"candidate_ms": 1.0, "baseline_ms": 2.0},
+                      "events": [{"kind": "clock", "clock": "perf_counter", "t": 5, "line": 3, "in_bench": True},
+                                 {"kind": "call", "side": "candidate", "t": 6, "t_stop": 9, "line": 4}]},
+                     "t_stop"),
+    "profile": ({"kind": "profile", "calls": 1, "launches": {"kernels": {"_k": 1}, "launches": 1},
+                 "trace": {"traceEvents": [{"ph": "X", "cat": "kernel", "name": "_k"}], "deviceProperties": []},
+                 "workload": {"read_bytes": 8, "write_bytes": 4, "flop": 0}},
+                "flop"),
+}
+
+
+@pytest.mark.parametrize("kind", sorted(RENAMED))
+def test_a_renamed_key_in_a_steps_payload_fails_at_the_boundary_naming_it(kind):
+    data, key = RENAMED[kind]
+    with pytest.raises(ResultFormatError, match=f"the {kind} step's extra .*{key}"):
+        decode_extra(kind, json.loads(json.dumps(data)))
+    # the payload with the key as the harness names it decodes into the kind's Struct
+    good = json.loads(json.dumps(data).replace(f'"{key}"', f'"{_RIGHT[key]}"'))
+    assert isinstance(decode_extra(kind, good), EXTRAS[kind])
+
+
+#: the renamed keys above -> their names in the payload Structs.
+_RIGHT = {"probe": "probes", "input_precison": "input_precision", "stride": "strides", "uncoverd": "uncovered",
+          "sas": "sass", "warm_nanos": "warm_ns", "iqr": "iqr_ms", "t_stop": "t_end", "flop": "flops"}
+
+
+def test_a_step_whose_handler_failed_early_still_decodes_its_kinds_struct():
+    """``run_job`` sends ``{}`` for a handler that raised: every field has its default."""
+    for kind in RENAMED:
+        got = decode_extra(kind, {})
+        assert isinstance(got, EXTRAS[kind]) and msgspec.to_builtins(got)["kind"] == kind
+
+
+def test_keys_the_harness_sends_only_sometimes_stay_out_of_the_evidence():
+    """A key present only sometimes (an IR dot's lowering, a Pallas output's cover, nvcc's
+    version, a flops count's error) is UNSET when absent: checks that show the payload in
+    evidence keep the keys the report always had."""
+    from workstation.protocol.extras.backends import CudaTools, PallasReading
+    from workstation.protocol.extras.timing import Workload
+    from workstation.protocol.extras.triton import IrDot, SourceLine, given
+
+    d = IrDot(op="tt.dot", a="f32", b="f32", d="f32", source=SourceLine(file="c.py", line=9), text="t")
+    assert list(msgspec.to_builtins(d)) == ["op", "a", "b", "d", "input_precision", "max_num_imprecise_acc",
+                                            "lowering", "source", "text"]
+    d.lowered_text, d.lowered_count = "w", 1
+    assert msgspec.to_builtins(d)["lowered_count"] == 1
+    failed = PallasReading(error="ValueError: x", name="k")
+    assert list(msgspec.to_builtins(failed)) == ["error", "name", "site", "case", "args"]
+    assert given(failed.outputs, []) == [] and given(failed.grid, None) is None
+    assert msgspec.to_builtins(CudaTools(nvcc=None, cuobjdump=None)) == {"nvcc": None, "cuobjdump": None}
+    assert msgspec.to_builtins(Workload(read_bytes=1, write_bytes=2)) == {"read_bytes": 1, "write_bytes": 2,
+                                                                          "flops": None}
+
+
+def test_payloads_round_trip_through_the_harness_encoding():
+    """The harness writes ``encodable(struct)`` with json (NaN and infinities survive);
+    the parent's decode gives the same Struct back."""
+    from workstation.protocol.extras.timing import SideSamples, TimedCase, TimingExtra
+
+    ex = TimingExtra(device="cpu", cases=[TimedCase(case={"N": 4, "dtype": "float32"}, params={"max_call_s": 0.5},
+                                                    sides={"candidate": SideSamples(cold_ns=[3, 4],
+                                                                                    stdrel_cold=float("inf"))},
+                                                    errors={"baseline": Raised(**_RAISED)})])
+    back = decode_extra("timing", json.loads(json.dumps(encodable(ex))))
+    assert back == ex and back.cases[0].sides["candidate"].stdrel_cold == float("inf")
+
+
+def test_an_aot_result_cached_by_an_older_kws_is_a_miss(tmp_path, monkeypatch):
+    """kws's own result cache (CheckContext._cached) keeps ``triton_aot`` results; an entry
+    whose payload another kws wrote (the self-test as one mixed dict) does not decode: a miss."""
+    from types import SimpleNamespace
+
+    from workstation.engine import context as cmod
+    from workstation.protocol.extras.triton import ProbeResult, Selftest, TritonAotExtra
+    from workstation.protocol.steps import TritonAotStep
+
+    monkeypatch.setattr(cmod, "kws_cache_dir", lambda: tmp_path)
+    (tmp_path / "results").mkdir()
+    fake = SimpleNamespace(result_cache_key=lambda s: "k")
+    step = TritonAotStep(cases=[{"N": 4, "dtype": "float32"}])
+    old = {"ok": True, "kind": "triton_aot", "seconds": 0.0, "cpu_s": 0.0,
+           "extra": {"launches": [], "kernels": [], "mode": "aot", "targets": [["cuda", 90, 32]], "case_errors": {},
+                     "interpreter_selftest": {"float16": {"ok": True, "probes": {"sum_of_ones": True}}},
+                     "cached": False, "seconds": 1.0}}
+    (tmp_path / "results" / "k.json").write_text(json.dumps(old))
+    assert cmod.CheckContext._cached(fake, step) is None
+    now = TritonAotExtra(targets=[("cuda", 90, 32)],
+                         interpreter_selftest=Selftest(dtypes={"float16": ProbeResult(ok=True)}))
+    doc = StepDoc(ok=True, kind="triton_aot", extra=encodable(now))
+    (tmp_path / "results" / "k.json").write_text(json.dumps(encodable(doc)))
+    hit = cmod.CheckContext._cached(fake, step)
+    assert hit is not None and hit.step.extra == now

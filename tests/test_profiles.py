@@ -30,6 +30,8 @@ from workstation.profiles.analysis import (
 )
 from workstation.profiles.load import load_all, read_profile
 from workstation.profiles.ncu import byte_factor
+from workstation.protocol.extras.monitors import TritonLaunchesReport
+from workstation.protocol.extras.timing import ProfileExtra, ProfileTrace, Workload
 from workstation.protocol.steps import ProfileStep
 from workstation.protocol.wire import StepResult
 from workstation.review.profile import ProfileView, bar, profile_text
@@ -307,9 +309,10 @@ class _GpuRunner:
 
 def _outcome(role: str, trace: dict, launches: dict, calls: int) -> CallOutcome:
     spec = ProfileStep(role=role, case={"N": 4, "dtype": "float16"}, calls=calls)
-    extra = {"trace": trace, "launches": {"kernels": launches, "launches": sum(launches.values())},
-             "warmup_launches": {"kernels": launches}, "calls": calls, "interpreter": False,
-             "workload": {"read_bytes": 8_000_000, "write_bytes": 4_000_000, "flops": None}}
+    extra = ProfileExtra(trace=ProfileTrace(events=trace["traceEvents"], device_properties=trace["deviceProperties"]),
+                         launches=TritonLaunchesReport(kernels=launches, launches=sum(launches.values())),
+                         warmup_launches=TritonLaunchesReport(kernels=launches), calls=calls, interpreter=False,
+                         workload=Workload(read_bytes=8_000_000, write_bytes=4_000_000, flops=None))
     return CallOutcome(spec, StepResult(index=0, ok=True, error=None, outputs=[], extra=extra, arrays={}, seconds=0.1))
 
 

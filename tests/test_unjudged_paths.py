@@ -16,6 +16,7 @@ from workstation.engine.context import CallOutcome, CheckContext
 from workstation.protocol.extras import Extra
 from workstation.protocol.extras.calls import CallExtra, FaultCallExtra, InputDesc
 from workstation.protocol.extras.monitors import AtenOpsReport, MonitorReports, TritonLaunchesReport
+from workstation.protocol.extras.timing import Workload
 from workstation.protocol.results import Raised
 from workstation.protocol.steps import CallStep, TritonAotStep
 
@@ -282,8 +283,8 @@ def test_profile_attached_no_workload_of_its_own_leaves_the_physics_bound_not_ju
     assert chk.unjudged and "profiles/candidate.trace.json" in chk.unjudged[0]
     assert "raised RuntimeError: boom" in chk.unjudged[0] and "peaks" in chk.unjudged[0]
     # with kws's workload the case roofline is placed and nothing is left unjudged
-    sp.candidate = SimpleNamespace(ok=True, outcome=returned(), workload={"read_bytes": 64, "write_bytes": 32,
-                                                                          "flops": 0})
+    sp.candidate = SimpleNamespace(ok=True, outcome=returned(), workload=Workload(read_bytes=64, write_bytes=32,
+                                                                                  flops=0))
     chk = mod.ProfileAttached()
     d = chk._describe(ctx, ap, p, sp)
     assert "case_roofline" in d and chk.unjudged == []

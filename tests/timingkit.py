@@ -13,6 +13,8 @@ import numpy as np
 import pytest
 
 from workstation.engine.context import CheckContext
+from workstation.protocol.extras import extra_as
+from workstation.protocol.extras.timing import AuthorBenchExtra, TimingExtra
 from workstation.protocol.steps import AuthorBenchStep, TimingStep
 
 #: what a quiet machine measures on the timed sample tasks (ms per call; warm medians,
@@ -46,17 +48,16 @@ def inject_quiet_timings(mp: pytest.MonkeyPatch, times: dict, busy: float = 0.0)
         if st is None or not st.ok:
             return job
         if isinstance(steps[0], TimingStep):
-            for case in st.extra.get("cases") or []:
-                for name, sd in case["sides"].items():
+            for case in extra_as(st.extra, TimingExtra).cases:
+                for name, sd in case.sides.items():
                     warm = times["kws"][name]
-                    for key, ms in (("warm_ns", warm), ("cold_ns", 1.15 * warm)):
-                        n = len(sd.get(key) or [])
-                        sd[key] = [int(ms * 1e6 * (1 + 0.01 * z)) for z in rng.standard_normal(n)]
-                    sd["first_call_ns"] = int(2 * 1.15 * warm * 1e6)
-                    sd["descheduled"] = int(busy * len(sd.get("warm_ns") or []))
+                    sd.warm_ns = [int(warm * 1e6 * (1 + 0.01 * z)) for z in rng.standard_normal(len(sd.warm_ns))]
+                    sd.cold_ns = [int(1.15 * warm * 1e6 * (1 + 0.01 * z)) for z in rng.standard_normal(len(sd.cold_ns))]
+                    sd.first_call_ns = int(2 * 1.15 * warm * 1e6)
+                    sd.descheduled = int(busy * len(sd.warm_ns))
         elif isinstance(steps[0], AuthorBenchStep):
             slow = 1.2 if steps[0].trace else 1.0
-            st.extra["result"] = {k: v * slow for k, v in times["author"].items()}
+            extra_as(st.extra, AuthorBenchExtra).result = {k: v * slow for k, v in times["author"].items()}
         return job
 
     mp.setattr(CheckContext, "run_job", run_job)

@@ -7,6 +7,7 @@ from collections import Counter
 from dataclasses import dataclass, field
 from typing import Any
 
+import msgspec
 import numpy as np
 
 from workstation.analysis.timingstats import consistent_with, log_distance, noise
@@ -14,6 +15,14 @@ from workstation.checks.support.benchsource import BenchIssue, TimedUse, scan_be
 from workstation.checks.support.timing import CaseTiming, Measurement, measure, plan
 from workstation.engine.check import Check, Finding, register
 from workstation.engine.context import CheckContext, case_label
+from workstation.protocol.extras import extra_as
+from workstation.protocol.extras.timing import (
+    AuthorBenchExtra,
+    BenchCCall,
+    BenchEvent,
+    ClockRead,
+    SideCall,
+)
 from workstation.protocol.steps import AuthorBenchStep
 from workstation.task.model import Task
 
@@ -34,7 +43,8 @@ class SideTrace:
     calls of this side; ``inside_ms``: the side's own call time inside each interval;
     ``extra_work``: other calls the bench made inside those intervals, counted;
     ``first_call_timed``: the side's first call lies inside a timed interval;
-    ``args``: the first call's arguments (shape, dtype, stride, device).
+    ``args``: the first call's arguments (shape, dtype, stride, device), as evidence holds
+    them.
     """
 
     calls_ms: list[float] = field(default_factory=list)
@@ -54,7 +64,7 @@ class SideTrace:
                 "first_call_timed": self.first_call_timed, "args": self.args}
 
 
-def analyse_trace(events: list[dict[str, Any]], uses: list[TimedUse]) -> dict[str, SideTrace]:
+def analyse_trace(events: list[BenchEvent], uses: list[TimedUse]) -> dict[str, SideTrace]:
     """Pair the author's clock reads into timed intervals and attribute them to sides.
 
     A start read is one on a line where the source scan found a region's start clock and
@@ -63,13 +73,13 @@ def analyse_trace(events: list[dict[str, Any]], uses: list[TimedUse]) -> dict[st
     whose calls started inside it.
     """
     out = {s: SideTrace() for s in SIDES}
-    calls = [e for e in events if e.get("kind") == "call" and e.get("side") in SIDES and "t_end" in e]
-    for e in calls:
-        st = out[e["side"]]
-        st.calls_ms.append((e["t_end"] - e["t"]) / 1e6)
-        if st.args is None and e.get("args") is not None:
-            st.args = e["args"]
-    clocks = [e for e in events if e.get("kind") == "clock" and e.get("in_bench")]
+    calls = [(e, e.t_end) for e in events if isinstance(e, SideCall) and e.side in SIDES and e.t_end is not None]
+    for e, t_end in calls:
+        st = out[e.side]
+        st.calls_ms.append((t_end - e.t) / 1e6)
+        if st.args is None and e.args is not None:
+            st.args = msgspec.to_builtins(e.args)
+    clocks = [e for e in events if isinstance(e, ClockRead) and e.in_bench]
     pairs = {u.clock_lines for u in uses if u.clock_lines[0] and u.clock_lines[1]}
     intervals: list[tuple[int, int]] = []
     if pairs:
@@ -80,30 +90,31 @@ def analyse_trace(events: list[dict[str, Any]], uses: list[TimedUse]) -> dict[st
         i = 0
         while i < len(clocks):
             c = clocks[i]
-            if c["line"] in starts:
-                j = next((k for k in range(i + 1, len(clocks)) if clocks[k]["line"] in stop_of[c["line"]]), None)
+            if c.line in starts:
+                j = next((k for k in range(i + 1, len(clocks)) if clocks[k].line in stop_of[c.line]), None)
                 if j is not None:
-                    intervals.append((c["t"], clocks[j]["t"]))
-                    i = j + 1 if clocks[j]["line"] not in starts else j
+                    intervals.append((c.t, clocks[j].t))
+                    i = j + 1 if clocks[j].line not in starts else j
                     continue
             i += 1
     if not intervals:
-        intervals = [(clocks[k]["t"], clocks[k + 1]["t"]) for k in range(len(clocks) - 1)]
-    first_t = {s: min((e["t"] for e in calls if e["side"] == s), default=None) for s in SIDES}
-    others = [e for e in events if e.get("kind") == "c_call"]
+        intervals = [(clocks[k].t, clocks[k + 1].t) for k in range(len(clocks) - 1)]
+    first_t = {s: min((e.t for e, _ in calls if e.side == s), default=None) for s in SIDES}
+    others = [e for e in events if isinstance(e, BenchCCall)]
     for t0, t1 in intervals:
-        inside = [e for e in calls if t0 <= e["t"] < t1]
-        sides = {e["side"] for e in inside}
+        inside = [(e, t_end) for e, t_end in calls if t0 <= e.t < t1]
+        sides = {e.side for e, _ in inside}
         if len(sides) != 1:
             continue
-        (s,) = sides
-        st = out[s]
+        (side,) = sides
+        st = out[side]
         st.intervals_ms.append((t1 - t0) / 1e6)
-        st.inside_ms.append(sum(min(e["t_end"], t1) - e["t"] for e in inside) / 1e6)
-        for e in others:
-            if t0 <= e["t"] < t1 and e["name"] not in ("list.append", "getattr"):
-                st.extra_work[e["name"]] += 1
-        if first_t[s] is not None and t0 <= first_t[s] < t1:
+        st.inside_ms.append(sum(min(t_end, t1) - e.t for e, t_end in inside) / 1e6)
+        for o in others:
+            if t0 <= o.t < t1 and o.name not in ("list.append", "getattr"):
+                st.extra_work[o.name] += 1
+        first = first_t[side]
+        if first is not None and t0 <= first < t1:
             st.first_call_timed = True
     n = {s: max(1, len(out[s].intervals_ms)) for s in SIDES}
     for s in SIDES:
@@ -301,15 +312,18 @@ class BenchmarkBias(Check):
                 return {"error": f"the author's bench raised {err.type if err else None}: "
                                  f"{(err.message if err else '')[:300]} "
                                  f"on case {case_label(ct.case)} ({m.device_text()}){tail}", "error_severity": "info"}
-            res = st.extra.get("result") or {}
+            res = extra_as(st.extra, AuthorBenchExtra).result
             a_c, a_b = res.get("candidate_ms"), res.get("baseline_ms")
-            if not all(isinstance(x, float) and x > 0 and math.isfinite(x) for x in (a_c, a_b)):
+            if not (isinstance(a_c, float) and isinstance(a_b, float)
+                    and all(x > 0 and math.isfinite(x) for x in (a_c, a_b))):
                 return {"error": f"the author's bench returned {res!r}, not positive candidate_ms and baseline_ms "
                                  "(task format: run(case, device) -> {\"candidate_ms\", \"baseline_ms\"})",
                         "error_severity": "warn"}
             runs.append({"candidate_ms": a_c, "baseline_ms": a_b, "ratio": a_b / a_c})
         plain, traced_run = runs
-        trace = analyse_trace(jobs[1].steps[0].extra.get("events") or [], uses)
+        traced = jobs[1].steps[0]
+        assert traced is not None  # every job returned above when its step is missing
+        trace = analyse_trace(extra_as(traced.extra, AuthorBenchExtra).events, uses)
         cons = any(r is not None and consistent_with(plain["ratio"], r) for r in (ct.ratio, ct.cold_ratio, ct.warm_ratio))
         return {"author": plain, "author_traced": traced_run, "trace": trace, "consistent": cons, "timing": m,
                 "ct": ct}

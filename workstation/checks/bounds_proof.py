@@ -6,6 +6,8 @@ from __future__ import annotations
 import time
 from typing import TYPE_CHECKING, Any
 
+import msgspec
+
 if TYPE_CHECKING:
     from workstation.checks.support.boundsmodel import Slot, Verdict
 
@@ -15,7 +17,9 @@ from workstation.checks.support.legal import UNLISTED, int_params, smallest, sna
 from workstation.checks.unwritten_output import output_buffer, poison_mask
 from workstation.engine.check import Check, Finding, NotJudged, Skip, register
 from workstation.engine.context import CheckContext, case_label
+from workstation.protocol.extras import extra_as
 from workstation.protocol.extras.guards import GuardedCallExtra
+from workstation.protocol.extras.triton import BoundsCase, BoundsLaunch, TritonBoundsExtra
 from workstation.protocol.steps import TritonBoundsStep
 
 #: the largest product of a sample shape's integer parameters (the launches are recorded by
@@ -67,8 +71,8 @@ def _short(err: str) -> str:
     return f"{lines[0][:120]} ... {lines[-1][:200]}"
 
 
-def _constexprs(rec: dict[str, Any]) -> str:
-    return ", ".join(f"{k}={v}" for k, v in (rec.get("constexprs") or {}).items()) or "no constexpr"
+def _constexprs(rec: BoundsLaunch) -> str:
+    return ", ".join(f"{k}={v}" for k, v in rec.constexprs.items()) or "no constexpr"
 
 
 @register
@@ -193,26 +197,27 @@ class BoundsProof(Check):
         out = ctx.calls([TritonBoundsStep(cases=cases, seed=seed)], memo=True)[0]
         if not out.ok or out.step is None:
             raise NotJudged(f"the launches could not be recorded: {out.failure_text()}")
-        data = out.step.extra
-        ok = [(c, r) for c, r in zip(cases, data["cases"], strict=True) if "launches" in r]
-        failed = [(c, r) for c, r in zip(cases, data["cases"], strict=True) if "launches" not in r]
+        data = extra_as(out.step.extra, TritonBoundsExtra)
+        ok = [(c, r) for c, r in zip(cases, data.cases, strict=True) if r.error is None]
+        failed = [(c, r) for c, r in zip(cases, data.cases, strict=True) if r.error is not None]
         if not ok:
+            err = failed[0][1].error
             raise NotJudged(f"the candidate raised at every sampled shape (first: {case_label(failed[0][0])}: "
-                            f"{(failed[0][1].get('error') or {}).get('message', '')[:200]})")
-        if not any(r["launches"] for _, r in ok):
+                            f"{(err.message if err is not None else '')[:200]})")
+        if not any(r.launches for _, r in ok):
             raise Skip("the candidate launched no Triton kernel")
         try:
             slots = fit([c for c, _ in ok], [r for _, r in ok], params)
         except ModelError as e:
             raise NotJudged(f"launch model: {e}") from None
-        records = data["launches"]
+        records = data.launches
         findings: list[Finding] = []
         timings: list[dict[str, Any]] = []
         verdicts: list[tuple[Verdict, Slot, int]] = []
         n_access = 0
         uncovered: list[str] = []
         for si, slot in enumerate(slots):
-            keys = sorted({r["launches"][si]["key"] for _, r in ok})
+            keys = sorted({r.launches[si].key for _, r in ok})
             regions = self._regions(ok, si, keys, records, params, specs)
             if isinstance(regions, str):
                 self.could_not_judge(f"{slot.qualname}: {regions}")
@@ -222,18 +227,18 @@ class BoundsProof(Check):
                 uncovered.append(f"{slot.qualname}: {gap}")
             for key in keys:
                 rec = records[key]
-                if "ttir" not in rec:
+                if rec.ttir is None:
                     self.could_not_judge(f"{slot.qualname} ({_constexprs(rec)}): no TTIR "
-                                         f"({_short(rec.get('ttir_error', 'not lowered'))})")
+                                         f"({_short(rec.ttir_error or 'not lowered')})")
                     continue
                 t0 = time.perf_counter()
                 try:
-                    vs, n = prove_kernel(rec["ttir"], slot, params, specs, regions[key])
+                    vs, n = prove_kernel(rec.ttir, slot, params, specs, regions[key])
                 except (Unsupported, z3.Z3Exception) as e:
                     self.could_not_judge(f"{slot.qualname}: {e}")
                     continue
                 n_access += n
-                timings.append({"kernel": slot.qualname, "constexprs": rec.get("constexprs"), "accesses": n,
+                timings.append({"kernel": slot.qualname, "constexprs": msgspec.to_builtins(rec.constexprs), "accesses": n,
                                 "seconds": round(time.perf_counter() - t0, 3),
                                 "verdicts": {s: sum(v.status == s for v in vs)
                                              for s in ("proved", "refuted", "unknown", "unsupported")}})
@@ -259,9 +264,9 @@ class BoundsProof(Check):
                 continue
             seen.add(sig)
             if v.question == "read-coverage":
-                findings.append(self._unread(ctx, v, s, base, seed, records[k].get("file", "")))
+                findings.append(self._unread(ctx, v, s, base, seed, records[k].file))
             else:
-                findings.append(self._refuted(ctx, v, s, base, seed, records[k].get("file", "")))
+                findings.append(self._refuted(ctx, v, s, base, seed, records[k].file))
         proved = [v for v, _, _ in verdicts if v.status == "proved"]
         dom = ", ".join(self._spec_text(p, specs) for p in params)
         ev = {"domain": {p: self._spec_text(p, specs) for p in params}, "accesses": n_access,
@@ -301,8 +306,8 @@ class BoundsProof(Check):
         txt = f"{s.min if s.min is not None else 1} <= {p}" + (f" <= {s.max}" if s.max is not None else "")
         return txt + (f", {p} % {s.multiple_of} == 0" if s.multiple_of else "")
 
-    def _regions(self, ok: list, si: int, keys: list[int], records: list[dict[str, Any]], params: list[str],
-                 specs: dict[str, Any]) -> dict[int, list[Any]] | str:
+    def _regions(self, ok: list[tuple[dict[str, Any], BoundsCase]], si: int, keys: list[int],
+                 records: list[BoundsLaunch], params: list[str], specs: dict[str, Any]) -> dict[int, list[Any]] | str:
         """Per launch key of slot ``si``: the part of the domain that launches it (the
         constexprs that vary with the shape, fitted); a text when they cannot be fitted."""
         import z3
@@ -312,20 +317,21 @@ class BoundsProof(Check):
         if len(keys) == 1:
             return {keys[0]: []}
         penv = {p: z3.Int(p) for p in params}
-        names = sorted({n for k in keys for n in records[k]["constexprs"]})
-        varying = [n for n in names if len({repr(records[k]["constexprs"].get(n)) for k in keys}) > 1]
-        envs = [({p: int(c[p]) for p in params}, records[r["launches"][si]["key"]]["constexprs"]) for c, r in ok]
+        names = sorted({n for k in keys for n in records[k].constexprs})
+        varying = [n for n in names if len({repr(records[k].constexprs.get(n)) for k in keys}) > 1]
+        envs = [({p: int(c[p]) for p in params}, records[r.launches[si].key].constexprs) for c, r in ok]
         out: dict[int, list[Any]] = {k: [] for k in keys}
         hi = monomial_bound(specs, params)
         for n in varying:
             vals = [(e, cx.get(n)) for e, cx in envs]
-            if not all(isinstance(v, int) and not isinstance(v, bool) for _, v in vals):
+            ints = [(e, v) for e, v in vals if isinstance(v, int) and not isinstance(v, bool)]
+            if len(ints) != len(vals):
                 return f"constexpr {n} changes with the shape and is not an integer"
-            f = fit_one([(e, v) for e, v in vals], params)
+            f = fit_one(ints, params)
             if f is None:
                 return f"constexpr {n} changes with the shape and fits no template"
             for k in keys:
-                out[k].append(f.z3(penv, hi) == records[k]["constexprs"][n])
+                out[k].append(f.z3(penv, hi) == records[k].constexprs[n])
         return out
 
     @staticmethod

@@ -5,6 +5,8 @@ from __future__ import annotations
 import re
 from typing import Any
 
+import msgspec
+
 from workstation.checks.failure_mismatch import claimed_class
 from workstation.checks.support.cuda_launch import read_launches
 from workstation.checks.support.cuda_read import (
@@ -30,6 +32,15 @@ from workstation.checks.support.ptx_flow import (
 from workstation.checks.support.trials import cheapest_per_dtype
 from workstation.engine.check import Check, Finding, NotJudged, register
 from workstation.engine.context import CheckContext
+from workstation.protocol.extras import extra_as
+from workstation.protocol.extras.backends import (
+    CapturedBuild,
+    CudaBuildExtra,
+    CudaSource,
+    CudaTools,
+    NvccCompile,
+)
+from workstation.protocol.extras.triton import given
 from workstation.protocol.steps import CudaBuildStep
 
 #: unit roundoff of the half formats (IEEE 754 binary16: 11 significant bits; bfloat16: 8).
@@ -206,41 +217,46 @@ class CudaBuild(Check):
         if not out.ok:
             return [self.finding(ctx, "warn", f"the CUDA capture step did not run: {out.failure_text()}",
                                  out.failure_evidence())]
-        ex = out.step.extra
-        tools = ex.get("tools") or {}
-        builds = ex.get("builds") or []
+        ex = extra_as(out.step.extra, CudaBuildExtra)
+        tools = ex.tools
+        builds = ex.builds
         if not builds:
-            err = ex.get("role_error") or {}
-            why = f" (the candidate {err.get('type')}: {str(err.get('message', ''))[:200]})" if err else ""
+            err = msgspec.to_builtins(ex.role_error) if ex.role_error is not None else {}
+            why = (f" (the candidate {ex.role_error.type}: {ex.role_error.message[:200]})"
+                   if ex.role_error is not None else "")
             return [self.finding(ctx, "warn", "the candidate made no torch.utils.cpp_extension load_inline/load build "
                                  f"on import or on its first call{why}: no CUDA source to compile here (a prebuilt "
-                                 "extension runs only on a GPU)", {"role_error": err, "tools": tools})]
-        if not tools.get("nvcc"):
+                                 "extension runs only on a GPU)", {"role_error": err, "tools": msgspec.to_builtins(tools)})]
+        if not tools.nvcc:
             raise NotJudged("nvcc not found (PATH, $CUDA_HOME/bin, the nvidia-cuda-nvcc package): the captured CUDA "
-                            f"sources of {', '.join(b['name'] for b in builds)} cannot be compiled here; install the "
+                            f"sources of {', '.join(b.name for b in builds)} cannot be compiled here; install the "
                             "CUDA toolkit (nvcc)")
         findings: list[Finding] = []
         by_kernel: dict[str, Any] = {}  # kernel name -> (label, bounds guards, evidence), for _launches
         for b in builds:
-            for s in b.get("sources", []):
+            for s in b.sources:
                 findings += self._source(ctx, b, s, tools, by_kernel)
         findings += self._launches(ctx, builds, by_kernel)
         return findings
 
-    def _source(self, ctx: CheckContext, b: dict[str, Any], s: dict[str, Any], tools: dict[str, Any],
+    def _source(self, ctx: CheckContext, b: CapturedBuild, s: CudaSource, tools: CudaTools,
                 by_kernel: dict[str, Any]) -> list[Finding]:
-        comp = s.get("compile") or {}
-        where = f"{b['name']} ({b['via']}, {s['file']}, {s['lines']} lines)"
-        target = comp.get("target") or b.get("target")
-        base_ev = {"build": b["name"], "via": b["via"], "file": s["file"], "target": target,
-                   "target_reason": b.get("target_reason"), "flags": b.get("flags"), "command": comp.get("command"),
-                   "nvcc": tools.get("nvcc_version"), "cached": comp.get("cached"), "seconds": comp.get("seconds")}
-        if comp.get("timed_out") or (not comp.get("ok") and comp.get("returncode") is None):
-            self.could_not_judge(f"{where}: {comp.get('log') or 'nvcc did not run'} (a limit of this machine, not "
+        comp = s.compile
+        where = f"{b.name} ({b.via}, {s.file}, {s.lines} lines)"
+        target = (comp.target if comp is not None else "") or b.target
+        base_ev = {"build": b.name, "via": b.via, "file": s.file, "target": target,
+                   "target_reason": b.target_reason, "flags": list(b.flags),
+                   "command": comp.command if comp is not None else None,
+                   "nvcc": given(tools.nvcc_version, None), "cached": comp.cached if comp is not None else None,
+                   "seconds": comp.seconds if comp is not None else None}
+        if comp is None:  # no nvcc: run() does not get here
+            comp = NvccCompile()
+        if comp.timed_out or (not comp.ok and comp.returncode is None):
+            self.could_not_judge(f"{where}: {comp.log or 'nvcc did not run'} (a limit of this machine, not "
                                  "a compile error of the source)")
             return []
-        if not comp.get("ok"):
-            log = comp.get("log", "")
+        if not comp.ok:
+            log = comp.log
             hdr = missing_header(log, {p.relative_to(ctx.task.dir).as_posix() for p in ctx.task.dir.rglob("*")
                                        if p.is_file()})
             if hdr is not None:
@@ -253,21 +269,21 @@ class CudaBuild(Check):
                 "compile-error"
             return [self.finding(
                 ctx, "info" if reported else "fail",
-                f"{where} does not compile for {target} ({tools.get('nvcc_version', 'nvcc')}): {_first_error(log)}"
+                f"{where} does not compile for {target} ({given(tools.nvcc_version, 'nvcc')}): {_first_error(log)}"
                 + (" (the compile error the task reports)" if reported else ""),
                 {**base_ev, "failure_class": "compile-error", "log": log[-8000:]})]
-        res = ptxas_resources(comp.get("log", ""))
-        sass = sass_functions(comp.get("sass", ""))
-        ptx_text = comp.get("ptx", "")
+        res = ptxas_resources(comp.log)
+        sass = sass_functions(comp.sass)
+        ptx_text = comp.ptx
         ptx = ptx_entries(ptx_text)
-        progs = parse_ptx(ptx_text, s["file"])
+        progs = parse_ptx(ptx_text, s.file)
         if not progs:
-            why = comp.get("ptx_error") or ("cuobjdump not found (`pip install 'kws[cuda-read]'`)"
-                                            if not tools.get("cuobjdump") else "cuobjdump printed no PTX")
+            why = comp.ptx_error or ("cuobjdump not found (`pip install 'kws[cuda-read]'`)"
+                                     if not tools.cuobjdump else "cuobjdump printed no PTX")
             self.could_not_judge(f"{where}: PTX not read ({why}): shared-memory ordering, bounds guards, approximate "
                                  "intrinsics and half accumulators were not looked for")
-        names = comp.get("names") or {}
-        text = s.get("text", "")
+        names = comp.names
+        text = s.text
         src_lines = text.splitlines()
         out: list[Finding] = []
         kernels = sorted(set(res) | set(sass) | set(ptx))
@@ -282,15 +298,15 @@ class CudaBuild(Check):
             guards = bounds_guards(prog) if prog is not None else guard_facts(ins)
             for u in guards.get("unguarded_examples", []):
                 if isinstance(u, dict):
-                    u["source"] = self._quote(src_lines, s["file"], u["line"])
+                    u["source"] = self._quote(src_lines, s.file, u["line"])
             threads, tsrc = block_sizes(text, ent)
             kev = {**base_ev, "kernel": pretty, "mangled": k, "resources": r.as_dict() if r else None,
                    "precision": prec, "guards": guards, "block_threads": threads, "block_threads_from": tsrc,
                    "sass_instructions": len(ins)}
             label = f"{pretty} ({target})"
             if prog is not None:
-                out += self._races(ctx, label, prog, src_lines, s["file"], kev)
-                out += self._approx(ctx, label, prog, src_lines, s["file"], b.get("flags") or [], kev)
+                out += self._races(ctx, label, prog, src_lines, s.file, kev)
+                out += self._approx(ctx, label, prog, src_lines, s.file, b.flags, kev)
                 by_kernel[pretty.split("(")[0].split("<")[0].split("::")[-1]] = (label, guards, kev)
             out += self._precision(ctx, label, prec, kev, prog, text)
             if r is not None:
@@ -300,9 +316,9 @@ class CudaBuild(Check):
                            + (f", tensor-core ops {prec['mma_ops']}" if prec["mma_ops"] else "")
                            + (f", {guards.get('indexed_accesses')} thread-indexed global accesses, "
                               f"{guards.get('unguarded')} unguarded" if prog is not None else ""))
-        out.append(self.finding(ctx, "info", f"{where} compiles for {target} ({b.get('target_reason')}); "
-                                + "; ".join(summary), {**base_ev, "kernels": kernels, "names": names,
-                                                       "log": comp.get("log", "")[-4000:]}))
+        out.append(self.finding(ctx, "info", f"{where} compiles for {target} ({b.target_reason}); "
+                                + "; ".join(summary), {**base_ev, "kernels": kernels, "names": dict(names),
+                                                       "log": comp.log[-4000:]}))
         return out
 
     @staticmethod
@@ -382,9 +398,8 @@ class CudaBuild(Check):
                                     ev))
         return out
 
-    def _launches(self, ctx: CheckContext, builds: list[dict[str, Any]], by_kernel: dict[str, Any]) -> list[Finding]:
-        texts = [s.get("text", "") for b in builds for s in b.get("sources", [])] + \
-            [c for b in builds for c in b.get("cpp_sources", [])]
+    def _launches(self, ctx: CheckContext, builds: list[CapturedBuild], by_kernel: dict[str, Any]) -> list[Finding]:
+        texts = [s.text for b in builds for s in b.sources] + [c for b in builds for c in b.cpp_sources]
         task = ctx.task
         fixed = {k: v for k, v in (task.cases[0] if task.cases else {}).items() if isinstance(v, int)}
         sites = read_launches(texts, dict(task.params), fixed)

@@ -140,7 +140,7 @@ class NoRegression(Check):
                 self.could_not_judge(f"case {case_label(ct.case)}: kws could not time candidate and baseline, so "
                                      "whether the optimization is slower there was not measured")
                 out.append(self.finding(ctx, "info", f"case {case_label(ct.case)}: kws could not time candidate and "
-                                        "baseline", {"case": ct.case, "errors": ct.errors, "stopped": ct.stopped},
+                                        "baseline", {"case": ct.case, "errors": ct.errors_evidence(), "stopped": ct.stopped},
                                         case=ct.case))
                 continue
             r = ct.ratio

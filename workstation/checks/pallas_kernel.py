@@ -11,7 +11,10 @@ from workstation.checks.support.ragged import ragged_case, shape_variants
 from workstation.checks.support.trials import cheapest_per_dtype
 from workstation.engine.check import Check, Finding, NotJudged, register
 from workstation.engine.context import CallOutcome, CheckContext, case_label
+from workstation.protocol.extras import extra_as
+from workstation.protocol.extras.backends import PallasReadExtra, PallasReading, TaskLine
 from workstation.protocol.extras.calls import CallExtra
+from workstation.protocol.extras.triton import given
 from workstation.protocol.steps import PallasCalls, PallasReadStep, PallasStrict
 
 HALF = ("float16", "bfloat16")
@@ -22,8 +25,13 @@ STRICT_CASES = 2
 _OOB = re.compile(r"out[- ]of[- ]bounds", re.IGNORECASE)
 
 
-def _src(line: dict[str, Any] | None) -> str:
-    return f"{line['file']}:{line['line']}" if line else "(no task line)"
+def _src(line: TaskLine | None) -> str:
+    return f"{line.file}:{line.line}" if line else "(no task line)"
+
+
+def _ev(x: Any) -> Any:
+    """A reading's part as the builtins evidence holds (the keys the harness sent)."""
+    return msgspec.to_builtins(x)
 
 
 @register
@@ -164,12 +172,12 @@ class PallasKernel(Check):
         seed = ctx.seeds[0]
         pairs = [(c, seed) for c in cases]
         cands, refs = ctx.candidate(pairs), ctx.reference(pairs)
-        kernels = read.step.extra.get("kernels") or []
+        kernels = extra_as(read.step.extra, PallasReadExtra).kernels
         out: list[Finding] = []
         for case, c, r in zip(cases, cands, refs, strict=True):
             if not (c.ok and r.ok):
                 continue
-            ks = [k for k in kernels if "error" not in k and read_cases[k.get("case", 0)] == case]
+            ks = [k for k in kernels if isinstance(k.error, msgspec.UnsetType) and read_cases[k.case] == case]
             if len(ks) != 1:
                 continue
             k = ks[0]
@@ -182,21 +190,21 @@ class PallasKernel(Check):
                     continue
                 hole = np.isnan(gv) & ~np.isnan(ev)
                 n = int(hole.sum())
-                writes = [w for w in k.get("writes", []) if w.get("target") == f"output {j}"]
-                if not n or not writes or not all(w.get("conds") for w in writes):
+                writes = [w for w in given(k.writes, []) if w.target == f"output {j}"]
+                if not n or not writes or not all(w.conds for w in writes):
                     continue
-                cond = writes[0]["conds"][-1]
+                cond = writes[0].conds[-1]
                 idx = np.argwhere(hole)
                 box = [[int(idx[:, d].min()), int(idx[:, d].max()) + 1] for d in range(idx.shape[1])]
                 out.append(self.finding(
                     ctx, "fail",
-                    f"{k.get('name')} on case {case_label(case)}: {n} of {hole.size} elements of output {j} "
+                    f"{k.name} on case {case_label(case)}: {n} of {hole.size} elements of output {j} "
                     f"{list(gv.shape)} are never written (they keep the NaN kws starts Pallas outputs with; reference "
                     f"finite there; within {' x '.join(f'[{a}, {b})' for a, b in box)}), and the kernel writes output "
                     f"{j} only under the condition at {_src(cond)} (pl.when / lax.cond; store at "
-                    f"{_src(writes[0].get('line'))}): the grid steps where it is false leave their block unwritten",
-                    {"kernel": k.get("name"), "case": case, "writes": writes, "unwritten": n, "box": box,
-                     "source": cond}, case=case, seed=seed))
+                    f"{_src(writes[0].line)}): the grid steps where it is false leave their block unwritten",
+                    {"kernel": k.name, "case": case, "writes": _ev(writes), "unwritten": n, "box": box,
+                     "source": _ev(cond)}, case=case, seed=seed))
         return out
 
     # -- the jaxpr reading ---------------------------------------------------------------
@@ -207,10 +215,10 @@ class PallasKernel(Check):
             self.could_not_judge(f"the jaxpr reading did not run: {read.failure_text()}: grid cover and "
                                  "accumulators not read")
             return []
-        ex = read.step.extra
-        kernels = ex.get("kernels") or []
-        errs = ex.get("case_errors") or {}
-        calls = ex.get("calls") or []
+        ex = extra_as(read.step.extra, PallasReadExtra)
+        kernels = ex.kernels
+        errs = ex.case_errors
+        calls = ex.calls
         out: list[Finding] = []
         seen_cover: dict[tuple[str, int], list[str]] = {}
         ran = [i for i in range(len(cases)) if str(i) not in errs]
@@ -221,12 +229,12 @@ class PallasKernel(Check):
                 f"({', '.join(case_label(cases[i]) for i in ran)}): its output comes from JAX/XLA or torch ops, "
                 "not from a Pallas kernel", {"cases": [cases[i] for i in ran], "calls": calls}))
         for k in kernels:
-            case = cases[k.get("case", 0)]
-            label = f"{k.get('name')} on case {case_label(case)}" + (" (a derived shape variant)"
-                                                                      if case in variants else "")
-            if "error" in k:
-                out.append(self.finding(ctx, "warn", f"{label}: the jaxpr could not be read: {k['error'][:300]}",
-                                        {"kernel": k, "case": case}))
+            case = cases[k.case]
+            label = f"{k.name} on case {case_label(case)}" + (" (a derived shape variant)"
+                                                              if case in variants else "")
+            if isinstance(k.error, str):
+                out.append(self.finding(ctx, "warn", f"{label}: the jaxpr could not be read: {k.error[:300]}",
+                                        {"kernel": _ev(k), "case": case}))
                 continue
             out += self._cover(ctx, k, case, label, seen_cover)
             out += self._precision(ctx, k, case, label)
@@ -235,74 +243,74 @@ class PallasKernel(Check):
                                  "and accumulators were not read")
             first = next(iter(errs.values()))
             out.append(self.finding(ctx, "info", f"the candidate raised on {len(errs)} read case(s) "
-                                    f"(correctness and edge-shapes report it): {first.get('type')}: "
-                                    f"{str(first.get('message', ''))[:200]}",
-                                    {"case_errors": {cases[int(i)]["dtype"] + " " + case_label(cases[int(i)]): e
+                                    f"(correctness and edge-shapes report it): {first.type}: "
+                                    f"{first.message[:200]}",
+                                    {"case_errors": {cases[int(i)]["dtype"] + " " + case_label(cases[int(i)]): _ev(e)
                                                      for i, e in errs.items()}}))
         summary = "; ".join(
-            f"{k.get('name')} grid {k.get('grid')} blocks in {[b.get('block_shape') for b in k.get('inputs', [])]} "
-            f"out {[b.get('block_shape') for b in k.get('outputs', [])]}"
-            + (f" scratch {[(s['shape'], s['dtype']) for s in k.get('scratch', [])]}" if k.get("scratch") else "")
-            + (f" dots {[(d['lhs'], d['preferred_element_type']) for d in k.get('dots', [])]}" if k.get("dots") else "")
-            for k in kernels if "error" not in k)
+            f"{k.name} grid {given(k.grid, None)} blocks in {[b.block_shape for b in given(k.inputs, [])]} "
+            f"out {[b.block_shape for b in given(k.outputs, [])]}"
+            + (f" scratch {[(s.shape, s.dtype) for s in given(k.scratch, [])]}" if given(k.scratch, []) else "")
+            + (f" dots {[(d.lhs, d.preferred_element_type) for d in given(k.dots, [])]}" if given(k.dots, []) else "")
+            for k in kernels if isinstance(k.error, msgspec.UnsetType))
         out.append(self.finding(ctx, "info", f"read {len(kernels)} pallas_call(s) on {len(cases)} case(s): "
-                                f"{summary or 'none'}", {"kernels": kernels, "cases": cases, "calls": calls}))
+                                f"{summary or 'none'}", {"kernels": _ev(kernels), "cases": cases, "calls": calls}))
         return out
 
-    def _cover(self, ctx: CheckContext, k: dict[str, Any], case: dict[str, Any], label: str,
+    def _cover(self, ctx: CheckContext, k: PallasReading, case: dict[str, Any], label: str,
                seen: dict[tuple[str, int], list[str]]) -> list[Finding]:
         out = []
-        for j, o in enumerate(k.get("outputs", [])):
-            cov = o.get("cover")
-            if not cov or not cov.get("uncovered"):
+        for j, o in enumerate(given(k.outputs, [])):
+            cov = given(o.cover, None)
+            if cov is None or not cov.uncovered:
                 continue
-            key = (str(k.get("name")), j)
+            key = (str(k.name), j)
             if key in seen:  # one finding per kernel output: the first case that shows it
                 seen[key].append(case_label(case))
                 continue
             seen[key] = []
-            reach = cov.get("reach") or []
-            shape = o.get("array_shape") or []
+            reach = cov.reach
+            shape = o.array_shape
             where = " x ".join(f"[0, {r})" for r in reach)
             out.append(self.finding(
                 ctx, "fail",
-                f"{label}: the grid {k.get('grid')} with output block {o.get('block_shape')} never writes "
-                f"{cov['uncovered']} of {cov['elements']} elements of output {j} {shape} (its blocks reach "
+                f"{label}: the grid {given(k.grid, None)} with output block {o.block_shape} never writes "
+                f"{cov.uncovered} of {cov.elements} elements of output {j} {shape} (its blocks reach "
                 f"{where} only): the ragged tail is left unwritten (NaN under the interpreter, stale memory on a "
-                f"GPU); a grid of pl.cdiv(size, block) covers it", {"kernel": k.get("name"), "case": case, "grid":
-                                                                     k.get("grid"), "output": o,
-                                                                     "source": k.get("site")}, case=case))
-        pads = [(j, b) for j, b in enumerate(k.get("inputs", [])) if any(b.get("padding") or [])]
+                f"GPU); a grid of pl.cdiv(size, block) covers it", {"kernel": k.name, "case": case, "grid":
+                                                                     _ev(given(k.grid, None)), "output": _ev(o),
+                                                                     "source": _ev(k.site)}, case=case))
+        pads = [(j, b) for j, b in enumerate(given(k.inputs, [])) if any(given(b.padding, []))]
         if pads:
-            text = "; ".join(f"input {j} block {b['block_shape']} over {b['array_shape']} reaches {b['padding']} "
+            text = "; ".join(f"input {j} block {b.block_shape} over {b.array_shape} reaches {given(b.padding, [])} "
                              f"past the end" for j, b in pads)
             out.append(self.finding(
                 ctx, "info", f"{label}: {text} (padding reads: NaN under the interpreter, undefined on a device; "
                 "harmless where they only feed output elements that are dropped, wrong if a reduction takes them in)",
-                {"kernel": k.get("name"), "case": case, "inputs": [b for _, b in pads]}, case=case))
+                {"kernel": k.name, "case": case, "inputs": [_ev(b) for _, b in pads]}, case=case))
         return out
 
-    def _precision(self, ctx: CheckContext, k: dict[str, Any], case: dict[str, Any], label: str) -> list[Finding]:
+    def _precision(self, ctx: CheckContext, k: PallasReading, case: dict[str, Any], label: str) -> list[Finding]:
         out = []
-        accs = [a for a in k.get("accumulations", []) if a.get("dtype") in HALF]
+        accs = [a for a in given(k.accumulations, []) if a.dtype in HALF]
         for a in accs:
             out.append(self.finding(
                 ctx, "warn",
-                f"{label}: a {a['dtype']} accumulator: {a['target']} is read, added to and written back "
-                f"({a['op']}) at {_src(a.get('line'))}: every partial sum is rounded to {a['dtype']} (8 or 11 "
+                f"{label}: a {a.dtype} accumulator: {a.target} is read, added to and written back "
+                f"({a.op}) at {_src(a.line)}: every partial sum is rounded to {a.dtype} (8 or 11 "
                 "significant bits); accumulate in float32 (an f32 scratch buffer or carry) and round once",
-                {"kernel": k.get("name"), "case": case, "accumulation": a,
-                 **({"source": a["line"]} if a.get("line") else {})}, case=case))
-        half_dots = [d for d in k.get("dots", []) if d.get("lhs") in HALF and d.get("out") in HALF]
+                {"kernel": k.name, "case": case, "accumulation": _ev(a),
+                 **({"source": _ev(a.line)} if a.line else {})}, case=case))
+        half_dots = [d for d in given(k.dots, []) if d.lhs in HALF and d.out in HALF]
         for d in half_dots:
-            sev = "warn" if accs or any(a for a in k.get("accumulations", [])) else "info"
+            sev = "warn" if accs or any(a for a in given(k.accumulations, [])) else "info"
             out.append(self.finding(
                 ctx, sev,
-                f"{label}: jnp.dot/dot_general of {d['lhs']} x {d['rhs']} at {_src(d.get('line'))} returns "
-                f"{d['out']} (preferred_element_type {d['preferred_element_type']}): each tile product is rounded "
-                f"to {d['out']} before it is used" + ("" if sev == "info" else " and then accumulated")
+                f"{label}: jnp.dot/dot_general of {d.lhs} x {d.rhs} at {_src(d.line)} returns "
+                f"{d.out} (preferred_element_type {d.preferred_element_type}): each tile product is rounded "
+                f"to {d.out} before it is used" + ("" if sev == "info" else " and then accumulated")
                 + "; pass preferred_element_type=jnp.float32",
-                {"kernel": k.get("name"), "case": case, "dot": d, **({"source": d["line"]} if d.get("line") else {})},
+                {"kernel": k.name, "case": case, "dot": _ev(d), **({"source": _ev(d.line)} if d.line else {})},
                 case=case))
         return out
 

@@ -5,6 +5,7 @@ from __future__ import annotations
 import threading
 from typing import Any
 
+import msgspec
 import numpy as np
 
 from workstation.analysis.compare import (
@@ -37,13 +38,26 @@ from workstation.checks.support.numaudit import (
 )
 from workstation.engine.check import Check, Finding, register
 from workstation.engine.context import CheckContext, case_label
+from workstation.protocol.extras import extra_as
+from workstation.protocol.extras.triton import (
+    AotKernel,
+    IrDot,
+    LowPrecisionOp,
+    SourceLine,
+    TritonAotExtra,
+)
 from workstation.task.model import Tolerance
 
 _FP8_IR = ("f8E4M3FN", "f8E5M2", "f8E4M3FNUZ", "f8E5M2FNUZ", "f8E4M3", "e4m3", "e5m2")
 
 
-def _src(d: dict[str, Any] | None) -> str:
-    return f"{d['file']}:{d['line']}" if d else "(no source line)"
+def _src(d: SourceLine | None) -> str:
+    return f"{d.file}:{d.line}" if d else "(no source line)"
+
+
+def _builtins(x: Any) -> Any:
+    """A payload part (a Struct, a list of them, None) as the builtins evidence holds."""
+    return msgspec.to_builtins(x)
 
 
 @register
@@ -165,12 +179,12 @@ class PrecisionRegime(Check):
         if not a.interpreter:
             return {}
         outc = box.get("out")
-        st = outc.step.extra.get("interpreter_selftest", {}) if outc is not None and outc.ok else {}
+        st = extra_as(outc.step.extra, TritonAotExtra).interpreter_selftest if outc is not None and outc.ok else None
         bad = {}
-        for dt, v in st.items():
-            if isinstance(v, dict) and not v.get("ok", True):
+        for dt, v in st.items() if st is not None else []:
+            if not v.ok:
                 bad[dt] = (f"the Triton interpreter's own tl.sum over {dt} is wrong (1024 ones summed to "
-                           f"{v.get('got', v.get('error'))}), so a {dt} mismatch measured under it may be the "
+                           f"{v.error or None}), so a {dt} mismatch measured under it may be the "
                            f"interpreter's, not the kernel's")
         return bad
 
@@ -181,17 +195,17 @@ class PrecisionRegime(Check):
         if outc is None or not outc.ok:
             return []
         found: list[str] = []
-        for k in outc.step.extra.get("kernels", []):
-            an = k.get("analysis")
-            if not an:
+        for k in extra_as(outc.step.extra, TritonAotExtra).kernels:
+            an = k.analysis
+            if an is None:
                 continue
-            for it in an["low_precision_accumulators"]:
-                found.append(f"{it['dtype']} loop-carried accumulator at {_src(it['source'])}")
-            for it in an["low_precision_reductions"]:
-                found.append(f"{it['dtype']} reduction at {_src(it['source'])}")
-            for d in an["dots"]:
-                if d.get("d") in ("f16", "bf16"):
-                    found.append(f"tl.dot accumulating in {d['d']} at {_src(d['source'])}")
+            for it in an.low_precision_accumulators:
+                found.append(f"{it.dtype} loop-carried accumulator at {_src(it.source)}")
+            for it in an.low_precision_reductions:
+                found.append(f"{it.dtype} reduction at {_src(it.source)}")
+            for d in an.dots:
+                if d.d in ("f16", "bf16"):
+                    found.append(f"tl.dot accumulating in {d.d} at {_src(d.source)}")
         return sorted(set(found))
 
     def _sev(self, dtype: str) -> str:
@@ -564,112 +578,117 @@ class PrecisionRegime(Check):
                                   "derivation": "The AOT step runs the candidate on the smallest declared case to "
                                                 "capture its launches; it did not complete, so TF32 lowering and "
                                                 "low-precision accumulators were not examined."})]
-        ex = outc.step.extra
-        launches = ex.get("launches", [])
-        kernels = ex.get("kernels", [])
+        ex = extra_as(outc.step.extra, TritonAotExtra)
+        launches = ex.launches
+        kernels = ex.kernels
         cases = self._aot_cases(ctx)
         out: list[Finding] = []
-        ok_k = [k for k in kernels if "analysis" in k]
-        errs = [k for k in kernels if "error" in k]
+        ok_k = [k for k in kernels if k.analysis is not None]
+        errs = [k for k in kernels if k.error is not None]
         if not launches:
             return [self.finding(ctx, "info", "the candidate launched no Triton kernel on the smallest declared case "
                                  "(IR not examined)", {"cases": cases, "derivation": "The launch monitor saw no "
                                  "Triton launch, so there is no kernel to compile ahead of time."})]
         if errs:
             self.could_not_judge(f"{len(errs)} of {len(kernels)} kernel launch(es) did not compile ahead of time "
-                                 f"({str(errs[0].get('error'))[:160]}): their IR was not examined")
-        tf32, half_acc, fp8, lowp, contract = [], [], [], [], []
+                                 f"({str(errs[0].error)[:160]}): their IR was not examined")
+        tf32: list[tuple[AotKernel, IrDot, list[Any]]] = []
+        half_acc: list[tuple[AotKernel, IrDot, list[Any]]] = []
+        fp8: list[tuple[AotKernel, IrDot, list[Any]]] = []
+        lowp: list[tuple[AotKernel, LowPrecisionOp, list[Any]]] = []
+        contract: list[tuple[AotKernel, int, list[Any]]] = []
         for k in ok_k:
-            an = k["analysis"]
-            rec = launches[k["launch"]] if isinstance(k.get("launch"), int) and k["launch"] < len(launches) else {}
-            dt = [cases[i]["dtype"] for i in rec.get("cases", []) if i < len(cases)]
-            for d in an["dots"]:
-                if d.get("a") == "f32" and d.get("b") == "f32" and d.get("input_precision") == "tf32" \
-                        and d.get("lowering") in ("mma", "wgmma"):
+            an = k.analysis
+            assert an is not None
+            rec_cases = launches[k.launch].cases if k.launch < len(launches) else []
+            dt = [cases[i]["dtype"] for i in rec_cases if i < len(cases)]
+            for d in an.dots:
+                if d.a == "f32" and d.b == "f32" and d.input_precision == "tf32" and d.lowering in ("mma", "wgmma"):
                     tf32.append((k, d, dt))
-                if d.get("d") in ("f16", "bf16"):
+                if d.d in ("f16", "bf16"):
                     half_acc.append((k, d, dt))
-                if d.get("a") in _FP8_IR or d.get("b") in _FP8_IR:
+                if d.a in _FP8_IR or d.b in _FP8_IR:
                     fp8.append((k, d, dt))
-            for item in an["low_precision_accumulators"] + an["low_precision_reductions"]:
+            for item in an.low_precision_accumulators + an.low_precision_reductions:
                 lowp.append((k, item, dt))
-            n_fma = sum(an["fma"].values())
-            if n_fma and not an["fma_dots"] and not an["explicit_fma"]:
+            n_fma = sum(an.fma.values())
+            if n_fma and not an.fma_dots and not an.explicit_fma:
                 contract.append((k, n_fma, dt))
-        out += self._tf32(ctx, a, tf32, launches, ex)
+        out += self._tf32(ctx, a, tf32)
         for k, d, dt in half_acc[:1]:
-            mma = [m["instr"] for m in k["analysis"]["mma"] if m.get("d") in ("f16", "bf16")]
+            assert k.analysis is not None and d.d is not None
+            mma = [m.instr for m in k.analysis.mma if m.d in ("f16", "bf16")]
             out.append(self.finding(
                 ctx, "warn",
-                f"tl.dot at {_src(d['source'])} accumulates in {d['d']} ({k['target']}: "
-                f"{mma[0] if mma else d['text'][:120]}); {dt or ''}",
-                {"kernel": k["qualname"], "target": k["target"], "dot": d, "mma": mma, "dtypes": dt,
-                 "source": d["source"],
-                 "derivation": f"The TTIR dot's result type is {d['d']}: every MMA adds its products into a "
-                               f"{d['d']} accumulator (u = {pow2_text(FORMATS[_torch(d['d'])].unit_roundoff)}), so the "
-                               f"error grows like sqrt(K)*u_{d['d']}*|a|ᵀ|b| instead of sqrt(K)*2^-24*|a|ᵀ|b|; "
+                f"tl.dot at {_src(d.source)} accumulates in {d.d} ({k.target}: "
+                f"{mma[0] if mma else d.text[:120]}); {dt or ''}",
+                {"kernel": k.qualname, "target": k.target, "dot": _builtins(d), "mma": mma, "dtypes": dt,
+                 "source": _builtins(d.source),
+                 "derivation": f"The TTIR dot's result type is {d.d}: every MMA adds its products into a "
+                               f"{d.d} accumulator (u = {pow2_text(FORMATS[_torch(d.d)].unit_roundoff)}), so the "
+                               f"error grows like sqrt(K)*u_{d.d}*|a|ᵀ|b| instead of sqrt(K)*2^-24*|a|ᵀ|b|; "
                                "out_dtype=tl.float32 (the default) keeps fp32."},
             ))
         for k, d, _dt in fp8[:1]:
             kmax = max((r.red.k for r in runs), default=0)
-            nimp = d.get("max_num_imprecise_acc")
+            nimp = d.max_num_imprecise_acc
             if nimp is not None and nimp >= max(kmax, 1):
                 out.append(self.finding(
                     ctx, "warn",
-                    f"fp8 tl.dot at {_src(d['source'])} accumulates without promotion on {k['target']} "
+                    f"fp8 tl.dot at {_src(d.source)} accumulates without promotion on {k.target} "
                     f"(maxNumImpreciseAcc = {nimp} >= K = {kmax})",
-                    {"kernel": k["qualname"], "dot": d, "K": kmax, "source": d["source"],
+                    {"kernel": k.qualname, "dot": _builtins(d), "K": kmax, "source": _builtins(d.source),
                      "derivation": "Hopper's fp8 wgmma accumulates into a register narrower than fp32; Triton "
                                    "promotes the partial sum to fp32 every max_num_imprecise_acc elements of K. "
                                    f"Here it is {nimp}, not below K = {kmax}, so the whole reduction stays in the "
                                    "narrow accumulator."}))
         seen_src: set[str] = set()
         for k, item, dt in lowp:
-            key = _src(item["source"])
+            key = _src(item.source)
             if key in seen_src:
                 continue
             seen_src.add(key)
-            what = "reduction" if "tt.reduce" in item.get("text", "") else "loop-carried accumulator"
+            what = "reduction" if "tt.reduce" in item.text else "loop-carried accumulator"
             out.append(self.finding(
                 ctx, "warn",
-                f"{item['dtype']} {what} at {key} ({k['qualname']}, {k['target']}, {'/'.join(dt)} inputs): the sum is "
-                f"kept in {item['dtype']}",
-                {"kernel": k["qualname"], "target": k["target"], "ir": item["text"], "dtypes": dt,
-                 "source": item["source"],
-                 "derivation": f"The TTGIR adds in {item['dtype']} ({item['text'][:160]}). A sum kept in "
-                               f"{item['dtype']} rounds every partial sum at u = "
-                               f"{pow2_text(FORMATS[_torch(item['dtype'])].unit_roundoff)}, stagnates once the partial "
+                f"{item.dtype} {what} at {key} ({k.qualname}, {k.target}, {'/'.join(dt)} inputs): the sum is "
+                f"kept in {item.dtype}",
+                {"kernel": k.qualname, "target": k.target, "ir": item.text, "dtypes": dt,
+                 "source": _builtins(item.source),
+                 "derivation": f"The TTGIR adds in {item.dtype} ({item.text[:160]}). A sum kept in "
+                               f"{item.dtype} rounds every partial sum at u = "
+                               f"{pow2_text(FORMATS[_torch(item.dtype)].unit_roundoff)}, stagnates once the partial "
                                "sum is 2/u times the addends"
-                               + (", and overflows past 65504" if item["dtype"] == "f16" else "")
+                               + (", and overflows past 65504" if item.dtype == "f16" else "")
                                + "; accumulate in tl.float32 (.to(tl.float32) before the sum, or an fp32 "
                                  "accumulator)."}))
         for k, n_fma, dt in contract[:1]:
             out.append(self.finding(
                 ctx, "info",
-                f"{k['qualname']} ({k['target']}): {n_fma} fused multiply-adds in the PTX with no tl.fma in the source: "
+                f"{k.qualname} ({k.target}): {n_fma} fused multiply-adds in the PTX with no tl.fma in the source: "
                 "the GPU build contracts a*b + c (one rounding) where the interpreter rounds twice",
-                {"kernel": k["qualname"], "fma": k["analysis"]["fma"], "dtypes": dt,
+                {"kernel": k.qualname, "fma": _builtins(k.analysis.fma if k.analysis else {}), "dtypes": dt,
                  "derivation": "Triton compiles with FP fusion enabled (TRITON_DEFAULT_FP_FUSION=1), so LLVM contracts "
                                "a multiply followed by an add into fma.rn; results can differ from the interpreter's "
                                "by up to one rounding per contraction (usually closer to the exact value)."}))
-        mm = sorted({m["instr"] for k in ok_k for m in k["analysis"]["mma"]})
-        summary = (f"compiled {len(ok_k)} kernel launch(es) ahead of time for {', '.join(sorted({k['target'] for k in ok_k}))} "
-                   f"({ex.get('mode')}): "  # cached or not is evidence: a summary is the same on every run
+        mm = sorted({m.instr for k in ok_k if k.analysis is not None for m in k.analysis.mma})
+        summary = (f"compiled {len(ok_k)} kernel launch(es) ahead of time for {', '.join(sorted({k.target for k in ok_k}))} "
+                   f"({ex.mode}): "  # cached or not is evidence: a summary is the same on every run
                    + (f"MMA {', '.join(mm)}" if mm else "no MMA instructions")
                    + (f"; {len(errs)} failed to compile" if errs else ""))
         out.append(self.finding(
             ctx, "info", summary,
-            {"kernels": [{"qualname": k["qualname"], "target": k["target"], "file": k.get("file"),
-                          "dtypes": [cases[i]["dtype"] for i in launches[k["launch"]].get("cases", [])]
-                          if isinstance(k.get("launch"), int) and k["launch"] < len(launches) else [],
-                          **({"dots": k["analysis"]["dots"], "mma": k["analysis"]["mma"],
-                              "fma": k["analysis"]["fma"]} if "analysis" in k else {"error": k.get("error")})}
+            {"kernels": [{"qualname": k.qualname, "target": k.target, "file": k.file,
+                          "dtypes": [cases[i]["dtype"] for i in launches[k.launch].cases]
+                          if k.launch < len(launches) else [],
+                          **({"dots": _builtins(k.analysis.dots), "mma": _builtins(k.analysis.mma),
+                              "fma": _builtins(k.analysis.fma)} if k.analysis is not None else {"error": k.error})}
                          for k in kernels],
-             "mode": ex.get("mode"), "cached": ex.get("cached"), "seconds": ex.get("seconds"),
+             "mode": ex.mode, "cached": ex.cached, "seconds": ex.seconds,
              "derivation": "Each launch's signature and constexprs were captured in the interpreter and the kernel "
                            "compiled with triton.compile(ASTSource(...), target=GPUTarget('cuda', 90, 32)) in a "
                            "process without TRITON_INTERPRET; the TTIR, TTGIR and PTX were read."
-                           if ex.get("mode") == "aot" else "The IR was read from the kernels the GPU launch compiled."}))
+                           if ex.mode == "aot" else "The IR was read from the kernels the GPU launch compiled."}))
         return out
 
     def _aot_cases(self, ctx: CheckContext) -> list[dict[str, Any]]:
@@ -677,12 +696,13 @@ class PrecisionRegime(Check):
 
         return aot_cases(ctx.cases, ctx.task.contract.dtypes)
 
-    def _tf32(self, ctx: CheckContext, a: Any, tf32: list, launches: list, ex: dict[str, Any]) -> list[Finding]:
+    def _tf32(self, ctx: CheckContext, a: Any, tf32: list[tuple[AotKernel, IrDot, list[Any]]]) -> list[Finding]:
         if not tf32:
             return []
         k, d, dt = tf32[0]
-        mma = [m["instr"] for m in k["analysis"]["mma"] if m.get("a") == "tf32"]
-        mode = "rna" if k["analysis"].get("cvt_rna_tf32") else "trunc"
+        assert k.analysis is not None
+        mma = [m.instr for m in k.analysis.mma if m.a == "tf32"]
+        mode = "rna" if k.analysis.cvt_rna_tf32 else "trunc"
         emu = a.tf32_emulation(mode)
         worst = None
         for r, outc in emu:
@@ -698,15 +718,15 @@ class PrecisionRegime(Check):
                     worst = (ratio, r, o, c)
         how = ("operands rounded to TF32 (cvt.rna.tf32.f32)" if mode == "rna"
                else "operands truncated to TF32 (the MMA reads fp32 registers and ignores their low 13 bits)")
-        base = (f"tl.dot at {_src(d['source'])} ({k['qualname']}) has fp32 operands and inputPrecision = tf32 "
-                f"(tl.dot's default): on {k['target']} it lowers to {mma[0] if mma else d.get('lowering')}, so each "
+        base = (f"tl.dot at {_src(d.source)} ({k.qualname}) has fp32 operands and inputPrecision = tf32 "
+                f"(tl.dot's default): on {k.target} it lowers to {mma[0] if mma else d.lowering}, so each "
                 f"operand keeps 10 of its 23 mantissa bits (u_tf32 = 2^-11 instead of 2^-24). The interpreter "
                 f"computes this dot in true fp32, so the declared fp32 cases pass on the CPU and say nothing about "
                 f"the GPU.")
         if worst is None:
-            return [self.finding(ctx, "warn", f"tl.dot at {_src(d['source'])} lowers to TF32 MMA for fp32 inputs "
+            return [self.finding(ctx, "warn", f"tl.dot at {_src(d.source)} lowers to TF32 MMA for fp32 inputs "
                                  f"({mma[0] if mma else ''}); kws could not emulate it on the declared cases",
-                                 {"kernel": k["qualname"], "dot": d, "mma": mma, "source": d["source"],
+                                 {"kernel": k.qualname, "dot": _builtins(d), "mma": mma, "source": _builtins(d.source),
                                   "derivation": base})]
         ratio, r, o, c = worst
         w = c.worst or {}
@@ -717,16 +737,16 @@ class PrecisionRegime(Check):
                  f"{_tol(o.tol)}; {c.n_bad} of {c.numel} elements fail it. Fix: tl.dot(a, b, input_precision=\"ieee\") "
                  f"(or \"tf32x3\"), or a tolerance that admits TF32.")
         sev = "fail" if not c.ok else "info"
-        summ = (f"tl.dot at {_src(d['source'])} lowers to TF32 on {k['target']} ({mma[0] if mma else 'MMA'}) for fp32 "
+        summ = (f"tl.dot at {_src(d.source)} lowers to TF32 on {k.target} ({mma[0] if mma else 'MMA'}) for fp32 "
                 f"inputs: emulated TF32 misses the declared {_tol(o.tol)} on {r.label} by {num(ratio)}x "
                 f"({c.n_bad}/{c.numel} elements; the interpreter's dot is true fp32, so the declared cases pass on "
                 f"the CPU)" if not c.ok else
-                f"tl.dot at {_src(d['source'])} lowers to TF32 on {k['target']} for fp32 inputs; emulated TF32 stays "
+                f"tl.dot at {_src(d.source)} lowers to TF32 on {k.target} for fp32 inputs; emulated TF32 stays "
                 f"within the declared {_tol(o.tol)} on the declared cases (max difference {num(c.max_abs)})")
         return [self.finding(ctx, sev, summ,
-                             {"kernel": k["qualname"], "target": k["target"], "dot": d, "mma": mma,
+                             {"kernel": k.qualname, "target": k.target, "dot": _builtins(d), "mma": mma,
                               "emulation": mode, "case": r.case, "seed": r.seed, "comparison": c.evidence(),
-                              "source": d["source"], "derivation": deriv}, case=r.case, seed=r.seed)]
+                              "source": _builtins(d.source), "derivation": deriv}, case=r.case, seed=r.seed)]
 
 
 def _tol(t: ResolvedTolerance | None) -> str:

@@ -5,6 +5,8 @@ from __future__ import annotations
 
 from typing import Any
 
+import msgspec
+
 from workstation.checks.support.profiling import (
     CPU_WARMUP,
     GPU_WARMUP,
@@ -64,9 +66,8 @@ def profile_doc(ctx: CheckContext, sp: SelfProfile) -> dict[str, Any]:
                                   judge_own=judge and rr.role == "candidate"))
         if rr.profiler_error:
             d["profiler_error"] = rr.profiler_error
-        d["triton_launches"] = {"profiled": rr.launches.get("kernels") or {},
-                                "warmup": rr.warmup_launches.get("kernels") or {},
-                                "failed": rr.launches.get("failed") or {}, "errors": rr.launches.get("errors") or []}
+        d["triton_launches"] = {"profiled": dict(rr.launches.kernels), "warmup": dict(rr.warmup_launches.kernels),
+                                "failed": dict(rr.launches.failed), "errors": list(rr.launches.errors)}
         roles.append(d)
     cand = sp.candidate
     doc: dict[str, Any] = {
@@ -77,14 +78,14 @@ def profile_doc(ctx: CheckContext, sp: SelfProfile) -> dict[str, Any]:
             "launch tracing names them (counts, no durations)" if not sp.on_gpu else
             "the profile has no device durations"),
         "own_kernels_expected": sp.own_names, "delegated_ops": sp.delegated, "roles": roles,
-        "workload": cand.workload,
+        "workload": msgspec.to_builtins(cand.workload),
     }
     if sp.time_shares and cand.workload and cand.profile is not None:
         busy = cand.profile.per_call(cand.profile.busy_ns)
         wl = cand.workload
         peaks = device_peaks(cand.profile.device, dtype=str(sp.case.get("dtype", "")))
-        doc["roofline"] = roofline_position(float(wl.get("read_bytes", 0) + wl.get("write_bytes", 0)),
-                                            float(wl["flops"]) if wl.get("flops") else None, busy, peaks)
+        doc["roofline"] = roofline_position(float(wl.read_bytes + wl.write_bytes),
+                                            float(wl.flops) if wl.flops else None, busy, peaks)
     return doc
 
 
@@ -189,13 +190,13 @@ class SelfProfileCheck(Check):
               "triton_launches": cdoc["triton_launches"], "ops": cdoc["ops"][:12], "kernels": cdoc["kernels"][:12],
               "delegated_ops": sp.delegated}
         ran_own = bool(cdoc.get("own_kernels")) if sp.time_shares or backend == "cuda" else \
-            bool(cand.launches.get("launches"))
+            bool(cand.launches.launches)
         if not ran_own:
-            warm = cand.warmup_launches.get("launches", 0)
+            warm = cand.warmup_launches.launches
             work = [o for o in cdoc["ops"] if op_base(o["name"]) not in _TRIVIAL]
             all_delegated = bool(work) and all(is_delegated(o["name"], sp.delegated, family_of) for o in work)
-            failed = cand.launches.get("failed_launches", 0)
-            why = (f"; {failed} launch(es) raised: {(cand.launches.get('errors') or ['?'])[0]}" if failed else "")
+            failed = cand.launches.failed_launches
+            why = (f"; {failed} launch(es) raised: {(cand.launches.errors or ['?'])[0]}" if failed else "")
             if warm and backend == "triton":
                 return [self.finding(ctx, "warn", f"{label}: the candidate launched its Triton kernels only in its "
                                      f"first call(s) ({warm} launch(es) in {GPU_WARMUP if sp.on_gpu else CPU_WARMUP} warm-up "

@@ -175,8 +175,8 @@ class ProfileAttached(Check):
             t, what = _time_per_call(p)
             if t and what in ("device-busy", "device"):
                 wl = sp.candidate.workload
-                pos = roofline_position(float(wl.get("read_bytes", 0) + wl.get("write_bytes", 0)),
-                                        float(wl["flops"]) if wl.get("flops") else None, t, peaks)
+                pos = roofline_position(float(wl.read_bytes + wl.write_bytes),
+                                        float(wl.flops) if wl.flops else None, t, peaks)
                 if pos is not None:
                     d["case_roofline"] = {**pos, "basis": f"the case's bytes and flops as kws measures them, over the "
                                           f"file's {what} time per call"}
@@ -239,7 +239,7 @@ class ProfileAttached(Check):
             mine |= {k.name for k in cp.kernels if k.kind == "kernel"}
         if not theirs or not mine or names_overlap(theirs, mine):
             return []
-        ran = sorted(sp.candidate.launches.get("kernels") or {})
+        ran = sorted(sp.candidate.launches.kernels)
         return [self.finding(
             ctx, "warn", f"{ap.file}: the attached profile of the candidate shows {', '.join(sorted(set(theirs))[:4])}, "
             f"none of which is a kernel of the candidate (kws saw it launch {', '.join(ran) or 'none'}; its sources "

@@ -126,7 +126,7 @@ class SpeedupClaim(Check):
             return [self.finding(ctx, "info", f"case {label}: {ev['timing']['reason']}; the claimed {claim:g}x is "
                                  "not judged", ev, case=ct.case)]
         if ct.ratio is None:
-            why = "; ".join(f"{k}: {v.get('message', '')[:200]}" for k, v in ct.errors.items()) or \
+            why = "; ".join(f"{k}: {v.message[:200]}" for k, v in ct.errors.items()) or \
                 "; ".join(f"{k}: {v}" for k, v in ct.stopped.items()) or "too few samples"
             return [self.finding(ctx, "warn", f"case {label}: kws could not time the candidate against the {role} "
                                  f"({why}); the claimed {claim:g}x is not judged", ev, case=ct.case)]
@@ -200,8 +200,8 @@ class SpeedupClaim(Check):
         tc = ct.sides.get("torch_compile")
         err = ct.errors.get("torch_compile")
         if ct.compile_ratio is None or tc is None:
-            why = (err or {}).get("message", "") or ct.stopped.get("torch_compile", "") or "no samples"
-            ev2 = {**ev, "torch_compile_error": err or why}
+            why = (err.message if err is not None else "") or ct.stopped.get("torch_compile", "") or "no samples"
+            ev2 = {**ev, "torch_compile_error": ct.errors_evidence()["torch_compile"] if err is not None else why}
             return [self.finding(ctx, "info", f"the {role} is PyTorch code, but torch.compile of it could not be "
                                  f"timed on case {label}: {why[:300]}; only eager PyTorch was measured", ev2,
                                  case=ct.case)]

@@ -25,6 +25,7 @@ from workstation.engine import payloads
 from workstation.engine.check import NotJudged
 from workstation.protocol.extras import E, decode_extra, extra_as
 from workstation.protocol.extras.calls import CallExtra
+from workstation.protocol.extras.triton import InterpreterSelftestExtra
 from workstation.protocol.results import Raised, StepDoc, decode_doc, encodable
 from workstation.protocol.steps import (
     CallStep,
@@ -416,16 +417,20 @@ class CheckContext:
                 sorted({f"{c.get('dtype')}: {self.unjudged_reason(str(c.get('dtype', '')))}" for c in cases})))
         return judged
 
-    def interpreter_fidelity(self) -> dict[str, Any]:
+    def interpreter_fidelity(self) -> InterpreterSelftestExtra | str:
         """The interpreter fidelity self-test of this run (one ``interpreter_selftest``
-        step, memoised): ``extra`` of :class:`~workstation.protocol.steps.InterpreterSelftestStep`."""
-        def run() -> dict[str, Any]:
+        step, memoised): the step's payload, or why it did not run (its failure text).
+
+        Raises:
+            TypeError: the step sent another kind's payload (a kws bug).
+        """
+        def run() -> InterpreterSelftestExtra | str:
             from workstation.protocol.steps import InterpreterSelftestStep
 
             out = self.run_steps([InterpreterSelftestStep()])[0]
             if not out.ok or out.step is None:
-                return {"error": out.failure_text()}
-            return dict(out.step.extra)
+                return out.failure_text()
+            return extra_as(out.step.extra, InterpreterSelftestExtra)
 
         return self.stash.once("interpreter_fidelity", run)
 
@@ -436,15 +441,15 @@ class CheckContext:
         if dtype not in EMULATED_DTYPES or self.task.backend != "triton" or self.runner is None or self.on_gpu:
             return None
         st = self.interpreter_fidelity()
-        if "error" in st:
-            return f"the interpreter self-test could not run ({str(st['error'])[:200]})"
-        res = (st.get("selftest") or {}).get(dtype)
+        if isinstance(st, str):
+            return f"the interpreter self-test could not run ({st[:200]})"
+        res = st.selftest.dtypes.get(dtype) if st.selftest is not None else None
         if res is None:
             return f"the interpreter self-test does not cover {dtype}"
-        if not res.get("ok"):
-            bad = [k for k, v in (res.get("probes") or {}).items() if not v] or [res.get("error", "?")]
+        if not res.ok:
+            bad = [k for k, v in res.probes.items() if not v] or [res.error or "?"]
             return (f"the Triton interpreter does not compute {dtype} as compiled Triton does here "
-                    f"(self-test probes failed: {', '.join(map(str, bad))})")
+                    f"(self-test probes failed: {', '.join(bad)})")
         return None
 
     def tolerance(self, case: dict[str, Any], out_dtype: str) -> ResolvedTolerance:

@@ -55,7 +55,7 @@ from typing import Any
 import numpy as np
 
 from workstation.protocol import childenv
-from workstation.protocol.extras import Extra
+from workstation.protocol.extras import EXTRAS, Extra
 from workstation.protocol.results import (
     CudaEmulationBuilds,
     EmulatedBuild,
@@ -92,14 +92,14 @@ OUT_DIR: Path | None = None
 class StepOutput:
     """What a step handler returns. ``outputs``: torch tensors to send as ``out<j>``;
     ``arrays``: extra named numpy arrays; ``extra``: the step kind's payload
-    (:mod:`workstation.protocol.extras`; a plain dict only for a kind whose payload has no
-    Struct yet); ``error``: what was raised (``ok`` False); ``seconds``: wall time of the
-    task call(s) inside the step."""
+    (:mod:`workstation.protocol.extras`; None: the kind's Struct with every field at its
+    default); ``error``: what was raised (``ok`` False); ``seconds``: wall time of the task
+    call(s) inside the step."""
 
     ok: bool = True
     error: Raised | None = None
     outputs: list[Any] = field(default_factory=list)
-    extra: Extra | dict[str, Any] = field(default_factory=dict)
+    extra: Extra | None = None
     arrays: dict[str, np.ndarray] = field(default_factory=dict)
     seconds: float = 0.0
 
@@ -252,7 +252,7 @@ def run_job(job: Job) -> None:
             metas.append(meta)
             arrays[f"out{j}"] = arr
         doc = StepDoc(ok=res.ok, kind=kind_of(spec), error=res.error, outputs=metas,
-                      extra=res.extra if isinstance(res.extra, dict) else encodable(res.extra),
+                      extra=encodable(res.extra if res.extra is not None else EXTRAS[kind_of(spec)]()),
                       seconds=res.seconds, step_seconds=time.perf_counter() - t0,
                       cpu_s=round(cpu_seconds() - c0, 4),
                       imports={k: ImportTime(cpu_s=v["cpu_s"], wall_s=v["wall_s"]) for k, v in ctx.imports.items()},

@@ -34,7 +34,7 @@ import subprocess
 import sys
 import time
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal
 
 import msgspec
 
@@ -43,14 +43,17 @@ from workstation.harness.aot_capture import launch_key
 from workstation.harness.aot_compile import run_child, task_relative
 from workstation.harness.core import INTERPRETER, error_info, run_role
 from workstation.harness.ir import analyze
-from workstation.harness.selftest import interpreter_selftest
+from workstation.harness.selftest import selftest_or_error
 from workstation.protocol.extras import extra_as
 from workstation.protocol.extras.calls import CallExtra
 from workstation.protocol.extras.monitors import TritonLaunchRecordsReport
-from workstation.protocol.results import Raised
+from workstation.protocol.extras.triton import AotKernel, AotLaunch, TritonAotExtra
+from workstation.protocol.results import Raised, encodable
 from workstation.protocol.steps import Case, TritonAotStep, TritonLaunchRecords
 
-ANALYSIS_VERSION = 2
+#: 3: the payload is :class:`~workstation.protocol.extras.triton.TritonAotExtra` (an entry
+#: of an older version would not decode: a miss either way).
+ANALYSIS_VERSION = 3
 #: wall seconds the job child waits for the AOT compile child: only a guard against a stuck
 #: child. What bounds the compile is the step's CPU budget (the parent's ``aot_budget``
 #: setting, KWS_AOT_BUDGET, counted over every process of the job, this child included) and
@@ -95,13 +98,13 @@ def aot_step(ctx: Any, spec: TritonAotStep) -> StepOutput:
     ``spec.seed``) and read the IR of each distinct kernel launch compiled for
     ``spec.targets`` (default sm_90) (module doc). One AOT child serves all cases.
 
-    ``extra``: ``launches`` (file relative to the task, qualname, signature, constexprs,
-    options, and ``cases``: the indices of the cases that launched it), ``kernels`` (per
-    launch and target: ``qualname``, ``file``, ``target``, ``launch`` (index into
-    ``launches``) and :func:`analyze`'s ``analysis`` or an ``error``), ``mode`` (``"aot"``:
-    compiled in a second process without the interpreter; ``"jit"``: read from the kernels a
-    GPU launch compiled), ``cached``, ``seconds``, ``case_errors`` (cases the candidate
-    raised on).
+    ``extra``: :class:`~workstation.protocol.extras.triton.TritonAotExtra`: ``launches``
+    (file relative to the task, qualname, signature, constexprs, options, and ``cases``: the
+    indices of the cases that launched it), ``kernels`` (per launch and target:
+    ``qualname``, ``file``, ``target``, ``launch`` (index into ``launches``) and
+    :func:`analyze`'s ``analysis`` or an ``error``), ``mode`` (``"aot"``: compiled in a
+    second process without the interpreter; ``"jit"``: read from the kernels a GPU launch
+    compiled), ``cached``, ``seconds``, ``case_errors`` (cases the candidate raised on).
     """
     t0 = time.perf_counter()
     targets = [list(t) for t in spec.targets or DEFAULT_TARGETS]
@@ -111,11 +114,11 @@ def aot_step(ctx: Any, spec: TritonAotStep) -> StepOutput:
     cdir = _cache_dir()
     cfile = cdir / f"{key}.json" if cdir else None
     if cfile is not None and cfile.is_file():
-        try:
-            data = json.loads(cfile.read_text())
-            data.update(cached=True, seconds=time.perf_counter() - t0)
-            return StepOutput(ok=True, extra=data)
-        except ValueError:
+        try:  # an entry that does not decode (another kws wrote it): a miss
+            hit = msgspec.convert(json.loads(cfile.read_text()), type=TritonAotExtra)
+            hit.cached, hit.seconds = True, time.perf_counter() - t0
+            return StepOutput(ok=True, extra=hit)
+        except (OSError, ValueError):
             pass
     proc = None
     if INTERPRETER:
@@ -126,7 +129,7 @@ def aot_step(ctx: Any, spec: TritonAotStep) -> StepOutput:
                                 stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=env,
                                 cwd=str(task_dir), text=True)
     launches: dict[str, dict[str, Any]] = {}
-    case_errors: dict[str, Any] = {}
+    case_errors: dict[str, Raised] = {}
     compiled: dict[str, dict[str, str]] = {}
     seconds = 0.0
     for ci, case in enumerate(cases):
@@ -141,8 +144,8 @@ def aot_step(ctx: Any, spec: TritonAotStep) -> StepOutput:
         for rec in msgspec.to_builtins(extra_as(res.extra, CallExtra).monitors.of(TritonLaunchRecordsReport).launches):
             launches.setdefault(launch_key(rec), dict(rec, cases=[]))["cases"].append(ci)
     recs = list(launches.values())
-    kernels: list[dict[str, Any]] = []
-    mode = "aot" if INTERPRETER else "jit"
+    found: list[dict[str, Any]] = []
+    mode: Literal["aot", "jit"] = "aot" if INTERPRETER else "jit"
     if INTERPRETER:
         assert proc is not None
         if not recs:
@@ -157,13 +160,13 @@ def aot_step(ctx: Any, spec: TritonAotStep) -> StepOutput:
                 out, err = proc.communicate()
                 return StepOutput(ok=False, error=Raised(
                     type="TimeoutError", message=f"the AOT compile child did not finish in {AOT_TIMEOUT_S:g} s",
-                    traceback=err[-4000:], phase="aot", origin="kws"))
+                    traceback=err[-4000:], phase="aot", origin="kws"), extra=TritonAotExtra(mode=mode))
             try:
-                kernels = json.loads(out)["kernels"]
+                found = json.loads(out)["kernels"]
             except (ValueError, KeyError, TypeError):
                 return StepOutput(ok=False, error=Raised(
                     type="AotError", message=f"the AOT compile child exited with {proc.returncode} without a result",
-                    traceback=err[-4000:], phase="aot", origin="kws"))
+                    traceback=err[-4000:], phase="aot", origin="kws"), extra=TritonAotExtra(mode=mode))
     else:
         missing = []
         for li, rec in enumerate(recs):
@@ -172,28 +175,27 @@ def aot_step(ctx: Any, spec: TritonAotStep) -> StepOutput:
                                      "qualname": rec["qualname"], "file": task_relative(rec["file"], task_dir)}
             if asm:
                 entry["analysis"] = analyze(asm, str(task_dir))
-                kernels.append(entry)
+                found.append(entry)
             else:
                 missing.append((li, rec))
         if missing:  # no IR from the JIT: compile the same launches for the device's own target
-            kernels += _compile_for_device(ctx, task_dir, missing)
+            found += _compile_for_device(ctx, task_dir, missing)
     for rec in recs:
         rec["file"] = task_relative(rec["file"], task_dir)
-    data = {"launches": recs, "kernels": kernels, "mode": mode, "targets": targets, "case_errors": case_errors}
+    data = TritonAotExtra(launches=msgspec.convert(recs, type=list[AotLaunch]),
+                          kernels=msgspec.convert(found, type=list[AotKernel]), mode=mode,
+                          targets=[(b, a, w) for b, a, w in spec.targets or DEFAULT_TARGETS], case_errors=case_errors)
     if INTERPRETER:
-        try:
-            data["interpreter_selftest"] = interpreter_selftest()
-        except Exception as e:  # noqa: BLE001
-            data["interpreter_selftest"] = {"error": f"{type(e).__name__}: {e}"}
-    if cfile is not None and not case_errors and all("error" not in k for k in kernels):
+        data.interpreter_selftest = selftest_or_error()
+    if cfile is not None and not case_errors and all(k.error is None for k in data.kernels):
         try:
             cfile.parent.mkdir(parents=True, exist_ok=True)
             tmp = cfile.with_suffix(f".tmp{os.getpid()}")
-            tmp.write_text(json.dumps(data))
+            tmp.write_text(json.dumps(encodable(data)))
             os.replace(tmp, cfile)
         except OSError:
             pass
-    data.update(cached=False, seconds=time.perf_counter() - t0)
+    data.cached, data.seconds = False, time.perf_counter() - t0
     return StepOutput(ok=True, extra=data, seconds=seconds)
 
 

@@ -31,16 +31,28 @@ import os
 import sys
 import time
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal
 
 import torch
 
 from workstation.harness import StepOutput, step
 from workstation.harness.core import JobContext, error_info
 from workstation.harness.timing import steady_allocator, timing_priority
+from workstation.protocol.extras.timing import (
+    AuthorBenchExtra,
+    BenchArg,
+    BenchCCall,
+    BenchEvent,
+    ClockRead,
+    DoBenchCall,
+    SideCall,
+    SyncCall,
+)
 from workstation.protocol.steps import AuthorBenchStep
 
 MAX_EVENTS = 20000
+#: the sides a traced call can be of, as the payload types them.
+_SIDES: dict[str, Literal["candidate", "baseline"]] = {"candidate": "candidate", "baseline": "baseline"}
 MAX_ARG_RECORDS = 4
 
 
@@ -55,25 +67,27 @@ def _clock_fns() -> dict[int, str]:
     return out
 
 
-def describe_arg(x: Any) -> Any:
-    """Shape/dtype/stride/device of a tensor argument; type and repr of anything else."""
+def describe_arg(x: Any) -> BenchArg:
+    """Shape/dtype/stride/device of a tensor argument; the value of a scalar; the type name
+    of anything else."""
     if isinstance(x, torch.Tensor):
-        return {"shape": list(x.shape), "dtype": str(x.dtype).removeprefix("torch."),
-                "stride": list(x.stride()), "device": str(x.device), "contiguous": bool(x.is_contiguous())}
+        return BenchArg(shape=list(x.shape), dtype=str(x.dtype).removeprefix("torch."), stride=list(x.stride()),
+                        device=str(x.device), contiguous=bool(x.is_contiguous()))
     if isinstance(x, int | float | bool | str) or x is None:
-        return {"value": x}
-    return {"type": type(x).__name__}
+        return BenchArg(value=x)
+    return BenchArg(type=type(x).__name__)
 
 
 class BenchTracer:
     """A :func:`sys.setprofile` function recording side calls, clock reads and the bench
-    file's own C calls (see module doc). ``events``: list of dicts with ``t`` (ns)."""
+    file's own C calls (see module doc). ``events``: the trace in order, ``t`` in ns
+    (:data:`~workstation.protocol.extras.timing.BenchEvent`)."""
 
     def __init__(self, targets: dict[tuple[str, str], str], bench_file: str):
         self.targets = targets
         self.bench_file = bench_file
         self.clocks = _clock_fns()
-        self.events: list[dict[str, Any]] = []
+        self.events: list[BenchEvent] = []
         self.dropped = 0
         self._code_side: dict[Any, str | None] = {}
         self._open: dict[int, tuple[str, int, int]] = {}  # frame id -> (side, t0, call index)
@@ -100,7 +114,7 @@ class BenchTracer:
             self._code_side[code] = s
         return s
 
-    def _add(self, ev: dict[str, Any]) -> int:
+    def _add(self, ev: BenchEvent) -> int:
         if len(self.events) >= MAX_EVENTS:
             self.dropped += 1
             return -1
@@ -119,13 +133,19 @@ class BenchTracer:
             side = self._side(frame.f_code)
             if side is None:
                 return
-            ev: dict[str, Any] = {"kind": "call" if side in ("candidate", "baseline") else side, "side": side,
-                                  "t": t, "line": frame.f_back.f_lineno if frame.f_back else 0}
-            if side in ("candidate", "baseline") and self._arg_records.get(side, 0) < MAX_ARG_RECORDS:
-                self._arg_records[side] = self._arg_records.get(side, 0) + 1
-                code = frame.f_code
-                names = code.co_varnames[:code.co_argcount + code.co_kwonlyargcount]
-                ev["args"] = [describe_arg(frame.f_locals.get(n)) for n in names]
+            line = frame.f_back.f_lineno if frame.f_back else 0
+            ev: BenchEvent
+            if side in _SIDES:
+                ev = SideCall(side=_SIDES[side], t=t, line=line)
+                if self._arg_records.get(side, 0) < MAX_ARG_RECORDS:
+                    self._arg_records[side] = self._arg_records.get(side, 0) + 1
+                    code = frame.f_code
+                    names = code.co_varnames[:code.co_argcount + code.co_kwonlyargcount]
+                    ev.args = [describe_arg(frame.f_locals.get(n)) for n in names]
+            elif side == "sync":
+                ev = SyncCall(t=t, line=line)
+            else:
+                ev = DoBenchCall(t=t, line=line)
             idx = self._add(ev)
             self._open[id(frame)] = (side, t, idx)
             if side in ("candidate", "baseline"):
@@ -136,17 +156,19 @@ class BenchTracer:
         elif event == "c_call":
             name = self.clocks.get(id(arg))
             if name is not None:
-                self._add({"kind": "clock", "clock": name, "t": t, "line": frame.f_lineno,
-                           "in_bench": self._real_path(frame.f_code.co_filename) == self.bench_file})
+                self._add(ClockRead(clock=name, t=t, line=frame.f_lineno,
+                                    in_bench=self._real_path(frame.f_code.co_filename) == self.bench_file))
             elif self._real_path(frame.f_code.co_filename) == self.bench_file:
                 q = getattr(arg, "__qualname__", None) or getattr(arg, "__name__", "?")
-                self._add({"kind": "c_call", "name": str(q), "t": t, "line": frame.f_lineno})
+                self._add(BenchCCall(name=str(q), t=t, line=frame.f_lineno))
 
     def _close(self, frame: Any) -> None:
         t = time.perf_counter_ns()
         side, _, idx = self._open.pop(id(frame))
         if idx >= 0:
-            self.events[idx]["t_end"] = t
+            ev = self.events[idx]
+            if not isinstance(ev, ClockRead | BenchCCall):
+                ev.t_end = t
         if side in ("candidate", "baseline"):
             self._depth = max(0, self._depth - 1)
 
@@ -154,8 +176,9 @@ class BenchTracer:
 @step(AuthorBenchStep)
 def author_bench_step(ctx: JobContext, spec: AuthorBenchStep) -> StepOutput:
     """Run the author's ``run(case, device)`` on ``spec.case``, traced when
-    ``spec.trace``. ``extra``: ``result`` (what run returned), ``events`` (the trace),
-    ``targets``, ``bench_file``, ``seconds``."""
+    ``spec.trace``. ``extra``: :class:`~workstation.protocol.extras.timing.AuthorBenchExtra`:
+    ``result`` (what run returned), ``events`` (the trace), ``targets``, ``bench_file``,
+    ``seconds``."""
     case = dict(spec.case)
     roles = {"candidate": "candidate", spec.baseline_role: "baseline"}
     targets: dict[tuple[str, str], str] = {}
@@ -168,8 +191,9 @@ def author_bench_step(ctx: JobContext, spec: AuthorBenchStep) -> StepOutput:
     bench_file = os.path.realpath(ctx.task_dir / bench_ep.rpartition(":")[0]) if bench_ep else ""
     tracer = BenchTracer(targets, bench_file)
     allocator = steady_allocator() if ctx.device.type == "cpu" else {}
-    extra: dict[str, Any] = {"allocator": allocator, "priority": timing_priority(), "case": case, "targets": {f"{Path(f).name}:{n}": s for (f, n), s in targets.items()},
-                             "bench_file": Path(bench_file).name, "device_name": ctx.device_name}
+    extra = AuthorBenchExtra(allocator=allocator, priority=timing_priority(), case=case,
+                             targets={f"{Path(f).name}:{n}": s for (f, n), s in targets.items()},
+                             bench_file=Path(bench_file).name, device_name=ctx.device_name)
     t0 = time.perf_counter()
     try:
         fn = ctx.callable("bench")
@@ -180,15 +204,15 @@ def author_bench_step(ctx: JobContext, spec: AuthorBenchStep) -> StepOutput:
         finally:
             sys.setprofile(None)
         ctx.sync()
-    except BaseException as e:  # noqa: BLE001
-        extra["events"] = tracer.events
+    except BaseException as e:  # noqa: BLE001  (what the author's bench raised is the step's result)
+        extra.events = tracer.events
         return StepOutput(ok=False, error=error_info(e, getattr(e, "_kws_phase", "bench")), extra=extra)
-    extra["seconds"] = time.perf_counter() - t0
-    extra["events"] = tracer.events
-    extra["dropped_events"] = tracer.dropped
+    extra.seconds = time.perf_counter() - t0
+    extra.events = tracer.events
+    extra.dropped_events = tracer.dropped
     if isinstance(result, dict):
-        extra["result"] = {str(k): (float(v) if isinstance(v, int | float) else repr(v)[:200])
-                           for k, v in result.items()}
+        extra.result = {str(k): (float(v) if isinstance(v, int | float) else repr(v)[:200])
+                        for k, v in result.items()}
     else:
-        extra["result"] = {"_type": type(result).__name__, "_repr": repr(result)[:200]}
-    return StepOutput(ok=True, extra=extra, seconds=extra["seconds"])
+        extra.result = {"_type": type(result).__name__, "_repr": repr(result)[:200]}
+    return StepOutput(ok=True, extra=extra, seconds=extra.seconds)

@@ -13,19 +13,21 @@ memory. Per launch it keeps:
   file, qualname, signature, constexprs, options) in ``launches``;
 - ``grid``: the three grid sizes (a callable grid evaluated on the bound arguments, as
   the interpreter does);
-- ``args``: per kernel argument, ``{"int": v}`` for an integer, ``{"tensor": {...}}``
-  with ``dtype``, ``shape``, ``strides`` (elements), ``footprint`` (elements from the
-  data pointer to one past the furthest element the view reaches: ``1 + sum((size-1) *
-  stride)``, 0 for an empty view; negative strides are reported as such), ``ptr`` (the
-  data pointer, to tell aliases), ``output`` (index of the call's output sharing that
-  data pointer, else None); ``{"other": type}`` otherwise.
+- ``args``: per kernel argument, an :class:`~workstation.protocol.extras.triton.IntArg`
+  for an integer, a :class:`~workstation.protocol.extras.triton.TensorArg` with ``dtype``,
+  ``shape``, ``strides`` (elements), ``footprint`` (elements from the data pointer to one
+  past the furthest element the view reaches: ``1 + sum((size-1) * stride)``, 0 for an
+  empty view; negative strides are reported as such), ``ptr`` (the data pointer, to tell
+  aliases), ``output`` (index of the call's output sharing that data pointer, else None);
+  an :class:`~workstation.protocol.extras.triton.OtherArg` (its type name) otherwise.
 
 After the calls, the distinct launches are lowered to TTIR for sm_90 in the AOT compile
 child (``python -m workstation.harness.aot_compile`` with ``ttir_only``: no PTX, no GPU),
 one TTIR text per distinct launch: ``ttir`` list (or ``ttir_error``).
 
-``extra``: ``cases`` (per case: ``launches`` list or ``error``), ``launches`` (the
-distinct launch records, with ``ttir``/``ttir_error``), ``seconds``.
+``extra``: :class:`~workstation.protocol.extras.triton.TritonBoundsExtra`: ``cases`` (per
+case: ``launches`` list or ``error``), ``launches`` (the distinct launch records, with
+``ttir``/``ttir_error``), ``seconds``.
 """
 
 from __future__ import annotations
@@ -35,38 +37,48 @@ import time
 from pathlib import Path
 from typing import Any
 
+import msgspec
+
 from workstation.harness import StepOutput, step
 from workstation.harness.aot_capture import launch_key, launch_record
 from workstation.harness.aot_compile import run_child, task_relative
 from workstation.harness.core import error_info
 from workstation.harness.launches import SKIP, Launch, LaunchObserver, observing
+from workstation.protocol.extras.triton import (
+    BoundsArg,
+    BoundsCall,
+    BoundsCase,
+    BoundsLaunch,
+    IntArg,
+    OtherArg,
+    TensorArg,
+    TritonBoundsExtra,
+)
 from workstation.protocol.steps import TritonBoundsStep
 
 #: seconds the TTIR lowering child may take for all the distinct launches together.
 TTIR_TIMEOUT_S = 120.0
 
 
-def _tensor_facts(t: Any) -> dict[str, Any]:
+def _tensor_facts(t: Any) -> TensorArg:
     shape = [int(s) for s in t.shape]
     strides = [int(s) for s in t.stride()]
     if any(s == 0 for s in shape):
         footprint = 0
     else:
         footprint = 1 + sum((s - 1) * st for s, st in zip(shape, strides, strict=True))
-    return {"dtype": str(t.dtype).removeprefix("torch."), "shape": shape, "strides": strides,
-            "footprint": int(footprint), "ptr": int(t.data_ptr()), "output": None}
+    return TensorArg(dtype=str(t.dtype).removeprefix("torch."), shape=shape, strides=strides,
+                     footprint=int(footprint), ptr=int(t.data_ptr()), output=None)
 
 
-def _arg_facts(v: Any) -> dict[str, Any]:
+def _arg_facts(v: Any) -> BoundsArg:
     import torch
 
     if isinstance(v, torch.Tensor):
-        return {"tensor": _tensor_facts(v)}
-    if isinstance(v, bool):
-        return {"int": int(v)}
-    if isinstance(v, int):
-        return {"int": v}
-    return {"other": type(v).__name__}
+        return _tensor_facts(v)
+    if isinstance(v, bool | int):
+        return IntArg(value=int(v))
+    return OtherArg(type=type(v).__name__)
 
 
 class BoundsRecorder(LaunchObserver):
@@ -75,7 +87,7 @@ class BoundsRecorder(LaunchObserver):
 
     def __init__(self, records: dict[str, dict[str, Any]]):
         self.records = records
-        self.calls: list[dict[str, Any]] = []
+        self.calls: list[BoundsCall] = []
         self.errors: list[str] = []
 
     def before(self, launch: Launch) -> Any:
@@ -94,24 +106,23 @@ class BoundsRecorder(LaunchObserver):
             if callable(grid):
                 grid = grid(bound)
             grid = tuple(int(g) for g in grid) + (1,) * (3 - len(tuple(grid)))
-            self.calls.append({"key": self.records[key]["index"], "qualname": rec["qualname"], "grid": list(grid),
-                               "args": {n: _arg_facts(bound.get(n)) for n in launch.arg_names
-                                        if rec["signature"].get(n) != "constexpr"}})
+            self.calls.append(BoundsCall(key=self.records[key]["index"], qualname=rec["qualname"], grid=list(grid),
+                                         args={n: _arg_facts(bound.get(n)) for n in launch.arg_names
+                                               if rec["signature"].get(n) != "constexpr"}))
         except Exception as e:  # noqa: BLE001  (never break the task's launch)
             self.errors.append(f"{type(e).__name__}: {e}")
         return SKIP
 
 
-def _mark_outputs(calls: list[dict[str, Any]], outputs: list[Any]) -> None:
-    ptrs = {}
+def _mark_outputs(calls: list[BoundsCall], outputs: list[Any]) -> None:
+    ptrs: dict[int, int] = {}
     for j, o in enumerate(outputs):
         if hasattr(o, "data_ptr"):
             ptrs.setdefault(int(o.data_ptr()), j)
     for c in calls:
-        for a in c["args"].values():
-            t = a.get("tensor")
-            if t is not None:
-                t["output"] = ptrs.get(t["ptr"])
+        for a in c.args.values():
+            if isinstance(a, TensorArg):
+                a.output = ptrs.get(a.ptr)
 
 
 def _lower(task_dir: Path, recs: list[dict[str, Any]]) -> None:
@@ -138,7 +149,7 @@ def bounds_step(ctx: Any, spec: TritonBoundsStep) -> StepOutput:
     t0 = time.perf_counter()
     task_dir = Path(ctx.task_dir)
     records: dict[str, dict[str, Any]] = {}
-    cases: list[dict[str, Any]] = []
+    cases: list[BoundsCase] = []
     fn = None
     for case in spec.cases:
         rec = BoundsRecorder(records)
@@ -149,12 +160,13 @@ def bounds_step(ctx: Any, spec: TritonBoundsStep) -> StepOutput:
                 result, _ = ctx.timed_call(fn, inputs)
             _mark_outputs(rec.calls, ctx.outputs_of(result, inputs))
         except BaseException as e:  # noqa: BLE001
-            cases.append({"error": error_info(e, getattr(e, "_kws_phase", "call"))})
+            cases.append(BoundsCase(error=error_info(e, getattr(e, "_kws_phase", "call"))))
             continue
-        cases.append({"launches": rec.calls, "errors": rec.errors})
+        cases.append(BoundsCase(launches=rec.calls, errors=rec.errors))
     recs = sorted(records.values(), key=lambda r: r["index"])
     if recs:
         _lower(task_dir, recs)
     for r in recs:
         r["file"] = task_relative(r["file"], task_dir)
-    return StepOutput(ok=True, extra={"cases": cases, "launches": recs, "seconds": time.perf_counter() - t0})
+    return StepOutput(ok=True, extra=TritonBoundsExtra(cases=cases, launches=msgspec.convert(recs, type=list[BoundsLaunch]),
+                                                       seconds=time.perf_counter() - t0))

@@ -23,12 +23,13 @@ step:
    the PyPI ``nvidia-cuda-cuobjdump`` package) and demangles kernel names with ``c++filt``
    when it is installed.
 
-``extra["builds"]``: per captured build ``name``, ``via`` (``load_inline`` / ``load``),
-``functions``, ``sources`` (per CUDA source: ``file``, ``lines``, ``sha256``, ``text``),
-``flags``, ``target`` and ``target_reason``, and per source a ``compile`` record
-(``ok``, ``returncode``, ``command``, ``log`` (nvcc and ptxas output), ``seconds``,
-``sass``, ``ptx``, ``names`` (mangled -> demangled), ``cached``). ``extra["tools"]``: the
-nvcc and cuobjdump paths and nvcc's version line, or why they are missing. Results are
+``extra`` (:class:`~workstation.protocol.extras.backends.CudaBuildExtra`): ``builds``: per
+captured build ``name``, ``via`` (``load_inline`` / ``load``), ``functions``, ``sources``
+(per CUDA source: ``file``, ``lines``, ``sha256``, ``text``), ``flags``, ``target`` and
+``target_reason``, and per source a ``compile`` record (``ok``, ``returncode``,
+``command``, ``log`` (nvcc and ptxas output), ``seconds``, ``sass``, ``ptx``, ``names``
+(mangled -> demangled), ``cached``). ``tools``: the nvcc and cuobjdump paths and nvcc's
+version line, or why they are missing. Results are
 cached under ``$TRITON_CACHE_DIR/../kws-cuda/`` by the source, flags, target and nvcc
 version. The parent reads the texts (``workstation.checks.support.cuda_read``).
 """
@@ -50,7 +51,17 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
+import msgspec
+
 from workstation.harness import StepOutput, step
+from workstation.protocol.extras.backends import (
+    CapturedBuild,
+    CudaBuildExtra,
+    CudaSource,
+    CudaTools,
+    NvccCompile,
+)
+from workstation.protocol.results import encodable
 from workstation.protocol.steps import CudaBuildStep
 
 #: the largest SASS / PTX text sent back per source (characters).
@@ -69,6 +80,14 @@ def _as_list(v: Any) -> list[Any]:
     return list(v) if isinstance(v, list | tuple) else [v]
 
 
+def _function_names(functions: Any) -> list[str]:
+    """The names of ``load_inline``'s ``functions`` (a name, a list of names, or a dict of
+    name -> docstring)."""
+    if isinstance(functions, dict):
+        return [str(k) for k in functions]
+    return [str(f) for f in _as_list(functions)]
+
+
 @contextlib.contextmanager
 def capturing(builds: list[dict[str, Any]], task_dir: Path) -> Iterator[None]:
     """Replace ``load_inline``/``load`` with recorders that append to ``builds`` and raise
@@ -80,7 +99,7 @@ def capturing(builds: list[dict[str, Any]], task_dir: Path) -> Iterator[None]:
     def load_inline(name: str, cpp_sources: Any = None, cuda_sources: Any = None, *args: Any, **kw: Any) -> Any:
         cuda = [str(s) for s in _as_list(cuda_sources if cuda_sources is not None else kw.get("cuda_sources"))]
         implicit = not kw.get("no_implicit_headers", False)
-        builds.append({"name": str(name), "via": "load_inline", "functions": _as_list(kw.get("functions")),
+        builds.append({"name": str(name), "via": "load_inline", "functions": _function_names(kw.get("functions")),
                        "cpp_sources": [str(s)[:20000] for s in _as_list(cpp_sources)],
                        "cuda": [("cuda.cu", (_IMPLICIT if implicit else "") + "\n".join(cuda))] if cuda else [],
                        "flags": [str(f) for f in _as_list(kw.get("extra_cuda_cflags"))],
@@ -189,18 +208,19 @@ def _demangle(names: list[str]) -> dict[str, str]:
 
 
 def compile_source(text: str, file: str, flags: list[str], target: str, include_paths: list[str], task_dir: Path,
-                   nvcc: str, cuobjdump: str | None, timeout: float, nvcc_version: str) -> dict[str, Any]:
+                   nvcc: str, cuobjdump: str | None, timeout: float, nvcc_version: str) -> NvccCompile:
     """Compile one CUDA source for ``target`` and read it back (module doc)."""
     arch = target.removeprefix("sm_")
     user = _user_flags(flags)
-    key = hashlib.sha256(json.dumps([text, user, target, include_paths, nvcc_version, 2]).encode()).hexdigest()[:32]
+    # 3: the entry is an NvccCompile (an older one would not decode: a miss either way)
+    key = hashlib.sha256(json.dumps([text, user, target, include_paths, nvcc_version, 3]).encode()).hexdigest()[:32]
     cfile = _cache_file(key)
     if cfile is not None and cfile.is_file():
-        try:
-            got = json.loads(cfile.read_text())
-            got["cached"] = True
+        try:  # an entry that does not decode (another kws wrote it): a miss
+            got = msgspec.convert(json.loads(cfile.read_text()), type=NvccCompile)
+            got.cached = True
             return got
-        except ValueError:
+        except (OSError, ValueError):
             pass
     t0 = time.perf_counter()
     with tempfile.TemporaryDirectory(prefix="kws-cuda-") as tmp:
@@ -231,15 +251,16 @@ def compile_source(text: str, file: str, flags: list[str], target: str, include_
             names = sorted(set(re.findall(r"Function : (\S+)", rec.get("sass", ""))))
             rec["names"] = _demangle(names)
     rec["cached"] = False
-    if cfile is not None and rec.get("returncode") is not None:
+    result = msgspec.convert(rec, type=NvccCompile)
+    if cfile is not None and result.returncode is not None:
         try:
             cfile.parent.mkdir(parents=True, exist_ok=True)
             tmpf = cfile.with_suffix(f".tmp{os.getpid()}")
-            tmpf.write_text(json.dumps(rec))
+            tmpf.write_text(json.dumps(encodable(result)))
             os.replace(tmpf, cfile)
         except OSError:
             pass
-    return rec
+    return result
 
 
 @step(CudaBuildStep)
@@ -262,28 +283,28 @@ def cuda_build_step(ctx: Any, spec: CudaBuildStep) -> StepOutput:
                 role_error = error_info(e, getattr(e, "_kws_phase", "call"))
     nvcc = find_tool("nvcc")
     cuobjdump = find_tool("cuobjdump")
-    tools: dict[str, Any] = {"nvcc": nvcc, "cuobjdump": cuobjdump}
+    tools = CudaTools(nvcc=nvcc, cuobjdump=cuobjdump)
     if nvcc:
         try:
             v = subprocess.run([nvcc, "--version"], capture_output=True, text=True, timeout=30).stdout
-            tools["nvcc_version"] = next((ln for ln in v.splitlines() if "release" in ln), v.strip()[-200:])
+            tools.nvcc_version = next((ln for ln in v.splitlines() if "release" in ln), v.strip()[-200:])
         except (OSError, subprocess.TimeoutExpired) as e:
-            tools["nvcc_error"] = f"{type(e).__name__}: {e}"
+            tools.nvcc_error = f"{type(e).__name__}: {e}"
     out = []
     for b in builds:
         text_all = "\n".join(t for _, t in b["cuda"])
         target, why = choose_target(b["flags"], text_all, spec.arch)
-        entry = {k: b[k] for k in ("name", "via", "functions", "flags", "include_paths")}
-        entry.update(target=target, target_reason=why, cpp_sources=b["cpp_sources"], sources=[])
+        entry = CapturedBuild(name=b["name"], via=b["via"], functions=b["functions"], flags=b["flags"],
+                          include_paths=b["include_paths"], target=target, target_reason=why,
+                          cpp_sources=b["cpp_sources"])
         for file, text in b["cuda"]:
-            srec: dict[str, Any] = {"file": file, "lines": text.count("\n") + 1,
-                                    "sha256": hashlib.sha256(text.encode()).hexdigest(), "text": text[:200000]}
+            src = CudaSource(file=file, lines=text.count("\n") + 1, sha256=hashlib.sha256(text.encode()).hexdigest(),
+                             text=text[:200000])
             if nvcc:
-                srec["compile"] = compile_source(text, file, b["flags"], target, b["include_paths"], task_dir, nvcc,
-                                                 cuobjdump, spec.timeout, tools.get("nvcc_version", ""))
-            entry["sources"].append(srec)
+                version = tools.nvcc_version if isinstance(tools.nvcc_version, str) else ""
+                src.compile = compile_source(text, file, b["flags"], target, b["include_paths"], task_dir, nvcc,
+                                             cuobjdump, spec.timeout, version)
+            entry.sources.append(src)
         out.append(entry)
-    extra = {"builds": out, "tools": tools, "seconds": time.perf_counter() - t0}
-    if role_error is not None:
-        extra["role_error"] = role_error
-    return StepOutput(ok=True, extra=extra)
+    return StepOutput(ok=True, extra=CudaBuildExtra(builds=out, tools=tools, seconds=time.perf_counter() - t0,
+                                                    role_error=role_error))

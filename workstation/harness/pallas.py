@@ -410,20 +410,24 @@ class Reader(PallasObserver):
 @step(PallasReadStep)
 def pallas_read_step(ctx: Any, spec: PallasReadStep) -> StepOutput:
     """Run the candidate on each case of ``spec.cases`` and read every distinct
-    ``pallas_call`` (module doc). ``extra``: ``kernels`` (one reading per distinct call:
-    :func:`read_pallas_call`'s keys plus ``name``, ``site``, ``case`` (index), ``args``),
-    ``calls`` (invocations per case), ``case_errors`` (the candidate raised on a case),
-    ``jax`` (whether JAX is loaded), ``seconds``."""
+    ``pallas_call`` (module doc). ``extra``:
+    :class:`~workstation.protocol.extras.backends.PallasReadExtra`: ``kernels`` (one reading
+    per distinct call: :func:`read_pallas_call`'s keys plus ``name``, ``site``, ``case``
+    (index), ``args``), ``calls`` (invocations per case), ``case_errors`` (the candidate
+    raised on a case), ``jax`` (whether JAX is loaded), ``seconds``."""
+    import msgspec
+
     from workstation.harness.core import error_info, run_role
-    from workstation.protocol.results import kws_error
+    from workstation.protocol.extras.backends import PallasReadExtra, PallasReading
+    from workstation.protocol.results import Raised, kws_error
 
     t0 = time.perf_counter()
     if not install():
         return StepOutput(ok=False, error=kws_error("JAX is not installed for kws", phase="pallas_read",
-                                                    type_="ImportError"))
+                                                    type_="ImportError"), extra=PallasReadExtra(jax=False))
     kernels: dict[str, dict[str, Any]] = {}
     calls: list[int] = []
-    case_errors: dict[str, Any] = {}
+    case_errors: dict[str, Raised] = {}
     for ci, case in enumerate(spec.cases):
         reader = Reader(ci)
         counter = CallCounter()
@@ -436,8 +440,10 @@ def pallas_read_step(ctx: Any, spec: PallasReadStep) -> StepOutput:
         calls.append(sum(k.calls for k in counter.kernels.values()))
         for k, v in reader.readings.items():
             kernels.setdefault(k, v)
-    return StepOutput(ok=True, extra={"kernels": list(kernels.values()), "calls": calls, "case_errors": case_errors,
-                                      "jax": True, "seconds": time.perf_counter() - t0})
+    # the readings are built as JSON-ready dicts (read_pallas_call); a key renamed there fails here
+    readings = msgspec.convert(list(kernels.values()), type=list[PallasReading])
+    return StepOutput(ok=True, extra=PallasReadExtra(kernels=readings, calls=calls, case_errors=case_errors, jax=True,
+                                                     seconds=time.perf_counter() - t0))
 
 
 def _loc(eqn: Any) -> dict[str, Any] | None:

@@ -9,10 +9,10 @@ by a device synchronize, with Triton launches counted again through
 annotation (:class:`AnnotateLaunches`). The Chrome trace is exported, and its events that
 the parent reads (``kernel``, ``gpu_memcpy``, ``gpu_memset``, ``cpu_op``,
 ``cuda_runtime``, ``cuda_driver``, ``user_annotation``; ``args`` cut to the ids and byte
-counts) are sent back with ``deviceProperties`` as ``extra["trace"]``, device events
+counts) are sent back with ``deviceProperties`` as ``extra.trace``, device events
 first when there are more than ``max_events``.
 
-``extra``: ``trace``, ``trace_events`` (events in the exported trace), ``truncated``,
+``extra`` (:class:`~workstation.protocol.extras.timing.ProfileExtra`): ``trace``, ``trace_events`` (events in the exported trace), ``truncated``,
 ``launches`` (the profiled calls' Triton launches: ``kernels`` per name, ``launches``,
 ``failed``...), ``warmup_launches`` (the same for the warm-up calls), ``calls``,
 ``interpreter`` (Triton ran in the interpreter: its kernels are Python, not profiler
@@ -36,6 +36,8 @@ from workstation.harness.core import INTERPRETER, describe_inputs, error_info, p
 from workstation.harness.launches import Launch, LaunchObserver, observing
 from workstation.harness.timing import workload
 from workstation.harness.trace import LaunchCounter
+from workstation.protocol.extras.monitors import TritonLaunchesReport
+from workstation.protocol.extras.timing import ProfileExtra, ProfileTrace
 from workstation.protocol.steps import ProfileStep
 
 #: trace event categories the parent reads (:mod:`workstation.profiles.torchtrace`).
@@ -50,7 +52,7 @@ def _slim(e: dict[str, Any]) -> dict[str, Any]:
             "pid": e.get("pid"), "tid": e.get("tid"), "args": {k: args[k] for k in _KEPT_ARGS if k in args}}
 
 
-def slim_trace(doc: dict[str, Any], max_events: int) -> tuple[dict[str, Any], int, bool]:
+def slim_trace(doc: dict[str, Any], max_events: int) -> tuple[ProfileTrace, int, bool]:
     """The parts of an exported Chrome trace the parent reads: (trace, events in the
     original, truncated)."""
     events = [e for e in doc.get("traceEvents") or [] if isinstance(e, dict) and e.get("ph") == "X"
@@ -59,7 +61,7 @@ def slim_trace(doc: dict[str, Any], max_events: int) -> tuple[dict[str, Any], in
     total = len(events)
     kept = [_slim(e) for e in events[:max_events]]
     props = [p for p in doc.get("deviceProperties") or [] if isinstance(p, dict)]
-    return {"traceEvents": kept, "deviceProperties": props}, total, total > max_events
+    return ProfileTrace(events=kept, device_properties=props), total, total > max_events
 
 
 class AnnotateLaunches(LaunchObserver):
@@ -123,10 +125,10 @@ def _profiled_calls(ctx: Any, fn: Any, inputs: tuple, calls: int) -> tuple[Any, 
 @step(ProfileStep)
 def profile_step(ctx: Any, spec: ProfileStep) -> StepOutput:
     """Profile ``spec.role`` (module doc)."""
-    extra: dict[str, Any] = {"device_name": ctx.device_name, "interpreter": INTERPRETER, "calls": spec.calls}
+    extra = ProfileExtra(device_name=ctx.device_name, interpreter=INTERPRETER, calls=spec.calls)
     try:
         inputs = prepared_inputs(ctx, spec.case, spec.seed)
-        extra["inputs"] = describe_inputs(inputs)
+        extra.inputs = describe_inputs(inputs)
         fn = ctx.callable(spec.role)
         warm = LaunchCounter()
         result = None
@@ -137,14 +139,13 @@ def profile_step(ctx: Any, spec: ProfileStep) -> StepOutput:
         with observing(counter):
             result, doc, perr, seconds = _profiled_calls(ctx, fn, inputs, max(1, spec.calls))
         outputs = ctx.outputs_of(result, inputs)
-    except BaseException as e:  # noqa: BLE001
+    except BaseException as e:  # noqa: BLE001  (what the role raised is the step's result)
         return StepOutput(ok=False, error=error_info(e, getattr(e, "_kws_phase", "call")), extra=extra)
-    extra["warmup_launches"] = warm.report()
-    extra["launches"] = counter.report()
-    if perr:
-        extra["profiler_error"] = perr
+    extra.warmup_launches = TritonLaunchesReport(**warm.report())
+    extra.launches = TritonLaunchesReport(**counter.report())
+    extra.profiler_error = perr
     if doc is not None:
-        extra["trace"], extra["trace_events"], extra["truncated"] = slim_trace(doc, spec.max_events)
+        extra.trace, extra.trace_events, extra.truncated = slim_trace(doc, spec.max_events)
     if spec.workload:
-        extra["workload"] = workload(ctx, inputs, outputs)
+        extra.workload = workload(ctx, inputs, outputs)
     return StepOutput(ok=True, outputs=outputs, extra=extra, seconds=seconds)

@@ -8,12 +8,18 @@ from __future__ import annotations
 from typing import Any
 
 from workstation.harness import StepOutput, step
+from workstation.protocol.extras.triton import (
+    FidelityReport,
+    InterpreterSelftestExtra,
+    ProbeResult,
+    Selftest,
+)
 from workstation.protocol.steps import InterpreterSelftestStep
 
 _SELFTEST_N = 1024
 
 
-def interpreter_selftest() -> dict[str, Any]:
+def interpreter_selftest() -> Selftest:
     """Per dtype (``float16``, ``bfloat16``, ``float32``, ``float8_e4m3fn``,
     ``float8_e5m2``): whether the interpreter computes it as compiled Triton does, with
     the probes that decide it; plus ``scalar_args`` (a Python float kernel argument is an
@@ -61,11 +67,11 @@ def interpreter_selftest() -> dict[str, Any]:
         o = tl.arange(0, N)
         tl.store(y_ptr + o, tl.load(x_ptr + o) * s.to(tl.float32))
 
-    out: dict[str, Any] = {}
+    out = Selftest()
     g = torch.Generator().manual_seed(0)
     for name in ("float16", "bfloat16", "float32", "float8_e4m3fn", "float8_e5m2"):
         dt = getattr(torch, name)
-        probes: dict[str, Any] = {}
+        probes: dict[str, bool] = {}
         try:
             if name.startswith("float8"):
                 tdt = {"float8_e4m3fn": tl.float8e4nv, "float8_e5m2": tl.float8e5}[name]
@@ -93,25 +99,25 @@ def interpreter_selftest() -> dict[str, Any]:
                     C = torch.empty(16, 16)
                     _dot[(1,)](A, B, C, N=16)
                     probes["dot"] = bool(torch.allclose(C, A.float() @ B.float(), rtol=1e-5, atol=1e-5))
-        except Exception as e:  # noqa: BLE001
-            out[name] = {"ok": False, "error": f"{type(e).__name__}: {str(e)[:200]}", "probes": probes}
+        except Exception as e:  # noqa: BLE001  (a probe that raises fails its dtype, reported)
+            out.dtypes[name] = ProbeResult(ok=False, error=f"{type(e).__name__}: {str(e)[:200]}", probes=probes)
             continue
-        out[name] = {"ok": all(probes.values()), "probes": probes}
+        out.dtypes[name] = ProbeResult(ok=all(probes.values()), probes=probes)
     try:
         x = torch.randn(16, generator=g)
         y = torch.empty(16)
         _scalar[(1,)](x, y, 2.5, N=16)
-        out["scalar_args"] = {"ok": bool(torch.equal(y, x * 2.5))}
-    except Exception as e:  # noqa: BLE001
-        out["scalar_args"] = {"ok": False, "error": f"{type(e).__name__}: {str(e)[:200]}"}
+        out.scalar_args = ProbeResult(ok=bool(torch.equal(y, x * 2.5)))
+    except Exception as e:  # noqa: BLE001  (a probe that raises fails, reported)
+        out.scalar_args = ProbeResult(ok=False, error=f"{type(e).__name__}: {str(e)[:200]}")
     try:
         _tanh = _libdevice_kernel()
         x = torch.randn(64, generator=g)
         y = torch.empty(64)
         _tanh[(1,)](x, y, N=64)
-        out["libdevice"] = {"ok": bool(torch.allclose(y, torch.tanh(x), rtol=2e-7, atol=1e-7))}
-    except Exception as e:  # noqa: BLE001
-        out["libdevice"] = {"ok": False, "error": f"{type(e).__name__}: {str(e)[:200]}"}
+        out.libdevice = ProbeResult(ok=bool(torch.allclose(y, torch.tanh(x), rtol=2e-7, atol=1e-7)))
+    except Exception as e:  # noqa: BLE001  (a probe that raises fails, reported)
+        out.libdevice = ProbeResult(ok=False, error=f"{type(e).__name__}: {str(e)[:200]}")
     return out
 
 
@@ -134,21 +140,30 @@ def _libdevice_kernel() -> object:
     return triton.jit(g["_tanh"])
 
 
+def selftest_or_error() -> Selftest:
+    """:func:`interpreter_selftest`, or a :class:`Selftest` with only ``error`` set when it
+    raised."""
+    try:
+        return interpreter_selftest()
+    except Exception as e:  # noqa: BLE001  (the self-test failing is reported, not the step)
+        return Selftest(error=f"{type(e).__name__}: {e}")
+
+
 @step(InterpreterSelftestStep)
 def selftest_step(ctx: Any, spec: InterpreterSelftestStep) -> StepOutput:
-    """``extra``: ``interpreter`` (bool), ``selftest`` (:func:`interpreter_selftest`, under
-    the interpreter only), ``fidelity`` (what the layer installed, its errors, the library
-    launch wrappers it adapted, the device stand-in) and ``gaps`` (what it cannot make
-    right)."""
+    """``extra``: :class:`~workstation.protocol.extras.triton.InterpreterSelftestExtra`:
+    ``interpreter``, ``selftest`` (:func:`interpreter_selftest`, under the interpreter
+    only), ``fidelity`` (what the layer installed, its errors, the library launch wrappers
+    it adapted, the device stand-in) and ``gaps`` (what it cannot make right)."""
     from workstation.harness import fidelity
     from workstation.harness.core import INTERPRETER
 
-    extra: dict[str, Any] = {"interpreter": INTERPRETER, "gaps": list(fidelity.GAPS),
-                             "fidelity": {**getattr(ctx, "fidelity", {}), "adapted": list(fidelity.ADAPTED),
-                                          "version": fidelity.FIDELITY_VERSION}}
+    rep = dict(getattr(ctx, "fidelity", {}))
+    extra = InterpreterSelftestExtra(
+        interpreter=INTERPRETER, gaps=list(fidelity.GAPS),
+        fidelity=FidelityReport(installed=bool(rep.get("installed", False)), errors=[str(x) for x in rep.get("errors", [])],
+                                device_stand_in=[str(x) for x in rep.get("device_stand_in", [])],
+                                adapted=list(fidelity.ADAPTED), version=fidelity.FIDELITY_VERSION))
     if INTERPRETER:
-        try:
-            extra["selftest"] = interpreter_selftest()
-        except Exception as e:  # noqa: BLE001
-            extra["selftest"] = {"error": f"{type(e).__name__}: {e}"}
+        extra.selftest = selftest_or_error()
     return StepOutput(ok=True, extra=extra)

@@ -69,6 +69,18 @@ import torch
 from workstation.harness import StepOutput, step
 from workstation.harness.core import INTERPRETER, JobContext, error_info
 from workstation.harness.launches import Launch, LaunchObserver, observing
+from workstation.protocol.extras.timing import (
+    Bandwidth,
+    CacheInfo,
+    PhaseStop,
+    Priority,
+    SideSamples,
+    TimedCase,
+    TimingExtra,
+    TorchTimerExtra,
+    Workload,
+)
+from workstation.protocol.results import Raised
 from workstation.protocol.steps import Case, TimingSide, TimingStep, TorchTimerStep
 
 FALLBACK_LLC_BYTES = 64 * 2 ** 20
@@ -97,8 +109,8 @@ def _parse_size(text: str) -> int:
     return int(t[:-1] if mult > 1 else t) * mult
 
 
-def cpu_llc() -> dict[str, Any]:
-    """The CPU's last-level cache: ``{"bytes", "level", "source"}``.
+def cpu_llc() -> CacheInfo:
+    """The CPU's last-level cache: its ``bytes``, ``level`` and ``source``.
 
     The highest-level data or unified cache listed under
     ``/sys/devices/system/cpu/cpu0/cache/index*`` (``level``, ``type``, ``size``); 64 MiB
@@ -115,19 +127,19 @@ def cpu_llc() -> dict[str, Any]:
         if kind in ("Data", "Unified") and (best is None or (level, size) > best):
             best = (level, size)
     if best is None:
-        return {"bytes": FALLBACK_LLC_BYTES, "level": None, "source": "fallback (no sysfs cache entries)"}
-    return {"bytes": best[1], "level": best[0], "source": str(_SYS_CACHE / "index*")}
+        return CacheInfo(bytes=FALLBACK_LLC_BYTES, level=None, source="fallback (no sysfs cache entries)")
+    return CacheInfo(bytes=best[1], level=best[0], source=str(_SYS_CACHE / "index*"))
 
 
-def device_cache(device: torch.device, override: int | None = None) -> dict[str, Any]:
+def device_cache(device: torch.device, override: int | None = None) -> CacheInfo:
     """The cache a flush must evict: the GPU's L2 or the CPU's last-level cache
     (``override`` bytes instead, when given: ``KWS_LLC_BYTES`` in the parent)."""
     if override:
-        return {"bytes": int(override), "level": None, "source": "KWS_LLC_BYTES"}
+        return CacheInfo(bytes=int(override), level=None, source="KWS_LLC_BYTES")
     if device.type == "cuda":
         props = torch.cuda.get_device_properties(device)
-        return {"bytes": int(props.L2_cache_size), "level": 2,
-                "source": "torch.cuda.get_device_properties().L2_cache_size"}
+        return CacheInfo(bytes=int(props.L2_cache_size), level=2,
+                         source="torch.cuda.get_device_properties().L2_cache_size")
     return cpu_llc()
 
 
@@ -274,7 +286,7 @@ M_TRIM_THRESHOLD = -1
 M_MMAP_THRESHOLD = -3
 
 
-def steady_allocator() -> dict[str, Any]:
+def steady_allocator() -> dict[str, int | None]:
     """CPU only: keep freed heap memory in the process (glibc ``mallopt``).
 
     PyTorch's CPU allocator is the C library's. With glibc's defaults, a freed temporary
@@ -299,19 +311,19 @@ def steady_allocator() -> dict[str, Any]:
     return {"M_MMAP_THRESHOLD": 32 * 2 ** 20 if ok_mmap else None, "M_TRIM_THRESHOLD": 2 ** 30 if ok_trim else None}
 
 
-def timing_priority() -> dict[str, Any]:
+def timing_priority() -> Priority:
     """Undo the fork server's ``nice`` for a timing child (timing jobs run alone, so
     they slow no other check; at a lower priority than the machine's other processes a
     timed call is descheduled more often). Needs permission to lower the niceness
     (``CAP_SYS_NICE`` or ``RLIMIT_NICE``); without it the niceness stays. Returns
-    ``{"nice_before", "nice"}``."""
+    the niceness before and after."""
     before = os.getpriority(os.PRIO_PROCESS, 0)
     if before > 0:
         try:
             os.setpriority(os.PRIO_PROCESS, 0, 0)
         except OSError:
             pass
-    return {"nice_before": before, "nice": os.getpriority(os.PRIO_PROCESS, 0)}
+    return Priority(nice_before=before, nice=os.getpriority(os.PRIO_PROCESS, 0))
 
 
 def _prepare_compile_env(ctx: JobContext) -> None:
@@ -337,7 +349,7 @@ def _nbytes_unique(tensors: list[Any]) -> int:
     return total
 
 
-def workload(ctx: JobContext, inputs: tuple, outputs: list[Any]) -> dict[str, Any]:
+def workload(ctx: JobContext, inputs: tuple, outputs: list[Any]) -> Workload:
     """Bytes and flops one call of the case must move/do, for the roofline.
 
     ``read_bytes``: tensor inputs (distinct storages); ``write_bytes``: the outputs;
@@ -346,8 +358,7 @@ def workload(ctx: JobContext, inputs: tuple, outputs: list[Any]) -> dict[str, An
     0, so memory-bound ops are bounded by bytes alone); ``None`` when the reference does
     not run on meta tensors.
     """
-    out: dict[str, Any] = {"read_bytes": _nbytes_unique(list(inputs)),
-                           "write_bytes": _nbytes_unique(list(outputs)), "flops": None}
+    out = Workload(read_bytes=_nbytes_unique(list(inputs)), write_bytes=_nbytes_unique(list(outputs)), flops=None)
     try:
         from torch.utils.flop_counter import FlopCounterMode
 
@@ -355,9 +366,9 @@ def workload(ctx: JobContext, inputs: tuple, outputs: list[Any]) -> dict[str, An
         ref = ctx.callable("reference")
         with FlopCounterMode(display=False) as fc:
             ref(*meta)
-        out["flops"] = int(fc.get_total_flops())
+        out.flops = int(fc.get_total_flops())
     except Exception as e:  # noqa: BLE001  (flops are optional evidence)
-        out["flops_error"] = f"{type(e).__name__}: {str(e)[:200]}"
+        out.flops_error = f"{type(e).__name__}: {str(e)[:200]}"
     return out
 
 
@@ -385,7 +396,7 @@ class _Side:
         self.warm: list[int] = []
         self.preempted = 0
         self.call_s = 0.0
-        self.report: dict[str, Any] = {"role": self.role, "compile": self.compile}
+        self.report = SideSamples(role=self.role, compile=self.compile)
         self.active = True
         self.outputs: list[Any] = []
 
@@ -406,17 +417,17 @@ def _stdrel(xs: list[int]) -> float:
 
 
 def time_case(ctx: JobContext, case: Case, spec: TimingStep, flusher: CacheFlusher,
-              clock: CpuClock | CudaClock) -> dict[str, Any]:
-    """Run the protocol (module doc) for one case; JSON-ready result."""
+              clock: CpuClock | CudaClock) -> TimedCase:
+    """Run the protocol (module doc) for one case."""
     p = {**DEFAULTS[ctx.device.type], **spec.params}
     sides: list[_Side] = []
-    errors: dict[str, Any] = {}
+    errors: dict[str, Raised] = {}
     for s in spec.sides:
         try:
             sides.append(_Side(ctx, s, case, spec.seed))
         except BaseException as e:  # noqa: BLE001
             errors[s.name] = error_info(e, getattr(e, "_kws_phase", "setup"))
-    doc: dict[str, Any] = {"case": case, "params": p, "sides": {}, "errors": errors}
+    doc = TimedCase(case=dict(case), params=p, errors=errors)
     # 2. first call, cold, on its own
     for sd in sides:
         box = time_box(spec.compile_timeout_s) if sd.compile else contextlib.nullcontext()
@@ -428,18 +439,17 @@ def time_case(ctx: JobContext, case: Case, spec: TimingStep, flusher: CacheFlush
             _keep(sd, got[0])
         except _CompileTimeout as e:
             sd.active = False
-            errors[sd.name] = {"type": "TimeoutError", "message": f"torch.compile: {e}", "phase": "compile",
-                               "origin": "kws"}
+            errors[sd.name] = Raised(type="TimeoutError", message=f"torch.compile: {e}", phase="compile", origin="kws")
             continue
         except BaseException as e:  # noqa: BLE001
             sd.active = False
             errors[sd.name] = error_info(e, "call")
             continue
-        sd.report["first_call_ns"] = t_first
-        sd.report["interpreter_launches"] = launches.launches
+        sd.report.first_call_ns = t_first
+        sd.report.interpreter_launches = launches.launches
         if launches.launches and spec.stop_if_interpreted:
             sd.active = False
-            sd.report["stopped"] = "the call launches Triton kernels under the interpreter"
+            sd.report.stopped = "the call launches Triton kernels under the interpreter"
         elif t_first > p["max_call_s"] * 1e9 and not sd.compile:
             # the first call may be compiling (Triton JIT, autotuning): time a second one
             try:
@@ -448,12 +458,12 @@ def time_case(ctx: JobContext, case: Case, spec: TimingStep, flusher: CacheFlush
                 sd.active = False
                 errors[sd.name] = error_info(e, "call")
                 continue
-            sd.report["second_call_ns"] = t_second
+            sd.report.second_call_ns = t_second
             if t_second > p["max_call_s"] * 1e9:
                 sd.active = False
-                sd.report["stopped"] = f"one call takes {t_second / 1e9:.2f} s > max_call_s {p['max_call_s']:g} s"
+                sd.report.stopped = f"one call takes {t_second / 1e9:.2f} s > max_call_s {p['max_call_s']:g} s"
     if spec.workload and sides and sides[0].outputs:
-        doc["workload"] = workload(ctx, sides[0].inputs, sides[0].outputs)
+        doc.workload = workload(ctx, sides[0].inputs, sides[0].outputs)
     active = [sd for sd in sides if sd.active]
     # 3. warm-up, untimed
     for sd in active:
@@ -467,14 +477,14 @@ def time_case(ctx: JobContext, case: Case, spec: TimingStep, flusher: CacheFlush
         except BaseException as e:  # noqa: BLE001
             sd.active = False
             errors[sd.name] = error_info(e, "warm-up")
-        sd.report["warmup_calls"] = n
+        sd.report.warmup_calls = n
         sd.call_s = (time.perf_counter() - t0) / max(n, 1)
     active = [sd for sd in active if sd.active]
     # warm samples per round, the same for every side (so rounds pair up): enough calls
     # of the slowest side to fill warm_round_s, at least warm_per_round, at most 100
     slowest = max((sd.call_s for sd in active), default=0.0)
     n_warm = int(min(100, max(p["warm_per_round"], math.ceil(p["warm_round_s"] / max(slowest, 1e-9)))))
-    doc["warm_per_round"] = n_warm
+    doc.warm_per_round = n_warm
 
     def cold_round(sd: _Side) -> None:
         sd.cold.append(clock.measure(sd.call, before=lambda: (sd.restore(), flusher.flush())))
@@ -487,7 +497,6 @@ def time_case(ctx: JobContext, case: Case, spec: TimingStep, flusher: CacheFlush
 
     # 4. cold phase, then warm phase (no flush anywhere in it, so warm samples are the
     #    steady state a back-to-back loop sees); each phase interleaves the sides
-    doc["phases"] = {}
     for phase, one_round, key, cap in (("cold", cold_round, "cold", p["time_cap_s"]),
                                        ("warm", warm_round, "warm", p["warm_time_cap_s"])):
         if phase == "warm":
@@ -501,21 +510,22 @@ def time_case(ctx: JobContext, case: Case, spec: TimingStep, flusher: CacheFlush
                     sd.active = False
                     errors[sd.name] = error_info(e, "warm-up")
             active = [sd for sd in active if sd.active]
-        doc["phases"][phase] = _sample_phase(active, one_round, key, cap, p, errors)
+        doc.phases[phase] = _sample_phase(active, one_round, key, cap, p, errors)
         active = [sd for sd in active if sd.active]
-    cold = doc["phases"]["cold"]
-    doc["rounds"] = cold["rounds"]
-    doc["stop"] = cold["stop"]
-    doc["sampling_s"] = cold["seconds"] + doc["phases"]["warm"]["seconds"]
+    cold = doc.phases["cold"]
+    doc.rounds = cold.rounds
+    doc.stop = cold.stop
+    doc.sampling_s = cold.seconds + doc.phases["warm"].seconds
     for sd in sides:
-        doc["sides"][sd.name] = {**sd.report, "cold_ns": sd.cold, "warm_ns": sd.warm, "descheduled": sd.preempted,
-                                 "stdrel_cold": _stdrel(sd.cold) if len(sd.cold) > 1 else None,
-                                 "stdrel_warm": _stdrel(sd.warm) if len(sd.warm) > 1 else None}
+        sd.report.cold_ns, sd.report.warm_ns, sd.report.descheduled = sd.cold, sd.warm, sd.preempted
+        sd.report.stdrel_cold = _stdrel(sd.cold) if len(sd.cold) > 1 else None
+        sd.report.stdrel_warm = _stdrel(sd.warm) if len(sd.warm) > 1 else None
+        doc.sides[sd.name] = sd.report
     return doc
 
 
 def _sample_phase(active: list[_Side], one_round: Callable[[_Side], None], key: str, cap: float,
-                  p: dict[str, Any], errors: dict[str, Any]) -> dict[str, Any]:
+                  p: dict[str, Any], errors: dict[str, Raised]) -> PhaseStop:
     """Interleaved rounds (A B A B ...) of one phase until the stop rule (module doc, 5.)
     holds for the samples in ``key`` (``cold``/``warm``); returns rounds, stop, seconds."""
     t_start = time.perf_counter()
@@ -545,7 +555,7 @@ def _sample_phase(active: list[_Side], one_round: Callable[[_Side], None], key: 
             if elapsed >= cap:
                 stop = "time_cap_s"
                 break
-    return {"rounds": rounds, "stop": stop, "seconds": time.perf_counter() - t_start}
+    return PhaseStop(rounds=rounds, stop=stop, seconds=time.perf_counter() - t_start)
 
 
 def _descheduled(wall_ns: int, clock: CpuClock | CudaClock) -> int:
@@ -564,7 +574,7 @@ def _keep(sd: _Side, result: Any) -> None:
         sd.outputs = []
 
 
-def copy_bandwidth(ctx: JobContext, flusher: CacheFlusher, reps: int = 3) -> dict[str, Any]:
+def copy_bandwidth(ctx: JobContext, flusher: CacheFlusher, reps: int = 3) -> Bandwidth:
     """Measured memory bandwidth (bytes/s): the best of ``reps`` copies of one half of the
     flush buffer into the other half (read + write counted, ``2 * n`` bytes per copy)."""
     buf = flusher.buf.view(torch.uint8)
@@ -572,7 +582,7 @@ def copy_bandwidth(ctx: JobContext, flusher: CacheFlusher, reps: int = 3) -> dic
     src, dst = buf[:half], buf[half:2 * half]
     clock = make_clock(ctx.device)
     best = min(clock.measure(lambda: dst.copy_(src)) for _ in range(reps))
-    return {"bytes_per_s": 2 * half / (best / 1e9), "copy_bytes": int(half), "best_ns": int(best)}
+    return Bandwidth(bytes_per_s=2 * half / (best / 1e9), copy_bytes=int(half), best_ns=int(best))
 
 
 @step(TimingStep)
@@ -580,27 +590,24 @@ def timing_step(ctx: JobContext, spec: TimingStep) -> StepOutput:
     """Time ``spec.sides`` on every case of ``spec.cases`` (module doc); ``spec.params``
     overrides :data:`DEFAULTS`.
 
-    ``extra``: ``device``, ``device_name``, ``interpreter``, ``cache`` (the flushed cache),
-    ``flush_bytes``, ``clock``, ``bandwidth`` (CPU copy bandwidth when asked), ``cases``
-    (per case: per side ``first_call_ns``, ``cold_ns``, ``warm_ns``, ``warmup_calls``,
-    ``interpreter_launches``; ``rounds``, ``stop``, ``errors``, ``workload``).
+    ``extra``: :class:`~workstation.protocol.extras.timing.TimingExtra`: ``device``,
+    ``device_name``, ``interpreter``, ``cache`` (the flushed cache), ``flush_bytes``,
+    ``clock``, ``bandwidth`` (CPU copy bandwidth when asked), ``cases`` (per case: per side
+    ``first_call_ns``, ``cold_ns``, ``warm_ns``, ``warmup_calls``, ``interpreter_launches``;
+    ``rounds``, ``stop``, ``errors``, ``workload``).
     """
     allocator = steady_allocator() if ctx.device.type == "cpu" else {}
     priority = timing_priority()
     cache = device_cache(ctx.device, spec.cache_bytes)
-    flusher = CacheFlusher(ctx.device, cache["bytes"])
+    flusher = CacheFlusher(ctx.device, cache.bytes)
     clock = make_clock(ctx.device)
-    extra: dict[str, Any] = {
-        "device": ctx.device.type, "device_name": ctx.device_name, "interpreter": INTERPRETER,
-        "cache": cache, "flush_bytes": flusher.nbytes, "clock": type(clock).__name__,
-        "torch_threads": torch.get_num_threads(), "cpu_model": cpu_model(), "allocator": allocator,
-        "priority": priority,
-        "cases": [],
-    }
+    extra = TimingExtra(device=ctx.device.type, device_name=ctx.device_name, interpreter=INTERPRETER, cache=cache,
+                        flush_bytes=flusher.nbytes, clock=type(clock).__name__, torch_threads=torch.get_num_threads(),
+                        cpu_model=cpu_model(), allocator=allocator, priority=priority)
     if spec.bandwidth:
-        extra["bandwidth"] = copy_bandwidth(ctx, flusher)
+        extra.bandwidth = copy_bandwidth(ctx, flusher)
     for case in spec.cases:
-        extra["cases"].append(time_case(ctx, case, spec, flusher, clock))
+        extra.cases.append(time_case(ctx, case, spec, flusher, clock))
     return StepOutput(ok=True, extra=extra)
 
 
@@ -608,8 +615,10 @@ def timing_step(ctx: JobContext, spec: TimingStep) -> StepOutput:
 def torch_timer_step(ctx: JobContext, spec: TorchTimerStep) -> StepOutput:
     """``torch.utils.benchmark.Timer(...).blocked_autorange()`` on one role and case, in
     the same child conditions as the ``timing`` step (allocator, threads): the yardstick
-    of ``benchmarks/timing_accuracy.py``. ``extra``: ``median_ms``, ``mean_ms``,
-    ``iqr_ms``, ``number_per_run``, ``blocks``, ``times_ms`` (per-run time of each block).
+    of ``benchmarks/timing_accuracy.py``. ``extra``:
+    :class:`~workstation.protocol.extras.timing.TorchTimerExtra`: ``median_ms``,
+    ``mean_ms``, ``iqr_ms``, ``number_per_run``, ``blocks``, ``times_ms`` (per-run time of
+    each block).
     """
     from torch.utils import benchmark
 
@@ -622,6 +631,6 @@ def torch_timer_step(ctx: JobContext, spec: TorchTimerStep) -> StepOutput:
                         num_threads=torch.get_num_threads()).blocked_autorange(
         min_run_time=spec.min_run_time)
     times = [t * 1e3 for t in m.times]
-    return StepOutput(ok=True, extra={"median_ms": m.median * 1e3, "mean_ms": m.mean * 1e3,
-                                      "iqr_ms": m.iqr * 1e3, "number_per_run": m.number_per_run,
-                                      "blocks": len(times), "times_ms": times})
+    return StepOutput(ok=True, extra=TorchTimerExtra(median_ms=m.median * 1e3, mean_ms=m.mean * 1e3,
+                                                     iqr_ms=m.iqr * 1e3, number_per_run=int(m.number_per_run),
+                                                     blocks=len(times), times_ms=times))

@@ -140,8 +140,7 @@ class StepResult:
         ok: False when the step's code raised; ``error`` then says what.
         error: the exception (type, message, traceback, phase, origin, causes).
         outputs: the role's outputs.
-        extra: the step kind's payload (:mod:`workstation.protocol.extras`; a plain dict for
-            a kind whose payload has no Struct yet).
+        extra: the step kind's payload (:mod:`workstation.protocol.extras`).
         arrays: the step's other named arrays.
         seconds: wall seconds of the step's task call(s).
         cpu_s: CPU seconds of the step (the job's processes; imports excluded).
@@ -157,7 +156,7 @@ class StepResult:
     ok: bool
     error: Raised | None
     outputs: list[TensorData]
-    extra: Extra | dict[str, Any]
+    extra: Extra
     arrays: dict[str, np.ndarray]
     seconds: float
     kind: str = ""
@@ -169,7 +168,7 @@ class StepResult:
 
     @classmethod
     def from_doc(cls, index: int, doc: StepDoc, outputs: list[TensorData], arrays: dict[str, np.ndarray],
-                 extra: Extra | dict[str, Any]) -> StepResult:
+                 extra: Extra) -> StepResult:
         """The step result of a decoded document."""
         return cls(index=index, ok=doc.ok, error=doc.error, outputs=outputs, extra=extra, arrays=arrays,
                    seconds=doc.seconds, kind=doc.kind, cpu_s=doc.cpu_s, imports=dict(doc.imports),

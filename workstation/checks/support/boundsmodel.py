@@ -31,11 +31,14 @@ import itertools
 import math
 import time
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, TypeVar
 
 import z3
 
 from workstation.checks.support.ttir_z3 import Encoder, Unsupported, fresh_access, parse_ttir
+from workstation.protocol.extras.triton import BoundsCall, BoundsCase, IntArg, TensorArg
+
+A = TypeVar("A", IntArg, TensorArg)
 
 #: per Z3 query: Z3's resource units (``rlimit``: deterministic, independent of the machine's
 #: load; about 2 million a second on one core) and a wall-clock backstop (ms). A query over
@@ -161,7 +164,19 @@ class ModelError(Exception):
     """The launches cannot be fitted (message: why)."""
 
 
-def fit(cases: list[dict[str, Any]], runs: list[dict[str, Any]], params: list[str]) -> list[Slot]:
+def _arg(call: BoundsCall, name: str, kind: type[A]) -> A:
+    """Argument ``name`` of a recorded launch, of the kind it has at the first shape.
+
+    Raises:
+        KeyError: the launch has no such argument, or it is of another kind here.
+    """
+    a = call.args[name]
+    if not isinstance(a, kind):
+        raise KeyError(f"{call.qualname}: argument {name} is {type(a).__name__} here, {kind.__name__} elsewhere")
+    return a
+
+
+def fit(cases: list[dict[str, Any]], runs: list[BoundsCase], params: list[str]) -> list[Slot]:
     """Fit the launch sequence of ``runs`` (the ``triton_bounds`` step's per-case records)
     over ``cases`` (the shapes)
 
@@ -169,7 +184,7 @@ def fit(cases: list[dict[str, Any]], runs: list[dict[str, Any]], params: list[st
         ModelError: the launch sequence changes with the shape, or a quantity fits no
             template.
     """
-    seqs = [[c["qualname"] for c in r["launches"]] for r in runs]
+    seqs = [[c.qualname for c in r.launches] for r in runs]
     if not seqs or any(s != seqs[0] for s in seqs):
         differ = next(i for i, s in enumerate(seqs) if s != seqs[0])
         raise ModelError("the wrapper's launch sequence changes with the shape (" + "; ".join(
@@ -178,9 +193,9 @@ def fit(cases: list[dict[str, Any]], runs: list[dict[str, Any]], params: list[st
     envs = [{p: int(c[p]) for p in params} for c in cases]
     slots = []
     for i, qn in enumerate(seqs[0]):
-        calls = [r["launches"][i] for r in runs]
+        calls = [r.launches[i] for r in runs]
 
-        def f(what: str, get: Any, calls: list[dict[str, Any]] = calls, qn: str = qn) -> Formula:
+        def f(what: str, get: Any, calls: list[BoundsCall] = calls, qn: str = qn) -> Formula:
             got = fit_one([(e, int(get(c))) for e, c in zip(envs, calls, strict=True)], params)
             if got is None:
                 seen = {}
@@ -190,21 +205,20 @@ def fit(cases: list[dict[str, Any]], runs: list[dict[str, Any]], params: list[st
                 raise ModelError(f"{qn}: {what} fits no template of the parameters ({shown})")
             return got
 
-        grid = [f(f"grid[{d}]", lambda c, d=d: c["grid"][d]) for d in range(3)]
+        grid = [f(f"grid[{d}]", lambda c, d=d: c.grid[d]) for d in range(3)]
         ints, tensors = {}, {}
-        for name, a in calls[0]["args"].items():
-            if "int" in a:
-                ints[name] = f(f"argument {name}", lambda c, n=name: c["args"][n]["int"])
-            elif "tensor" in a:
-                t0 = a["tensor"]
-                outs = {c["args"][name]["tensor"]["output"] for c in calls}
+        for name, a in calls[0].args.items():
+            if isinstance(a, IntArg):
+                ints[name] = f(f"argument {name}", lambda c, n=name: _arg(c, n, IntArg).value)
+            elif isinstance(a, TensorArg):
+                outs = {_arg(c, name, TensorArg).output for c in calls}
                 tensors[name] = {
-                    "footprint": f(f"the footprint of {name}", lambda c, n=name: c["args"][n]["tensor"]["footprint"]),
-                    "sizes": [f(f"{name}.shape[{k}]", lambda c, n=name, k=k: c["args"][n]["tensor"]["shape"][k])
-                              for k in range(len(t0["shape"]))],
-                    "strides": [f(f"{name}.stride({k})", lambda c, n=name, k=k: c["args"][n]["tensor"]["strides"][k])
-                                for k in range(len(t0["strides"]))],
-                    "output": outs.pop() if len(outs) == 1 else None, "dtype": t0["dtype"]}
+                    "footprint": f(f"the footprint of {name}", lambda c, n=name: _arg(c, n, TensorArg).footprint),
+                    "sizes": [f(f"{name}.shape[{k}]", lambda c, n=name, k=k: _arg(c, n, TensorArg).shape[k])
+                              for k in range(len(a.shape))],
+                    "strides": [f(f"{name}.stride({k})", lambda c, n=name, k=k: _arg(c, n, TensorArg).strides[k])
+                                for k in range(len(a.strides))],
+                    "output": outs.pop() if len(outs) == 1 else None, "dtype": a.dtype}
         slots.append(Slot(qn, {}, grid, ints, tensors))
     return slots
 

@@ -26,6 +26,9 @@ from workstation.checks.support.timing import largest_case
 from workstation.engine.context import CallOutcome, CheckContext
 from workstation.profiles.model import KernelStat, Profile
 from workstation.profiles.torchtrace import parse_chrome_trace
+from workstation.protocol.extras import extra_as
+from workstation.protocol.extras.monitors import TritonLaunchesReport
+from workstation.protocol.extras.timing import ProfileExtra, Workload
 from workstation.protocol.steps import ProfileStep
 from workstation.task.model import Task
 
@@ -45,9 +48,9 @@ class RoleRun:
     role: str
     outcome: CallOutcome
     profile: Profile | None = None
-    launches: dict[str, Any] = field(default_factory=dict)
-    warmup_launches: dict[str, Any] = field(default_factory=dict)
-    workload: dict[str, Any] | None = None
+    launches: TritonLaunchesReport = field(default_factory=TritonLaunchesReport)
+    warmup_launches: TritonLaunchesReport = field(default_factory=TritonLaunchesReport)
+    workload: Workload | None = None
     profiler_error: str = ""
     interpreter: bool = False
 
@@ -133,16 +136,16 @@ def role_run(role: str, out: CallOutcome) -> RoleRun:
     rr = RoleRun(role=role, outcome=out)
     if not out.ok or out.step is None:
         return rr
-    ex = out.step.extra
-    rr.launches = ex.get("launches") or {}
-    rr.warmup_launches = ex.get("warmup_launches") or {}
-    rr.workload = ex.get("workload")
-    rr.profiler_error = str(ex.get("profiler_error") or "")
-    rr.interpreter = bool(ex.get("interpreter"))
-    calls = int(ex.get("calls") or 1)
-    trace = ex.get("trace")
+    ex = extra_as(out.step.extra, ProfileExtra)
+    rr.launches = ex.launches
+    rr.warmup_launches = ex.warmup_launches
+    rr.workload = ex.workload
+    rr.profiler_error = ex.profiler_error
+    rr.interpreter = ex.interpreter
+    calls = ex.calls or 1
+    trace = ex.trace
     try:
-        prof = parse_chrome_trace(trace, source="kws", role=role, calls=calls) if trace is not None else \
+        prof = parse_chrome_trace(trace.chrome(), source="kws", role=role, calls=calls) if trace is not None else \
             Profile(source="kws", format="kws", role=role, calls=calls, device_kind="cpu",
                     notes=(f"torch.profiler did not run: {rr.profiler_error}",))
     except ValueError as e:
@@ -150,7 +153,7 @@ def role_run(role: str, out: CallOutcome) -> RoleRun:
     prof = replace(prof, format="kws", calls=max(1, calls))
     if not prof.timed:
         traced = tuple(KernelStat(name=n, kind="kernel", count=int(c)) for n, c in
-                       sorted((rr.launches.get("kernels") or {}).items(), key=lambda kv: -kv[1]))
+                       sorted(rr.launches.kernels.items(), key=lambda kv: -kv[1]))
         prof = replace(prof, kernels=traced + prof.kernels, launches=None, device_kind=prof.device_kind or "cpu")
     rr.profile = prof
     return rr
@@ -173,8 +176,8 @@ def _self_profile(ctx: CheckContext) -> SelfProfile:
                            workload=role == "candidate")
         runs[role] = role_run(role, _run(ctx, spec, exclusive=gpu))
     cand = runs["candidate"]
-    own = set(own_kernel_names(ctx)) | set(cand.launches.get("kernels") or {})
-    own |= set(cand.warmup_launches.get("kernels") or {})
+    own = set(own_kernel_names(ctx)) | set(cand.launches.kernels)
+    own |= set(cand.warmup_launches.kernels)
     return SelfProfile(case=case, seed=seed, case_source=src, on_gpu=gpu, device=ctx.device.label,
                        candidate=cand, other=runs[other_role], own_names=sorted(own),
                        delegated=delegated_ops(ctx.task))

@@ -18,11 +18,16 @@ import math
 from dataclasses import dataclass, field
 from typing import Any
 
+import msgspec
+
 from workstation import settings
 from workstation.analysis.roofline import Bound, bound
 from workstation.analysis.timingstats import CI_LEVEL, RatioCI, SideStats, ratio_ci, summarize
 from workstation.checks.support.static import source_kind
 from workstation.engine.context import CheckContext, case_label
+from workstation.protocol.extras import extra_as
+from workstation.protocol.extras.timing import TimedCase, TimingExtra
+from workstation.protocol.results import Raised
 from workstation.protocol.steps import TimingSide, TimingStep
 
 PROTOCOL = ("kws timing v1: {clock}; cache flushed before each cold sample ({flush}); "
@@ -120,14 +125,14 @@ def plan(ctx: CheckContext) -> Plan:
 
 @dataclass
 class CaseTiming:
-    """kws's measurement of one case: per side :class:`SideStats` (``sides``) and raw
-    cold/warm samples in ms, the ratio intervals baseline/candidate (``ratio``: the
-    primary condition, cold on CUDA and warm on the CPU; ``cold_ratio``, ``warm_ratio``),
-    the ``torch.compile``/candidate ratio, errors, the stop reason, and the roofline
-    :class:`Bound` of the case's bytes and flops."""
+    """kws's measurement of one case: the ``timing`` step's record of it (``raw``), per side
+    :class:`SideStats` (``sides``) and raw cold/warm samples in ms, the ratio intervals
+    baseline/candidate (``ratio``: the primary condition, cold on CUDA and warm on the CPU;
+    ``cold_ratio``, ``warm_ratio``), the ``torch.compile``/candidate ratio, errors, the stop
+    reason, and the roofline :class:`Bound` of the case's bytes and flops."""
 
     case: dict[str, Any]
-    raw: dict[str, Any]
+    raw: TimedCase
     primary: str = "cold"
     sides: dict[str, SideStats] = field(default_factory=dict)
     cold: dict[str, list[float]] = field(default_factory=dict)
@@ -136,7 +141,7 @@ class CaseTiming:
     cold_ratio: RatioCI | None = None
     warm_ratio: RatioCI | None = None
     compile_ratio: RatioCI | None = None
-    errors: dict[str, Any] = field(default_factory=dict)
+    errors: dict[str, Raised] = field(default_factory=dict)
     stopped: dict[str, str] = field(default_factory=dict)
     interpreted: list[str] = field(default_factory=list)
     bound: Bound | None = None
@@ -145,37 +150,42 @@ class CaseTiming:
     def ok(self) -> bool:
         return self.ratio is not None
 
+    def errors_evidence(self) -> dict[str, Any]:
+        """The sides' errors as a finding's evidence holds them (side -> the error's fields)."""
+        return {k: msgspec.to_builtins(v) for k, v in self.errors.items()}
+
 
 @dataclass
 class Measurement:
-    """kws's measurement of a task: the plan, the device, one :class:`CaseTiming` per case."""
+    """kws's measurement of a task: the plan, the device, the ``timing`` step's payload
+    (``info``; its ``cases`` are in :attr:`cases`), one :class:`CaseTiming` per case."""
 
     plan: Plan
     device: str
     device_name: str
-    info: dict[str, Any]
+    info: TimingExtra
     cases: list[CaseTiming]
     note: str = ""
 
     def protocol_text(self) -> str:
-        c = self.cases[0].raw.get("params", {}) if self.cases else {}
-        clock = ("CUDA events on the current stream + torch.cuda.synchronize()" if self.info.get("device") == "cuda"
+        c = self.cases[0].raw.params if self.cases else {}
+        clock = ("CUDA events on the current stream + torch.cuda.synchronize()" if self.info.device == "cuda"
                  else "time.perf_counter_ns (synchronous CPU calls)")
-        flush = f"{self.info.get('flush_bytes', 0) / 2**20:.0f} MiB written, 2 x the {self.cache_text()}"
+        flush = f"{self.info.flush_bytes / 2**20:.0f} MiB written, 2 x the {self.cache_text()}"
         return PROTOCOL.format(clock=clock, flush=flush, target=c.get("target_stdrel", 0.0),
                                min_samples=c.get("min_samples", 0), cap=c.get("time_cap_s", 0.0))
 
     def cache_text(self) -> str:
-        cache = self.info.get("cache") or {}
-        lvl = cache.get("level")
+        cache = self.info.cache
+        lvl = cache.level
         name = f"L{lvl}" if lvl else "last-level cache"
-        return f"{name} of {cache.get('bytes', 0) / 2**20:.1f} MiB ({cache.get('source', '?')})"
+        return f"{name} of {cache.bytes / 2**20:.1f} MiB ({cache.source})"
 
     def device_text(self) -> str:
-        if self.info.get("device") == "cuda":
+        if self.info.device == "cuda":
             return f"cuda ({self.device_name})"
-        model = self.info.get("cpu_model") or "cpu"
-        return f"cpu ({model}, {self.info.get('torch_threads', 1)} thread(s))"
+        model = self.info.cpu_model or "cpu"
+        return f"cpu ({model}, {self.info.torch_threads} thread(s))"
 
     def evidence(self, ct: CaseTiming, claimed: float) -> dict[str, Any]:
         """The timing panel's evidence for one case (``evidence["timing"]``)."""
@@ -197,8 +207,8 @@ class Measurement:
             "claimed": claimed,
             "case": ct.case,
             "baseline_role": self.plan.baseline_role,
-            "stop": ct.raw.get("stop"),
-            "rounds": ct.raw.get("rounds"),
+            "stop": ct.raw.stop,
+            "rounds": ct.raw.rounds,
         }
         if ct.ratio:
             doc["ci_method"] = ct.ratio.method
@@ -211,7 +221,7 @@ class Measurement:
             doc["torch_compile_ratio"] = ct.compile_ratio.ratio
             doc["torch_compile_ratio_ci"] = ct.compile_ratio.as_list()
         if ct.errors:
-            doc["errors"] = {k: {kk: v.get(kk) for kk in ("type", "message", "phase")} for k, v in ct.errors.items()}
+            doc["errors"] = {k: {"type": v.type, "message": v.message, "phase": v.phase} for k, v in ct.errors.items()}
         if ct.stopped:
             doc["stopped"] = ct.stopped
         busy = self.descheduled(ct)
@@ -224,10 +234,10 @@ class Measurement:
         """Per side, the fraction of CPU samples during which the process was descheduled
         (wall time well above its CPU time: the machine was busy with other work)."""
         out = {}
-        for name, sd in ct.raw.get("sides", {}).items():
-            n = len(sd.get("cold_ns") or []) + len(sd.get("warm_ns") or [])
-            if n and sd.get("descheduled"):
-                out[name] = sd["descheduled"] / n
+        for name, sd in ct.raw.sides.items():
+            n = len(sd.cold_ns) + len(sd.warm_ns)
+            if n and sd.descheduled:
+                out[name] = sd.descheduled / n
         return out
 
 
@@ -244,7 +254,7 @@ def measure(ctx: CheckContext) -> Measurement:
     return ctx.stash.once(Measurement, lambda: _measure(ctx, plan(ctx)))
 
 
-def _run_timing(ctx: CheckContext, p: Plan, cases: list[dict[str, Any]]) -> dict[str, Any]:
+def _run_timing(ctx: CheckContext, p: Plan, cases: list[dict[str, Any]]) -> TimingExtra:
     spec = TimingStep(cases=cases, seed=ctx.seeds[0] if ctx.seeds else 0, sides=p.sides(),
                       compile_timeout_s=compile_timeout_s(), stop_if_interpreted=True, workload=True,
                       bandwidth=True, cache_bytes=cache_bytes_override())
@@ -255,7 +265,7 @@ def _run_timing(ctx: CheckContext, p: Plan, cases: list[dict[str, Any]]) -> dict
         raise RuntimeError(f"the timing child {job.describe_death()}: {job.stderr_tail[-1500:]}")
     if not st.ok:
         raise RuntimeError(f"the timing step failed: {st.error.message if st.error is not None else None}")
-    return st.extra
+    return extra_as(st.extra, TimingExtra)
 
 
 def _measure(ctx: CheckContext, p: Plan) -> Measurement:
@@ -263,33 +273,31 @@ def _measure(ctx: CheckContext, p: Plan) -> Measurement:
         raise ValueError(p.reason)
     extra = _run_timing(ctx, p, p.cases)
     note = ""
-    too_slow = [c for c in extra["cases"] if any(s.get("stopped", "").startswith("one call takes")
-                                                  for s in c["sides"].values())]
+    too_slow = [c for c in extra.cases if any(s.stopped.startswith("one call takes") for s in c.sides.values())]
     if too_slow and p.fallback_case is not None and p.fallback_case not in p.cases:
-        labels = ", ".join(case_label(c["case"]) for c in too_slow)
+        labels = ", ".join(case_label(c.case) for c in too_slow)
         note = (f"the [benchmark] case(s) {labels} are too slow to time here (one call > "
-                f"{too_slow[0]['params']['max_call_s']:g} s); timed the largest declared case instead")
+                f"{too_slow[0].params['max_call_s']:g} s); timed the largest declared case instead")
         extra = _run_timing(ctx, p, [p.fallback_case])
         p.cases, p.case_source = [p.fallback_case], "the largest declared case (the [benchmark] case is too slow here)"
-    cases = [_case_timing(ctx, extra, raw) for raw in extra["cases"]]
-    return Measurement(plan=p, device=extra["device"], device_name=extra.get("device_name", ""),
-                       info={k: v for k, v in extra.items() if k != "cases"}, cases=cases, note=note)
+    cases = [_case_timing(ctx, extra, raw) for raw in extra.cases]
+    return Measurement(plan=p, device=extra.device, device_name=extra.device_name, info=extra, cases=cases, note=note)
 
 
-def _case_timing(ctx: CheckContext, extra: dict[str, Any], raw: dict[str, Any]) -> CaseTiming:
-    primary = "cold" if extra["device"] == "cuda" else "warm"
-    ct = CaseTiming(case=raw["case"], raw=raw, errors=dict(raw.get("errors") or {}), primary=primary)
-    for name, sd in raw["sides"].items():
-        if sd.get("stopped"):
-            ct.stopped[name] = sd["stopped"]
-        if sd.get("interpreter_launches"):
+def _case_timing(ctx: CheckContext, extra: TimingExtra, raw: TimedCase) -> CaseTiming:
+    primary = "cold" if extra.device == "cuda" else "warm"
+    ct = CaseTiming(case=dict(raw.case), raw=raw, errors=dict(raw.errors), primary=primary)
+    for name, sd in raw.sides.items():
+        if sd.stopped:
+            ct.stopped[name] = sd.stopped
+        if sd.interpreter_launches:
             ct.interpreted.append(name)
-        if len(sd.get("cold_ns") or []) >= 2:
-            ct.sides[name] = summarize(sd["cold_ns"], sd["warm_ns"], sd.get("first_call_ns"), primary=primary)
-            ct.cold[name] = [x / 1e6 for x in sd["cold_ns"]]
-            ct.warm[name] = [x / 1e6 for x in sd["warm_ns"]]
-        elif sd.get("first_call_ns") is not None:
-            ct.sides[name] = summarize([], [], sd.get("first_call_ns"), primary=primary)
+        if len(sd.cold_ns) >= 2:
+            ct.sides[name] = summarize(sd.cold_ns, sd.warm_ns, sd.first_call_ns, primary=primary)
+            ct.cold[name] = [x / 1e6 for x in sd.cold_ns]
+            ct.warm[name] = [x / 1e6 for x in sd.warm_ns]
+        elif sd.first_call_ns is not None:
+            ct.sides[name] = summarize([], [], sd.first_call_ns, primary=primary)
     b, c = ct.cold.get("baseline"), ct.cold.get("candidate")
     if b and c:
         ct.cold_ratio = ratio_ci(b, c)
@@ -301,11 +309,10 @@ def _case_timing(ctx: CheckContext, extra: dict[str, Any], raw: dict[str, Any]) 
     cc = ct.warm.get("candidate") if primary == "warm" else c
     if tc and cc and len(tc) >= 2 and len(cc) >= 2:
         ct.compile_ratio = ratio_ci(tc, cc)
-    wl = raw.get("workload")
+    wl = raw.workload
     if wl:
-        ct.bound = bound(device=extra["device"], device_name=extra.get("device_name", ""),
-                         dtype=str(ct.case.get("dtype", "")), read_bytes=wl["read_bytes"],
-                         write_bytes=wl["write_bytes"], flops=wl.get("flops"),
-                         cache_bytes=int((extra.get("cache") or {}).get("bytes", 0)),
-                         measured_bandwidth=(extra.get("bandwidth") or {}).get("bytes_per_s"))
+        ct.bound = bound(device=extra.device, device_name=extra.device_name,
+                         dtype=str(ct.case.get("dtype", "")), read_bytes=wl.read_bytes,
+                         write_bytes=wl.write_bytes, flops=wl.flops, cache_bytes=extra.cache.bytes,
+                         measured_bandwidth=extra.bandwidth.bytes_per_s if extra.bandwidth is not None else None)
     return ct

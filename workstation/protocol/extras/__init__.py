@@ -46,23 +46,23 @@ def extra_type(cls: type[E]) -> type[E]:
     return cls
 
 
-def decode_extra(kind: str, data: dict[str, Any]) -> Extra | dict[str, Any]:
+def decode_extra(kind: str, data: dict[str, Any]) -> Extra:
     """Step kind ``kind``'s payload from the JSON object the harness wrote.
 
     Raises:
-        ResultFormatError: the object is not ``kind``'s Struct (a field missing, unknown or
-            of another type; another kind's tag).
+        ResultFormatError: ``kind`` is no step kind of kws's, or the object is not its
+            Struct (a field missing, unknown or of another type; another kind's tag).
     """
     cls = EXTRAS.get(kind)
     if cls is None:
-        return data  # a kind whose payload is not typed yet
+        raise ResultFormatError(f"a step result of kind {kind!r}: no step kind of kws's has that name")
     try:
         return msgspec.convert(data, type=cls)
     except msgspec.ValidationError as e:
         raise ResultFormatError(f"the {kind} step's extra does not have kws's form: {e}") from None
 
 
-def extra_as(extra: Extra | dict[str, Any], cls: type[E]) -> E:
+def extra_as(extra: Extra | dict[str, Any], cls: type[E]) -> E:  # a dict: a test's or a kws bug
     """``extra`` (a step result's decoded payload) as the payload Struct ``cls`` its reader
     expects.
 
@@ -83,6 +83,7 @@ def extra_as(extra: Extra | dict[str, Any], cls: type[E]) -> E:
 from workstation.protocol.extras import (  # noqa: E402  (they import Extra and extra_type from above)
     audit,  # noqa: F401
     autotune,  # noqa: F401
+    backends,  # noqa: F401
     calls,  # noqa: F401
     guards,  # noqa: F401
     monitors,  # noqa: F401
@@ -90,4 +91,6 @@ from workstation.protocol.extras import (  # noqa: E402  (they import Extra and 
     probes,  # noqa: F401
     series,  # noqa: F401
     state,  # noqa: F401
+    timing,  # noqa: F401
+    triton,  # noqa: F401
 )

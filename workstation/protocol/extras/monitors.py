@@ -126,22 +126,23 @@ class LaunchRecord(Payload):
     (:func:`workstation.harness.aot_capture.launch_record`).
 
     Attributes:
-        file: the kernel's source file (an absolute path in the child).
+        file: the kernel's source file (an absolute path in the child in the monitor report; relative to the task folder when it lies in it in the ``triton_aot`` and ``triton_bounds`` payloads).
         qualname, name: the kernel function's qualified and plain name.
-        line: the first line of its definition (None: no code object).
-        signature: argument name -> Triton signature type (``"*fp16"``, ``"i32"``,
-            ``"fp32"``, ``"i1"``) or ``"constexpr"``.
-        constexprs: constexpr argument name -> its value.
-        options: launch options given (``num_warps``, ``num_stages``, ...) -> value.
+        line: the ``def`` line (None when unknown).
+        signature: argument name -> Triton signature type (``*fp16``, ``i32``, ``fp32``,
+            ``constexpr``).
+        constexprs: constexpr argument name -> its value (:data:`ConstexprValue`).
+        options: launch options that are compile options (``num_warps``, ``num_stages``,
+            ``num_ctas``, ``maxnreg``: int; ``enable_fp_fusion``: bool).
     """
 
-    file: str
-    qualname: str
-    name: str
-    line: int | None
-    signature: dict[str, str]
-    constexprs: dict[str, ConstexprValue]
-    options: dict[str, bool | int]
+    file: str = ""
+    qualname: str = ""
+    name: str = ""
+    line: int | None = None
+    signature: dict[str, str] = {}
+    constexprs: dict[str, ConstexprValue] = {}
+    options: dict[str, bool | int] = {}
 
 
 class TritonLaunchRecordsReport(Payload):
