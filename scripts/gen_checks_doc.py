@@ -108,7 +108,7 @@ A check that applies to the task but could not look (a step killed at a limit, a
 that failed, a missing tool or extra, a backend that cannot run here) is listed under the
 report's `not_judged` with its reason and is never `pass`: it raises `NotJudged` (status
 `skip`), or reports what it did observe and names the part it could not judge
-(`Check.could_not_judge`: status `skip` unless a finding warns or fails). `kws check` then
+(`ctx.could_not_judge`, on the check's own view of the context: status `skip` unless a finding warns or fails). `kws check` then
 exits 4 when nothing fails (docs/task-format.md). A part that is structurally impossible on
 a device class and documented so (a GPU-only tool on the CPU) stays an `info` finding; the
 table says which. Per check (its **Not judged when** above):

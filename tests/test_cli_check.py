@@ -108,7 +108,7 @@ class HalfLooked(Check):
     order = 905
 
     def run(self, ctx):
-        self.could_not_judge("the IR step was killed at the step limit (30 s)")
+        ctx.could_not_judge("the IR step was killed at the step limit (30 s)")
         return [self.finding(ctx, "info", "the numerics part matched")]
 '''
 

@@ -27,7 +27,7 @@ class _Partly(Check):
     order = 990
 
     def run(self, ctx):
-        self.could_not_judge("the IR step was killed at the step limit (30 s)")
+        ctx.could_not_judge("the IR step was killed at the step limit (30 s)")
         return [self.finding(ctx, "info", "the numerics part matched")]
 
 
@@ -38,7 +38,7 @@ class _PartlyWarn(Check):
     order = 991
 
     def run(self, ctx):
-        self.could_not_judge("a tool is missing")
+        ctx.could_not_judge("a tool is missing")
         return [self.finding(ctx, "warn", "something to look at")]
 
 
@@ -143,7 +143,9 @@ def test_exit_codes_keep_their_order():
 
 
 def _ir_ctx():
-    return SimpleNamespace(task=SimpleNamespace(backend="triton"), repro=lambda *a, **k: "")
+    reasons: list[str] = []
+    return SimpleNamespace(task=SimpleNamespace(backend="triton"), repro=lambda *a, **k: "", unjudged=reasons,
+                           could_not_judge=reasons.append)
 
 
 @pytest.mark.parametrize("box", [
@@ -156,18 +158,20 @@ def test_precision_regime_is_not_judged_when_its_ir_step_fails(box):
     from workstation.checks.precision_regime import PrecisionRegime
 
     chk = PrecisionRegime()
-    findings = chk._ir(_ir_ctx(), None, [], box)
+    ctx = _ir_ctx()
+    findings = chk._ir(ctx, None, [], box)
     assert [f.severity for f in findings] == ["info"]  # what it saw is kept as evidence
-    assert chk.unjudged and chk.unjudged[0].startswith("the Triton IR was not examined")
-    assert status_of(findings, not_judged="; ".join(chk.unjudged)) == "skip"  # never pass
+    assert ctx.unjudged and ctx.unjudged[0].startswith("the Triton IR was not examined")
+    assert status_of(findings, not_judged="; ".join(ctx.unjudged)) == "skip"  # never pass
 
 
 def test_precision_regime_other_backends_are_not_a_limit_of_the_run():
     from workstation.checks.precision_regime import PrecisionRegime
 
     chk = PrecisionRegime()
-    ctx = SimpleNamespace(task=SimpleNamespace(backend="torch"), repro=lambda *a, **k: "")
-    assert [f.severity for f in chk._ir(ctx, None, [], {})] == ["info"] and chk.unjudged == []
+    ctx = _ir_ctx()
+    ctx.task.backend = "torch"
+    assert [f.severity for f in chk._ir(ctx, None, [], {})] == ["info"] and ctx.unjudged == []
 
 
 def test_trials_dropped_at_a_limit_are_unjudged_and_contract_drops_are_not():

@@ -46,12 +46,16 @@ def returned(role: str = "candidate", seed: int = 0, *, values: np.ndarray | Non
     return CallOutcome(spec=_spec(role, seed), step=step)
 
 
-def _status(chk, findings) -> str:
-    return status_of(findings, not_judged="; ".join(chk.unjudged))
+def _status(ctx, findings) -> str:
+    return status_of(findings, not_judged="; ".join(ctx.unjudged))
 
 
 def _ctx(**kw: Any) -> SimpleNamespace:
-    base = dict(repro=lambda *a, **k: "", seeds=[0, 1], cases=[dict(CASE)], call_step=CheckContext.call_step)
+    """A check's view of the context, with its own could_not_judge list (as
+    CheckContext.for_check gives each check)."""
+    reasons: list[str] = []
+    base = dict(repro=lambda *a, **k: "", seeds=[0, 1], cases=[dict(CASE)], call_step=CheckContext.call_step,
+                unjudged=reasons, could_not_judge=reasons.append)
     base.update(kw)
     return SimpleNamespace(**base)
 
@@ -70,10 +74,11 @@ def test_input_mutation_is_not_judged_on_a_case_whose_calls_all_raised():
     from workstation.checks.input_mutation import InputMutation
 
     chk = InputMutation()
-    findings = chk.run(_mutation_ctx([raised(seed=0), raised(seed=1)]))
+    ctx = _mutation_ctx([raised(seed=0), raised(seed=1)])
+    findings = chk.run(ctx)
     assert [f.severity for f in findings] == ["info"] and "0 of 2" in findings[0].summary
-    assert chk.unjudged and "N=8" in chk.unjudged[0] and "raised RuntimeError: boom" in chk.unjudged[0]
-    assert _status(chk, findings) == "skip"  # never pass on inputs it never compared
+    assert ctx.unjudged and "N=8" in ctx.unjudged[0] and "raised RuntimeError: boom" in ctx.unjudged[0]
+    assert _status(ctx, findings) == "skip"  # never pass on inputs it never compared
 
 
 def test_input_mutation_judges_a_case_when_one_of_its_calls_returned():
@@ -81,8 +86,9 @@ def test_input_mutation_judges_a_case_when_one_of_its_calls_returned():
 
     unchanged = CallExtra(inputs=[InputDesc(index=0, kind="tensor", sha256="a", sha256_after="a")])
     chk = InputMutation()
-    findings = chk.run(_mutation_ctx([raised(seed=0), returned(seed=1, extra=unchanged)]))
-    assert chk.unjudged == [] and _status(chk, findings) == "pass"
+    ctx = _mutation_ctx([raised(seed=0), returned(seed=1, extra=unchanged)])
+    findings = chk.run(ctx)
+    assert ctx.unjudged == [] and _status(ctx, findings) == "pass"
 
 
 # -- 2. degenerate-inputs: a perturbed reference run that failed is not judged ---------------
@@ -99,8 +105,8 @@ def test_degenerate_inputs_sensitivity_runs_that_failed_are_not_judged(monkeypat
     chk = mod.DegenerateInputs()
     chk._sensitivity(ctx, per_case)
     assert "insensitive" not in per_case[0]  # nothing read, nothing flagged
-    assert len(chk.unjudged) == 1
-    why = chk.unjudged[0]
+    assert len(ctx.unjudged) == 1
+    why = ctx.unjudged[0]
     assert "2 perturbation(s)" in why and "input 0 (slight)" in why and "not positive definite" in why
     assert "keep_structure" in why
 
@@ -114,7 +120,7 @@ def test_degenerate_inputs_a_case_whose_reference_died_is_not_judged():
     chk = mod.DegenerateInputs()
     findings = chk.run(ctx)
     assert [f.severity for f in findings] == ["warn"]  # "nothing to inspect", as before
-    assert chk.unjudged and "SIGSEGV" in chk.unjudged[0] and "not inspected" in chk.unjudged[0]
+    assert ctx.unjudged and "SIGSEGV" in ctx.unjudged[0] and "not inspected" in ctx.unjudged[0]
 
 
 # -- 3. tolerance-tight: runs without a float64 oracle beside runs with one -------------------
@@ -130,9 +136,10 @@ def test_tolerance_tight_runs_without_an_oracle_are_not_judged(monkeypatch):
     monkeypatch.setattr(mod, "audit", lambda ctx: SimpleNamespace(declared=lambda: runs))
     chk = mod.ToleranceTight()
     monkeypatch.setattr(chk, "_judge", lambda ctx, a, dtype, items: [])
-    findings = chk.run(_ctx())
-    assert chk.unjudged and "1 of 2 declared run(s)" in chk.unjudged[0] and "seed 1" in chk.unjudged[0]
-    assert "raised ValueError" in chk.unjudged[0] and _status(chk, findings) == "skip"
+    ctx = _ctx()
+    findings = chk.run(ctx)
+    assert ctx.unjudged and "1 of 2 declared run(s)" in ctx.unjudged[0] and "seed 1" in ctx.unjudged[0]
+    assert "raised ValueError" in ctx.unjudged[0] and _status(ctx, findings) == "skip"
 
 
 def test_tolerance_tight_every_run_with_an_oracle_is_judged(monkeypatch):
@@ -143,8 +150,9 @@ def test_tolerance_tight_every_run_with_an_oracle_is_judged(monkeypatch):
     monkeypatch.setattr(mod, "audit", lambda ctx: SimpleNamespace(declared=lambda: runs))
     chk = mod.ToleranceTight()
     monkeypatch.setattr(chk, "_judge", lambda ctx, a, dtype, items: [])
-    chk.run(_ctx())
-    assert chk.unjudged == []
+    ctx = _ctx()
+    chk.run(ctx)
+    assert ctx.unjudged == []
 
 
 # -- 4. fallback: a traced call that raised; a fault injection that reached no launch --------
@@ -171,8 +179,8 @@ def test_fallback_a_traced_call_that_raised_is_not_judged(monkeypatch):
     chk = Fallback()
     findings = chk.run(ctx)
     assert [f.severity for f in findings] == ["info"] and "no dynamic verdict" in findings[0].summary
-    assert chk.unjudged and "raised RuntimeError: boom in the traced run" in chk.unjudged[0]
-    assert _status(chk, findings) == "skip"
+    assert ctx.unjudged and "raised RuntimeError: boom in the traced run" in ctx.unjudged[0]
+    assert _status(ctx, findings) == "skip"
 
 
 def test_fallback_a_fault_injection_that_reached_no_launch_is_not_judged(monkeypatch):
@@ -185,16 +193,16 @@ def test_fallback_a_fault_injection_that_reached_no_launch_is_not_judged(monkeyp
     ctx = _fallback_ctx(monkeypatch, [cand, ref], returned(extra=FaultCallExtra(attempted=0)))
     chk = Fallback()
     findings = chk.run(ctx)
-    assert chk.unjudged and "reached no Triton launch (it returned)" in chk.unjudged[0]
+    assert ctx.unjudged and "reached no Triton launch (it returned)" in ctx.unjudged[0]
     assert "with every launch failing the candidate raises" not in findings[-1].summary
-    assert _status(chk, findings) == "skip"
+    assert _status(ctx, findings) == "skip"
     # a fault injection that hit the launches and raised is an observation: judged
     ctx = _fallback_ctx(monkeypatch, [cand, ref],
                         CallOutcome(spec=_spec(), step=SimpleNamespace(ok=False, error=Raised(phase="call", type="", message=""),
                                                                         extra=FaultCallExtra(attempted=1), outputs=[])))
     chk = Fallback()
     findings = chk.run(ctx)
-    assert chk.unjudged == [] and _status(chk, findings) == "pass"
+    assert ctx.unjudged == [] and _status(ctx, findings) == "pass"
 
 
 # -- 5. test-gap: the author's test that did not run where kws fails -------------------------
@@ -212,8 +220,8 @@ def test_test_gap_a_broken_author_test_where_kws_fails_is_not_judged(tmp_path):
     chk = TestGap()
     findings = chk.run(ctx)
     assert [f.severity for f in findings] == ["warn", "info"]  # as before: the test does not run
-    assert chk.unjudged and "1 of the 1 case/seed runs where kws's comparison fails" in chk.unjudged[0]
-    assert "the test's own bug" in chk.unjudged[0]
+    assert ctx.unjudged and "1 of the 1 case/seed runs where kws's comparison fails" in ctx.unjudged[0]
+    assert "the test's own bug" in ctx.unjudged[0]
 
 
 # -- 6. failure-mismatch: battery checks that did not look ------------------------------------
@@ -235,15 +243,15 @@ def test_failure_mismatch_battery_checks_that_did_not_look_make_it_not_judged():
     ctx.results = dict(ran)
     chk = FailureMismatch()
     findings = chk.run(ctx)
-    assert [f.severity for f in findings] == ["info"] and chk.unjudged == []  # every battery check looked
+    assert [f.severity for f in findings] == ["info"] and ctx.unjudged == []  # every battery check looked
     ctx.results = {**ran, "edge-shapes": CheckResult("edge-shapes", "skip", 0.1, reason="killed",
                                                      not_judged="the candidate's call step was killed")}
     ctx.results.pop("out-of-bounds")
     chk = FailureMismatch()
     findings = chk.run(ctx)
-    assert [f.severity for f in findings] == ["info"] and _status(chk, findings) == "skip"
-    assert "edge-shapes was not judged (the candidate's call step was killed)" in chk.unjudged[0]
-    assert "out-of-bounds was not run" in chk.unjudged[0]
+    assert [f.severity for f in findings] == ["info"] and _status(ctx, findings) == "skip"
+    assert "edge-shapes was not judged (the candidate's call step was killed)" in ctx.unjudged[0]
+    assert "out-of-bounds was not run" in ctx.unjudged[0]
     assert {b["check"] for b in findings[0].evidence["battery_not_judged"]} == {"edge-shapes", "out-of-bounds"}
 
 
@@ -258,7 +266,7 @@ def test_failure_mismatch_a_run_the_reference_died_on_is_not_compared_nor_a_fail
     chk = FailureMismatch()
     findings = chk.run(ctx)
     assert [f.severity for f in findings] == ["info"]  # no "does not reproduce" fail from a run never compared
-    assert chk.unjudged and "SIGSEGV" in chk.unjudged[0]
+    assert ctx.unjudged and "SIGSEGV" in ctx.unjudged[0]
 
 
 # -- 7. profile-attached: kws's own candidate profile failed ----------------------------------
@@ -280,14 +288,15 @@ def test_profile_attached_no_workload_of_its_own_leaves_the_physics_bound_not_ju
     chk = mod.ProfileAttached()
     d = chk._describe(ctx, ap, p, sp)
     assert "case_roofline" not in d
-    assert chk.unjudged and "profiles/candidate.trace.json" in chk.unjudged[0]
-    assert "raised RuntimeError: boom" in chk.unjudged[0] and "peaks" in chk.unjudged[0]
+    assert ctx.unjudged and "profiles/candidate.trace.json" in ctx.unjudged[0]
+    assert "raised RuntimeError: boom" in ctx.unjudged[0] and "peaks" in ctx.unjudged[0]
     # with kws's workload the case roofline is placed and nothing is left unjudged
     sp.candidate = SimpleNamespace(ok=True, outcome=returned(), workload=Workload(read_bytes=64, write_bytes=32,
                                                                                   flops=0))
     chk = mod.ProfileAttached()
+    ctx = _ctx(task=SimpleNamespace(backend="triton"))
     d = chk._describe(ctx, ap, p, sp)
-    assert "case_roofline" in d and chk.unjudged == []
+    assert "case_roofline" in d and ctx.unjudged == []
 
 
 # -- 9. [inputs] keep_structure beyond the inputs ---------------------------------------------
@@ -353,4 +362,4 @@ def test_correctness_a_declared_case_the_interpreter_cannot_judge_is_not_judged(
     chk = Correctness()
     findings = chk.run(ctx)
     assert [f.severity for f in findings] == ["info", "info"] and "not judged" in findings[0].summary
-    assert chk.unjudged == [f"case N=8 bfloat16: {why}"] and _status(chk, findings) == "skip"
+    assert ctx.unjudged == [f"case N=8 bfloat16: {why}"] and _status(ctx, findings) == "skip"

@@ -82,7 +82,7 @@ class AfterReturn(Check):
         label = f"case {case_label(case)} (the audit case)"
         findings: list[Finding] = []
         if run.extra.census:
-            self.could_not_judge(f"{label}: the process census could not run ({run.extra.census})")
+            ctx.could_not_judge(f"{label}: the process census could not run ({run.extra.census})")
         mine: list[tuple[AuditCall, Proc]] = []
         lib: list[tuple[AuditCall, Proc]] = []
         for c in run.extra.calls:

@@ -309,7 +309,7 @@ class Autotune(Check):
         for ci, (case, ref) in enumerate(zip(cases, refs, strict=True)):
             rec = probe.cases[ci]
             if not ref.ok:  # task code other than the candidate failed: this case was not compared
-                self.could_not_judge(f"case {case_label(case)}: the reference {ref.failure_text()[:160]}")
+                ctx.could_not_judge(f"case {case_label(case)}: the reference {ref.failure_text()[:160]}")
                 continue
             exp = ref.outputs
             tuned = self._compare(ctx, st.arrays, rec.tuned, f"c{ci}_tuned", exp, case)

@@ -248,13 +248,13 @@ class BenchmarkBias(Check):
             ct = next((c for c in m.cases if c.ok), None)
             if ct is None:
                 dyn_note = "kws could not time the case, so the author's numbers are not compared"
-                self.could_not_judge(dyn_note)
+                ctx.could_not_judge(dyn_note)
             else:
                 dyn = self._dynamic(ctx, m, ct, uses)
                 if dyn.get("error"):
                     dyn_note = dyn["error"]
                     if dyn.get("error_severity") == "info":  # the bench died or raised: nothing compared
-                        self.could_not_judge(dyn_note[:300])
+                        ctx.could_not_judge(dyn_note[:300])
         else:
             dyn_note = f"the author's bench was not run: {p.reason}; the source alone is judged"
         consistent_here = bool(dyn and dyn.get("consistent"))
@@ -263,7 +263,7 @@ class BenchmarkBias(Check):
             busy = dyn["timing"].descheduled(ct_)
             noisy = noise(ct_.ratio, max(busy.values()) if busy else 0.0)
             if noisy:  # agreement with a measurement that could not tell says nothing
-                self.could_not_judge("kws's timing is too noisy here to tell whether the bench's asymmetries bias the "
+                ctx.could_not_judge("kws's timing is too noisy here to tell whether the bench's asymmetries bias the "
                                      f"author's numbers ({'; '.join(noisy)})")
         device_path = "cuda" if ctx.on_gpu else "cpu"
         for iss in issues:

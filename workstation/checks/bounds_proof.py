@@ -220,7 +220,7 @@ class BoundsProof(Check):
             keys = sorted({r.launches[si].key for _, r in ok})
             regions = self._regions(ok, si, keys, records, params, specs)
             if isinstance(regions, str):
-                self.could_not_judge(f"{slot.qualname}: {regions}")
+                ctx.could_not_judge(f"{slot.qualname}: {regions}")
                 continue
             gap = self._uncovered(regions, params, specs)
             if gap:
@@ -228,14 +228,14 @@ class BoundsProof(Check):
             for key in keys:
                 rec = records[key]
                 if rec.ttir is None:
-                    self.could_not_judge(f"{slot.qualname} ({_constexprs(rec)}): no TTIR "
+                    ctx.could_not_judge(f"{slot.qualname} ({_constexprs(rec)}): no TTIR "
                                          f"({_short(rec.ttir_error or 'not lowered')})")
                     continue
                 t0 = time.perf_counter()
                 try:
                     vs, n = prove_kernel(rec.ttir, slot, params, specs, regions[key])
                 except (Unsupported, z3.Z3Exception) as e:
-                    self.could_not_judge(f"{slot.qualname}: {e}")
+                    ctx.could_not_judge(f"{slot.qualname}: {e}")
                     continue
                 n_access += n
                 timings.append({"kernel": slot.qualname, "constexprs": msgspec.to_builtins(rec.constexprs), "accesses": n,
@@ -244,7 +244,7 @@ class BoundsProof(Check):
                                              for s in ("proved", "refuted", "unknown", "unsupported")}})
                 verdicts += [(v, slot, key) for v in vs]
         for g in uncovered:
-            self.could_not_judge(f"constexpr variant not sampled, not proved there: {g}")
+            ctx.could_not_judge(f"constexpr variant not sampled, not proved there: {g}")
         refuted = [(v, s, k) for v, s, k in verdicts if v.status == "refuted"]
         read_open = []
         for v, s, _k in verdicts:
@@ -253,9 +253,9 @@ class BoundsProof(Check):
                 # question is reported, not a gap in what the check judges
                 read_open.append(f"{s.qualname}: {v.access}: {v.detail or v.status}")
             elif v.status == "unsupported":
-                self.could_not_judge(f"{s.qualname}: unsupported construct: {v.access}{': ' + v.detail if v.detail else ''}")
+                ctx.could_not_judge(f"{s.qualname}: unsupported construct: {v.access}{': ' + v.detail if v.detail else ''}")
             elif v.status == "unknown":
-                self.could_not_judge(f"{s.qualname}: {v.question} of {v.access} (line {v.line}): Z3 gave no answer "
+                ctx.could_not_judge(f"{s.qualname}: {v.question} of {v.access} (line {v.line}): Z3 gave no answer "
                                      f"({v.detail})")
         seen: set[tuple] = set()
         for v, s, k in refuted:
@@ -388,7 +388,7 @@ class BoundsProof(Check):
                "the run did not show it (data that does not trigger the mask, or the write lands beyond the band)")
         failed = [o for _, o in runs if not o.ok]
         if failed and len(failed) == len(runs):
-            self.could_not_judge(f"the confirmation run at {label} failed: {failed[0].failure_text()}")
+            ctx.could_not_judge(f"the confirmation run at {label} failed: {failed[0].failure_text()}")
         return self.finding(ctx, "warn", f"{slot.qualname}: {what} (refuted by Z3, not confirmed by a run: {why})",
                             ev, case=case, seed=seed)
 
@@ -410,7 +410,7 @@ class BoundsProof(Check):
             (ref,) = ctx.reference([(case, seed)])
             (cand,) = ctx.candidate([(case, seed)])
         except Skip as e:
-            self.could_not_judge(f"the confirmation run at {label} could not run: {e}")
+            ctx.could_not_judge(f"the confirmation run at {label} could not run: {e}")
             return self.finding(ctx, "info", f"{what} (not confirmed: the run at that shape could not run)", ev)
         if not ref.ok or not cand.ok:
             o = ref if not ref.ok else cand

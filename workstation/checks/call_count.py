@@ -92,7 +92,7 @@ class CallCount(Check):
                                  {"case": case, "seeds": [a, b], **out.failure_evidence()}, case=case, seed=a)]
         assert st is not None
         if not refs[a].ok:
-            self.could_not_judge(f"case {label}: the reference failed on seed {a}")
+            ctx.could_not_judge(f"case {label}: the reference failed on seed {a}")
             return []
         plain_ok = all(c.ok for c in ctx.compare(refs[a], plain, case))
         series = series_payload(out)
@@ -173,7 +173,7 @@ class CallCount(Check):
                 {"case": case, "seeds": [a, b], "serial_calls": len(serial), "loop_calls": loop.n,
                  "audit_call": loop.audit, "basis": "reference" if plain_ok else "first call"}))
         if loop_unjudged and not bad:
-            self.could_not_judge(f"case {label}: " + "; ".join(loop_unjudged))
+            ctx.could_not_judge(f"case {label}: " + "; ".join(loop_unjudged))
         return findings
 
     @staticmethod

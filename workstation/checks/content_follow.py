@@ -89,7 +89,7 @@ class ContentFollow(Check):
         case = run.spec.case
         label = f"case {case_label(case)} (the audit case)"
         for why in run.unjudged:
-            self.could_not_judge(f"{label}: {why}; its calls were not compared")
+            ctx.could_not_judge(f"{label}: {why}; its calls were not compared")
         base = [j for j in run.judged if j.call.path == "fresh" and j.call.context == "plain" and j.call.error is None]
         if base and not any(j.ok for j in base):
             raise NotJudged(f"{label}: even plain calls on new tensors mismatch the reference there "

@@ -109,7 +109,7 @@ class Correctness(Check):
                                  case=c) for c, why in unjudged if why]
         for c, why in unjudged:
             if why:  # a declared case kws cannot judge here is never passed
-                self.could_not_judge(f"case {case_label(c)}: {why}")
+                ctx.could_not_judge(f"case {case_label(c)}: {why}")
         pairs = ctx.declared_pairs()
         refs = ctx.reference(pairs)
         cands = ctx.candidate(pairs)

@@ -252,7 +252,7 @@ class CudaBuild(Check):
         if comp is None:  # no nvcc: run() does not get here
             comp = NvccCompile()
         if comp.timed_out or (not comp.ok and comp.returncode is None):
-            self.could_not_judge(f"{where}: {comp.log or 'nvcc did not run'} (a limit of this machine, not "
+            ctx.could_not_judge(f"{where}: {comp.log or 'nvcc did not run'} (a limit of this machine, not "
                                  "a compile error of the source)")
             return []
         if not comp.ok:
@@ -260,7 +260,7 @@ class CudaBuild(Check):
             hdr = missing_header(log, {p.relative_to(ctx.task.dir).as_posix() for p in ctx.task.dir.rglob("*")
                                        if p.is_file()})
             if hdr is not None:
-                self.could_not_judge(f"{where}: nvcc here cannot find {hdr} ({_first_error(log)}): a header of the CUDA "
+                ctx.could_not_judge(f"{where}: nvcc here cannot find {hdr} ({_first_error(log)}): a header of the CUDA "
                                      "toolkit or a library that this machine lacks, not one the task ships (a limit of "
                                      "this machine, not a compile error of the source; a full CUDA toolkit has it)")
                 return []
@@ -280,7 +280,7 @@ class CudaBuild(Check):
         if not progs:
             why = comp.ptx_error or ("cuobjdump not found (`pip install 'kws[cuda-read]'`)"
                                      if not tools.cuobjdump else "cuobjdump printed no PTX")
-            self.could_not_judge(f"{where}: PTX not read ({why}): shared-memory ordering, bounds guards, approximate "
+            ctx.could_not_judge(f"{where}: PTX not read ({why}): shared-memory ordering, bounds guards, approximate "
                                  "intrinsics and half accumulators were not looked for")
         names = comp.names
         text = s.text

@@ -182,7 +182,7 @@ class DegenerateInputs(Check):
         inspected = 0
         for ci, (case, ref) in enumerate(zip(ctx.cases, with_inputs, strict=True)):
             if not ref.ok or ref.step is None:
-                self.could_not_judge(f"case {case_label(case)}: the reference {ref.failure_text()}, so its inputs and "
+                ctx.could_not_judge(f"case {case_label(case)}: the reference {ref.failure_text()}, so its inputs and "
                                      "outputs were not inspected")
                 continue
             info = per_case.setdefault(ci, {"case": case, "seed": seed0, "inputs": {}, "outputs": [], "args": []})
@@ -263,7 +263,7 @@ class DegenerateInputs(Check):
                 ins.append(f"input {i}: a relative {COARSE:g} perturbation keeps the output within the declared tolerance")
         if dropped:
             more = f" (and {len(dropped) - 1} more)" if len(dropped) > 1 else ""
-            self.could_not_judge(
+            ctx.could_not_judge(
                 f"the sensitivity of the reference's output to {len(dropped)} perturbation(s) was not read: "
                 f"{dropped[0]}{more} (an input whose values must keep a structure belongs in [inputs] keep_structure)")
 

@@ -156,7 +156,7 @@ class FailureMismatch(Check):
             cls = cand.failure_class()
             detail = cand.failure_text() if cls else ""
             if cls is None and not ref.ok:
-                self.could_not_judge(f"case {case_label(case)} seed {seed}: the reference {ref.failure_text()}, so "
+                ctx.could_not_judge(f"case {case_label(case)} seed {seed}: the reference {ref.failure_text()}, so "
                                      "the candidate's output there was not compared")
                 continue
             if cls is None:
@@ -177,7 +177,7 @@ class FailureMismatch(Check):
               "observed_classes": classes, "observations": observed}
         if claimed == "slow":
             return [self.finding(ctx, "info", "the task reports a slowdown; speedup-claim measures it", ev)]
-        if not failing and self.unjudged:
+        if not failing and ctx.unjudged:
             return [self.finding(ctx, "info", f"the reported failure ({claimed or claims.failure!r}) does not show on "
                                  f"the {len(observed)} run(s) compared; the others were not compared", ev)]
         if not failing:
@@ -214,7 +214,7 @@ class FailureMismatch(Check):
                     ev, case=o["case"], seed=o.get("seed"))]
             if blind:
                 ev["battery_not_judged"] = blind
-                self.could_not_judge(
+                ctx.could_not_judge(
                     "whether the report is narrower than the failure was not fully judged: "
                     + "; ".join(f"{b['check']} {b['why']}" for b in blind[:3])
                     + (f"; {len(blind) - 3} more" if len(blind) > 3 else "")

@@ -203,7 +203,7 @@ class Fallback(Check):
             who, out = ("the candidate", cand) if not cand.ok else ("the reference", ref)
             plain = (ctx.candidate if not cand.ok else ctx.reference)([(case, seed)])[0]
             sev = "warn" if plain.ok else "info"
-            self.could_not_judge(f"{label}: {who} {out.failure_text()} in the traced run, so the aten ops and Triton "
+            ctx.could_not_judge(f"{label}: {who} {out.failure_text()} in the traced run, so the aten ops and Triton "
                                  "launches the candidate uses were not observed (no dynamic verdict)")
             findings.append(self.finding(ctx, sev, f"{label}: {who} {out.failure_text()} in the traced run"
                                          + ("" if plain.ok else " (as in a plain run)") + ": no dynamic verdict",
@@ -276,7 +276,7 @@ class Fallback(Check):
                 # the traced run launched but the fault-injected run never reached a launch: what the
                 # candidate does when its kernels fail was not seen
                 injected_unseen = True
-                self.could_not_judge(
+                ctx.could_not_judge(
                     f"{label}: the fault-injected run reached no Triton launch (" + (
                         "it returned" if inject.ok else inject.failure_text()) + "), so whether the candidate falls "
                     "back to the framework when its kernels fail was not observed")

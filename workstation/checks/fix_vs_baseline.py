@@ -111,7 +111,7 @@ class FixVsBaseline(Check):
         unrun = [it for it in items if not it.other_ran]
         items = [it for it in items if it.other_ran]
         if unrun:
-            self.could_not_judge(f"{len(unrun)} call(s) were not run on the baseline (e.g. {unrun[0].line()}: "
+            ctx.could_not_judge(f"{len(unrun)} call(s) were not run on the baseline (e.g. {unrun[0].line()}: "
                                  f"{unrun[0].other_out.death})")
         base_fail = [it for it in items if it.other.failed]
         bug = [it for it in base_fail if claimed is None or outcome_class(it.other) == claimed]
@@ -137,7 +137,7 @@ class FixVsBaseline(Check):
                        "this device")
                 if not any(it.other.status == "pass" and it.cand.failed for it in items):
                     raise NotJudged(why)
-                self.could_not_judge(why)
+                ctx.could_not_judge(why)
         # where the baseline produced no value to compare with, a tolerance mismatch on
         # transformed values is special-values' to judge (against its float64 oracle)
         still = [it for it in bug if it.cand.failed and not (it.valued and it.cand.status == "mismatch")]

@@ -100,12 +100,12 @@ class ForbiddenOps(Check):
                     findings.append(self.finding(
                         ctx, "warn", f"case {label}: the candidate {out.failure_text()} in the traced run but returns "
                         "in a plain run", {"case": case, **out.failure_evidence()}, case=case, seed=seed))
-                self.could_not_judge(f"case {label}: the traced call failed ({out.failure_text()[:160]})")
+                ctx.could_not_judge(f"case {label}: the traced call failed ({out.failure_text()[:160]})")
                 continue
             rep = out.payload(CallExtra).monitors.of(AtenOpsReport)
             ops: dict[str, dict[str, Any]] = {n: msgspec.to_builtins(r) for n, r in rep.ops.items()}
             if rep.profiler is not None and rep.profiler.mode_removed:
-                self.could_not_judge(f"case {label}: task code removed kws's dispatch trace during the call")
+                ctx.could_not_judge(f"case {label}: task code removed kws's dispatch trace during the call")
             for n, p in (rep.profiler.ops if rep.profiler is not None else {}).items():
                 ops.setdefault(n, {**msgspec.to_builtins(p), "site": None, "seen_by": "profiler"})
             examined += 1
@@ -127,7 +127,7 @@ class ForbiddenOps(Check):
                 + f" ([contract] forbidden_ops = {sorted(ctx.task.extensions.forbidden_ops)})", ev,
                 case=case, seed=seed))
         if not examined:
-            raise NotJudged("no traced call of the candidate returned: " + "; ".join(self.unjudged)[:300])
+            raise NotJudged("no traced call of the candidate returned: " + "; ".join(ctx.unjudged)[:300])
         if not any(f.severity == "fail" for f in findings):
             findings.append(self.finding(
                 ctx, "info", f"no forbidden op ({', '.join(sorted(forbidden))}) in the traced calls of {examined} "

@@ -139,7 +139,7 @@ class FusionAccuracy(Check):
         for d in dtypes:
             rows = per[d]
             if not rows:
-                self.could_not_judge(unjudged[d])
+                ctx.could_not_judge(unjudged[d])
                 continue
             bad = [x for x in rows if not x["ok"]]
             worst = max(rows, key=lambda x: x["fused_err"] / x["limit"] if x["limit"] else float("inf"))

@@ -197,7 +197,7 @@ class InputDistributions(Check):
                 {"case": case, "seed": seed, "inputs_varied": args, "passed": passed, "skipped": skipped,
                  "scale_notes": notes}))
             if not passed:
-                self.could_not_judge(f"case {label}: every variant was skipped or dropped")
+                ctx.could_not_judge(f"case {label}: every variant was skipped or dropped")
         return findings
 
     @staticmethod

@@ -169,7 +169,7 @@ class InputMutation(Check):
                 by_case.setdefault(k // len(ctx.seeds), []).append((seed, m))
         for ci, whys in unseen.items():
             if len(whys) == len(ctx.seeds):  # no run of this case returned: its inputs were never compared
-                self.could_not_judge(f"case {case_label(ctx.cases[ci])}: the candidate did not return on any of its "
+                ctx.could_not_judge(f"case {case_label(ctx.cases[ci])}: the candidate did not return on any of its "
                                      f"{len(whys)} run(s) ({whys[0]}), so whether it writes its inputs there was not "
                                      "observed")
         for ci, runs in by_case.items():

@@ -96,7 +96,7 @@ class LateWrite(Check):
             findings.append(self.finding(ctx, "warn", f"case {label}: {series_failure(spec, out)}",
                                          {"case": case, **out.failure_evidence()}, case=case, seed=spec.seed_a))
             if not serial:
-                self.could_not_judge(f"case {label}: no call of the series completed")
+                ctx.could_not_judge(f"case {label}: no call of the series completed")
                 return findings
         arrays = st.arrays if st is not None else {}
         late: list[dict[str, Any]] = []

@@ -109,7 +109,7 @@ class NkiKernelCheck(Check):
             kernels += read_nki(sf)
         if kernels and ctx.sources.problems:
             for rel, why in ctx.sources.problems.items():
-                self.could_not_judge(f"{rel} in the candidate's import closure was not read ({why}): its kernels, if "
+                ctx.could_not_judge(f"{rel} in the candidate's import closure was not read ({why}): its kernels, if "
                                      "any, are not judged")
         if not kernels:
             probs = "; ".join(ctx.sources.problems.values())

@@ -115,7 +115,7 @@ class NoRegression(Check):
                 f"{both[0].line()}: the baseline {failure_text(both[0].other)})",
                 {**ev0, "both_fail": [_ev(it) for it in both[:MAX_LISTED]]}))
         if unrun:
-            self.could_not_judge(
+            ctx.could_not_judge(
                 f"{len(unrun)} call(s) failing on the candidate were not run on the baseline (e.g. {unrun[0].line()}: "
                 f"{unrun[0].other_out.death}): whether they regress is not known")
         if not regress:
@@ -137,7 +137,7 @@ class NoRegression(Check):
         out = []
         for ct in m.cases:
             if ct.ratio is None:
-                self.could_not_judge(f"case {case_label(ct.case)}: kws could not time candidate and baseline, so "
+                ctx.could_not_judge(f"case {case_label(ct.case)}: kws could not time candidate and baseline, so "
                                      "whether the optimization is slower there was not measured")
                 out.append(self.finding(ctx, "info", f"case {case_label(ct.case)}: kws could not time candidate and "
                                         "baseline", {"case": ct.case, "errors": ct.errors_evidence(), "stopped": ct.stopped},

@@ -181,7 +181,7 @@ class Noncontiguous(Check):
         n_drop = sum(r.status == "dropped" for r in results)
         lost = [r for r in results if r.status == "dropped" and r.unjudged]
         if lost:  # a layout this run could not try is not a layout that matched
-            self.could_not_judge(f"{len(lost)} layout trial(s) not run: " + "; ".join(
+            ctx.could_not_judge(f"{len(lost)} layout trial(s) not run: " + "; ".join(
                 f"{r.trial.info['kind']} on {case_label(r.trial.case)}: {r.reason[:120]}" for r in lost[:3]))
         kinds = sorted({r.trial.info["kind"] for r in results}, key=KINDS.index)
         summary = (f"checked {len(results)} layouts ({', '.join(kinds)}) on {len(cases)} case(s): "

@@ -112,7 +112,7 @@ class ObserverEffect(Check):
         if findings:
             return findings[:3]
         if not compared:
-            self.could_not_judge(f"{label}: no variant was called from two contexts with both calls returning")
+            ctx.could_not_judge(f"{label}: no variant was called from two contexts with both calls returning")
             return []
         contexts = sorted({c.context for c in run.extra.calls})
         return [self.finding(

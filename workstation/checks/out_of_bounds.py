@@ -219,7 +219,7 @@ class OutOfBounds(Check):
         if ex is None or not ex.ran:
             reason = (ex.reason if ex is not None else "") or res.failure_text()
             # on a GPU the memcheck part is part of the check: a missing tool or a killed run is not a pass
-            self.could_not_judge(f"compute-sanitizer memcheck not run on case {case_label(case)}: {reason[:200]}")
+            ctx.could_not_judge(f"compute-sanitizer memcheck not run on case {case_label(case)}: {reason[:200]}")
             return self.finding(ctx, "info", f"compute-sanitizer memcheck not run: {reason}",
                                 {"compute_sanitizer": "skipped", "reason": reason})
         errors = ex.errors

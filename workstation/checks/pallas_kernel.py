@@ -212,7 +212,7 @@ class PallasKernel(Check):
     def _reading(self, ctx: CheckContext, read: CallOutcome, cases: list[dict[str, Any]],
                  variants: list[dict[str, Any]]) -> list[Finding]:
         if not read.ok:
-            self.could_not_judge(f"the jaxpr reading did not run: {read.failure_text()}: grid cover and "
+            ctx.could_not_judge(f"the jaxpr reading did not run: {read.failure_text()}: grid cover and "
                                  "accumulators not read")
             return []
         ex = extra_as(read.step.extra, PallasReadExtra)
@@ -239,7 +239,7 @@ class PallasKernel(Check):
             out += self._cover(ctx, k, case, label, seen_cover)
             out += self._precision(ctx, k, case, label)
         if errs:
-            self.could_not_judge(f"the candidate raised on {len(errs)} of {len(cases)} read case(s): their grid cover "
+            ctx.could_not_judge(f"the candidate raised on {len(errs)} of {len(cases)} read case(s): their grid cover "
                                  "and accumulators were not read")
             first = next(iter(errs.values()))
             out.append(self.finding(ctx, "info", f"the candidate raised on {len(errs)} read case(s) "
@@ -330,14 +330,14 @@ class PallasKernel(Check):
                   "kernels": msgspec.to_builtins(mon.kernels) if mon is not None else None}
             if not s.ok:
                 if not p.ok:
-                    self.could_not_judge(f"{label}: the plain run failed too ({p.failure_text()}): the strict pass "
+                    ctx.could_not_judge(f"{label}: the plain run failed too ({p.failure_text()}): the strict pass "
                                          "was not compared")
                 if p.ok:
                     msg = (s.error.message if s.error is not None else "") if s.step else s.death
                     if not _OOB.search(msg or ""):
                         # not the strict interpreter's out-of-bounds detector: the TPU interpreter
                         # cannot run this kernel (masked loads, advanced indexing, GPU-only ops)
-                        self.could_not_judge(f"{label}: the strict interpreter could not run it ({s.failure_text()}; "
+                        ctx.could_not_judge(f"{label}: the strict interpreter could not run it ({s.failure_text()}; "
                                              "the plain interpreter runs it): out-of-bounds reads and uninitialised "
                                              "memory not examined")
                         continue
@@ -353,7 +353,7 @@ class PallasKernel(Check):
                     "cores write the same block with no ordering (every grid step is an independent program on a GPU; on a "
                     "TPU only an 'arbitrary' dimension runs in order)", ev, case=case, seed=seed))
             if not (r.ok and p.ok):
-                self.could_not_judge(f"{label}: the {'reference' if not r.ok else 'plain candidate run'} failed "
+                ctx.could_not_judge(f"{label}: the {'reference' if not r.ok else 'plain candidate run'} failed "
                                      "here: the strict pass was not compared with it")
                 continue
             if r.ok and p.ok:

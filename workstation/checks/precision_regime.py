@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import threading
+from dataclasses import dataclass
 from typing import Any
 
 import msgspec
@@ -58,6 +59,28 @@ def _src(d: SourceLine | None) -> str:
 def _builtins(x: Any) -> Any:
     """A payload part (a Struct, a list of them, None) as the builtins evidence holds."""
     return msgspec.to_builtins(x)
+
+
+@dataclass(frozen=True)
+class Facts:
+    """What one run of the check learned before it judged, passed to the judging methods as
+    a value (a check holds no per-run state).
+
+    Attributes:
+        cruns: per run (by ``id``), the accuracy contract's oracle run, when the task
+            declares a contract.
+        untrusted: dtype -> why the interpreter's own numerics are not trusted for it (the
+            AOT step's self-test).
+        ir_lowp: low-precision accumulation the lowered IR shows, in words.
+    """
+
+    cruns: dict[int, Any]
+    untrusted: dict[str, str]
+    ir_lowp: list[str]
+
+    def sev(self, dtype: str) -> str:
+        """``warn`` for a dtype the interpreter miscomputes (the IR decides), else ``fail``."""
+        return "warn" if dtype in self.untrusted else "fail"
 
 
 @register
@@ -162,13 +185,12 @@ class PrecisionRegime(Check):
         th.join()
         findings: list[Finding] = []
         findings += self._coverage(ctx, a, runs)
-        self._cruns = self._contract_runs(ctx, runs)
-        findings += self._contract_distance(ctx, runs)
+        facts = Facts(cruns=self._contract_runs(ctx, runs), untrusted=self._untrusted_dtypes(a, aot_box),
+                      ir_lowp=self._ir_low_precision(aot_box))
+        findings += self._contract_distance(ctx, runs, facts)
         bad_runs: set[int] = set()
-        self._untrusted = self._untrusted_dtypes(a, aot_box)
-        self._ir_lowp = self._ir_low_precision(aot_box)
-        findings += self._derived(ctx, a, runs, bad_runs)
-        findings += self._accuracy(ctx, a, runs, bad_runs)
+        findings += self._derived(ctx, a, runs, bad_runs, facts)
+        findings += self._accuracy(ctx, a, runs, bad_runs, facts)
         findings += self._ir(ctx, a, runs, aot_box)
         return findings
 
@@ -208,9 +230,6 @@ class PrecisionRegime(Check):
                     found.append(f"tl.dot accumulating in {d.d} at {_src(d.source)}")
         return sorted(set(found))
 
-    def _sev(self, dtype: str) -> str:
-        return "warn" if dtype in self._untrusted else "fail"
-
     # -- served dtypes ---------------------------------------------------------------------
 
     def _coverage(self, ctx: CheckContext, a: Any, runs: list[Run]) -> list[Finding]:
@@ -234,7 +253,7 @@ class PrecisionRegime(Check):
             {"contract_dtypes": served, "declared_dtypes": declared, "derived_runs": len(derived),
              "derivation": deriv})]
 
-    def _derived(self, ctx: CheckContext, a: Any, runs: list[Run], bad: set[int]) -> list[Finding]:
+    def _derived(self, ctx: CheckContext, a: Any, runs: list[Run], bad: set[int], facts: Facts) -> list[Finding]:
         out: list[Finding] = []
         by_dtype: dict[str, list[Run]] = {}
         for r in runs:
@@ -283,10 +302,10 @@ class PrecisionRegime(Check):
                      "derivation": f"[contract] dtypes lists {dtype}; kws re-ran the declared case with dtype = {dtype} "
                                    "(make_inputs and the reference accept it) and the candidate raised."},
                     case=r.case, seed=r.seed))
-            if self._cruns:
+            if facts.cruns:
                 kept, under = [], []
                 for x in fails:
-                    ok, info = self._contract_accepts(x[0], x[1])
+                    ok, info = self._contract_accepts(facts, x[0], x[1])
                     (under if ok else kept).append((x, info))
                 fails = [x for x, _info in kept]
                 for (r, o, _c, _st), info in under[:1]:
@@ -317,22 +336,22 @@ class PrecisionRegime(Check):
                     f"{o.bud.formula_text()}. The declared {', '.join(sorted({x['dtype'] for x in ctx.cases}))} "
                     f"cases cannot show this. ({INTERPRETER_NOTE}.)"
                 )
-                if dtype in self._untrusted:
-                    deriv += f" Not trusted: {self._untrusted[dtype]}; the lowered IR (below) is the evidence that holds."
+                if dtype in facts.untrusted:
+                    deriv += f" Not trusted: {facts.untrusted[dtype]}; the lowered IR (below) is the evidence that holds."
                 out.append(self.finding(
-                    ctx, self._sev(dtype),
+                    ctx, facts.sev(dtype),
                     f"at {dtype} (served per [contract], never declared) the candidate misses the reference on case "
                     f"{case_label(r.case)} seed {r.seed}: {c.n_bad}/{c.numel} elements outside {_tol(c.tolerance)}"
                     f"{f' ({region})' if region else ''}"
                     f"{f', {zero_rows} all-zero rows' if zero_rows else ''}"
                     f"{f', max error vs float64 oracle {num(st.max_abs)} = {num(st.budget_ratio)}x budget' if st else ''}"
                     f"; {len({id(x[0]) for x in fails})} of {len(rs)} {dtype} runs [interpreter numerics"
-                    f"{'; the interpreter mis-sums ' + dtype if dtype in self._untrusted else ''}]",
+                    f"{'; the interpreter mis-sums ' + dtype if dtype in facts.untrusted else ''}]",
                     {"case": r.case, "seed": r.seed, "dtype": dtype, "output": o.j, "comparison": c.evidence(),
                      "candidate_vs_oracle": st.as_dict() if st else None,
                      "reference_vs_oracle": o.ref_err.as_dict() if o.ref_err else None,
                      "tolerance_source": "declared" if declared_tol else "budget", "zero_rows": zero_rows,
-                     "interpreter": a.interpreter, "untrusted": self._untrusted.get(dtype), "derivation": deriv},
+                     "interpreter": a.interpreter, "untrusted": facts.untrusted.get(dtype), "derivation": deriv},
                     case=r.case, seed=r.seed))
             if not raised and not fails:
                 out.append(self.finding(
@@ -346,7 +365,7 @@ class PrecisionRegime(Check):
 
     # -- accuracy against the oracle (FlashAttention's rule) -----------------------------------
 
-    def _accuracy(self, ctx: CheckContext, a: Any, runs: list[Run], bad: set[int]) -> list[Finding]:
+    def _accuracy(self, ctx: CheckContext, a: Any, runs: list[Run], bad: set[int], facts: Facts) -> list[Finding]:
         out: list[Finding] = []
         viol: list[tuple[float, Run, OutData, dict[str, Any]]] = []
         passing: list[tuple[Run, OutData, dict[str, Any]]] = []
@@ -384,8 +403,8 @@ class PrecisionRegime(Check):
                     viol.append((ce.budget_ratio if ce.budget_ratio is not None else float("inf"), r, o, fa))
                 else:
                     passing.append((r, o, fa))
-        if self._cruns:
-            judged = [(v, *self._contract_accepts(v[1], v[2], v[3])) for v in viol]
+        if facts.cruns:
+            judged = [(v, *self._contract_accepts(facts, v[1], v[2], v[3])) for v in viol]
             under = [(v, info) for v, ok, info in judged if ok]
             viol = [v for v, ok, _info in judged if not ok]
             if under:
@@ -407,13 +426,13 @@ class PrecisionRegime(Check):
                                    "accuracy contracts')."},
                     case=r.case, seed=r.seed))
         for untrusted in (False, True):
-            pick = [v for v in viol if (v[1].case["dtype"] in self._untrusted) == untrusted]
+            pick = [v for v in viol if (v[1].case["dtype"] in facts.untrusted) == untrusted]
             if not pick:
                 continue
             pick.sort(key=lambda t: (t[1].kind == "long-K", -t[0]))
             ratio, r, o, fa = pick[0]
             # a longer reduction alone may expose a plain bug: a fail needs the IR's low-precision evidence
-            sev = "warn" if untrusted or (r.kind == "long-K" and not self._ir_lowp) else "fail"
+            sev = "warn" if untrusted or (r.kind == "long-K" and not facts.ir_lowp) else "fail"
             ce, re_ = fa["candidate"], fa["reference"]
             w = ce.worst or {}
             nonfin = f" and {ce.nonfinite} non-finite outputs" if ce.nonfinite else ""
@@ -428,13 +447,13 @@ class PrecisionRegime(Check):
                 f"max B) = {num(fa['floor'])}, i.e. {num(fa['limit'])}; the candidate exceeds that, and its error budget "
                 f"({o.bud.formula_text()}) by {num(ratio)}x at its worst element ({ce.beyond} of {ce.numel} "
                 f"elements beyond budget). "
-                + (f"The lowered IR shows the mechanism: {'; '.join(self._ir_lowp)}. " if self._ir_lowp else
+                + (f"The lowered IR shows the mechanism: {'; '.join(facts.ir_lowp)}. " if facts.ir_lowp else
                    "A kernel that keeps the accumulator (or the loaded inputs) in the input's precision behaves "
                    "like this. ")
                 + f"({INTERPRETER_NOTE}.)"
             )
             if untrusted:
-                deriv += f" Not trusted: {self._untrusted[r.case['dtype']]}."
+                deriv += f" Not trusted: {facts.untrusted[r.case['dtype']]}."
             # a different function, not a less precise one: far above rounding at every
             # magnitude and structured (analysis.numerics.error_structure)
             structure = error_structure(r.cand.outputs[o.j].values, o.oracle, o.B, o.dtype) \
@@ -457,7 +476,7 @@ class PrecisionRegime(Check):
                 what = (f"the candidate is less accurate than the reference beyond FlashAttention's 2x rule and "
                         f"{num(ratio)}x its error budget on {r.label} ({r.kind} run): max error vs float64 oracle "
                         f"{num(ce.max_abs)}{nonfin}, reference {num(re_.max_abs)}")
-            cinfo = self._contract_accepts(r, o, fa)[1] if self._cruns else None
+            cinfo = self._contract_accepts(facts, r, o, fa)[1] if facts.cruns else None
             if cinfo is not None and "limit" in cinfo:
                 what += "; " + acontract.beyond_text(cinfo, ce.max_abs, cinfo["limit"])
             out.append(self.finding(
@@ -466,8 +485,8 @@ class PrecisionRegime(Check):
                 f"{'; the interpreter mis-sums ' + r.case['dtype'] if untrusted else ''}]",
                 {"case": r.case, "seed": r.seed, "kind": r.kind, "output": o.j, "candidate_vs_oracle": ce.as_dict(),
                  "reference_vs_oracle": re_.as_dict(), "fa_floor": fa["floor"], "fa_limit": fa["limit"],
-                 "budget": o.bud.as_dict(), "interpreter": a.interpreter, "ir_low_precision": self._ir_lowp,
-                 "untrusted": self._untrusted.get(r.case["dtype"]), "error_structure": structure,
+                 "budget": o.bud.as_dict(), "interpreter": a.interpreter, "ir_low_precision": facts.ir_lowp,
+                 "untrusted": facts.untrusted.get(r.case["dtype"]), "error_structure": structure,
                  "cause": "different function" if structure["systematic"] and not untrusted else "less precise",
                  **({"contract": cinfo} if cinfo is not None else {}),
                  "derivation": deriv},
@@ -510,10 +529,11 @@ class PrecisionRegime(Check):
         got = acontract.run_contract(ctx, acc, [(r.case, r.seed, []) for r in pick])
         return {id(r): cr for r, cr in zip(pick, got, strict=True)}
 
-    def _contract_accepts(self, r: Run, o: OutData, fa: dict[str, Any] | None = None) -> tuple[bool, dict[str, Any]]:
+    @staticmethod
+    def _contract_accepts(facts: Facts, r: Run, o: OutData, fa: dict[str, Any] | None = None) -> tuple[bool, dict[str, Any]]:
         """(the candidate's error on ``r``/``o`` is within what the declared contract incurs and
         not systematic against the contract's rounding, the figures)."""
-        cr = self._cruns.get(id(r))
+        cr = facts.cruns.get(id(r))
         if cr is None or o.oracle is None or r.cand is None or not r.cand.ok or o.j >= len(r.cand.outputs):
             return False, {"why": "no contract oracle for this run"}
         if not cr.contract.ok:
@@ -526,7 +546,7 @@ class PrecisionRegime(Check):
         return jd.accepted, {**jd.figures, "candidate_nonfinite": jd.nonfinite, "margin": acontract.CONTRACT_MARGIN,
                              "systematic_vs_contract": bool(jd.structure["systematic"])}
 
-    def _contract_distance(self, ctx: CheckContext, runs: list[Run]) -> list[Finding]:
+    def _contract_distance(self, ctx: CheckContext, runs: list[Run], facts: Facts) -> list[Finding]:
         """The info a declared contract always gets: how far it is from fp32 (and from the
         float64 oracle) on the runs, worst first."""
         acc = acontract.declared(ctx)
@@ -534,7 +554,7 @@ class PrecisionRegime(Check):
             return []
         rows = []
         for r in runs:
-            cr = self._cruns.get(id(r))
+            cr = facts.cruns.get(id(r))
             if cr is None:
                 continue
             for o in r.outs:
@@ -542,7 +562,7 @@ class PrecisionRegime(Check):
                 if ce is not None:
                     rows.append((r, o, ce))
         if not rows:
-            why = next((cr.contract.failure_text() for cr in self._cruns.values() if not cr.contract.ok),
+            why = next((cr.contract.failure_text() for cr in facts.cruns.values() if not cr.contract.ok),
                        "no run with a float64 oracle")
             return [self.finding(ctx, "info", f"declared contract ({acc.describe()}): no contract oracle ({why})",
                                  {"contract": acc.describe()})]
@@ -564,7 +584,7 @@ class PrecisionRegime(Check):
                                                 "of other backends is judged from their numerics alone."})]
         if "err" in box:
             # on the CPU the TF32 and accumulator questions are answered only by the IR
-            self.could_not_judge(f"the Triton IR was not examined: kws's AOT step failed ({box['err'][:200]})")
+            ctx.could_not_judge(f"the Triton IR was not examined: kws's AOT step failed ({box['err'][:200]})")
             return [self.finding(ctx, "info", f"kws could not compile the Triton kernels ahead of time: {box['err']}",
                                  {"error": box["err"], "derivation": "A failure of kws's AOT step is a limitation of "
                                   "kws, not a verdict on the kernel: TF32 lowering and low-precision accumulators "
@@ -572,7 +592,7 @@ class PrecisionRegime(Check):
         outc = box.get("out")
         if outc is None or not outc.ok:
             why = outc.failure_text() if outc is not None else "no result"
-            self.could_not_judge(f"the Triton IR was not examined: the AOT step {why[:200]}")
+            ctx.could_not_judge(f"the Triton IR was not examined: the AOT step {why[:200]}")
             return [self.finding(ctx, "info", f"the Triton IR was not examined: the AOT step {why}",
                                  {"error": outc.failure_evidence() if outc is not None else None,
                                   "derivation": "The AOT step runs the candidate on the smallest declared case to "
@@ -590,7 +610,7 @@ class PrecisionRegime(Check):
                                  "(IR not examined)", {"cases": cases, "derivation": "The launch monitor saw no "
                                  "Triton launch, so there is no kernel to compile ahead of time."})]
         if errs:
-            self.could_not_judge(f"{len(errs)} of {len(kernels)} kernel launch(es) did not compile ahead of time "
+            ctx.could_not_judge(f"{len(errs)} of {len(kernels)} kernel launch(es) did not compile ahead of time "
                                  f"({str(errs[0].error)[:160]}): their IR was not examined")
         tf32: list[tuple[AotKernel, IrDot, list[Any]]] = []
         half_acc: list[tuple[AotKernel, IrDot, list[Any]]] = []

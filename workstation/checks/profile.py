@@ -175,7 +175,7 @@ class SelfProfileCheck(Check):
             summary += (f"; the {other.role} ran {ran_text(odoc)} ({_lpc(odoc)})" if other is not None and other.ok
                         else f"; the {odoc['role']} could not be profiled ({odoc.get('failure', '?')})")
             if other is None or not other.ok:  # the comparisons with it (launches, claim) did not run
-                self.could_not_judge(f"the {odoc['role']} could not be profiled ({str(odoc.get('failure', '?'))[:200]})")
+                ctx.could_not_judge(f"the {odoc['role']} could not be profiled ({str(odoc.get('failure', '?'))[:200]})")
         if not sp.time_shares:
             summary += " [no time shares: " + doc["why_no_time_shares"].split(":")[0] + "]"
         findings.insert(0, self.finding(ctx, "info", summary, {"profile": doc}, case=sp.case, seed=sp.seed))

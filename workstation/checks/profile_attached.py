@@ -167,7 +167,7 @@ class ProfileAttached(Check):
             cand = sp.candidate
             why = (f"kws's own profile of the candidate {cand.outcome.failure_text()}" if not cand.ok
                    else "kws's own profile of the candidate measured no workload")
-            self.could_not_judge(f"{ap.file}: the file records no bytes or FLOPs per kernel and {why} on case "
+            ctx.could_not_judge(f"{ap.file}: the file records no bytes or FLOPs per kernel and {why} on case "
                                  f"{case_label(case)}, so its time per call was not placed against the case's bytes "
                                  "and FLOPs (no case roofline, no check against the device's peaks)")
         if not d["kernel_roofline"] and ap.role == "candidate" and sp is not None and sp.case == case \

@@ -201,7 +201,7 @@ class SourceParity(Check):
                             + ": candidate and source were never compared")
         unrun = [it for it in broken_source if not it.other_ran]
         if unrun and not translation_errors:
-            self.could_not_judge(f"{len(unrun)} call(s) were not run on the source (e.g. {unrun[0].line()}: "
+            ctx.could_not_judge(f"{len(unrun)} call(s) were not run on the source (e.g. {unrun[0].line()}: "
                                  f"{unrun[0].other_out.death})")
         findings.append(self.finding(
             ctx, "info",

@@ -379,7 +379,7 @@ class SpecialValues(Check):
         n_drop = [r for r in results if r.status == "dropped"]
         lost = [r for r in n_drop if r.unjudged]
         if lost:  # a variant this run could not try is not a variant that matched
-            self.could_not_judge(f"{len(lost)} value variant(s) not tried: " + "; ".join(
+            ctx.could_not_judge(f"{len(lost)} value variant(s) not tried: " + "; ".join(
                 f"{r.trial.label} on {case_label(r.trial.case)}: {r.reason[:120]}" for r in lost[:3]))
         summary = (f"checked {len(results)} value variants on {len(cases)} case(s) "
                    f"({', '.join(sorted({r.trial.info['variant'] for r in results}))}): "

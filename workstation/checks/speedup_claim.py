@@ -122,7 +122,7 @@ class SpeedupClaim(Check):
         role = m.plan.baseline_role
         ev: dict[str, Any] = {"timing": m.evidence(ct, claim), "case": ct.case}
         if ct.interpreted:
-            self.could_not_judge(f"case {label}: {ev['timing']['reason']}")
+            ctx.could_not_judge(f"case {label}: {ev['timing']['reason']}")
             return [self.finding(ctx, "info", f"case {label}: {ev['timing']['reason']}; the claimed {claim:g}x is "
                                  "not judged", ev, case=ct.case)]
         if ct.ratio is None:
@@ -152,7 +152,7 @@ class SpeedupClaim(Check):
             # a wide interval contains almost any claim: "consistent" would be a pass on a
             # measurement that could not tell (docs/timing.md; timingstats.noise)
             why = f"case {label}: the timing is too noisy here to judge the claimed {claim:g}x ({'; '.join(noisy)})"
-            self.could_not_judge(why)
+            ctx.could_not_judge(why)
             out.append(self.finding(ctx, "info", f"{why}: {measured} {where}; not judged", ev, case=ct.case))
         elif v.severity is None:
             out.append(self.finding(ctx, "info", f"claimed {claim:g}x over the {role} is consistent: {measured} {where}",
@@ -170,7 +170,7 @@ class SpeedupClaim(Check):
                 if not rb.robust:
                     sev = "warn"
                     tail += f"; inconclusive on this machine: {'; '.join(rb.reasons)}"
-                    self.could_not_judge(f"case {label}: the claim is above the measured interval, but not robustly "
+                    ctx.could_not_judge(f"case {label}: the claim is above the measured interval, but not robustly "
                                          f"on this machine ({'; '.join(rb.reasons)[:300]})")
             out.append(self.finding(
                 ctx, sev,

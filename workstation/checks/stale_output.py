@@ -135,7 +135,7 @@ class StaleOutput(Check):
             checked += 1
             findings.extend(self._judge(ctx, case, a, b, cand, ref_stale, ref_b, p_b, written))
         if skipped:  # a case this run could not examine is not a case that passed
-            self.could_not_judge(f"{len(skipped)} case(s) not examined: " + "; ".join(skipped[:3]))
+            ctx.could_not_judge(f"{len(skipped)} case(s) not examined: " + "; ".join(skipped[:3]))
         if not any(f.severity in ("fail", "warn") for f in findings):
             sync = ("; stream ordering not examined on the CPU (no CUDA streams)" if not ctx.on_gpu
                     else "; results equal before and after torch.cuda.synchronize()")

@@ -206,7 +206,7 @@ class Tampering(Check):
                 + ("" if plain.ok else " (as in a plain run)")
                 + "; global state after the failing step was not examined",
                 {"case": case, "seed": seed, **cand.failure_evidence()}, case=case, seed=seed))
-            self.could_not_judge(f"case {case_label(case)}: the candidate {cand.failure_text()[:160]} during the "
+            ctx.could_not_judge(f"case {case_label(case)}: the candidate {cand.failure_text()[:160]} during the "
                                  "state probe, so global state after the call was not examined")
         changes = self._changes(cand)
         for c in changes:

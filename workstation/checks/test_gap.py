@@ -446,7 +446,7 @@ class TestGap(Check):
         kws_bad: dict[int, tuple[list[Comparison] | None, CallOutcome, CallOutcome]] = {}
         for k, (ref, cand) in enumerate(zip(refs, cands, strict=True)):
             if not ref.ok:
-                self.could_not_judge(f"case {case_label(pairs[k][0])} seed {pairs[k][1]}: the reference "
+                ctx.could_not_judge(f"case {case_label(pairs[k][0])} seed {pairs[k][1]}: the reference "
                                      f"{ref.failure_text()}, so kws's comparison there (and the author's test "
                                      "against it) was not made")
                 continue
@@ -481,7 +481,7 @@ class TestGap(Check):
         unseen = [(k, out) for k, out in broken if k in kws_bad]
         if unseen:
             k, out = unseen[0]
-            self.could_not_judge(
+            ctx.could_not_judge(
                 f"the author's test did not run to a verdict on {len(unseen)} of the {len(kws_bad)} case/seed runs "
                 f"where kws's comparison fails ({out.failure_text()}, case {case_label(pairs[k][0])} seed "
                 f"{pairs[k][1]}), so whether it passes there (a gap) was not observed")

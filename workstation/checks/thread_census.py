@@ -102,7 +102,7 @@ class ThreadCensus(Check):
         serial = series_payload(out).serial
         findings: list[Finding] = []
         if not out.ok and not serial:
-            self.could_not_judge(f"case {label}: {series_failure(spec, out)}; no call of the series completed")
+            ctx.could_not_judge(f"case {label}: {series_failure(spec, out)}; no call of the series completed")
             return findings
         mine: list[_Seen] = []
         lib_later: list[_Seen] = []
@@ -145,7 +145,7 @@ class ThreadCensus(Check):
                 f"({', '.join(f'+{g}' for g in growth[:8])}): native threads leak or keep running after return",
                 {"case": case, "os_threads": counts}, case=case, seed=spec.seed_a))
         if not out.ok:
-            self.could_not_judge(f"case {label}: {series_failure(spec, out)}; the rest of the series was not examined")
+            ctx.could_not_judge(f"case {label}: {series_failure(spec, out)}; the rest of the series was not examined")
         if not any(f.severity in ("fail", "warn") for f in findings):
             findings.append(self.finding(
                 ctx, "info",

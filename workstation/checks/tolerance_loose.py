@@ -152,7 +152,7 @@ class ToleranceLoose(Check):
         for r, low, outcome in a.lower_precision():
             if not outcome.ok:
                 if outcome.step is None:  # killed or lost, not the reference refusing the dtype
-                    self.could_not_judge(f"the {low} reference control on case {case_label(r.case)} did not run: "
+                    ctx.could_not_judge(f"the {low} reference control on case {case_label(r.case)} did not run: "
                                          f"{outcome.failure_text()[:160]}")
                 continue
             for o in r.outs:

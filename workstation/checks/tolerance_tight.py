@@ -98,7 +98,7 @@ class ToleranceTight(Check):
         left = [r for r in runs if (r.outs and any(o.oracle is None for o in r.outs)) or (not r.outs and r.note)]
         if left:
             r = left[0]
-            self.could_not_judge(
+            ctx.could_not_judge(
                 f"{len(left)} of {len(runs)} declared run(s) have no float64 oracle for every floating output and were "
                 f"not judged, e.g. {r.label}: {r.note or 'the float64 probe returned no matching output'}")
         findings: list[Finding] = []

@@ -185,7 +185,7 @@ class UnwrittenOutput(Check):
               "not_poisoned": not_poisoned, "skipped": skipped,
               "poison": {SCENARIO_KEYS[s]: sentinels.SCENARIOS[s] for s in ("A", "B")}}
         if skipped:  # a case this run could not examine is not a case that passed
-            self.could_not_judge(f"{len(skipped)} case(s)/output(s) not examined: " + "; ".join(skipped[:3]))
+            ctx.could_not_judge(f"{len(skipped)} case(s)/output(s) not examined: " + "; ".join(skipped[:3]))
         if not any(f.severity == "fail" for f in findings):
             what = f"{examined} output(s) in {len(cases)} case(s)" if examined else "no output"
             msg = (f"every element written: {what} checked with poisoned write-only buffers, in a fresh "

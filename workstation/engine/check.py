@@ -15,7 +15,8 @@ Two kinds of ``skip``: :class:`Skip` says the check had nothing to look at (no b
 claim); :class:`NotJudged` says it had something to look at and could not (a step killed at a
 limit, an import that failed, a missing tool, a backend that cannot run here). A check that
 judged part of the task and could not judge another part that could have produced a ``fail``
-says so with :meth:`Check.could_not_judge` and returns what it observed: the report lists it
+says so with :meth:`CheckContext.could_not_judge` (on the check's own view of the context: a
+check holds no per-run state) and returns what it observed: the report lists it
 under ``not_judged``, and it is never ``pass`` (its status is ``skip`` unless a finding is
 ``warn`` or ``fail``). ``kws check`` exits 4 when a check is not judged and none fails.
 
@@ -199,22 +200,6 @@ class Check:
             return f"only for {' / '.join(cls.kinds)} tasks; this one is {task.kind}"
         return ""
 
-    def could_not_judge(self, reason: str) -> None:
-        """Say that a part of this run that could have produced a ``fail`` did not run here,
-        for a reason of this run or this machine (a step killed at a limit, an import that
-        failed, a tool that is missing), and go on judging the rest. The engine lists the
-        check under the report's ``not_judged`` with every such reason (joined by "; ") and
-        never reports it ``pass``: with no ``warn``/``fail`` finding its status is ``skip``.
-        A part that is structurally impossible on this device class and documented so (a
-        GPU-only tool on the CPU) is an ``info`` finding instead. Thread-safe enough for a
-        check that fans out: a list append."""
-        self.__dict__.setdefault("_unjudged", []).append(reason)
-
-    @property
-    def unjudged(self) -> list[str]:
-        """The reasons given to :meth:`could_not_judge` in this run, in order, without repeats."""
-        return list(dict.fromkeys(self.__dict__.get("_unjudged", [])))
-
     def after_all(self, ctx: CheckContext) -> list[Finding]:
         """Findings about the end state, once every check of the run has finished (e.g. the
         task folder changed on disk). Called only when :meth:`run` returned findings."""
@@ -286,7 +271,7 @@ HOOKS: dict[str, tuple[Literal["method", "classmethod"], tuple[str, ...]]] = {
 }
 #: what a check class declares besides its hooks (attributes and the base's helpers).
 _DECLARED = ("id", "title", "order", "phase", "kinds", "timing_evidence")
-_HELPERS = ("finding", "could_not_judge", "unjudged")
+_HELPERS = ("finding",)
 
 
 def _verify_hooks(cls: type[Check]) -> None:

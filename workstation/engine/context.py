@@ -296,6 +296,8 @@ class CheckContext:
         self.check_id = ""
         self.ledger: list[dict[str, Any]] = []
         self._ledger_seen: set[int] = set()
+        #: what this check's view could not judge (:meth:`could_not_judge`).
+        self._unjudged: list[str] = []
         #: principal -> timeouts in this run; (principal, case) pairs that timed out.
         self._hangs: dict[str, list[str]] = {}
         self._hung_cases: set[tuple[str, str]] = set()
@@ -324,7 +326,25 @@ class CheckContext:
         view.check_id = check_id
         view.ledger = []
         view._ledger_seen = set()
+        view._unjudged = []
         return view
+
+    def could_not_judge(self, reason: str) -> None:
+        """Say that a part of this check's run that could have produced a ``fail`` did not
+        run here, for a reason of this run or this machine (a step killed at a limit, an
+        import that failed, a tool that is missing), and go on judging the rest. The engine
+        lists the check under the report's ``not_judged`` with every such reason (joined by
+        "; ") and never reports it ``pass``: with no ``warn``/``fail`` finding its status is
+        ``skip``. A part that is structurally impossible on this device class and documented
+        so (a GPU-only tool on the CPU) is an ``info`` finding instead. On the check's own
+        view (:meth:`for_check`); thread-safe for a check that fans out (a list append)."""
+        self._unjudged.append(reason)
+
+    @property
+    def unjudged(self) -> list[str]:
+        """The reasons given to :meth:`could_not_judge` on this view, in order, without
+        repeats."""
+        return list(dict.fromkeys(self._unjudged))
 
     # -- task facts --------------------------------------------------------------------
 

@@ -140,13 +140,13 @@ def run_checks(task: Task, runner: Runner, *, only: Iterable[str] | None = None,
                 raise Skip(reason)
             findings = checks[cid].run(view)
             # judged what it returned; could not judge the parts it named (never ``pass``)
-            unjudged = "; ".join(checks[cid].unjudged)
+            unjudged = "; ".join(view.unjudged)
             status = status_of(findings, not_judged=unjudged)
             res = CheckResult(cid, status, time.monotonic() - s, unjudged if status == "skip" else "", findings,
                               not_judged=unjudged)
             returned.add(cid)
         except NotJudged as e:
-            why = "; ".join([*checks[cid].unjudged, str(e)])
+            why = "; ".join([*view.unjudged, str(e)])
             res = CheckResult(cid, "skip", time.monotonic() - s, why, not_judged=why)
         except Skip as e:
             res = CheckResult(cid, "skip", time.monotonic() - s, str(e))

@@ -52,7 +52,7 @@ class TrialResult:
     ``unjudged``: a ``dropped`` trial that was not a choice of the contract (the reference or
     ``make_inputs`` rejecting a derived input) but a limit of this run: a budget timeout, a
     reference that died, kws's own input transform failing, a candidate that was not run; a
-    check reports such trials as not judged (``Check.could_not_judge``), never as passed.
+    check reports such trials as not judged (``CheckContext.could_not_judge``), never as passed.
     Compared by identity (``eq=False``)."""
 
     trial: Trial
