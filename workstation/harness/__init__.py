@@ -260,7 +260,7 @@ def run_job(job: Job) -> None:
         npz = b""
         if arrays:
             buf = io.BytesIO()
-            np.savez(buf, **arrays)
+            np.savez(buf, **arrays)  # type: ignore[arg-type]  # numpy's stub types **kwds as allow_pickle
             npz = buf.getvalue()
             _write_atomic(out / f"step-{i}.npz", npz)
         blob = json.dumps(encodable(doc), default=_json_default).encode()

@@ -82,7 +82,7 @@ def _cache_key(task_dir: Path, cases: list[Case], seed: int, targets: list[list[
 
     from workstation.harness.fidelity import FIDELITY_VERSION
 
-    dists = sorted(f"{d.metadata.get('Name', '')}=={d.version}" for d in md.distributions())
+    dists = sorted(f"{d.metadata['Name'] or ''}=={d.version}" for d in md.distributions())
     h.update(json.dumps({"fidelity": FIDELITY_VERSION, "dists": dists}).encode())
     for p in sorted(task_dir.rglob("*.py")):
         if "__pycache__" in p.parts:

@@ -54,8 +54,9 @@ def _decode(v: Any) -> Any:
     if isinstance(v, dict) and "tl_dtype" in v:
         import triton.language as tl
 
-        name = v["tl_dtype"]
-        return getattr(tl, {"fp32": "float32", "fp16": "float16", "bf16": "bfloat16", "fp64": "float64"}.get(name, name))
+        name = str(v["tl_dtype"])
+        names = {"fp32": "float32", "fp16": "float16", "bf16": "bfloat16", "fp64": "float64"}
+        return getattr(tl, names.get(name, name))
     return v
 
 

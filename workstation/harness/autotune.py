@@ -92,8 +92,8 @@ def find_autotuners(ctx: JobContext, packages: set[str] | None = None) -> list[A
     found: list[Any] = []
     seen: set[int] = set()
     mods = list(sys.modules.items())
-    ordered = [m for _, m in mods if getattr(m, "__file__", None)
-               and os.path.realpath(m.__file__).startswith(root + os.sep)]
+    ordered = [m for _, m in mods if isinstance(getattr(m, "__file__", None), str)
+               and os.path.realpath(str(m.__file__)).startswith(root + os.sep)]
     if packages:
         ordered += [m for n, m in mods if n.split(".")[0] in packages and m not in ordered]
     for mod in ordered:

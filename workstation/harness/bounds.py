@@ -105,7 +105,8 @@ class BoundsRecorder(LaunchObserver):
             grid = launch.kwargs.get("grid")
             if callable(grid):
                 grid = grid(bound)
-            grid = tuple(int(g) for g in grid) + (1,) * (3 - len(tuple(grid)))
+            dims = tuple(int(g) for g in (grid if grid is not None else ()))
+            grid = dims + (1,) * (3 - len(dims))
             self.calls.append(BoundsCall(key=self.records[key]["index"], qualname=rec["qualname"], grid=list(grid),
                                          args={n: _arg_facts(bound.get(n)) for n in launch.arg_names
                                                if rec["signature"].get(n) != "constexpr"}))

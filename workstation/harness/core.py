@@ -358,16 +358,16 @@ def _patch_autotuner_for_interpreter() -> None:
         from triton.runtime.autotuner import Autotuner
     except ImportError:
         return
-    counter = {"n": 0}
+    counter: dict[str, int] = {"n": 0}
 
     def interp_bench(kernel_call: Any, quantiles: Any = None, **_: Any) -> list[float]:
-        for _ in range(AUTOTUNE_LAUNCHES_PER_CONFIG):
+        for _launch in range(AUTOTUNE_LAUNCHES_PER_CONFIG):
             kernel_call()
         counter["n"] += 1
         t = float(counter["n"])
         return [t, t, t]
 
-    Autotuner.do_bench = property(lambda self: interp_bench)  # type: ignore[assignment]
+    Autotuner.do_bench = property(lambda self: interp_bench)
 
 
 _PREPARED: dict[str, Any] = {}
@@ -406,6 +406,9 @@ class JobContext:
         #: the task files imported during the current step: name -> {"cpu_s", "wall_s"}
         #: (:func:`workstation.harness.import_phase`; ``run_job`` resets it per step).
         self.imports: dict[str, dict[str, float]] = {}
+        #: the float64 oracle's finding that the reference is homogeneous of degree 1 (set by
+        #: its scale probe, :mod:`workstation.harness.numerics`; None before it ran).
+        self.homogeneous: bool | None = None
         if str(self.task_dir) not in sys.path:
             sys.path.insert(0, str(self.task_dir))
         for i, h in enumerate(job.helper_dirs):  # the queue's shared helpers, after the task
@@ -643,7 +646,7 @@ def prepared_inputs(ctx: JobContext, case: dict[str, Any], seed: int, transforms
     never charged to the candidate)."""
     inputs = ctx.make_inputs(case, seed)
     try:
-        return apply_transforms(ctx, inputs, transforms)
+        return apply_transforms(ctx, inputs, list(transforms))
     except BaseException as e:  # noqa: BLE001  (re-raised, tagged with its phase)
         raise _tag(e, "transform") from None
 

@@ -36,6 +36,7 @@ import tempfile
 import time
 from dataclasses import dataclass
 from pathlib import Path
+from types import FrameType
 from typing import Any
 
 import msgspec
@@ -152,7 +153,7 @@ def task_site(task_dir: Path, depth: int = 2) -> dict[str, Any] | None:
     """The innermost frame of the call stack that lies in the task folder (file relative
     to it, line, function), or None."""
     root = str(task_dir)
-    f = sys._getframe(depth)
+    f: FrameType | None = sys._getframe(depth)
     while f is not None:
         fn = f.f_code.co_filename
         if fn.startswith(root):

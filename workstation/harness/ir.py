@@ -85,7 +85,10 @@ def _dots(ir: str, locs: _Locs) -> list[dict[str, Any]]:
         s = line.strip()
         if not re.search(r"=\s*(tt\.dot|tt\.dot_scaled|ttng\.warp_group_dot)\s", s):
             continue
-        op = re.search(r"=\s*(tt\.dot_scaled|tt\.dot|ttng\.warp_group_dot)\s", s).group(1)
+        m = re.search(r"=\s*(tt\.dot_scaled|tt\.dot|ttng\.warp_group_dot)\s", s)
+        if m is None:
+            continue
+        op = m.group(1)
         sig = s.split(" : ", 1)[1] if " : " in s else ""
         ts = _types(sig)
         prec = re.search(r"inputPrecision\s*=\s*([\w]+)(?:\s*:\s*i32)?", s)
@@ -156,6 +159,9 @@ def _mma(ptx: str) -> list[dict[str, Any]]:
     for instr, n in sorted(counts.items()):
         parts = instr.split(".")
         types = [p for p in parts if p in ("f32", "f16", "bf16", "tf32", "f64", "e4m3", "e5m2", "s32", "s8", "u8")]
+        d: str | None
+        a: str | None
+        b: str | None
         if instr.startswith("mma.sync") and len(types) >= 4:
             d, a, b = types[-4], types[-3], types[-2]
         elif len(types) >= 3:

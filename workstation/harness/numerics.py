@@ -239,8 +239,8 @@ def oracle_step(ctx: JobContext, spec: NumOracleStep) -> StepOutput:
                                 and bool(torch.equal(torch.nan_to_num(t), torch.nan_to_num(2.0 * o))))
         # later steps of this job skip the |inputs| run of an op that is not multilinear (the
         # parent re-derives the verdict from the arrays above; this only saves work)
-        ctx._kws_homogeneous = homogeneous and bool(floats)
-    if spec.abs and getattr(ctx, "_kws_homogeneous", True):
+        ctx.homogeneous = homogeneous and bool(floats)
+    if spec.abs and ctx.homogeneous is not False:
         v = list(fresh())
         for i in floats:
             v[i] = v[i].abs()

@@ -57,6 +57,7 @@ import math
 import os
 import sys
 import time
+import types
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -212,7 +213,8 @@ class Invocation:
             if not _has_dimension_semantics(cp):
                 n = len(_grid_of(kw))
                 if n:
-                    kw["compiler_params"] = pltpu.CompilerParams(dimension_semantics=("parallel",) * n)
+                    parallel: list[Any] = ["parallel"] * n
+                    kw["compiler_params"] = pltpu.CompilerParams(dimension_semantics=parallel)
         return _orig(self.kernel, *self.args, **kw)
 
 
@@ -245,7 +247,7 @@ def _native() -> bool:
 def _site() -> dict[str, Any] | None:
     if not _task_dir:
         return None
-    f = sys._getframe(2)
+    f: types.FrameType | None = sys._getframe(2)
     while f is not None:
         fn = f.f_code.co_filename
         if fn.startswith(_task_dir):
@@ -513,7 +515,8 @@ def read_pallas_call(rec: Invocation, avals: list[Any]) -> dict[str, Any]:
     if points is None:
         notes.append(f"grid {grid}: dynamic or more than {MAX_GRID_POINTS} points; block cover not computed")
     mappings = list(gm.block_mappings)
-    ins, outs = [], []
+    ins: list[dict[str, Any]] = []
+    outs: list[dict[str, Any]] = []
     for k, bm in enumerate(mappings):
         d = _block_mapping(bm, points, k >= n_in, notes)
         (outs if k >= n_in else ins).append(d)
@@ -539,14 +542,15 @@ def read_pallas_call(rec: Invocation, avals: list[Any]) -> dict[str, Any]:
 
 
 def _grid_points(grid: list[int | None]) -> np.ndarray | None:
-    if any(g is None for g in grid):
+    sizes = [g for g in grid if g is not None]
+    if len(sizes) != len(grid):
         return None
-    n = math.prod(grid) if grid else 1
+    n = math.prod(sizes) if sizes else 1
     if n > MAX_GRID_POINTS:
         return None
-    if not grid:
+    if not sizes:
         return np.zeros((1, 0), dtype=np.int32)
-    mesh = np.meshgrid(*[np.arange(g, dtype=np.int32) for g in grid], indexing="ij")
+    mesh = np.meshgrid(*[np.arange(g, dtype=np.int32) for g in sizes], indexing="ij")
     return np.stack([m.ravel() for m in mesh], axis=1)
 
 

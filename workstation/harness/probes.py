@@ -42,6 +42,7 @@ from workstation.protocol.extras.probes import (
 )
 from workstation.protocol.results import ResultFormatError, decode_doc, kws_error
 from workstation.protocol.steps import (
+    CallSeriesStep,
     CallStep,
     HashseedCallStep,
     InputsOnlyStep,
@@ -50,7 +51,7 @@ from workstation.protocol.steps import (
 )
 
 
-def _inputs(ctx: Any, spec: InputsOnlyStep | RepeatCallStep | StaleCallStep, seed: int) -> tuple:
+def _inputs(ctx: Any, spec: InputsOnlyStep | RepeatCallStep | StaleCallStep | CallSeriesStep, seed: int) -> tuple:
     return prepared_inputs(ctx, spec.case, seed, spec.transforms)
 
 
@@ -153,8 +154,8 @@ def _range(t: torch.Tensor) -> tuple[int, int, int] | None:
     if t.numel() == 0:
         return None
     es = t.element_size()
-    start = t.storage_offset() * es
-    span = 1 + sum((s - 1) * abs(st) for s, st in zip(t.shape, t.stride(), strict=True))
+    start = int(t.storage_offset()) * es
+    span = 1 + sum((int(s) - 1) * abs(int(st)) for s, st in zip(t.shape, t.stride(), strict=True))
     return base, start, start + span * es
 
 
@@ -233,8 +234,8 @@ def stale_call_step(ctx: Any, spec: StaleCallStep) -> StepOutput:
     for j, o in enumerate(outs1):
         res.arrays[f"firstafter{j}"] = encode_tensor(o)[1]
     if early is not None:
-        for j, e in enumerate(early):
-            res.arrays[f"early{j}"] = encode_tensor(e)[1]
+        for j, x in enumerate(early):
+            res.arrays[f"early{j}"] = encode_tensor(x)[1]
     res.outputs = outs2
     res.seconds = s1 + s2
     res.extra = StaleCallExtra(

@@ -47,7 +47,8 @@ _DEVICE_CATEGORIES = ("kernel", "gpu_memcpy", "gpu_memset")
 
 
 def _slim(e: dict[str, Any]) -> dict[str, Any]:
-    args = e.get("args") if isinstance(e.get("args"), dict) else {}
+    got = e.get("args")
+    args: dict[str, Any] = got if isinstance(got, dict) else {}
     return {"ph": "X", "cat": e.get("cat"), "name": e.get("name"), "ts": e.get("ts"), "dur": e.get("dur"),
             "pid": e.get("pid"), "tid": e.get("tid"), "args": {k: args[k] for k in _KEPT_ARGS if k in args}}
 

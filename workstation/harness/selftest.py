@@ -121,7 +121,7 @@ def interpreter_selftest() -> Selftest:
     return out
 
 
-def _libdevice_kernel() -> object:
+def _libdevice_kernel() -> Any:
     """A kernel calling ``libdevice.tanh``, defined with the module globals the
     interpreter resolves names from (its rewriter reads ``fn.__globals__``)."""
     import triton

@@ -112,7 +112,7 @@ class _StartRecorder:
             sites[id(th)] = where
             return r
 
-        threading.Thread.start = start  # type: ignore[method-assign]
+        threading.Thread.start = start  # type: ignore[method-assign,assignment]
         return self
 
     def __exit__(self, *exc: Any) -> None:
@@ -199,8 +199,8 @@ def call_series_step(ctx: Any, spec: CallSeriesStep) -> StepOutput:
                              early=[], late=[], arrays=[], early_arrays=[],
                              threads_after_return=new_after_return, threads_after_settle=new_after_settle,
                              os_threads=[os_before, os_after_return, os_after_settle])
-            for j, (o, e) in enumerate(zip(outs, early, strict=True)):
-                he = fingerprint(e) if e is not None else "unreadable: the host copy failed"
+            for j, (o, x) in enumerate(zip(outs, early, strict=True)):
+                he = fingerprint(x) if x is not None else "unreadable: the host copy failed"
                 hl = fingerprint(o)
                 row.early.append(he)
                 row.late.append(hl)
@@ -210,10 +210,10 @@ def call_series_step(ctx: Any, spec: CallSeriesStep) -> StepOutput:
                     res.arrays[key] = encode_tensor(o)[1]
                 row.arrays.append(key)
                 ek = None
-                if he != hl and e is not None and isinstance(e, torch.Tensor):
+                if he != hl and x is not None and isinstance(x, torch.Tensor):
                     ek = f"e{k}_{j}"
                     try:
-                        res.arrays[ek] = encode_tensor(e)[1]
+                        res.arrays[ek] = encode_tensor(x)[1]
                     except Exception:  # noqa: BLE001
                         ek = None
                 row.early_arrays.append(ek)

@@ -87,8 +87,8 @@ FLAGS: dict[str, Any] = {
     "torch.backends.cuda.matmul.allow_tf32": lambda: torch.backends.cuda.matmul.allow_tf32,
     "torch.backends.cudnn.allow_tf32": lambda: torch.backends.cudnn.allow_tf32,
     "torch.backends.cuda.matmul.fp32_precision": lambda: torch.backends.cuda.matmul.fp32_precision,
-    "torch.backends.cudnn.conv.fp32_precision": lambda: torch.backends.cudnn.conv.fp32_precision,
-    "torch.backends.mkldnn.matmul.fp32_precision": lambda: torch.backends.mkldnn.matmul.fp32_precision,
+    "torch.backends.cudnn.conv.fp32_precision": lambda: torch.backends.cudnn.conv.fp32_precision,  # type: ignore[attr-defined]  # set at run time by torch's flags module
+    "torch.backends.mkldnn.matmul.fp32_precision": lambda: torch.backends.mkldnn.matmul.fp32_precision,  # type: ignore[attr-defined]  # likewise
     "torch.get_float32_matmul_precision()": lambda: torch.get_float32_matmul_precision(),
     "torch.backends.cuda.matmul.allow_fp16_reduced_precision_reduction":
         lambda: torch.backends.cuda.matmul.allow_fp16_reduced_precision_reduction,
@@ -243,7 +243,7 @@ class _StreamWatch:
         self._saved = [(torch.cuda.Stream, "__new__", torch.cuda.Stream.__dict__.get("__new__", _ABSENT)),
                        (torch.cuda, "set_stream", vars(torch.cuda).get("set_stream", _ABSENT))]
         torch.cuda.Stream.__new__ = new  # type: ignore[method-assign]
-        torch.cuda.set_stream = set_stream
+        torch.cuda.set_stream = set_stream  # type: ignore[assignment]  # the recorder takes any stream-like argument
         return self
 
     def __exit__(self, *exc: object) -> None:

@@ -416,6 +416,16 @@ def _stdrel(xs: list[int]) -> float:
     return statistics.stdev(xs) / m if m > 0 else math.inf
 
 
+
+def _cold_start(sd: _Side, flusher: CacheFlusher) -> Callable[[], None]:
+    """What runs untimed before a cold call of ``sd``: its inputs restored, the caches
+    flushed."""
+    def before() -> None:
+        sd.restore()
+        flusher.flush()
+
+    return before
+
 def time_case(ctx: JobContext, case: Case, spec: TimingStep, flusher: CacheFlusher,
               clock: CpuClock | CudaClock) -> TimedCase:
     """Run the protocol (module doc) for one case."""
@@ -433,9 +443,12 @@ def time_case(ctx: JobContext, case: Case, spec: TimingStep, flusher: CacheFlush
         box = time_box(spec.compile_timeout_s) if sd.compile else contextlib.nullcontext()
         try:
             got: list[Any] = []
+
+            def first(sd: _Side = sd, got: list[Any] = got) -> None:
+                got.append(sd.call())
+
             with count_interpreter_launches() as launches, box:
-                t_first = clock.measure(lambda sd=sd, got=got: got.append(sd.call()),
-                                        before=lambda sd=sd: (sd.restore(), flusher.flush()))
+                t_first = clock.measure(first, before=_cold_start(sd, flusher))
             _keep(sd, got[0])
         except _CompileTimeout as e:
             sd.active = False
@@ -487,7 +500,7 @@ def time_case(ctx: JobContext, case: Case, spec: TimingStep, flusher: CacheFlush
     doc.warm_per_round = n_warm
 
     def cold_round(sd: _Side) -> None:
-        sd.cold.append(clock.measure(sd.call, before=lambda: (sd.restore(), flusher.flush())))
+        sd.cold.append(clock.measure(sd.call, before=_cold_start(sd, flusher)))
         sd.preempted += _descheduled(sd.cold[-1], clock)
 
     def warm_round(sd: _Side) -> None:
@@ -502,7 +515,7 @@ def time_case(ctx: JobContext, case: Case, spec: TimingStep, flusher: CacheFlush
         if phase == "warm":
             for sd in active:  # leave the cold phase's state: a few untimed calls per side
                 try:
-                    for _ in range(p["warmup_min_calls"]):
+                    for _ in range(int(p["warmup_min_calls"])):
                         sd.restore()
                         sd.call()
                         ctx.sync()

@@ -62,15 +62,17 @@ def decode_extra(kind: str, data: dict[str, Any]) -> Extra:
         raise ResultFormatError(f"the {kind} step's extra does not have kws's form: {e}") from None
 
 
-def extra_as(extra: Extra | dict[str, Any], cls: type[E]) -> E:  # a dict: a test's or a kws bug
+def extra_as(extra: Extra | dict[str, Any] | None, cls: type[E]) -> E:  # a dict or None: a kws bug
     """``extra`` (a step result's decoded payload) as the payload Struct ``cls`` its reader
     expects.
 
     Raises:
-        TypeError: ``extra`` is another kind's payload (or an untyped dict): a kws bug, the
-            reader asked a step of another kind.
+        TypeError: ``extra`` is another kind's payload (or an untyped dict, or None): a kws
+            bug, the reader asked a step of another kind.
     """
     if not isinstance(extra, cls):
+        if extra is None:
+            raise TypeError(f"expected the {cls.__struct_config__.tag} step's payload, got none")
         if isinstance(extra, dict):
             raise TypeError(f"expected the {cls.__struct_config__.tag} step's payload, got an untyped dict "
                             f"(kind {extra.get('kind', '?')!r})")
