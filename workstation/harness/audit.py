@@ -109,7 +109,8 @@ def _editable(inputs: tuple) -> list[int]:
             continue
         if v.dim() == 2 and v.shape[0] == v.shape[1] and torch.equal(v, v.T):
             continue
-        if v.dim() >= 1 and bool((v >= 0).all()) and torch.allclose(v.sum(-1), torch.ones(()), atol=1e-3):
+        if v.dim() >= 1 and bool((v >= 0).all()) and torch.allclose(v.sum(-1), torch.ones((), dtype=v.dtype),
+                                                                    atol=1e-3):
             continue
         if torch.equal(v, v.round()):
             continue
@@ -473,7 +474,7 @@ def audit_series_step(ctx: JobContext, spec: AuditSeriesStep) -> StepOutput:
         prev_variant = v
         try:
             with starts:
-                outs, call.seconds = _call(ctx, fn, inputs, context, frame)
+                outs, call.seconds = _call(ctx, fn, inputs, context, frame, values[v])
         except BaseException as e:  # noqa: BLE001  (a call that raised is recorded; the audit goes on)
             call.error = error_info(_tag(e, "call"), "call")
             rec.calls.append(call)
@@ -503,8 +504,11 @@ def audit_series_step(ctx: JobContext, spec: AuditSeriesStep) -> StepOutput:
     return res
 
 
-def _call(ctx: JobContext, fn: Any, inputs: tuple, context: str, frame: str) -> tuple[list[Any], float]:
-    """One audited call from ``context``; returns its outputs and wall seconds."""
+def _call(ctx: JobContext, fn: Any, inputs: tuple, context: str, frame: str,
+          values: tuple) -> tuple[list[Any], float]:
+    """One audited call from ``context``; returns its outputs and wall seconds. In the
+    ``loop`` context the inputs the role writes in place (``inout_args``) get ``values``
+    back before every call, as a benchmark of an in-place op restores them."""
     if context == "pause":
         time.sleep(PAUSE_S)
     t0 = _perf()
@@ -513,6 +517,9 @@ def _call(ctx: JobContext, fn: Any, inputs: tuple, context: str, frame: str) -> 
             r = _named_caller(frame)(fn, inputs)
         elif context == "loop":
             for _ in range(LOOP_CALLS):
+                for i in ctx.inout_args:
+                    if isinstance(inputs[i], torch.Tensor):
+                        inputs[i].copy_(values[i])
                 r = fn(*inputs)
         else:
             r = fn(*inputs)
