@@ -17,7 +17,7 @@ from workstation.checks.support.numaudit import (
     audit,
 )
 from workstation.checks.support.static import scan_reference_imports
-from workstation.engine.check import Check, Finding, TaskProblem, register
+from workstation.engine.check import Check, Finding, NotJudged, TaskProblem, register
 from workstation.engine.context import CheckContext, case_label
 from workstation.protocol.extras.calls import CallExtra
 from workstation.protocol.extras.monitors import NumCallersReport
@@ -252,7 +252,7 @@ class ReferenceSuspect(Check):
         (shared candidate calls; best effort)."""
         try:
             outs = ctx.candidate([(r.case, r.seed) for r, _ in items])
-        except Exception:  # noqa: BLE001
+        except NotJudged:  # the candidate's calls could not run here: no comparison to add
             return []
         res = []
         for (r, o), c in zip(items, outs, strict=True):

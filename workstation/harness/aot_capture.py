@@ -166,7 +166,7 @@ class LaunchRecorder(LaunchObserver):
         try:
             self.compiled[key] = {k: v for k, v in result.asm.items()
                                   if k in ("ttir", "ttgir", "ptx") and isinstance(v, str)}
-        except Exception:  # noqa: BLE001
+        except Exception:  # noqa: BLE001  (a compiled kernel without readable asm: its IR is just not kept)
             pass
 
 

@@ -205,7 +205,7 @@ def main() -> None:
         sys.path.insert(0, str(Path(sys.argv[2]).parent))
         try:
             _import_by_path(os.path.realpath(sys.argv[2]), modules)
-        except BaseException:  # noqa: BLE001
+        except BaseException:  # noqa: BLE001  (task code failed to import: reported per kernel below)
             modules.clear()
     req = json.loads(sys.stdin.read())
     task_dir = req["task_dir"]

@@ -592,7 +592,7 @@ class JobContext:
             with FakeTensorMode(allow_non_fake_inputs=True):
                 fake = fn(case, self.device, seed)
             return _storage_bytes(fake)
-        except Exception:  # noqa: BLE001 - any make_inputs the fake mode cannot follow
+        except Exception:  # noqa: BLE001  (a make_inputs the fake mode cannot follow: measured for real instead)
             return None
 
     def outputs_of(self, result: Any, inputs: tuple) -> list[torch.Tensor]:

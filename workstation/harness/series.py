@@ -214,7 +214,7 @@ def call_series_step(ctx: Any, spec: CallSeriesStep) -> StepOutput:
                     ek = f"e{k}_{j}"
                     try:
                         res.arrays[ek] = encode_tensor(x)[1]
-                    except Exception:  # noqa: BLE001
+                    except Exception:  # noqa: BLE001  (an early copy that cannot be encoded: judged from its fingerprint)
                         ek = None
                 row.early_arrays.append(ek)
             serial.append(row)

@@ -584,7 +584,7 @@ def _mentions(v: Val, t: Any, op: Op) -> bool:
     lanes = [z3.Int(f"_chk{i}") for i in range(len(_shape(_result_type(op))) or 0)]
     try:
         term = v.at(lanes)
-    except Exception:  # noqa: BLE001
+    except Exception:  # noqa: BLE001  (a step the encoder cannot evaluate per lane: assumed to depend on t, the safe side)
         return True
     return any(z3.eq(x, t) for x in _vars(term))
 
