@@ -113,73 +113,19 @@ def aot_step(ctx: Any, spec: TritonAotStep) -> StepOutput:
     key = _cache_key(task_dir, cases, spec.seed, targets, INTERPRETER)
     cdir = _cache_dir()
     cfile = cdir / f"{key}.json" if cdir else None
-    if cfile is not None and cfile.is_file():
-        try:  # an entry that does not decode (another kws wrote it): a miss
-            hit = msgspec.convert(json.loads(cfile.read_text()), type=TritonAotExtra)
-            hit.cached, hit.seconds = True, time.perf_counter() - t0
-            return StepOutput(ok=True, extra=hit)
-        except (OSError, ValueError):
-            pass
-    proc = None
-    if INTERPRETER:
-        env = {k: v for k, v in os.environ.items() if k != "TRITON_INTERPRET"}
-        cand = str(task_dir / ctx.entry["candidate"].rpartition(":")[0]) if ctx.entry.get("candidate") else ""
-        preload = ["--preload", cand] if cand else []
-        proc = subprocess.Popen([sys.executable, "-m", "workstation.harness.aot_compile", *preload],
-                                stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=env,
-                                cwd=str(task_dir), text=True)
-    launches: dict[str, dict[str, Any]] = {}
-    case_errors: dict[str, Raised] = {}
-    compiled: dict[str, dict[str, str]] = {}
-    seconds = 0.0
-    for ci, case in enumerate(cases):
-        try:
-            inputs = ctx.make_inputs(case, spec.seed)
-            res = run_role(ctx, "candidate", inputs, [TritonLaunchRecords()])
-        except BaseException as e:  # noqa: BLE001
-            case_errors[str(ci)] = error_info(e, getattr(e, "_kws_phase", "call"))
-            continue
-        seconds += res.seconds
-        compiled.update(getattr(ctx, "_kws_compiled", {}))
-        for rec in msgspec.to_builtins(extra_as(res.extra, CallExtra).monitors.of(TritonLaunchRecordsReport).launches):
-            launches.setdefault(launch_key(rec), dict(rec, cases=[]))["cases"].append(ci)
-    recs = list(launches.values())
-    found: list[dict[str, Any]] = []
+    hit = _cached(cfile)
+    if hit is not None:
+        hit.cached, hit.seconds = True, time.perf_counter() - t0
+        return StepOutput(ok=True, extra=hit)
+    proc = _aot_child(ctx, task_dir) if INTERPRETER else None
+    recs, case_errors, compiled, seconds = _capture(ctx, cases, spec.seed)
     mode: Literal["aot", "jit"] = "aot" if INTERPRETER else "jit"
-    if INTERPRETER:
-        assert proc is not None
-        if not recs:
-            proc.kill()
-            proc.communicate()
-        else:
-            req = {"task_dir": str(task_dir), "launches": recs, "targets": targets}
-            try:
-                out, err = proc.communicate(json.dumps(req), timeout=AOT_TIMEOUT_S)
-            except subprocess.TimeoutExpired:
-                proc.kill()
-                out, err = proc.communicate()
-                return StepOutput(ok=False, error=Raised(
-                    type="TimeoutError", message=f"the AOT compile child did not finish in {AOT_TIMEOUT_S:g} s",
-                    traceback=err[-4000:], phase="aot", origin="kws"), extra=TritonAotExtra(mode=mode))
-            try:
-                found = json.loads(out)["kernels"]
-            except (ValueError, KeyError, TypeError):
-                return StepOutput(ok=False, error=Raised(
-                    type="AotError", message=f"the AOT compile child exited with {proc.returncode} without a result",
-                    traceback=err[-4000:], phase="aot", origin="kws"), extra=TritonAotExtra(mode=mode))
+    if proc is not None:
+        found = _compile_in_child(proc, recs, task_dir, targets)
+        if isinstance(found, Raised):
+            return StepOutput(ok=False, error=found, extra=TritonAotExtra(mode=mode))
     else:
-        missing = []
-        for li, rec in enumerate(recs):
-            asm = compiled.get(launch_key(rec))
-            entry: dict[str, Any] = {"launch": li, "target": f"device ({ctx.device_name})",
-                                     "qualname": rec["qualname"], "file": task_relative(rec["file"], task_dir)}
-            if asm:
-                entry["analysis"] = analyze(asm, str(task_dir))
-                found.append(entry)
-            else:
-                missing.append((li, rec))
-        if missing:  # no IR from the JIT: compile the same launches for the device's own target
-            found += _compile_for_device(ctx, task_dir, missing)
+        found = _read_jit(ctx, task_dir, recs, compiled)
     for rec in recs:
         rec["file"] = task_relative(rec["file"], task_dir)
     data = TritonAotExtra(launches=msgspec.convert(recs, type=list[AotLaunch]),
@@ -188,15 +134,108 @@ def aot_step(ctx: Any, spec: TritonAotStep) -> StepOutput:
     if INTERPRETER:
         data.interpreter_selftest = selftest_or_error()
     if cfile is not None and not case_errors and all(k.error is None for k in data.kernels):
-        try:
-            cfile.parent.mkdir(parents=True, exist_ok=True)
-            tmp = cfile.with_suffix(f".tmp{os.getpid()}")
-            tmp.write_text(json.dumps(encodable(data)))
-            os.replace(tmp, cfile)
-        except OSError:
-            pass
+        _store(cfile, data)
     data.cached, data.seconds = False, time.perf_counter() - t0
     return StepOutput(ok=True, extra=data, seconds=seconds)
+
+
+def _cached(cfile: Path | None) -> TritonAotExtra | None:
+    """The cached analysis in ``cfile``, or None (no entry, or one that does not decode:
+    another kws version wrote it)."""
+    if cfile is None or not cfile.is_file():
+        return None
+    try:
+        return msgspec.convert(json.loads(cfile.read_text()), type=TritonAotExtra)
+    except (OSError, ValueError):
+        return None
+
+
+def _store(cfile: Path, data: TritonAotExtra) -> None:
+    """Write ``data`` to ``cfile`` atomically (a cache that cannot be written is no error)."""
+    try:
+        cfile.parent.mkdir(parents=True, exist_ok=True)
+        tmp = cfile.with_suffix(f".tmp{os.getpid()}")
+        tmp.write_text(json.dumps(encodable(data)))
+        os.replace(tmp, cfile)
+    except OSError:
+        pass
+
+
+def _aot_child(ctx: Any, task_dir: Path) -> subprocess.Popen[str]:
+    """The AOT compile child (no interpreter), started early so its imports overlap the
+    capture; it preloads the candidate's file."""
+    env = {k: v for k, v in os.environ.items() if k != "TRITON_INTERPRET"}
+    cand = str(task_dir / ctx.entry["candidate"].rpartition(":")[0]) if ctx.entry.get("candidate") else ""
+    preload = ["--preload", cand] if cand else []
+    return subprocess.Popen([sys.executable, "-m", "workstation.harness.aot_compile", *preload],
+                            stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=env,
+                            cwd=str(task_dir), text=True)
+
+
+def _capture(ctx: Any, cases: list[Case], seed: int) -> tuple[list[dict[str, Any]], dict[str, Raised],
+                                                                dict[str, dict[str, str]], float]:
+    """The candidate's distinct Triton launches over ``cases`` (each with the indices of the
+    cases that launched it), the errors of the cases it raised on (by case index), the IR
+    a GPU's JIT compiled (by launch key), and the candidate's call seconds."""
+    launches: dict[str, dict[str, Any]] = {}
+    case_errors: dict[str, Raised] = {}
+    compiled: dict[str, dict[str, str]] = {}
+    seconds = 0.0
+    for ci, case in enumerate(cases):
+        try:
+            inputs = ctx.make_inputs(case, seed)
+            res = run_role(ctx, "candidate", inputs, [TritonLaunchRecords()])
+        except BaseException as e:  # noqa: BLE001  (the case's error is reported, the other cases go on)
+            case_errors[str(ci)] = error_info(e, getattr(e, "_kws_phase", "call"))
+            continue
+        seconds += res.seconds
+        compiled.update(getattr(ctx, "_kws_compiled", {}))
+        for rec in msgspec.to_builtins(extra_as(res.extra, CallExtra).monitors.of(TritonLaunchRecordsReport).launches):
+            launches.setdefault(launch_key(rec), dict(rec, cases=[]))["cases"].append(ci)
+    return list(launches.values()), case_errors, compiled, seconds
+
+
+def _compile_in_child(proc: subprocess.Popen[str], recs: list[dict[str, Any]], task_dir: Path,
+                      targets: list[list[Any]]) -> list[dict[str, Any]] | Raised:
+    """The AOT child's kernels for ``recs`` (its error, as kws's, when it did not answer)."""
+    if not recs:
+        proc.kill()
+        proc.communicate()
+        return []
+    req = {"task_dir": str(task_dir), "launches": recs, "targets": targets}
+    try:
+        out, err = proc.communicate(json.dumps(req), timeout=AOT_TIMEOUT_S)
+    except subprocess.TimeoutExpired:
+        proc.kill()
+        out, err = proc.communicate()
+        return Raised(type="TimeoutError", message=f"the AOT compile child did not finish in {AOT_TIMEOUT_S:g} s",
+                      traceback=err[-4000:], phase="aot", origin="kws")
+    try:
+        found: list[dict[str, Any]] = json.loads(out)["kernels"]
+        return found
+    except (ValueError, KeyError, TypeError):
+        return Raised(type="AotError", message=f"the AOT compile child exited with {proc.returncode} without a result",
+                      traceback=err[-4000:], phase="aot", origin="kws")
+
+
+def _read_jit(ctx: Any, task_dir: Path, recs: list[dict[str, Any]],
+              compiled: dict[str, dict[str, str]]) -> list[dict[str, Any]]:
+    """On a GPU: the IR of each launch from the kernels the JIT compiled; launches whose
+    kernel it did not hand back are compiled for the device's own target."""
+    found: list[dict[str, Any]] = []
+    missing = []
+    for li, rec in enumerate(recs):
+        asm = compiled.get(launch_key(rec))
+        entry: dict[str, Any] = {"launch": li, "target": f"device ({ctx.device_name})",
+                                 "qualname": rec["qualname"], "file": task_relative(rec["file"], task_dir)}
+        if asm:
+            entry["analysis"] = analyze(asm, str(task_dir))
+            found.append(entry)
+        else:
+            missing.append((li, rec))
+    if missing:
+        found += _compile_for_device(ctx, task_dir, missing)
+    return found
 
 
 def _compile_for_device(ctx: Any, task_dir: Path, missing: list[tuple[int, dict[str, Any]]]) -> list[dict[str, Any]]:

@@ -198,8 +198,24 @@ def oracle_step(ctx: JobContext, spec: NumOracleStep) -> StepOutput:
                            oracle_inputs=[OracleInput(index=d.index, dtype=d.dtype or None) for d in describe_inputs(up)],
                            float_inputs=floats)
     res.extra = extra
-    # how many of each input's values a narrower format holds exactly (the parent tells a
-    # reference that quantises internally from an op that only selects input values)
+    extra.input_representable = _representable(native, floats)
+    probes = _Probes(ctx, pristine, res)
+    if spec.scale:
+        # later steps of this job skip the |inputs| run of an op that is not multilinear (the
+        # parent re-derives the verdict from the arrays; this only saves work)
+        ctx.homogeneous = probes.scale(floats)
+    if spec.abs and ctx.homogeneous is not False:
+        probes.absolute(floats)
+    if spec.bump and floats:
+        extra.bump = probes.bump(floats)
+    extra.probe_errors = probes.errors
+    return res
+
+
+def _representable(native: tuple, floats: list[int]) -> dict[str, dict[str, float]]:
+    """Per float input (by index), the share of its finite non-zero values each narrower
+    format holds exactly: the parent tells a reference that quantises internally from an op
+    that only selects input values."""
     frac: dict[str, dict[str, float]] = {}
     for i in floats:
         x = native[i].detach()
@@ -209,66 +225,78 @@ def oracle_step(ctx: JobContext, spec: NumOracleStep) -> StepOutput:
             frac[str(i)] = {name: float((x[nz].to(dt).to(x.dtype) == x[nz]).sum()) / n
                             for name, dt in (("float32", torch.float32), ("float16", torch.float16),
                                              ("bfloat16", torch.bfloat16)) if dt != x.dtype}
-    extra.input_representable = frac
-    probe_errors: dict[str, str] = {}
+    return frac
 
-    def probe(name: str, variant: tuple) -> list[torch.Tensor] | None:
+
+class _Probes:
+    """The budget probes of the float64 oracle: the reference on variants of the upcast
+    inputs (scaled, absolute, one element bumped), their outputs sent as arrays."""
+
+    def __init__(self, ctx: JobContext, pristine: tuple, res: StepOutput) -> None:
+        self.ctx, self.pristine, self.res = ctx, pristine, res
+        #: probe name -> why the reference refused it.
+        self.errors: dict[str, str] = {}
+
+    def run(self, name: str, variant: tuple) -> list[torch.Tensor] | None:
         try:
-            return _call_ref(ctx, variant)
+            return _call_ref(self.ctx, variant)
         except BaseException as e:  # noqa: BLE001  (a probe the op does not admit)
-            probe_errors[name] = f"{type(e).__name__}: {str(e)[:300]}"
+            self.errors[name] = f"{type(e).__name__}: {str(e)[:300]}"
             return None
 
-    def fresh(i_change: int | None = None, fn: Any = None) -> tuple:
-        # the upcast inputs again (the reference may have written to out_args)
-        base = [x.clone() if isinstance(x, torch.Tensor) else x for x in pristine]
+    def fresh(self, i_change: int | None = None, fn: Any = None) -> tuple:
+        """The upcast inputs again (the reference may have written to out_args), input
+        ``i_change`` through ``fn``."""
+        base = [x.clone() if isinstance(x, torch.Tensor) else x for x in self.pristine]
         if i_change is not None:
             base[i_change] = fn(base[i_change])
         return tuple(base)
 
-    if spec.scale:
+    def scale(self, floats: list[int]) -> bool:
+        """Each float input doubled (arrays ``scale<i>_<j>``); whether every output doubled
+        exactly (the op is homogeneous of degree 1 in each input)."""
         homogeneous = True
         for i in floats:
-            outs = probe(f"scale{i}", fresh(i, lambda x: x * 2.0))
+            outs = self.run(f"scale{i}", self.fresh(i, lambda x: x * 2.0))
             if outs is None:
                 homogeneous = False
             for j, t in enumerate(outs or []):
-                res.arrays[f"scale{i}_{j}"] = encode_tensor(t)[1]
-                o = res.outputs[j] if j < len(res.outputs) else None
+                self.res.arrays[f"scale{i}_{j}"] = encode_tensor(t)[1]
+                o = self.res.outputs[j] if j < len(self.res.outputs) else None
                 homogeneous &= (o is not None and t.shape == o.shape
                                 and bool(torch.equal(torch.nan_to_num(t), torch.nan_to_num(2.0 * o))))
-        # later steps of this job skip the |inputs| run of an op that is not multilinear (the
-        # parent re-derives the verdict from the arrays above; this only saves work)
-        ctx.homogeneous = homogeneous and bool(floats)
-    if spec.abs and ctx.homogeneous is not False:
-        v = list(fresh())
+        return homogeneous and bool(floats)
+
+    def absolute(self, floats: list[int]) -> None:
+        """The float inputs' absolute values (arrays ``abs<j>``)."""
+        v = list(self.fresh())
         for i in floats:
             v[i] = v[i].abs()
-        outs = probe("abs", tuple(v))
+        for j, t in enumerate(self.run("abs", tuple(v)) or []):
+            self.res.arrays[f"abs{j}"] = encode_tensor(t)[1]
+
+    def bump(self, floats: list[int]) -> Bump | None:
+        """The largest element of the largest float input moved by :data:`BUMP_REL`
+        (arrays ``bump_<j>``): a positive value moves the output of every op that passes it
+        through (relu, max, gelu), whatever the sign convention."""
+        i = max(floats, key=lambda k: (self.pristine[k].numel(), -k))
+        x0 = self.pristine[i]
+        if not x0.numel():
+            return None
+        finite = torch.where(torch.isfinite(x0), x0, torch.zeros_like(x0))
+        flat_index = int(torch.argmax(finite.reshape(-1)))
+
+        def bump(x: torch.Tensor) -> torch.Tensor:
+            y = x.clone(memory_format=torch.contiguous_format)
+            flat = y.view(-1)
+            v0 = float(flat[flat_index])
+            flat[flat_index] = v0 * (1 + BUMP_REL) if v0 != 0 else BUMP_REL
+            return y
+
+        outs = self.run("bump", self.fresh(i, bump))
         for j, t in enumerate(outs or []):
-            res.arrays[f"abs{j}"] = encode_tensor(t)[1]
-    if spec.bump and floats:
-        i = max(floats, key=lambda k: (pristine[k].numel(), -k))
-        x0 = pristine[i]
-        if x0.numel():
-            # the largest element: a positive value moves the output of every op that
-            # passes it through (relu, max, gelu), whatever the sign convention
-            finite = torch.where(torch.isfinite(x0), x0, torch.zeros_like(x0))
-            flat_index = int(torch.argmax(finite.reshape(-1)))
-
-            def bump(x: torch.Tensor) -> torch.Tensor:
-                y = x.clone(memory_format=torch.contiguous_format)
-                flat = y.view(-1)
-                v0 = float(flat[flat_index])
-                flat[flat_index] = v0 * (1 + BUMP_REL) if v0 != 0 else BUMP_REL
-                return y
-
-            outs = probe("bump", fresh(i, bump))
-            extra.bump = Bump(input=i, flat_index=flat_index, rel=BUMP_REL)
-            for j, t in enumerate(outs or []):
-                res.arrays[f"bump_{j}"] = encode_tensor(t)[1]
-    extra.probe_errors = probe_errors
-    return res
+            self.res.arrays[f"bump_{j}"] = encode_tensor(t)[1]
+        return Bump(input=i, flat_index=flat_index, rel=BUMP_REL)
 
 
 _NARROW_FLOATS = (torch.float32, torch.float16, torch.bfloat16)

@@ -435,50 +435,74 @@ def time_case(ctx: JobContext, case: Case, spec: TimingStep, flusher: CacheFlush
     for s in spec.sides:
         try:
             sides.append(_Side(ctx, s, case, spec.seed))
-        except BaseException as e:  # noqa: BLE001
+        except BaseException as e:  # noqa: BLE001  (a side that cannot be set up is reported, the others timed)
             errors[s.name] = error_info(e, getattr(e, "_kws_phase", "setup"))
     doc = TimedCase(case=dict(case), params=p, errors=errors)
     # 2. first call, cold, on its own
     for sd in sides:
-        box = time_box(spec.compile_timeout_s) if sd.compile else contextlib.nullcontext()
-        try:
-            got: list[Any] = []
-
-            def first(sd: _Side = sd, got: list[Any] = got) -> None:
-                got.append(sd.call())
-
-            with count_interpreter_launches() as launches, box:
-                t_first = clock.measure(first, before=_cold_start(sd, flusher))
-            _keep(sd, got[0])
-        except _CompileTimeout as e:
-            sd.active = False
-            errors[sd.name] = Raised(type="TimeoutError", message=f"torch.compile: {e}", phase="compile", origin="kws")
-            continue
-        except BaseException as e:  # noqa: BLE001
-            sd.active = False
-            errors[sd.name] = error_info(e, "call")
-            continue
-        sd.report.first_call_ns = t_first
-        sd.report.interpreter_launches = launches.launches
-        if launches.launches and spec.stop_if_interpreted:
-            sd.active = False
-            sd.report.stopped = "the call launches Triton kernels under the interpreter"
-        elif t_first > p["max_call_s"] * 1e9 and not sd.compile:
-            # the first call may be compiling (Triton JIT, autotuning): time a second one
-            try:
-                t_second = clock.measure(sd.call, before=sd.restore)
-            except BaseException as e:  # noqa: BLE001
-                sd.active = False
-                errors[sd.name] = error_info(e, "call")
-                continue
-            sd.report.second_call_ns = t_second
-            if t_second > p["max_call_s"] * 1e9:
-                sd.active = False
-                sd.report.stopped = f"one call takes {t_second / 1e9:.2f} s > max_call_s {p['max_call_s']:g} s"
+        _first_call(sd, spec, p, flusher, clock, errors)
     if spec.workload and sides and sides[0].outputs:
         doc.workload = workload(ctx, sides[0].inputs, sides[0].outputs)
-    active = [sd for sd in sides if sd.active]
     # 3. warm-up, untimed
+    active = _warm_up(ctx, [sd for sd in sides if sd.active], p, errors)
+    # warm samples per round, the same for every side (so rounds pair up): enough calls
+    # of the slowest side to fill warm_round_s, at least warm_per_round, at most 100
+    slowest = max((sd.call_s for sd in active), default=0.0)
+    n_warm = int(min(100, max(p["warm_per_round"], math.ceil(p["warm_round_s"] / max(slowest, 1e-9)))))
+    doc.warm_per_round = n_warm
+    _sample(ctx, doc, active, p, errors, flusher, clock, n_warm)
+    for sd in sides:
+        sd.report.cold_ns, sd.report.warm_ns, sd.report.descheduled = sd.cold, sd.warm, sd.preempted
+        sd.report.stdrel_cold = _stdrel(sd.cold) if len(sd.cold) > 1 else None
+        sd.report.stdrel_warm = _stdrel(sd.warm) if len(sd.warm) > 1 else None
+        doc.sides[sd.name] = sd.report
+    return doc
+
+
+def _first_call(sd: _Side, spec: TimingStep, p: dict[str, Any], flusher: CacheFlusher, clock: CpuClock | CudaClock,
+                errors: dict[str, Raised]) -> None:
+    """Step 2 of the protocol for one side: its first call, cold and alone (a second one when
+    the first was slow: it may have been compiling); a side that fails or is too slow is
+    made inactive with the reason."""
+    box = time_box(spec.compile_timeout_s) if sd.compile else contextlib.nullcontext()
+    try:
+        got: list[Any] = []
+
+        def first() -> None:
+            got.append(sd.call())
+
+        with count_interpreter_launches() as launches, box:
+            t_first = clock.measure(first, before=_cold_start(sd, flusher))
+        _keep(sd, got[0])
+    except _CompileTimeout as e:
+        sd.active = False
+        errors[sd.name] = Raised(type="TimeoutError", message=f"torch.compile: {e}", phase="compile", origin="kws")
+        return
+    except BaseException as e:  # noqa: BLE001  (the side's error is reported, the others timed)
+        sd.active = False
+        errors[sd.name] = error_info(e, "call")
+        return
+    sd.report.first_call_ns = t_first
+    sd.report.interpreter_launches = launches.launches
+    if launches.launches and spec.stop_if_interpreted:
+        sd.active = False
+        sd.report.stopped = "the call launches Triton kernels under the interpreter"
+    elif t_first > p["max_call_s"] * 1e9 and not sd.compile:
+        try:
+            t_second = clock.measure(sd.call, before=sd.restore)
+        except BaseException as e:  # noqa: BLE001  (the side's error is reported, the others timed)
+            sd.active = False
+            errors[sd.name] = error_info(e, "call")
+            return
+        sd.report.second_call_ns = t_second
+        if t_second > p["max_call_s"] * 1e9:
+            sd.active = False
+            sd.report.stopped = f"one call takes {t_second / 1e9:.2f} s > max_call_s {p['max_call_s']:g} s"
+
+
+def _warm_up(ctx: JobContext, active: list[_Side], p: dict[str, Any], errors: dict[str, Raised]) -> list[_Side]:
+    """Step 3: untimed calls of each side (at least ``warmup_min_calls``, up to
+    ``warmup_s`` seconds and 50 calls); the sides still active after it."""
     for sd in active:
         t0, n = time.perf_counter(), 0
         try:
@@ -487,17 +511,18 @@ def time_case(ctx: JobContext, case: Case, spec: TimingStep, flusher: CacheFlush
                 sd.call()
                 ctx.sync()
                 n += 1
-        except BaseException as e:  # noqa: BLE001
+        except BaseException as e:  # noqa: BLE001  (the side's error is reported, the others timed)
             sd.active = False
             errors[sd.name] = error_info(e, "warm-up")
         sd.report.warmup_calls = n
         sd.call_s = (time.perf_counter() - t0) / max(n, 1)
-    active = [sd for sd in active if sd.active]
-    # warm samples per round, the same for every side (so rounds pair up): enough calls
-    # of the slowest side to fill warm_round_s, at least warm_per_round, at most 100
-    slowest = max((sd.call_s for sd in active), default=0.0)
-    n_warm = int(min(100, max(p["warm_per_round"], math.ceil(p["warm_round_s"] / max(slowest, 1e-9)))))
-    doc.warm_per_round = n_warm
+    return [sd for sd in active if sd.active]
+
+
+def _sample(ctx: JobContext, doc: TimedCase, active: list[_Side], p: dict[str, Any], errors: dict[str, Raised],
+            flusher: CacheFlusher, clock: CpuClock | CudaClock, n_warm: int) -> None:
+    """Step 4: the cold phase, then the warm phase (no flush anywhere in it, so warm samples
+    are the steady state a back-to-back loop sees); each phase interleaves the sides."""
 
     def cold_round(sd: _Side) -> None:
         sd.cold.append(clock.measure(sd.call, before=_cold_start(sd, flusher)))
@@ -508,8 +533,6 @@ def time_case(ctx: JobContext, case: Case, spec: TimingStep, flusher: CacheFlush
             sd.warm.append(clock.measure(sd.call, before=sd.restore if sd.pristine else None))
             sd.preempted += _descheduled(sd.warm[-1], clock)
 
-    # 4. cold phase, then warm phase (no flush anywhere in it, so warm samples are the
-    #    steady state a back-to-back loop sees); each phase interleaves the sides
     for phase, one_round, key, cap in (("cold", cold_round, "cold", p["time_cap_s"]),
                                        ("warm", warm_round, "warm", p["warm_time_cap_s"])):
         if phase == "warm":
@@ -519,7 +542,7 @@ def time_case(ctx: JobContext, case: Case, spec: TimingStep, flusher: CacheFlush
                         sd.restore()
                         sd.call()
                         ctx.sync()
-                except BaseException as e:  # noqa: BLE001
+                except BaseException as e:  # noqa: BLE001  (the side's error is reported, the others timed)
                     sd.active = False
                     errors[sd.name] = error_info(e, "warm-up")
             active = [sd for sd in active if sd.active]
@@ -529,12 +552,6 @@ def time_case(ctx: JobContext, case: Case, spec: TimingStep, flusher: CacheFlush
     doc.rounds = cold.rounds
     doc.stop = cold.stop
     doc.sampling_s = cold.seconds + doc.phases["warm"].seconds
-    for sd in sides:
-        sd.report.cold_ns, sd.report.warm_ns, sd.report.descheduled = sd.cold, sd.warm, sd.preempted
-        sd.report.stdrel_cold = _stdrel(sd.cold) if len(sd.cold) > 1 else None
-        sd.report.stdrel_warm = _stdrel(sd.warm) if len(sd.warm) > 1 else None
-        doc.sides[sd.name] = sd.report
-    return doc
 
 
 def _sample_phase(active: list[_Side], one_round: Callable[[_Side], None], key: str, cap: float,
