@@ -14,7 +14,8 @@ per call).
 Task-format problems only the child can see are raised as :class:`TaskFormatError`
 (``error_info`` origin ``"task-format"``, with the task.toml ``key``), never charged to a
 role: ``out_args`` / ``inout_args`` naming an input ``make_inputs`` does not return, and a
-case whose inputs need more memory than the **input budget** (:func:`input_budget`).
+case whose inputs need more memory than the **input budget**
+(:func:`workstation.harness.inputbudget.input_budget`).
 Before calling ``make_inputs`` for real on a case whose integer parameters suggest large
 inputs (their product, or the largest squared, times 8 bytes reaches a quarter of the
 budget), the child measures
@@ -57,7 +58,14 @@ from workstation.harness import (
     step,
     transform,
 )
-from workstation.protocol import childenv
+from workstation.harness.inputbudget import (
+    case_text,
+    gib,
+    input_budget,
+    looks_large,
+    oom_bytes,
+    storage_bytes,
+)
 from workstation.protocol.extras.calls import AuthorTestExtra, CallExtra, InputDesc
 from workstation.protocol.extras.monitors import REPORTS, MonitorReports
 from workstation.protocol.results import (
@@ -113,108 +121,6 @@ class TaskFormatError(Exception):
         self.key = key
         self.problem = problem
         super().__init__(f"{key}: {problem}")
-
-
-#: The largest input budget on the CPU (bytes), whatever the host's memory.
-CPU_INPUT_BUDGET = 8 << 30
-
-
-def input_budget(device: torch.device) -> int:
-    """The most bytes one case's inputs may take on ``device``: ``$KWS_INPUT_BUDGET``
-    (bytes; :data:`workstation.protocol.childenv.INPUT_BUDGET`, set by the runner from the
-    parent's ``input_budget`` setting) when set; on CUDA half of the device's free memory
-    (``torch.cuda.mem_get_info``); on the CPU half of the host's available memory
-    (``MemAvailable`` in ``/proc/meminfo``, else physical memory), at most
-    :data:`CPU_INPUT_BUDGET` (8 GiB: inputs that large would take hours under the Triton
-    interpreter) and at most half of the address-space limit when one is set. The candidate and the reference need room
-    for their outputs and workspace beside the inputs, hence the half."""
-    env = os.environ.get(childenv.INPUT_BUDGET)
-    if env:
-        try:
-            return max(1, int(float(env)))
-        except ValueError:
-            pass
-    if device.type == "cuda":
-        free, _total = torch.cuda.mem_get_info(device)
-        return free // 2
-    avail = 0
-    try:
-        for line in Path("/proc/meminfo").read_text().splitlines():
-            if line.startswith("MemAvailable:"):
-                avail = int(line.split()[1]) * 1024
-                break
-    except (OSError, ValueError, IndexError):
-        avail = 0
-    if not avail:
-        try:
-            avail = os.sysconf("SC_PHYS_PAGES") * os.sysconf("SC_PAGE_SIZE")
-        except (ValueError, OSError):
-            avail = 1 << 34
-    budget = min(avail // 2, CPU_INPUT_BUDGET)
-    try:
-        import resource
-
-        soft, _hard = resource.getrlimit(resource.RLIMIT_AS)
-        if soft not in (resource.RLIM_INFINITY, -1) and soft > 0:
-            budget = min(budget, soft // 2)
-    except (ImportError, OSError, ValueError):
-        pass
-    return budget
-
-
-def _gib(n: int) -> str:
-    return f"{n / (1 << 30):.1f} GiB" if n >= 1 << 28 else f"{n / (1 << 20):.1f} MiB"
-
-
-def _case_text(case: dict[str, Any]) -> str:
-    return "{" + ", ".join(f"{k} = {v!r}" for k, v in case.items()) + "}"
-
-
-def _storage_bytes(values: Any) -> int:
-    """Bytes of the distinct tensor storages in ``values`` (a tuple of inputs)."""
-    seen: set[int] = set()
-    total = 0
-    for v in values if isinstance(values, tuple | list) else (values,):
-        if isinstance(v, torch.Tensor):
-            try:
-                st = v.untyped_storage()
-                key = id(st) if v.device.type == "meta" or type(v).__name__ == "FakeTensor" else st.data_ptr()
-                if key not in seen:
-                    seen.add(key)
-                    total += st.nbytes()
-            except (RuntimeError, NotImplementedError):
-                total += v.numel() * v.element_size()
-    return total
-
-
-def _looks_large(case: dict[str, Any], budget: int) -> bool:
-    """Whether ``case`` may need a large share of ``budget``: the product of its integer
-    parameters, or the square of the largest (a square matrix of one size parameter),
-    times 8 bytes reaches a quarter of it."""
-    ints = [v for v in case.values() if isinstance(v, int) and not isinstance(v, bool) and v > 0]
-    if not ints:
-        return False
-    prod = 1
-    for v in ints:
-        prod = min(prod * v, 1 << 62)
-    return max(prod, max(ints) ** 2) * 8 >= budget // 4
-
-
-def _oom_bytes(e: BaseException) -> int | None:
-    """The bytes an out-of-memory error says were asked for (None: not an OOM)."""
-    import re
-
-    text = str(e)
-    if not (isinstance(e, MemoryError) or type(e).__name__ == "OutOfMemoryError"
-            or "can't allocate memory" in text or "out of memory" in text.lower()):
-        return None
-    m = re.search(r"allocate (\d+) bytes", text)
-    if m:
-        return int(m.group(1))
-    m = re.search(r"allocate ([0-9.]+) (GiB|MiB|KiB)", text)
-    if m:
-        return int(float(m.group(1)) * {"GiB": 1 << 30, "MiB": 1 << 20, "KiB": 1 << 10}[m.group(2)])
-    return 0
 
 
 def error_info(e: BaseException, phase: str) -> Raised:
@@ -481,27 +387,27 @@ class JobContext:
         """
         fn = self._inputs_callable()
         budget = input_budget(self.device)
-        if _looks_large(dict(case), budget):
+        if looks_large(dict(case), budget):
             need = self._dry_run_bytes(fn, dict(case), seed)
             if need is not None and need > budget:
-                raise _tag(TaskFormatError("cases", f"case {_case_text(dict(case))} needs {_gib(need)} of inputs, "
-                                           f"over the input budget of {_gib(budget)} on {self.device_name} "
+                raise _tag(TaskFormatError("cases", f"case {case_text(dict(case))} needs {gib(need)} of inputs, "
+                                           f"over the input budget of {gib(budget)} on {self.device_name} "
                                            "(KWS_INPUT_BUDGET sets it)"), "make_inputs")
         try:
             inputs = fn(dict(case), self.device, seed)
         except BaseException as e:  # noqa: BLE001  (re-raised, tagged with its phase)
-            asked = _oom_bytes(e)
+            asked = oom_bytes(e)
             if asked is not None:
-                raise _tag(TaskFormatError("cases", f"case {_case_text(dict(case))}: make_inputs ran out of memory on "
-                                           f"{self.device_name}" + (f" asking for {_gib(asked)}" if asked else "")
-                                           + f" (input budget {_gib(budget)})"), "make_inputs") from None
+                raise _tag(TaskFormatError("cases", f"case {case_text(dict(case))}: make_inputs ran out of memory on "
+                                           f"{self.device_name}" + (f" asking for {gib(asked)}" if asked else "")
+                                           + f" (input budget {gib(budget)})"), "make_inputs") from None
             raise _tag(e, "make_inputs") from None
         inputs = self._validated_inputs(inputs, case)
         for key, idx in (("entry.out_args", self.out_args), ("entry.inout_args", self.inout_args)):
             beyond = [i for i in idx if i >= len(inputs)]
             if beyond:
                 raise _tag(TaskFormatError(key, f"index {beyond[0]} is beyond the {len(inputs)} input(s) make_inputs "
-                                           f"returns for case {_case_text(dict(case))} (indices start at 0)"),
+                                           f"returns for case {case_text(dict(case))} (indices start at 0)"),
                            "make_inputs")
             if any(not isinstance(inputs[i], torch.Tensor) for i in idx):
                 i = next(i for i in idx if not isinstance(inputs[i], torch.Tensor))
@@ -551,7 +457,7 @@ class JobContext:
         from collections.abc import Iterator, Mapping
 
         def bad(problem: str) -> BaseException:
-            return _tag(InputsProblem(f"make_inputs {problem} for case {_case_text(dict(case))}"), "make_inputs")
+            return _tag(InputsProblem(f"make_inputs {problem} for case {case_text(dict(case))}"), "make_inputs")
 
         if inputs is None:
             raise bad("returned None; expected a tuple of the callables' positional arguments")
@@ -591,7 +497,7 @@ class JobContext:
 
             with FakeTensorMode(allow_non_fake_inputs=True):
                 fake = fn(case, self.device, seed)
-            return _storage_bytes(fake)
+            return storage_bytes(fake)
         except Exception:  # noqa: BLE001  (a make_inputs the fake mode cannot follow: measured for real instead)
             return None
 

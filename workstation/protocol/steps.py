@@ -51,206 +51,101 @@ from typing import Literal
 import msgspec
 import numpy as np
 
-from workstation.protocol.layouts import KINDS
+from workstation.protocol.monitors import (
+    AtenOps as AtenOps,
+)
+from workstation.protocol.monitors import (
+    ContractRound as ContractRound,
+)
+from workstation.protocol.monitors import (
+    KeepFloat64 as KeepFloat64,
+)
+from workstation.protocol.monitors import (
+    Monitor as Monitor,
+)
+from workstation.protocol.monitors import (
+    NumCallers as NumCallers,
+)
+from workstation.protocol.monitors import (
+    PallasCalls as PallasCalls,
+)
+from workstation.protocol.monitors import (
+    PallasStrict as PallasStrict,
+)
+from workstation.protocol.monitors import (
+    PoisonMaskedLoads as PoisonMaskedLoads,
+)
+from workstation.protocol.monitors import (
+    TritonLaunches as TritonLaunches,
+)
+from workstation.protocol.monitors import (
+    TritonLaunchRecords as TritonLaunchRecords,
+)
+from workstation.protocol.monitors import (  # re-exported: the job names them
+    _Monitor as _Monitor,
+)
+from workstation.protocol.transforms import (
+    Cast as Cast,
+)
+from workstation.protocol.transforms import (
+    Diverse as Diverse,
+)
+from workstation.protocol.transforms import (
+    Layout as Layout,
+)
+from workstation.protocol.transforms import (
+    LayoutKind as LayoutKind,
+)
+from workstation.protocol.transforms import (
+    Magnitude as Magnitude,
+)
+from workstation.protocol.transforms import (
+    Nonfinite as Nonfinite,
+)
+from workstation.protocol.transforms import (
+    NumFresh as NumFresh,
+)
+from workstation.protocol.transforms import (
+    NumTf32 as NumTf32,
+)
+from workstation.protocol.transforms import (
+    Perturb as Perturb,
+)
+from workstation.protocol.transforms import (
+    Rescale as Rescale,
+)
+from workstation.protocol.transforms import (
+    SignedZeros as SignedZeros,
+)
+from workstation.protocol.transforms import (
+    Splice as Splice,
+)
+from workstation.protocol.transforms import (
+    Tiny as Tiny,
+)
+from workstation.protocol.transforms import (
+    Transform as Transform,
+)
+from workstation.protocol.transforms import (
+    Upcast as Upcast,
+)
+from workstation.protocol.transforms import (
+    ValueTransform as ValueTransform,
+)
+from workstation.protocol.transforms import (  # re-exported: the job names them
+    _Transform as _Transform,
+)
 
 #: a callable role a step runs (an entry point of the task).
 Role = Literal["candidate", "reference", "baseline"]
 #: one case table: parameter name -> scalar value (``dtype`` is the primary input dtype).
 Case = dict[str, int | float | str | bool]
-#: a layout kind of :data:`workstation.protocol.layouts.KINDS`.
-LayoutKind = Literal[KINDS]  # type: ignore[valid-type]
 #: an AOT compile target: (backend, compute capability as an int such as 90, warp size).
 Target = tuple[str, int, int]
 
 
 class StepError(ValueError):
     """A job whose steps do not have the declared form (a kws bug in the parent)."""
-
-
-# ----------------------------------------------------------------------------- transforms
-
-
-# frozen, forbid_unknown_fields and tag_field are inherited; kw_only applies per class, so
-# every class sets it (fields are passed by keyword: a misspelled one is a TypeError).
-
-
-class _Transform(msgspec.Struct, frozen=True, forbid_unknown_fields=True, kw_only=True, tag_field="name"):
-    """Base of the input transforms (see :mod:`workstation.harness.core`)."""
-
-
-class Upcast(_Transform, tag="upcast", frozen=True, kw_only=True):
-    """Cast every floating tensor input to ``dtype`` (torch dtype name; the float64 oracle)."""
-
-    dtype: str = "float64"
-
-
-class Cast(_Transform, tag="cast", frozen=True, kw_only=True):
-    """Cast floating tensor inputs of dtype ``from_dtype`` (``None``: any floating dtype)
-    to ``dtype`` (torch dtype names)."""
-
-    dtype: str
-    from_dtype: str | None = None
-
-
-class Layout(_Transform, tag="layout", frozen=True, kw_only=True):
-    """Rebuild the tensor inputs at ``args`` as views of layout ``kind`` (same values except
-    ``expand``); ``materialize``: copy the result back to contiguous memory (the
-    reference's side of ``expand``). See :mod:`workstation.harness.layouts`."""
-
-    kind: LayoutKind
-    args: list[int] = []
-    materialize: bool = False
-
-
-class ValueTransform(_Transform, frozen=True, kw_only=True):
-    """Base of the value transforms of :mod:`workstation.harness.values`: ``args`` are the
-    inputs they may change (``None``: every floating tensor input), ``seed`` seeds their
-    random draws (a CPU ``torch.Generator``)."""
-
-    args: list[int] | None = None
-    seed: int = 0
-
-
-class Magnitude(ValueTransform, tag="magnitude", frozen=True, kw_only=True):
-    """Large magnitudes up to ``amax`` (rounded down to a value of the input's dtype):
-    ``scale`` (max |x| becomes amax), ``spikes`` (one +amax and one -amax per row),
-    ``shift`` (every value in [0.85, 0.95] amax)."""
-
-    mode: Literal["scale", "spikes", "shift"]
-    amax: float
-
-
-class SignedZeros(ValueTransform, tag="signed_zeros", frozen=True, kw_only=True):
-    """-0.0 at every third element, row 0 all -0.0, row 1 all +0.0."""
-
-
-class Tiny(ValueTransform, tag="tiny", frozen=True, kw_only=True):
-    """Values within 4x of the dtype's smallest normal, most of them subnormal."""
-
-
-class Nonfinite(ValueTransform, tag="nonfinite", frozen=True, kw_only=True):
-    """One nan, +inf and -inf per row at seeded positions."""
-
-
-class Perturb(ValueTransform, tag="perturb", frozen=True, kw_only=True):
-    """``x + rel * (|x| + rms(x)) * N(0, 1)`` (``rel``: relative size, dimensionless)."""
-
-    rel: float = 1e-2
-
-
-class Diverse(ValueTransform, tag="diverse", frozen=True, kw_only=True):
-    """Replace the values by a unit-scale draw of ``dist`` times the input's rms
-    (absolute values for a non-negative input)."""
-
-    dist: Literal["normal", "uniform", "heavy", "mixed"]
-
-
-class Rescale(ValueTransform, tag="rescale", frozen=True, kw_only=True):
-    """Multiply the values by ``factor`` (dimensionless; ``input-distributions``)."""
-
-    factor: float
-
-
-class NumFresh(_Transform, tag="num_fresh", frozen=True, kw_only=True):
-    """A copy of every tensor input (same values and strides): a second, separately
-    memoised run of the same call."""
-
-
-class NumTf32(_Transform, tag="num_tf32", frozen=True, kw_only=True):
-    """Round fp32 tensor inputs (except those at ``skip``) to TF32's 10 explicit mantissa
-    bits: ``rna`` rounds to nearest, ties away from zero (``cvt.rna.tf32.f32``), ``trunc``
-    drops the low 13 bits."""
-
-    mode: Literal["rna", "trunc"] = "rna"
-    skip: list[int] = []
-
-
-class Splice(_Transform, tag="splice", frozen=True, kw_only=True):
-    """Set elements of input ``input`` (a float tensor) to ``values``: ``indices`` are flat
-    indices in the tensor's logical (row-major) order. The ``audit_series`` step reports the
-    edits it made to the candidate's inputs this way, so the reference runs on exactly those
-    inputs (:mod:`workstation.harness.audit`)."""
-
-    input: int
-    indices: list[int]
-    values: list[float]
-
-
-Transform = (Upcast | Cast | Layout | Magnitude | SignedZeros | Tiny | Nonfinite | Perturb | Diverse | Rescale | NumFresh
-             | NumTf32 | Splice)
-
-
-# ----------------------------------------------------------------------------- monitors
-
-
-class _Monitor(msgspec.Struct, frozen=True, forbid_unknown_fields=True, kw_only=True, tag_field="name"):
-    """Base of the call monitors; each reports into the field of its name of
-    ``extra.monitors`` (:mod:`workstation.protocol.extras.monitors`)."""
-
-
-class AtenOps(_Monitor, tag="aten_ops", frozen=True, kw_only=True):
-    """Count the aten ops the call dispatches (:mod:`workstation.harness.trace`)."""
-
-
-class TritonLaunches(_Monitor, tag="triton_launches", frozen=True, kw_only=True):
-    """Count the call's Triton launches per kernel (:mod:`workstation.harness.trace`)."""
-
-
-class TritonLaunchRecords(_Monitor, tag="triton_launch_records", frozen=True, kw_only=True):
-    """Record each distinct Triton launch's signature, constexprs and options for an AOT
-    compile (:mod:`workstation.harness.aot_capture`)."""
-
-
-class KeepFloat64(_Monitor, tag="keep_float64", frozen=True, kw_only=True):
-    """While the role runs (on float64 inputs: the oracle), every aten op asked for a
-    narrower float dtype (``x.float()``, ``.to(torch.float16)``, a float32 factory) gets
-    float64 instead, so a reference that casts internally still computes an oracle.
-    Reports ``kept`` (op -> n) and ``total``."""
-
-
-class ContractRound(_Monitor, tag="contract_round", frozen=True, kw_only=True):
-    """The accuracy-contract oracle (``[contract] compute_dtype``, a kws extension): while the
-    role runs on float64 inputs, every aten op asked for a narrower float dtype gets float64
-    (as :class:`KeepFloat64`) and every floating result is rounded to ``compute`` and
-    back (Higham's model of one rounding per operation, fl(x op y) = (x op y)(1 + d),
-    |d| <= u). With ``accumulate = compute`` the sums and matmuls the harness knows
-    (``sum``, ``mean``, ``mm``, ``bmm``, ``addmm``, ``dot``, ``mv``) also round every partial
-    sum to ``compute``; with ``"float32"`` only their result is rounded. Reports
-    ``rounded``, ``accumulated`` and ``kept`` (op -> n)."""
-
-    compute: Literal["float16", "bfloat16", "float32", "float64"]
-    accumulate: Literal["float16", "bfloat16", "float32"] = "float32"
-
-
-class PoisonMaskedLoads(_Monitor, tag="poison_masked_loads", frozen=True, kw_only=True):
-    """While the role runs under the Triton interpreter, masked lanes of ``tl.load``
-    without ``other=`` read NaN (floats) or the 0x5A sentinel (ints), as undefined lanes
-    may on a GPU. Reports ``active`` and ``poisoned_lanes``."""
-
-
-class NumCallers(_Monitor, tag="num_callers", frozen=True, kw_only=True):
-    """Count Python calls into functions defined in the task file ``file`` (path relative
-    to the task folder) while the call runs (:mod:`workstation.harness.numerics`)."""
-
-    file: str
-
-
-class PallasCalls(_Monitor, tag="pallas_calls", frozen=True, kw_only=True):
-    """Count the call's ``pallas_call`` kernel invocations per kernel name, and how they ran
-    (interpret mode or native) (:mod:`workstation.harness.pallas`)."""
-
-
-class PallasStrict(_Monitor, tag="pallas_strict", frozen=True, kw_only=True):
-    """Run every ``pallas_call`` of the call in Pallas's TPU interpret mode with strict
-    settings: out-of-bounds reads raise, uninitialised memory is NaN, races are detected
-    between ``cores`` simulated cores, every grid dimension ``parallel`` unless the kernel
-    states its own dimension semantics (:mod:`workstation.harness.pallas`)."""
-
-    cores: int = 2
-
-
-Monitor = (AtenOps | TritonLaunches | TritonLaunchRecords | NumCallers | PallasCalls | PallasStrict | KeepFloat64
-           | PoisonMaskedLoads | ContractRound)
 
 
 # ----------------------------------------------------------------------------- steps

@@ -144,7 +144,7 @@ class ArgAval(Payload):
 
 class PallasReading(Payload):
     """The static reading of one distinct ``pallas_call``
-    (:func:`workstation.harness.pallas.read_pallas_call`).
+    (:func:`workstation.harness.pallas_read.read_pallas_call`).
 
     A reading that failed has only ``error`` and the invocation's fields; one whose traced
     jaxpr holds no ``pallas_call`` only ``notes`` and those; the others every field but
