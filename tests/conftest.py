@@ -231,6 +231,7 @@ MODULE_TIER = {
     "test_sources": "unit",
     "test_sync": "git",
     "test_task_problems": "battery",
+    "test_team_queue": "git",
     "test_taskfmt": "unit",
     "test_taskfmt_ext": "unit",
     "test_text_sanitize": "unit",
