@@ -26,7 +26,7 @@ def test_json_shape_and_exit_0(tmp_path):
     assert doc["versions"]["kws"] and doc["versions"]["torch"]
     statuses = {c["check"]: c["status"] for c in doc["checks"]}
     assert statuses == {"correctness": "pass", "failure-mismatch": "skip"}
-    assert doc["complete"] is False  # a skip makes the run incomplete (contract)
+    assert doc["complete"] is True  # failure-mismatch has nothing to look at: every check that applies was judged
     assert all(set(f) == {"check", "severity", "summary", "evidence", "repro"} for f in doc["findings"])
 
 

@@ -301,11 +301,12 @@ class ReviewSession:
     def report(self) -> dict[str, Any]:
         """The checks so far in the shape of ``kws check --json`` (task format v1), with its
         ``not_judged`` (every finished check that could not look, an ``error`` included).
-        ``complete`` is false while a check is queued or running, or ended in skip/error, or
-        was not judged."""
+        ``complete`` counts the checks that apply only (as ``kws check``'s): false while a
+        check is queued or running, or when one ended in error or was not judged; a skip
+        with nothing to look at leaves it true."""
         done = [r for r in self.rows.values() if r.done]
         complete = bool(self.rows) and len(done) == len(self.rows) and all(
-            r.status not in ("skip", "error") and not r.not_judged for r in done)
+            r.status != "error" and not r.not_judged for r in done)
         return {
             "task": self.task_id,
             "task_tree": self.report_tree,
