@@ -239,6 +239,7 @@ MODULE_TIER = {
     "test_timingstats": "unit",
     "test_tui_app": "tui",
     "test_tui_day2": "tui",
+    "test_tui_dialogs": "tui",
     "test_tui_isolation": "tui",
     "test_tui_keymap": "tui",
     "test_tui_snapshots": "tui",

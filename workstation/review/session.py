@@ -148,6 +148,9 @@ class ReviewSession:
         self.stored_at = draft.updated if draft is not None else None
         if draft is not None and draft.report and not draft.unfinished_checks:
             self.stored_report = dict(draft.report)
+        #: the task version the saved draft's values were entered on (None: no draft with
+        #: values, or no version known): :meth:`outdated_draft` compares it with HEAD's
+        self.draft_tree: str | None = draft.task_tree if draft is not None and draft.values else None
         if draft is not None:
             self.values = {k: v for k, v in draft.values.items() if rubric.field(k) is not None}
             self.task_tree = draft.task_tree
@@ -602,6 +605,15 @@ class ReviewSession:
         return validate_values(self.rubric, self.values)
 
     # ---- draft and commit ----------------------------------------------------------------
+
+    def outdated_draft(self, tree: str | None) -> str:
+        """Why the restored draft is outdated now that the task's version in HEAD is known
+        to be ``tree`` ("" when it is not: no draft, or the same version): its values were
+        entered while judging another version of the task."""
+        if not self.draft_tree or not tree or tree == self.draft_tree:
+            return ""
+        return (f"draft outdated: your values were entered on task version {self.draft_tree[:10]}, and the task "
+                f"changed since (now {tree[:10]}); check each value against this version")
 
     def draft(self) -> Draft:
         """The draft to autosave: values, rubric, the task tree judged and the report."""
