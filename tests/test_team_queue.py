@@ -13,7 +13,17 @@ import git
 import pytest
 from click.testing import CliRunner
 
-from tests.recordkit import ALICE, BOB, CAROL, isolate, make_queue, make_remote, set_repo_identity, values, verdict
+from tests.recordkit import (
+    ALICE,
+    BOB,
+    CAROL,
+    isolate,
+    make_queue,
+    make_remote,
+    set_repo_identity,
+    values,
+    verdict,
+)
 from tests.test_signing import keygen, line, require_signatures, use_key
 from workstation.cli.main import main as kws
 from workstation.records.parse import load_records

@@ -8,8 +8,16 @@ from __future__ import annotations
 
 import git
 
-from tests.recordkit import BOB, CAROL, RUBRIC, verdict
-from tests.tuikit import replay_app, run_async, tui_env, wait_for, wait_queue, wait_review_ready, widget_text
+from tests.recordkit import ALICE, BOB, CAROL, RUBRIC, verdict
+from tests.tuikit import (
+    replay_app,
+    run_async,
+    tui_env,
+    wait_for,
+    wait_queue,
+    wait_review_ready,
+    widget_text,
+)
 from workstation.records.drafts import load_form_draft
 from workstation.records.parse import load_records
 from workstation.records.store import commit_dispute
@@ -32,8 +40,6 @@ def notes(app) -> str:
 async def test_resolve_dialog_checks_self_resolution_when_it_opens_and_keeps_a_draft(tmp_path, monkeypatch):
     root = tui_env(monkeypatch, tmp_path)  # the app runs as Alice
     repo = git.Repo(root)
-    from tests.recordkit import ALICE
-
     v = verdict(repo, "matmul-opt", ALICE, "accept")
     d = commit_dispute(repo, v, {"overall": "needs-work"}, "edge tiles untested", RUBRIC, identity=CAROL)
     app = replay_app(root)

@@ -2,8 +2,10 @@
 resolve, recheck, calibrate, report, doctor, signing setup.
 
 ``workstation.cli.main`` adds :data:`COMMANDS` to its top-level click group. Every command
-takes ``--queue PATH`` (default: the first-run copy of the sample queue, see
-:func:`workstation.repo.gitqueue.ensure_default_queue`). Errors print one message naming the
+takes ``--queue PATH`` (default: the one given to ``kws`` itself, else the clone holding
+the current folder, else the ``queue`` setting, else the first-run copy of the sample queue:
+:func:`workstation.repo.gitqueue.find_queue`); a command that writes a record first says
+where and as whom (:func:`_announce`). Errors print one message naming the
 problem and the fix, and exit with status 1; nothing is committed then, and an unsent
 verdict stays in its draft. A command that promises to reach the remote (sync, reserve,
 release) exits 1 when it did not, with git's own message. What kws's recovery repaired
@@ -61,7 +63,8 @@ _queue_option = click.option(
     "queue",
     type=click.Path(file_okay=False, path_type=Path),
     default=None,
-    help="The queue (a git repository). Default: the per-user copy of the sample queue.",
+    help="The queue (a git repository). Default: the clone you are in, else the queue setting, else the "
+         "per-user sample queue.",
 )
 
 

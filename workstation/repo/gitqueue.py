@@ -5,7 +5,10 @@ kws names the version of a task it judged by the **git tree id** of ``tasks/<id>
 ``HEAD``: content-addressed, so it survives the rebases that ``kws sync`` does (commit ids
 do not).
 
-First run: with no ``--queue``, kws uses ``<data dir>/queue``, where the data dir is
+Which queue: :func:`find_queue` (``--queue``, else the clone holding the current folder,
+else the ``queue`` setting, else the first-run queue).
+
+First run: with no ``--queue`` outside any queue, kws uses ``<data dir>/queue``, where the data dir is
 ``$KWS_DATA_DIR`` or ``platformdirs.user_data_dir("kws")``. If that folder does not exist,
 kws copies the bundled ``sample_queue/`` there and makes it a git repository with one
 initial commit, using the user's git identity or, where none is set, the fallback identity
