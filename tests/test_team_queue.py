@@ -266,3 +266,22 @@ def test_a_resolution_citing_an_unknown_value_names_its_key(env):
     r = invoke("doctor", "--queue", repo.working_tree_dir)
     assert r.exit_code == 1
     assert f"{rel}: verdict_values.overall: unknown value 'maybe'" in r.stdout
+
+
+def test_sync_warns_when_the_remote_head_names_no_branch(env):
+    """The obvious way (git init --bare, then push main) leaves HEAD on master: clones of it
+    come out empty. kws sync says so, with the one command that fixes it."""
+    seed = make_queue(env / "seed")
+    bare = env / "shared.git"
+    subprocess.run(["git", "init", "-q", "--bare", "-b", "master", str(bare)], check=True)
+    seed.git.push("-q", str(bare), "main:main")
+    clone = git.Repo.clone_from(str(bare), env / "a", branch="main")
+    set_repo_identity(clone, ALICE)
+    r = invoke("sync", "--queue", clone.working_tree_dir)
+    assert r.exit_code == 0, r.output
+    assert "its HEAD names no branch that exists, so a git clone of it comes out empty" in r.stdout
+    assert "symbolic-ref HEAD refs/heads/main" in r.stdout
+    subprocess.run(["git", "--git-dir", str(bare), "symbolic-ref", "HEAD", "refs/heads/main"], check=True)
+    r = invoke("sync", "--queue", clone.working_tree_dir)
+    assert r.exit_code == 0 and "warning" not in r.stdout, r.output
+    seed.close()

@@ -54,8 +54,11 @@ async def test_resolve_dialog_checks_self_resolution_when_it_opens_and_keeps_a_d
         # as Bob, the dialog opens and says what each outcome does
         for var, val in (("GIT_AUTHOR_NAME", BOB.name), ("GIT_AUTHOR_EMAIL", BOB.email)):
             monkeypatch.setenv(var, val)
+        app.refresh_identity()
+        await wait_for(pilot, lambda: app.queue.me is not None and app.queue.me.email == BOB.email, what="Bob")
         await pilot.press("X")
         await wait_for(pilot, lambda: type(app.screen).__name__ == "ResolveScreen", what="the resolve dialog")
+        assert app.screen.query_one("Vertical").border_subtitle == f"commits to {root} as {BOB}"
         head = widget_text(app.screen.query_one("#resolve-head"))
         assert "1 upheld: the verdict stands" in head and "2 overturned: the dispute's values replace" in head
         assert "3 amended: your own values" in head

@@ -110,6 +110,9 @@ class RecordForm(ModalScreen[Any]):
     def compose(self) -> ComposeResult:
         with Vertical() as v:
             v.border_title = self.form_title()
+            # where the record goes and as whom, before anything is typed (as the CLI says it)
+            me = self.app.queue.me
+            v.border_subtitle = f"commits to {self.app.queue.root} as {me if me is not None else 'no git identity'}"
             yield Static("", id=f"{self.PREFIX}-head", markup=False)
             yield self.make_form(self.items[0])
             yield Static(self.RATIONALE_LABEL, markup=False)
