@@ -231,6 +231,7 @@ MODULE_TIER = {
     "test_sources": "unit",
     "test_sync": "git",
     "test_task_problems": "battery",
+    "test_team_queue": "git",
     "test_taskfmt": "unit",
     "test_taskfmt_ext": "unit",
     "test_text_sanitize": "unit",
@@ -238,6 +239,7 @@ MODULE_TIER = {
     "test_timingstats": "unit",
     "test_tui_app": "tui",
     "test_tui_day2": "tui",
+    "test_tui_dialogs": "tui",
     "test_tui_isolation": "tui",
     "test_tui_keymap": "tui",
     "test_tui_snapshots": "tui",
@@ -287,6 +289,10 @@ SLOW_TESTS = {
     "test_tui_workflow::test_commit_and_next_opens_the_next_unreviewed_task",
     "test_tui_workflow::test_resolve_a_dispute_from_the_review_screen",
     "test_tui_app::test_command_palette_offers_the_actions",
+    # issue 41's dialogs and drafts (two app runs, or a commit and a sync each)
+    "test_tui_dialogs::test_draft_marker_shows_at_once_and_an_outdated_draft_is_marked",
+    "test_tui_dialogs::test_resolve_dialog_checks_self_resolution_when_it_opens_and_keeps_a_draft",
+    "test_tui_dialogs::test_dispute_dialog_keeps_its_draft_and_refuses_without_identity",
     # the fast tier keeps the 160x48 run with the default keymap
     "test_tui_app::test_full_review_by_keyboard_commits_a_verdict[size0-vim]",
     "test_tui_app::test_full_review_by_keyboard_commits_a_verdict[size1-default]",

@@ -718,7 +718,7 @@ def test_cli_verdict_history_dispute_resolve_report(queue, cli, tmp_path):
                         if k not in ("overall", "rationale")), [])])
     assert r.exit_code == 0, r.output
     assert load_draft(root, "alpha") is None
-    vid = r.output.split()[2]
+    vid = r.stdout.split()[2]
     rs = load_records(root)
     assert rs.verdict(vid).overall == "reject" and rs.verdict(vid).device == "none (no checks run)"
     r = run(cli, ["verdict", "alpha", "--queue", root, "--overall", "accept", "--field", "colour=red"])
@@ -727,7 +727,7 @@ def test_cli_verdict_history_dispute_resolve_report(queue, cli, tmp_path):
     r = run(cli, ["dispute", vid[:8], "--queue", root, "--field", "overall=accept", "--rationale", "fine at legal N"],
             env={"GIT_AUTHOR_NAME": BOB.name, "GIT_AUTHOR_EMAIL": BOB.email})
     assert r.exit_code == 0, r.output
-    did = r.output.split()[2]
+    did = r.stdout.split()[2]
     r = run(cli, ["history", "alpha", "--queue", root])
     assert r.exit_code == 0, r.output
     assert "verdict" in r.output and "dispute" in r.output and "[open]" in r.output

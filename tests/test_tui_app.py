@@ -63,10 +63,13 @@ async def test_full_review_by_keyboard_commits_a_verdict(tmp_path, monkeypatch, 
         await wait_review_ready(pilot)
         screen = app.screen
         assert screen.narrow == (size == (80, 24))
-        # read a finding: the first row under correctness is its fail finding
+        # read a finding: the cursor followed the first fail finding (correctness's first,
+        # sorted on top) without a key; up and down again come back to it
         checks = screen.query_one("ChecksList")
         assert app.focused is checks
-        await pilot.press(keys["down"])
+        entry = checks.current
+        assert entry.check == "correctness" and entry.finding == 0
+        await pilot.press(keys["up"], keys["down"])
         entry = checks.current
         assert entry.check == "correctness" and entry.finding == 0
         evidence = widget_text(screen.query_one("#evidence-text"))

@@ -197,3 +197,115 @@ def test_real_kws_no_color_narrow_terminal(tmp_path, env):
         assert not t.alive()
     finally:
         t.kill()
+
+
+def test_three_clones_of_a_team_queue_in_a_real_terminal(tmp_path, env):
+    """A team's day as three reviewers would type it in a terminal (tmux, a real shell):
+    Alice starts the queue with ``kws queue init`` (a bare remote, the three reviewers'
+    keys in the allowed signers, one signed commit) and writes a verdict in her clone; Bob
+    and Carol clone it the plain way; Bob disputes from his clone without ``--queue``;
+    Carol resolves in the review app opened in her clone (no ``--queue``; the palette on the
+    queue screen, so no check runs); Alice's report shows all three. Each record is asserted
+    to be in its writer's clone and in the remote, signed by its writer; nothing reaches the
+    per-user sample queue. The walk-through's wall times go to ``walkthrough.txt`` (and stdout)."""
+    from tests.recordkit import ALICE, BOB, CAROL
+    from tests.test_signing import keygen, line
+    from workstation.records.parse import load_records
+
+    _root, e = env
+    keys = {who.email: keygen(tmp_path, who.email.split("@")[0]) for who in (ALICE, BOB, CAROL)}
+    gitconfig = Path(e["GIT_CONFIG_GLOBAL"])
+    gitconfig.write_text(f"[user]\n\tname = {ALICE.name}\n\temail = {ALICE.email}\n\tsigningkey = {keys[ALICE.email]}\n"
+                         "[gpg]\n\tformat = ssh\n")
+    for var in ("GIT_AUTHOR_NAME", "GIT_AUTHOR_EMAIL", "GIT_COMMITTER_NAME", "GIT_COMMITTER_EMAIL"):
+        e.pop(var, None)  # each reviewer's identity is their clone's (Alice's: the global one)
+    day = tmp_path / "day"
+    day.mkdir()
+    out = tmp_path / "out"
+    out.mkdir()
+    src = Path(__file__).resolve().parents[1] / "sample_queue" / "tasks" / "relu-unwritten"
+    t = Tmux(tmp_path, "/bin/bash --noprofile --norc -i", {**e, "PS1": "$ ", "PATH": f"{KWS.parent}:{e['PATH']}"},
+             (160, 48))
+    times: list[tuple[str, float]] = []
+
+    def sh(name: str, cmd: str, timeout: float = 60.0) -> str:
+        """Run ``cmd`` in the terminal's shell; its output (stdout and stderr) as text."""
+        # the marker as typed (@@name''rc=) differs from the marker as printed (@@namerc=0)
+        t.text(f"{{ {cmd}; }} > {out / name} 2>&1; echo @@{name}''rc=$?")
+        start = time.monotonic()
+        t.keys("Enter")
+        s = t.wait_re(rf"@@{name}rc=\d+", timeout)
+        times.append((name, time.monotonic() - start))
+        rc = re.search(rf"@@{name}rc=(\d+)", s)
+        text = (out / name).read_text()
+        assert rc is not None and rc.group(1) == "0", f"{cmd}\n{text}"
+        return text
+
+    v = ["--field", "reference=legitimate", "--field", "tolerance=appropriate", "--field", "correctness=incorrect",
+         "--field", "edge_coverage=fails", "--field", "benchmark=not-applicable",
+         "--field", "failure_report=not-applicable"]
+    try:
+        t.wait("$", 10)
+        sh("cd", f"cd {day}")
+        text = sh("init", f"kws queue init team --remote {day / 'shared.git'} --tasks {src} "
+                          f"--signer '{line(BOB, keys[BOB.email])}' --signer '{line(CAROL, keys[CAROL.email])}'")
+        assert "first commit signed" in text and "each reviewer runs:" in text
+        for who, name in ((BOB, "bob"), (CAROL, "carol")):
+            sh(f"clone-{name}", f"git clone -q {day / 'shared.git'} {name} && git -C {name} config user.name "
+                                f"'{who.name}' && git -C {name} config user.email {who.email}")
+            sh(f"signing-{name}", f"cd {name} && kws signing setup --key {keys[who.email]} --apply --local; cd ..")
+        text = sh("verdict", f"cd team && kws verdict relu-unwritten --overall reject --rationale "
+                             f"'half of each row is never written' {' '.join(v)} && kws sync")
+        assert f"verdict -> queue {day / 'team'} (the clone you are in), branch main, as {ALICE}" in text
+        vid = re.search(r"committed verdict ([0-9a-f-]{36})", text).group(1)
+        text = sh("dispute", f"cd ../bob && kws sync && kws dispute {vid[:8]} --field overall=needs-work "
+                             "--rationale 'one mask fixes it: needs work, not reject'")
+        assert f"dispute -> queue {day / 'bob'} (the clone you are in), branch main, as {BOB}, signing with" in text
+        assert "sent 1 to origin/main" in text
+        sh("sync-carol", "cd ../carol && kws sync")
+        # Carol: the review app in her clone, no --queue; the palette resolves from the queue screen
+        t.text("kws")
+        start = time.monotonic()
+        t.keys("Enter")
+        t.wait("kws · team", 30)  # the queue of the clone it was started in (named by kws queue init)
+        times.append(("app first paint", time.monotonic() - start))
+        s = t.wait(CAROL.name, 20)  # the identity (and the records) loaded
+        assert "1 tasks" in s.splitlines()[0] and "relu-unwritten" in s
+        t.keys("C-p")
+        t.text("Resolve a dispute of relu")
+        time.sleep(0.5)
+        t.keys("Enter")
+        s = t.wait("Resolve a dispute on relu-unwritten", 20)
+        assert "1 upheld: the verdict stands" in s
+        t.keys("2", "Enter")  # overturned; Enter from the last row goes to the rationale
+        t.text("the mask is one line: needs work")
+        start = time.monotonic()
+        t.keys("C-s")
+        t.wait("committed: verdict", 30)
+        times.append(("resolve commit + sync (app)", time.monotonic() - start))
+        t.keys("C-q")
+        t.wait("$ ", 60)
+        text = sh("report", "cd ../team && kws sync && kws report relu-unwritten")
+        assert "**Verdict: REJECT** (now **NEEDS-WORK** after resolution)" in text, text
+        assert f"by {BOB.name}" in text and f"(overturned by {CAROL.name}" in text
+    finally:
+        t.kill()
+    report = "\n".join(f"{name:<30} {secs:6.2f} s" for name, secs in times)
+    (tmp_path / "walkthrough.txt").write_text(report + "\n")
+    print("\nthree-clone day (wall s):\n" + report)
+    # where each record went: its writer's clone and the remote, signed by its writer
+    signers = tmp_path / "signers"
+    signers.write_text("".join(line(w, keys[w.email]) + "\n" for w in (ALICE, BOB, CAROL)))
+    bare = git.Repo(day / "shared.git")
+    for clone, kind, who in (("team", "verdicts", ALICE), ("bob", "disputes", BOB), ("carol", "resolutions", CAROL)):
+        repo = git.Repo(day / clone)
+        (rel,) = [p.relative_to(day / clone) for p in (day / clone / kind / "relu-unwritten").glob("*.toml")]
+        assert repo.git.log("-1", "--format=%ae", "--", str(rel)) == who.email
+        assert bare.git.ls_tree("main", "--name-only", str(rel)) == str(rel)
+        commit = repo.git.log("-1", "--format=%H", "--", str(rel))
+        assert repo.git.execute(["git", "-c", f"gpg.ssh.allowedSignersFile={signers}", "log", "-1", "--format=%G?",
+                                 commit]) == "G", f"{rel} is not signed by {who.email}"
+    rs = load_records(day / "team")
+    assert not rs.unverified and len(rs.verdicts) == len(rs.disputes) == len(rs.resolutions) == 1
+    assert rs.effective_values(rs.verdicts[0])["overall"] == "needs-work"
+    assert not (Path(e["KWS_DATA_DIR"]) / "queue").exists(), "a record went to the per-user sample queue"

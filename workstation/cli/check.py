@@ -12,6 +12,7 @@ and does nothing: it is the default now.
 from __future__ import annotations
 
 import json
+import re
 import sys
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -53,6 +54,11 @@ def check_cmd(task_dir: Path, as_json: bool, only: str | None, seeds: str, case_
     from workstation.task.format import load_task
 
     try:
+        task_dir = _task_folder(task_dir, as_json)
+    except _OptionError as e:
+        _fail_load(str(e), {"file": str(task_dir), "key": e.option, "problem": e.problem}, as_json)
+        return
+    try:
         task = load_task(task_dir)
     except Problem as e:
         _fail_load(str(e), e.as_dict(), as_json)
@@ -70,14 +76,15 @@ def check_cmd(task_dir: Path, as_json: bool, only: str | None, seeds: str, case_
     except _OptionError as e:
         _fail_load(str(e), {"file": "", "key": e.option, "problem": e.problem}, as_json)
         return
-    progress = _progress if not as_json and sys.stderr.isatty() else None
+    stop = _Interrupt()
+    progress = stop.progress if not as_json and sys.stderr.isatty() else None
     try:
         mode = sandbox_mode("none" if no_sandbox else None)
     except Problem as e:
         _fail_load(str(e), e.as_dict(), as_json)
         return
     try:
-        with Runner(device=device, sandbox=mode) as runner:
+        with Runner(device=device, sandbox=mode) as runner, stop.installed(runner):
             res = run_checks(task, runner, only=ids, seeds=seed_list, on_event=progress,
                              task_arg=str(task_dir), case=case)
     except Problem as e:
@@ -94,11 +101,112 @@ def check_cmd(task_dir: Path, as_json: bool, only: str | None, seeds: str, case_
     sys.exit(exit_code(doc))
 
 
-def _progress(kind: str, data: dict[str, Any]) -> None:
-    """``kws check``'s progress on a terminal: one stderr line per finished check."""
-    if kind == "check_finished":
-        r = data["result"]
-        click.echo(f"  {r.check:<18} {r.status:5} {r.seconds:6.2f}s", err=True)
+_TASK_ID = re.compile(r"^[a-z0-9][a-z0-9._-]*$")
+
+
+def _task_folder(arg: Path, quiet: bool) -> Path:
+    """The task folder ``kws check`` runs on: ``arg`` when it exists; else, when ``arg`` is
+    a task id, ``tasks/<id>`` of the current queue (the clone you are in, else ``kws
+    --queue``, else the ``queue`` setting, else the per-user sample queue when it exists),
+    said on stderr unless ``quiet``.
+
+    Raises:
+        _OptionError: neither: the message names the folder and the nearest task ids or
+            folder names (``did you mean``).
+    """
+    if arg.exists():
+        return arg
+    from workstation.repo.gitqueue import QueueError, find_queue, missing_folder, near_names
+
+    root: Path | None = None
+    try:
+        root = find_queue(_group_queue(), make=False).root
+    except QueueError:
+        root = None
+    text = str(arg)
+    if root is not None and _TASK_ID.match(text):
+        cand = root / "tasks" / text
+        if (cand / "task.toml").is_file():
+            if not quiet:
+                click.echo(f"kws: task {text} of the queue {root}", err=True)
+            return cand
+    near = near_names(arg.name, root / "tasks") if root is not None and (root / "tasks").is_dir() else []
+    if near:
+        raise _OptionError("TASK_DIR", f"{text}: no such folder, and no task {arg.name!r} in the queue {root}; "
+                                       f"did you mean {', '.join(near)}?")
+    msg = missing_folder(arg)
+    if root is not None and _TASK_ID.match(text):
+        msg += f", and no task {text!r} in the queue {root} (kws queue lists its tasks)"
+    raise _OptionError("TASK_DIR", msg)
+
+
+#: the exit status of a ``kws check`` stopped by ctrl+c (128 + SIGINT, as a shell reports it).
+EXIT_INTERRUPTED = 130
+
+
+class _Interrupt:
+    """Ctrl+C (SIGINT) during ``kws check``: nothing more is printed, the fork server and
+    its jobs are stopped (at most :attr:`CLOSE_WAIT` seconds), and the process exits with
+    :data:`EXIT_INTERRUPTED`, never 1 (a fail finding) nor the results of checks the
+    interrupted run left half done. The progress lines go through :meth:`progress`, under
+    the same lock, so none is printed after the interrupt."""
+
+    #: seconds the fork server is given to stop before the process exits anyway.
+    CLOSE_WAIT = 5.0
+
+    def __init__(self) -> None:
+        import threading
+
+        self.lock = threading.Lock()
+        self.stopped = False
+
+    def progress(self, kind: str, data: dict[str, Any]) -> None:
+        """``kws check``'s progress on a terminal: one stderr line per finished check."""
+        if kind == "check_finished":
+            r = data["result"]
+            with self.lock:
+                if not self.stopped:
+                    click.echo(f"  {r.check:<18} {r.status:5} {r.seconds:6.2f}s", err=True)
+
+    def installed(self, runner: Any) -> Any:
+        """A context in which SIGINT stops the run (:meth:`_stop`); the previous handler
+        comes back after it."""
+        import contextlib
+        import signal
+
+        @contextlib.contextmanager
+        def ctx() -> Any:
+            before = signal.signal(signal.SIGINT, lambda *_: self._stop(runner))
+            try:
+                yield
+            finally:
+                signal.signal(signal.SIGINT, before)
+
+        return ctx()
+
+    def _stop(self, runner: Any) -> None:
+        """(The SIGINT handler, in the main thread.) Silence the progress, stop the fork
+        server in a helper thread (bounded by :attr:`CLOSE_WAIT`), exit 130 at once:
+        ``os._exit``, so no worker thread of the run prints or judges anything more."""
+        import os
+        import threading
+
+        self.lock.acquire(timeout=1.0)
+        self.stopped = True
+        with _quiet_errors():
+            sys.stdout.flush()
+            sys.stderr.flush()
+        closer = threading.Thread(target=runner.close, daemon=True)
+        closer.start()
+        closer.join(self.CLOSE_WAIT)
+        os._exit(EXIT_INTERRUPTED)
+
+
+def _quiet_errors() -> Any:
+    """A context that swallows OSError (a closed terminal while flushing)."""
+    import contextlib
+
+    return contextlib.suppress(OSError, ValueError)
 
 
 class _OptionError(ValueError):
@@ -177,17 +285,23 @@ def _fail_load(message: str, data: dict, as_json: bool) -> None:
     sys.exit(2)
 
 
-@click.command("queue")
-@click.option("--queue", "queue", type=click.Path(path_type=Path), default=None)
-def queue_cmd(queue: Path | None) -> None:
-    """List the tasks of a queue and the tasks that do not load."""
+@click.group("queue", invoke_without_command=True)
+@click.option("--queue", "queue", type=click.Path(path_type=Path), default=None,
+              help="The queue (default: the clone you are in, else the queue setting, else the sample queue).")
+@click.pass_context
+def queue_cmd(ctx: click.Context, queue: Path | None) -> None:
+    """List the tasks of a queue and the tasks that do not load; kws queue init starts a
+    shared queue."""
+    if ctx.invoked_subcommand is not None:
+        return
+    from workstation.repo.gitqueue import QueueError, find_queue
     from workstation.schema.problem import Problem
     from workstation.task.queue import load_queue
 
-    root = queue or _default_queue()
     try:
+        root = find_queue(queue or _group_queue()).root
         q = load_queue(root)
-    except Problem as e:
+    except (Problem, QueueError) as e:
         click.echo(f"kws: {e}", err=True)
         sys.exit(2)
     click.echo(f"{q.name}: {len(q.tasks)} tasks at {q.root}")
@@ -200,10 +314,57 @@ def queue_cmd(queue: Path | None) -> None:
     sys.exit(2 if q.errors else 0)
 
 
-def _default_queue() -> Path:
-    from workstation.repo.gitqueue import ensure_default_queue
+def _group_queue() -> Path | None:
+    """The ``--queue`` given to ``kws`` itself (``kws --queue PATH queue``), or None."""
+    ctx = click.get_current_context(silent=True)
+    root = ctx.find_root() if ctx is not None else None
+    given = root.params.get("queue") if root is not None else None
+    return Path(given) if given is not None else None
 
-    return Path(ensure_default_queue())
+
+@queue_cmd.command("init")
+@click.argument("folder", type=click.Path(path_type=Path))
+@click.option("--remote", default=None, metavar="PATH|URL",
+              help="The shared remote to push to: a new folder becomes a bare repository whose HEAD names main; "
+                   "an existing local bare repository gets its HEAD pointed at main; a URL is pushed to as is.")
+@click.option("--name", default=None, help="The queue's name (default: the folder's name).")
+@click.option("--signatures", type=click.Choice(["required", "off"]), default="required", show_default=True,
+              help="Whether only signed records count (off: a queue whose records are not signed).")
+@click.option("--signer", "signers", multiple=True, metavar="LINE",
+              help="Another reviewer's allowed-signers line (what kws signing setup prints them; repeatable). "
+                   "Your own key is added for you.")
+@click.option("--tasks", "tasks_from", type=click.Path(exists=True, file_okay=False, path_type=Path), default=None,
+              help="Copy these task folders into tasks/ (a folder of task folders, or a queue).")
+def queue_init_cmd(folder: Path, remote: str | None, name: str | None, signatures: str, signers: tuple[str, ...],
+                   tasks_from: Path | None) -> None:
+    """Start a shared queue in FOLDER: a git repository on main with queue.toml, tasks/ and
+    (signatures required) the allowed signers, committed in one signed commit, pushed to
+    --remote; prints what each reviewer runs (docs/records.md, "A team's queue")."""
+    import git
+
+    from workstation.records.model import RecordError
+    from workstation.records.team import init_queue
+    from workstation.repo.gitqueue import QueueError, reviewer_identity
+
+    try:
+        who = reviewer_identity(None)
+        res = init_queue(folder, who, name=name, remote=remote, signatures=signatures, signers=list(signers),
+                         tasks_from=tasks_from)
+    except (RecordError, QueueError) as e:
+        raise click.ClickException(str(e)) from e
+    except git.GitCommandError as e:
+        err = e.stderr if isinstance(e.stderr, str) else ""
+        raise click.ClickException(f"git failed: {' '.join(err.replace('stderr:', '').split())[-400:] or e}") from e
+    click.echo(f"made the queue {res.root} on branch main as {who}"
+               + (f", first commit signed; allowed signers: {', '.join(ln.split(' ', 1)[0] for ln in res.signers)}"
+                  if res.signed else "; records are not signed in it"))
+    if res.remote is not None:
+        click.echo(f"pushed main to {res.remote} (origin); main tracks origin/main")
+    for n in res.notes:
+        click.echo(f"note: {n}")
+    click.echo("each reviewer runs:")
+    for step in res.reviewer_steps():
+        click.echo(f"  {step}")
 
 
 COMMANDS = (check_cmd, queue_cmd)

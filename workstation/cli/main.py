@@ -1,7 +1,9 @@
 """The ``kws`` command.
 
-``kws`` with no sub-command opens the review app on a queue (``--queue PATH``, default:
-the per-user copy of the bundled sample queue, made on first run). The sub-commands live
+``kws`` with no sub-command opens the review app on a queue (``--queue PATH``, default: the
+queue whose clone holds the current folder, else the ``queue`` setting, else the per-user
+copy of the bundled sample queue, made on first run); a ``--queue`` given here also reaches
+the sub-commands (``kws --queue PATH doctor``). The sub-commands live
 in one module per command group: :mod:`workstation.cli.check` (check, queue),
 :mod:`workstation.cli.config` (config), :mod:`workstation.cli.profile` (profile), :mod:`workstation.cli.records` (verdict,
 dispute, history, sync, ...) and :mod:`workstation.cli.screen` (screen).
@@ -18,7 +20,8 @@ from workstation import __version__
 
 @click.group(invoke_without_command=True, context_settings={"help_option_names": ["-h", "--help"]})
 @click.option("--queue", "queue", type=click.Path(path_type=Path), default=None,
-              help="Queue to open (a git repository with tasks/). Default: the per-user sample queue.")
+              help="Queue to open or work on (a git repository with tasks/). Default: the clone you are in, "
+                   "else the queue setting, else the per-user sample queue.")
 @click.option("--keymap", default=None, help="Keymap name (default, vim) or a keymap file.")
 @click.version_option(__version__, prog_name="kws")
 @click.pass_context

@@ -2,8 +2,10 @@
 resolve, recheck, calibrate, report, doctor, signing setup.
 
 ``workstation.cli.main`` adds :data:`COMMANDS` to its top-level click group. Every command
-takes ``--queue PATH`` (default: the first-run copy of the sample queue, see
-:func:`workstation.repo.gitqueue.ensure_default_queue`). Errors print one message naming the
+takes ``--queue PATH`` (default: the one given to ``kws`` itself, else the clone holding
+the current folder, else the ``queue`` setting, else the first-run copy of the sample queue:
+:func:`workstation.repo.gitqueue.find_queue`); a command that writes a record first says
+where and as whom (:func:`_announce`). Errors print one message naming the
 problem and the fix, and exit with status 1; nothing is committed then, and an unsent
 verdict stays in its draft. A command that promises to reach the remote (sync, reserve,
 release) exits 1 when it did not, with git's own message. What kws's recovery repaired
@@ -36,7 +38,14 @@ from workstation.records.store import (
     reserve,
 )
 from workstation.records.sync import SyncError, sync
-from workstation.repo.gitqueue import QueueError, resolve_queue, reviewer_identity, task_version
+from workstation.repo.gitqueue import (
+    QueueChoice,
+    QueueError,
+    find_queue,
+    open_queue,
+    reviewer_identity,
+    task_version,
+)
 from workstation.repo.plumbing import storage_advice, storage_fault
 from workstation.rubric.model import (
     Rubric,
@@ -54,7 +63,8 @@ _queue_option = click.option(
     "queue",
     type=click.Path(file_okay=False, path_type=Path),
     default=None,
-    help="The queue (a git repository). Default: the per-user copy of the sample queue.",
+    help="The queue (a git repository). Default: the clone you are in, else the queue setting, else the "
+         "per-user sample queue.",
 )
 
 
@@ -110,21 +120,70 @@ def _last_line(text: str | bytes | None) -> str:
     return lines[-1] if lines else ""
 
 
-def _open(queue: Path | None, *, write: bool = False) -> git.Repo:
-    """The queue's repository, after kws's recovery ran under its lock (so a command that
-    only reads also repairs what an interrupted command left, and says so). Where the
-    clone cannot be written (a read-only mount, a full disk), a command that only reads
-    (``write`` False) goes on with a note; one that must write stops here with
-    :class:`~workstation.repo.plumbing.StorageError` (nothing changed)."""
+def queue_param(queue: Path | None) -> Path | None:
+    """The queue a sub-command was given: its own ``--queue``, else the one given to
+    ``kws`` itself (``kws --queue PATH doctor``), else None (:func:`find_queue` decides)."""
+    if queue is not None:
+        return queue
+    ctx = click.get_current_context(silent=True)
+    root = ctx.find_root() if ctx is not None else None
+    given = root.params.get("queue") if root is not None else None
+    return Path(given) if given is not None else None
+
+
+def _open(queue: Path | None, *, write: bool = False, record: str | None = None) -> git.Repo:
+    """The queue's repository (:func:`~workstation.repo.gitqueue.find_queue`: ``--queue``,
+    else the clone you are in, else the ``queue`` setting, else the per-user sample queue),
+    after kws's recovery ran under its lock (so a command that only reads also repairs what
+    an interrupted command left, and says so). Where the clone cannot be written (a
+    read-only mount, a full disk), a command that only reads (``write`` False) goes on with
+    a note; one that must write stops here with
+    :class:`~workstation.repo.plumbing.StorageError` (nothing changed). ``record``: the
+    kind of record the command writes; the queue, branch, identity and signing key it
+    writes with are printed first (:func:`_announce`).
+
+    Raises:
+        QueueError: no such queue, a damaged branch, or (``write``) a clone kws cannot lock.
+    """
     from workstation.repo.lock import damaged_branch, queue_lock
 
-    repo = resolve_queue(queue)
+    choice = find_queue(queue_param(queue))
+    repo = open_queue(choice.root)
     damage = damaged_branch(repo)
     if damage is not None:
         raise QueueError(damage)
     with queue_lock(repo, write=write):
         pass
+    if record is not None:
+        _announce(repo, choice, record)
     return repo
+
+
+def _announce(repo: git.Repo, choice: QueueChoice, record: str) -> None:
+    """Say on stderr where a ``record`` is about to be written: the queue (and why that
+    one), its branch, the git identity and the signing key; a write to the per-user sample
+    queue because no queue was named and the folder is no queue's clone is said so."""
+    from workstation.records.signing import records_policy, signing_key
+    from workstation.repo.gitqueue import IdentityError, head_branch
+
+    try:
+        who = str(reviewer_identity(repo))
+    except IdentityError:
+        who = "no git identity (refused below)"
+    key = signing_key(repo)
+    policy = records_policy(repo)
+    if key is not None:
+        signing = f"signing with {key}"
+    elif policy.off:
+        signing = "unsigned (this queue does not check signatures)"
+    else:
+        signing = "no signing key (kws signing setup)"
+    click.echo(f"kws: {record} -> queue {choice.root} ({choice.how}), branch {head_branch(repo) or '(detached)'}, "
+               f"as {who}, {signing}", err=True)
+    if choice.sample:
+        click.echo(f"kws: note: you are not inside a queue's clone and gave no --queue, so this {record} goes to "
+                   f"the per-user sample queue; for your team's queue, cd into its clone or give --queue PATH",
+                   err=True)
 
 
 def _root(repo: git.Repo) -> Path:
@@ -136,6 +195,15 @@ def _root(repo: git.Repo) -> Path:
     if repo.working_tree_dir is None:
         raise QueueError(f"{repo.git_dir}: a bare repository, not a queue")
     return Path(repo.working_tree_dir)
+
+
+def _no_task(task: str, root: Path) -> str:
+    """``no task 'x' in ROOT``, with the nearest task ids (``did you mean``)."""
+    from workstation.repo.gitqueue import near_names
+
+    near = near_names(task, root / "tasks")
+    return (f"no task {task!r} and no records of it in {root}"
+            + (f"; did you mean {', '.join(near)}?" if near else " (kws queue lists its tasks)"))
 
 
 def _problems(rs: RecordSet) -> None:
@@ -183,7 +251,7 @@ def verdict_cmd(
     """
     if accept_suggestions and not with_checks:
         raise click.UsageError("--accept-suggestions needs --with-checks (suggestions come from findings)")
-    repo = _open(queue)
+    repo = _open(queue, record="verdict")
     root = _root(repo)
     rubric = queue_rubric(root)
     values = field_values_from_pairs(rubric, fields)
@@ -195,7 +263,11 @@ def verdict_cmd(
         values[rubric.rationale_field] = rationale
     tv = task_version(repo, task)
     if tv.tree is None:
-        raise click.ClickException(f"no task {task!r} in HEAD of {root}")
+        from workstation.repo.gitqueue import near_names
+
+        near = near_names(task, root / "tasks")
+        raise click.ClickException(f"no task {task!r} in HEAD of {root}"
+                                   + (f"; did you mean {', '.join(near)}?" if near else ""))
     draft = Draft(task=task, queue=str(root), values=values, rubric_id=rubric.id, rubric_version=rubric.version)
     if with_checks:
         draft.report = _check_report(root, task)
@@ -262,7 +334,7 @@ def _keep_draft(draft: Draft, root: Path, task: str) -> str:
 @_fails_cleanly
 def sync_cmd(attempts: int, queue: Path | None) -> None:
     """Pull (rebase) and push the queue's records; never forces."""
-    repo = _open(queue, write=True)
+    repo = _open(queue, write=True, record="sync")
     click.echo(str(sync(repo, attempts=attempts)))
 
 
@@ -290,7 +362,7 @@ def _share(repo: git.Repo, no_sync: bool) -> bool:
 @_fails_cleanly
 def reserve_cmd(task: str, hours: float, no_sync: bool, queue: Path | None) -> None:
     """Reserve TASK for HOURS so that other reviewers see it taken, then sync."""
-    repo = _open(queue, write=True)
+    repo = _open(queue, write=True, record="reservation")
     who = reviewer_identity(repo)
     r = reserve(repo, task, hours, identity=who)
     click.echo(f"reserved {task} until {r.expires:%Y-%m-%d %H:%MZ}")
@@ -310,7 +382,7 @@ def reserve_cmd(task: str, hours: float, no_sync: bool, queue: Path | None) -> N
 @_fails_cleanly
 def release_cmd(task: str, no_sync: bool, queue: Path | None) -> None:
     """Release your reservation of TASK, then sync."""
-    repo = _open(queue, write=True)
+    repo = _open(queue, write=True, record="release")
     release(repo, task)
     click.echo(f"released {task}")
     _share(repo, no_sync)
@@ -326,7 +398,7 @@ def history_cmd(task: str, queue: Path | None) -> None:
     rs = load_records(_root(repo))
     h = task_history(repo, task, rs)
     if not h.entries and h.head.tree is None and not h.problems:
-        raise click.ClickException(f"no task {task!r} and no records of it in {_root(repo)}")
+        raise click.ClickException(_no_task(task, _root(repo)))
     click.echo(format_history(h, rs))
     _unpushed_line(repo)
 
@@ -371,7 +443,7 @@ def _share_record(repo: git.Repo, no_sync: bool, *, hold_conflicts: bool = False
 @_fails_cleanly
 def dispute_cmd(verdict_id: str, fields: tuple[str, ...], rationale: str, no_sync: bool, queue: Path | None) -> None:
     """Dispute fields of the verdict VERDICT_ID (its id or a unique prefix), then sync."""
-    repo = _open(queue, write=True)
+    repo = _open(queue, write=True, record="dispute")
     root = _root(repo)
     rs = load_records(root)
     v = rs.verdict(verdict_id)
@@ -408,7 +480,7 @@ def resolve_cmd(
 ) -> None:
     """Resolve the dispute DISPUTE_ID (its id or a unique prefix), then sync; a resolution
     that disagrees with one the remote already has is held back, and you are told."""
-    repo = _open(queue, write=True)
+    repo = _open(queue, write=True, record="resolution")
     root = _root(repo)
     rs = load_records(root)
     d = rs.dispute(dispute_id)
@@ -489,9 +561,13 @@ def report_cmd(task: str, output: Path | None, verdict_id: str | None, queue: Pa
     else:
         v = rs.current_verdict(task)
         if v is None:
-            n = len(rs.unverified_for(task, ("verdict",)))
-            raise click.ClickException(f"no verdict on {task!r} in {root}"
-                                       + (f" ({n} unverified, not counted: kws history {task})" if n else ""))
+            unverified = rs.unverified_for(task, ("verdict",))
+            if not unverified and task_version(repo, task).tree is None and task not in rs.task_ids():
+                raise click.ClickException(_no_task(task, root))
+            raise click.ClickException(
+                f"no verdict on {task!r} in {root}" + (
+                    f": {len(unverified)} unverified, so not counted ({unverified[-1].why}; kws history {task})"
+                    if unverified else " yet"))
     rubric = _rubric_for(root, v.rubric_id)
     md = render_report(repo, rs, v, rubric)
     if output is None:
@@ -521,8 +597,12 @@ def doctor_cmd(queue: Path | None) -> None:
     from workstation.records.doctor import diagnose
     from workstation.settings.show import summary
 
-    repo = resolve_queue(queue)  # diagnose takes the lock and names a damaged branch itself
+    choice = find_queue(queue_param(queue))
+    repo = open_queue(choice.root)  # diagnose takes the lock and names a damaged branch itself
     d = diagnose(repo)
+    d.notes.insert(0, f"queue {choice.root}: {choice.how}" + (
+        " (you are in no queue's clone and gave no --queue; cd into your queue's clone or give --queue PATH)"
+        if choice.sample else ""))
     try:
         cfg = settings.current()
         d.warnings += list(cfg.warnings)
@@ -580,17 +660,41 @@ def signing_setup_cmd(key: str | None, new_key: Path | None, apply: bool, local:
         click.echo(f"{'set' if apply else 'run'}: {where} {k} {val}")
     if not apply:
         click.echo("(or run kws signing setup --apply to set it)")
-    from workstation.records.signing import records_policy
+    from workstation.records.signing import records_policy, signing_key
 
     policy = records_policy(repo)
     if policy.off:
-        click.echo("note: this queue does not check signatures ([records] signatures = \"off\"); "
-                   "your records are signed all the same")
+        now = signing_key(repo) is not None
+        click.echo("note: this queue does not check signatures ([records] signatures = \"off\"); kws signs your "
+                   "record commits " + ("all the same (with " + str(signing_key(repo)) + ")" if now else
+                                        "all the same once this configuration is set")
+                   + ", so they count in a queue that checks them")
     if plan.listed:
         click.echo(f"your key is already in this queue's allowed signers ({policy.allowed_signers}) for {who.email}")
     else:
         click.echo(f"ask an owner of this queue to add this line to {policy.allowed_signers} (in a signed commit):")
         click.echo(f"  {plan.line}")
+
+
+@signing_group.command("add")
+@click.argument("lines", nargs=-1, required=True, metavar="LINE...")
+@click.option("--no-sync", is_flag=True, help="Commit locally only; do not sync.")
+@_queue_option
+@_fails_cleanly
+def signing_add_cmd(lines: tuple[str, ...], no_sync: bool, queue: Path | None) -> None:
+    """Add reviewers' allowed-signers LINEs (what kws signing setup prints them) to the
+    queue's allowed signers, in a commit signed by your key, then sync. Only a change
+    signed by a key the file already lists counts (docs/records.md, "Signed records")."""
+    from workstation.records.team import add_signers
+
+    repo = _open(queue, write=True, record="allowed-signers change")
+    who = reviewer_identity(repo)
+    commit, added = add_signers(repo, who, list(lines))
+    if commit is None:
+        click.echo("every line is in the allowed signers already; nothing committed")
+        return
+    click.echo(f"committed {commit[:12]}: the allowed signers now also list {', '.join(a.split(' ', 1)[0] for a in added)}")
+    _share_record(repo, no_sync)
 
 
 COMMANDS = (

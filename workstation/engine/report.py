@@ -20,8 +20,10 @@ with nothing to look at, such as a task with no bench; such a check is never ``p
 ``plugin_errors`` (``[{"entry_point", "value", "distribution", "version", "error"}]``: each
 one that failed to load; its checks are not in the run).
 Non-finite numbers anywhere in the evidence are written as the strings "nan", "inf",
-"-inf". ``complete`` is false when any check ended in ``error`` or ``skip``, or is listed
-under ``not_judged``.
+"-inf". ``complete`` counts the checks that apply only: it is true when every check that
+applies was judged, false when any check ended in ``error``, is listed under ``not_judged``
+or kws's runner failed; a ``skip`` with nothing to look at (no bench, no claim, another
+backend's check) leaves it true.
 
 Exit codes (:func:`exit_code`, fail-closed): 0 every check was judged and none failed, 1 a
 ``fail`` finding, 2 the task did not load (``kws check`` itself), 3 kws's runner failed, 4
@@ -84,7 +86,7 @@ def to_json_dict(res: EngineResult) -> dict[str, Any]:
         "task": res.task.id,
         "task_tree": res.task_tree,
         "device": res.device,
-        "complete": all(r.status not in ("error", "skip") and not r.not_judged for r in res.results),
+        "complete": not res.runner_failed and all(r.status != "error" and not r.not_judged for r in res.results),
         "versions": versions,
         "seeds": list(res.seeds),
         "findings": [f.as_dict() for f in res.findings],
@@ -193,10 +195,14 @@ def to_text(doc: dict[str, Any], *, verbose: bool = False) -> str:
     n_warn = sum(f["severity"] == "warn" for f in doc["findings"])
     lines.append("")
     verdict = "does not hold up" if n_fail else ("needs a look" if n_warn else "no fail finding")
-    not_run = [f"{c['check']} {c['status']}" for c in doc["checks"] if c["status"] in ("skip", "error")]
-    complete = "" if doc["complete"] else f" (incomplete: {', '.join(not_run)})"
-    lines.append(f"{n_fail} fail, {n_warn} warn: {verdict}{complete}")
     nj = not_judged_of(doc)
+    if doc["complete"]:
+        n_skip = sum(c["status"] == "skip" for c in doc["checks"])
+        complete = " (complete: every check that applies was judged" + (
+            f"; {n_skip} had nothing to look at)" if n_skip else ")")
+    else:
+        complete = f" (incomplete: {', '.join(n['check'] for n in nj) or 'the runner failed'} could not look)"
+    lines.append(f"{n_fail} fail, {n_warn} warn: {verdict}{complete}")
     for n in nj:
         lines.append(f"  not judged: {n['check']}: {_first_line(n['reason'])}")
     if doc.get("runner_failed"):

@@ -162,17 +162,19 @@ def _build_commit(repo: git.Repo, kind: str, posix: str, payload: bytes, old: st
 
 
 def _signing(repo: git.Repo, kind: str) -> tuple[bool, Any]:
-    """Whether a record commit is signed: when the queue's committed policy requires
-    signatures (:func:`~workstation.records.signing.records_policy`) and the reviewer set
-    up SSH signing. Refused (RecordError, nothing committed) when the queue has an
-    allowed-signers file, so the record would count, but the reviewer cannot sign."""
+    """Whether a record commit is signed, and the queue's committed policy
+    (:func:`~workstation.records.signing.records_policy`): signed whenever the reviewer set
+    up SSH signing, also in a queue that does not check signatures (``kws signing setup``
+    says so: the records are ready for a queue that turns the checks on). Refused
+    (RecordError, nothing committed) when the queue has an allowed-signers file, so only a
+    signed record counts, but the reviewer cannot sign."""
     from workstation.records.signing import records_policy, signing_key
 
     policy = records_policy(repo)
-    if policy.off:
-        return False, policy
     if signing_key(repo) is not None:
         return True, policy
+    if policy.off:
+        return False, policy
     if policy.signers is not None:
         raise RecordError(f"{kind} not committed: this queue counts only signed records (its allowed signers are "
                           f"{policy.allowed_signers}) and git has no SSH signing key set up here; set it up once "

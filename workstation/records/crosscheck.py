@@ -181,4 +181,17 @@ class _Checker:
                            f"{v.verdict_id[:8]}; the queue's policy refuses that (queue.toml [records] "
                            f"self_resolution = {policy.self_resolution!r}), so it does not count")
         rub = self.rubric_of(v.rubric_id)
-        return _rubric_problem(rub, r.fields, record_file(r), "fields") if rub is not None else None
+        if rub is None:
+            return None
+        # every table of values a resolution holds names its key when one is wrong: the
+        # values it gives (fields) and the two sides it cites (verdict_values, dispute_values)
+        for table, values in (("fields", r.fields), ("verdict_values", r.verdict_values),
+                              ("dispute_values", r.dispute_values)):
+            for key in values:
+                if rub.field(key) is None:
+                    self.rs.warnings.append(Problem(record_file(r), f"{table}.{key}",
+                                                    f"not a field of rubric {rub.id} version {rub.version}"))
+            wrong_value = _rubric_problem(rub, values, record_file(r), table)
+            if wrong_value is not None:
+                return wrong_value
+        return None

@@ -93,11 +93,11 @@ def _author_env(repo: git.Repo, commit: str, who: Identity) -> tuple[dict[str, s
 
 def _signs(repo: git.Repo) -> bool:
     """Whether commits replayed by a sync are signed (by the syncing reviewer, whose own
-    commits they are): the queue's policy does not turn signatures off and the reviewer
-    set up SSH signing (docs/records.md, "Signed records")."""
-    from workstation.records.signing import records_policy, signing_key
+    commits they are): whenever the reviewer set up SSH signing, as their record commits
+    are (docs/records.md, "Signed records")."""
+    from workstation.records.signing import signing_key
 
-    return signing_key(repo) is not None and not records_policy(repo).off
+    return signing_key(repo) is not None
 
 
 def _replay_records(repo: git.Repo, commits: list[tuple[str, list[Change]]], onto: str, who: Identity) -> str:

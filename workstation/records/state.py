@@ -122,8 +122,14 @@ class RecordSet:
 
     # ---- lookup by id (full id or a unique prefix of at least 4 characters)
 
-    @staticmethod
-    def _find(items: Sequence[Any], ident: str, kind: str) -> Any:
+    def _find(self, items: Sequence[Any], ident: str, kind: str) -> Any:
+        """The record of ``items`` with id (or unique prefix of at least 4 characters)
+        ``ident``.
+
+        Raises:
+            RecordError: none, or several; a record of ``kind`` with that id that is
+                unverified is named as such, with why it does not count.
+        """
         ident = ident.strip().lower()
         exact = [r for r in items if r.id == ident]
         if exact:
@@ -132,6 +138,11 @@ class RecordSet:
             raise RecordError(f"no {kind} with id {ident!r} (give the full id or at least 4 characters)")
         hits = [r for r in items if r.id.startswith(ident)]
         if not hits:
+            shadow = [u for u in self.unverified if u.kind == kind and u.record.id.startswith(ident)]
+            if len(shadow) == 1:
+                u = shadow[0]
+                raise RecordError(f"{kind} {u.record.id[:8]} on {u.task} ({u.path}) is unverified, so it does not "
+                                  f"count: {u.why}; nothing can refer to it (docs/records.md, \"Signed records\")")
             raise RecordError(f"no {kind} with id {ident!r} in this queue (run kws sync to fetch others')")
         if len(hits) > 1:
             raise RecordError(

@@ -134,10 +134,12 @@ class SyncResult:
     attempts: int
     refs: tuple[str, ...] = ()
     conflicts: tuple[str, ...] = ()
+    #: what is wrong with the remote itself (its HEAD names no branch: clones come out empty)
+    notes: tuple[str, ...] = ()
 
     def __str__(self) -> str:
         extra = f"; exchanged {', '.join(self.refs)}" if self.refs else ""
-        extra += "".join(f"\nwarning: {c}" for c in self.conflicts)
+        extra += "".join(f"\nwarning: {c}" for c in (*self.conflicts, *self.notes))
         if not self.received and not self.sent:
             return f"up to date with {self.remote}/{self.branch}{extra}"
         return (
@@ -373,9 +375,11 @@ def sync(
             if conflicts and hold_conflicts and ahead:
                 raise SyncError("resolution-conflict", _held_back(conflicts))
             if not pushes:
-                return SyncResult(s.remote, s.rbranch, received, 0, attempt, tuple(sorted(s.touched)), conflicts)
+                return SyncResult(s.remote, s.rbranch, received, 0, attempt, tuple(sorted(s.touched)), conflicts,
+                                  s.remote_notes(found))
             if s.push(pushes, ahead, target, ref_push):
-                return SyncResult(s.remote, s.rbranch, received, ahead, attempt, tuple(sorted(s.touched)), conflicts)
+                return SyncResult(s.remote, s.rbranch, received, ahead, attempt, tuple(sorted(s.touched)), conflicts,
+                                  s.remote_notes(found))
             last = s.rejection
             if attempt < attempts:
                 time.sleep(random.uniform(0.05, 0.25) * attempt)
@@ -459,9 +463,10 @@ class _Sync:
         Raises:
             SyncError: ``unreachable``, or ``local`` (this clone's storage failed).
         """
-        found = _ls_remote(self.repo, self.remote, self.url, [self.remote_branch, *self.refs], self.env, self.timeout)
+        found = _ls_remote(self.repo, self.remote, self.url, [self.remote_branch, *self.refs, "HEAD"], self.env,
+                           self.timeout)
         specs = [f"+{name}:{self.upstream if name == self.remote_branch else _tracking(self.remote, name)}"
-                 for name in found]
+                 for name in found if name != "HEAD"]
         if specs:
             try:
                 run_git(self.repo, "fetch", "-q", *TRANSPORT_FETCH, "--no-tags", "--no-write-fetch-head", self.remote,
@@ -475,6 +480,17 @@ class _Sync:
                     f"fetching from {self.remote!r} ({self.url}) failed: {stderr_of(exc)}\n{KEPT}; run kws sync again",
                 ) from exc
         return found
+
+    def remote_notes(self, found: dict[str, str]) -> tuple[str, ...]:
+        """What is wrong with the remote (``found``: its refs as listed this round): it has
+        the branch but its HEAD names no branch that exists (a bare repository made with a
+        plain ``git init --bare`` keeps HEAD on ``master``), so a ``git clone`` of it checks
+        nothing out."""
+        if self.remote_branch in found and "HEAD" not in found:
+            return (f"the remote {self.remote!r} ({self.url}) has {self.rbranch} but its HEAD names no branch that "
+                    "exists, so a git clone of it comes out empty; fix it once on the remote: git --git-dir "
+                    f"{self.url} symbolic-ref HEAD refs/heads/{self.rbranch} (docs/records.md, \"A team's queue\")",)
+        return ()
 
     def move(self, local: str | None, target: str) -> bool:
         """Move the branch from ``local`` to ``target``; False when it moved meanwhile.

@@ -8,43 +8,46 @@ import time
 from collections.abc import Callable
 from typing import Any
 
-from workstation.records.drafts import Draft, save_draft
+from workstation.records.drafts import Draft, FormDraft, save_draft, save_form_draft
 
 __all__ = ["DraftSaver"]
 
 
 class DraftSaver:
-    """Writes drafts in a background thread, newest wins: :meth:`submit` returns at once;
-    the thread saves the latest submitted draft (atomic write, see
-    :func:`workstation.records.drafts.save_draft`). ``on_error(exc)`` is called from the thread when
-    a save fails. :meth:`flush` waits until everything submitted is on disk."""
+    """Writes drafts in a background thread, newest wins per draft: :meth:`submit` returns
+    at once; the thread saves the latest submitted version of each draft (a verdict draft
+    per queue and task, a form draft per queue, kind and record: :func:`draft_key`), so a
+    quick switch from one task or dispute to another never drops the first one's last
+    change (atomic writes: :func:`workstation.records.drafts.save_draft`,
+    :func:`~workstation.records.drafts.save_form_draft`). ``on_error(exc)`` is called from
+    the thread when a save fails. :meth:`flush` waits until everything submitted is on disk.
+    ``save``: what writes a draft (default: by its type)."""
 
     def __init__(self, on_error: Callable[[BaseException], None] | None = None,
-                 save: Callable[[Draft], Any] | None = None) -> None:
-        self._save = save or save_draft
+                 save: Callable[[Any], Any] | None = None) -> None:
+        self._save = save or _save_any
         self._on_error = on_error
         self._cv = threading.Condition()
-        self._pending: Draft | None = None
+        self._pending: dict[tuple[str, ...], Any] = {}
         self._busy = False
         self._closed = False
         self.saved = 0
         self._thread = threading.Thread(target=self._loop, name="kws-draft-saver", daemon=True)
         self._thread.start()
 
-    def submit(self, draft: Draft) -> None:
+    def submit(self, draft: Draft | FormDraft) -> None:
         with self._cv:
-            self._pending = draft
+            self._pending[draft_key(draft)] = draft
             self._cv.notify_all()
 
     def _loop(self) -> None:
         while True:
             with self._cv:
-                while self._pending is None and not self._closed:
+                while not self._pending and not self._closed:
                     self._cv.wait()
-                d = self._pending
-                if d is None:  # closed, nothing left to save
+                if not self._pending:  # closed, nothing left to save
                     return
-                self._pending = None
+                d = self._pending.pop(next(iter(self._pending)))
                 self._busy = True
             try:
                 self._save(d)
@@ -61,7 +64,7 @@ class DraftSaver:
         """Wait until no draft is pending or being written; False on timeout."""
         end = time.monotonic() + timeout
         with self._cv:
-            while self._pending is not None or self._busy:
+            while self._pending or self._busy:
                 left = end - time.monotonic()
                 if left <= 0:
                     return False
@@ -75,3 +78,15 @@ class DraftSaver:
             self._closed = True
             self._cv.notify_all()
         self._thread.join(timeout)
+
+
+def draft_key(draft: Draft | FormDraft) -> tuple[str, ...]:
+    """What names one draft: (queue, task) for a verdict draft, (queue, kind, record id)
+    for a form draft."""
+    if isinstance(draft, FormDraft):
+        return (draft.queue, draft.kind, draft.target)
+    return (draft.queue, draft.task)
+
+
+def _save_any(draft: Draft | FormDraft) -> Any:
+    return save_form_draft(draft) if isinstance(draft, FormDraft) else save_draft(draft)

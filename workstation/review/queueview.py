@@ -346,6 +346,8 @@ class QueueRow:
     open_disputes: int = 0
     has_draft: bool = False
     screen: Any = None
+    #: the draft was written on another version of the task than the one in HEAD
+    draft_outdated: bool = False
 
     @property
     def id(self) -> str:
@@ -367,18 +369,22 @@ def build_rows(
     me: Any | None = None,
     drafts: Iterable[str] = (),
     screens: Mapping[str, Any] | None = None,
+    outdated: Iterable[str] = (),
 ) -> list[QueueRow]:
     """Rows for every loadable task, in folder order, with flags from a
     :class:`workstation.records.state.RecordSet` for viewer ``me`` (an Identity) when given,
-    and each task's pre-screen badge from ``screens`` (task id -> badge)."""
+    each task's pre-screen badge from ``screens`` (task id -> badge), and its draft (from
+    ``drafts``; ``outdated``: those written on another version of the task)."""
     flags: Mapping[str, Any] = records.all_flags(me) if records is not None else {}
     drafted = set(drafts)
+    stale = set(outdated)
     badges = screens or {}
     out = []
     for s in index.tasks.values():
         f = flags.get(s.id)
         if f is None:
-            out.append(QueueRow(summary=s, has_draft=s.id in drafted, screen=badges.get(s.id)))
+            out.append(QueueRow(summary=s, has_draft=s.id in drafted, screen=badges.get(s.id),
+                                draft_outdated=s.id in stale))
             continue
         reserved = f.reserved_by
         out.append(
@@ -396,6 +402,7 @@ def build_rows(
                 open_disputes=f.open_disputes,
                 has_draft=s.id in drafted,
                 screen=badges.get(s.id),
+                draft_outdated=s.id in stale,
             )
         )
     return out

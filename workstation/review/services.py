@@ -29,7 +29,7 @@ from datetime import datetime
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from workstation.records.drafts import Draft, draft_path
+from workstation.records.drafts import Draft, FormDraft, draft_path
 from workstation.records.drafts import load_draft as _load_draft
 from workstation.review.queueview import (
     QueueIndex,
@@ -50,6 +50,7 @@ __all__ = [
     "CommitOutcome",
     "DisputeOutcome",
     "DisputeSummary",
+    "FormDraft",
     "QueueState",
     "ServiceError",
     "TaskHistory",
@@ -61,6 +62,8 @@ __all__ = [
     "commit_verdict",
     "identity",
     "load_draft",
+    "load_form_draft",
+    "new_form_draft",
     "load_queue",
     "load_screens",
     "open_disputes",
@@ -121,27 +124,29 @@ def _verdict_rubric(rubric_id: str, root: Path) -> Rubric | None:
 
 
 def open_queue_root(queue: Path | str | None) -> Path:
-    """The queue folder to open: ``queue``, or the per-user sample queue (created on first
-    use). A queue folder kws ships (``sample_queue``, ``sample_queue_real``: a folder next
-    to ``sample_queue/`` with ``tasks/``, inside kws's own repository) opens as its per-user
-    git copy (:func:`bundled_queue_copy`), made on first use like the sample queue's.
+    """The queue folder to open, as git finds a repository
+    (``repo.gitqueue.find_queue``): ``queue`` (``--queue``), else the queue whose clone
+    holds the current folder, else the ``queue`` setting, else the per-user sample queue
+    (created on first use). A queue folder kws ships (``sample_queue``,
+    ``sample_queue_real``: a folder next to ``sample_queue/`` with ``tasks/``, inside kws's
+    own repository) opens as its per-user git copy (:func:`bundled_queue_copy`), made on
+    first use like the sample queue's.
 
     Raises:
-        ServiceError: the sample queue cannot be made, or the folder has no ``tasks/``.
+        ServiceError: no such folder (the message names the nearest names), the sample
+            queue cannot be made, or the folder has no ``tasks/``.
     """
     gq = _gq()
     try:
-        if queue is None:
-            root = gq.ensure_default_queue()
-        else:
-            root = Path(queue).expanduser()
-            copy = bundled_queue_copy(root)
-            if copy is not None:  # a queue folder kws ships: review the per-user git copy
-                root = gq.ensure_default_queue(source=root, dest=copy)
+        root = gq.find_queue(queue).root
+        copy = bundled_queue_copy(root) if queue is not None else None
+        if copy is not None:  # a queue folder kws ships: review the per-user git copy
+            root = gq.ensure_default_queue(source=root, dest=copy)
     except gq.QueueError as e:
         raise ServiceError(str(e)) from None
     if not (root / "tasks").is_dir():
-        raise ServiceError(f"{root}: not a kws queue (no tasks/ folder)")
+        raise ServiceError(f"{root}: not a kws queue (no tasks/ folder; a queue is a git repository with "
+                           "tasks/ and queue.toml: docs/task-format.md)")
     return root
 
 
@@ -197,6 +202,9 @@ class QueueState:
     #: record commits of this clone its remote lacks (:func:`unpushed`): the title bars
     #: say "N records not pushed" while it is above 0
     unpushed: int = 0
+    #: the task ids whose draft was written on another version of the task than HEAD's
+    #: (:func:`outdated_drafts`)
+    outdated_drafts: set[str] = field(default_factory=set)
 
 
 def problem_lines(state: QueueState) -> list[str]:
@@ -271,7 +279,7 @@ def load_queue(root: Path, *, validate: bool = True) -> Iterator[QueueState]:
         ix = index.copy()
         validate_index(ix)  # on a copy: the UI thread reads the one yielded before
         st = replace(st, index=ix, validating=False)
-        st.rows = build_rows(ix, st.records, st.me, st.drafts, st.screens)
+        st.rows = build_rows(ix, st.records, st.me, st.drafts, st.screens, st.outdated_drafts)
         yield st
 
 
@@ -284,8 +292,9 @@ def _read_records(st: QueueState) -> None:
     st.records = load_records(st.root)
     st.record_problems, st.record_warnings = _record_problems(st.root, st.records)
     st.unpushed = unpushed(st.root)
+    st.outdated_drafts = outdated_drafts(st.root, st.drafts)
     if st.index is not None:
-        st.rows = build_rows(st.index, st.records, st.me, st.drafts, st.screens)
+        st.rows = build_rows(st.index, st.records, st.me, st.drafts, st.screens, st.outdated_drafts)
 
 
 def _record_problems(root: Path, records: Any) -> tuple[list[Problem], list[Problem]]:
@@ -317,6 +326,37 @@ def identity(root: Path) -> tuple[Any, str]:
     finally:
         if repo is not None:
             repo.close()
+
+
+def outdated_drafts(root: Path, drafts: set[str]) -> set[str]:
+    """Of the task ids ``drafts`` (those with a saved draft), the ones whose draft names a
+    task version (its ``task_tree``) other than the task's tree in ``HEAD``: the task
+    changed since the values were entered. One ``git ls-tree`` of ``HEAD:tasks``; a draft
+    without a version, or a queue git cannot read, counts as current."""
+    import git
+
+    from workstation.records.drafts import load_draft as _load
+
+    if not drafts:
+        return set()
+    gq = _gq()
+    try:
+        with _queue_repo(root) as repo:
+            out = gq.run_git(repo, "ls-tree", "-d", "HEAD:tasks", check=False).decode("utf-8", "replace")
+    except (gq.QueueError, git.GitError):
+        return set()
+    trees = {}
+    for line in out.splitlines():
+        meta, _, name = line.partition("\t")
+        parts = meta.split()
+        if len(parts) == 3:
+            trees[name] = parts[2]
+    stale = set()
+    for task in drafts:
+        d = _load(root, task)
+        if d is not None and d.task_tree and d.values and trees.get(task) not in (None, d.task_tree):
+            stale.add(task)
+    return stale
 
 
 def reload_records(state: QueueState) -> QueueState:
@@ -442,6 +482,9 @@ class TaskHistory:
 
     text: str
     verdicts: tuple[VerdictSummary, ...] = ()
+    #: the task's records that do not count (unsigned or wrongly signed), one line each:
+    #: "verdict 1a2b3c4d by ...: why"
+    unverified: tuple[str, ...] = ()
 
 
 def task_history(root: Path, task_id: str) -> TaskHistory:
@@ -457,9 +500,10 @@ def task_history(root: Path, task_id: str) -> TaskHistory:
             h = _task_history(repo, task_id, rs)
             text = format_history(h, rs)
             verdicts = tuple(_summary(e.record) for e in h.entries if e.kind == "verdict")
+            unverified = tuple(f"{u.kind} {u.record.id[:8]} by {u.record.reviewer}: {u.why}" for u in h.unverified)
     except gq.QueueError as e:
         return TaskHistory(f"history unavailable: {e}")
-    return TaskHistory(text, verdicts)
+    return TaskHistory(text, verdicts, unverified)
 
 
 # --------------------------------------------------------------------------------------------
@@ -511,6 +555,7 @@ def commit_dispute(root: Path, verdict_id: str, fields: Mapping[str, str], ratio
             if verdict is None:
                 return DisputeOutcome(error=f"verdict {verdict_id[:8]} is not in the queue's records")
             d = _commit_dispute(repo, verdict, dict(fields), rationale, rubric)
+            _drop_form_draft(root, "dispute", verdict_id)
             shared = _share(repo, f"dispute {d.dispute_id[:8]} committed")  # pushed on write, like a reservation
     except gq.QueueError as e:
         return DisputeOutcome(error=str(e))
@@ -544,14 +589,23 @@ class DisputeSummary:
     rationale: str
     verdict_values: Mapping[str, str]
     dispute_values: Mapping[str, str]
+    #: why this reviewer may not resolve it ("" when they may): the queue refuses a
+    #: verdict's author resolving its disputes, or there is no git identity
+    refusal: str = ""
 
 
 def open_disputes(root: Path, task_id: str) -> tuple[DisputeSummary, ...]:
-    """The unresolved disputes of ``task_id``, oldest first."""
+    """The unresolved disputes of ``task_id``, oldest first, each with the rule that keeps
+    this reviewer from resolving it (``refusal``: the queue's ``self_resolution`` policy
+    for the verdict's author, or a missing git identity), checked when the dialog opens
+    rather than on commit."""
     gq = _gq()
     from workstation.records.parse import load_records
+    from workstation.records.state import same_reviewer
 
     rs = load_records(root)
+    me, no_identity = identity(root)
+    policy = rs.policy
     out = []
     for d in rs.open_disputes(task_id):
         try:
@@ -559,9 +613,32 @@ def open_disputes(root: Path, task_id: str) -> tuple[DisputeSummary, ...]:
         except gq.QueueError:
             continue
         vals = rs.effective_values(v)
+        refusal = ""
+        if me is None:
+            refusal = no_identity
+        elif (policy is None or policy.self_resolution != "allow") and same_reviewer(v.reviewer, me):
+            refusal = (f"you ({me.email}) made verdict {v.verdict_id[:8]}, and this queue's policy is that a verdict's "
+                       "author does not resolve a dispute of it (queue.toml [records] self_resolution = "
+                       f"{getattr(policy, 'self_resolution', 'refuse')!r}); another reviewer resolves it")
         out.append(DisputeSummary(d.dispute_id, d.verdict_id, d.task, str(d.reviewer), str(v.reviewer), d.timestamp,
-                                  d.rationale, {k: vals.get(k, "") for k in d.fields}, dict(d.fields)))
+                                  d.rationale, {k: vals.get(k, "") for k in d.fields}, dict(d.fields), refusal))
     return tuple(out)
+
+
+def load_form_draft(root: Path, kind: str, target: str) -> FormDraft | None:
+    """The saved draft of the ``kind`` form (``dispute`` of verdict ``target``,
+    ``resolution`` of dispute ``target``) in the queue at ``root``, or None."""
+    from workstation.records.drafts import load_form_draft as _load
+
+    try:
+        return _load(root, kind, target)
+    except ValueError:
+        return None
+
+
+def new_form_draft(root: Path, kind: str, task: str, target: str) -> FormDraft:
+    """An empty draft of the ``kind`` form for record ``target`` of ``task``."""
+    return FormDraft(kind=kind, task=task, queue=str(root), target=target)
 
 
 def resolve_dispute(root: Path, dispute_id: str, outcome: str, rationale: str,
@@ -579,6 +656,7 @@ def resolve_dispute(root: Path, dispute_id: str, outcome: str, rationale: str,
             v = rs.verdict(d.verdict_id)
             r = commit_resolution(repo, rs, d, outcome, rationale, dict(fields or {}),
                                   _verdict_rubric(v.rubric_id, root))
+            _drop_form_draft(root, "resolution", d.dispute_id)
             text = f"resolution {r.resolution_id[:8]} committed: verdict {v.verdict_id[:8]} {outcome}"
             if r.fields:
                 text += " (now " + ", ".join(f"{k}={val}" for k, val in r.fields.items()) + ")"
@@ -587,6 +665,17 @@ def resolve_dispute(root: Path, dispute_id: str, outcome: str, rationale: str,
             return _share(repo, text, hold_conflicts=True)
     except gq.QueueError as e:
         return ActionOutcome(error=str(e))
+
+
+def _drop_form_draft(root: Path, kind: str, target: str) -> None:
+    """Delete the form draft of a record just committed (a failure to is harmless: the
+    draft names a record that now exists, and the next commit of the form replaces it)."""
+    from workstation.records.drafts import delete_form_draft
+
+    try:
+        delete_form_draft(root, kind, target)
+    except (OSError, ValueError):
+        pass
 
 
 def _share(repo: git.Repo, text: str, *, hold_conflicts: bool = False) -> ActionOutcome:

@@ -148,6 +148,9 @@ class ReviewSession:
         self.stored_at = draft.updated if draft is not None else None
         if draft is not None and draft.report and not draft.unfinished_checks:
             self.stored_report = dict(draft.report)
+        #: the task version the saved draft's values were entered on (None: no draft with
+        #: values, or no version known): :meth:`outdated_draft` compares it with HEAD's
+        self.draft_tree: str | None = draft.task_tree if draft is not None and draft.values else None
         if draft is not None:
             self.values = {k: v for k, v in draft.values.items() if rubric.field(k) is not None}
             self.task_tree = draft.task_tree
@@ -301,11 +304,12 @@ class ReviewSession:
     def report(self) -> dict[str, Any]:
         """The checks so far in the shape of ``kws check --json`` (task format v1), with its
         ``not_judged`` (every finished check that could not look, an ``error`` included).
-        ``complete`` is false while a check is queued or running, or ended in skip/error, or
-        was not judged."""
+        ``complete`` counts the checks that apply only (as ``kws check``'s): false while a
+        check is queued or running, or when one ended in error or was not judged; a skip
+        with nothing to look at leaves it true."""
         done = [r for r in self.rows.values() if r.done]
         complete = bool(self.rows) and len(done) == len(self.rows) and all(
-            r.status not in ("skip", "error") and not r.not_judged for r in done)
+            r.status != "error" and not r.not_judged for r in done)
         return {
             "task": self.task_id,
             "task_tree": self.report_tree,
@@ -601,6 +605,15 @@ class ReviewSession:
         return validate_values(self.rubric, self.values)
 
     # ---- draft and commit ----------------------------------------------------------------
+
+    def outdated_draft(self, tree: str | None) -> str:
+        """Why the restored draft is outdated now that the task's version in HEAD is known
+        to be ``tree`` ("" when it is not: no draft, or the same version): its values were
+        entered while judging another version of the task."""
+        if not self.draft_tree or not tree or tree == self.draft_tree:
+            return ""
+        return (f"draft outdated: your values were entered on task version {self.draft_tree[:10]}, and the task "
+                f"changed since (now {tree[:10]}); check each value against this version")
 
     def draft(self) -> Draft:
         """The draft to autosave: values, rubric, the task tree judged and the report."""

@@ -320,5 +320,6 @@ def _kept_report(report: Mapping[str, Any], keep: set[str] | None) -> dict[str, 
     if keep is not None:
         out["checks"] = [c for c in out["checks"] if c["check"] in keep]
         out["findings"] = [f for f in out["findings"] if f["check"] in keep]
-        out["complete"] = all(c["status"] not in ("skip", "error") for c in out["checks"])
+        nj = {n.get("check") for n in out.get("not_judged") or []}
+        out["complete"] = all(c["status"] != "error" and c["check"] not in nj for c in out["checks"])
     return out

@@ -266,6 +266,11 @@ SETTINGS: tuple[Setting, ...] = (
     Setting("rubric_path", "KWS_RUBRIC_PATH", "rubric_path", (), "none", "folders",
             "Folders searched for rubric files after the queue's own `rubrics/` "
             f"(environment: `{os.pathsep}`-separated; config file: an array).", folders),
+    Setting("queue", "KWS_QUEUE", "queue", None,
+            "the queue whose clone holds the current folder, else the per-user sample queue", "",
+            "The queue a command works on when it is run outside any queue's clone and without "
+            "`--queue` (a folder: a queue's clone). Inside a clone, that clone is the queue, as git "
+            "finds its repository.", folder),
     Setting("config_dir", "KWS_CONFIG_DIR", None, None, 'platformdirs.user_config_dir("kws") (~/.config/kws)', "",
             "The per-user config folder: `config.toml` (these settings) and `keymap.toml`.", folder,
             compute=_platform_dir("config")),

@@ -71,6 +71,7 @@ class Settings(msgspec.Struct, frozen=True, kw_only=True):
     child_threads: int
     checkserver_nice: int
     rubric_path: tuple[Path, ...]
+    queue: Path | None
     config_dir: Path
     cache_dir: Path
     data_dir: Path

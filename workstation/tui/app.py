@@ -294,7 +294,19 @@ class KwsApp(App):
         if not session.touched:
             return
         self.saver.submit(session.draft())
-        self.queue.drafts.add(session.task_id)
+        if session.task_id not in self.queue.drafts or not self._row_has_draft(session.task_id):
+            # the queue's ✎ shows at once, not after a reload or a restart
+            from dataclasses import replace
+
+            self.queue.drafts.add(session.task_id)
+            self.queue.outdated_drafts.discard(session.task_id)
+            self.queue.rows = [replace(r, has_draft=True, draft_outdated=False) if r.id == session.task_id else r
+                               for r in self.queue.rows]
+            self.queue_changed.publish(self.queue)
+
+    def _row_has_draft(self, task_id: str) -> bool:
+        row = self.row(task_id)
+        return row is None or row.has_draft
 
     def run_checks(self, session: ReviewSession, only: list[str] | None = None) -> None:
         """Start a check run for ``session`` in a worker thread; events stream in as
@@ -456,13 +468,22 @@ class KwsApp(App):
         if not disputes:
             self.notify(f"{task_id} has no open dispute", timeout=4)
             return
+        # the rules are checked here, when the dialog would open, not after the form is filled
+        mine = [d for d in disputes if not d.refusal]
+        if not mine:
+            self.notify(f"you cannot resolve the open dispute(s) of {task_id}: {disputes[0].refusal}",
+                        severity="warning", timeout=12)
+            return
+        if len(mine) < len(disputes):
+            self.notify(f"{len(disputes) - len(mine)} open dispute(s) of {task_id} are not in the dialog: "
+                        f"{next(d.refusal for d in disputes if d.refusal)}", timeout=8)
 
         def done(result: Any) -> None:
             if result:
                 d, outcome, fields, rationale = result
                 self._resolve_worker(d.dispute_id, outcome, rationale, fields, after)
 
-        self.push_screen(ResolveScreen(task_id, list(disputes), self.queue.rubric), done)
+        self.push_screen(ResolveScreen(task_id, mine, self.queue.rubric), done)
 
     @work(thread=True, exclusive=True, group="commit")
     def _resolve_worker(self, dispute_id: str, outcome: str, rationale: str, fields: dict[str, str],

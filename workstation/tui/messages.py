@@ -69,11 +69,13 @@ class TokensLoaded(Message):
 
 
 class HistoryLoaded(Message):
-    """The task's history (text) and its verdicts, oldest first."""
+    """The task's history (text), its verdicts, oldest first, and its unverified records
+    (one line each: they do not count)."""
 
     def __init__(self, history: TaskHistory) -> None:
         super().__init__()
         self.text, self.verdicts = history.text, list(history.verdicts)
+        self.unverified = tuple(history.unverified)
 
 
 class ViewLoaded(Message):

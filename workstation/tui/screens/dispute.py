@@ -22,6 +22,7 @@ class DisputeScreen(RecordForm):
     BINDINGS = form_bindings("Commit dispute", "Other verdict")
     DEFAULT_CSS = form_css("DisputeScreen", "dispute", "90%", 100)
     PREFIX = "dispute"
+    KIND = "dispute"
     KEYS = ("value keys pick · ↑/↓ field · tab to the rationale · ctrl+s commit · "
             "ctrl+n other verdict · Esc cancel")
 
@@ -43,6 +44,17 @@ class DisputeScreen(RecordForm):
         form.verdict = item
         form.values = {}
         form.refresh(layout=True)
+
+    def target(self, item: VerdictSummary) -> str:
+        return item.verdict_id
+
+    def capture(self, form: DisputeFields) -> tuple[dict[str, str], str | None]:
+        return dict(form.values), None
+
+    def restore(self, form: DisputeFields, values: dict[str, str], outcome: str | None) -> None:
+        allowed = {f.key: {v.value for v in f.values} for f in form.fields}
+        form.values = {k: v for k, v in values.items()
+                       if v in allowed.get(k, ()) and form.verdict.values.get(k) != v}
 
     def problems(self, form: DisputeFields, rationale: str) -> list[str]:
         out = []

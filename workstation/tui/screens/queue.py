@@ -35,6 +35,8 @@ if TYPE_CHECKING:
 
 FILTER_HINT = ("(no filter: / to type one, e.g. kind:fusion backend:triton claimed:fail reserved:me "
                "disputed:yes mine:no screen:fail failing:edge)")
+#: the filter hint on a terminal narrower than :data:`FILTER_HINT` (80 columns)
+FILTER_HINT_SHORT = "(no filter: / types one, e.g. kind:fusion mine:no disputed:yes)"
 
 
 class QueueScreen(Screen):
@@ -166,6 +168,8 @@ class QueueScreen(Screen):
         self.query_one(KeyHints).update_hints()
 
     def on_resize(self) -> None:
+        flt = self.query_one("#filter", Input)
+        flt.placeholder = FILTER_HINT if self.size.width >= len(FILTER_HINT) + 2 else FILTER_HINT_SHORT
         if self.app.queue.loaded:
             self._title()
             self._status()
@@ -205,7 +209,9 @@ class QueueScreen(Screen):
         self.apply_view()
 
     def action_refresh_queue(self) -> None:
-        self.query_one("#queue-status", Static).update("reloading…")
+        # through set_static, like every status line, so the next status replaces it (a
+        # plain update() left the cache naming the old line: "reloading…" stayed for good)
+        set_static(self.query_one("#queue-status", Static), "reloading…")
         self.app.load_queue()
 
     # -- navigation --------------------------------------------------------------------------

@@ -93,7 +93,7 @@ class ReviewScreen(Screen):
     ReviewScreen #spec { height: 14; }
     ReviewScreen #diff { height: 1fr; }
     ReviewScreen #checks { height: 1fr; }
-    ReviewScreen #timing, ReviewScreen #profile { height: 12; }
+    ReviewScreen #timing, ReviewScreen #profile { height: 10; }
     ReviewScreen #rubric { height: 19; }
     ReviewScreen.-narrow #col-left, ReviewScreen.-narrow #col-right { width: 1fr; }
     ReviewScreen.-narrow Panel { height: 1fr; }
@@ -108,8 +108,9 @@ class ReviewScreen(Screen):
         self.slot = "timing"  # the wide layout shows the timing or the profile panel there
         self.forced_layout: str | None = None
         self.narrow = False
-        self.sizes = {"right": 0, "spec": 0, "timing": 12, "rubric": 19}
+        self.sizes = {"right": 0, "spec": 0, "timing": 10, "rubric": 19}
         self.verdicts: list[Any] = []
+        self.unverified: tuple[str, ...] = ()
         self.history_read = False  # the task's records have been read once (verdicts is true)
         self._dispute_waiting = False  # D pressed before that: the dialog opens when they are
         self._reuse_pending = False  # a stored run may be shown again once the task version is known
@@ -444,12 +445,16 @@ class ReviewScreen(Screen):
         if self._reuse_pending and s is not None:
             self._reuse_pending = False
             self._reuse_or_run(s, services.TaskTree(msg.tree, tuple(msg.dirty)))
+        outdated = s.outdated_draft(msg.tree) if s is not None else ""
         if s is not None and not msg.dirty and msg.tree:
             s.task_tree = msg.tree
+        if outdated:
+            self.query_one(RubricPanel).set_status(outdated, sticky=True)
+            self.notify(outdated, severity="warning", timeout=8)
         if msg.dirty:
             self.query_one(RubricPanel).set_status(
                 "the task folder has uncommitted changes: a verdict needs a committed version ("
-                + ", ".join(msg.dirty[:3]) + ")")
+                + ", ".join(msg.dirty[:3]) + ")", sticky=True)
 
     def on_tokens_loaded(self, msg: TokensLoaded) -> None:
         self.query_one(DiffPanel).set_tokens(msg.label, msg.old, msg.new)
@@ -461,6 +466,7 @@ class ReviewScreen(Screen):
 
     def on_history_loaded(self, msg: HistoryLoaded) -> None:
         self.verdicts = msg.verdicts
+        self.unverified = msg.unverified
         self.history_read = True
         self.query_one(SpecPanel).set_history(msg.text)
         if self._dispute_waiting:
@@ -655,9 +661,18 @@ class ReviewScreen(Screen):
             self.notify("reading this task's records: the dispute dialog opens when they are read", timeout=4)
             return
         if not self.verdicts:
-            self.notify("this task has no verdict to dispute yet", timeout=4)
+            unverified = [u for u in self.unverified if u.startswith("verdict ")]
+            if unverified:
+                self.notify(f"no verdict of this task counts, so none can be disputed: {unverified[-1]} "
+                            "(unverified, so it does not count)", severity="warning", timeout=10)
+            else:
+                self.notify("this task has no verdict to dispute yet", timeout=4)
             return
         if self.session is None:
+            return
+        if self.app.queue.me is None:  # the dialog's rules, checked before it opens
+            self.notify(f"a dispute names who made it: {self.app.queue.identity_problem}", severity="warning",
+                        timeout=12)
             return
         self.app.push_screen(DisputeScreen(self.task_id, self.verdicts, self.session.rubric), self._dispute_done)
 

@@ -61,7 +61,10 @@ class ChecksList(CursorList):
 
     def set_checks(self, rows: list[CheckRow]) -> None:
         """Show ``rows``, the ones that need the reviewer first (fail, error, warn), then
-        the rest in report order; the cursor stays on the same check or finding."""
+        the rest in report order. Until the reviewer moves the cursor it follows the first
+        fail finding (the top row while there is none), so the evidence pane shows the first
+        fail as soon as one is sorted there; afterwards it
+        stays on the same check or finding. Either way its row is scrolled into view."""
         keep = self.entries[self.cursor] if 0 <= self.cursor < len(self.entries) else None
         self.checks = sorted(rows, key=lambda r: _ATTENTION.get(r.status, 3))
         self.entries = []
@@ -69,9 +72,13 @@ class ChecksList(CursorList):
             self.entries.append(ChecksEntry(r.check))
             for i, _f in enumerate(worst_first(r.findings)):
                 self.entries.append(ChecksEntry(r.check, i))
-        if keep is not None and keep in self.entries:
+        if not self.user_moved:  # on the first fail finding (its evidence below), else the top row
+            first = next((i for i, e in enumerate(self.entries) if e.finding is not None and self.is_fail(e)), 0)
+            self.set_reactive(CursorList.cursor, first)
+        elif keep is not None and keep in self.entries:
             self.set_reactive(CursorList.cursor, self.entries.index(keep))
         self.refresh_rows()
+        self.call_after_refresh(self.scroll_to_cursor)  # once the new virtual size is in place
 
     def is_fail(self, entry: ChecksEntry) -> bool:
         """A row that needs the reviewer most: a check that failed or errored, or a
@@ -87,6 +94,7 @@ class ChecksList(CursorList):
         rings the bell and says so when there is none that way (no wrapping)."""
         want = (lambda e: e.finding is None) if what == "check" else self.is_fail
         i = self.cursor + step
+        self.user_moved = True
         while 0 <= i < len(self.entries):
             if want(self.entries[i]):
                 self.cursor = i

@@ -42,8 +42,8 @@ class ChecksPanel(Panel):
     finding (or the selected check's summary) below."""
 
     DEFAULT_CSS = """
-    ChecksPanel #evidence { height: 45%; border-top: solid $panel-lighten-2; }
-    ChecksPanel ChecksList { height: 1fr; }
+    ChecksPanel #evidence { height: 50%; min-height: 7; border-top: solid $panel-lighten-2; }
+    ChecksPanel ChecksList { height: 1fr; min-height: 3; }
     """
     BINDINGS = [b for b in bindings_for("checks") if b.id in (
         "checks.mark", "checks.rerun", "checks.open", "checks.page_down", "checks.page_up")]

@@ -30,6 +30,8 @@ class CursorList(ScrollView, can_focus=True, inherit_bindings=False):
 
     cursor: reactive[int] = reactive(0, always_update=True)
     header_lines = 0
+    #: the reviewer moved the cursor (a key or a click) since the list was made
+    user_moved = False
 
     class CursorMoved(Message):
         """The cursor moved to ``index``."""
@@ -89,17 +91,24 @@ class CursorList(ScrollView, can_focus=True, inherit_bindings=False):
         if new < 0 or new >= n:
             self.cursor = min(max(new, 0), n - 1)
             return
+        self.scroll_to_cursor()
+        self.refresh()
+        self.post_message(self.CursorMoved(self, new))
+
+    def scroll_to_cursor(self) -> None:
+        """Scroll so that the cursor's row is on screen (also after the rows changed under
+        it: a cursor kept on its entry while rows sorted above it moved it down)."""
+        new = self.cursor
         top = int(self.scroll_offset.y)
         if new < top:
             self.scroll_to(y=new, animate=False)
         elif new >= top + self.page_rows:
             self.scroll_to(y=new - self.page_rows + 1, animate=False)
-        self.refresh()
-        self.post_message(self.CursorMoved(self, new))
 
     # -- actions (bound by subclasses) -----------------------------------------------------
 
     def action_cursor(self, delta: int) -> None:
+        self.user_moved = True
         if self.row_count():
             self.cursor = min(max(self.cursor + delta, 0), self.row_count() - 1)
 
@@ -116,12 +125,15 @@ class CursorList(ScrollView, can_focus=True, inherit_bindings=False):
         self.action_cursor(-self.page_rows)
 
     def action_cursor_top(self) -> None:
+        self.user_moved = True
         self.cursor = 0
 
     def action_cursor_bottom(self) -> None:
+        self.user_moved = True
         self.cursor = max(0, self.row_count() - 1)
 
     def on_click(self, event: Any) -> None:
+        self.user_moved = True
         y = event.y - self.header_lines
         if y >= 0:
             index = int(self.scroll_offset.y) + y

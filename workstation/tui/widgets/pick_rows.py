@@ -7,6 +7,7 @@ from typing import Any
 
 from rich.text import Text
 from textual.binding import Binding
+from textual.message import Message
 from textual.widget import Widget
 
 from workstation.tui.widgets.text import fit
@@ -32,6 +33,9 @@ class PickRows(Widget, can_focus=True):
     ]
 
     cursor = 0
+
+    class Changed(Message):
+        """A value was picked or cleared (the form's draft is saved)."""
 
     def row_texts(self) -> list[str]:
         """The text of each row, without the cursor marker."""
@@ -79,9 +83,11 @@ class PickRows(Widget, can_focus=True):
         if not self.pick(self.cursor, n):
             self.app.bell()
             return
+        self.post_message(self.Changed())
         self.action_move(1)
         self.refresh(layout=True)
 
     def action_clear(self) -> None:
         self.clear(self.cursor)
+        self.post_message(self.Changed())
         self.refresh()

@@ -104,13 +104,13 @@ class QueueTable(CursorList):
 
     def render_header(self, y: int, width: int) -> Strip:
         cols = self.columns(width)
-        text = "".join(fit(c.title, c.width - 1) + " " for c in cols)
+        text = "".join(fit(_heading(c), c.width - 1) + " " for c in cols)
         return Strip([Segment(fit(text, width), self._style("cursorlist--header"))])
 
     def render_row(self, index: int, width: int, selected: bool) -> Strip:
         r = self.rows[index]
         s = r.summary
-        mark = "▶" if selected else ("✎" if r.has_draft else " ")
+        mark = "▶" if selected else (("≠" if r.draft_outdated else "✎") if r.has_draft else " ")
         if not s.validated:
             mark = "…" if not selected else "▶"
         cells = {
@@ -128,6 +128,20 @@ class QueueTable(CursorList):
         text = "".join(fit(cells[c.title], c.width - 1) + " " for c in self.columns(width))
         style = self._style("cursorlist--cursor") if selected else Style()
         return Strip([Segment(fit(text, width), style)])
+
+
+#: shorter headings for columns narrowed below their title (an 80-column terminal): a heading
+#: is never cut mid-word
+_SHORT = {"reserved by": ("reserved", "resv"), "my verdict": ("mine",), "claims": ("claim",),
+          "kind": ("kind",), "backend": ("bknd",), "screened": ("when",)}
+
+
+def _heading(col: _Col) -> str:
+    """The column's title, or the longest short form that fits its width."""
+    room = col.width - 1
+    if cell_len(col.title) <= room:
+        return col.title
+    return next((t for t in _SHORT.get(col.title, ()) if cell_len(t) <= room), col.title)
 
 
 _WORST_MARK = {"fail": "FAIL", "warn": "warn", "info": "info", "pass": "pass", "error": "ERROR", "timeout": "T/O",

@@ -7,12 +7,12 @@ from typing import Any
 from workstation.tui.widgets.pick_rows import PickRows
 from workstation.tui.widgets.text import fit
 
-__all__ = ["OUTCOMES", "ResolveFields"]
+__all__ = ["OUTCOMES", "OUTCOME_MEANS", "ResolveFields"]
 
 #: what happens to the disputed verdict (records.model.OUTCOMES, in the order 1-3 pick them).
 OUTCOMES = ("upheld", "overturned", "amended")
-_MEANS = {"upheld": "the verdict stands", "overturned": "the dispute's values replace it",
-          "amended": "your values below replace it"}
+OUTCOME_MEANS = _MEANS = {"upheld": "the verdict stands as it is", "overturned": "the dispute's values replace the verdict's",
+          "amended": "your own values (picked below) replace them"}
 
 
 class ResolveFields(PickRows):

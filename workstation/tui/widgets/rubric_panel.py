@@ -33,6 +33,7 @@ class RubricPanel(Panel):
         super().__init__(title, **kw)
         self._on_change = on_change
         self._status = ""
+        self._sticky = False
 
     def compose(self) -> ComposeResult:
         yield RubricForm(id="rubric-form", on_change=self._form_changed)
@@ -69,14 +70,27 @@ class RubricPanel(Panel):
             return
         event.stop()
         if self.session.set_rationale(event.text_area.text):
+            self._changed_by_reviewer()
             self.refresh_rubric(form=False)
 
     #: the prefix of the status line that lists what stops a commit (kept true as fields change)
     PROBLEMS_PREFIX = "not committed: "
 
-    def set_status(self, text: str) -> None:
+    def set_status(self, text: str, *, sticky: bool = False) -> None:
+        """Show ``text`` under the rationale. A line about the last commit attempt ("not
+        committed (cancelled)", a refused commit, "committed verdict ...") goes at the
+        reviewer's next change; a ``sticky`` one (the task folder is dirty, the draft is
+        outdated) stays until it is replaced."""
         self._status = text
+        self._sticky = sticky
         set_static(self.query_one("#rubric-status", Static), text)
+
+    def _changed_by_reviewer(self) -> None:
+        """The reviewer changed a value or the rationale: a line about an earlier commit
+        attempt is stale now (the problems line is recomputed instead)."""
+        if self._status and not self._sticky and \
+                not self._status.startswith(self.PROBLEMS_PREFIX):
+            self.set_status("")
 
     def _refresh_problems_status(self) -> None:
         """A "not committed: …" line lists what still stops the commit: it shrinks as the
@@ -99,6 +113,7 @@ class RubricPanel(Panel):
         self._refresh_problems_status()
 
     def _form_changed(self) -> None:
+        self._changed_by_reviewer()
         self.refresh_rubric(form=False)
         if self._on_change is not None:
             self._on_change()
