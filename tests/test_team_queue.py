@@ -28,7 +28,8 @@ from tests.test_signing import keygen, line, require_signatures, use_key
 from workstation.cli.main import main as kws
 from workstation.records.parse import load_records
 from workstation.records.signing import records_policy
-from workstation.repo.gitqueue import QueueError, default_queue_path, find_queue
+from workstation.repo.gitqueue import QueueError, default_queue_path
+from workstation.repo.locate import find_queue
 
 
 @pytest.fixture

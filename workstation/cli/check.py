@@ -116,7 +116,8 @@ def _task_folder(arg: Path, quiet: bool) -> Path:
     """
     if arg.exists():
         return arg
-    from workstation.repo.gitqueue import QueueError, find_queue, missing_folder, near_names
+    from workstation.repo.gitqueue import QueueError, missing_folder, near_names
+    from workstation.repo.locate import find_queue
 
     root: Path | None = None
     try:
@@ -294,7 +295,8 @@ def queue_cmd(ctx: click.Context, queue: Path | None) -> None:
     shared queue."""
     if ctx.invoked_subcommand is not None:
         return
-    from workstation.repo.gitqueue import QueueError, find_queue
+    from workstation.repo.gitqueue import QueueError
+    from workstation.repo.locate import find_queue
     from workstation.schema.problem import Problem
     from workstation.task.queue import load_queue
 

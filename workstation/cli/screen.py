@@ -58,7 +58,8 @@ def screen_cmd(queue: Path | None, workers: int | None, ray_address: str | None,
                force: bool, only: str | None, seeds: str, device: str | None, check_args: tuple[str, ...],
                no_timing: bool, tasks: tuple[str, ...], summary: bool, fmt: str, as_json: bool) -> None:
     """Screen a whole queue: run the check battery on every task version without a result."""
-    from workstation.repo.gitqueue import QueueError, resolve_queue
+    from workstation.repo.gitqueue import QueueError
+    from workstation.repo.locate import resolve_queue
 
     try:
         repo = resolve_queue(queue)

@@ -27,7 +27,7 @@ from textual.app import App, SystemCommand
 from textual.signal import Signal
 from textual.widgets import Input, TextArea
 
-from workstation.review import services
+from workstation.review import actions, services
 from workstation.review.autosave import DraftSaver
 from workstation.review.queueview import QueueRow
 from workstation.review.services import QueueState
@@ -103,7 +103,7 @@ class KwsApp(App):
         #: set once the queue screen has painted the rows of a loading stage
         self.first_rows_shown = threading.Event()
         self._preloaded = False
-        self.last_outcome: services.ActionOutcome | None = None
+        self.last_outcome: actions.ActionOutcome | None = None
         self._runs: dict[str, int] = {}
         self._run_counter = 0
         self.saver = DraftSaver(on_error=lambda e: self.call_from_thread(
@@ -397,13 +397,13 @@ class KwsApp(App):
 
     def action_sync(self) -> None:
         self.notify("syncing the queue's records…", timeout=2)
-        self._record_action(services.sync_queue, self.queue.root)
+        self._record_action(actions.sync_queue, self.queue.root)
 
     def reserve(self, task_id: str) -> None:
-        self._record_action(services.reserve_task, self.queue.root, task_id)
+        self._record_action(actions.reserve_task, self.queue.root, task_id)
 
     def release(self, task_id: str) -> None:
-        self._record_action(services.release_task, self.queue.root, task_id)
+        self._record_action(actions.release_task, self.queue.root, task_id)
 
     @work(thread=True, group="records-action")
     def _record_action(self, fn: Any, *args: Any) -> None:
@@ -413,7 +413,7 @@ class KwsApp(App):
         self.call_from_thread(self.show_outcome, out)
         self.post_message(QueueLoaded(services.reload_records(self.queue)))
 
-    def show_outcome(self, out: services.ActionOutcome) -> None:
+    def show_outcome(self, out: actions.ActionOutcome) -> None:
         if out.error:
             self.notify((out.text + "\n" if out.text else "") + out.error, severity="error", timeout=12)
         else:
@@ -428,7 +428,7 @@ class KwsApp(App):
 
     @work(thread=True, exclusive=True, group="views")
     def _calibration_worker(self) -> None:
-        text = services.calibration(self.queue.root, self.queue.rubric)
+        text = actions.calibration(self.queue.root, self.queue.rubric)
         self.call_from_thread(self._show_text, "Calibration: agreement with gold verdicts", text, False,
                               "kws calibrate prints the same")
 
@@ -441,7 +441,7 @@ class KwsApp(App):
 
     @work(thread=True, exclusive=True, group="views")
     def _report_worker(self, task: str) -> None:
-        out = services.task_report(self.queue.root, task)
+        out = actions.task_report(self.queue.root, task)
         if out.error:
             self.call_from_thread(self.notify, out.error, severity="warning", timeout=6)
             return
@@ -459,7 +459,7 @@ class KwsApp(App):
 
     @work(thread=True, exclusive=True, group="views")
     def _disputes_worker(self, task_id: str, after: Any) -> None:
-        disputes = services.open_disputes(self.queue.root, task_id)
+        disputes = actions.open_disputes(self.queue.root, task_id)
         self.call_from_thread(self._resolve_dialog, task_id, disputes, after)
 
     def _resolve_dialog(self, task_id: str, disputes: Any, after: Any) -> None:
@@ -488,7 +488,7 @@ class KwsApp(App):
     @work(thread=True, exclusive=True, group="commit")
     def _resolve_worker(self, dispute_id: str, outcome: str, rationale: str, fields: dict[str, str],
                         after: Any) -> None:
-        out = services.resolve_dispute(self.queue.root, dispute_id, outcome, rationale, fields)
+        out = actions.resolve_dispute(self.queue.root, dispute_id, outcome, rationale, fields)
         self.call_from_thread(self.show_outcome, out)
         self.post_message(QueueLoaded(services.reload_records(self.queue)))
         if after is not None and not out.error:

@@ -11,7 +11,8 @@ from typing import Any
 
 from textual.message import Message
 
-from workstation.review.services import CommitOutcome, QueueState, TaskHistory, TaskTree
+from workstation.review.actions import CommitOutcome
+from workstation.review.services import QueueState, TaskHistory, TaskTree
 from workstation.review.session import ReviewSession
 
 __all__ = ["CheckEvent", "Committed", "HistoryLoaded", "QueueLoaded", "SessionEvent", "TokensLoaded", "TreeKnown",

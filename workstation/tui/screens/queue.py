@@ -14,6 +14,7 @@ from textual.containers import VerticalScroll
 from textual.screen import Screen
 from textual.widgets import Input, Static
 
+from workstation.review.actions import ActionOutcome
 from workstation.review.queueview import (
     SORT_KEYS,
     QueueRow,
@@ -21,7 +22,7 @@ from workstation.review.queueview import (
     parse_filter,
     sort_rows,
 )
-from workstation.review.services import ActionOutcome, QueueState, problem_lines
+from workstation.review.services import QueueState, problem_lines
 from workstation.tui.keymap import bindings_for
 from workstation.tui.widgets.filter_input import FilterInput
 from workstation.tui.widgets.key_hints import KeyHints

@@ -135,10 +135,10 @@ class RecordForm(ModalScreen[Any]):
 
     def _restore_draft(self) -> None:
         """Show the saved draft of the record on screen (nothing entered when none)."""
-        from workstation.review import services
+        from workstation.review import actions
 
         item = self.items[self.index]
-        d = services.load_form_draft(self.app.queue.root, self.KIND, self.target(item)) if self.KIND else None
+        d = actions.load_form_draft(self.app.queue.root, self.KIND, self.target(item)) if self.KIND else None
         self._restoring = True
         try:
             if d is not None:
@@ -155,11 +155,11 @@ class RecordForm(ModalScreen[Any]):
         """Hand what the form holds for the record on screen to the app's draft saver."""
         if self._restoring or not self.KIND:
             return
-        from workstation.review import services
+        from workstation.review import actions
 
         item = self.items[self.index]
         values, outcome = self.capture(self.query_one(PickRows))
-        d = services.new_form_draft(self.app.queue.root, self.KIND, self.task_id, self.target(item))
+        d = actions.new_form_draft(self.app.queue.root, self.KIND, self.task_id, self.target(item))
         d.values, d.outcome, d.rationale = dict(values), outcome, self._rationale.text
         self.app.saver.submit(d)
 

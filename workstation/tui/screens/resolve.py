@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from workstation.review.services import DisputeSummary
+from workstation.review.actions import DisputeSummary
 from workstation.tui.screens.record_form import RecordForm, form_bindings, form_css
 from workstation.tui.widgets.resolve_fields import OUTCOME_MEANS, OUTCOMES, ResolveFields
 

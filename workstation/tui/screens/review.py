@@ -30,7 +30,7 @@ from textual.containers import Horizontal, Vertical
 from textual.screen import Screen
 from textual.widgets import Static
 
-from workstation.review import services
+from workstation.review import actions, services
 from workstation.review.evidence import finding_source
 from workstation.review.services import QueueState
 from workstation.review.session import ReviewSession
@@ -44,6 +44,7 @@ from workstation.tui.messages import (
     TreeKnown,
     ViewLoaded,
 )
+from workstation.tui.panel_sizes import resized, widened
 from workstation.tui.widgets.checks_panel import ChecksPanel
 from workstation.tui.widgets.diff_panel import DiffPanel
 from workstation.tui.widgets.key_hints import KeyHints
@@ -336,17 +337,7 @@ class ReviewScreen(Screen):
         if self.narrow:
             self.app.bell()
             return
-        p = self.focused_panel
-        h = max(10, self.size.height - 2)
-        if p == "spec":
-            self.sizes["spec"] = min(max(3, self.sizes["spec"] + delta), h - 6)
-        elif p == "diff":
-            self.sizes["spec"] = min(max(3, self.sizes["spec"] - delta), h - 6)
-        elif p in ("timing", "rubric", "profile"):
-            key = "timing" if p == "profile" else p
-            self.sizes[key] = min(max(3, self.sizes[key] + delta), h - 8)
-        elif p == "checks":
-            self.sizes["timing"] = max(3, self.sizes["timing"] - delta)
+        resized(self.sizes, self.focused_panel, delta, self.size.height)
         self.apply_layout()
 
     def action_grow_panel(self) -> None:
@@ -364,9 +355,7 @@ class ReviewScreen(Screen):
     def _width(self, delta: int) -> None:
         if self.narrow:
             return
-        on_right = self.focused_panel in ("checks", "timing", "rubric", "profile")
-        w = self.size.width
-        self.sizes["right"] = min(max(40, self.sizes["right"] + (delta if on_right else -delta)), w - 40)
+        widened(self.sizes, self.focused_panel, delta, self.size.width)
         self.apply_layout()
 
     # -- title -----------------------------------------------------------------------------------
@@ -626,7 +615,7 @@ class ReviewScreen(Screen):
 
     @work(thread=True, exclusive=True, group="commit")
     def _commit_worker(self, s: ReviewSession) -> None:
-        self.post_message(Committed(services.commit_verdict(self.app.queue.root, s)))
+        self.post_message(Committed(actions.commit_verdict(self.app.queue.root, s)))
 
     def on_committed(self, msg: Committed) -> None:
         rp = self.query_one(RubricPanel)
@@ -683,7 +672,7 @@ class ReviewScreen(Screen):
 
     @work(thread=True, exclusive=True, group="commit")
     def _dispute_worker(self, verdict: services.VerdictSummary, fields: dict[str, str], rationale: str) -> None:
-        out = services.commit_dispute(self.app.queue.root, verdict.verdict_id, fields, rationale,
+        out = actions.commit_dispute(self.app.queue.root, verdict.verdict_id, fields, rationale,
                                       self.session.rubric if self.session else None)
         if out.error:
             self.app.call_from_thread(self.notify, out.error, severity="error", timeout=10)
