@@ -8,6 +8,14 @@ per-check medians. Targets (issues 3 and 4): battery median < 15 s on a 2-core C
 the Triton interpreter; the numerics checks add at most 5 s (median).
 
 Usage: python benchmarks/battery_speed.py [TASK_ID ...]   (default: every sample task)
+
+``--ratio [--rounds N] [TASK_ID ...]`` prints issue 42's table instead: per task, the whole-
+process wall seconds of ``kws check --json`` and of ``kws check --json --only correctness``
+(median of N rounds, alternating A B A B after one untimed warm-up of each, so caches and the
+page cache are warm for both), their ratio, and the load average at the start and the end.
+Default tasks: softmax-gen, layernorm-fix-clean, matmul-fp16-clean (issue 42's three).
+Target: ratio <= 2.0 (goal 1.5). The figure moves with the machine's load: quote it with the
+load printed beside it.
 """
 
 from __future__ import annotations
@@ -65,9 +73,49 @@ def plain_allclose_seconds(task) -> float:
     return time.perf_counter() - t0
 
 
+RATIO_TASKS = ("softmax-gen", "layernorm-fix-clean", "matmul-fp16-clean")
+
+
+def _kws_wall(task_dir: Path, *only: str) -> float:
+    """Wall seconds of one ``kws check --json`` process on ``task_dir`` (``--only`` ids)."""
+    cmd = [str(Path(sys.executable).with_name("kws")), "check", "--json", str(task_dir)]
+    if only:
+        cmd += ["--only", ",".join(only)]
+    t0 = time.perf_counter()
+    subprocess.run(cmd, capture_output=True, text=True, timeout=3600)
+    return time.perf_counter() - t0
+
+
+def ratio_table(ids: list[str], rounds: int) -> None:
+    """Issue 42's table (module doc)."""
+    print(f"load average at start: {os.getloadavg()[0]:.2f}; {rounds} alternating round(s) after a warm-up")
+    print(f"{'sample task':<24} {'kws check --json':>17} {'--only correctness':>19} {'ratio':>6}")
+    for tid in ids:
+        d = REPO / "sample_queue" / "tasks" / tid
+        _kws_wall(d)
+        _kws_wall(d, "correctness")
+        full, corr = [], []
+        for _ in range(rounds):
+            full.append(_kws_wall(d))
+            corr.append(_kws_wall(d, "correctness"))
+        f, c = statistics.median(full), statistics.median(corr)
+        print(f"{tid:<24} {f:16.1f}s {c:18.1f}s {f / c:5.2f}x")
+    print(f"load average at end: {os.getloadavg()[0]:.2f}")
+
+
 def main() -> None:
+    args = sys.argv[1:]
+    if "--ratio" in args:
+        args.remove("--ratio")
+        rounds = 2
+        if "--rounds" in args:
+            i = args.index("--rounds")
+            rounds = int(args[i + 1])
+            del args[i:i + 2]
+        ratio_table(args or list(RATIO_TASKS), rounds)
+        return
     q = load_queue(REPO / "sample_queue")
-    ids = sys.argv[1:] or [t.id for t in q.tasks]
+    ids = args or [t.id for t in q.tasks]
     per_check: dict[str, list[float]] = {}
     totals, numerics, plains = [], [], []
     with Runner() as runner:
