@@ -164,11 +164,12 @@ def records_cli():
     import click
 
     from workstation.cli import records as cli_records
+    from workstation.cli import signing as cli_signing
 
     @click.group()
     def main() -> None:
         pass
 
-    for cmd in cli_records.COMMANDS:
+    for cmd in (*cli_records.COMMANDS, *cli_signing.COMMANDS):
         main.add_command(cmd)
     return main
