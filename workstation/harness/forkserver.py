@@ -235,6 +235,7 @@ def _namespaced_child(req: control.RunJob, ctl_w: int, ack_r: int) -> None:
         jobns.detach_stdio()
         jobns.enter_job_view(req.jobdir, req.cache, req.tmp_bytes, req.shm_bytes)
         jobns.drop_privileges()
+        jobns.deny_keyrings()
     except BaseException as e:  # noqa: BLE001  (the job must not run task code unconfined)
         try:
             os.write(2, f"kws: the job's sandbox could not be set up: {e}\n".encode())
