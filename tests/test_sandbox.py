@@ -595,12 +595,11 @@ def test_a_hang_is_cut_short_and_not_waited_for_again(tmp_path, runner, monkeypa
     assert exit_code(to_json_dict(res)) == 1
     assert all(r.status == "fail" for r in res.results), [(r.check, r.status) for r in res.results]
     text = "\n".join(_summaries(res, c) for c in only)
-    assert "within its 1.5 CPU s budget (KWS_STEP_TIMEOUT), nor within 3 CPU s on a re-run" in text
+    assert "did not finish within 3 CPU s (2 x its 1.5 CPU s budget" in text
     assert "kws does not wait for it again" in text
-    # after the first confirmed hang no candidate job starts; those already running when it
-    # was recorded (one per runner slot, while the first one's re-run confirms it) may time
-    # out too, each with its own confirming re-run
-    assert 2 <= statuses.count("timeout") <= 4 * runner.max_parallel, statuses
+    # after the first confirmed hang no candidate job starts, and those running when it was
+    # recorded (at most one per other runner slot) are stopped, unless they hung as well
+    assert 1 <= statuses.count("timeout") <= runner.max_parallel, statuses
 
 
 def test_fail_closed_exit_codes(tmp_path):
