@@ -476,6 +476,9 @@ class CheckContext:
                 nothing about the code). A step blocked past its wait budget is a confirmed
                 hang of its principal: recorded (:func:`hang_limit`) and noted in the ledger.
         """
+        for who in sorted({principal(s) for s in steps}):
+            if hung := self._role_hung(who):
+                raise NotJudged(f"the {who} {hung}")
         job = self._run_job(steps, exclusive=exclusive, step_timeout=step_timeout)
         if job.status == "timeout" and job.limit == "blocked":
             i = job.died_in_step if job.died_in_step is not None else 0
@@ -502,6 +505,8 @@ class CheckContext:
                     raise NotJudged(f"the {role} ({self.backend_of(role)}) cannot run here: {why}")
                 if known := self.refused(role):
                     raise NotJudged(known)
+                if role != principal(s) and (hung := self._role_hung(role)):  # its own hangs: run_steps
+                    raise NotJudged(f"the {kind_of(s)} step calls the {role}, which {hung}")
         who = {principal(s) for s in steps}
         if len(who) > 1:
             raise ValueError(f"one job runs one principal's steps; got {sorted(who)}")
@@ -585,7 +590,22 @@ class CheckContext:
         if entry is not None:
             self.ledger.append(entry)
 
-    def _hung(self, step: Step, verb: str = "not run") -> str:
+    def _role_hung(self, role: str) -> str:
+        """Why kws runs no more of ``role``'s code in this run (it hung :func:`hang_limit`
+        times), or ""."""
+        with self._hang_lock:
+            hangs = self._hangs.get(role, [])
+            if len(hangs) < hang_limit():
+                return ""
+            return f"hung {len(hangs)} times in this run (on {', '.join(hangs[:3])}); kws does not wait for it again"
+
+    def _case_hung(self, step: Step) -> bool:
+        """Whether ``step``'s principal hung on ``step``'s case in this run."""
+        case = step_case(step)
+        with self._hang_lock:
+            return case is not None and (principal(step), json.dumps(case, sort_keys=True)) in self._hung_cases
+
+    def _hung(self, step: Step, verb: str = "was not run") -> str:
         """Why ``step`` is not run, or is stopped while it runs (``verb``), or "": its
         principal hung :func:`hang_limit` times in this run, or on the step's case."""
         who = principal(step)
@@ -682,7 +702,7 @@ class CheckContext:
         while start < len(steps):
             why = self._hung(steps[start])
             if why:
-                outcomes[start] = CallOutcome(steps[start], None, death=why, death_status="skipped")
+                outcomes[start] = self._skipped(steps[start], why)
                 start += 1
                 continue
             # run up to the next step that must be skipped
@@ -723,11 +743,19 @@ class CheckContext:
             start = k + 1
         return [o for o in outcomes if o is not None]
 
+    def _skipped(self, step: Step, why: str) -> CallOutcome:
+        """The ``"skipped"`` outcome of ``step``, not run or stopped because its principal
+        hung (``why``). A step on a case its principal hung on counts as a hang of its own
+        (:func:`hang_limit`): the same call on the same inputs, which kws does not wait for."""
+        if self._case_hung(step):
+            self._record_hang(step, why)
+        return CallOutcome(step, None, death=why, death_status="skipped")
+
     def _stopper(self, group: list[Step]) -> Callable[[int], str]:
         """The ``abandon`` hook of a job running ``group``: why to stop it while step ``i``
         runs (its principal hung meanwhile: :meth:`_hung`), or ""."""
         def stop(i: int) -> str:
-            return self._hung(group[min(max(i, 0), len(group) - 1)], "stopped")
+            return self._hung(group[min(max(i, 0), len(group) - 1)], "was stopped")
 
         return stop
 
@@ -738,7 +766,7 @@ class CheckContext:
         meanwhile is ``"skipped"``; a stop by a limit that says nothing about the code is
         :attr:`CallOutcome.unjudged`."""
         if job.status == "cancelled":
-            return CallOutcome(step, None, death=job.cancel_reason, death_status="skipped")
+            return self._skipped(step, job.cancel_reason)
         death = job.describe_death()
         if job.status == "timeout" and job.limit == "step" and not budget:
             b = job.step_timeout_s or CONFIRM_FACTOR * self._budget(step, st)

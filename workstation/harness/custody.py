@@ -96,8 +96,9 @@ class ServerJob:
         #: and the start of a running ``W`` wait.
         self.kws_s = 0.0
         self.wait_since: float | None = None
-        #: blocked seconds so far (:meth:`usage`), and the previous reading.
+        #: blocked and runnable seconds so far (:meth:`usage`), and the previous reading.
         self.blocked = 0.0
+        self.runnable = 0.0
         self._last: tuple[float, procs.JobReading, float] | None = None
 
     def cpu(self) -> float:
@@ -132,7 +133,9 @@ class ServerJob:
         """Add the blocked seconds since the previous reading: the wall time between the
         two, less the time the job waited on kws, less what its threads did meanwhile (CPU
         seconds, and seconds waiting on a run queue), clipped at 0 (module doc of
-        :mod:`workstation.harness.forkserver`, *Blocked time*)."""
+        :mod:`workstation.harness.forkserver`, *Blocked time*); and the runnable seconds:
+        the part of that wall time its threads spent waiting on a run queue and not
+        computing (a busy machine), clipped at 0."""
         kws = self.kws_seconds(now)
         if self._last is not None:
             t0, r0, k0 = self._last
@@ -141,8 +144,10 @@ class ServerJob:
                 before = r0.ready_ns.get(tid, 0)
                 if ns >= before:  # a reused thread id reads lower: nothing counted for it
                     ready += ns - before
-            active = max(0.0, reading.cpu_s - r0.cpu_s) + ready / 1e9
-            self.blocked += max(0.0, (now - t0) - (kws - k0) - active)
+            cpu = max(0.0, reading.cpu_s - r0.cpu_s)
+            wall = max(0.0, (now - t0) - (kws - k0))
+            self.blocked += max(0.0, wall - cpu - ready / 1e9)
+            self.runnable += max(0.0, min(wall, cpu + ready / 1e9) - cpu)
         self._last = (now, reading, kws)
 
     def usage(self) -> dict[str, Any]:
@@ -158,7 +163,8 @@ class ServerJob:
             imp_cpu += max(0.0, cpu - self.import_since[0])
             imp_wall += max(0.0, now - self.import_since[1])
         return {"cpu_s": round(cpu, 3), "import_cpu_s": round(imp_cpu, 3), "import_wall_s": round(imp_wall, 3),
-                "importing": self.import_since is not None, "blocked_s": round(self.blocked, 3)}
+                "importing": self.import_since is not None, "blocked_s": round(self.blocked, 3),
+                "runnable_s": round(self.runnable, 3)}
 
     def pending(self) -> bool:
         """Whether whole lines of the channel wait to be handled (and the job may run)."""

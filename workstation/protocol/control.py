@@ -125,7 +125,9 @@ class CpuUsage(msgspec.Struct, tag="cpu", tag_field="op", frozen=True):
     """A running job's CPU seconds (:func:`workstation.harness.procs.read_job`) and its
     *blocked* seconds (``blocked_s``): wall time in which no thread of the job ran or
     waited to run, less the time it waited on kws (hand-overs, the simulated load), summed
-    over the intervals between readings (:class:`workstation.harness.custody.ServerJob`).
+    over the intervals between readings (:class:`workstation.harness.custody.ServerJob`),
+    and its *runnable* seconds (``runnable_s``): wall time its threads spent waiting on a
+    run queue instead of computing (a busy machine), summed the same way.
     ``import_cpu_s`` / ``import_wall_s``: of its task-file imports (``importing``: one runs
     now)."""
 
@@ -136,6 +138,7 @@ class CpuUsage(msgspec.Struct, tag="cpu", tag_field="op", frozen=True):
     import_wall_s: float
     importing: bool
     blocked_s: float = 0.0
+    runnable_s: float = 0.0
 
 
 class Exited(msgspec.Struct, tag="exited", tag_field="op", frozen=True):

@@ -10,8 +10,10 @@
   seconds (wall time in which no thread of the job ran or waited to run: a sleep, a
   blocked read, a deadlock; ``workstation.harness.custody.ServerJob``), which a loaded
   machine does not inflate either; a wall-clock backstop (:func:`wall_backstop`) only
-  against kws's own faults (a fork server that stopped answering). :class:`BudgetWatch`
-  decides, reading by reading, which of them fired.
+  against kws's own faults (a fork server that stopped answering): it counts wall time
+  less the job's *runnable* seconds (waiting on a run queue: a busy machine), so load
+  alone does not reach it. :class:`BudgetWatch` decides, reading by reading, which of them
+  fired.
 """
 
 from __future__ import annotations
@@ -35,9 +37,10 @@ CPU_POLL_S = 0.2
 
 def wall_backstop(cpu_budget_s: float) -> float:
     """The wall-clock seconds after which a step (or a job's imports) with a CPU budget of
-    ``cpu_budget_s`` is stopped although neither its CPU nor its wait budget ran out: a
-    machine too loaded to judge on, or kws's own fault (readings that stopped coming). What
-    this backstop alone stops is never called a hang (limit ``"wall"``)."""
+    ``cpu_budget_s`` is stopped although neither its CPU nor its wait budget ran out:
+    counted in wall seconds less the job's runnable seconds (:class:`BudgetWatch`), it is
+    reached only when kws lost track of the job (readings that stopped coming). What this
+    backstop alone stops is never called a hang (limit ``"wall"``)."""
     return WALL_FACTOR * cpu_budget_s + WALL_SLACK_S
 
 
@@ -107,14 +110,18 @@ class BudgetWatch:
         #: the running step (-1 before the first began).
         self.current = -1
         self._since = t0
-        self._base: tuple[float, float, float] | None = None  # (CPU without imports, import wall, blocked) at its start
+        # (CPU without imports, import wall, blocked, runnable) at the step's start
+        self._base: tuple[float, float, float, float] | None = None
+        self._runnable = 0.0  # the job's runnable seconds at the latest reading
         self._seq = 0
         self._want = 0
         self._last_ask = 0.0
 
     def past_job_limit(self, now: float) -> bool:
-        """Whether the job's wall-clock limit has passed at ``now``."""
-        return now - self.t0 > self.timeout
+        """Whether the job's wall-clock limit has passed at ``now``: wall seconds since
+        ``t0`` less the job's runnable seconds at the latest reading (a busy machine slows
+        the job without bringing it nearer its limit)."""
+        return now - self.t0 - self._runnable > self.timeout
 
     def step_began(self, now: float) -> None:
         """The next step's ``.start`` file appeared at ``now``."""
@@ -139,12 +146,13 @@ class BudgetWatch:
         time passed its backstop), ``"step"`` (the running step used more CPU seconds than
         its budget, imports excluded), ``"blocked"`` (the running step was blocked longer
         than its wait budget: its imports' blocked time counts), ``"wall"`` (the running
-        step's wall time, imports excluded, passed :func:`wall_backstop` of the larger of
-        its two budgets)."""
+        step's wall time, imports and runnable seconds excluded, passed
+        :func:`wall_backstop` of the larger of its two budgets)."""
         if reading is None:
             return ""
         cpu, imp_cpu, imp_wall = reading.cpu_s, reading.import_cpu_s, reading.import_wall_s
         self.use.cpu_s, self.use.import_cpu_s = cpu, imp_cpu
+        self._runnable = reading.runnable_s
         if imp_cpu > self.import_budget or (reading.importing and imp_wall > wall_backstop(self.import_budget)):
             return "import"
         if self.current < 0:
@@ -152,7 +160,7 @@ class BudgetWatch:
         if self._base is None:
             if reading.seq < self._want:
                 return ""  # a reading from before this step began
-            self._base = (cpu - imp_cpu, imp_wall, reading.blocked_s)
+            self._base = (cpu - imp_cpu, imp_wall, reading.blocked_s, reading.runnable_s)
         step_cpu = self.use.step_cpu_s = cpu - imp_cpu - self._base[0]
         blocked = self.use.step_blocked_s = reading.blocked_s - self._base[2]
         budget, wait = self.budgets[self.current], self.waits[self.current]
@@ -161,6 +169,7 @@ class BudgetWatch:
         if wait is not None and blocked > wait:
             return "blocked"
         guard = max(budget or 0.0, wait or 0.0)
-        if guard and now - self._since - (imp_wall - self._base[1]) > wall_backstop(guard):
+        busy = reading.runnable_s - self._base[3]
+        if guard and now - self._since - (imp_wall - self._base[1]) - busy > wall_backstop(guard):
             return "wall"
         return ""

@@ -122,8 +122,8 @@ class JobResult:
             used = f" after {self.step_cpu_s:.1f} CPU s" if self.step_cpu_s is not None else ""
             guard = max(self.step_timeout_s, self.wait_s or 0.0)
             return (f"was stopped by the wall-clock backstop ({limits.wall_backstop(guard):g} s for its "
-                    f"{self.step_timeout_s:g} CPU s budget){used}: the machine was too loaded to judge it, or kws "
-                    "lost track of it; not a hang")
+                    f"{self.step_timeout_s:g} CPU s budget, less the time it waited for a busy CPU){used}: kws "
+                    "lost track of it (its readings stopped coming); not a hang")
         return f"did not finish within the job's {self.timeout_s:g} s wall-clock limit and was stopped"
 
 
