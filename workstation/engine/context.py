@@ -473,8 +473,10 @@ class CheckContext:
                 the check that asked is ``skip`` with the reason, as not judged; or the job
                 was stopped at a time limit other than its wait budget (a CPU budget is not
                 doubled here, so it is no confirmed hang; a wall-clock or import limit says
-                nothing about the code). A step blocked past its wait budget is a confirmed
-                hang of its principal: recorded (:func:`hang_limit`) and noted in the ledger.
+                nothing about the code); or the steps' principal has hung
+                :func:`hang_limit` times in this run. A step blocked past its wait budget is
+                a confirmed hang of its principal: recorded (:func:`hang_limit`) and noted in
+                the ledger.
         """
         for who in sorted({principal(s) for s in steps}):
             if hung := self._role_hung(who):
@@ -639,7 +641,7 @@ class CheckContext:
         outcome is a ``"skipped"`` death naming the earlier hang. ``budget``: ``step_timeout``
         is a budget of kws's own choosing (derived cases on the CPU): a step over it is
         not charged to the task code (no hang recorded, nothing in the ledger) and not
-        re-run.
+        given twice it; a step blocked past its wait budget still hangs.
 
         Budgets are CPU seconds (``step_timeout``, default :func:`step_timeout_s`; a
         candidate's call: :meth:`_budget`), and a step runs with :data:`CONFIRM_FACTOR` x its
@@ -772,14 +774,16 @@ class CheckContext:
             b = job.step_timeout_s or CONFIRM_FACTOR * self._budget(step, st)
             death = (f"did not finish within {b:g} CPU s ({CONFIRM_FACTOR:g} x its {b / CONFIRM_FACTOR:g} CPU s "
                      "budget, KWS_STEP_TIMEOUT or 20 x the reference's CPU on the case) and was killed")
+        # a step blocked past its wait budget hangs whatever its CPU budget: kws's own choice
+        # of that (``budget``) does not make a sleep or a deadlock any less one
+        hang = job.status == "timeout" and (job.limit == "blocked" or (job.limit == "step" and not budget))
         o = CallOutcome(step, None, death=death, death_status=job.status, signal_name=job.signal_name,
                         stdout_tail=job.stdout_tail, stderr_tail=job.stderr_tail, stdout_bytes=job.stdout_bytes,
-                        limit=job.limit, budget=budget and job.status == "timeout")
-        if job.status == "timeout" and not budget:
-            if job.limit in ("step", "blocked"):
-                self._record_hang(step, death)
-            else:
-                o.unjudged = death
+                        limit=job.limit, budget=budget and job.status == "timeout" and not hang)
+        if hang:
+            self._record_hang(step, death)
+        elif job.status == "timeout" and not budget:
+            o.unjudged = death
         return o
 
     def refuse_role(self, role: str, why: str) -> None:

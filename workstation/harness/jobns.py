@@ -22,17 +22,21 @@ own; it never runs task code. A job is two processes:
   :func:`enter_job_view` gives it a private file-system view: its own job folder at
   ``/kws/job`` (the task copy and the output folder, on a size-capped tmpfs the server
   mounted over it, :func:`job_folder_on_tmpfs`; with its private ``/tmp``, ``/dev/shm``
-  and ``/var/tmp`` the only places it can write), its role's compiler cache at ``/kws/cache``, a fresh ``/proc`` that
-  lists only its namespace's processes (with ``sys``, ``sysrq-trigger``, ``irq`` and
-  ``bus`` read-only, as bubblewrap does), and the folder of every other job unmounted.
+  and ``/var/tmp`` and its role's compiler cache at ``/kws/cache`` the only places it can
+  write), a ``/dev`` of its own holding only the nodes task code needs (:func:`_private_dev`),
+  a fresh ``/proc`` that lists only its namespace's processes (with ``sys``,
+  ``sysrq-trigger``, ``irq`` and ``bus`` read-only, as bubblewrap does), the folder of every
+  other job unmounted, and the sandbox's root (one tmpfs every job would share) read-only.
   :func:`drop_privileges` then drops every capability (bounding set, ambient,
-  effective/permitted/inheritable), locks the secure bits and sets ``no_new_privs``,
-  before any task code is imported. Its parent, the server, is outside its pid namespace
+  effective/permitted/inheritable), locks the secure bits and sets ``no_new_privs``, and
+  :func:`deny_keyrings` refuses the kernel's keyrings (one user keyring per uid of the
+  sandbox), before any task code is imported. Its parent, the server, is outside its pid namespace
   (``getppid()`` is 0 there): it cannot name, signal or trace it.
 
 A candidate job and a reference job therefore never share a writable file, a pid
-namespace (neither can see, signal or trace the other), SysV IPC, or a network namespace
-(abstract Unix sockets are per network namespace).
+namespace (neither can see, signal or trace the other), SysV IPC, a keyring or a network
+namespace (abstract Unix sockets are per network namespace); two jobs of one principal
+share only that principal's compiler cache (docs/architecture.md, "Isolation").
 
 All system calls go through :mod:`ctypes` (Python 3.11 has no ``os.unshare`` or
 ``os.setns``). Errors raise :class:`OSError` naming the call.

@@ -13,7 +13,9 @@ Isolation (``sandbox="bwrap"``, the default; see :mod:`workstation.runner.bwrap`
   write is a size-capped tmpfs of its own (its job folder, ``/tmp``, ``/dev/shm``,
   ``/var/tmp``: the ``job_disk_bytes``, ``job_tmp_bytes`` and ``job_shm_bytes``
   settings), the job folder mounted by the fork server and read here through its view
-  (``/proc/<server>/root``);
+  (``/proc/<server>/root``), or its principal's compiler cache; its ``/dev`` is its own
+  (the few nodes task code needs), the sandbox's root read-only, the kernel's keyrings
+  refused;
 - jobs of one *principal* only: the runner runs steps of one role (``candidate``,
   ``reference``, ...) per job (:func:`workstation.protocol.steps.principal`), so a
   candidate job and a reference job never share a process, a file or a namespace;
@@ -222,7 +224,8 @@ class Runner:
             task_dir: the task folder (copied; never modified, never visible to the job).
             steps: the harness steps (:mod:`workstation.protocol.steps`), run in order in
                 one process; all of one principal.
-            timeout: wall-clock limit for the whole job, seconds.
+            timeout: wall-clock limit for the whole job, seconds, counted without the time
+                the job waited on a run queue (a busy machine; :class:`BudgetWatch`).
             step_timeout: CPU budget of any one step, CPU seconds of all the job's processes
                 with its imports excluded (None: no budget); a step also stops at its
                 wall-clock backstop (:func:`~workstation.runner.limits.wall_backstop`).
