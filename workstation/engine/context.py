@@ -747,11 +747,13 @@ class CheckContext:
 
     def _skipped(self, step: Step, why: str) -> CallOutcome:
         """The ``"skipped"`` outcome of ``step``, not run or stopped because its principal
-        hung (``why``). A step on a case its principal hung on counts as a hang of its own
-        (:func:`hang_limit`): the same call on the same inputs, which kws does not wait for."""
+        hung (``why``): not judged (:attr:`CallOutcome.unjudged`; the check that needed it
+        could not look, and fails only where it met the hang itself). A step on a case its
+        principal hung on counts as a hang of its own (:func:`hang_limit`): the same call
+        on the same inputs, which kws does not wait for."""
         if self._case_hung(step):
             self._record_hang(step, why)
-        return CallOutcome(step, None, death=why, death_status="skipped")
+        return CallOutcome(step, None, death=why, death_status="skipped", unjudged=why)
 
     def _stopper(self, group: list[Step]) -> Callable[[int], str]:
         """The ``abandon`` hook of a job running ``group``: why to stop it while step ``i``
