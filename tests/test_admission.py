@@ -34,8 +34,8 @@ class Recorder:
         self.done = {"normal": 0, "exclusive": 0}
         self.hold_s = hold_s
 
-    def run(self, task_dir: Path, steps: list[Any], roles: dict[str, Any], timeout: float, budgets: list[Any],
-            import_budget: float, principal: str, cache_key: str) -> str:
+    def run(self, task_dir: Path, steps: list[Any], roles: dict[str, Any], watch: Any, principal: str,
+            cache_key: str, abandon: Any = None) -> str:
         kind = "exclusive" if principal == TIMING else "normal"
         with self.lock:
             if kind == "exclusive":

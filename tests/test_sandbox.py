@@ -593,14 +593,17 @@ def test_a_hang_is_cut_short_and_not_waited_for_again(tmp_path, runner, monkeypa
     only = ["correctness", "nondeterminism", "stale-output", "tampering", "input-mutation"]
     res = run_checks(load_task(d), runner, only=only, seeds=[0, 1])
     assert exit_code(to_json_dict(res)) == 1
-    assert all(r.status == "fail" for r in res.results), [(r.check, r.status) for r in res.results]
+    # a check that met the hang fails; one whose calls kws no longer ran could not look:
+    # not judged, naming the hang, never a pass
+    got = {r.check: r.status for r in res.results}
+    assert got["correctness"] == "fail" and set(got.values()) <= {"fail", "skip"}, got
+    assert all("kws does not wait for it again" in r.not_judged for r in res.results if r.status == "skip"), \
+        [r.not_judged for r in res.results]
     text = "\n".join(_summaries(res, c) for c in only)
-    assert "within its 1.5 CPU s budget (KWS_STEP_TIMEOUT), nor within 3 CPU s on a re-run" in text
-    assert "kws does not wait for it again" in text
-    # after the first confirmed hang no candidate job starts; those already running when it
-    # was recorded (one per runner slot, while the first one's re-run confirms it) may time
-    # out too, each with its own confirming re-run
-    assert 2 <= statuses.count("timeout") <= 4 * runner.max_parallel, statuses
+    assert "did not finish within 3 CPU s (2 x its 1.5 CPU s budget" in text
+    # after the first confirmed hang no candidate job starts, and those running when it was
+    # recorded (at most one per other runner slot) are stopped, unless they hung as well
+    assert 1 <= statuses.count("timeout") <= runner.max_parallel, statuses
 
 
 def test_fail_closed_exit_codes(tmp_path):

@@ -55,18 +55,22 @@ Event = Callable[[str, dict[str, Any]], None]
 
 
 #: a candidate's call step gets a CPU budget of max(the step budget, HANG_REF_FACTOR x the
-#: reference's CPU seconds on the same case and seed) when the reference's are known.
+#: reference's CPU seconds on the same case and seed) when the reference's are known, and a
+#: wait budget of max(its CPU budget, HANG_REF_FACTOR x the reference's wall seconds on the
+#: same case).
 HANG_REF_FACTOR = 20.0
-#: a step over its CPU budget is re-run once, alone, with CONFIRM_FACTOR x that budget; only
-#: a step over that too is a hang.
+#: a step runs with CONFIRM_FACTOR x its CPU budget before it is a hang (one run: CPU
+#: seconds do not inflate with load, so a re-run would confirm nothing more): a call slower
+#: than its budget on a heavy case still finishes within it.
 CONFIRM_FACTOR = 2.0
 
 
 def step_timeout_s() -> float:
     """Per-step CPU budget (CPU seconds of all the job's processes, imports excluded): the
     ``step_timeout`` setting (``KWS_STEP_TIMEOUT``), default 30. It is also the floor of a
-    candidate call's reference-relative budget (:data:`HANG_REF_FACTOR`); the wall-clock
-    backstop is :func:`workstation.runner.limits.wall_backstop` of the budget."""
+    candidate call's reference-relative budgets (:data:`HANG_REF_FACTOR`) and of every
+    step's wait budget (blocked seconds); the wall-clock backstop is
+    :func:`workstation.runner.limits.wall_backstop` of the larger budget."""
     return settings.current().step_timeout
 
 
@@ -107,8 +111,9 @@ class CallOutcome:
     ``spec`` is the step that ran; ``step`` is the child's result (``None`` when the process died or timed out during
     it); ``death`` then says how (``JobResult.describe_death``) and ``death_status`` is
     ``"timeout"``, ``"signal"``, ``"exit"``, ``"forged"`` or ``"skipped"``. A ``"timeout"``
-    with an empty :attr:`unjudged` and no :attr:`budget` is a confirmed hang (over its CPU
-    budget, then over twice that on a re-run).
+    with an empty :attr:`unjudged` and no :attr:`budget` is a confirmed hang (over
+    :data:`CONFIRM_FACTOR` x its CPU budget, or blocked past its wait budget: ``limit``
+    ``"step"`` or ``"blocked"``).
     """
 
     spec: Step
@@ -304,6 +309,9 @@ class CheckContext:
         self._hang_lock = threading.Lock()
         #: (case as JSON, seed) -> the reference's CPU seconds on it (a candidate's budget).
         self._ref_cpu: dict[tuple[str, int], float] = {}
+        #: case as JSON -> the reference's wall seconds on it, imports excluded (a candidate's
+        #: wait budget).
+        self._ref_wall: dict[str, float] = {}
 
     def extend_report(self, key: str, part: str, value: Any) -> None:
         """Put ``value`` under ``report[key][part]`` of the run's JSON report (a kws
@@ -501,11 +509,21 @@ class CheckContext:
             RunnerError: the runner failed.
             NotJudged: a step runs a role whose backend cannot run here (:meth:`cannot_run`):
                 the check that asked is ``skip`` with the reason, as not judged; or the job
-                was stopped at a time limit (a CPU budget is not re-run here, so it is no
-                confirmed hang; a wall-clock or import limit says nothing about the code).
+                was stopped at a time limit other than its wait budget (a CPU budget is not
+                doubled here, so it is no confirmed hang; a wall-clock or import limit says
+                nothing about the code); or the steps' principal has hung
+                :func:`hang_limit` times in this run. A step blocked past its wait budget is
+                a confirmed hang of its principal: recorded (:func:`hang_limit`) and noted in
+                the ledger.
         """
+        for who in sorted({principal(s) for s in steps}):
+            if hung := self._role_hung(who):
+                raise NotJudged(f"the {who} {hung}")
         job = self._run_job(steps, exclusive=exclusive, step_timeout=step_timeout)
-        if job.status == "timeout":
+        if job.status == "timeout" and job.limit == "blocked":
+            i = job.died_in_step if job.died_in_step is not None else 0
+            self._record_hang(steps[min(i, len(steps) - 1)], job.describe_death())
+        elif job.status == "timeout" or job.status == "cancelled":
             i = job.died_in_step if job.died_in_step is not None else 0
             who = principal(steps[min(i, len(steps) - 1)])
             raise NotJudged(f"the {who}'s {kind_of(steps[min(i, len(steps) - 1)])} step {job.describe_death()}; "
@@ -518,7 +536,8 @@ class CheckContext:
         return job
 
     def _run_job(self, steps: list[Step], *, exclusive: bool = False, step_timeout: float | None = None,
-                 cancel: Callable[[], str] | None = None, budgets: list[float] | None = None) -> JobResult:
+                 cancel: Callable[[], str] | None = None, budgets: list[float] | None = None,
+                 waits: list[float] | None = None, abandon: Callable[[int], str] | None = None) -> JobResult:
         for s in steps:
             for role in sorted(step_roles(s)):
                 why = self.cannot_run(role)
@@ -526,24 +545,28 @@ class CheckContext:
                     raise NotJudged(f"the {role} ({self.backend_of(role)}) cannot run here: {why}")
                 if known := self.refused(role):
                     raise NotJudged(known)
+                if role != principal(s) and (hung := self._role_hung(role)):  # its own hangs: run_steps
+                    raise NotJudged(f"the {kind_of(s)} step calls the {role}, which {hung}")
         who = {principal(s) for s in steps}
         if len(who) > 1:
             raise ValueError(f"one job runs one principal's steps; got {sorted(who)}")
         st = step_timeout or step_timeout_s()
         budgets = list(budgets) if budgets is not None else [st] * len(steps)
+        waits = list(waits) if waits is not None else [max(b, step_timeout_s()) for b in budgets]
         imp = settings.current().import_budget
         # the job's wall-clock limit: every step's backstop and the imports' backstop
-        limit = 60 + sum(wall_backstop(b) for b in budgets) + wall_backstop(imp)
+        limit = 60 + sum(wall_backstop(max(b, w)) for b, w in zip(budgets, waits, strict=True)) + wall_backstop(imp)
         t = self.task
         job = self.runner.run(t.dir, steps, timeout=limit, exclusive=exclusive,
                               entry={k: str(v) for k, v in t.entry.items()}, out_args=list(t.out_args),
                               inout_args=list(t.inout_args), step_timeout=st, principal=next(iter(who), "job"),
                               cache_key=f"{t.id}-{self.run_id}", cancel=cancel,
                               helper_dirs=[str(h) for h in t.helper_dirs], step_budgets=list(budgets),
-                              import_budget=imp, target=t.extensions.target)
+                              import_budget=imp, target=t.extensions.target, wait_budgets=list(waits),
+                              abandon=abandon)
         payloads.take_notes(self, steps, job.steps)
-        if job.died and job.status != "timeout" and not job.forged and all(x is None for x in job.steps) \
-                and job.died_in_step is None:
+        if job.died and job.status not in ("timeout", "cancelled") and not job.forged \
+                and all(x is None for x in job.steps) and job.died_in_step is None:
             raise RunnerError(f"a job ended before its first step ({job.describe_death()}): "
                               f"{safe_text(job.stderr_tail[-2000:])}")
         return job
@@ -562,13 +585,29 @@ class CheckContext:
                 return max(st, HANG_REF_FACTOR * ref)
         return st
 
+    def _wait(self, step: Step, budget: float) -> float:
+        """The wait budget of ``step`` (blocked seconds: no thread of its job running or
+        waiting to run) when its CPU budget is ``budget``: max(``budget``, the step budget
+        :func:`step_timeout_s`), for a candidate's call on a case whose reference wall
+        seconds are known at least :data:`HANG_REF_FACTOR` x them (on a GPU, waiting for the
+        device is work: the reference's wall includes it)."""
+        wait = max(budget, step_timeout_s())
+        if isinstance(step, CallStep) and step.role == "candidate":
+            ref = self._ref_wall.get(json.dumps(dict(step.case), sort_keys=True))
+            if ref is not None:
+                wait = max(wait, HANG_REF_FACTOR * ref)
+        return wait
+
     def _learn_reference(self, step: Step, st: StepResult | None) -> None:
         if st is None or not st.ok or not isinstance(step, CallStep) or step.role != "reference":
             return
         cpu = st.cpu_s
-        key = (json.dumps(dict(step.case), sort_keys=True), int(step.seed))
+        wall = max(0.0, st.step_seconds - sum(v.wall_s for v in st.imports.values()))
+        case = json.dumps(dict(step.case), sort_keys=True)
+        key = (case, int(step.seed))
         with self._hang_lock:
             self._ref_cpu[key] = max(cpu, self._ref_cpu.get(key, 0.0))
+            self._ref_wall[case] = max(wall, self._ref_wall.get(case, 0.0))
 
     def _note(self, outcome: CallOutcome | None, entry: dict[str, Any] | None = None) -> None:
         """Add a task-code death to this check's ledger (once per outcome); a death that
@@ -591,18 +630,34 @@ class CheckContext:
         if entry is not None:
             self.ledger.append(entry)
 
-    def _hung(self, step: Step) -> str:
-        """Why ``step`` is not run (its principal hung earlier in this run), or ""."""
+    def _role_hung(self, role: str) -> str:
+        """Why kws runs no more of ``role``'s code in this run (it hung :func:`hang_limit`
+        times), or ""."""
+        with self._hang_lock:
+            hangs = self._hangs.get(role, [])
+            if len(hangs) < hang_limit():
+                return ""
+            return f"hung {len(hangs)} times in this run (on {', '.join(hangs[:3])}); kws does not wait for it again"
+
+    def _case_hung(self, step: Step) -> bool:
+        """Whether ``step``'s principal hung on ``step``'s case in this run."""
+        case = step_case(step)
+        with self._hang_lock:
+            return case is not None and (principal(step), json.dumps(case, sort_keys=True)) in self._hung_cases
+
+    def _hung(self, step: Step, verb: str = "was not run") -> str:
+        """Why ``step`` is not run, or is stopped while it runs (``verb``), or "": its
+        principal hung :func:`hang_limit` times in this run, or on the step's case."""
         who = principal(step)
         case = step_case(step)
         with self._hang_lock:
             hangs = self._hangs.get(who, [])
             if len(hangs) >= hang_limit():
-                return (f"not run: the {who} hung {len(hangs)} times earlier in this run (on {', '.join(hangs[:3])}: "
-                        "over its CPU budget, and over twice that on a re-run); kws does not wait for it again")
+                return (f"{verb}: the {who} hung {len(hangs)} times in this run (on {', '.join(hangs[:3])}: over "
+                        f"{CONFIRM_FACTOR:g} x its CPU budget, or blocked past its wait budget); kws does not wait "
+                        "for it again")
             if case is not None and (who, json.dumps(case, sort_keys=True)) in self._hung_cases:
-                return (f"not run: the {who} hung on case {case_label(case)} earlier in this run; "
-                        "kws does not wait for it again")
+                return f"{verb}: the {who} hung on case {case_label(case)} in this run; kws does not wait for it again"
         return ""
 
     def _record_hang(self, step: Step, death: str) -> None:
@@ -624,12 +679,16 @@ class CheckContext:
         outcome is a ``"skipped"`` death naming the earlier hang. ``budget``: ``step_timeout``
         is a budget of kws's own choosing (derived cases on the CPU): a step over it is
         not charged to the task code (no hang recorded, nothing in the ledger) and not
-        re-run.
+        given twice it; a step blocked past its wait budget still hangs.
 
         Budgets are CPU seconds (``step_timeout``, default :func:`step_timeout_s`; a
-        candidate's call: :meth:`_budget`). A step over its budget is re-run once, alone,
-        with :data:`CONFIRM_FACTOR` x the budget: its outcome is the re-run's, and only a
-        step over both is a hang (``"timeout"``, recorded for :func:`hang_limit`).
+        candidate's call: :meth:`_budget`), and a step runs with :data:`CONFIRM_FACTOR` x its
+        budget: over that it is a hang (``"timeout"``, limit ``"step"``, recorded for
+        :func:`hang_limit`); so is a step blocked past its wait budget (:meth:`_wait`, limit
+        ``"blocked"``: a sleep, a blocked read, a deadlock), at once. When its principal
+        reaches :func:`hang_limit`, or hangs on the case of a step that runs or waits for a
+        slot, that job is killed or not started (``"skipped"``): kws does not wait for a
+        hung principal again.
 
         Raises:
             NotJudged: (without ``budget``) a step was stopped by a limit that says nothing
@@ -683,7 +742,7 @@ class CheckContext:
         while start < len(steps):
             why = self._hung(steps[start])
             if why:
-                outcomes[start] = CallOutcome(steps[start], None, death=why, death_status="skipped")
+                outcomes[start] = self._skipped(steps[start], why)
                 start += 1
                 continue
             # run up to the next step that must be skipped
@@ -691,10 +750,14 @@ class CheckContext:
             while end < len(steps) and not self._hung(steps[end]):
                 end += 1
             st0 = step_timeout or step_timeout_s()
+            group = steps[start:end]
+            plain = [self._budget(x, st0) for x in group]
             try:
-                job = self._run_job(steps[start:end], step_timeout=step_timeout,
-                                    budgets=[self._budget(x, st0) for x in steps[start:end]],
-                                    cancel=lambda first=steps[start]: self._hung(first))
+                job = self._run_job(group, step_timeout=step_timeout,
+                                    budgets=[b * (1.0 if budget else CONFIRM_FACTOR) for b in plain],
+                                    waits=[self._wait(x, b) for x, b in zip(group, plain, strict=True)],
+                                    cancel=lambda first=steps[start]: self._hung(first),
+                                    abandon=self._stopper(group))
             except JobCancelled:
                 continue  # the principal hung while this job waited for a slot: skipped above
             died = None
@@ -720,43 +783,48 @@ class CheckContext:
             start = k + 1
         return [o for o in outcomes if o is not None]
 
+    def _skipped(self, step: Step, why: str) -> CallOutcome:
+        """The ``"skipped"`` outcome of ``step``, not run or stopped because its principal
+        hung (``why``): not judged (:attr:`CallOutcome.unjudged`; the check that needed it
+        could not look, and fails only where it met the hang itself). A step on a case its
+        principal hung on counts as a hang of its own (:func:`hang_limit`): the same call
+        on the same inputs, which kws does not wait for."""
+        if self._case_hung(step):
+            self._record_hang(step, why)
+        return CallOutcome(step, None, death=why, death_status="skipped", unjudged=why)
+
+    def _stopper(self, group: list[Step]) -> Callable[[int], str]:
+        """The ``abandon`` hook of a job running ``group``: why to stop it while step ``i``
+        runs (its principal hung meanwhile: :meth:`_hung`), or ""."""
+        def stop(i: int) -> str:
+            return self._hung(group[min(max(i, 0), len(group) - 1)], "was stopped")
+
+        return stop
+
     def _death(self, step: Step, job: JobResult, budget: bool, st: float) -> CallOutcome:
         """The outcome of ``step``, in which ``job`` died (module doc of :meth:`run_steps`):
-        a step over its CPU budget is re-run once with :data:`CONFIRM_FACTOR` x it; a
-        confirmed hang is recorded; a stop by a limit that says nothing about the code is
+        a step over :data:`CONFIRM_FACTOR` x its CPU budget, or blocked past its wait
+        budget, is a confirmed hang and recorded; a job stopped because its principal hung
+        meanwhile is ``"skipped"``; a stop by a limit that says nothing about the code is
         :attr:`CallOutcome.unjudged`."""
-        def outcome(j: JobResult, death: str) -> CallOutcome:
-            o = CallOutcome(step, None, death=death, death_status=j.status, signal_name=j.signal_name,
-                            stdout_tail=j.stdout_tail, stderr_tail=j.stderr_tail, stdout_bytes=j.stdout_bytes,
-                            limit=j.limit, budget=budget and j.status == "timeout")
-            if j.status == "timeout" and j.limit != "step" and not budget:
-                o.unjudged = death
-            return o
-
-        if job.status != "timeout" or job.limit != "step" or budget:
-            return outcome(job, job.describe_death())
-        first = job.describe_death()
-        b = max(self._budget(step, st), job.step_timeout_s or 0.0)
-        try:
-            again = self._run_job([step], step_timeout=step_timeout_s(), budgets=[CONFIRM_FACTOR * b],
-                                  cancel=lambda: self._hung(step))
-        except JobCancelled as e:
-            return CallOutcome(step, None, death=str(e), death_status="skipped")
-        self._learn_reference(step, again.steps[0] if again.steps else None)
-        if again.steps and again.steps[0] is not None:
-            return CallOutcome(step, again.steps[0], stdout_tail=again.stdout_tail, stderr_tail=again.stderr_tail,
-                               stdout_bytes=again.stdout_bytes)
-        if again.forged:
-            return CallOutcome(step, None, death=f"its result cannot be trusted: {next(iter(again.forged.values()))}",
-                               death_status="forged", stdout_tail=again.stdout_tail, stderr_tail=again.stderr_tail,
-                               stdout_bytes=again.stdout_bytes, forged_changes=next(iter(again.forged_changes.values()),
-                                                                                    None))
-        if again.status == "timeout" and again.limit == "step":
-            death = (f"did not finish within its {b:g} CPU s budget (KWS_STEP_TIMEOUT), nor within "
-                     f"{CONFIRM_FACTOR * b:g} CPU s on a re-run, and was killed")
+        if job.status == "cancelled":
+            return self._skipped(step, job.cancel_reason)
+        death = job.describe_death()
+        if job.status == "timeout" and job.limit == "step" and not budget:
+            b = job.step_timeout_s or CONFIRM_FACTOR * self._budget(step, st)
+            death = (f"did not finish within {b:g} CPU s ({CONFIRM_FACTOR:g} x its {b / CONFIRM_FACTOR:g} CPU s "
+                     "budget, KWS_STEP_TIMEOUT or 20 x the reference's CPU on the case) and was killed")
+        # a step blocked past its wait budget hangs whatever its CPU budget: kws's own choice
+        # of that (``budget``) does not make a sleep or a deadlock any less one
+        hang = job.status == "timeout" and (job.limit == "blocked" or (job.limit == "step" and not budget))
+        o = CallOutcome(step, None, death=death, death_status=job.status, signal_name=job.signal_name,
+                        stdout_tail=job.stdout_tail, stderr_tail=job.stderr_tail, stdout_bytes=job.stdout_bytes,
+                        limit=job.limit, budget=budget and job.status == "timeout" and not hang)
+        if hang:
             self._record_hang(step, death)
-            return outcome(again, death)
-        return outcome(again, f"{first}; on its re-run with {CONFIRM_FACTOR * b:g} CPU s it {again.describe_death()}")
+        elif job.status == "timeout" and not budget:
+            o.unjudged = death
+        return o
 
     def refuse_role(self, role: str, why: str) -> None:
         """Remember for the rest of the run that ``role``'s code cannot run on this machine

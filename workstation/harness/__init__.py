@@ -182,10 +182,16 @@ def stretch_factor() -> float:
 
 
 def stretch(wall_s: float) -> None:
-    """Sleep (factor - 1) x ``wall_s`` under the test hook (module doc); nothing without it."""
+    """Sleep (factor - 1) x ``wall_s`` under the test hook (module doc); nothing without it.
+    The sleep is marked on the channel (``W 1`` / ``W 0``): it simulates a machine too busy
+    to run the job, which the fork server does not count as the job's blocked time."""
     f = stretch_factor()
     if f > 1.0 and wall_s > 0:
-        time.sleep((f - 1.0) * wall_s)
+        _mark(b"W 1\n")
+        try:
+            time.sleep((f - 1.0) * wall_s)
+        finally:
+            _mark(b"W 0\n")
 
 
 def cpu_seconds() -> float:

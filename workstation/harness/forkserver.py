@@ -10,7 +10,7 @@ Protocol: the typed messages of :mod:`workstation.protocol.control`, one JSON ob
 line. The parent writes :class:`~workstation.protocol.control.RunJob`, ``KillJob`` and
 ``CpuAsk``; the server answers ``Ready`` once, then per job ``Started``, one ``Verified``
 per step the job handed over (see *Custody*), one ``CpuUsage`` per ``CpuAsk`` of a running
-job (see *CPU time*) and ``Exited`` (``status``: the job process's exit code, or minus the
+job (see *CPU time* and *Blocked time*) and ``Exited`` (``status``: the job process's exit code, or minus the
 signal that ended it; ``killed`` when the server killed it on request). A request line
 that does not decode is ignored (and named on the server's stderr).
 
@@ -24,6 +24,19 @@ the import of a task file on its channel (``I 1`` before, ``I 0`` after;
 the two marks to ``import_cpu_s`` / ``import_wall_s`` (an import still running counts up to
 now; ``importing`` says one is; :class:`workstation.harness.custody.ServerJob`), which the
 runner charges to the job's import budget instead of the step's.
+
+Blocked time: ``blocked_s`` is the wall time in which the job waited without computing and
+without waiting to compute: per interval between two readings, the wall time less the CPU
+seconds of the job (as above) less the seconds its live threads waited on a run queue
+(``/proc/<pid>/task/<tid>/schedstat``), clipped at 0, summed. A process starved on a
+loaded machine is runnable, so load does not make it blocked; a sleep, a blocked read, a
+wait on a lock no one releases or a deadlock of two threads is. A thread waiting in
+``join`` on a thread that computes is not: the other's CPU covers the interval. The time
+the job waits on kws itself is not counted: a hand-over being checked (the job is stopped
+then) and kws's simulated load (``W 1`` / ``W 0``, the ``test_stretch`` setting). What is
+lost: the run-queue wait of a thread or process that ended between two readings (at most
+one interval each; its CPU is kept through ``cutime``). The runner stops a step whose
+blocked seconds pass its wait budget (:class:`workstation.runner.limits.BudgetWatch`).
 
 A job (``MODE=bwrap``) is two processes: a small confined init, pid 1 of a fresh pid
 namespace, made by the pid-namespace nursery the server forks before it imports torch; and
@@ -46,6 +59,10 @@ only when their bytes hash to those values (:mod:`workstation.protocol.control`)
 hand-overs than steps, or a line kws's harness never writes, breaks the job's custody: the
 server reports it as a ``Verified`` of step ``steps`` (past the last) with ``custody`` set,
 and the parent refuses every step of the job (:mod:`workstation.harness.custody`).
+Such a job, and one that hands over out of order, does not take the server's answers or
+closes its channel while it runs, is ended at once (``Exited.ended`` says why); the
+server never blocks on a job (its answers are written without blocking, a job's lines are
+handled a few per turn of the loop).
 
 Before it says ``ready`` the server checks that a job gets namespaces of its own and that the
 verifier sees a patch (:mod:`workstation.harness.serverchecks`).
@@ -79,7 +96,15 @@ from typing import Any
 import msgspec
 
 from workstation.harness import jobns, procs, serverchecks
-from workstation.harness.custody import ServerJob, emit, handle_channel
+from workstation.harness.custody import (
+    CLOSED_GRACE_S,
+    ServerJob,
+    emit,
+    end_job,
+    handle_channel,
+    handle_lines,
+    read_channel,
+)
 from workstation.harness.watch import WatchTable
 from workstation.protocol import childenv, control
 from workstation.protocol.steps import read_job
@@ -235,6 +260,7 @@ def _namespaced_child(req: control.RunJob, ctl_w: int, ack_r: int) -> None:
         jobns.detach_stdio()
         jobns.enter_job_view(req.jobdir, req.cache, req.tmp_bytes, req.shm_bytes)
         jobns.drop_privileges()
+        jobns.deny_keyrings()
     except BaseException as e:  # noqa: BLE001  (the job must not run task code unconfined)
         try:
             os.write(2, f"kws: the job's sandbox could not be set up: {e}\n".encode())
@@ -366,15 +392,30 @@ class _Server:
     def serve(self) -> None:
         while self.open_in or self.jobs:
             fds = ([0] if self.open_in else []) + [j.ctl for j in self.jobs.values() if j.ctl >= 0]
-            r, _, _ = select.select(fds, [], [], 0.02)
+            busy = any(j.pending() for j in self.jobs.values())
+            r, _, _ = select.select(fds, [], [], 0 if busy else 0.02)
             for j in [j for j in self.jobs.values() if j.ctl in r]:
-                handle_channel(j, self.table)
+                read_channel(j)
+            for j in list(self.jobs.values()):
+                handle_lines(j, self.table)
             if 0 in r:
                 self._read_requests()
+            self._end_hostile()
             self._reap()
             if _MODE == "none" and time.monotonic() - self.last_sweep > 0.5:
                 self.last_sweep = time.monotonic()
                 procs.sweep_orphans(set(self.jobs))
+
+    def _end_hostile(self) -> None:
+        """Kill, at once, every job that broke its channel's protocol, and every job whose
+        channel closed while its process lives on (:mod:`workstation.harness.custody`)."""
+        now = time.monotonic()
+        for j in self.jobs.values():
+            if j.closed_at is not None and not j.end and now - j.closed_at > CLOSED_GRACE_S:
+                end_job(j, "the job closed its channel to kws's fork server while it ran (task code on kws's "
+                           "channel)")
+            if j.end and not j.killed:
+                _kill(j)
 
     def _read_requests(self) -> None:
         chunk = os.read(0, 1 << 16)
@@ -420,7 +461,9 @@ class _Server:
                 self._ended(j, status)
 
     def _ended(self, j: ServerJob, status: int) -> None:
-        while j.ctl >= 0:  # the last messages (verifications, the exit status)
+        for _ in range(64):  # the last messages (verifications); a helper still writing is cut off
+            if j.ctl < 0:
+                break
             rr, _, _ = select.select([j.ctl], [], [], 0)
             if not rr:
                 break
@@ -436,7 +479,7 @@ class _Server:
         if j.init:  # and of its pid namespace (the kernel kills them with its init)
             procs.kill_quietly(j.init)
         code = -os.WTERMSIG(status) if os.WIFSIGNALED(status) else os.WEXITSTATUS(status)
-        emit(control.Exited(id=j.id, status=code, killed=j.killed))
+        emit(control.Exited(id=j.id, status=code, killed=j.killed, ended=j.end))
 
 
 def _start(req: control.RunJob) -> ServerJob:
@@ -470,6 +513,7 @@ def _start(req: control.RunJob) -> ServerJob:
             os._exit(114)
     os.close(ctl_w)
     os.close(ack_r)
+    os.set_blocking(ack_w, False)  # an answer the job does not take never blocks the server
     if problem and init:
         procs.kill_quietly(init)
     return ServerJob(req.id, pid, ctl_r, ack_w, req.steps, 0 if problem else init, os.path.join(req.jobdir, "out"))

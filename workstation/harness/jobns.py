@@ -22,17 +22,21 @@ own; it never runs task code. A job is two processes:
   :func:`enter_job_view` gives it a private file-system view: its own job folder at
   ``/kws/job`` (the task copy and the output folder, on a size-capped tmpfs the server
   mounted over it, :func:`job_folder_on_tmpfs`; with its private ``/tmp``, ``/dev/shm``
-  and ``/var/tmp`` the only places it can write), its role's compiler cache at ``/kws/cache``, a fresh ``/proc`` that
-  lists only its namespace's processes (with ``sys``, ``sysrq-trigger``, ``irq`` and
-  ``bus`` read-only, as bubblewrap does), and the folder of every other job unmounted.
+  and ``/var/tmp`` and its role's compiler cache at ``/kws/cache`` the only places it can
+  write), a ``/dev`` of its own holding only the nodes task code needs (:func:`_private_dev`),
+  a fresh ``/proc`` that lists only its namespace's processes (with ``sys``,
+  ``sysrq-trigger``, ``irq`` and ``bus`` read-only, as bubblewrap does), the folder of every
+  other job unmounted, and the sandbox's root (one tmpfs every job would share) read-only.
   :func:`drop_privileges` then drops every capability (bounding set, ambient,
-  effective/permitted/inheritable), locks the secure bits and sets ``no_new_privs``,
-  before any task code is imported. Its parent, the server, is outside its pid namespace
+  effective/permitted/inheritable), locks the secure bits and sets ``no_new_privs``, and
+  :func:`deny_keyrings` refuses the kernel's keyrings (one user keyring per uid of the
+  sandbox), before any task code is imported. Its parent, the server, is outside its pid namespace
   (``getppid()`` is 0 there): it cannot name, signal or trace it.
 
 A candidate job and a reference job therefore never share a writable file, a pid
-namespace (neither can see, signal or trace the other), SysV IPC, or a network namespace
-(abstract Unix sockets are per network namespace).
+namespace (neither can see, signal or trace the other), SysV IPC, a keyring or a network
+namespace (abstract Unix sockets are per network namespace); two jobs of one principal
+share only that principal's compiler cache (docs/architecture.md, "Isolation").
 
 All system calls go through :mod:`ctypes` (Python 3.11 has no ``os.unshare`` or
 ``os.setns``). Errors raise :class:`OSError` naming the call.
@@ -97,6 +101,14 @@ SHM_SIZE = "256m"
 TMP_STAGING = "/kws/tmp-staging"
 #: parts of a fresh /proc made read-only (bubblewrap's list).
 PROC_READONLY = ("sys", "sysrq-trigger", "irq", "bus")
+#: the device nodes a job's private /dev holds (bind mounts of the sandbox's), when there.
+DEV_NODES = ("null", "zero", "full", "random", "urandom", "tty")
+#: and the GPU nodes the sandbox bound (``runner.bwrap.gpu_binds``: ``nvidiactl``,
+#: ``nvidia-uvm``, ``nvidia<minor>``, the ``nvidia-caps`` folder, ...).
+DEV_GPU_PREFIX = "nvidia"
+#: the links of a job's /dev (bubblewrap's).
+DEV_LINKS = {"fd": "/proc/self/fd", "stdin": "/proc/self/fd/0", "stdout": "/proc/self/fd/1",
+             "stderr": "/proc/self/fd/2"}
 
 _libc: ctypes.CDLL | None = None
 
@@ -251,13 +263,45 @@ def release_job_folder(job_folder: str) -> None:
             raise
 
 
+def _private_dev(shm: str) -> None:
+    """A ``/dev`` of the job's own: a fresh tmpfs, built at :data:`TMP_STAGING` and moved
+    over the sandbox's ``/dev`` (which every job shares otherwise), holding bind mounts of
+    :data:`DEV_NODES` and of the GPU nodes the sandbox bound (:data:`DEV_GPU_PREFIX`), the
+    ``fd``/``stdin``/``stdout``/``stderr`` links, and ``shm``, a tmpfs of ``shm`` (tmpfs's
+    ``size=`` syntax) of its own; the tmpfs itself is then made read-only, so nothing
+    else can be created in it."""
+    mount("tmpfs", TMP_STAGING, "tmpfs", MS_NOSUID | MS_NODEV | MS_NOEXEC, "size=64k,mode=0755")
+    names = sorted(n for n in os.listdir("/dev") if n in DEV_NODES or n.startswith(DEV_GPU_PREFIX))
+    for name in names:
+        src, dst = f"/dev/{name}", f"{TMP_STAGING}/{name}"
+        if os.path.islink(src):
+            continue
+        if os.path.isdir(src):
+            os.mkdir(dst)
+            mount(src, dst, None, MS_BIND | MS_REC)
+        else:
+            os.close(os.open(dst, os.O_CREAT | os.O_WRONLY, 0o600))
+            mount(src, dst, None, MS_BIND)
+    for name, target in DEV_LINKS.items():
+        os.symlink(target, f"{TMP_STAGING}/{name}")
+    os.mkdir(f"{TMP_STAGING}/shm")
+    mount("tmpfs", f"{TMP_STAGING}/shm", "tmpfs", MS_NOSUID | MS_NODEV, f"size={shm},mode=1777")
+    mount(None, TMP_STAGING, None, MS_REMOUNT | MS_BIND | MS_RDONLY | MS_NOSUID | MS_NODEV | MS_NOEXEC)
+    mount(TMP_STAGING, "/dev", None, MS_MOVE)
+
+
 def enter_job_view(job_folder: str, cache_folder: str | None, tmp_bytes: int = 0, shm_bytes: int = 0) -> None:
     """In the job process (pid 1 of a fresh pid namespace, in a fresh mount namespace):
     make the mount tree private, bind ``job_folder`` at :data:`JOB_MOUNT` and
     ``cache_folder`` at :data:`CACHE_MOUNT`, unmount the folders of every job and cache,
     mount a private ``/tmp`` (tmpfs of ``tmp_bytes``, else :data:`TMP_SIZE`), a private
-    ``/dev/shm`` and ``/var/tmp`` where the sandbox has them (tmpfs of ``shm_bytes`` each,
-    else :data:`SHM_SIZE`) and a fresh ``/proc``.
+    ``/var/tmp`` where the sandbox has one and a private ``/dev`` with its own ``/dev/shm``
+    (:func:`_private_dev`; tmpfs of ``shm_bytes`` each, else :data:`SHM_SIZE`), a fresh
+    ``/proc``, and make the sandbox's root read-only in this view (its folders are one
+    tmpfs every job of the sandbox shares: a file one job left in ``/`` or ``/kws`` would
+    be every later job's). What the job can write afterwards is only its own: the job
+    folder, its role's compiler cache, ``/tmp``, ``/var/tmp``, ``/dev/shm``
+    (docs/architecture.md, "Isolation").
 
     Raises:
         OSError: a mount failed (the message names it).
@@ -269,14 +313,16 @@ def enter_job_view(job_folder: str, cache_folder: str | None, tmp_bytes: int = 0
     _unmount_all_jobs()
     _private_tmp(str(tmp_bytes) if tmp_bytes > 0 else TMP_SIZE)
     shm = str(shm_bytes) if shm_bytes > 0 else SHM_SIZE
-    for shared in ("/dev/shm", "/var/tmp"):  # the sandbox's one /dev/shm is every job's otherwise
-        if os.path.isdir(shared) and not os.path.islink(shared):
-            mount("tmpfs", shared, "tmpfs", MS_NOSUID | MS_NODEV, f"size={shm},mode=1777")
+    if os.path.isdir("/var/tmp") and not os.path.islink("/var/tmp"):
+        mount("tmpfs", "/var/tmp", "tmpfs", MS_NOSUID | MS_NODEV, f"size={shm},mode=1777")
+    if os.path.isdir("/dev") and os.path.isdir(TMP_STAGING):
+        _private_dev(shm)
     mount("proc", "/proc", "proc", MS_NOSUID | MS_NODEV | MS_NOEXEC)
     for name in PROC_READONLY:
         p = f"/proc/{name}"
         if os.path.exists(p):
             _bind_readonly(p)
+    mount(None, "/", None, MS_REMOUNT | MS_BIND | MS_RDONLY | MS_NOSUID | MS_NODEV)
 
 
 class _CapHeader(ctypes.Structure):
@@ -309,6 +355,65 @@ def drop_privileges() -> None:
     header = _CapHeader(_LINUX_CAPABILITY_VERSION_3, 0)
     data = (_CapData * 2)()
     _check(libc().capset(ctypes.byref(header), ctypes.byref(data)), "capset(0)")
+
+
+class _SockFilter(ctypes.Structure):
+    _fields_ = [("code", ctypes.c_uint16), ("jt", ctypes.c_uint8), ("jf", ctypes.c_uint8), ("k", ctypes.c_uint32)]
+
+
+class _SockFprog(ctypes.Structure):
+    _fields_ = [("len", ctypes.c_ushort), ("filter", ctypes.POINTER(_SockFilter))]
+
+
+_BPF_LD_W_ABS = 0x20
+_BPF_JEQ_K = 0x15
+_BPF_RET_K = 0x06
+_SECCOMP_RET_ALLOW = 0x7FFF0000
+_SECCOMP_RET_ERRNO = 0x00050000
+PR_SET_SECCOMP = 22
+SECCOMP_MODE_FILTER = 2
+_X32_BIT = 0x40000000
+#: per audit architecture, the numbers of ``add_key``, ``request_key`` and ``keyctl``
+#: (x86-64 also under the x32 bit, i386 for 32-bit calls on an x86-64 kernel).
+KEYRING_SYSCALLS: dict[int, tuple[int, ...]] = {
+    0xC000003E: (248, 249, 250, _X32_BIT | 248, _X32_BIT | 249, _X32_BIT | 250),  # x86-64, x32
+    0x40000003: (286, 287, 288),  # i386
+    0xC00000B7: (217, 218, 219),  # aarch64
+}
+
+
+def keyring_filter() -> list[tuple[int, int, int, int]]:
+    """The seccomp program of :func:`deny_keyrings` as (code, jt, jf, k) instructions: for
+    each architecture of :data:`KEYRING_SYSCALLS`, its three calls fail with ``EPERM``;
+    every other call (and every call of another architecture) is allowed."""
+    prog: list[tuple[int, int, int, int]] = [(_BPF_LD_W_ABS, 0, 0, 4)]  # seccomp_data.arch
+    blocks = []
+    for arch, nrs in KEYRING_SYSCALLS.items():
+        body = [(_BPF_LD_W_ABS, 0, 0, 0)] + [(_BPF_JEQ_K, -1, 0, nr) for nr in nrs] + [(_BPF_RET_K, 0, 0, _SECCOMP_RET_ALLOW)]
+        blocks.append([(_BPF_JEQ_K, 0, len(body), arch), *body])
+    for b in blocks:
+        prog.extend(b)
+    prog.append((_BPF_RET_K, 0, 0, _SECCOMP_RET_ALLOW))
+    deny = len(prog)
+    prog.append((_BPF_RET_K, 0, 0, _SECCOMP_RET_ERRNO | errno.EPERM))
+    return [(c, deny - i - 1 if jt == -1 else jt, jf, k) for i, (c, jt, jf, k) in enumerate(prog)]
+
+
+def deny_keyrings() -> None:
+    """Install a seccomp filter that makes ``add_key``, ``request_key`` and ``keyctl`` fail
+    with ``EPERM`` in this process and every process it starts (:func:`keyring_filter`):
+    the kernel's user keyring is one per uid of the sandbox's user namespace, so every job
+    could read what another left there. Needs ``no_new_privs`` (:func:`drop_privileges`
+    sets it).
+
+    Raises:
+        OSError: the kernel refused the filter.
+    """
+    ins = keyring_filter()
+    arr = (_SockFilter * len(ins))(*[_SockFilter(c, jt, jf, k) for c, jt, jf, k in ins])
+    prog = _SockFprog(len(ins), ctypes.cast(arr, ctypes.POINTER(_SockFilter)))
+    rc = libc().prctl(PR_SET_SECCOMP, SECCOMP_MODE_FILTER, ctypes.addressof(prog), 0, 0)
+    _check(rc, "prctl(PR_SET_SECCOMP)")
 
 
 def capabilities() -> dict[str, str]:

@@ -1,6 +1,6 @@
-"""A job's processes as the fork server sees them in ``/proc``: their CPU seconds, the
-job's process tree, stopping every process of it at a hand-over and letting it go on, and
-the orphans a job left behind.
+"""A job's processes as the fork server sees them in ``/proc``: their CPU seconds and
+run-queue waits (:func:`read_job`), the job's process tree, stopping every process of it
+at a hand-over and letting it go on, and the orphans a job left behind.
 
 Used by :mod:`workstation.harness.forkserver` and :mod:`workstation.harness.custody`;
 reads only ``/proc`` and sends signals (a process that is gone is skipped, never an error).
@@ -11,51 +11,83 @@ from __future__ import annotations
 import os
 import signal
 import time
+from dataclasses import dataclass, field
 
 #: seconds the server waits for every process of a job to stop at a hand-over.
 FREEZE_TIMEOUT_S = 2.0
 _TICKS = os.sysconf("SC_CLK_TCK") if hasattr(os, "sysconf") else 100
 
 
-def _proc_table() -> dict[int, tuple[int, int]]:
-    """pid -> (parent pid, CPU clock ticks: utime + stime + cutime + cstime) of every process
-    this server sees in ``/proc``."""
-    table: dict[int, tuple[int, int]] = {}
+@dataclass
+class JobReading:
+    """One reading of a job's processes in ``/proc`` (:func:`read_job`): ``cpu_s``, the CPU
+    seconds (user + system) of every process of the job and of the children they reaped
+    (``utime + stime + cutime + cstime`` of ``/proc/<pid>/stat``: threads that ended are in
+    it); ``ready_ns``, per thread id of every live thread of the job, the nanoseconds it
+    has waited on a run queue (runnable, not running: the second field of
+    ``/proc/<pid>/task/<tid>/schedstat``); ``pids``: the processes read."""
+
+    cpu_s: float = 0.0
+    ready_ns: dict[int, int] = field(default_factory=dict)
+    pids: list[int] = field(default_factory=list)
+
+
+def _stat_ticks(pid: int) -> int | None:
+    """``utime + stime + cutime + cstime`` of process ``pid`` in clock ticks (None: gone)."""
     try:
-        names = os.listdir("/proc")
+        with open(f"/proc/{pid}/stat", "rb") as f:
+            fields = f.read().rsplit(b")", 1)[1].split()
+        return sum(int(x) for x in fields[11:15])
+    except (OSError, IndexError, ValueError):
+        return None
+
+
+def _threads(pid: int) -> list[str]:
+    try:
+        return os.listdir(f"/proc/{pid}/task")
     except OSError:
-        return table
-    for name in names:
-        if not name.isdigit():
+        return []
+
+
+def read_job(pid: int, init: int) -> JobReading:
+    """Every process of the job whose process is ``pid`` and whose pid-namespace init is
+    ``init`` (0: none; :func:`job_processes`, the init itself included for its CPU), with
+    their CPU seconds and every live thread's run-queue wait (:class:`JobReading`). One
+    walk of the kernel's children lists: per process its ``stat``, per thread its
+    ``children`` and ``schedstat``."""
+    out = JobReading()
+    ticks = 0
+    todo = [pid] + ([init] if init else [])
+    seen: set[int] = set()
+    while todo:
+        p = todo.pop()
+        if p in seen:
             continue
-        try:
-            with open(f"/proc/{name}/stat", "rb") as f:
-                fields = f.read().rsplit(b")", 1)[1].split()
-            table[int(name)] = (int(fields[1]), sum(int(x) for x in fields[11:15]))
-        except (OSError, IndexError, ValueError):
+        seen.add(p)
+        t = _stat_ticks(p)
+        if t is None:
             continue
-    return table
+        ticks += t
+        out.pids.append(p)
+        for tid in _threads(p):
+            base = f"/proc/{p}/task/{tid}"
+            try:
+                with open(f"{base}/children", "rb") as f:
+                    todo.extend(int(c) for c in f.read().split())
+                with open(f"{base}/schedstat", "rb") as f:
+                    out.ready_ns[int(tid)] = int(f.read().split()[1])
+            except (OSError, IndexError, ValueError):
+                continue
+    out.cpu_s = ticks / _TICKS
+    return out
 
 
 def job_cpu_seconds(roots: tuple[int, ...]) -> float:
-    """CPU seconds (user + system) of the processes under ``roots`` (the job process and its
-    pid-namespace init; 0 entries are ignored) and of everything they reaped: the sum of
-    ``utime + stime + cutime + cstime`` over each root and its descendants."""
-    table = _proc_table()
-    children: dict[int, list[int]] = {}
-    for pid, (ppid, _) in table.items():
-        children.setdefault(ppid, []).append(pid)
-    seen: set[int] = set()
-    todo = [r for r in roots if r and r in table]
-    ticks = 0
-    while todo:
-        pid = todo.pop()
-        if pid in seen:
-            continue
-        seen.add(pid)
-        ticks += table[pid][1]
-        todo.extend(children.get(pid, ()))
-    return ticks / _TICKS
+    """CPU seconds (user + system) of the job whose process and pid-namespace init are
+    ``roots`` (``(pid, init)``; an init of 0 is none) and of everything they reaped
+    (:func:`read_job`)."""
+    pid, init = (tuple(roots) + (0, 0))[:2]
+    return read_job(pid, init).cpu_s
 
 
 def stop_and_wait(pid: int, timeout: float = 2.0) -> bool:

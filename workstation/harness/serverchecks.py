@@ -32,6 +32,26 @@ def _namespace_problems() -> list[str]:
         problems.append("the init's /proc/1/environ is readable")
     except OSError:
         pass
+    problems += _shared_write_problems()
+    return problems
+
+
+def _shared_write_problems() -> list[str]:
+    """What a job could write that another job would see: the sandbox's root, a ``/dev``
+    entry beyond the job's own nodes, the kernel's keyrings (empty when none)."""
+    problems = []
+    for folder in ("/", "/kws", "/dev"):
+        if os.access(folder, os.W_OK):
+            problems.append(f"{folder} is writable")
+    extra = sorted(n for n in os.listdir("/dev") if n not in jobns.DEV_NODES and n not in jobns.DEV_LINKS
+                   and n != "shm" and not n.startswith(jobns.DEV_GPU_PREFIX))
+    if extra:
+        problems.append(f"/dev holds {extra[:5]}")
+    import ctypes
+
+    nr = jobns.KEYRING_SYSCALLS.get(0xC000003E if os.uname().machine == "x86_64" else 0xC00000B7, (0, 0, 0))[2]
+    if nr and jobns.libc().syscall(nr, 0, ctypes.c_long(-4), 0, 0, 0) != -1:  # keyctl(GET_KEYRING_ID, @u)
+        problems.append("the kernel's user keyring is reachable")
     return problems
 
 
@@ -42,6 +62,7 @@ def _namespace_child(w: int) -> None:
         jobns.unshare(jobns.JOB_OWN_NAMESPACES)
         jobns.enter_job_view("/tmp/kws-selftest", None)
         jobns.drop_privileges()
+        jobns.deny_keyrings()
         problems = _namespace_problems()
         if problems:
             os.write(w, ("; ".join(problems)).encode()[:500])

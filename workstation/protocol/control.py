@@ -12,8 +12,10 @@ union is dropped by the reader (:func:`decode_from_server`), never half-read.
 
 The job's channel to the server (a pipe the harness writes, task code can write too) is
 text, parsed strictly by :func:`parse_job_line`: ``I 1`` / ``I 0`` (a task file's import
-begins / ends) and ``V <sha256 of step-<i>.json> <sha256 of step-<i>.npz, or ->`` (the
-step that just ended). Anything else on it is task code writing on kws's channel.
+begins / ends), ``W 1`` / ``W 0`` (kws's simulated load begins / ends: the ``test_stretch``
+setting only; the server refuses it otherwise) and ``V <sha256 of step-<i>.json> <sha256
+of step-<i>.npz, or ->`` (the step that just ended). Anything else on it is task code
+writing on kws's channel: the server ends the job (:mod:`workstation.harness.custody`).
 
 Custody: the server counts the ``V`` messages of a job itself (the first is step 0, the
 next step 1, ...); the job never names the step. For each it stops every process of the
@@ -120,7 +122,14 @@ class Verified(msgspec.Struct, tag="verified", tag_field="op", frozen=True):
 
 
 class CpuUsage(msgspec.Struct, tag="cpu", tag_field="op", frozen=True):
-    """A running job's CPU seconds (:func:`workstation.harness.procs.job_cpu_seconds`)."""
+    """A running job's CPU seconds (:func:`workstation.harness.procs.read_job`) and its
+    *blocked* seconds (``blocked_s``): wall time in which no thread of the job ran or
+    waited to run, less the time it waited on kws (hand-overs, the simulated load), summed
+    over the intervals between readings (:class:`workstation.harness.custody.ServerJob`),
+    and its *runnable* seconds (``runnable_s``): wall time its threads spent waiting on a
+    run queue instead of computing (a busy machine), summed the same way.
+    ``import_cpu_s`` / ``import_wall_s``: of its task-file imports (``importing``: one runs
+    now)."""
 
     id: int
     seq: int
@@ -128,15 +137,19 @@ class CpuUsage(msgspec.Struct, tag="cpu", tag_field="op", frozen=True):
     import_cpu_s: float
     import_wall_s: float
     importing: bool
+    blocked_s: float = 0.0
+    runnable_s: float = 0.0
 
 
 class Exited(msgspec.Struct, tag="exited", tag_field="op", frozen=True):
     """A job ended: ``status`` its exit code or minus the signal; ``killed`` when the server
-    killed it on request."""
+    killed it (on request, or because it broke its channel's protocol: ``ended`` says why,
+    "" otherwise)."""
 
     id: int
     status: int
     killed: bool = False
+    ended: str = ""
 
 
 class CheckRun(msgspec.Struct, tag="run", tag_field="op", frozen=True):
@@ -215,15 +228,15 @@ def decode_from_check_server(line: bytes | str) -> Any:
 
 
 _SHA = r"[0-9a-f]{64}"
-_JOB_LINE = re.compile(rb"^(?:I ([01])|V (" + _SHA.encode() + rb") (" + _SHA.encode() + rb"|-))$")
+_JOB_LINE = re.compile(rb"^(?:([IW]) ([01])|V (" + _SHA.encode() + rb") (" + _SHA.encode() + rb"|-))$")
 
 
 def parse_job_line(line: bytes) -> tuple[str, Any] | None:
-    """``("I", True|False)``, ``("V", (json_sha256, npz_sha256))`` or None for a line kws's
-    harness never writes (task code on the channel)."""
-    m = _JOB_LINE.match(line)
+    """``("I", True|False)``, ``("W", True|False)``, ``("V", (json_sha256, npz_sha256))``
+    or None for a line kws's harness never writes (task code on the channel)."""
+    m = _JOB_LINE.fullmatch(line)
     if m is None:
         return None
     if m.group(1) is not None:
-        return "I", m.group(1) == b"1"
-    return "V", (m.group(2).decode(), m.group(3).decode())
+        return m.group(1).decode(), m.group(2) == b"1"
+    return "V", (m.group(3).decode(), m.group(4).decode())

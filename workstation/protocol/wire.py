@@ -144,6 +144,7 @@ class StepResult:
         arrays: the step's other named arrays.
         seconds: wall seconds of the step's task call(s).
         cpu_s: CPU seconds of the step (the job's processes; imports excluded).
+        step_seconds: wall seconds of the whole step, imports included.
         imports: task file -> its import's seconds, for files imported in this step.
         notes: what backend layers observed, for the report.
         verified: what the fork server saw changed in the job after this step (None: not
@@ -161,6 +162,7 @@ class StepResult:
     seconds: float
     kind: str = ""
     cpu_s: float = 0.0
+    step_seconds: float = 0.0
     imports: dict[str, ImportTime] = field(default_factory=dict)
     notes: list[Note] = field(default_factory=list)
     verified: list[str] | None = None
@@ -171,7 +173,8 @@ class StepResult:
                  extra: Extra) -> StepResult:
         """The step result of a decoded document."""
         return cls(index=index, ok=doc.ok, error=doc.error, outputs=outputs, extra=extra, arrays=arrays,
-                   seconds=doc.seconds, kind=doc.kind, cpu_s=doc.cpu_s, imports=dict(doc.imports),
+                   seconds=doc.seconds, kind=doc.kind, cpu_s=doc.cpu_s, step_seconds=doc.step_seconds,
+                   imports=dict(doc.imports),
                    notes=list(doc.notes))
 
 

@@ -40,6 +40,7 @@ from __future__ import annotations
 import functools
 import os
 import shutil
+import socket
 import stat
 import subprocess
 import sys
@@ -276,12 +277,20 @@ def _minor_of(bus: str) -> str | None:
     return None
 
 
+def sandbox_hostname() -> str:
+    """The host name task code sees: the machine's own (what a task on this box would see
+    outside kws, so the name does not tell kws's sandbox apart), or ``localhost`` when it
+    has none a UTS namespace accepts (empty, or over 64 bytes)."""
+    name = socket.gethostname()
+    return name if 0 < len(name.encode()) <= 64 else "localhost"
+
+
 def sandbox_argv(bwrap: str, *, jobs: Path, caches: Path, pkg_dir: Path, gpu: list[str] | None = None) -> list[str]:
     """The bwrap command line before ``--`` (see the module doc): ``jobs`` and ``caches``
     are the run's host folders bound writable at :data:`JOBS` / :data:`CACHES`,
     ``pkg_dir`` the ``workstation`` package bound read-only under :data:`KWS_LIB`, ``gpu``
     the device binds of :func:`gpu_binds`."""
-    argv = [bwrap, *NAMESPACE_FLAGS, "--cap-drop", "ALL", *_cap_args(), "--hostname", "kws-sandbox"]
+    argv = [bwrap, *NAMESPACE_FLAGS, "--cap-drop", "ALL", *_cap_args(), "--hostname", sandbox_hostname()]
     for d in SYSTEM_DIRS:
         if os.path.islink(d):
             argv += ["--symlink", os.readlink(d), d]

@@ -36,19 +36,23 @@ class JobResult:
 
     ``status``: ``"ok"`` (exited 0 with every step's result), ``"exit"`` (exited before
     reporting every result: non-zero, or 0 from task code's ``os._exit``), ``"signal"``
-    (killed by a signal it raised or received, e.g. SIGABRT, SIGSEGV, SIGXFSZ, or the
-    memory cap's OOM kill), ``"timeout"`` (killed by kws at a limit).
+    (killed by a signal it raised or received, e.g. SIGABRT, SIGSEGV, SIGXFSZ, the memory
+    cap's OOM kill, or the fork server ending a job that broke its channel's protocol),
+    ``"timeout"`` (killed by kws at a limit), ``"cancelled"`` (killed by kws because the
+    caller's ``abandon`` hook said so: ``cancel_reason``).
     ``steps[i]`` is ``None`` for a step that never finished or whose result was refused
     (``forged[i]`` says why); ``died_in_step`` is the step running when the process died
     (or ``None``). ``limit`` names the limit that fired: ``"step"`` (the step's CPU budget,
-    ``step_timeout_s``), ``"import"`` (the job's import CPU budget, ``import_budget_s``,
-    while importing ``import_file``), ``"wall"`` (the wall-clock backstop,
-    :func:`~workstation.runner.limits.wall_backstop`), ``"job"`` (the job's wall-clock
-    limit), ``"memory"``, ``"fsize"`` or ``""``. Only ``"step"`` says the code computed past
-    its budget; ``"wall"``, ``"job"`` and ``"import"`` say nothing about a hang. ``cpu_s``:
-    the job's CPU seconds at its last reading (``step_cpu_s``: of the step that was running,
-    imports excluded; ``import_cpu_s``: of its imports). ``seconds``: wall time of the whole
-    job.
+    ``step_timeout_s``), ``"blocked"`` (the step's wait budget, ``wait_s``: it was blocked
+    ``step_blocked_s`` seconds), ``"import"`` (the job's import CPU budget,
+    ``import_budget_s``, while importing ``import_file``), ``"wall"`` (the wall-clock
+    backstop, :func:`~workstation.runner.limits.wall_backstop`), ``"job"`` (the job's
+    wall-clock limit), ``"cancelled"``, ``"channel"`` (the fork server ended it: ``ended``
+    says why), ``"memory"``, ``"fsize"`` or ``""``. Only ``"step"`` and ``"blocked"`` say
+    the code ran or waited past its budget; ``"wall"``, ``"job"`` and ``"import"`` say
+    nothing about a hang. ``cpu_s``: the job's CPU seconds at its last reading
+    (``step_cpu_s``: of the step that was running, imports excluded; ``import_cpu_s``: of
+    its imports). ``seconds``: wall time of the whole job.
     """
 
     status: str
@@ -74,6 +78,10 @@ class JobResult:
     import_cpu_s: float | None = None
     import_budget_s: float | None = None
     import_file: str = ""
+    step_blocked_s: float | None = None
+    wait_s: float | None = None
+    cancel_reason: str = ""
+    ended: str = ""
 
     @property
     def died(self) -> bool:
@@ -83,6 +91,10 @@ class JobResult:
         """One sentence for a job that did not end normally, naming the limit that fired."""
         if self.status == "timeout":
             return self._describe_limit()
+        if self.status == "cancelled":
+            return f"was stopped by kws: {self.cancel_reason}"
+        if self.limit == "channel":
+            return f"was ended by kws's fork server: {self.ended}"
         if self.status == "signal":
             extra = ""
             if self.signal_name == "SIGXFSZ":
@@ -99,15 +111,19 @@ class JobResult:
         if self.limit == "step" and self.step_timeout_s is not None:
             return (f"did not finish within its {self.step_timeout_s:g} CPU s step budget (KWS_STEP_TIMEOUT) "
                     "and was killed")
+        if self.limit == "blocked" and self.wait_s is not None:
+            return (f"was blocked for {self.step_blocked_s or 0:.0f} s (off the CPU and not waiting for it: a sleep, "
+                    f"a blocked read or wait, a deadlock), over its wait budget of {self.wait_s:g} s, and was killed")
         if self.limit == "import":
             what = f"the import of {self.import_file}" if self.import_file else "the import of a task file"
             return (f"{what} did not finish within the job's {self.import_budget_s or 0:g} CPU s import budget "
                     "(KWS_IMPORT_BUDGET) and was stopped")
         if self.limit == "wall" and self.step_timeout_s is not None:
             used = f" after {self.step_cpu_s:.1f} CPU s" if self.step_cpu_s is not None else ""
-            return (f"was stopped by the wall-clock backstop ({limits.wall_backstop(self.step_timeout_s):g} s for "
-                    f"its {self.step_timeout_s:g} CPU s budget){used}: it waited without computing, or the machine "
-                    "was too loaded to judge it; not a hang")
+            guard = max(self.step_timeout_s, self.wait_s or 0.0)
+            return (f"was stopped by the wall-clock backstop ({limits.wall_backstop(guard):g} s for its "
+                    f"{self.step_timeout_s:g} CPU s budget, less the time it waited for a busy CPU){used}: kws "
+                    "lost track of it (its readings stopped coming); not a hang")
         return f"did not finish within the job's {self.timeout_s:g} s wall-clock limit and was stopped"
 
 
@@ -117,7 +133,9 @@ class JobEnd:
     ``""`` when it exited by itself), ``status`` (the fork server's ``Exited.status``: the
     exit code, or minus the signal; None when no exit was reported), ``oom`` (the memory
     cgroup counted an OOM kill meanwhile), ``seconds`` (wall time of the job), ``timeout``
-    (its wall-clock limit) and ``step_timeout`` (the running step's CPU budget)."""
+    (its wall-clock limit) and ``step_timeout`` (the running step's CPU budget);
+    ``ended``: why the fork server ended it ("" when it did not); ``cancel_reason``: what
+    the ``abandon`` hook said (``fired`` ``"cancelled"``)."""
 
     fired: str
     status: int | None
@@ -125,6 +143,8 @@ class JobEnd:
     seconds: float
     timeout: float
     step_timeout: float | None
+    ended: str = ""
+    cancel_reason: str = ""
 
 
 _NOT_HANDED_OVER = ("the job did not hand the step over to kws's fork server (task code closed or took over kws's "
@@ -187,8 +207,12 @@ def _read_steps(out_fd: int, out: Path, n: int, records: dict[int, list[control.
 
 def _outcome(end: JobEnd, steps: list[StepResult | None]) -> tuple[str, int | None, str | None, str]:
     """(status, exit code, signal name, limit) of :class:`JobResult` for a job that ended so."""
+    if end.fired == "cancelled":
+        return "cancelled", None, "SIGKILL", "cancelled"
     if end.fired:
         return "timeout", None, "SIGKILL", end.fired
+    if end.ended:
+        return "signal", None, "SIGKILL", "channel"
     if end.status is None:
         return "exit", None, None, ""
     if end.status < 0:
@@ -218,4 +242,5 @@ def collect(out_fd: int, out: Path, n: int, records: dict[int, list[control.Veri
         seconds=end.seconds, stdout_tail=so, stderr_tail=se, stdout_bytes=so_n,
         stderr_bytes=se_n, timeout_s=end.timeout, step_timeout_s=end.step_timeout, limit=limit,
         memory_note=memory_note, wire_errors=wire_errors, forged=forged, forged_changes=forged_changes,
+        cancel_reason=end.cancel_reason, ended=end.ended,
     )

@@ -13,7 +13,9 @@ Isolation (``sandbox="bwrap"``, the default; see :mod:`workstation.runner.bwrap`
   write is a size-capped tmpfs of its own (its job folder, ``/tmp``, ``/dev/shm``,
   ``/var/tmp``: the ``job_disk_bytes``, ``job_tmp_bytes`` and ``job_shm_bytes``
   settings), the job folder mounted by the fork server and read here through its view
-  (``/proc/<server>/root``);
+  (``/proc/<server>/root``), or its principal's compiler cache; its ``/dev`` is its own
+  (the few nodes task code needs), the sandbox's root read-only, the kernel's keyrings
+  refused;
 - jobs of one *principal* only: the runner runs steps of one role (``candidate``,
   ``reference``, ...) per job (:func:`workstation.protocol.steps.principal`), so a
   candidate job and a reference job never share a process, a file or a namespace;
@@ -28,12 +30,15 @@ Isolation (``sandbox="bwrap"``, the default; see :mod:`workstation.runner.bwrap`
 - a job is killed whole at its limits; when kws exits (even by ``SIGKILL``) the sandbox
   and everything in it ends;
 - step budgets are CPU seconds (user + system) of every process of the job, as the fork
-  server reads them from ``/proc`` (:func:`workstation.harness.procs.job_cpu_seconds`),
-  so a loaded machine slows a job without changing what stops it; the imports of task files
-  are charged to the job's import budget instead (the ``import_budget`` setting); a
-  wall-clock backstop (:func:`~workstation.runner.limits.wall_backstop`: 10 x the CPU budget
-  + 30 s) bounds a step that waits without computing, and what it alone stops has limit
-  ``"wall"``, never ``"step"`` (:class:`~workstation.runner.limits.BudgetWatch`);
+  server reads them from ``/proc`` (:func:`workstation.harness.procs.read_job`), so a
+  loaded machine slows a job without changing what stops it; the imports of task files are
+  charged to the job's import budget instead (the ``import_budget`` setting); a step's
+  *wait budget* bounds its blocked seconds (no thread of the job running or waiting to run:
+  a sleep, a blocked read, a deadlock), which load does not inflate either (limit
+  ``"blocked"``); a wall-clock backstop (:func:`~workstation.runner.limits.wall_backstop`:
+  10 x the larger budget + 30 s) guards against kws's own faults, and what it alone stops
+  has limit ``"wall"`` (:class:`~workstation.runner.limits.BudgetWatch`); a caller's
+  ``abandon`` hook ends a running job it no longer needs (its principal hung meanwhile);
 - the task folder is copied without following it anywhere (:mod:`workstation.runner.taskcopy`);
   results are read as hostile input, bounded per job (:mod:`workstation.protocol.wire`);
 - custody: after every step the fork server stops the whole job, checks it from outside
@@ -209,6 +214,8 @@ class Runner:
         step_budgets: list[float | None] | None = None,
         import_budget: float | None = None,
         target: str | None = None,
+        wait_budgets: list[float | None] | None = None,
+        abandon: Callable[[int], str] | None = None,
     ) -> JobResult:
         """Run ``steps`` in one isolated child on a copy of ``task_dir``
         (``helper_dirs``: the queue's shared helper folders, put on the child's path).
@@ -217,12 +224,16 @@ class Runner:
             task_dir: the task folder (copied; never modified, never visible to the job).
             steps: the harness steps (:mod:`workstation.protocol.steps`), run in order in
                 one process; all of one principal.
-            timeout: wall-clock limit for the whole job, seconds.
+            timeout: wall-clock limit for the whole job, seconds, counted without the time
+                the job waited on a run queue (a busy machine; :class:`BudgetWatch`).
             step_timeout: CPU budget of any one step, CPU seconds of all the job's processes
                 with its imports excluded (None: no budget); a step also stops at its
                 wall-clock backstop (:func:`~workstation.runner.limits.wall_backstop`).
             step_budgets: per step, a CPU budget overriding ``step_timeout`` (None entries:
                 ``step_timeout``).
+            wait_budgets: per step, its wait budget in blocked seconds (wall time in which
+                no thread of the job ran or waited to run; None entries, or None: the
+                step's CPU budget).
             import_budget: CPU seconds the job's task-file imports may take together (and
                 their backstop, :func:`~workstation.runner.limits.wall_backstop` of it, in
                 wall seconds); None: the ``import_budget`` setting.
@@ -235,6 +246,10 @@ class Runner:
             cancel: called once the job is admitted (counted as running), before it
                 starts; a non-empty string cancels it (:class:`JobCancelled`): e.g. its
                 principal hung while it waited.
+            abandon: called while the job runs (every
+                :data:`~workstation.runner.limits.CPU_POLL_S`) with the index of the running
+                step (-1 before the first); a non-empty string kills the job, which ends
+                with status ``"cancelled"`` and that string as ``cancel_reason``.
             target: the task's declared ``[target] device`` (``Task.extensions.target``;
                 None: none declared), what the job child's device stand-in answers as.
 
@@ -247,14 +262,16 @@ class Runner:
         roles = {"entry": dict(entry or {}), "out_args": list(out_args or []), "inout_args": list(inout_args or []),
                  "helper_dirs": [str(h) for h in helper_dirs or ()], "target": target}
         budgets = [b if b is not None else step_timeout for b in (step_budgets or [None] * len(steps))]
-        if len(budgets) != len(steps):
-            raise ValueError(f"{len(budgets)} step budgets for {len(steps)} steps")
+        waits = [w if w is not None else b for w, b in zip(wait_budgets or [None] * len(steps), budgets, strict=False)]
+        if len(budgets) != len(steps) or len(waits) != len(steps):
+            raise ValueError(f"{len(budgets)} step budgets and {len(waits)} wait budgets for {len(steps)} steps")
         imp = import_budget if import_budget is not None else settings.current().import_budget
         with self.admission.admitted(exclusive):
             why = cancel() if cancel is not None else ""
             if why:
                 raise JobCancelled(why)
-            return self._run(task_dir, steps, roles, timeout, budgets, imp, principal, cache_key)
+            watch = BudgetWatch(budgets, imp, timeout, time.monotonic(), waits)
+            return self._run(task_dir, steps, roles, watch, principal, cache_key, abandon)
 
     def _paths(self, jid: int, principal: str, cache_key: str) -> JobPaths:
         """The job's folder and cache, and the paths the server and the job see (the host
@@ -303,8 +320,8 @@ class Runner:
                               home=paths.home, cache_root=paths.cache_view, steps=n, limits=rlimits,
                               disk_bytes=disk, tmp_bytes=cfg.job_tmp_bytes, shm_bytes=cfg.job_shm_bytes)
 
-    def _run(self, task_dir: Path, steps: list[Step], roles: dict[str, Any], timeout: float,
-             budgets: list[float | None], import_budget: float, principal: str, cache_key: str) -> JobResult:
+    def _run(self, task_dir: Path, steps: list[Step], roles: dict[str, Any], watch: BudgetWatch, principal: str,
+             cache_key: str, abandon: Callable[[int], str] | None = None) -> JobResult:
         if self.server.closed:
             raise RunnerError("runner is closed")
         self.start()
@@ -327,14 +344,13 @@ class Runner:
             except RunnerError:
                 self.server.forget(jid)
                 raise
-            t0 = time.monotonic()
+            t0 = watch.t0 = time.monotonic()
             if disk:  # the job's folder is on its own tmpfs, seen through the server's view
-                w.started.wait(timeout)
+                w.started.wait(watch.timeout)
                 os.close(out_fd)
                 out_fd = -1
                 out_fd = open_dir(Path(f"{self.server.view_root}{paths.jobdir}/out"))
-            watch = BudgetWatch(budgets, import_budget, timeout, t0)
-            fired = self._watch(jid, w, out_fd, n, watch)
+            fired, why = self._watch(jid, w, out_fd, n, watch, abandon)
             if fired:
                 self._kill(jid, w)
             seconds = time.monotonic() - t0
@@ -343,11 +359,13 @@ class Runner:
                 raise RunnerError("the kws fork server died while a job ran: "
                                   + read_tail_path(self.server.log)[-1500:])
             end = JobEnd(fired=fired, status=w.status, oom=self.server.oom_kills() - oom_before > 0,
-                         seconds=seconds, timeout=timeout, step_timeout=watch.use.budget)
+                         seconds=seconds, timeout=watch.timeout, step_timeout=watch.use.budget, ended=w.ended,
+                         cancel_reason=why)
             res = collect(out_fd, work / "out", n, w.verified, end, result_bytes=settings.current().result_bytes,
                           verify_on=self.device.verifier, memory_note=self.server.memory_note)
             res.cpu_s, res.step_cpu_s, res.import_cpu_s = watch.use.cpu_s, watch.use.step_cpu_s, watch.use.import_cpu_s
-            res.import_budget_s = import_budget
+            res.step_blocked_s, res.wait_s = watch.use.step_blocked_s, watch.use.wait
+            res.import_budget_s = watch.import_budget
             if fired == "import":
                 res.import_file = read_tail(out_fd, "importing.txt", 500)[0].strip()
             return res
@@ -358,25 +376,31 @@ class Runner:
                 self.server.try_send(control.ReleaseJob(id=jid))
             shutil.rmtree(work, ignore_errors=True)
 
-    def _watch(self, jid: int, w: Waiter, out_fd: int, n: int, watch: BudgetWatch) -> str:
-        """Wait for job ``jid`` of ``n`` steps to exit. Returns the limit that fired, or
-        ``""`` when it exited by itself: ``"job"`` (its wall-clock limit) or what
-        :meth:`BudgetWatch.fired <workstation.runner.limits.BudgetWatch.fired>` says. A step
-        runs from when its ``.start`` file appears; the fork server is asked for a CPU
-        reading every :data:`~workstation.runner.limits.CPU_POLL_S`."""
+    def _watch(self, jid: int, w: Waiter, out_fd: int, n: int, watch: BudgetWatch,
+               abandon: Callable[[int], str] | None = None) -> tuple[str, str]:
+        """Wait for job ``jid`` of ``n`` steps to exit. Returns (the limit that fired, or
+        ``""`` when it exited by itself; why ``abandon`` stopped it, or ""): ``"job"`` (its
+        wall-clock limit), ``"cancelled"`` (``abandon`` said so for the running step) or
+        what :meth:`BudgetWatch.fired <workstation.runner.limits.BudgetWatch.fired>` says. A
+        step runs from when its ``.start`` file appears; the fork server is asked for a CPU
+        reading every :data:`~workstation.runner.limits.CPU_POLL_S`, and ``abandon`` is
+        asked as often."""
         while not w.exited.wait(0.05):
             now = time.monotonic()
             if watch.past_job_limit(now):
-                return "job"
+                return "job", ""
             while watch.current + 1 < n and exists(out_fd, f"step-{watch.current + 1}.start"):
                 watch.step_began(now)
             seq = watch.next_ask(now)
             if seq is not None:
                 self.server.try_send(control.CpuAsk(id=jid, seq=seq))
+                why = abandon(watch.current) if abandon is not None else ""
+                if why:
+                    return "cancelled", why
             fired = watch.fired(now, w.cpu)
             if fired:
-                return fired
-        return ""
+                return fired, ""
+        return "", ""
 
     def _kill(self, jid: int, w: Waiter) -> None:
         """Have the fork server kill job ``jid`` and wait until it reports the job gone.

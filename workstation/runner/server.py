@@ -74,7 +74,8 @@ class Waiter:
     (set on ``Started``, and on the end), ``exited`` (set on ``Exited`` or when the server
     is gone), the ``Verified`` hand-over records by step, the latest ``CpuUsage``, the exit
     ``status`` (the exit code or minus the signal; None when none came), whether the server
-    ``killed`` it on request, and ``server_gone``."""
+    ``killed`` it (on request, or ``ended``: why it ended a job that broke its channel's
+    protocol), and ``server_gone``."""
 
     started: threading.Event = field(default_factory=threading.Event)
     exited: threading.Event = field(default_factory=threading.Event)
@@ -82,6 +83,7 @@ class Waiter:
     cpu: control.CpuUsage | None = None
     status: int | None = None
     killed: bool = False
+    ended: str = ""
     server_gone: bool = False
 
     def hear(self, msg: control.FromServer) -> None:
@@ -95,6 +97,7 @@ class Waiter:
         elif isinstance(msg, control.Exited):
             self.status = msg.status
             self.killed = msg.killed
+            self.ended = msg.ended
             self.started.set()
             self.exited.set()
 

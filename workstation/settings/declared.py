@@ -209,9 +209,11 @@ SETTINGS: tuple[Setting, ...] = (
     Setting("step_timeout", "KWS_STEP_TIMEOUT", "step_timeout", 30.0, "30", "CPU s",
             "CPU budget of one step of a job (user + system seconds of all its processes, imports "
             "excluded); a candidate's call gets max(this, 20 x the reference's CPU on that case and seed). "
-            "A step over it is re-run once with twice the budget, and only a candidate over that too "
-            "is said to hang. A wall-clock backstop of 10 x the budget + 30 s also stops a step: what "
-            "it alone stops is not judged, never a hang.", seconds),
+            "A step runs with twice its budget; over that it hangs. It is also the floor of a step's wait "
+            "budget: seconds blocked (no thread of the job running or waiting to run: a sleep, a blocked "
+            "read, a deadlock), max(this, the CPU budget, 20 x the reference's wall on the case for a "
+            "candidate's call); past it a step hangs at once. A wall-clock backstop of 10 x the larger "
+            "budget + 30 s guards against kws's own faults: what it alone stops is not judged.", seconds),
     Setting("import_budget", "KWS_IMPORT_BUDGET", "import_budget", 120.0, "120", "CPU s",
             "CPU budget of the task-file imports of one job, apart from its steps' budgets (wall "
             "backstop: 10 x it + 30 s); an import past it leaves the checks that needed it not "
