@@ -16,7 +16,7 @@ field, spelled in snake_case:
   into the field of its name of ``extra.monitors``,
   :class:`~workstation.protocol.extras.monitors.MonitorReports`): ``aten_ops``,
   ``triton_launches``, ``triton_launch_records``, ``num_callers``, ``keep_float64``,
-  ``poison_masked_loads``, ``contract_round``, ``pallas_calls``, ``pallas_strict``.
+  ``poison_masked_loads``, ``poison_stores``, ``contract_round``, ``pallas_calls``, ``pallas_strict``.
 
 Life of a job: checks build the Structs (fields are keyword-only: a misspelled one is a
 ``TypeError`` at once, in the parent); the runner writes :func:`encode_job`'s JSON as the
@@ -228,6 +228,19 @@ class PoisonMaskedLoads(_Monitor, tag="poison_masked_loads", frozen=True, kw_onl
     may on a GPU. Reports ``active`` and ``poisoned_lanes``."""
 
 
+class PoisonStores(_Monitor, tag="poison_stores", frozen=True, kw_only=True):
+    """While the role runs under the Triton interpreter, every ``tl.store`` and atomic of its
+    kernels writes poison (NaN payloads, 0x5A bytes) into memory instead of its value, while
+    the kernels read their own stores back unpoisoned (a shadow of what they stored): only
+    code outside the kernels sees poison where they wrote
+    (:mod:`workstation.harness.interp_ops`). With ``repeat`` > 1, ``from_call`` is the first
+    call (1-based) whose stores are poisoned: the earlier ones run plainly (a result kept from
+    them and returned again holds plain values). Reports ``active``, ``stores``, ``elements``,
+    ``atomics``, ``exempt`` and ``restored``."""
+
+    from_call: int = 1
+
+
 class NumCallers(_Monitor, tag="num_callers", frozen=True, kw_only=True):
     """Count Python calls into functions defined in the task file ``file`` (path relative
     to the task folder) while the call runs (:mod:`workstation.harness.numerics`)."""
@@ -250,7 +263,7 @@ class PallasStrict(_Monitor, tag="pallas_strict", frozen=True, kw_only=True):
 
 
 Monitor = (AtenOps | TritonLaunches | TritonLaunchRecords | NumCallers | PallasCalls | PallasStrict | KeepFloat64
-           | PoisonMaskedLoads | ContractRound)
+           | PoisonMaskedLoads | PoisonStores | ContractRound)
 
 
 # ----------------------------------------------------------------------------- steps
