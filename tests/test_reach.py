@@ -128,3 +128,10 @@ def test_a_tensor_rebound_through_contiguous_or_a_cast_keeps_its_shape():
     assert g is not None and isinstance(entry, ast.FunctionDef)
     assert reach.evaluate(mod, g, entry, [reach.TensorView((2, 33), reach.Dtype("float32"), (33, 1))]) is True
     assert reach.evaluate(mod, g, entry, [reach.TensorView((2, 64), reach.Dtype("float32"), (64, 1))]) is False
+
+
+def test_helpers_that_call_each_other_end_the_walk():
+    src = "import torch\n\ndef a(x):\n    return b(x)\n\ndef b(x):\n    if x.dim() > 1:\n        return a(x)\n    return torch.relu(x)\n\ndef f(x):\n    return x\n"
+    tree = ast.parse(src)
+    mod = SourceFile(Path("/t/c.py"), "c.py", src, tree, _aliases(tree), _imports(tree))
+    assert reach.guards(mod, "f", "b", 9) is None  # not reached from the entry: no guard, no endless walk

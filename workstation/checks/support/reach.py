@@ -55,6 +55,8 @@ _DTYPE_ALIASES = {"half": "float16", "float": "float32", "double": "float64", "b
 #: tensor methods that cast: method -> dtype.
 _CASTS = {"float": "float32", "half": "float16", "double": "float64", "bfloat16": "bfloat16", "int": "int32",
           "long": "int64", "bool": "bool"}
+#: helper calls followed from the entry to the line.
+MAX_DEPTH = 2
 #: candidates kept by :func:`search`.
 MAX_FOUND = 3
 
@@ -192,10 +194,11 @@ def _expr_conds(node: ast.AST, line: int, text: str | None = None,
     return out
 
 
-def guards(mod: SourceFile, entry: str, function: str, line: int, text: str | None = None) -> Guard | None:
+def guards(mod: SourceFile, entry: str, function: str, line: int, text: str | None = None,
+           depth: int = 0) -> Guard | None:
     """The guard of ``line`` in ``function`` reached from ``entry`` (module doc), or None when
     the line is not reached that way (an except handler, a function not called from the
-    entry by name, a helper more than two calls deep)."""
+    entry by name, a helper more than :data:`MAX_DEPTH` calls deep)."""
     defs = mod.top_level_defs()
     fn = defs.get(function)
     if not isinstance(fn, ast.FunctionDef):
@@ -212,7 +215,9 @@ def guards(mod: SourceFile, entry: str, function: str, line: int, text: str | No
             continue
         for sub in ast.walk(caller):
             if isinstance(sub, ast.Call) and isinstance(sub.func, ast.Name) and sub.func.id == function:
-                outer = guards(mod, entry, caller_name, sub.lineno) if caller_name != entry else Guard(
+                if caller_name != entry and depth >= MAX_DEPTH:
+                    continue
+                outer = guards(mod, entry, caller_name, sub.lineno, depth=depth + 1) if caller_name != entry else Guard(
                     [(t, w, caller) for t, w in (_block_conds(caller.body, sub.lineno) or [])])
                 if outer is None:
                     continue
