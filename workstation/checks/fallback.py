@@ -303,7 +303,7 @@ class Fallback(Check):
         findings.extend(self._unseen(ctx, [h for h in scan.hits if not (
             h.kind in ("framework-op", "method") and (h.family in delegates or h.name.split(".")[-1] in delegates))],
             confirmed, fault_raised, seed))
-        if not any(f.severity in ("fail", "warn") for f in findings):
+        if not any(f.severity in ("fail", "warn") for f in findings) and not work:
             findings.append(self.finding(
                 ctx, "info",
                 f"{label}: {launches} Triton launch(es) ({', '.join(f'{k} x{v}' for k, v in kernels.items()) or 'none'})"
