@@ -213,3 +213,18 @@ def test_profile_confirms_a_replay_with_poisoned_stores_and_passes_the_honest_tw
     assert result(good, "profile").status == "pass", [x.summary for x in findings(good, "profile")]
     for res in (bad, good):
         assert not [x for x in findings(res, "profile") if x.severity == "warn"]
+
+
+#: never launches its kernel: the whole answer comes from an op the task lets it delegate to.
+DELEGATED_ONLY = KERNEL + """
+def add(x, y):
+    return torch.add(x, y)
+"""
+
+
+def test_profile_fails_a_run_of_delegated_ops_only_when_poisoned_stores_confirm_it(runner, tmp_path):
+    extra = '\n[delegation]\nops = ["aten::add"]\n'
+    res = run_checks(_task(tmp_path, "delegated", DELEGATED_ONLY, entry_extra=extra), runner, only=["profile"])
+    f = next((f for f in findings(res, "profile") if f.severity == "fail"), None)
+    assert f is not None and "delegated framework ops alone" in f.summary, [x.summary for x in findings(res, "profile")]
+    assert not [x for x in findings(res, "profile") if x.severity == "warn"]
