@@ -2,12 +2,18 @@
 
 from __future__ import annotations
 
+import ast
 from collections.abc import Mapping
 from typing import Any
 
 import msgspec
 
+from workstation.checks.support import reach
+from workstation.checks.support.costmodel import CostModel
+from workstation.checks.support.kernelwork import CaseWork, kernel_work
+from workstation.checks.support.legal import int_params
 from workstation.checks.support.static import HEAVY, StaticHit, aten_family, scan_fallback
+from workstation.checks.support.trials import cheapest_per_dtype
 from workstation.engine.check import Check, Finding, Skip, register
 from workstation.engine.context import CallOutcome, CheckContext, case_label
 from workstation.protocol.extras.calls import CallExtra, FaultCallExtra
@@ -15,14 +21,17 @@ from workstation.protocol.extras.monitors import (
     AtenOpCount,
     AtenOpsReport,
     AtenProfile,
+    NumCallersReport,
     ProfiledOpCount,
     TritonLaunchesReport,
 )
-from workstation.protocol.steps import AtenOps, FaultCallStep, TritonLaunches
+from workstation.protocol.steps import AtenOps, FaultCallStep, NumCallers, TritonLaunches
 
 #: an aten op "works on the full problem" when its largest operand has at least this
 #: fraction of the elements of the largest task tensor (inputs and reference outputs).
 FULL_PROBLEM_FRACTION = 0.25
+#: derived cases run (traced) to reach a framework call read in the source.
+DERIVE_TRIES = 2
 #: aten ops that only allocate, copy, view or fill: never "the work".
 BOOKKEEPING = {
     "empty", "empty_like", "empty_strided", "new_empty", "new_empty_strided", "zeros", "zeros_like", "ones",
@@ -106,7 +115,7 @@ class Fallback(Check):
         it reaches by name (calls, and functions passed as values), `@triton.jit` kernels
         excluded, for framework calls that do work (`torch.matmul`, `@`, `F.linear`,
         `F.softmax`, `F.layer_norm`, `torch.einsum`, `torch.bmm`, `F.gelu`, `.sum()` / `.mean()`
-        / `.max()`..., names resolved through the module's imports), for uses of the task's
+        / `.max()`, numpy..., names resolved through the module's imports), for uses of the task's
         reference module, and for `try`/`except` blocks whose body launches a kernel and whose
         handler calls the framework or the reference. Dynamically, on the first declared case:
         the candidate runs under a `TorchDispatchMode` that lists the aten ops it issues (count,
@@ -124,8 +133,13 @@ class Fallback(Check):
         | backend `triton`, no Triton launch completed, and the output came from aten ops (named, with counts; the launch error and the except line when there was one) | `fail` |
         | with every launch failing the candidate still returns (within tolerance or not), and which ops computed it | `fail` |
         | matmul / softmax / norm aten ops on the full problem next to Triton launches, where the reference's own work is of that family | `fail` |
-        | other aten compute on the full problem next to Triton launches | `warn` |
-        | a static hit not seen at run time (a size- or device-dependent path, an except that did not fire): with its line | `warn` |
+        | other aten compute on the full problem next to Triton launches, and output elements that no kernel store produced (the candidate run again with every kernel store poisoned, `kernel-work`'s run) | `fail` |
+        | the same where the kernels' stores produced every output element (the op feeds or finishes their work) | `info` |
+        | a framework call read in the source but not seen at run time (a size-, dtype- or device-dependent path): kws reads the branch that guards it (comparisons of sizes, `%` remainders, dtype tests, early returns, through helper calls), derives a legal case from `[params]` and the task's dtypes that satisfies it, and runs it traced and with poisoned stores; reached there with output elements no kernel produced, or with no kernel launch, or a reference call seen at run time | `fail` |
+        | reached there and the kernels produced every output element | `info` |
+        | behind a branch that is always false (`and False`), or only for a dtype the task does not take | `info` |
+        | no legal case derived reaches it (or its branch cannot be read) | not judged, naming the call and the branch |
+        | an except handler around a launch that did not return a framework result when every launch failed | `info` |
         | launches per kernel, no full-size aten compute, raises when launches fail | `info` |
         | backend `torch` | `skip`: a torch candidate legitimately uses aten ops; fallback applies to non-torch backends only |
 
@@ -155,6 +169,9 @@ class Fallback(Check):
         dynamic and static alike; fallback judges the rest.
 
     Not judged when:
+        a framework call read in the source is reached by no legal case kws derives from the
+        branch that guards it, or that branch cannot be read; full-problem framework compute
+        next to launches could not be checked with poisoned stores (a GPU, another backend);
         the candidate's backend or a library it imports cannot run here (a CUDA candidate without a
         GPU, Pallas without JAX), a traced or fault-injected call was stopped by a limit that says
         nothing about the code, or `make_inputs` is broken on the first declared case: `NotJudged`
@@ -170,7 +187,7 @@ class Fallback(Check):
 
     Forgeable:
         Measured in the job process: the dispatch-mode tracer and an independent recorder (the autograd profiler), Triton launch counts.
-        Still forgeable from inside: work done outside the dispatcher and the profiler (numpy, a C extension of its own) is flagged only when no kernel ran at all.
+        Still forgeable from inside: work done outside the dispatcher and the profiler (numpy, a C extension of its own) on intermediates the kernels then finish (every output element stored by a kernel) is not seen; a branch condition kws cannot read (a value computed at run time, a global switch) leaves its path not judged.
     """
 
     id = "fallback"
@@ -208,7 +225,7 @@ class Fallback(Check):
             findings.append(self.finding(ctx, sev, f"{label}: {who} {out.failure_text()} in the traced run"
                                          + ("" if plain.ok else " (as in a plain run)") + ": no dynamic verdict",
                                          {"case": case, "seed": seed, **out.failure_evidence()}, case=case, seed=seed))
-            findings.extend(self._static_only(ctx, scan.hits, set()))
+            findings.extend(self._listed(ctx, scan.hits))
             return findings
         mon = cand.payload(CallExtra).monitors
         traced = mon.of(AtenOpsReport)
@@ -257,14 +274,15 @@ class Fallback(Check):
                 {**ev_base, **({"source": src} if src else {})}, case=case, seed=seed))
         elif work:
             heavy = {n: r for n, r in work.items() if r["family"] in HEAVY and r["family"] in ref_fams}
-            sev, chosen = ("fail", heavy) if heavy else ("warn", work)
-            src = _first_site(chosen)
-            findings.append(self.finding(
-                ctx, sev,
-                f"{label}: next to {launches} kernel launch(es) the candidate runs framework compute on the full "
-                f"problem: {_ops_text(chosen)}"
-                + (" (the work the reference does with the same ops)" if heavy else ""),
-                {**ev_base, **({"source": src} if src else {})}, case=case, seed=seed))
+            src = _first_site(heavy or work)
+            text = (f"{label}: next to {launches} kernel launch(es) the candidate runs framework compute on the full "
+                    f"problem: {_ops_text(heavy or work)}")
+            ev = {**ev_base, **({"source": src} if src else {})}
+            if heavy:
+                findings.append(self.finding(ctx, "fail", text + " (the work the reference does with the same ops)",
+                                             ev, case=case, seed=seed))
+            else:
+                findings.append(self._confirm_work(ctx, case, seed, text, ev))
         injected_unseen = False
         if inject is not None:
             f = self._fault_finding(ctx, case, seed, inject, ref, triton, scan.hits)
@@ -280,10 +298,12 @@ class Fallback(Check):
                     f"{label}: the fault-injected run reached no Triton launch (" + (
                         "it returned" if inject.ok else inject.failure_text()) + "), so whether the candidate falls "
                     "back to the framework when its kernels fail was not observed")
-        findings.extend(self._static_only(ctx, [h for h in scan.hits if not (
+        fault_raised = (inject is not None and inject.step is not None and not inject.ok
+                        and bool(inject.payload(FaultCallExtra).attempted))
+        findings.extend(self._unseen(ctx, [h for h in scan.hits if not (
             h.kind in ("framework-op", "method") and (h.family in delegates or h.name.split(".")[-1] in delegates))],
-            confirmed))
-        if not any(f.severity in ("fail", "warn") for f in findings):
+            confirmed, fault_raised, seed))
+        if not any(f.severity in ("fail", "warn") for f in findings) and not work:
             findings.append(self.finding(
                 ctx, "info",
                 f"{label}: {launches} Triton launch(es) ({', '.join(f'{k} x{v}' for k, v in kernels.items()) or 'none'})"
@@ -350,32 +370,175 @@ class Fallback(Check):
             ev["source"] = src
         return self.finding(ctx, "fail", summary, ev, case=case, seed=seed)
 
-    def _static_only(self, ctx: CheckContext, hits: list[StaticHit], confirmed: set[str]) -> list[Finding]:
-        """Warn for each static hit no dynamic observation confirmed (one finding per line)."""
+    def _confirm_work(self, ctx: CheckContext, case: dict[str, Any], seed: int, text: str,
+                      ev: dict[str, Any]) -> Finding:
+        """Framework compute on the full problem next to kernel launches, confirmed by
+        poisoned stores (``kernel-work``): output elements no kernel store produced make it a
+        ``fail``; a backend kws cannot poison, or a poisoned run that could not be compared,
+        makes it not judged; kernels that produced every element make it ``info`` (the
+        framework op fed or finished their work)."""
+        work = self._kernel_work(ctx, case, seed, "declared" if case in ctx.cases else "the case given")
+        if work is None or not work.judged:
+            why = "kws poisons kernel stores only for Triton under the interpreter" if work is None else work.reason
+            ctx.could_not_judge(f"{text}; whether it produces output elements was not confirmed ({why})")
+            return self.finding(ctx, "info", f"{text}; not confirmed ({why})", ev, case=case, seed=seed)
+        ev = {**ev, "kernel_work": work.evidence()}
+        if work.bad:
+            return self.finding(ctx, "fail", f"{text}; with every kernel store poisoned, {work.bad_text()} kept their "
+                                "values: the framework computes them, not the kernels", ev, case=case, seed=seed)
+        return self.finding(ctx, "info", f"{text}; the kernels' stores produced every output element (poisoned "
+                            "stores): the framework op feeds or finishes their work", ev, case=case, seed=seed)
+
+    @staticmethod
+    def _kernel_work(ctx: CheckContext, case: dict[str, Any], seed: int, label: str) -> CaseWork | None:
+        """The poisoned-store judgement of one case (None where kws cannot poison stores)."""
+        if ctx.task.backend != "triton" or ctx.on_gpu:
+            return None
+        return kernel_work(ctx, [(dict(case), label)], seed)[0]
+
+    def _listed(self, ctx: CheckContext, hits: list[StaticHit]) -> list[Finding]:
+        """The static hits as ``info`` (the run that would judge them did not happen)."""
+        file = ctx.task.entry["candidate"].file
+        return [self.finding(ctx, "info", f"{file}:{h.line}: {_hit_text(h)}: `{h.text}` (not judged: no dynamic run)",
+                             {"hit": h.as_dict(), "source": {"file": file, "line": h.line}})
+                for h in _unique(hits, set())]
+
+    def _unseen(self, ctx: CheckContext, hits: list[StaticHit], confirmed: set[str], fault_raised: bool,
+                seed: int) -> list[Finding]:
+        """Each static hit no run confirmed: a case that reaches it is derived from the branch
+        that guards it and run (:mod:`~workstation.checks.support.reach`); there it is judged
+        (poisoned stores, the traced ops); a hit no case reaches is not judged, naming it; a
+        hit behind a branch that is always false is ``info``."""
         out = []
         file = ctx.task.entry["candidate"].file
-        seen: set[int] = set()
-        for h in hits:
-            if h.line in seen:
+        for h in _unique(hits, confirmed):
+            where = f"{file}:{h.line}"
+            what = _hit_text(h)
+            ev = {"hit": h.as_dict(), "source": {"file": file, "line": h.line}}
+            if h.kind == "except-fallback":
+                if fault_raised:
+                    out.append(self.finding(ctx, "info", f"{where}: {what}; with every Triton launch failing the "
+                                            "candidate raised: the handler returns no framework result", ev))
+                else:
+                    ctx.could_not_judge(f"{where}: {what}, not seen at run time: the fault injection did not reach it")
+                    out.append(self.finding(ctx, "info", f"{where}: {what}, not seen at run time (not judged)", ev))
                 continue
-            if h.kind == "except-fallback" and "except" in confirmed:
-                continue
-            if h.kind in ("framework-op", "method") and (h.family in confirmed or h.in_except and "except" in confirmed):
-                continue
-            if h.kind == "framework-op" and h.in_except:
-                continue  # reported through its except-fallback hit
-            seen.add(h.line)
-            what = {
-                "except-fallback": f"an except handler around a kernel launch falls back to {h.name}",
-                "reference": f"the candidate uses the task's reference module ({h.name})",
-                "method": f"a tensor method call {h.name} ({h.family}) in {h.function}",
-                "framework-op": f"a framework call {h.name} ({h.family}) in {h.function}",
-            }[h.kind]
-            out.append(self.finding(
-                ctx, "warn",
-                f"{file}:{h.line}: {what}, not seen at run time on the first case: `{h.text}`",
-                {"hit": h.as_dict(), "source": {"file": file, "line": h.line}}))
+            out.append(self._derive(ctx, h, where, what, ev, seed))
         return out
+
+    def _derive(self, ctx: CheckContext, h: StaticHit, where: str, what: str, ev: dict[str, Any],
+                seed: int) -> Finding:
+        head = f"{where}: {what}, not seen at run time on the first case: `{h.text}`"
+        mod = ctx.sources.file(ctx.task.entry["candidate"].file)
+        entry_name = ctx.task.entry["candidate"].name
+        entry = mod.top_level_defs().get(entry_name) if mod is not None else None
+        g = reach.guards(mod, entry_name, h.function, h.line, h.text) if mod is not None else None
+        if mod is None or not isinstance(entry, ast.FunctionDef) or g is None:
+            return self._unjudged(ctx, f"{head}; kws could not read the branch that leads to it", ev)
+        ev["guard"] = g.text(mod)
+        if reach.is_dead(mod, g, entry):
+            return self.finding(ctx, "info", f"{head}; it never runs: its branch `{g.text(mod)}` is always false", ev)
+        declared = ctx.candidate([(c, seed) for c in ctx.cases])
+        described = [o.payload(CallExtra).inputs for o in declared if o.ok]
+        model = reach.fit_inputs([c for c, o in zip(ctx.cases, declared, strict=True) if o.ok], described)
+        if model is None:
+            return self._unjudged(ctx, f"{head}; the inputs of the declared cases do not tell how they follow the "
+                                       "case, so no case that reaches it was derived", ev)
+        dtypes = list(dict.fromkeys([*(str(c["dtype"]) for c in ctx.cases if "dtype" in c), *ctx.task.contract.dtypes]))
+        if reach.never_for_dtypes(mod, g, entry, model, dtypes):
+            return self.finding(ctx, "info", f"{head}; it runs only for inputs of a dtype the task does not take "
+                                f"(its branch `{g.text(mod)}` is false for {', '.join(dtypes)})", ev)
+        params = int_params(ctx.cases)
+        cost = CostModel.plan(ctx.cases, params, ctx.on_gpu)
+        found = reach.search(mod, g, entry, ctx.task, model, cheapest_per_dtype(ctx),
+                             cost.case_cap if not ctx.on_gpu else 1 << 62)
+        ev["derived_cases"] = found
+        if not found:
+            return self._unjudged(ctx, f"{head}; no legal case kws derived satisfies its branch `{g.text(mod)}`", ev)
+        ref_file = ctx.task.entry["reference"].file
+        tried = []
+        for case in found[:DERIVE_TRIES]:
+            mons: list[Any] = [AtenOps(), TritonLaunches()]
+            if h.kind == "reference":
+                mons.append(NumCallers(file=ref_file))
+            traced = ctx.calls([ctx.call_step("candidate", case, seed, monitors=mons)], memo=True)[0]
+            tried.append(case_label(case))
+            if not traced.ok:
+                continue
+            mon = traced.payload(CallExtra).monitors
+            ops = mon.of(AtenOpsReport).ops
+            fams = {f for f in (aten_family(n) for n in ops if n not in BOOKKEEPING) if f}
+            called = mon.of(NumCallersReport).total if h.kind == "reference" else 0
+            seen = (h.kind == "reference" and called > 0) or (h.kind != "reference" and h.family in fams)
+            work = self._kernel_work(ctx, case, seed, "derived from the branch")
+            if seen or (work is not None and work.judged and work.bad):
+                return self._reached(ctx, h, head, case, seed, mon, work, seen, ev)
+        return self._unjudged(ctx, f"{head}; the case(s) derived from its branch `{g.text(mod)}` "
+                                   f"({'; '.join(tried)}) did not reach it at run time", ev)
+
+    def _reached(self, ctx: CheckContext, h: StaticHit, head: str, case: dict[str, Any], seed: int, mon: Any,
+                 work: CaseWork | None, seen: bool, ev: dict[str, Any]) -> Finding:
+        """A static hit reached on a derived case (its op seen at run time, or output elements
+        there that no kernel produced): judged there."""
+        label = f"case {case_label(case)} (derived from its branch, seed {seed})"
+        ops = mon.of(AtenOpsReport).ops
+        launches = mon.of(TritonLaunchesReport)
+        ev = {**ev, "case": case, "seed": seed, "aten_ops": msgspec.to_builtins(ops),
+              "triton_launches": launches.launches, "kernels": dict(launches.kernels)}
+        if work is not None:
+            ev["kernel_work"] = work.evidence()
+        if h.kind == "reference":
+            calls = mon.of(NumCallersReport).calls
+            return self.finding(ctx, "fail", f"{head}; on {label} the candidate calls the task's reference: "
+                                + ", ".join(f"{k} x{v}" for k, v in calls.items()), {**ev, "reference_calls": calls},
+                                case=case, seed=seed)
+        fam_ops = {n: {"count": r.count} for n, r in ops.items() if aten_family(n) == h.family}
+        reached = (f"{head}; on {label} it runs ({_ops_text(fam_ops)})" if seen and fam_ops else
+                   f"{head}; on {label}")
+        if work is not None and work.judged and work.bad:
+            return self.finding(ctx, "fail", f"{reached}: {work.bad_text()} did not come from the candidate's "
+                                "kernels (they kept their values when every kernel store wrote poison): the framework or "
+                                "the host computes them", ev, case=case, seed=seed)
+        if launches.launches == 0 and ctx.task.backend == "triton":
+            return self.finding(ctx, "fail", f"{reached}, and no Triton kernel launch completed: the framework computes "
+                                "the output there", ev, case=case, seed=seed)
+        if work is None or not work.judged:
+            why = "kws poisons kernel stores only for Triton under the interpreter" if work is None else work.reason
+            return self._unjudged(ctx, f"{reached}; whether it produces output elements was not confirmed ({why})", ev)
+        return self.finding(ctx, "info", f"{reached}; the kernels' stores produced every output element there "
+                            "(poisoned stores): the framework op feeds or finishes their work", ev,
+                            case=case, seed=seed)
+
+    def _unjudged(self, ctx: CheckContext, text: str, ev: dict[str, Any]) -> Finding:
+        ctx.could_not_judge(text)
+        return self.finding(ctx, "info", text + " (not judged)", ev)
+
+
+def _unique(hits: list[StaticHit], confirmed: set[str]) -> list[StaticHit]:
+    """The static hits no run confirmed, one per line (a framework call inside an except
+    handler is reported through its except-fallback hit)."""
+    out, seen = [], set()
+    for h in hits:
+        if h.line in seen:
+            continue
+        if h.kind == "except-fallback" and "except" in confirmed:
+            continue
+        if h.kind in ("framework-op", "method") and (h.family in confirmed or h.in_except and "except" in confirmed):
+            continue
+        if h.kind == "framework-op" and h.in_except:
+            continue
+        seen.add(h.line)
+        out.append(h)
+    return out
+
+
+def _hit_text(h: StaticHit) -> str:
+    return {
+        "except-fallback": f"an except handler around a kernel launch falls back to {h.name}",
+        "reference": f"the candidate uses the task's reference module ({h.name})",
+        "method": f"a tensor method call {h.name} ({h.family}) in {h.function}",
+        "framework-op": f"a framework call {h.name} ({h.family}) in {h.function}",
+    }[h.kind]
 
 
 def _first_site(ops: dict[str, dict[str, Any]]) -> dict[str, Any] | None:

@@ -7,6 +7,7 @@ from typing import Any
 
 import msgspec
 
+from workstation.checks.support.kernelwork import kernel_work, later_call_work
 from workstation.checks.support.profiling import (
     CPU_WARMUP,
     GPU_WARMUP,
@@ -114,8 +115,9 @@ class SelfProfileCheck(Check):
     Findings:
         | finding | severity |
         |---|---|
-        | backend `triton`/`cuda`: the profiled calls launched none of the candidate's own kernels (with what ran instead and the launch error, if any) | `fail`; `warn` when every framework op it ran is a delegated one |
-        | its Triton kernels ran only in the warm-up calls, none in the profiled ones (a replay or cache) | `warn` |
+        | backend `triton`/`cuda`: the profiled calls launched none of the candidate's own kernels (with what ran instead and the launch error, if any) | `fail` |
+        | the same where every framework op it ran is a delegated one, confirmed by poisoned stores (output elements no kernel produced on that case) | `fail`; not judged when not confirmed |
+        | its Triton kernels ran only in the warm-up calls, none in the profiled ones, confirmed by poisoned stores: the call after the warm-up, on the same inputs in the same process, with every kernel store poisoned, returns elements with their plain values (a replayed result) | `fail`; not judged when not confirmed (or on a GPU) |
         | GPU: own kernels under 10% of the device time of its non-delegated work (the framework kernels named, with the op that launched each) | `fail`; under 50%: `warn` |
         | GPU, with a claim: the candidate's device-busy time per call exceeds the other side's wall time per call under the profiler divided by the claim, by more than 10% (the split: own, framework, delegated; "even with its own kernels taking no time" when the framework kernels alone exceed it) | `fail` |
         | the candidate launches at least 4x and at least 8 more kernels per call than the other side | `warn` |
@@ -141,7 +143,9 @@ class SelfProfileCheck(Check):
         tested on injected traces here and need a GPU run to be seen on real ones.
 
     Not judged when:
-        the other side (baseline or reference) could not be profiled: the launch and claim
+        a replay (kernels only in the warm-up calls) or a delegated-ops-only run could not be
+        confirmed with poisoned stores (a GPU, the poisoned run failed, or its kernels wrote every
+        element); the other side (baseline or reference) could not be profiled: the launch and claim
         comparisons with it did not run; not judged, with the candidate's profile still
         reported. A candidate that fails in the profiled run is an `info` (correctness and
         failure-mismatch judge the failure).
@@ -198,17 +202,15 @@ class SelfProfileCheck(Check):
             failed = cand.launches.failed_launches
             why = (f"; {failed} launch(es) raised: {(cand.launches.errors or ['?'])[0]}" if failed else "")
             if warm and backend == "triton":
-                return [self.finding(ctx, "warn", f"{label}: the candidate launched its Triton kernels only in its "
-                                     f"first call(s) ({warm} launch(es) in {GPU_WARMUP if sp.on_gpu else CPU_WARMUP} warm-up "
-                                     f"call(s)), none in the profiled calls: it replays or caches results "
-                                     f"(stale-output looks at this); the profiled calls ran {ran_text(cdoc)}",
-                                     ev, case=sp.case, seed=sp.seed)]
+                return self._replay(ctx, sp, cdoc, ev, label, warm)
             sev = "warn" if all_delegated else "fail"
             tail = (" (every framework op it ran is one the task lets it delegate to)" if all_delegated else "")
             expected = ", ".join(sp.own_names[:4]) or "none found in its sources"
-            return [self.finding(
-                ctx, sev, f"{label}: the candidate's own kernels never ran ({expected}){why}; its calls ran "
-                f"{ran_text(cdoc)} instead{tail}", ev, case=sp.case, seed=sp.seed)]
+            summary = (f"{label}: the candidate's own kernels never ran ({expected}){why}; its calls ran "
+                       f"{ran_text(cdoc)} instead{tail}")
+            if all_delegated:
+                return self._delegated_only(ctx, sp, summary, ev)
+            return [self.finding(ctx, sev, summary, ev, case=sp.case, seed=sp.seed)]
         share = cdoc.get("own_share")
         if not sp.time_shares or share is None or share >= OWN_SHARE_WARN:
             return []
@@ -222,6 +224,47 @@ class SelfProfileCheck(Check):
             + (f", delegated ops excluded: {fmt_ns(cdoc.get('delegated_ns_per_call'))}" if cdoc.get(
                 "delegated_ns_per_call") else "") + f"); framework kernels did the rest: {fw_text}",
             {**ev, "own_share": share}, case=sp.case, seed=sp.seed)]
+
+    def _replay(self, ctx: CheckContext, sp: SelfProfile, cdoc: dict[str, Any], ev: dict[str, Any], label: str,
+                warm: int) -> list[Finding]:
+        """Kernels launched only in the warm-up calls: confirmed by poisoned stores from the
+        call after them on the same inputs (``fail`` with that evidence), else not judged."""
+        earlier = GPU_WARMUP if sp.on_gpu else CPU_WARMUP
+        seen = (f"{label}: the candidate launched its Triton kernels only in its first call(s) ({warm} launch(es) in "
+                f"{earlier} warm-up call(s)), none in the profiled calls (they ran {ran_text(cdoc)})")
+        if sp.on_gpu:
+            ctx.could_not_judge(f"{seen}; whether the profiled calls replay an earlier result was not confirmed "
+                                "(kws poisons kernel stores only under the Triton interpreter)")
+            return [self.finding(ctx, "info", seen + ": not confirmed on a GPU", ev, case=sp.case, seed=sp.seed)]
+        w = later_call_work(ctx, sp.case, sp.seed, earlier)
+        ev = {**ev, "confirmation": w.evidence()}
+        if w.judged and w.bad:
+            return [self.finding(
+                ctx, "fail", f"{seen}; confirmed: with every kernel store poisoned from call {earlier + 1} on, that "
+                f"call on the same inputs returned {w.bad_text()} with their plain values: no kernel of that call produced them, it replays a result of an earlier "
+                "call", ev, case=sp.case, seed=sp.seed)]
+        why = (f"call {earlier + 1} on the same inputs, with its kernel stores poisoned, had every element written by "
+               "its kernels" if w.judged else w.reason)
+        ctx.could_not_judge(f"{seen}; not confirmed: {why}")
+        return [self.finding(ctx, "info", f"{seen}; not confirmed ({why})", ev, case=sp.case, seed=sp.seed)]
+
+    def _delegated_only(self, ctx: CheckContext, sp: SelfProfile, summary: str, ev: dict[str, Any]) -> list[Finding]:
+        """Own kernels never ran and only delegated ops did: ``fail`` when poisoned stores show
+        output elements no kernel produced on that case, else not judged."""
+        if sp.on_gpu or ctx.task.backend != "triton":
+            ctx.could_not_judge(f"{summary}: whether its output came from the delegated ops alone was not confirmed "
+                                "(kws poisons kernel stores only for Triton under the interpreter)")
+            return [self.finding(ctx, "info", summary, ev, case=sp.case, seed=sp.seed)]
+        w = kernel_work(ctx, [(sp.case, "declared" if sp.case in ctx.cases else "the case given")], sp.seed)[0]
+        ev = {**ev, "confirmation": w.evidence()}
+        if w.judged and w.bad:
+            return [self.finding(ctx, "fail", f"{summary}; with every kernel store poisoned, {w.bad_text()} kept their "
+                                 "values: the delegated framework "
+                                 "ops alone produced them, no kernel of the candidate's did", ev,
+                                 case=sp.case, seed=sp.seed)]
+        why = "its kernels wrote every element under poisoned stores" if w.judged else w.reason
+        ctx.could_not_judge(f"{summary}; not confirmed: {why}")
+        return [self.finding(ctx, "info", f"{summary}; not confirmed ({why})", ev, case=sp.case, seed=sp.seed)]
 
     def _launches(self, ctx: CheckContext, sp: SelfProfile, cdoc: dict[str, Any], odoc: dict[str, Any] | None,
                   label: str) -> list[Finding]:

@@ -2,7 +2,7 @@
 the field of its name of ``extra.monitors``
 (:class:`~workstation.protocol.extras.monitors.MonitorReports`; tag ``name``): ``aten_ops``,
 ``triton_launches``, ``triton_launch_records``, ``num_callers``, ``keep_float64``,
-``poison_masked_loads``, ``contract_round``, ``pallas_calls``, ``pallas_strict``. Each is a
+``poison_masked_loads``, ``poison_stores``, ``contract_round``, ``pallas_calls``, ``pallas_strict``. Each is a
 frozen :class:`msgspec.Struct` that rejects unknown fields; its handler is registered in a
 harness module with ``@monitor(TheMonitor)``. Part of the job
 (:mod:`workstation.protocol.steps`, which re-exports every name here).
@@ -62,6 +62,19 @@ class PoisonMaskedLoads(_Monitor, tag="poison_masked_loads", frozen=True, kw_onl
     may on a GPU. Reports ``active`` and ``poisoned_lanes``."""
 
 
+class PoisonStores(_Monitor, tag="poison_stores", frozen=True, kw_only=True):
+    """While the role runs under the Triton interpreter, every ``tl.store`` and atomic of its
+    kernels writes poison (NaN payloads, 0x5A bytes) into memory instead of its value, while
+    the kernels read their own stores back unpoisoned (a shadow of what they stored): only
+    code outside the kernels sees poison where they wrote
+    (:mod:`workstation.harness.interp_ops`). With ``repeat`` > 1, ``from_call`` is the first
+    call (1-based) whose stores are poisoned: the earlier ones run plainly (a result kept from
+    them and returned again holds plain values). Reports ``active``, ``stores``, ``elements``,
+    ``atomics``, ``exempt`` and ``restored``."""
+
+    from_call: int = 1
+
+
 class NumCallers(_Monitor, tag="num_callers", frozen=True, kw_only=True):
     """Count Python calls into functions defined in the task file ``file`` (path relative
     to the task folder) while the call runs (:mod:`workstation.harness.numerics`)."""
@@ -84,6 +97,6 @@ class PallasStrict(_Monitor, tag="pallas_strict", frozen=True, kw_only=True):
 
 
 Monitor = (AtenOps | TritonLaunches | TritonLaunchRecords | NumCallers | PallasCalls | PallasStrict | KeepFloat64
-           | PoisonMaskedLoads | ContractRound)
+           | PoisonMaskedLoads | PoisonStores | ContractRound)
 
 

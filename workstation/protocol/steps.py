@@ -16,7 +16,7 @@ field, spelled in snake_case:
   into the field of its name of ``extra.monitors``,
   :class:`~workstation.protocol.extras.monitors.MonitorReports`): ``aten_ops``,
   ``triton_launches``, ``triton_launch_records``, ``num_callers``, ``keep_float64``,
-  ``poison_masked_loads``, ``contract_round``, ``pallas_calls``, ``pallas_strict``.
+  ``poison_masked_loads``, ``poison_stores``, ``contract_round``, ``pallas_calls``, ``pallas_strict``.
 
 Life of a job: checks build the Structs (fields are keyword-only: a misspelled one is a
 ``TypeError`` at once, in the parent); the runner writes :func:`encode_job`'s JSON as the
@@ -74,6 +74,9 @@ from workstation.protocol.monitors import (
 )
 from workstation.protocol.monitors import (
     PoisonMaskedLoads as PoisonMaskedLoads,
+)
+from workstation.protocol.monitors import (
+    PoisonStores as PoisonStores,
 )
 from workstation.protocol.monitors import (
     TritonLaunches as TritonLaunches,

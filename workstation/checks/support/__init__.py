@@ -15,6 +15,10 @@
   launch arithmetic of CUDA sources (:mod:`.cuda_launch`), NKI kernels from their Python
   source (:mod:`.nki_read`);
 - the invariant audit content-follow, observer-effect and after-return share (:mod:`.audit`);
+- the poisoned-store run that tells which output elements the candidate's kernels produced
+  (:mod:`.kernelwork`: kernel-work, and fallback and profile confirming their suspicions) and
+  the legal case that reaches a line of the candidate, read from its branch conditions
+  (:mod:`.reach`: fallback);
 - the serial call series late-write, call-count and thread-census share (:mod:`.series`)
   and the ``[inputs] keep_structure`` indices checked against the inputs (:mod:`.keep`);
 - proofs over the legal shape space: a Triton kernel's TTIR address arithmetic as Z3 terms

@@ -191,6 +191,28 @@ class PoisonMaskedLoadsReport(Payload):
     poisoned_lanes: int = 0
 
 
+class PoisonStoresReport(Payload):
+    """The ``poison_stores`` monitor (:func:`workstation.harness.interp_ops.poisoned_stores`).
+
+    Attributes:
+        active: the poison was installed (only under the Triton interpreter).
+        why: why it was not ("" when active).
+        stores: store operations that wrote poison.
+        elements: elements (lanes) that stores and atomics poisoned.
+        atomics: atomic operations poisoned after they ran.
+        exempt: lanes stored with their value (``int1`` and pointer stores: no value to spare).
+        restored: lanes a kernel read back from the shadow (its own earlier stores).
+    """
+
+    active: bool = False
+    why: str = ""
+    stores: int = 0
+    elements: int = 0
+    atomics: int = 0
+    exempt: int = 0
+    restored: int = 0
+
+
 class ContractRoundReport(Payload):
     """The ``contract_round`` monitor (:mod:`workstation.harness.contract`): the contract
     oracle's dispatch mode.
@@ -293,6 +315,7 @@ class MonitorReports(Payload, omit_defaults=True):
     num_callers: NumCallersReport | None = None
     keep_float64: KeepFloat64Report | None = None
     poison_masked_loads: PoisonMaskedLoadsReport | None = None
+    poison_stores: PoisonStoresReport | None = None
     contract_round: ContractRoundReport | None = None
     pallas_calls: PallasCallsReport | None = None
     pallas_strict: PallasStrictReport | None = None
@@ -317,5 +340,6 @@ REPORTS: dict[str, type[Payload]] = {
     "aten_ops": AtenOpsReport, "triton_launches": TritonLaunchesReport,
     "triton_launch_records": TritonLaunchRecordsReport, "num_callers": NumCallersReport,
     "keep_float64": KeepFloat64Report, "poison_masked_loads": PoisonMaskedLoadsReport,
+    "poison_stores": PoisonStoresReport,
     "contract_round": ContractRoundReport, "pallas_calls": PallasCallsReport, "pallas_strict": PallasStrictReport,
 }
