@@ -315,46 +315,54 @@ class SizeRange(Check):
         sizes across the legal range of `[params]`: per integer parameter its `[params]` range
         (an unbounded one up to the element cap), and cases drawn from it **log-uniformly per
         dimension** (seeded by the run's derivation seed: the same cases on every machine and
-        every run of one task version), plus the **largest cases the budget allows**: the
-        reduction (`[contract] reduction`, or the parameters the numerics audit infers from
-        the shapes) at its `[params]` maximum with the other parameters halved until the case
-        fits, each other parameter the same way, and every parameter as large as fits at once.
-        On the CPU a case must fit the interpreter's cost model
-        (`workstation/checks/support/costmodel.py`, `RangeModel`): at most 2^20 elements and
-        2^21 interpreter units, where a unit is an element and each Triton program costs 1024;
-        the programs of each candidate size are counted by a dry run of the candidate's
-        wrapper with every launch recorded and skipped (no kernel runs), so a row-per-program
-        kernel gets fewer rows, never a measured time. A case over the caps is halved, one
-        parameter at a time, until it fits. Each case runs once (the first seed): the
-        reference, its float64 oracle and the candidate, each output's error per element
-        against the oracle judged in units of kws's error budget
-        ([numerics.md](numerics.md): `B = rho*S + u_out*|y| + tau` with the case's own
-        reduction length K) and by FlashAttention's rule (at most 2x the reference's error
-        plus a floor). The declared cases (first seed) are the small-size anchors. A case is
-        **beyond the error model** when the candidate's error exceeds 2 budgets and breaks
-        FlashAttention's rule; the candidate **breaks with size** when a case is beyond the
-        model while every declared case of its dtype is within it. kws then names the
-        parameter (or the element count) whose values separate the sizes within the model
-        from those beyond it, and bisects that parameter twice to say where the break starts.
+        every run of one task version; each parameter, in a random order, within what the cap
+        leaves the others), plus the **largest cases the budget allows**: the reduction
+        (`[contract] reduction`, or the parameters the numerics audit infers from the shapes)
+        at its `[params]` maximum with the other parameters halved (not below 16) until the
+        case fits; without a known reduction each parameter in turn; and every parameter as
+        large as fits at once, where that adds elements. On the CPU a case must fit the
+        interpreter's cost model (`workstation/checks/support/costmodel.py`, `RangeModel`): at
+        most 2^20 elements and 2^21 interpreter units (a drawn case a quarter of that), where a
+        unit is an element and each Triton program costs 1024; the programs of each size are
+        counted by a dry run of the candidate's wrapper with every launch recorded and skipped
+        (no kernel runs), so a row-per-program kernel gets fewer rows: a count, never a
+        measured time. A case over the caps is halved, one parameter at a time, until it fits.
+        Each case runs once (the first seed): the reference, its float64 oracle and the
+        candidate; each output's error per element against the oracle is judged in units of
+        kws's error budget ([numerics.md](numerics.md): `B = rho*S + u_out*|y| + tau` with the
+        case's own reduction length K), by FlashAttention's rule (at most 2x the reference's
+        error plus a floor), and in **roundings per term** (`u_acc*S + u_out*|y| + tau`: the
+        error of one rounding per term's magnitude, which a correct evaluation in any order,
+        a sequential sum included, stays within a few of, while the budget's bound grows with
+        `lambda*sqrt(K)`). The declared cases (first seed) are the small-size anchors. A case
+        is **beyond the error model** when the candidate's error exceeds 2 budgets and breaks
+        FlashAttention's rule, or is more than 32 roundings per term off (and 4x the declared
+        cases' own); the candidate **breaks with size** when a case is beyond the model while
+        every declared case of its dtype is within it. kws then names the parameter (or the
+        element count) whose values separate the sizes within the model from those beyond it,
+        and bisects it (3 cases) to say where the break starts. A mismatch against the
+        declared tolerance within the budget is the tolerance's (the budget rule,
+        `workstation/checks/support/budgetrule.py`).
 
     Findings:
         | finding | severity |
         |---|---|
-        | the candidate breaks with size: the smallest case beyond the model, its error over budget and the reference's there, the worst element (oracle, got, budget), the declared cases' largest ratio, the parameter and value where it breaks ("beyond the model exactly when N >= 4096 among the sizes tried"), the budget's model | `fail` |
+        | the candidate breaks with size: the smallest case beyond the model, its error over budget (or in roundings per term) and the reference's there, the worst element (oracle, got), the declared cases' largest, the parameter and value where it breaks ("beyond the model exactly when N >= 2865 among the sizes tried (within up to N=1890)"), the budget's model, what the declared tolerance says of it | `fail` |
         | the candidate raises, crashes or returns NaN/inf at a legal size (the case, the error; not when a declared case of the dtype already fails the same way) | `fail` |
         | a mismatch against the declared tolerance where no float64 oracle exists (the declared tolerance is then the only judge) | `fail` |
         | a mismatch against the declared tolerance with the candidate within kws's error budget of the oracle (the tolerance's, tolerance-tight's subject) | `info` |
         | beyond the model at every size, the declared ones included (precision-regime judges those) | `info` |
-        | the cases run (why, elements, programs, units, each one's error over budget), the cases left out, the cost model | `info` |
+        | the cases run (why, elements, units, each one's error over budget and in roundings per term, the reference's), the cases left out, the cost model | `info` |
 
     Example:
-        (a softmax whose exp is a cubic polynomial above N = 2048, declared cases N <= 320):
-        `case M=128 N=8192 float32, seed 0 (N at its [params] maximum): the candidate's error
-        is 5.1x kws's error budget (max |err| 6.2e-08 at [17, 4093]: oracle 0.000611, got
-        0.000611; FlashAttention's rule allows 1.2e-08), while the declared cases are at most
-        0.012x; beyond the model exactly when N >= 3001 among the sizes tried (within up to
-        N=2048); the reference here is 0.0071x; model: K = 8192 ([contract] reduction = N),
-        float32 accumulation`.
+        (`long-row-poly-exp` in sample_queue_hacks: a softmax whose exp is a cubic polynomial
+        above N = 2048, declared cases N <= 200): `case M=6 N=2865 float32, seed 0 (bisecting N
+        between 544 and 15093): 1 of 17190 elements (0.00582%) outside atol=1e-06, rtol=1e-05
+        [declared [tolerance]]; the candidate's error is 6.11x kws's error budget (max |err|
+        1.22e-06; worst at [0, 1472]: oracle 0.00851298, got 0.00851176; FlashAttention's rule
+        allows 2.9e-07); at the declared sizes (up to 1024 elements) it is at most 0.0205x the
+        budget: its error grows beyond the model with size; beyond the model exactly when N >=
+        2865 among the sizes tried (within up to N=1890)`.
 
     Source:
         Higham, *Accuracy and Stability of Numerical Algorithms* (2002), ch. 3: the error of a
