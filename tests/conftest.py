@@ -186,6 +186,7 @@ MODULE_TIER = {
     "test_cuda_static": "unit",
     "test_cuda_emu": "unit",
     "test_checks_shapes": "unit",
+    "test_size_range": "unit",
     "test_legal_props": "unit",
     "test_checks_state": "unit",
     "test_checks_testgap": "unit",

@@ -41,12 +41,16 @@ class ContentFollow(Check):
         a new address) and from one of ten contexts, in an order the child draws at run time;
         halfway, a long run of plain calls (more calls than any other loop of the run). Every
         call's outputs are compared with the reference on exactly its inputs (the edits travel
-        to the reference as `splice` transforms), at the task's tolerance.
+        to the reference as `splice` transforms), at the task's tolerance. A mismatch where the candidate is within kws's error budget of the float64 oracle at every
+        element (and no more than 32 roundings per term off it, what a correct implementation
+        stays well within) is the declared tolerance's, not the candidate's: the budget rule
+        (`workstation/checks/support/budgetrule.py`; [numerics.md](numerics.md)) reports it as `info`.
 
     Findings:
         | finding | severity |
         |---|---|
         | a call's output mismatches the reference on its own inputs while the plain calls on new tensors match (the call, its inputs, write path and context; the worst element; which earlier inputs' result it returned instead, where it returned one) | `fail` |
+        | a mismatch against the declared tolerance with the candidate within kws's error budget of the float64 oracle (the budget rule: the tolerance is too tight at the audit case, tolerance-tight's subject), with the budget, the candidate's error over it and what two correct implementations may differ by | `info` |
         | every audited call matches the reference of its own inputs (calls, variants, write paths) | `info` |
 
     Example:
@@ -95,8 +99,10 @@ class ContentFollow(Check):
             raise NotJudged(f"{label}: even plain calls on new tensors mismatch the reference there "
                             f"({_worst(base[0])}); a question of the case or the tolerance, not of this invariant")
         bad = [j for j in run.judged if j.call.error is None and not j.ok]
+        tol = [j for j in run.judged if j.call.error is None and not j.matches and j.ok]
+        notes = [self._tolerance(ctx, run, label, tol)] if tol else []
         if not bad:
-            return [self.finding(
+            return notes + [self.finding(
                 ctx, "info",
                 f"{label}: all {len(run.judged)} audited calls match the reference on their own inputs "
                 f"({len(run.extra.variants)} variants, write paths {_counts(run, 'path')}, {run.extra.long_run} calls "
@@ -113,7 +119,19 @@ class ContentFollow(Check):
             "case": case, "call": _call_ev(run, first), "comparisons": [c.evidence() for c in first.comps if not c.ok][:4],
             "mismatching_calls": [_call_ev(run, j) for j in bad[:12]], "calls": len(run.judged),
             "returned_instead": instead or None}
-        return [self.finding(ctx, "fail", summary, ev, case=case)]
+        return [*notes, self.finding(ctx, "fail", summary, ev, case=case)]
+
+    def _tolerance(self, ctx: CheckContext, run: AuditRun, label: str, tol: list[CallJudgement]) -> Finding:
+        """The info on calls that miss the declared tolerance within kws's error budget."""
+        first = tol[0]
+        why = first.budget.text() if first.budget is not None else ""
+        return self.finding(
+            ctx, "info",
+            f"{label}: {len(tol)} audited call(s) miss the declared tolerance with the candidate within kws's error "
+            f"budget of the float64 oracle (first: {run.describe(first.call)}: {_worst(first)}); {why}",
+            {"calls": [_call_ev(run, j) | {"budget_rule": j.budget.evidence() if j.budget else None}
+                       for j in tol[:8]]},
+            case=run.spec.case)
 
 
 def _worst(j: CallJudgement) -> str:

@@ -165,7 +165,7 @@ def bounds_step(ctx: Any, spec: TritonBoundsStep) -> StepOutput:
             continue
         cases.append(BoundsCase(launches=rec.calls, errors=rec.errors))
     recs = sorted(records.values(), key=lambda r: r["index"])
-    if recs:
+    if recs and spec.lower:
         _lower(task_dir, recs)
     for r in recs:
         r["file"] = task_relative(r["file"], task_dir)

@@ -365,10 +365,12 @@ class TritonBoundsStep(_Step, tag="triton_bounds", frozen=True, kw_only=True):
     """Call the candidate on every case of ``cases`` recording each Triton launch's grid,
     scalar arguments and tensor arguments (shape, strides, footprint, which are outputs),
     and the TTIR of each distinct launch compiled without a GPU
-    (:mod:`workstation.harness.bounds`; the ``bounds-proof`` check)."""
+    (:mod:`workstation.harness.bounds`; the ``bounds-proof`` check). ``lower`` False: the
+    launches only, no TTIR (``size-range``'s dry run: how many programs each case launches)."""
 
     cases: list[Case]
     seed: int = 0
+    lower: bool = True
 
 
 class TimingSide(msgspec.Struct, frozen=True, forbid_unknown_fields=True, kw_only=True):

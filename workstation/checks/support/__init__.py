@@ -3,7 +3,8 @@
 - trials on derived inputs (:mod:`.trials`), legal parameter values (:mod:`.legal`), ragged
   variants of declared cases (:mod:`.ragged`), the cost model of derived cases
   (:mod:`.costmodel`) and the generic shrinker (:mod:`.shrink`);
-- the numerics audit (:mod:`.numaudit`), the oracle of a declared accuracy contract
+- the numerics audit (:mod:`.numaudit`), the tolerance-versus-budget rule of the checks that
+  compare on derived inputs (:mod:`.budgetrule`), the oracle of a declared accuracy contract
   (:mod:`.contract`) and kws's own timing measurement (:mod:`.timing`);
 - static scans of task sources (:mod:`.static`, :mod:`.benchsource`) and the guarded-run
   helpers (:mod:`.guarded`);

@@ -22,6 +22,7 @@ from typing import Any
 import numpy as np
 
 from workstation.analysis.compare import Comparison, compare
+from workstation.checks.support.budgetrule import Item, Verdict, judge, oracle_runs
 from workstation.checks.support.costmodel import cost_units
 from workstation.checks.support.legal import halve, int_params
 from workstation.engine.check import NotJudged
@@ -80,14 +81,27 @@ def plan(call_cpu_s: float) -> tuple[int, int]:
 
 @dataclass
 class CallJudgement:
-    """One audited call against the reference of its variant."""
+    """One audited call against the reference of its variant. ``budget``: the budget
+    rule's verdict on a mismatch (:mod:`.budgetrule`); a call within kws's error budget of
+    the float64 oracle is ``ok`` (its mismatch is the declared tolerance's)."""
 
     call: AuditCall
     comps: list[Comparison] = field(default_factory=list)
+    budget: Verdict | None = None
+
+    @property
+    def matches(self) -> bool:
+        """Every output within the declared tolerance of the reference."""
+        return self.call.error is None and all(c.ok for c in self.comps)
+
+    @property
+    def within_budget(self) -> bool:
+        """A mismatch the budget rule gave to the tolerance."""
+        return self.budget is not None and self.budget.available and self.budget.within
 
     @property
     def ok(self) -> bool:
-        return self.call.error is None and all(c.ok for c in self.comps)
+        return self.matches or (self.call.error is None and self.within_budget)
 
 
 @dataclass
@@ -217,4 +231,21 @@ def _run(ctx: CheckContext) -> AuditRun:
         ref = refs[call.variant]
         if ref.ok:
             run.judged.append(CallJudgement(call, _compare(ctx, case, ref, run, call) if call.error is None else []))
+    _budget_rule(ctx, run)
     return run
+
+
+def _budget_rule(ctx: CheckContext, run: AuditRun) -> None:
+    """The budget rule on every mismatching call (one oracle per variant, in one job)."""
+    bad = [j for j in run.judged if j.call.error is None and not j.matches]
+    if not bad:
+        return
+    variants = sorted({j.call.variant for j in bad})
+    items = []
+    for k in variants:
+        step = _ref_step(run.spec.case, run.extra.variants[k])
+        items.append(Item(dict(run.spec.case), step.seed, tuple(step.transforms), run.refs[k]))
+    oracles = dict(zip(variants, oracle_runs(ctx, items), strict=True))
+    for j in bad:
+        got = [run.values(j.call, i) for i in range(len(j.comps))]
+        j.budget = judge(oracles[j.call.variant], got, j.comps)

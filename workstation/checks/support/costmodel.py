@@ -18,6 +18,19 @@ version vary from run to run and a verdict cannot be re-checked exactly). Instea
   with ``key`` over the shape), so its case count is divided by its number of configs;
 - on a GPU a case may hold at most :data:`GPU_MAX_ELEMENTS` elements, up to
   :data:`GPU_MAX_CASES` cases.
+
+``size-range`` goes further, across the whole legal range, so its cases need a model of
+what the interpreter actually spends (:class:`RangeModel`): the Triton interpreter runs
+every program of a launch one after the other in Python, so a case costs about its
+elements plus a fixed overhead per program (measured on the sample kernels: 1-2 ms per
+program, about what 1024 elements cost; 2^20 elements of an elementwise op in 1024-wide
+blocks take about a CPU second). The programs of a case are counted, not guessed: a dry run
+of the candidate's wrapper with every Triton launch recorded and skipped (the
+``triton_bounds`` step without its TTIR) gives each launch's grid. Its **interpreter units**
+are ``elements + RANGE_PROGRAM_UNITS x programs``; on the CPU a case may hold at most
+:data:`RANGE_CPU_ELEMENTS` elements and :data:`RANGE_CPU_UNITS` units (or 2x the largest
+declared case's, where that is more), all of them together :data:`RANGE_CPU_BUDGET` times
+that. Still a count, never a measured time: the same cases on every machine.
 """
 
 from __future__ import annotations
@@ -115,3 +128,86 @@ class CostModel:
                 "budget_units": None if self.on_gpu else self.budget, "max_cases": self.max_cases,
                 "autotune_configs": self.autotune_configs, "on_gpu": self.on_gpu,
                 "gpu_max_elements": GPU_MAX_ELEMENTS if self.on_gpu else None}
+
+
+#: size-range: the most elements (product of the integer parameters) of a case on the CPU.
+RANGE_CPU_ELEMENTS = 1 << 20
+#: size-range: the most interpreter units (elements + RANGE_PROGRAM_UNITS x programs) of a
+#: case on the CPU: about 1-2 CPU seconds under the Triton interpreter.
+RANGE_CPU_UNITS = 1 << 21
+#: size-range: interpreter units one Triton program (or launch) costs beyond its elements.
+RANGE_PROGRAM_UNITS = 1024
+#: size-range: all cases together at most this many times the per-case units (CPU).
+RANGE_CPU_BUDGET = 3
+#: size-range: a drawn case (between the smallest and the largest) at most this share of
+#: the per-case units (CPU): the largest cases are the expensive ones.
+RANGE_DRAW_SHARE = 4
+#: size-range: log-uniform draws besides the largest cases (CPU, GPU).
+RANGE_CPU_DRAWS, RANGE_GPU_DRAWS = 3, 8
+
+
+@dataclass(frozen=True)
+class RangeModel:
+    """The plan limits of ``size-range`` (module docstring): ``declared_elements`` and
+    ``declared_units`` are the largest declared case's elements and interpreter units;
+    ``interpreted``: the candidate's kernels run under the Triton interpreter (programs
+    cost); ``autotune_configs`` as in :class:`CostModel` (each new shape re-tunes them all)."""
+
+    params: tuple[str, ...]
+    on_gpu: bool
+    interpreted: bool = True
+    declared_elements: int = 1
+    declared_units: int = 1
+    autotune_configs: int = 1
+
+    def elements(self, case: dict[str, Any]) -> int:
+        return elements(case, list(self.params))
+
+    def units(self, case: dict[str, Any], programs: int) -> int:
+        """Interpreter units of ``case`` with ``programs`` Triton programs (and launches)."""
+        n = self.elements(case)
+        return n + (RANGE_PROGRAM_UNITS * programs * self.autotune_configs if self.interpreted else 0)
+
+    @property
+    def max_elements(self) -> int:
+        """The most elements of one case."""
+        if self.on_gpu:
+            return GPU_MAX_ELEMENTS
+        return max(RANGE_CPU_ELEMENTS // self.autotune_configs, CPU_CASE_CAP * self.declared_elements)
+
+    @property
+    def max_units(self) -> int:
+        """The most interpreter units of one case (elements on a GPU)."""
+        if self.on_gpu:
+            return GPU_MAX_ELEMENTS
+        return max(RANGE_CPU_UNITS, CPU_CASE_CAP * self.declared_units)
+
+    @property
+    def max_draw_units(self) -> int:
+        """The most interpreter units of one drawn case."""
+        return self.max_units if self.on_gpu else self.max_units // RANGE_DRAW_SHARE
+
+    @property
+    def budget(self) -> int | None:
+        """All cases' units together (None: no limit but the case count, on a GPU)."""
+        return None if self.on_gpu else RANGE_CPU_BUDGET * self.max_units
+
+    @property
+    def draws(self) -> int:
+        """Log-uniform draws besides the largest cases."""
+        return RANGE_GPU_DRAWS if self.on_gpu else RANGE_CPU_DRAWS
+
+    def fits(self, case: dict[str, Any], programs: int | None = None) -> bool:
+        """Within the per-case limits (elements; with ``programs`` known, also units)."""
+        if self.elements(case) > self.max_elements:
+            return False
+        return programs is None or self.units(case, programs) <= self.max_units
+
+    def as_dict(self) -> dict[str, Any]:
+        """The model as evidence."""
+        return {"unit": "elements (product of the integer parameters) + "
+                        f"{RANGE_PROGRAM_UNITS} x Triton programs of the case's dry run"
+                        + (f" x {self.autotune_configs} autotune configs" if self.autotune_configs > 1 else ""),
+                "max_elements": self.max_elements, "max_units": self.max_units, "budget_units": self.budget,
+                "interpreted": self.interpreted, "on_gpu": self.on_gpu, "draws": self.draws,
+                "declared_max_elements": self.declared_elements, "declared_max_units": self.declared_units}

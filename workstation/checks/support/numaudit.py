@@ -33,6 +33,7 @@ from concurrent.futures import Future
 from dataclasses import dataclass, field
 from typing import Any
 
+import msgspec
 import numpy as np
 
 from workstation.analysis.compare import ResolvedTolerance, compare, is_float
@@ -264,18 +265,7 @@ class NumericsAudit:
             if red is None and k in shapes:
                 red = reduction_from_shapes(*shapes[k])
             if red is None:
-                p = probes.get(k)
-                bump = p.payload(NumOracleExtra).bump if p is not None and p.ok and p.step else None
-                if p is not None and bump is not None:
-                    changed, numel = 0, 0
-                    for j, o in enumerate(p.outputs):
-                        b = p.step.arrays.get(f"bump_{j}")
-                        if b is not None and b.shape == o.values.shape:
-                            with np.errstate(invalid="ignore"):
-                                diff = ~((b == o.values) | (np.isnan(b) & np.isnan(o.values)))
-                            changed = max(changed, int(diff.sum()))
-                            numel = max(numel, o.values.size)
-                    red = reduction_from_perturbation(changed, bump.input, numel)
+                red = _bump_reduction(probes.get(k))
             out[k] = red or Reduction(1, "no reduction found (elementwise)")
         return out
 
@@ -322,6 +312,55 @@ class NumericsAudit:
             ref_err = error_stats(td.values, oracle, td.dtype, B) if oracle is not None else None
             run.outs.append(OutData(j, td.dtype, td.values, oracle, odt, mag, bud, B, tol, ref_err))
         return run
+
+    # -- derived cases of other checks (size-range, the budget rule) ---------------------
+
+    def multilinear(self) -> bool:
+        """Whether the op is multilinear in its floating inputs (judged on the declared cases:
+        doubling any one input doubles every output), so S = the op on ``|inputs|``."""
+        self.declared()
+        return bool(self._multi.get("multilinear", False))
+
+    def probe_step(self, case: dict[str, Any], seed: int) -> NumOracleStep:
+        """The float64 oracle step of a derived case: the oracle and, for a multilinear op,
+        the op on ``|inputs|`` (the step precision-regime runs for its derived cases, so
+        equal cases share it); where the declared cases' reduction length came from a
+        perturbation (no parameter names it), also the ``bump`` probe, so the derived case's
+        own length is measured the same way."""
+        runs = self.declared()
+        bump = bool(runs) and not runs[0].red.params and runs[0].red.source.startswith("inferred by perturbation")
+        step = self._probe_step(case, seed, scale=False, bump=bump)
+        # |inputs| only serves a multilinear op (S = |a|ᵀ|b|): skip the run otherwise
+        return step if self.multilinear() else msgspec.structs.replace(step, abs=False)
+
+    def declared_run(self, case: dict[str, Any], seed: int) -> Run | None:
+        """The declared run of ``case`` and ``seed`` (None when it is not a declared pair)."""
+        key = json.dumps(dict(case), sort_keys=True)
+        return next((r for r in self.declared() if r.seed == seed and json.dumps(r.case, sort_keys=True) == key),
+                    None)
+
+    def build_run(self, case: dict[str, Any], seed: int, kind: str, ref: CallOutcome,
+                  probe: CallOutcome | None) -> Run:
+        """A :class:`Run` of a case another check derived: ``ref`` the reference's outcome
+        on it, ``probe`` its float64 oracle (a :meth:`probe_step` outcome, or a reference
+        call on float64 inputs), the budget with the reduction length of the case
+        (:meth:`reduction_like`)."""
+        runs = self.declared()
+        red = self._reduction_like(dict(case), runs)
+        if runs and not runs[0].red.params:
+            # no parameter names the reduction: measure it on this case as on the declared ones
+            if red.source.startswith("inferred from shapes") and ref.ok and ref.step is not None:
+                written = set(self.task.out_args) | set(self.task.inout_args)
+                ins = [list(d.shape) for d in ref.payload(CallExtra).inputs
+                       if d.kind == "tensor" and d.index not in written]
+                red = reduction_from_shapes(ins, [list(o.shape) for o in ref.outputs]) or red
+            elif probe is not None and isinstance(probe.spec, NumOracleStep):
+                red = _bump_reduction(probe) or red
+        return self._build(dict(case), seed, kind, ref, probe, red)
+
+    def reduction_like(self, case: dict[str, Any]) -> Reduction:
+        """The reduction length of ``case``, derived as for the declared cases."""
+        return self._reduction_like(dict(case), self.declared())
 
     # -- reference-side extras ------------------------------------------------------------
 
@@ -478,6 +517,23 @@ class NumericsAudit:
         from workstation.analysis.numerics import allowed_error
 
         return allowed_error(o.tol, o.ref)
+
+
+def _bump_reduction(p: CallOutcome | None) -> Reduction | None:
+    """K from the ``bump`` probe of a ``num_oracle`` outcome (the outputs one input element
+    moves), or None when the probe did not run."""
+    bump = p.payload(NumOracleExtra).bump if p is not None and p.ok and p.step else None
+    if p is None or p.step is None or bump is None:
+        return None
+    changed, numel = 0, 0
+    for j, o in enumerate(p.outputs):
+        b = p.step.arrays.get(f"bump_{j}")
+        if b is not None and b.shape == o.values.shape:
+            with np.errstate(invalid="ignore"):
+                diff = ~((b == o.values) | (np.isnan(b) & np.isnan(o.values)))
+            changed = max(changed, int(diff.sum()))
+            numel = max(numel, o.values.size)
+    return reduction_from_perturbation(changed, bump.input, numel)
 
 
 def suggest(runs: list[Run], dtype: str) -> dict[str, Any] | None:

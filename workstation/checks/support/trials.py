@@ -9,6 +9,9 @@ reference went non-finite where that drops a case: task format v1, "if it or the
 raises on a case that kws derived, kws drops that case"), ``pass``, ``mismatch`` (finite
 errors beyond the tolerance), ``nonfinite`` (NaN/inf in the candidate where the reference
 is finite) or ``error`` (the candidate raised, crashed or timed out on a legal input).
+With the budget rule (``run_trials(..., budget_rule=True)``, :mod:`.budgetrule`) a mismatch
+where the candidate is within kws's error budget of the float64 oracle is ``tolerance``:
+the declared tolerance's question, not a failure of the candidate.
 
 This module is private to the battery (``load_battery`` skips modules starting with ``_``).
 """
@@ -24,6 +27,7 @@ import msgspec
 import numpy as np
 
 from workstation.analysis.compare import Comparison
+from workstation.checks.support.budgetrule import Item, Verdict, judge_outcomes, prefetch_steps
 from workstation.engine.context import CallOutcome, CheckContext, case_label
 from workstation.protocol.extras.calls import CallExtra
 from workstation.protocol.steps import Transform
@@ -53,6 +57,8 @@ class TrialResult:
     ``make_inputs`` rejecting a derived input) but a limit of this run: a budget timeout, a
     reference that died, kws's own input transform failing, a candidate that was not run; a
     check reports such trials as not judged (``CheckContext.could_not_judge``), never as passed.
+    ``budget``: the budget rule's :class:`~.budgetrule.Verdict` on a mismatch (None when the
+    rule was not asked); status ``tolerance`` when it found the candidate within budget.
     Compared by identity (``eq=False``)."""
 
     trial: Trial
@@ -63,6 +69,7 @@ class TrialResult:
     comps: list[Comparison] = field(default_factory=list)
     reason: str = ""
     unjudged: bool = False
+    budget: Verdict | None = None
 
     @property
     def failed(self) -> bool:
@@ -123,8 +130,29 @@ def classify(ctx: CheckContext, t: Trial, ref: CallOutcome, cand: CallOutcome | 
     return _classify(ctx, t, ref, cand, drop_nonfinite_ref)
 
 
+def apply_budget_rule(ctx: CheckContext, results: list[TrialResult]) -> None:
+    """The budget rule (:mod:`.budgetrule`) on every ``mismatch`` of ``results``, in place:
+    each gets its :class:`~.budgetrule.Verdict` in ``budget``; one within the budget becomes
+    ``tolerance`` (no longer failed). The oracles of all of them run in one reference job."""
+    todo: list[TrialResult] = []
+    got: list[list[np.ndarray | None]] = []
+    for r in results:
+        if r.status == "mismatch" and r.cand is not None:
+            todo.append(r)
+            got.append([t.values for t in r.cand.outputs])
+    if not todo:
+        return
+    items = [Item(r.trial.case, r.trial.seed, tuple(r.trial.ref_transforms), r.ref) for r in todo]
+    verdicts = judge_outcomes(ctx, items, got, [r.comps for r in todo])
+    for r, v in zip(todo, verdicts, strict=True):
+        r.budget = v
+        if v.available and v.within:
+            r.status, r.klass = "tolerance", ""
+
+
 def run_trials(ctx: CheckContext, trials: list[Trial], *, drop_nonfinite_ref: bool = True,
-               ref_extra: dict[str, Any] | None = None, budget_timeout: float | None = None) -> list[TrialResult]:
+               ref_extra: dict[str, Any] | None = None, budget_timeout: float | None = None,
+               budget_rule: bool = False) -> list[TrialResult]:
     """Run every trial's reference and candidate (two children at once) and classify.
 
     ``drop_nonfinite_ref``: drop a trial whose reference output holds NaN/inf (the
@@ -132,8 +160,22 @@ def run_trials(ctx: CheckContext, trials: list[Trial], *, drop_nonfinite_ref: bo
     call-step keys for the reference (``send_inputs``...). ``budget_timeout``: a per-call
     wall-clock limit (s) of kws's own choosing (derived cases on the CPU, where the
     interpreter's cost is hard to predict); a call that exceeds it is dropped ("over the
-    budget"), not charged to the candidate, and results are not memoised.
+    budget"), not charged to the candidate, and results are not memoised. ``budget_rule``:
+    apply :func:`apply_budget_rule` to the mismatches.
     """
+    # the oracles the rule may need run in the reference's job, beside its calls
+    prefetch = (prefetch_steps(ctx, [(t.case, t.seed, tuple(t.ref_transforms)) for t in trials])
+                if budget_rule and budget_timeout is None and trials else [])
+    out = _run_trials(ctx, trials, drop_nonfinite_ref=drop_nonfinite_ref, ref_extra=ref_extra,
+                      budget_timeout=budget_timeout, prefetch=prefetch)
+    if budget_rule:
+        apply_budget_rule(ctx, out)
+    return out
+
+
+def _run_trials(ctx: CheckContext, trials: list[Trial], *, drop_nonfinite_ref: bool,
+                ref_extra: dict[str, Any] | None, budget_timeout: float | None,
+                prefetch: list[Any]) -> list[TrialResult]:
     if not trials:
         return []
     rkw = dict(ref_extra or {})
@@ -147,9 +189,9 @@ def run_trials(ctx: CheckContext, trials: list[Trial], *, drop_nonfinite_ref: bo
         def go(steps):
             return ctx.calls(steps, memo=True)
     with ThreadPoolExecutor(max_workers=2) as pool:
-        fr = pool.submit(go, ref_steps)
+        fr = pool.submit(go, ref_steps + prefetch)
         fc = pool.submit(go, cand_steps)
-        refs, cands = fr.result(), fc.result()
+        refs, cands = fr.result()[: len(ref_steps)], fc.result()
     if budget_timeout is not None:
         out = []
         for t, r, c in zip(trials, refs, cands, strict=True):
@@ -300,7 +342,24 @@ def evidence_of(r: TrialResult) -> dict[str, Any]:
             ev["mismatch_where"] = region_phrase(hit[1])
     if r.status == "dropped":
         ev["dropped_because"] = r.reason
+    if r.budget is not None:
+        ev["budget_rule"] = r.budget.evidence()
     return ev
+
+
+def tolerance_finding(check: Any, ctx: CheckContext, results: list[TrialResult]) -> Any:
+    """The ``info`` finding of ``check`` (a :class:`~workstation.engine.check.Check`) on the
+    trials the budget rule gave to the tolerance (status ``tolerance``): what mismatched,
+    and why it is not the candidate's."""
+    r = results[0]
+    head = f"{len(results)} case(s) kws derived" if len(results) > 1 else "a case kws derived"
+    where = trial_line(r)
+    summary = (f"{head} mismatch the declared tolerance with the candidate within kws's error budget: {where}: "
+               f"{failure_text(r)}; {r.budget.text() if r.budget is not None else ''}")
+    if len(results) > 1:
+        summary += "; also " + ", ".join(trial_line(x) for x in results[1:4]) + (" ..." if len(results) > 4 else "")
+    return check.finding(ctx, "info", summary, {"cases": [evidence_of(x) for x in results[:8]]},
+                         case=r.trial.case, seed=r.trial.seed)
 
 
 def trial_line(r: TrialResult) -> str:
