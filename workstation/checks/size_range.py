@@ -259,6 +259,8 @@ def model_verdict(pt: Point) -> None:
         if g.shape != o.oracle.shape:
             continue
         st = error_stats(g, o.oracle, o.dtype, o.B)
+        if st.nonfinite:
+            continue  # NaN or inf where the oracle is finite: the trial's own failure class says so
         fa = fa_rule(o, g)
         ratio = float(st.budget_ratio) if st.budget_ratio is not None else 0.0
         x, xw = excess(o, g)
@@ -373,8 +375,8 @@ class SizeRange(Check):
     Limits:
         on the CPU the largest case is about 2^20 elements (more when the declared cases are
         larger): a switch above what the budget allows (a matmul's M and N both at 4096) is not
-        reached; on a GPU cases reach 2^27 elements and the `[params]` maxima. One seed; the
-        draws are few (3 on the CPU, 8 on a GPU). The model is fp32 accumulation: a kernel
+        reached; on a GPU cases reach 2^22 elements (the float64 arrays of a job's cases must
+        fit the result byte budget). One seed; the draws are few (3 on the CPU, 4 on a GPU). The model is fp32 accumulation: a kernel
         whose declared accuracy contract (`[contract] compute_dtype`) is narrower is beyond it
         at every size and reported as `info`. The interpreter computes Triton's arithmetic in
         numpy (true fp32 dots, numpy's reduction order).
@@ -605,14 +607,6 @@ class SizeRange(Check):
             if not beyond:
                 continue
             base = [a for a in anchors if a.case.get("dtype") == dt and a.ratio is not None]
-            # a rounding excess counts as a jump only well above the declared cases' own
-            floor = max(EXCESS, JUMP * max((a.excess or 0.0) for a in base)) if base else EXCESS
-            for pt in beyond:
-                if not pt.detail.get("by_budget") and (pt.excess or 0.0) < floor:
-                    pt.beyond = False  # within a few times the declared cases' own excess: no jump
-            beyond = [pt for pt in beyond if pt.beyond]
-            if not beyond:
-                continue
             if ctx.case_filter:
                 findings.append(self._break(ctx, dt, mine, [], beyond, params, seed))
                 continue
@@ -621,11 +615,20 @@ class SizeRange(Check):
                 findings.append(self.finding(
                     ctx, "info",
                     f"{dt}: the candidate is beyond kws's error model at every size tried, the declared cases included "
-                    f"(case {case_label(worst.case)}: {num(worst.ratio or 0.0)}x the budget); not a change with size "
-                    "(precision-regime judges the declared cases)" if base else
+                    f"(case {case_label(worst.case)}: {num(worst.ratio or 0.0)}x the budget, "
+                    f"{num(worst.excess or 0.0)} roundings per term); not a change with size (precision-regime and "
+                    "fusion-accuracy judge the declared cases)" if base else
                     f"{dt}: beyond kws's error model at case {case_label(worst.case)} ({num(worst.ratio or 0.0)}x), "
                     "but no declared case of this dtype has a float64 oracle to compare with",
                     {"cases": [p.case for p in beyond]}, case=worst.case, seed=seed))
+                continue
+            # a rounding excess counts as a jump only well above the declared cases' own
+            floor = max(EXCESS, JUMP * max((a.excess or 0.0) for a in base))
+            for pt in beyond:
+                if not pt.detail.get("by_budget") and (pt.excess or 0.0) < floor:
+                    pt.beyond = False  # within a few times the declared cases' own excess: no jump
+            beyond = [pt for pt in beyond if pt.beyond]
+            if not beyond:
                 continue
             if ctx.case_filter is None:
                 th = threshold(mine + base, params)
@@ -707,9 +710,12 @@ class SizeRange(Check):
         judged = [p for p in points if p.ratio is not None]
         big = max(points, key=lambda p: p.elements)
         worst = max(judged, key=lambda p: p.ratio or 0.0) if judged else None
+        known = [a for a in anchors if a.ratio is not None]
         s = (f"ran {len(points)} sizes across [params] up to {case_label(big.case)} ({big.elements} elements)"
-             + (f"; the candidate's error at most {num(worst.ratio or 0.0)}x kws's error budget "
-                f"(at {case_label(worst.case)})" if worst else "")
+             + (f"; the candidate's error at most {num(worst.ratio or 0.0)}x kws's error budget, "
+                f"{num(worst.excess or 0.0)} roundings per term (at {case_label(worst.case)})" if worst else "")
+             + (f"; on the declared cases at most {num(max(a.ratio or 0.0 for a in known))}x, "
+                f"{num(max(a.excess or 0.0 for a in known))}" if known else "")
              + (f"; {len(left)} planned size(s) beyond the CPU budget" if left else ""))
         return self.finding(ctx, "info", s, {
             "seed": seed, "derivation": ctx.derivation.as_dict(), "cases": rows,

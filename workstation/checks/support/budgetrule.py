@@ -111,6 +111,7 @@ class Verdict:
     tolerance: dict[str, Any] | None = None
     need: float | None = None
     excess: float | None = None
+    reference_excess: float | None = None
     outputs: list[int] = field(default_factory=list)
 
     def text(self) -> str:
@@ -129,14 +130,19 @@ class Verdict:
                     f"oracle ({model})")
         tol = self.tolerance or {}
         s = (f"the candidate is within kws's error budget of the float64 oracle at every element (max |err| "
-             f"{num(self.candidate_err or 0.0)}, {num(self.candidate_ratio or 0.0)}x the budget; {model}); "
-             f"two correct implementations may differ by up to {num(self.need or 0.0)} here, more than the "
-             f"declared tolerance (atol={tol.get('atol', 0):g}, rtol={tol.get('rtol', 0):g}) allows: the "
-             "tolerance is too tight at this case (tolerance-tight's finding), not a fail of the candidate")
-        if self.reference_ratio is not None and self.reference_ratio > WITHIN:
-            s += (f"; the reference itself is {num(self.reference_ratio)}x its budget off the oracle here "
-                  "(reference-suspect's subject)")
-        return s
+             f"{num(self.candidate_err or 0.0)}, {num(self.candidate_ratio or 0.0)}x the budget; {model})")
+        if self.reference_off:
+            return s + (f"; the reference itself is {num(self.reference_ratio or 0.0)}x its budget, "
+                        f"{num(self.reference_excess or 0.0)} roundings per term off the oracle here: the mismatch "
+                        "is the reference's (reference-suspect's subject), not a fail of the candidate")
+        return s + (f"; two correct implementations may differ by up to {num(self.need or 0.0)} here, more than the "
+                    f"declared tolerance (atol={tol.get('atol', 0):g}, rtol={tol.get('rtol', 0):g}) allows: the "
+                    "tolerance is too tight at this case (tolerance-tight's finding), not a fail of the candidate")
+
+    @property
+    def reference_off(self) -> bool:
+        """The reference is beyond its budget or :data:`EXCESS` roundings per term here."""
+        return (self.reference_ratio or 0.0) > WITHIN or (self.reference_excess or 0.0) > EXCESS
 
     def evidence(self) -> dict[str, Any]:
         """JSON-ready evidence."""
@@ -145,7 +151,8 @@ class Verdict:
         return {"available": True, "within_budget": self.within, "candidate_err_over_budget": self.candidate_ratio,
                 "reference_err_over_budget": self.reference_ratio, "candidate_max_abs_err": self.candidate_err,
                 "worst": self.worst, "budget": self.budget, "declared_tolerance": self.tolerance,
-                "two_budgets_max": self.need, "roundings_per_term": self.excess, "outputs": self.outputs}
+                "two_budgets_max": self.need, "roundings_per_term": self.excess,
+                "reference_roundings_per_term": self.reference_excess, "outputs": self.outputs}
 
 
 @dataclass(frozen=True)
@@ -253,6 +260,7 @@ def judge(run: Run | str, got: list[np.ndarray | None], comps: list[Comparison])
         ratio = float(st.budget_ratio) if st.budget_ratio is not None else float("inf")
         x, _ = excess(o, g)
         v.excess = max(v.excess or 0.0, x)
+        v.reference_excess = max(v.reference_excess or 0.0, excess(o, o.ref)[0])
         if st.nonfinite or not ratio <= WITHIN or not x <= EXCESS:
             v.within = False
         if ratio > worst_ratio:

@@ -143,7 +143,11 @@ RANGE_CPU_BUDGET = 3
 #: the per-case units (CPU): the largest cases are the expensive ones.
 RANGE_DRAW_SHARE = 4
 #: size-range: log-uniform draws besides the largest cases (CPU, GPU).
-RANGE_CPU_DRAWS, RANGE_GPU_DRAWS = 3, 8
+RANGE_CPU_DRAWS, RANGE_GPU_DRAWS = 3, 4
+#: size-range: the most elements of a case on a GPU: its outputs, the reference's and the
+#: float64 oracle's travel as float64 arrays, all of a job's cases within the result byte
+#: budget (``KWS_RESULT_BYTES``, 768 MiB): 2^22 elements are 32 MiB an array.
+RANGE_GPU_ELEMENTS = 1 << 22
 
 
 @dataclass(frozen=True)
@@ -172,14 +176,14 @@ class RangeModel:
     def max_elements(self) -> int:
         """The most elements of one case."""
         if self.on_gpu:
-            return GPU_MAX_ELEMENTS
+            return max(RANGE_GPU_ELEMENTS, CPU_CASE_CAP * self.declared_elements)
         return max(RANGE_CPU_ELEMENTS // self.autotune_configs, CPU_CASE_CAP * self.declared_elements)
 
     @property
     def max_units(self) -> int:
         """The most interpreter units of one case (elements on a GPU)."""
         if self.on_gpu:
-            return GPU_MAX_ELEMENTS
+            return self.max_elements
         return max(RANGE_CPU_UNITS, CPU_CASE_CAP * self.declared_units)
 
     @property
