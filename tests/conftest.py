@@ -230,6 +230,7 @@ MODULE_TIER = {
     "test_screen_ray": "system",
     "test_sources": "unit",
     "test_sync": "git",
+    "test_suspicion": "unit",
     "test_task_problems": "battery",
     "test_taskfmt": "unit",
     "test_taskfmt_ext": "unit",
