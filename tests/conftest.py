@@ -231,6 +231,7 @@ MODULE_TIER = {
     "test_sources": "unit",
     "test_sync": "git",
     "test_suspicion": "unit",
+    "test_checks_suspicion": "battery",
     "test_task_problems": "battery",
     "test_taskfmt": "unit",
     "test_taskfmt_ext": "unit",
