@@ -232,6 +232,8 @@ MODULE_TIER = {
     "test_sync": "git",
     "test_suspicion": "unit",
     "test_checks_suspicion": "battery",
+    "test_structure": "unit",
+    "test_checks_false_alarms": "battery",
     "test_task_problems": "battery",
     "test_taskfmt": "unit",
     "test_taskfmt_ext": "unit",
