@@ -33,6 +33,8 @@ GATE_INPUTS = 4
 def _one_kernel(read: CallOutcome, read_cases: list[dict[str, Any]], case: dict[str, Any]) -> PallasReading | None:
     """The one readable `pallas_call` the reading saw on ``case`` (None for none, several, or
     an unreadable one)."""
+    if read.step is None:
+        return None
     kernels = extra_as(read.step.extra, PallasReadExtra).kernels
     ks = [k for k in kernels if isinstance(k.error, msgspec.UnsetType) and read_cases[k.case] == case]
     return ks[0] if len(ks) == 1 else None

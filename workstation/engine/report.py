@@ -104,7 +104,8 @@ def to_json_dict(res: EngineResult) -> dict[str, Any]:
         "runner_failed": res.runner_failed,
         **plugin_report(),
     }
-    doc["disagreements"] = disagreements(doc["findings"], doc["checks"], res.task.backend)
+    doc["disagreements"] = disagreements([f.as_dict() for f in res.findings], [r.as_dict() for r in res.results],
+                                         res.task.backend)
     for key, value in res.extensions.items():
         doc.setdefault(key, value)  # never over a contract key
     # task-derived text (titles, reasons, evidence, exception texts) enters the report here:

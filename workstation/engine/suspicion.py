@@ -73,6 +73,12 @@ GLUE_OPS = frozenset({
 KERNEL_BACKENDS = ("triton", "cuda", "pallas", "nki")
 
 
+def _evidence(finding: dict[str, Any]) -> dict[str, Any]:
+    """A report finding's evidence dict ({} when it has none)."""
+    ev = finding.get("evidence")
+    return ev if isinstance(ev, dict) else {}
+
+
 def _op_base(name: str) -> str:
     """``aten::add_`` / ``aten.add_.Tensor`` -> ``add_``."""
     n = name.split("::")[-1]
@@ -110,8 +116,7 @@ class Signal:
         if self.kernel_only and backend not in KERNEL_BACKENDS:
             return False
         if self.compute_ops:
-            ev = finding.get("evidence") if isinstance(finding.get("evidence"), dict) else {}
-            ops = ev.get("candidate_ops") if ev else None
+            ops = _evidence(finding).get("candidate_ops")
             names = [_op_base(str(o.get("name", ""))) for o in ops or [] if isinstance(o, dict)]
             return any(n and n not in GLUE_OPS for n in names)
         return True
@@ -137,8 +142,8 @@ def signal_of(finding: dict[str, Any], backend: str = "") -> tuple[str, str, boo
     finding dict) for a candidate of ``backend``, or None: its ``evidence["suspicion"]`` tag
     first (``evidence["static_vs_run"]``: a static reading the run did not bear out), then
     :data:`SIGNALS`."""
-    ev = finding.get("evidence") if isinstance(finding.get("evidence"), dict) else {}
-    kind = ev.get("suspicion") if ev else None
+    ev = _evidence(finding)
+    kind = ev.get("suspicion")
     if isinstance(kind, str) and kind in SUSPICIONS:
         return kind, SUSPICIONS[kind], bool(ev.get("static_vs_run"))
     for s in SIGNALS:
@@ -154,8 +159,7 @@ def unconfirmed(findings: list[dict[str, Any]], listed: set[str]) -> list[dict[s
     out: list[dict[str, str]] = []
     seen = set(listed)
     for f in findings:
-        ev = f.get("evidence") if isinstance(f.get("evidence"), dict) else {}
-        kind = ev.get("suspicion") if ev else None
+        kind = _evidence(f).get("suspicion")
         if f.get("severity") == "fail" or not isinstance(kind, str) or f.get("check") in seen:
             continue
         seen.add(f["check"])
@@ -183,9 +187,10 @@ def disagreements(findings: list[dict[str, Any]], checks: list[dict[str, Any]],
                    for j in JUDGES.get(kind, ()) if j != f.get("check") and status.get(j) == "pass"]
         if not against and not static:
             continue
-        src = {"check": f.get("check"), "severity": f.get("severity"), "summary": (f.get("summary") or "")[:400]}
+        summary = str(f.get("summary") or "")[:400]
+        src = {"check": f.get("check"), "severity": f.get("severity"), "summary": summary}
         if static and not against:
-            text = f"{f.get('check')}: {says}: {src['summary'][:200]}"
+            text = f"{f.get('check')}: {says}: {summary[:200]}"
         else:
             text = (f"{f.get('check')} ({f.get('severity')}): {says}; "
                     + ", ".join(f"{a['check']} says pass" for a in against))

@@ -144,8 +144,8 @@ def _read(ctx: CheckContext, case: dict[str, Any]) -> Structure:
     shows = {i: tuple(k for k in (*RESTORABLE, "integer") if k in s) for i, s in per.items()}
     frozen = frozenset(set(declared) | {i for i, s in shows.items() if "integer" in s})
     keep: dict[str, list[Any]] = {}
-    for i, s in shows.items():
-        kinds = [k for k in RESTORABLE if k in s]
+    for i, sh in shows.items():
+        kinds = [k for k in RESTORABLE if k in sh]
         if "stochastic" in kinds:
             kinds = [k for k in kinds if k != "nonnegative"]
         if kinds and i not in frozen:
