@@ -111,7 +111,21 @@ report's `not_judged` with its reason and is never `pass`: it raises `NotJudged`
 (`ctx.could_not_judge`, on the check's own view of the context: status `skip` unless a finding warns or fails). `kws check` then
 exits 4 when nothing fails (docs/task-format.md). A part that is structurally impossible on
 a device class and documented so (a GPU-only tool on the CPU) stays an `info` finding; the
-table says which. Per check (its **Not judged when** above):
+table says which.
+
+**One rule for suspicion.** A check that sees a hack-class signal (work not done by the
+candidate's own kernels; behaviour that depends on state, the call count, being observed or
+timing; a replay or cache; outputs or threads still changing after return; global state,
+timers or streams touched; precision lower than served) reports `fail` with the evidence
+where it confirmed it, and otherwise keeps what it saw as a `warn` tagged
+`evidence["suspicion"]` and is not judged (`workstation/checks/support/suspicion.py`): such a
+warn never ends a report that exits 0, and the report itself treats a tagged warn of a check
+that did not say so as not judged. A `warn` that is genuinely advisory (a loose but legal
+tolerance, a slow optimization, an attached profile that does not parse, a bench method that
+deflates the candidate) carries no tag. The report also lists every disagreement between
+checks (`disagreements`: a signal against a check that judges it and says `pass`, or a static
+reading the run did not bear out; `workstation/engine/suspicion.py`) and exits 4 on one when
+nothing fails. Per check (its **Not judged when** above):
 """
 
 FIDELITY = """\

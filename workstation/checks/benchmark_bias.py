@@ -253,8 +253,8 @@ class BenchmarkBias(Check):
                 dyn = self._dynamic(ctx, m, ct, uses)
                 if dyn.get("error"):
                     dyn_note = dyn["error"]
-                    if dyn.get("error_severity") == "info":  # the bench died or raised: nothing compared
-                        ctx.could_not_judge(dyn_note[:300])
+                    # the bench died, raised or returned no usable numbers: nothing compared
+                    ctx.could_not_judge(dyn_note[:300])
         else:
             dyn_note = f"the author's bench was not run: {p.reason}; the source alone is judged"
         consistent_here = bool(dyn and dyn.get("consistent"))

@@ -14,6 +14,7 @@ if TYPE_CHECKING:
 from workstation.checks.out_of_bounds import band_changes, smallest_case
 from workstation.checks.support.guarded import guarded_step
 from workstation.checks.support.legal import UNLISTED, int_params, smallest, snap
+from workstation.checks.support.suspicion import suspect
 from workstation.checks.unwritten_output import output_buffer, poison_mask
 from workstation.engine.check import Check, Finding, NotJudged, Skip, register
 from workstation.engine.context import CheckContext, case_label
@@ -121,6 +122,7 @@ class BoundsProof(Check):
         | a refuted question whose counterexample run shows it (guard elements written, poisoned output elements left): the shape, the access and source line, the program and lane, what the run saw | `fail` |
         | an input element read by no program, where the candidate's output misses the reference at that shape | `fail` |
         | a refuted question the run did not show (an out-of-bounds read: guard bands see writes only; data that did not trigger a data-dependent mask) | `warn` |
+        | an output element no program of the kernel writes, while the guarded run saw that output written all over kws's poison (another writer: a framework op, host code; or a launch model that does not hold) | `warn`, not judged |
         | an input element read by no program while the output still matches the reference (a kernel need not read its whole input); read-coverage questions Z3 left open | `info` |
         | proved: the domain, the number of accesses and outputs proved, solver seconds per kernel | `info` |
 
@@ -156,7 +158,9 @@ class BoundsProof(Check):
         per query, 20 million per kernel, about 2 s and 10 s on an idle core; 10 s of wall clock
         per query as a backstop); a
         constexpr variant of the domain was not sampled; a counterexample's confirmation run
-        failed for a reason other than the candidate.
+        failed for a reason other than the candidate. An unwritten-element refutation whose
+        guarded run saw the output written all over the poison: a static reading the run did
+        not bear out (tagged `work-elsewhere`, listed as a disagreement in the report).
 
     Forgeable:
         Measured in the job process: the launch records (grid, arguments, tensor facts) come from the launch wrapper while the candidate's wrapper runs; the TTIR from a compile in a child without task state; the proof in the parent.
@@ -389,8 +393,29 @@ class BoundsProof(Check):
         failed = [o for _, o in runs if not o.ok]
         if failed and len(failed) == len(runs):
             ctx.could_not_judge(f"the confirmation run at {label} failed: {failed[0].failure_text()}")
-        return self.finding(ctx, "warn", f"{slot.qualname}: {what} (refuted by Z3, not confirmed by a run: {why})",
-                            ev, case=case, seed=seed)
+        text = f"{slot.qualname}: {what} (refuted by Z3, not confirmed by a run: {why})"
+        if v.question != "in-bounds" and any(self._written(v, slot, o) for _, o in runs):
+            # the proof says no program of the kernel writes the element, and the run saw it
+            # written over kws's poison: another writer (a framework op, host code) or a launch
+            # model that does not hold; a static reading the run did not bear out
+            text = (f"{slot.qualname}: {what}, yet the guarded run saw every element of that output written over "
+                    "kws's poison: written by something other than this kernel, or the launch model does not hold "
+                    "(refuted by Z3, not confirmed by a run)")
+            ev.update(suspect(ctx, "work-elsewhere", text, static_vs_run=True))
+        return self.finding(ctx, "warn", text, ev, case=case, seed=seed)
+
+    @staticmethod
+    def _written(v: Verdict, slot: Slot, out: Any) -> bool:
+        """Whether the guarded run ``out`` poisoned the output a coverage refutation names and
+        saw all of it written (no poison left)."""
+        if not out.ok or out.step is None:
+            return False
+        j = slot.tensors.get(v.arg, {}).get("output")
+        if j is None or j >= len(out.outputs):
+            return False
+        m = poison_mask(out, j, out.outputs[j].dtype, "A")
+        buf = output_buffer(out, j)
+        return m is not None and buf is not None and bool(buf.poisoned) and not m.any()
 
     def _unread(self, ctx: CheckContext, v: Verdict, slot: Slot, base: dict[str, Any], seed: int,
                 file: str) -> Finding:

@@ -73,7 +73,7 @@ class Correctness(Check):
         |---|---|
         | a case whose outputs mismatch: the case, the seeds, the output, the comparison's reason, the worst element (index, expected, got) and the mismatch region | `fail` |
         | the candidate raises, crashes or times out on a case (the failure class, the exception or signal; one finding per case and failure, listing the seeds) | `fail` |
-        | the reference raises, crashes or times out on a case given with `--case` (on a declared case the task is broken: not judged) | `warn` |
+        | the reference raises, crashes or times out on a case given with `--case` (on a declared case the task is broken: not judged) | `warn`, not judged |
         | how many case/seed runs are within tolerance and the one closest to the limit (the share of the allowed error its worst element uses) | `info` |
         | a declared case left out because the interpreter fidelity probe fails for its dtype (docs/checks.md, "The interpreter fidelity layer") | `info` |
 
@@ -142,6 +142,8 @@ class Correctness(Check):
             seed, out = runs[0]
             f = failed_call_finding(self, ctx, who, ctx.cases[ci], seed, out,
                                     "warn" if who == "the reference" else "fail")
+            if who == "the reference":  # the candidate was not judged on that case
+                ctx.could_not_judge(f"case {case_label(ctx.cases[ci])}: the reference {out.failure_text()[:160]}")
             if len(runs) > 1:
                 f.summary += f"; same on seeds {', '.join(str(s) for s, _ in runs)}"
                 f.evidence["seeds"] = [s for s, _ in runs]

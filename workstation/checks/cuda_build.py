@@ -29,6 +29,7 @@ from workstation.checks.support.ptx_flow import (
     parse_ptx,
     shared_races,
 )
+from workstation.checks.support.suspicion import suspect
 from workstation.checks.support.trials import cheapest_per_dtype
 from workstation.engine.check import Check, Finding, NotJudged, register
 from workstation.engine.context import CheckContext
@@ -148,8 +149,9 @@ class CudaBuild(Check):
         | a thread-indexed global access with no bounds comparison, under a launch that rounds up (the first size with threads past the end) | `fail` |
         | an `.approx` instruction (fast math, an intrinsic, `tanh.approx`) whose error bound exceeds `atol + rtol` at magnitude 1 | `fail` (`info` within it) |
         | a block of the launch's size needs more registers or shared memory than an sm_90 SM has | `fail` |
-        | half add/fma in a loop, or an f16-accumulating MMA: `fail` where sqrt(n) u at the per-thread length n exceeds the declared rtol | `fail` (else `warn`) |
-        | an unguarded thread-indexed access where the launch is not read; TF32 tensor-core ops in a task served at float32; spills; occupancy below 25% | `warn` |
+        | half add/fma in a loop, or an f16-accumulating MMA: `fail` where sqrt(n) u at the per-thread length n exceeds the declared rtol | `fail` (else `warn`; not judged when n is not known) |
+        | TF32 tensor-core ops in a task served at float32 | `warn`, not judged |
+        | an unguarded thread-indexed access where the launch is not read; spills; occupancy below 25% | `warn` |
         | per kernel: registers, shared memory, stack, tensor-core ops, occupancy, accesses; the launch sites read | `info` |
 
     Example:
@@ -185,7 +187,10 @@ class CudaBuild(Check):
         toolkit); PTX/SASS need cuobjdump and the launch reading pycparser (`kws[cuda-read]`).
 
     Not judged when:
-        the capture step did not run, or the candidate made no `load_inline`/`load` build: `warn`.
+        the capture step did not run, or the candidate made no `load_inline`/`load` build (tagged
+        `work-elsewhere`: no CUDA of its own to read): `warn`, not judged. A half-precision
+        accumulator of unknown length and TF32 products in a task served at float32 (tagged
+        `precision`): `warn`, not judged.
         nvcc not found: `NotJudged` ("install the CUDA toolkit (nvcc)"). nvcc stopped at its time
         limit: not judged for that source (never reported as a compile error). A header nvcc cannot
         find that is not a file of the task (`cusparse.h`, which torch's `ATen/cuda/CUDAContext.h`
@@ -215,6 +220,7 @@ class CudaBuild(Check):
         case = cheapest_per_dtype(ctx)[0]
         out = ctx.calls([CudaBuildStep(role="candidate", case=case, seed=ctx.seeds[0])], memo=True)[0]
         if not out.ok:
+            ctx.could_not_judge(f"the CUDA capture step did not run: {out.failure_text()[:200]}")
             return [self.finding(ctx, "warn", f"the CUDA capture step did not run: {out.failure_text()}",
                                  out.failure_evidence())]
         ex = extra_as(out.step.extra, CudaBuildExtra)
@@ -224,9 +230,11 @@ class CudaBuild(Check):
             err = msgspec.to_builtins(ex.role_error) if ex.role_error is not None else {}
             why = (f" (the candidate {ex.role_error.type}: {ex.role_error.message[:200]})"
                    if ex.role_error is not None else "")
-            return [self.finding(ctx, "warn", "the candidate made no torch.utils.cpp_extension load_inline/load build "
-                                 f"on import or on its first call{why}: no CUDA source to compile here (a prebuilt "
-                                 "extension runs only on a GPU)", {"role_error": err, "tools": msgspec.to_builtins(tools)})]
+            text = ("the candidate made no torch.utils.cpp_extension load_inline/load build "
+                    f"on import or on its first call{why}: no CUDA source to compile here (a prebuilt "
+                    "extension runs only on a GPU)")
+            return [self.finding(ctx, "warn", text, {"role_error": err, "tools": msgspec.to_builtins(tools),
+                                                     **suspect(ctx, "work-elsewhere", text)})]
         if not tools.nvcc:
             raise NotJudged("nvcc not found (PATH, $CUDA_HOME/bin, the nvidia-cuda-nvcc package): the captured CUDA "
                             f"sources of {', '.join(b.name for b in builds)} cannot be compiled here; install the "
@@ -500,15 +508,18 @@ class CudaBuild(Check):
                         + "; accumulate in float32 and round once")
             else:
                 sev, tail = "warn", "; the per-thread accumulation length is not known: accumulate in float32 and round once"
-            out.append(self.finding(ctx, sev, f"{label}: a half-precision accumulator: {what}{tail}",
-                                    {**ev, "reduction_max": kmax, "per_thread_terms": terms, "terms_from": how}))
+            text = f"{label}: a half-precision accumulator: {what}{tail}"
+            # a known length within the declared tolerance is advisory; an unknown one could not be judged
+            tag = suspect(ctx, "precision", text) if terms is None else {}
+            out.append(self.finding(ctx, sev, text,
+                                    {**ev, "reduction_max": kmax, "per_thread_terms": terms, "terms_from": how, **tag}))
         if (prec["tf32"]["sass"] or prec["tf32"]["ptx"]) and "float32" in (task.contract.dtypes or
                                                                           [c["dtype"] for c in task.cases]):
             ops = prec["tf32"]["sass"] or prec["tf32"]["ptx"][:2]
-            out.append(self.finding(
-                ctx, "warn", f"{label}: float32 products run on TF32 tensor cores ({', '.join(ops)}): inputs are rounded "
-                "to 10 explicit mantissa bits, so fp32 tolerances of long reductions may not hold (precision-regime "
-                "measures it where the candidate runs)", ev))
+            text = (f"{label}: float32 products run on TF32 tensor cores ({', '.join(ops)}): inputs are rounded "
+                    "to 10 explicit mantissa bits, so fp32 tolerances of long reductions may not hold (precision-regime "
+                    "measures it where the candidate runs)")
+            out.append(self.finding(ctx, "warn", text, {**ev, **suspect(ctx, "precision", text)}))
         return out
 
     @staticmethod

@@ -9,6 +9,7 @@ import numpy as np
 
 from workstation.analysis.compare import compare
 from workstation.checks.support.keep import kept_inputs
+from workstation.checks.support.structure import input_structure
 from workstation.checks.support.trials import (
     Trial,
     case_key,
@@ -153,7 +154,8 @@ class DegenerateInputs(Check):
         that says nothing about the code: `NotJudged`; the candidate runs only for a flagged case,
         so its backend or libraries failing here make the check `NotJudged` only then (the flags
         are not reported). A reference that died on a case: not judged for that case (its inputs
-        and outputs are not inspected; `warn` "nothing to inspect" where it died on every case).
+        and outputs are not inspected; `warn` "nothing to inspect", not judged, where it died on
+        every case).
         Diverse-input reruns that were dropped leave a flagged case at `warn` with each reason. A
         perturbed (or unperturbed) reference run of the sensitivity reading that raised, died or
         whose kws transform failed: not judged for that input's sensitivity, with the first
@@ -208,6 +210,7 @@ class DegenerateInputs(Check):
                 if ind not in per_case[ci]["outputs"]:
                     per_case[ci]["outputs"].append(ind)
         if not per_case:
+            ctx.could_not_judge("the reference fails on every declared case: nothing to inspect")
             return [self.finding(ctx, "warn", "the reference fails on every declared case: nothing to inspect", {})]
         self._sensitivity(ctx, per_case)
         flagged = [ci for ci, info in per_case.items() if self._indicators(info)]
@@ -235,9 +238,10 @@ class DegenerateInputs(Check):
         for ci, info in per_case.items():
             if case_key(info["case"]) not in cheapest:
                 continue
-            for i in info["args"]:
+            st = input_structure(ctx, info["case"])  # make_inputs' structure kept (sorted stays sorted)
+            for i in st.args(info["args"]):
                 for mode, rel in (("slight", SLIGHT), ("coarse", COARSE)):
-                    t = Perturb(args=[i], rel=rel, seed=info["seed"])
+                    t = Perturb(args=[i], rel=rel, seed=info["seed"], keep=st.keep_for([i]))
                     steps.append(ctx.call_step("reference", info["case"], info["seed"], transforms=[t]))
                     keys.append((ci, i, mode))
         if not steps:
@@ -277,8 +281,12 @@ class DegenerateInputs(Check):
                 chosen.append(info)
         trials = []
         for info in chosen:
+            st = input_structure(ctx, info["case"])
+            args = st.args(info["args"])
+            if not args:
+                continue
             for dist in DISTRIBUTIONS:
-                t = Diverse(dist=dist, args=info["args"], seed=info["seed"])
+                t = Diverse(dist=dist, args=args, seed=info["seed"], keep=st.keep_for(args))
                 trials.append(Trial(info["case"], info["seed"], f"{dist} inputs", [t], [t], {"dist": dist}))
         results = run_trials(ctx, trials)
         findings = []

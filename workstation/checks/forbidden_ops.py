@@ -7,6 +7,7 @@ from typing import TYPE_CHECKING, Any
 import msgspec
 
 from workstation.checks.fallback import delegate_names as op_names  # the rule of [delegation] ops
+from workstation.checks.support.suspicion import suspect
 from workstation.engine.check import Check, Finding, NotJudged, register
 from workstation.engine.context import CheckContext, case_label
 from workstation.protocol.extras.calls import CallExtra
@@ -66,7 +67,8 @@ class ForbiddenOps(Check):
 
     Not judged when:
         the task declares no `forbidden_ops` (the check is not scheduled); the candidate
-        fails in the traced run of a case (correctness judges it: that case is not judged);
+        fails in the traced run of a case (correctness judges it: that case is not judged; where
+        a plain run returns, a `warn` tagged `observation`: behaviour that depends on being traced);
         the trace was removed by task code (not judged).
 
     Forgeable:
@@ -97,10 +99,12 @@ class ForbiddenOps(Check):
             if not out.ok:
                 plain = ctx.candidate([(case, seed)])[0]
                 if plain.ok:
+                    text = f"case {label}: the candidate {out.failure_text()} in the traced run but returns in a plain run"
                     findings.append(self.finding(
-                        ctx, "warn", f"case {label}: the candidate {out.failure_text()} in the traced run but returns "
-                        "in a plain run", {"case": case, **out.failure_evidence()}, case=case, seed=seed))
-                ctx.could_not_judge(f"case {label}: the traced call failed ({out.failure_text()[:160]})")
+                        ctx, "warn", text, {"case": case, **out.failure_evidence(), **suspect(ctx, "observation", text)},
+                        case=case, seed=seed))
+                else:
+                    ctx.could_not_judge(f"case {label}: the traced call failed ({out.failure_text()[:160]})")
                 continue
             rep = out.payload(CallExtra).monitors.of(AtenOpsReport)
             ops: dict[str, dict[str, Any]] = {n: msgspec.to_builtins(r) for n, r in rep.ops.items()}
@@ -127,6 +131,8 @@ class ForbiddenOps(Check):
                 + f" ([contract] forbidden_ops = {sorted(ctx.task.extensions.forbidden_ops)})", ev,
                 case=case, seed=seed))
         if not examined:
+            if findings:  # what it saw (a call that fails only when traced) is kept; not judged all the same
+                return findings
             raise NotJudged("no traced call of the candidate returned: " + "; ".join(ctx.unjudged)[:300])
         if not any(f.severity == "fail" for f in findings):
             findings.append(self.finding(

@@ -8,6 +8,7 @@ from typing import Any
 import numpy as np
 
 from workstation.analysis.compare import FORMATS, Comparison, compare
+from workstation.checks.support.structure import input_structure
 from workstation.checks.support.trials import (
     Trial,
     TrialResult,
@@ -56,10 +57,12 @@ class InputDistributions(Check):
 
     How:
         on the first declared case (first seed), the floating-point inputs the callables
-        read (not `out_args`, not `[inputs] keep_structure`; integer inputs and scalars keep
-        their values) are replaced in both roles by a uniform and a heavy-tailed draw (Student-t,
+        read (not `out_args`, not `[inputs] keep_structure`; integer inputs, integer-valued
+        floating inputs and scalars keep their values) are replaced in both roles by a uniform
+        and a heavy-tailed draw (Student-t,
         2 degrees of freedom, clipped at 20; unit variance times the input's RMS, non-negative
-        inputs kept non-negative), and separately multiplied by 1e-4 and by 64. The candidate
+        inputs kept non-negative; an input that is sorted, symmetric or has rows summing to one
+        on every seed `make_inputs` drew stays so), and separately multiplied by 1e-4 and by 64. The candidate
         is compared with the reference at the task's tolerance with its `atol` multiplied by
         the ratio of the reference's output magnitude (max |y|) on those inputs to that on the
         task's own (never below 1 for the draws): the absolute part of the tolerance moves
@@ -89,10 +92,12 @@ class InputDistributions(Check):
         uniform/Pareto inputs); KernelBench-Hard (inputs rescaled 1e-4..64).
 
     Limits:
-        the draws do not keep relations between inputs a spec may need (sorted indices,
-        probabilities summing to 1, SPD matrices: declare them in `[inputs] keep_structure`);
-        a shortcut exact for these distributions too is not seen. Only the first declared
-        case.
+        the structure `make_inputs` shows on every seed is kept (`support/structure.py`: sorted
+        along the last dimension, non-negative, symmetric, rows summing to one are restored after
+        each draw or scale; integer-valued inputs keep their values), relations between inputs
+        (SPD matrices, indices into another input) are not: declare them in `[inputs]
+        keep_structure`; a shortcut exact for these distributions too is not seen. Only the
+        first declared case.
 
     Not judged when:
         the candidate fails on the task's own inputs of that case (correctness judges it);
@@ -118,9 +123,14 @@ class InputDistributions(Check):
             raise NotJudged(f"case {label}: the candidate does not match the reference on the task's own inputs "
                             "(correctness judges it); other distributions not examined")
         args, in_dtypes, stats = self._inputs(ctx, ref)
+        # the structure make_inputs always shows (sorted, non-negative, symmetric, rows summing to
+        # one) is kept through every variant; integer-valued inputs keep their values
+        st = input_structure(ctx, case)
+        args = st.args(args)
+        keep = st.keep_for(args)
         if not args:
             raise Skip("no floating-point input the callables read can be varied (out_args, keep_structure, "
-                       "integer inputs keep their values)")
+                       "integer inputs and integer-valued floating inputs keep their values)")
         trials: list[Trial] = []
         skipped: list[str] = []
         bound = ctx.task.contract.max_abs_input
@@ -130,7 +140,7 @@ class InputDistributions(Check):
                 skipped.append(f"{dist} inputs: values up to {reach:.3g} would exceed the contract's max_abs_input "
                                f"= {bound:g}")
                 continue
-            t: Transform = Diverse(dist=dist, args=args, seed=seed)
+            t: Transform = Diverse(dist=dist, args=args, seed=seed, keep=keep)
             trials.append(Trial(case, seed, f"{dist} inputs", [t], [t], {"variant": dist}))
         notes: list[str] = []
         for s in SCALES:
@@ -143,7 +153,7 @@ class InputDistributions(Check):
                 continue
             if why:
                 notes.append(f"scale {s:g} moved to {f:.3g}: {why}")
-            t = Rescale(factor=f, args=args, seed=seed)
+            t = Rescale(factor=f, args=args, seed=seed, keep=keep)
             trials.append(Trial(case, seed, f"inputs x {f:.3g}", [t], [t], {"variant": f"x{f:.3g}", "factor": f}))
         results = run_trials(ctx, trials)
         findings: list[Finding] = []
@@ -151,7 +161,7 @@ class InputDistributions(Check):
         for r in results:
             label_v = r.trial.label
             if r.status == "dropped":
-                (self.could_not_judge if r.unjudged else skipped.append)(f"{label_v}: {r.reason}")
+                (ctx.could_not_judge if r.unjudged else skipped.append)(f"{label_v}: {r.reason}")
                 continue
             if r.status == "error":
                 findings.append(self.finding(
@@ -172,7 +182,7 @@ class InputDistributions(Check):
             j, c = bad
             w = c.worst or {}
             ev = {**evidence_of(r), "output": j, "comparison": c.evidence(), "atol_factor": ratios[j],
-                  "inputs_varied": args}
+                  "inputs_varied": args, "structure": st.evidence()}
             # a float64 oracle tells a candidate error from a reference that is off itself on
             # these inputs (as edge-shapes does): then the reference, not the candidate, is named
             ev["oracle"] = verdict = oracle_judgement(ctx, r)
@@ -190,12 +200,14 @@ class InputDistributions(Check):
                 f"{w.get('expected')}, got {w.get('got')} (atol x {ratios[j]:.3g} for the output's magnitude); it "
                 "matches on the task's own inputs", ev, case=case, seed=seed))
         if not findings:
+            kept_text = ", ".join(f"input {i} {'/'.join(k)}" for i, k in keep.items())
             findings.append(self.finding(
                 ctx, "info",
                 f"case {label}: the candidate matches the reference with " + (", ".join(passed) or "no variant")
-                + (f"; skipped: {'; '.join(skipped)}" if skipped else "") + (f"; {'; '.join(notes)}" if notes else ""),
+                + (f"; skipped: {'; '.join(skipped)}" if skipped else "") + (f"; {'; '.join(notes)}" if notes else "")
+                + (f"; kept: {kept_text}" if keep else ""),
                 {"case": case, "seed": seed, "inputs_varied": args, "passed": passed, "skipped": skipped,
-                 "scale_notes": notes}))
+                 "scale_notes": notes, "structure": st.evidence()}))
             if not passed:
                 ctx.could_not_judge(f"case {label}: every variant was skipped or dropped")
         return findings

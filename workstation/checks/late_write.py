@@ -10,6 +10,7 @@ from workstation.checks.support.series import (
     series_failure,
     series_payload,
 )
+from workstation.checks.support.suspicion import suspect
 from workstation.engine.check import Check, Finding, register
 from workstation.engine.context import CheckContext, case_label
 from workstation.engine.report import json_scalar
@@ -48,7 +49,8 @@ class LateWrite(Check):
         | finding | severity |
         |---|---|
         | an output whose fingerprint changed between return and the synchronize + wait (which call, how many elements, where, both fingerprints); an output that cannot be read (lazy, fake or meta); an output type other than `torch.Tensor` | `fail` |
-        | an output that is a `torch.nn.Parameter`; the candidate raised during the series although a plain call returns | `warn` |
+        | an output that is a `torch.nn.Parameter` | `warn` |
+        | the candidate raised during the series although a plain call returns (behaviour that depends on the call count) | `warn`, not judged |
         | fingerprints stable and outputs plain tensors on every call | `info` |
 
     Example:
@@ -72,8 +74,8 @@ class LateWrite(Check):
     Not judged when:
         the plain call of the first case fails (correctness judges it), or the series was
         stopped by kws's CPU budget or a limit that says nothing about the candidate:
-        `NotJudged`. A series that raised partway is judged on the calls that completed,
-        with a `warn`.
+        `NotJudged`. A series that raised partway (the plain call returns) is judged on the calls
+        that completed, with a `warn` tagged `state` and the check not judged (one rule for suspicion: a hack-class signal kws could not confirm is not judged, never a `warn` in a report that exits 0).
 
     Forgeable:
         Measured in the job process: fingerprints taken by the harness right after the call returns and after the synchronize.
@@ -93,8 +95,11 @@ class LateWrite(Check):
         series = series_payload(out)
         serial = series.serial
         if not out.ok:
+            # the plain call returns (run_series): failing partway through a series is behaviour
+            # that depends on the call count, and the rest of the series was not examined
+            tag = suspect(ctx, "state", f"case {label}: {series_failure(spec, out)}")
             findings.append(self.finding(ctx, "warn", f"case {label}: {series_failure(spec, out)}",
-                                         {"case": case, **out.failure_evidence()}, case=case, seed=spec.seed_a))
+                                         {"case": case, **out.failure_evidence(), **tag}, case=case, seed=spec.seed_a))
             if not serial:
                 ctx.could_not_judge(f"case {label}: no call of the series completed")
                 return findings

@@ -6,6 +6,7 @@ from typing import Any
 
 from workstation.checks.support.legal import reduction_max
 from workstation.checks.support.nki_read import HALF, NkiKernel, read_nki
+from workstation.checks.support.suspicion import suspect
 from workstation.engine.check import Check, Finding, register
 from workstation.engine.context import CheckContext
 
@@ -59,10 +60,10 @@ class NkiKernelCheck(Check):
         | finding | severity |
         |---|---|
         | a half-precision accumulator with a reduction past the terms that format sums exactly (bfloat16 256, float16 2048) | `fail` |
-        | a half-precision accumulator with a shorter (or unknown) reduction; a PSUM buffer allocated in a half dtype | `warn` |
+        | a half-precision accumulator with a shorter reduction | `warn` |
+        | a half-precision accumulator of unknown reduction length; a PSUM buffer allocated in a half dtype; matmul operands cast to bfloat16/fp8 or a reduction with an explicit half `dtype=` in a task served at float32 (precision lower than served) | `warn`, not judged |
         | an unmasked load or store in a tile loop that rounds up; a tile loop that rounds down with no `assert N % TILE == 0` | `warn` |
-        | matmul operands cast to bfloat16/fp8 in a task served at float32; a reduction with an explicit half `dtype=` | `warn` |
-        | no `@nki.jit` kernel in the candidate's files | `warn` |
+        | no `@nki.jit` kernel in the candidate's files | `warn`, not judged |
         | a summary per kernel | `info` |
 
     Example:
@@ -82,7 +83,8 @@ class NkiKernelCheck(Check):
 
     Not judged when:
         it runs no task code. A task file in the candidate's import closure that cannot be read or
-        parsed is skipped: with no kernel left, `warn` ("no @nki.jit kernel", naming the problem);
+        parsed is skipped: with no kernel left, `warn` ("no @nki.jit kernel", naming the problem;
+        tagged `work-elsewhere` and not judged);
         with kernels found in other files, not judged for the skipped file (named, with why). Not a limit of this
         run (`info`): the run-time checks where no NKI simulator imports.
 
@@ -113,9 +115,10 @@ class NkiKernelCheck(Check):
                                      "any, are not judged")
         if not kernels:
             probs = "; ".join(ctx.sources.problems.values())
-            return [self.finding(ctx, "warn", f"no @nki.jit kernel in {', '.join(files) or ep.file}"
-                                 + (f" ({probs})" if probs else "") + ": nothing to read",
-                                 {"files": files, "problems": ctx.sources.problems})]
+            text = f"no @nki.jit kernel in {', '.join(files) or ep.file}" + (f" ({probs})" if probs else "") + \
+                ": nothing to read"
+            return [self.finding(ctx, "warn", text, {"files": files, "problems": ctx.sources.problems,
+                                                     **suspect(ctx, "work-elsewhere", text)})]
         kmax = reduction_max(task)
         served32 = "float32" in (task.contract.dtypes or [c["dtype"] for c in task.cases])
         out: list[Finding] = []
@@ -144,19 +147,22 @@ class NkiKernelCheck(Check):
             big = kmax is not None and exact is not None and kmax[1] > exact
             tail = (f"; the reduction {kmax[0]} reaches {kmax[1]} terms ([params] maximum), past the {exact} that {dt} "
                     "sums exactly" if big else "")
+            text = (f"{name}: a {dt} accumulator: `{a['text']}` at line {a['line']} adds into tile {a['tile']} allocated "
+                    f"as {dt}{' in ' + a['buffer'] if a.get('buffer') else ''} (line {k.tiles[a['tile']]['line']}): every "
+                    f"partial sum is rounded to {dt}{tail}; accumulate in an nl.float32 PSUM tile and cast once")
+            # the reduction's length unknown: whether the rounding matters was not judged
+            tag = suspect(ctx, "precision", text) if kmax is None else {}
             out.append(self.finding(
-                ctx, "fail" if big else "warn",
-                f"{name}: a {dt} accumulator: `{a['text']}` at line {a['line']} adds into tile {a['tile']} allocated "
-                f"as {dt}{' in ' + a['buffer'] if a.get('buffer') else ''} (line {k.tiles[a['tile']]['line']}): every "
-                f"partial sum is rounded to {dt}{tail}; accumulate in an nl.float32 PSUM tile and cast once",
+                ctx, "fail" if big else "warn", text,
                 {"kernel": k.name, "accumulation": a, "reduction_max": kmax,
-                 "source": {"file": k.file, "line": a["line"]}}))
+                 "source": {"file": k.file, "line": a["line"]}, **tag}))
         for n, t in k.tiles.items():
             if t.get("buffer") == "psum" and t.get("dtype") in HALF and n not in seen:
+                text = (f"{name}: PSUM tile {n} allocated as {t['dtype']} (line {t['line']}): the PSUM "
+                        "accumulates matmul results in fp32; a half PSUM tile rounds them")
                 out.append(self.finding(
-                    ctx, "warn", f"{name}: PSUM tile {n} allocated as {t['dtype']} (line {t['line']}): the PSUM "
-                    "accumulates matmul results in fp32; a half PSUM tile rounds them",
-                    {"kernel": k.name, "tile": n, **t, "source": {"file": k.file, "line": t["line"]}}))
+                    ctx, "warn", text, {"kernel": k.name, "tile": n, **t, "source": {"file": k.file, "line": t["line"]},
+                                        **suspect(ctx, "precision", text)}))
         floor_ok = any("%" in a for a in k.asserts)
         for acc in k.accesses:
             forms = [k.loops[i]["form"] for i in acc["in_loops"]]
@@ -178,15 +184,18 @@ class NkiKernelCheck(Check):
             for m in k.matmuls:
                 low = [c for c in m["casts"] if c in HALF]
                 if low:
+                    text = (f"{name}: `{m['text']}` at line {m['line']} multiplies operands cast to "
+                            f"{', '.join(low)} in a task served at float32: 8-bit (bf16) or fewer mantissa bits per product")
                     out.append(self.finding(
-                        ctx, "warn", f"{name}: `{m['text']}` at line {m['line']} multiplies operands cast to "
-                        f"{', '.join(low)} in a task served at float32: 8-bit (bf16) or fewer mantissa bits per product",
-                        {"kernel": k.name, "matmul": m, "source": {"file": k.file, "line": m["line"]}}))
+                        ctx, "warn", text, {"kernel": k.name, "matmul": m, "source": {"file": k.file, "line": m["line"]},
+                                            **suspect(ctx, "precision", text)}))
         for r in k.reductions:
             if r["dtype"] in HALF:
+                text = f"{name}: `{r['text']}` at line {r['line']} reduces in {r['dtype']}"
+                tag = suspect(ctx, "precision", text + " in a task served at float32") if served32 else {}
                 out.append(self.finding(
-                    ctx, "warn", f"{name}: `{r['text']}` at line {r['line']} reduces in {r['dtype']}",
-                    {"kernel": k.name, "reduction": r, "source": {"file": k.file, "line": r["line"]}}))
+                    ctx, "warn", text, {"kernel": k.name, "reduction": r, "source": {"file": k.file, "line": r["line"]},
+                                        **tag}))
         return out
 
 

@@ -10,6 +10,7 @@ import numpy as np
 from workstation.analysis.compare import is_float, ulp_distance
 from workstation.checks.support.guarded import indices, where_text
 from workstation.checks.support.static import scan_hash_order
+from workstation.checks.support.suspicion import suspect
 from workstation.engine.check import Check, Finding, NotJudged, Skip, register
 from workstation.engine.context import CallOutcome, CheckContext, case_label
 from workstation.engine.report import json_scalar
@@ -61,7 +62,7 @@ class Nondeterminism(Check):
         | finding | severity |
         |---|---|
         | runs differ: which pair, how many elements, where, max abs, max/median ULP, first element's two values | `fail` |
-        | one kind of run failed where others returned | `warn` |
+        | one kind of run failed where others returned (behaviour that depends on how it is called) | `warn`, not judged |
         | all runs bitwise equal (which runs) | `info` |
         | `deterministic = false` in the contract | `skip` (reason says so) |
 
@@ -85,7 +86,8 @@ class Nondeterminism(Check):
         fewer than two of the runs returned (each failure named), the candidate's backend or a
         library it imports cannot run here, `make_inputs` is broken on the case, or any of the runs
         (the fresh interpreter included) was stopped by a limit that says nothing about the code:
-        `NotJudged` for the whole check. A run that raised where another returned is a `warn`; one
+        `NotJudged` for the whole check. A run that raised where another returned is a `warn` tagged
+        `observation`, and the check is not judged (the run that raised compared nothing); one
         that died or hung is charged to the candidate (`fail`). Not a limit of this run (`info`):
         scheduling-dependent nondeterminism on the CPU (the interpreter orders atomics; evidence
         `scheduling_examined: false`), and no fresh-interpreter run where the sources have no
@@ -160,10 +162,11 @@ class Nondeterminism(Check):
             if out.ok:
                 continue
             if plain.ok or rep_out.ok:
+                text = (f"case {case_label(case)} (seed {seed}): {label}: the candidate {out.failure_text()} where "
+                        "other runs on equal inputs returned")
                 findings.append(self.finding(
-                    ctx, "warn", f"case {case_label(case)} (seed {seed}): {label}: the candidate "
-                    f"{out.failure_text()} where other runs on equal inputs returned",
-                    {"case": case, "seed": seed, **out.failure_evidence()}, case=case, seed=seed))
+                    ctx, "warn", text, {"case": case, "seed": seed, **out.failure_evidence(),
+                                        **suspect(ctx, "observation", text)}, case=case, seed=seed))
         if diffs:
             d0 = diffs[0]
             more = f"; {len(diffs) - 1} more run/output pair(s) differ" if len(diffs) > 1 else ""

@@ -93,7 +93,7 @@ class OutOfBounds(Check):
         |---|---|
         | guard elements changed: which buffer (output j / out_args input / scratch allocation, with the `torch.empty` line), which side, the offsets (+1 is the element just past the last one, -1 the one just before the first), the values written; one finding per buffer, listing every case where it happened | `fail` |
         | compute-sanitizer memcheck (GPU) reports errors, with its first report line | `fail` |
-        | the candidate crashed with guarded, poisoned buffers but returns in a plain run | `warn` |
+        | the candidate crashed with guarded, poisoned buffers but returns in a plain run | `warn`, not judged for that call |
         | guard bands untouched (how many buffers, band lengths); the compute-sanitizer part not run, with the reason | `info` |
 
     Example:
@@ -176,7 +176,10 @@ class OutOfBounds(Check):
 
 
     def _crashed_guarded(self, ctx: CheckContext, case: dict[str, Any], seed: int, out: CallOutcome) -> Finding:
-        """A warn for a call that fails only with guarded buffers (a plain run returns)."""
+        """A warn for a call that fails only with guarded buffers (a plain run returns): the
+        guard bands of that call were not read, so it is not judged."""
+        ctx.could_not_judge(f"case {case_label(case)} (seed {seed}): the guarded run {out.failure_text()[:160]} where "
+                            "a plain run returns: its guard bands were not read")
         return self.finding(
             ctx, "warn",
             f"case {case_label(case)} (seed {seed}): the candidate {out.failure_text()} with guarded, "
@@ -233,6 +236,8 @@ class OutOfBounds(Check):
                                 f"case {case_label(case)} (seed {seed}): compute-sanitizer memcheck reports "
                                 f"{errors} error(s): {first}", ev, case=case, seed=seed)
         if errors is None:
+            ctx.could_not_judge(f"compute-sanitizer memcheck on case {case_label(case)} printed no ERROR SUMMARY "
+                                f"(exit {ex.returncode})")
             return self.finding(ctx, "warn", "compute-sanitizer memcheck ran but printed no ERROR SUMMARY "
                                 f"(exit {ex.returncode})", {**ev, "tail": ex.tail[-2000:]},
                                 case=case, seed=seed)

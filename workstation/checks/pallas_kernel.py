@@ -2,12 +2,13 @@
 
 from __future__ import annotations
 
-import re
 from typing import Any
 
 import msgspec
 
 from workstation.checks.support.ragged import ragged_case, shape_variants
+from workstation.checks.support.replay import STRICT_OOB
+from workstation.checks.support.suspicion import suspect
 from workstation.checks.support.trials import cheapest_per_dtype
 from workstation.engine.check import Check, Finding, NotJudged, register
 from workstation.engine.context import CallOutcome, CheckContext, case_label
@@ -15,14 +16,54 @@ from workstation.protocol.extras import extra_as
 from workstation.protocol.extras.backends import PallasReadExtra, PallasReading, TaskLine
 from workstation.protocol.extras.calls import CallExtra
 from workstation.protocol.extras.triton import given
-from workstation.protocol.steps import PallasCalls, PallasReadStep, PallasStrict
+from workstation.protocol.steps import PallasCalls, PallasReadStep, PallasStrict, Sign
 
 HALF = ("float16", "bfloat16")
 #: declared cases run under the strict interpreter (the cheapest per dtype, at most this many).
 STRICT_CASES = 2
-#: the strict interpreter's own detector messages (JAX's ``interpret_pallas_call`` and
-#: ``shared_memory``: "Out-of-bounds read of ...", "... is entirely out of bounds for shape").
-_OOB = re.compile(r"out[- ]of[- ]bounds", re.IGNORECASE)
+#: the strict interpreter's own detector messages (shared with the replay, which leaves any
+#: other strict failure out as kws's limit).
+_OOB = STRICT_OOB
+
+
+#: inputs driven non-positive one at a time by the gate runs (besides all of them at once).
+GATE_INPUTS = 4
+
+
+def _one_kernel(read: CallOutcome, read_cases: list[dict[str, Any]], case: dict[str, Any]) -> PallasReading | None:
+    """The one readable `pallas_call` the reading saw on ``case`` (None for none, several, or
+    an unreadable one)."""
+    if read.step is None:
+        return None
+    kernels = extra_as(read.step.extra, PallasReadExtra).kernels
+    ks = [k for k in kernels if isinstance(k.error, msgspec.UnsetType) and read_cases[k.case] == case]
+    return ks[0] if len(ks) == 1 else None
+
+
+def _holes(k: PallasReading, r: CallOutcome, c: CallOutcome) -> list[tuple[int, int, int, list[int], list[list[int]],
+                                                                          list[Any]]]:
+    """(output, elements left NaN where the reference is finite, size, shape, bounding box,
+    its writes) of each output of kernel ``k`` that the candidate's run ``c`` left partly
+    unwritten while every write of that output lies under a `cond`."""
+    import numpy as np
+
+    out = []
+    for j, (e, g) in enumerate(zip(r.outputs, c.outputs, strict=False)):
+        try:
+            ev, gv = np.asarray(e.values, dtype=np.float64), np.asarray(g.values, dtype=np.float64)
+        except (TypeError, ValueError):
+            continue
+        if ev.shape != gv.shape:
+            continue
+        hole = np.isnan(gv) & ~np.isnan(ev)
+        n = int(hole.sum())
+        writes = [w for w in given(k.writes, []) if w.target == f"output {j}"]
+        if not n or not writes or not all(w.conds for w in writes):
+            continue
+        idx = np.argwhere(hole)
+        box = [[int(idx[:, d].min()), int(idx[:, d].max()) + 1] for d in range(idx.shape[1])]
+        out.append((j, n, int(hole.size), list(gv.shape), box, writes))
+    return out
 
 
 def _src(line: TaskLine | None) -> str:
@@ -70,18 +111,23 @@ class PallasKernel(Check):
         states TPU dimension semantics, compared with the reference. Last, on the strict cases and
         the all-ragged variant, the plain run's outputs are compared element by element with the
         reference: elements still NaN (kws starts Pallas outputs as NaN) where the reference is
-        finite, in an output the kernel stores only under a `cond`, name that condition's line.
+        finite, in an output the kernel stores only under a `cond`, name that condition's line. A
+        kernel with such a conditional store is also run on inputs that make every lane of a
+        data-dependent gate false (the `sign` transform: every floating input non-positive, every
+        one zero, and each input alone non-positive, up to 4; candidate and reference on the
+        cheapest case): `pl.when(jnp.max(x) > 0)` around the only store leaves the block unwritten
+        when the gate is all non-positive, which the task's inputs never make.
 
     Findings:
         | finding | severity |
         |---|---|
         | output elements no grid step writes (which, how far the blocks reach; the first shape variant that shows it) | `fail` |
-        | output elements left unwritten (NaN) where the kernel stores that output only under a `pl.when`/`cond` (its line, the store's line) | `fail` |
+        | output elements left unwritten (NaN) where the kernel stores that output only under a `pl.when`/`cond` (its line, the store's line), on a declared or ragged case or on inputs that make a gate false everywhere (which inputs) | `fail` |
         | no `pallas_call` on any case | `fail` |
         | the strict pass raises the interpreter's out-of-bounds error (a read, write or block index past a buffer) where the plain run returns | `fail` |
         | the strict pass mismatches the reference where the plain run matches (uninitialised memory) | `fail` |
-        | a float16/bfloat16 accumulator; a half `dot_general` result that is accumulated | `warn` |
-        | a race between simulated cores | `warn` |
+        | a float16/bfloat16 accumulator; a half `dot_general` result that is accumulated (precision lower than served) | `warn`, not judged |
+        | a race between simulated cores (the result depends on the order grid steps run in) | `warn`, not judged |
         | padding reads of input blocks; the readings; a clean strict pass | `info` |
 
     Example:
@@ -109,7 +155,9 @@ class PallasKernel(Check):
         JAX is not installed for kws: `NotJudged` with the install hint (`pip install 'kws[pallas]'`).
         A step stopped by a limit that says nothing about the code, a library a task file imports
         missing, `make_inputs` or the reference broken on a declared case: `NotJudged`. The jaxpr
-        reading step did not run: not judged. A kernel's jaxpr could not be read: `warn`. The
+        reading step did not run: not judged. A kernel's jaxpr could not be read: `warn`, not
+        judged. A half-precision accumulator or a race (tagged `precision` / `state`): `warn`, not
+        judged (one rule for suspicion). The
         candidate raised on a read case: `info` (correctness and edge-shapes report it) and not
         judged for that case's grid cover. The strict pass failing where the plain run returns is a
         `fail` only when the interpreter's out-of-bounds detector raised; any other error there
@@ -159,6 +207,8 @@ class PallasKernel(Check):
         findings += self._strict(ctx, strict_cases, strict, refs, plain)
         if read.ok:
             findings += self._cond_writes(ctx, read, read_cases, strict_cases + ([rag] if rag in variants else []))
+            if not any(f.severity == "fail" and "kernel writes output" in f.summary for f in findings):
+                findings += self._gates(ctx, read, read_cases, base[0])
         return findings
 
     # -- conditional writes ----------------------------------------------------------------
@@ -167,43 +217,71 @@ class PallasKernel(Check):
                      cases: list[dict[str, Any]]) -> list[Finding]:
         """Outputs left NaN (never written: kws starts Pallas outputs as NaN) on a run where the
         kernel writes that output only under a `cond` (`pl.when`): the condition named."""
-        import numpy as np
-
         seed = ctx.seeds[0]
         pairs = [(c, seed) for c in cases]
         cands, refs = ctx.candidate(pairs), ctx.reference(pairs)
-        kernels = extra_as(read.step.extra, PallasReadExtra).kernels
         out: list[Finding] = []
         for case, c, r in zip(cases, cands, refs, strict=True):
-            if not (c.ok and r.ok):
+            k = _one_kernel(read, read_cases, case)
+            if k is None or not (c.ok and r.ok):
                 continue
-            ks = [k for k in kernels if isinstance(k.error, msgspec.UnsetType) and read_cases[k.case] == case]
-            if len(ks) != 1:
-                continue
-            k = ks[0]
-            for j, (e, g) in enumerate(zip(r.outputs, c.outputs, strict=False)):
-                try:
-                    ev, gv = np.asarray(e.values, dtype=np.float64), np.asarray(g.values, dtype=np.float64)
-                except (TypeError, ValueError):
-                    continue
-                if ev.shape != gv.shape:
-                    continue
-                hole = np.isnan(gv) & ~np.isnan(ev)
-                n = int(hole.sum())
-                writes = [w for w in given(k.writes, []) if w.target == f"output {j}"]
-                if not n or not writes or not all(w.conds for w in writes):
-                    continue
+            for j, n, size, shape, box, writes in _holes(k, r, c):
                 cond = writes[0].conds[-1]
-                idx = np.argwhere(hole)
-                box = [[int(idx[:, d].min()), int(idx[:, d].max()) + 1] for d in range(idx.shape[1])]
                 out.append(self.finding(
                     ctx, "fail",
-                    f"{k.name} on case {case_label(case)}: {n} of {hole.size} elements of output {j} "
-                    f"{list(gv.shape)} are never written (they keep the NaN kws starts Pallas outputs with; reference "
+                    f"{k.name} on case {case_label(case)}: {n} of {size} elements of output {j} "
+                    f"{shape} are never written (they keep the NaN kws starts Pallas outputs with; reference "
                     f"finite there; within {' x '.join(f'[{a}, {b})' for a, b in box)}), and the kernel writes output "
                     f"{j} only under the condition at {_src(cond)} (pl.when / lax.cond; store at "
                     f"{_src(writes[0].line)}): the grid steps where it is false leave their block unwritten",
                     {"kernel": k.name, "case": case, "writes": _ev(writes), "unwritten": n, "box": box,
+                     "source": _ev(cond)}, case=case, seed=seed))
+        return out
+
+    def _gates(self, ctx: CheckContext, read: CallOutcome, read_cases: list[dict[str, Any]],
+               case: dict[str, Any]) -> list[Finding]:
+        """A kernel that writes an output only under a `cond`, run on inputs that make every
+        lane of a data-dependent gate false (every floating input non-positive, or zero, or
+        one input at a time non-positive): an output block left NaN where the reference is
+        finite is a block the gate skips."""
+        k = _one_kernel(read, read_cases, case)
+        if k is None or not any(w.conds for w in given(k.writes, [])):
+            return []
+        seed = ctx.seeds[0]
+        ref = ctx.reference([(case, seed)], send_inputs=True)[0]
+        if not ref.ok or ref.step is None:
+            return []
+        floats = [d.index for d in ref.payload(CallExtra).inputs if d.kind == "tensor"
+                  and d.dtype.startswith(("float", "bfloat")) and d.index not in ctx.task.out_args]
+        if not floats:
+            return []
+        drives: list[tuple[Sign, str]] = [(Sign(mode="nonpositive", args=floats, seed=seed),
+                                           "every floating input non-positive"),
+                                          (Sign(mode="zero", args=floats, seed=seed), "every floating input zero")]
+        if len(floats) > 1:
+            drives += [(Sign(mode="nonpositive", args=[i], seed=seed), f"input {i} non-positive")
+                       for i in floats[:GATE_INPUTS]]
+        cands = ctx.calls([ctx.call_step("candidate", case, seed, transforms=[t]) for t, _ in drives], memo=True)
+        refs = ctx.calls([ctx.call_step("reference", case, seed, transforms=[t]) for t, _ in drives], memo=True)
+        out: list[Finding] = []
+        seen: set[int] = set()
+        for (_t, what), c, r in zip(drives, cands, refs, strict=True):
+            if not (c.ok and r.ok):
+                continue
+            for j, n, size, shape, box, writes in _holes(k, r, c):
+                if j in seen:
+                    continue
+                seen.add(j)
+                cond = writes[0].conds[-1]
+                out.append(self.finding(
+                    ctx, "fail",
+                    f"{k.name} on case {case_label(case)} with {what} (every lane of a data-dependent gate false): "
+                    f"{n} of {size} elements of output {j} {shape} are never written (they keep the NaN kws starts "
+                    f"Pallas outputs with; reference finite there; within "
+                    f"{' x '.join(f'[{a}, {b})' for a, b in box)}), and the kernel writes output {j} only under the "
+                    f"condition at {_src(cond)} (pl.when / lax.cond; store at {_src(writes[0].line)}): a block whose "
+                    "gate is false everywhere is left unwritten (stale memory on a device)",
+                    {"kernel": k.name, "case": case, "inputs": what, "writes": _ev(writes), "unwritten": n, "box": box,
                      "source": _ev(cond)}, case=case, seed=seed))
         return out
 
@@ -233,6 +311,8 @@ class PallasKernel(Check):
             label = f"{k.name} on case {case_label(case)}" + (" (a derived shape variant)"
                                                               if case in variants else "")
             if isinstance(k.error, str):
+                ctx.could_not_judge(f"{label}: the jaxpr could not be read ({k.error[:160]}): its grid cover and "
+                                    "accumulators were not read")
                 out.append(self.finding(ctx, "warn", f"{label}: the jaxpr could not be read: {k.error[:300]}",
                                         {"kernel": _ev(k), "case": case}))
                 continue
@@ -294,23 +374,24 @@ class PallasKernel(Check):
         out = []
         accs = [a for a in given(k.accumulations, []) if a.dtype in HALF]
         for a in accs:
+            text = (f"{label}: a {a.dtype} accumulator: {a.target} is read, added to and written back "
+                    f"({a.op}) at {_src(a.line)}: every partial sum is rounded to {a.dtype} (8 or 11 "
+                    "significant bits); accumulate in float32 (an f32 scratch buffer or carry) and round once")
             out.append(self.finding(
-                ctx, "warn",
-                f"{label}: a {a.dtype} accumulator: {a.target} is read, added to and written back "
-                f"({a.op}) at {_src(a.line)}: every partial sum is rounded to {a.dtype} (8 or 11 "
-                "significant bits); accumulate in float32 (an f32 scratch buffer or carry) and round once",
-                {"kernel": k.name, "case": case, "accumulation": _ev(a),
-                 **({"source": _ev(a.line)} if a.line else {})}, case=case))
+                ctx, "warn", text, {"kernel": k.name, "case": case, "accumulation": _ev(a),
+                                    **({"source": _ev(a.line)} if a.line else {}), **suspect(ctx, "precision", text)},
+                case=case))
         half_dots = [d for d in given(k.dots, []) if d.lhs in HALF and d.out in HALF]
         for d in half_dots:
             sev = "warn" if accs or any(a for a in given(k.accumulations, [])) else "info"
+            text = (f"{label}: jnp.dot/dot_general of {d.lhs} x {d.rhs} at {_src(d.line)} returns "
+                    f"{d.out} (preferred_element_type {d.preferred_element_type}): each tile product is rounded "
+                    f"to {d.out} before it is used" + ("" if sev == "info" else " and then accumulated")
+                    + "; pass preferred_element_type=jnp.float32")
+            tag = suspect(ctx, "precision", text) if sev == "warn" else {}
             out.append(self.finding(
-                ctx, sev,
-                f"{label}: jnp.dot/dot_general of {d.lhs} x {d.rhs} at {_src(d.line)} returns "
-                f"{d.out} (preferred_element_type {d.preferred_element_type}): each tile product is rounded "
-                f"to {d.out} before it is used" + ("" if sev == "info" else " and then accumulated")
-                + "; pass preferred_element_type=jnp.float32",
-                {"kernel": k.name, "case": case, "dot": _ev(d), **({"source": _ev(d.line)} if d.line else {})},
+                ctx, sev, text,
+                {"kernel": k.name, "case": case, "dot": _ev(d), **({"source": _ev(d.line)} if d.line else {}), **tag},
                 case=case))
         return out
 
@@ -348,10 +429,11 @@ class PallasKernel(Check):
                         {**ev, **s.failure_evidence()}, case=case, seed=seed))
                 continue
             if races:
-                out.append(self.finding(
-                    ctx, "warn", f"{label}: race detected in {', '.join(races)}: two grid steps on different simulated "
-                    "cores write the same block with no ordering (every grid step is an independent program on a GPU; on a "
-                    "TPU only an 'arbitrary' dimension runs in order)", ev, case=case, seed=seed))
+                text = (f"{label}: race detected in {', '.join(races)}: two grid steps on different simulated "
+                        "cores write the same block with no ordering (every grid step is an independent program on a GPU; "
+                        "on a TPU only an 'arbitrary' dimension runs in order)")
+                # the result depends on the order the grid steps run in: not judged unless a run shows it
+                out.append(self.finding(ctx, "warn", text, {**ev, **suspect(ctx, "state", text)}, case=case, seed=seed))
             if not (r.ok and p.ok):
                 ctx.could_not_judge(f"{label}: the {'reference' if not r.ok else 'plain candidate run'} failed "
                                      "here: the strict pass was not compared with it")

@@ -37,6 +37,7 @@ from workstation.checks.support.numaudit import (
     fa_rule,
     suggest,
 )
+from workstation.checks.support.suspicion import suspect
 from workstation.engine.check import Check, Finding, register
 from workstation.engine.context import CheckContext, case_label
 from workstation.protocol.extras import extra_as
@@ -126,7 +127,7 @@ class PrecisionRegime(Check):
         | with a declared contract: a break beyond it; the fail above with "worse than the declared contract ... allows" and both figures (evidence `contract`) | `fail` |
         | with a declared contract: how far it is from fp32 on the runs ("the declared contract (...) is D from fp32") | `info` |
         | fp32-only validation of a kernel served in fp16/bf16 | `warn` |
-        | f16/bf16 loop-carried accumulator or reduction, half-precision MMA accumulator, unpromoted fp8 dot | `warn` |
+        | f16/bf16 loop-carried accumulator or reduction, half-precision MMA accumulator, unpromoted fp8 dot, TF32 lowering kws could not emulate (read from the IR only) | `warn`, not judged |
         | FMA contraction (GPU rounds once where the interpreter rounds twice); AOT summary; derived runs that pass | `info` |
 
     Examples:
@@ -156,7 +157,10 @@ class PrecisionRegime(Check):
         a captured kernel does not compile: its IR
         was not examined (on the CPU TF32 lowering and low-precision accumulation are answered
         only by the IR). The numerics it did run are still reported; the check is then `skip`
-        unless one of them warns or fails. Not a limit of this run (`info`): a backend other than
+        unless one of them warns or fails. A precision signal it could not confirm (read from the
+        IR only; a miss at a dtype whose interpreter arithmetic is not trusted; a longer-reduction
+        miss without the IR's low-precision evidence) is a `warn` tagged `precision` and the check
+        is not judged (one rule for suspicion). Not a limit of this run (`info`): a backend other than
         Triton (no IR to read; judged from numerics alone), a candidate that launched no Triton
         kernel.
 
@@ -338,8 +342,9 @@ class PrecisionRegime(Check):
                 )
                 if dtype in facts.untrusted:
                     deriv += f" Not trusted: {facts.untrusted[dtype]}; the lowered IR (below) is the evidence that holds."
+                sev = facts.sev(dtype)
                 out.append(self.finding(
-                    ctx, facts.sev(dtype),
+                    ctx, sev,
                     f"at {dtype} (served per [contract], never declared) the candidate misses the reference on case "
                     f"{case_label(r.case)} seed {r.seed}: {c.n_bad}/{c.numel} elements outside {_tol(c.tolerance)}"
                     f"{f' ({region})' if region else ''}"
@@ -347,7 +352,10 @@ class PrecisionRegime(Check):
                     f"{f', max error vs float64 oracle {num(st.max_abs)} = {num(st.budget_ratio)}x budget' if st else ''}"
                     f"; {len({id(x[0]) for x in fails})} of {len(rs)} {dtype} runs [interpreter numerics"
                     f"{'; the interpreter mis-sums ' + dtype if dtype in facts.untrusted else ''}]",
-                    {"case": r.case, "seed": r.seed, "dtype": dtype, "output": o.j, "comparison": c.evidence(),
+                    {**(suspect(ctx, "precision", f"at {dtype} (served per [contract]) the candidate misses the reference on "
+                                f"case {case_label(r.case)}, but the interpreter's {dtype} arithmetic is not trusted")
+                        if sev == "warn" else {}),
+                     "case": r.case, "seed": r.seed, "dtype": dtype, "output": o.j, "comparison": c.evidence(),
                      "candidate_vs_oracle": st.as_dict() if st else None,
                      "reference_vs_oracle": o.ref_err.as_dict() if o.ref_err else None,
                      "tolerance_source": "declared" if declared_tol else "budget", "zero_rows": zero_rows,
@@ -483,7 +491,11 @@ class PrecisionRegime(Check):
                 ctx, sev,
                 f"{what}; {len(pick)} output/run(s) [interpreter numerics"
                 f"{'; the interpreter mis-sums ' + r.case['dtype'] if untrusted else ''}]",
-                {"case": r.case, "seed": r.seed, "kind": r.kind, "output": o.j, "candidate_vs_oracle": ce.as_dict(),
+                {**(suspect(ctx, "precision", f"{what[:200]} (not confirmed: "
+                                              + ("the interpreter's arithmetic at this dtype is not trusted)" if untrusted
+                                                 else "a longer reduction alone, with no low-precision evidence in the "
+                                                      "IR)")) if sev == "warn" else {}),
+                 "case": r.case, "seed": r.seed, "kind": r.kind, "output": o.j, "candidate_vs_oracle": ce.as_dict(),
                  "reference_vs_oracle": re_.as_dict(), "fa_floor": fa["floor"], "fa_limit": fa["limit"],
                  "budget": o.bud.as_dict(), "interpreter": a.interpreter, "ir_low_precision": facts.ir_lowp,
                  "untrusted": facts.untrusted.get(r.case["dtype"]), "error_structure": structure,
@@ -638,11 +650,11 @@ class PrecisionRegime(Check):
         for k, d, dt in half_acc[:1]:
             assert k.analysis is not None and d.d is not None
             mma = [m.instr for m in k.analysis.mma if m.d in ("f16", "bf16")]
+            text = f"tl.dot at {_src(d.source)} accumulates in {d.d} ({k.target}: {mma[0] if mma else d.text[:120]}); {dt or ''}"
             out.append(self.finding(
-                ctx, "warn",
-                f"tl.dot at {_src(d.source)} accumulates in {d.d} ({k.target}: "
-                f"{mma[0] if mma else d.text[:120]}); {dt or ''}",
-                {"kernel": k.qualname, "target": k.target, "dot": _builtins(d), "mma": mma, "dtypes": dt,
+                ctx, "warn", text,
+                {**suspect(ctx, "precision", text), "kernel": k.qualname, "target": k.target, "dot": _builtins(d),
+                 "mma": mma, "dtypes": dt,
                  "source": _builtins(d.source),
                  "derivation": f"The TTIR dot's result type is {d.d}: every MMA adds its products into a "
                                f"{d.d} accumulator (u = {pow2_text(FORMATS[_torch(d.d)].unit_roundoff)}), so the "
@@ -653,11 +665,12 @@ class PrecisionRegime(Check):
             kmax = max((r.red.k for r in runs), default=0)
             nimp = d.max_num_imprecise_acc
             if nimp is not None and nimp >= max(kmax, 1):
+                text = (f"fp8 tl.dot at {_src(d.source)} accumulates without promotion on {k.target} "
+                        f"(maxNumImpreciseAcc = {nimp} >= K = {kmax})")
                 out.append(self.finding(
-                    ctx, "warn",
-                    f"fp8 tl.dot at {_src(d.source)} accumulates without promotion on {k.target} "
-                    f"(maxNumImpreciseAcc = {nimp} >= K = {kmax})",
-                    {"kernel": k.qualname, "dot": _builtins(d), "K": kmax, "source": _builtins(d.source),
+                    ctx, "warn", text,
+                    {**suspect(ctx, "precision", text), "kernel": k.qualname, "dot": _builtins(d), "K": kmax,
+                     "source": _builtins(d.source),
                      "derivation": "Hopper's fp8 wgmma accumulates into a register narrower than fp32; Triton "
                                    "promotes the partial sum to fp32 every max_num_imprecise_acc elements of K. "
                                    f"Here it is {nimp}, not below K = {kmax}, so the whole reduction stays in the "
@@ -669,11 +682,12 @@ class PrecisionRegime(Check):
                 continue
             seen_src.add(key)
             what = "reduction" if "tt.reduce" in item.text else "loop-carried accumulator"
+            text = (f"{item.dtype} {what} at {key} ({k.qualname}, {k.target}, {'/'.join(dt)} inputs): the sum is "
+                    f"kept in {item.dtype}")
             out.append(self.finding(
-                ctx, "warn",
-                f"{item.dtype} {what} at {key} ({k.qualname}, {k.target}, {'/'.join(dt)} inputs): the sum is "
-                f"kept in {item.dtype}",
-                {"kernel": k.qualname, "target": k.target, "ir": item.text, "dtypes": dt,
+                ctx, "warn", text,
+                {**suspect(ctx, "precision", text), "kernel": k.qualname, "target": k.target, "ir": item.text,
+                 "dtypes": dt,
                  "source": _builtins(item.source),
                  "derivation": f"The TTGIR adds in {item.dtype} ({item.text[:160]}). A sum kept in "
                                f"{item.dtype} rounds every partial sum at u = "
@@ -744,10 +758,11 @@ class PrecisionRegime(Check):
                 f"computes this dot in true fp32, so the declared fp32 cases pass on the CPU and say nothing about "
                 f"the GPU.")
         if worst is None:
-            return [self.finding(ctx, "warn", f"tl.dot at {_src(d.source)} lowers to TF32 MMA for fp32 inputs "
-                                 f"({mma[0] if mma else ''}); kws could not emulate it on the declared cases",
+            text = (f"tl.dot at {_src(d.source)} lowers to TF32 MMA for fp32 inputs ({mma[0] if mma else ''}); kws "
+                    "could not emulate it on the declared cases")
+            return [self.finding(ctx, "warn", text,
                                  {"kernel": k.qualname, "dot": _builtins(d), "mma": mma, "source": _builtins(d.source),
-                                  "derivation": base})]
+                                  "derivation": base, **suspect(ctx, "precision", text)})]
         ratio, r, o, c = worst
         w = c.worst or {}
         deriv = (base + f" Emulating it (the reference run on the declared inputs with {how}; products of TF32 values "

@@ -54,7 +54,7 @@ class ReferenceSuspect(Check):
         | finding | severity |
         |---|---|
         | error against the oracle beyond 8x the budget (with the candidate's own ratio on the same run) | `fail` (beyond 2x: `warn`) |
-        | all float64 outputs exact values of a narrower format (at least 64 values, 16 distinct) while the inputs are not | `fail` |
+        | all float64 outputs exact values of a narrower format (at least 64 values, 16 distinct, not all integers: a count or an index is exact in every format) while the inputs are not | `fail` |
         | imports or calls the candidate (static hits with file:line and import chain; traced calls per function) | `fail` |
         | writes to an input the contract does not let it write | `fail` |
         | two runs differ: beyond the budget `fail`, within it `warn` | `fail`/`warn` |
@@ -268,6 +268,9 @@ class ReferenceSuspect(Check):
             vals = o.oracle[np.isfinite(o.oracle) & (o.oracle != 0)]
             if vals.size < QUANTISED_MIN_VALUES or np.unique(vals).size < QUANTISED_MIN_DISTINCT:
                 continue
+            if np.all(vals == np.round(vals)):
+                continue  # integer results (counts, indices, buckets) are exact in every format: no evidence
+
             p_case = FORMATS.get(r.case.get("dtype", ""), FORMATS["float64"]).p
             rep = (r.probe.payload(NumOracleExtra).input_representable
                    if r.probe is not None and r.probe.ok and r.probe.step is not None else {})

@@ -8,7 +8,8 @@ import numpy as np
 
 from workstation.analysis.compare import compare
 from workstation.checks.support.ragged import ragged_case
-from workstation.checks.support.replay import Replayed, outcome_class, replay
+from workstation.checks.support.replay import Replayed, interpreter_limited, outcome_class, replay
+from workstation.checks.support.structure import input_structure
 from workstation.checks.support.trials import cheapest_per_dtype, evidence_of, failure_text
 from workstation.engine.check import Check, Finding, NotJudged, Skip, register
 from workstation.engine.context import CheckContext, case_label
@@ -115,10 +116,17 @@ class SourceParity(Check):
             rag = ragged_case(base, task.params)
             if rag is not None:
                 extra.append((ctx.call_step("candidate", rag, seed), "ragged sizes"))
-            extra.append((ctx.call_step("candidate", base, seed, transforms=[Nonfinite(seed=seed)]),
-                          "one nan, +inf, -inf per row"))
-            extra.append((ctx.call_step("candidate", base, seed, transforms=[SignedZeros(seed=seed)]),
-                          "signed zeros"))
+            # [inputs] keep_structure and the structure make_inputs always shows are kept
+            st = input_structure(ctx, base)
+            args = st.args([i for i in st.floats if i not in task.out_args])
+            if args:
+                keep = st.keep_for(args)
+                extra.append((ctx.call_step("candidate", base, seed,
+                                            transforms=[Nonfinite(seed=seed, args=args, keep=keep)]),
+                              "one nan, +inf, -inf per row"))
+                extra.append((ctx.call_step("candidate", base, seed,
+                                            transforms=[SignedZeros(seed=seed, args=args, keep=keep)]),
+                              "signed zeros"))
         items = replay(ctx, "baseline", extra)
         findings: list[Finding] = []
         agree_bits, agree_tol, diffs = 0, 0, []
@@ -193,6 +201,14 @@ class SourceParity(Check):
                 f"{it.line()}: {it.other_out.failure_text()}): not compared there",
                 {"calls": [{"case": b.case, "seed": b.seed, "input": b.label, **b.other_out.failure_evidence()}
                            for b in broken_source[:MAX_LISTED]]}))
+        limited = interpreter_limited(ctx)
+        if limited:
+            s0, why = limited[0]
+            findings.append(self.finding(
+                ctx, "info", f"{len(limited)} candidate call(s) of the battery left out of the comparison: {why} "
+                f"(e.g. case {case_label(dict(s0.case))}; pallas-kernel leaves them not judged): a limit of kws's "
+                "interpreter, not a difference from the source",
+                {"calls": [{"case": dict(s.case), "seed": int(s.seed), "reason": w} for s, w in limited[:MAX_LISTED]]}))
         compared = agree_bits + agree_tol + len(diffs)
         if not compared:
             first = broken_source[0] if broken_source else None

@@ -12,6 +12,7 @@ from workstation.analysis.compare import FORMATS, unit_roundoff
 from workstation.analysis.numerics import num
 from workstation.checks.support import contract as acontract
 from workstation.checks.support.keep import kept_inputs
+from workstation.checks.support.structure import input_structure
 from workstation.checks.support.trials import (
     Trial,
     TrialResult,
@@ -241,7 +242,7 @@ class SpecialValues(Check):
         | NaN or inf in the candidate's output where the reference is finite, or the candidate raises or crashes | `fail` |
         | a finite mismatch beyond the tolerance plus 8x the larger of the reference's own largest error against a float64 oracle (the reference on upcast inputs) and the conditioning noise (how far that oracle moves when the inputs move by one fp32 unit roundoff; fp64 for fp64 inputs) | `fail` |
         | a finite mismatch within that noise: the candidate is as close to the oracle as the reference, or as close as a correct fp32 computation can be on these ill-conditioned values (a float64 reference hides that); the declared tolerance does not scale to these magnitudes | `info` |
-        | a finite mismatch without an oracle (the reference does not run in float64) | `fail` within a declared `max_abs_input`, `warn` at kws's own magnitudes |
+        | a finite mismatch without an oracle (the reference does not run in float64) | `fail` within a declared `max_abs_input`, `warn` (not judged) at kws's own magnitudes |
         | with a declared accuracy contract (`[contract] compute_dtype`): a mismatch beyond that noise but within 2x the contract oracle's own error against the float64 oracle plus that floor, and not systematic against the contract's rounding ("under the declared contract (compute at X, accumulate in Y) the reference itself is off the float64 oracle by E; the candidate by C") | `info` |
         | with a declared contract: a mismatch beyond it, or systematic (a different function), with both figures in the evidence (`oracle.contract`) | `fail` |
         | with a declared contract: how far it is from fp32 on the variants ("the declared contract (...) is D from fp32") | `info` |
@@ -261,7 +262,10 @@ class SpecialValues(Check):
         (IEEE arithmetic, no flush-to-zero, numpy's `exp`), so a GPU's fast-math paths
         (`ex2.approx`, FTZ) are only exercised on a GPU. Integer inputs are never changed.
 
-        Inputs listed in `[inputs] keep_structure` are never transformed. The float64
+        Inputs listed in `[inputs] keep_structure` are never transformed, nor are floating
+        inputs whose values are integers on every seed; an input `make_inputs` always draws
+        sorted, non-negative, symmetric or with rows summing to one is put back into that
+        structure after each variant (`support/structure.py`). The float64
         oracle runs the reference under the `keep_float64` dispatch mode, so a reference that
         casts internally (`x.float()`) still yields a float64 result; when it returns a narrower
         dtype anyway, the evidence says "no oracle" and the mismatch is judged without one (a
@@ -297,11 +301,14 @@ class SpecialValues(Check):
             ref = base[case_key(case)].ref
             if not ref.ok:
                 continue
-            args = [i for i in float_read_inputs(ctx, ref) if i not in keep]
+            # make_inputs' structure (sorted, non-negative, symmetric, rows summing to one) is put
+            # back after each variant; integer-valued inputs keep their values
+            st = input_structure(ctx, case)
+            args = st.args([i for i in float_read_inputs(ctx, ref) if i not in keep])
             if not args:
                 continue
             for name, spec, desc in variants(case.get("dtype", ""), contract.max_abs_input, contract.nonfinite_inputs):
-                t = msgspec.structs.replace(spec, args=args, seed=seed)
+                t = msgspec.structs.replace(spec, args=args, seed=seed, keep=st.keep_for(args))
                 trials.append(Trial(dict(case), seed, name, [t], [t],
                                     {"variant": name, "inputs_changed": args, "values": desc}))
         if not trials:
@@ -375,6 +382,9 @@ class SpecialValues(Check):
                     findings.append(self._finding(ctx, "fail", r, verdict, note))
                 else:
                     sev = "fail" if contract.max_abs_input > 0 else "warn"
+                    if sev == "warn":  # rounding or error: not told apart here
+                        ctx.could_not_judge(f"{r.trial.label} on case {case_label(r.trial.case)}: a mismatch with no "
+                                            "float64 oracle to tell rounding from error")
                     findings.append(self._finding(ctx, sev, r, verdict, "no float64 oracle to tell rounding from error"))
         n_drop = [r for r in results if r.status == "dropped"]
         lost = [r for r in n_drop if r.unjudged]
@@ -410,7 +420,7 @@ class SpecialValues(Check):
                 continue
             args = list(getattr(r.trial.ref_transforms[0], "args", []) or [])
             if args:
-                todo.append((r, Perturb(args=args, seed=r.trial.seed,
+                todo.append((r, Perturb(args=args, seed=r.trial.seed, keep=dict(getattr(r.trial.ref_transforms[0], "keep", {})),
                                         rel=CONDITIONING_ROUNDOFFS * unit_roundoff(compute_dtype(dtype)))))
         if not todo:
             return {}

@@ -7,6 +7,7 @@ from typing import Any
 
 from workstation.analysis.roofline import beats
 from workstation.analysis.timingstats import CLAIM_MARGIN, judge_claim, noise, robustness
+from workstation.checks.support.suspicion import suspect
 from workstation.checks.support.timing import CaseTiming, Measurement, measure, plan
 from workstation.engine.check import Check, Finding, NotJudged, register
 from workstation.engine.context import CheckContext, case_label
@@ -60,7 +61,7 @@ class SpeedupClaim(Check):
         | a measured cold time below the time needed to read the inputs at the device's bandwidth, or a claimed time (baseline / claim) below `max(bytes / bandwidth, flops / peak)` (flops from `FlopCounterMode` on the reference): the measurement does not time the work, or the claim is impossible | `fail` |
         | the claim is above the primary interval by more than m but not robustly: "inconclusive on this machine", with the reasons | `warn` |
         | the claim is above the primary interval by at most m, or inside the other condition's interval only (the speedup holds only with a cold, or a warm, cache) | `warn` |
-        | the claim is below the interval by more than 3x (understated) | `warn` |
+        | the claim is below the interval by more than 3x (understated: kws's timed calls ran far faster than the author's; a cache answering a timing loop is one way) | `warn`, not judged |
         | the candidate is slower than a `torch.compile` of a PyTorch comparison side | `warn` |
         | the claim is inside the primary interval, or below it within 3x (conservative); the compiled baseline's timing, or why it could not be compiled | `info` |
 
@@ -79,7 +80,9 @@ class SpeedupClaim(Check):
     Not judged when:
         the claim is not representative on this device (`NotJudged`: CPU, interpreter), or
         one case ran interpreted: not judged for that case; a case kws could not time is a
-        `warn` (never `pass`). A measurement too noisy to decide (its 95% interval more than
+        `warn`, not judged (never `pass`). A claim more than 3x below the measurement is a `warn`
+        tagged `cache`, not judged: kws cannot tell a cache that answers repeated calls from a
+        claim made elsewhere. A measurement too noisy to decide (its 95% interval more than
         50% wide, or more than 25% of a side's samples descheduled: `timingstats.noise`) is
         not judged for that case whether the claim falls inside the interval (a wide interval
         contains almost any claim) or above it but not robustly: a loaded machine makes the
@@ -128,6 +131,7 @@ class SpeedupClaim(Check):
         if ct.ratio is None:
             why = "; ".join(f"{k}: {v.message[:200]}" for k, v in ct.errors.items()) or \
                 "; ".join(f"{k}: {v}" for k, v in ct.stopped.items()) or "too few samples"
+            ctx.could_not_judge(f"case {label}: kws could not time the candidate against the {role} ({why[:200]})")
             return [self.finding(ctx, "warn", f"case {label}: kws could not time the candidate against the {role} "
                                  f"({why}); the claimed {claim:g}x is not judged", ev, case=ct.case)]
         other = ct.warm_ratio if ct.primary == "cold" else ct.cold_ratio
@@ -179,8 +183,12 @@ class SpeedupClaim(Check):
         else:
             what = ("is conservative" if v.severity == "info" else
                     "is far below the measurement (made for another case or device?)")
-            out.append(self.finding(
-                ctx, v.severity, f"claimed {claim:g}x over the {role} {what}: {measured} {where}", ev, case=ct.case))
+            text = f"claimed {claim:g}x over the {role} {what}: {measured} {where}"
+            if v.severity == "warn":
+                # kws's timed calls ran far faster than the author's own: a cache or replay that answers
+                # repeated calls on one buffer (a timing loop) is one way; a claim made elsewhere another
+                ev.update(suspect(ctx, "cache", f"case {label}: {text[:240]}"))
+            out.append(self.finding(ctx, v.severity, text, ev, case=ct.case))
         # the timing panel shows every finding that carries evidence["timing"]: only the
         # claim's finding does; the others carry the case and their own numbers
         side_ev = {"case": ct.case, "device": ev["timing"]["device"]}

@@ -8,6 +8,7 @@ import msgspec
 import numpy as np
 
 from workstation.checks.support.guarded import indices, seed_pair, where_text
+from workstation.checks.support.suspicion import suspect
 from workstation.engine.check import Check, Finding, register
 from workstation.engine.context import CallOutcome, CheckContext, case_label
 from workstation.protocol.extras import extra_as
@@ -68,7 +69,7 @@ class StaleOutput(Check):
         | finding | severity |
         |---|---|
         | wrong after the in-place refill (with the fraction bit-identical to the first result: "a replayed result"); same storage / tensor object as the first result (how many elements of the caller's first result changed); input alias; expanded view; not materialised; a tensor subclass other than `Parameter` (named, with its own `__torch_function__`/`__torch_dispatch__`: a lazy or wrapper output); unsynchronised stream | `fail` |
-        | the candidate raised only on the second call | `warn` |
+        | the candidate raised only on the second call (behaviour that depends on buffer identity) | `warn`, not judged |
         | fresh results (stream ordering not examined on the CPU) | `info` |
 
     Example:
@@ -124,11 +125,11 @@ class StaleOutput(Check):
                 continue
             if not cand.ok:
                 if p_b.ok:
+                    text = (f"case {label}: the candidate {cand.failure_text()} on a second call after its input "
+                            f"buffers were refilled in place (seed {a} then seed {b}), but returns on fresh inputs")
                     findings.append(self.finding(
-                        ctx, "warn",
-                        f"case {label}: the candidate {cand.failure_text()} on a second call after its input "
-                        f"buffers were refilled in place (seed {a} then seed {b}), but returns on fresh inputs",
-                        {"case": case, "seeds": [a, b], **cand.failure_evidence()}, case=case, seed=b))
+                        ctx, "warn", text, {"case": case, "seeds": [a, b], **cand.failure_evidence(),
+                                            **suspect(ctx, "state", text)}, case=case, seed=b))
                 else:
                     skipped.append(f"{label}: the candidate fails on seed {b} in a plain run (see correctness)")
                 continue

@@ -8,6 +8,7 @@ from typing import Any
 import msgspec
 
 from workstation.checks.support.static import StateSite, scan_state_writes
+from workstation.checks.support.suspicion import suspect
 from workstation.engine.check import Check, Finding, register
 from workstation.engine.context import CallOutcome, CheckContext, case_label
 from workstation.protocol.extras import extra_as
@@ -138,7 +139,8 @@ class Tampering(Check):
         |---|---|
         | the fork server's outside check sees a change the snapshot does not report (the snapshot was forged or hidden), or a patched kws harness (the probe's result is untrusted) | `fail` |
         | numerics/determinism flags, replaced or removed callables, trace/profile hooks, numerics environment variables (`NVIDIA_TF32_OVERRIDE`, `TORCH_ALLOW_TF32_CUBLAS_OVERRIDE`, ...), the current CUDA stream: per phase (import / call), with each change's line | `fail` |
-        | new threads still running, other environment variables, thread counts, grad mode, RNG reseeding, signal handlers, numpy error state, CUDA streams created | `warn` |
+        | other environment variables, thread counts, grad mode, RNG reseeding, signal handlers, numpy error state | `warn` |
+        | new threads still running after the call; CUDA streams created during it (hack-class: work finishing after return, work off the timed stream) | `warn`, not judged |
         | the reference changes global state (`reference-suspect` judges it) | `info` |
         | CUDA streams not examined on the CPU (reason "no CUDA device") | `info` |
 
@@ -162,7 +164,10 @@ class Tampering(Check):
 
     Not judged when:
         the candidate failed during the state probe, so global state after the call was not
-        examined: not judged for that case (plus the `warn`/`info` on the failure). CUDA
+        examined: not judged for that case (plus the `warn`/`info` on the failure; a `warn`
+        tagged `observation` where a plain call returns). A thread still running after the
+        call or a CUDA stream created during it: a `warn` tagged `after-return` / `tampering`
+        and not judged (one rule for suspicion: a hack-class signal kws could not confirm is not judged, never a `warn` in a report that exits 0). CUDA
         streams on the CPU are structurally absent (no CUDA device): an `info`, not a limit
         of the run.
 
@@ -200,14 +205,17 @@ class Tampering(Check):
             pass  # the finding above says it all
         elif not cand.ok:
             plain = ctx.candidate([(case, seed)])[0]
-            findings.append(self.finding(
-                ctx, "warn" if plain.ok else "info",
-                f"case {case_label(case)} (seed {seed}): the candidate {cand.failure_text()} during the state probe"
-                + ("" if plain.ok else " (as in a plain run)")
-                + "; global state after the failing step was not examined",
-                {"case": case, "seed": seed, **cand.failure_evidence()}, case=case, seed=seed))
-            ctx.could_not_judge(f"case {case_label(case)}: the candidate {cand.failure_text()[:160]} during the "
-                                 "state probe, so global state after the call was not examined")
+            text = (f"case {case_label(case)} (seed {seed}): the candidate {cand.failure_text()} during the state probe"
+                    + ("" if plain.ok else " (as in a plain run)")
+                    + "; global state after the failing step was not examined")
+            # failing only under the probe is behaviour that depends on being observed
+            tag = suspect(ctx, "observation", text) if plain.ok else {}
+            findings.append(self.finding(ctx, "warn" if plain.ok else "info", text,
+                                         {"case": case, "seed": seed, **cand.failure_evidence(), **tag},
+                                         case=case, seed=seed))
+            if not plain.ok:
+                ctx.could_not_judge(f"case {case_label(case)}: the candidate {cand.failure_text()[:160]} during the "
+                                     "state probe, so global state after the call was not examined")
         changes = self._changes(cand)
         for c in changes:
             s = _site_for(c, sites)
@@ -216,8 +224,10 @@ class Tampering(Check):
                 c["source"] = {"file": cfile, "line": s.line, "text": s.text}
             elif d.get("task_file"):
                 c["source"] = {"file": d["task_file"], "line": d.get("line")}
-        for sev in ("fail", "warn"):
-            group = [c for c in changes if c["severity"] == sev]
+        # a thread still running after return is a hack-class signal (work finishing after the
+        # call): its own finding, not judged here (thread-census and late-write look further)
+        for sev, threads in (("fail", False), ("warn", False), ("warn", True)):
+            group = [c for c in changes if c["severity"] == sev and (c["what"] == "thread") == threads]
             if not group:
                 continue
             parts = []
@@ -232,6 +242,8 @@ class Tampering(Check):
             ev: dict[str, Any] = {"case": case, "seed": seed, "changes": group}
             if src:
                 ev["source"] = {"file": src["file"], "line": src["line"]}
+            if threads:
+                ev.update(suspect(ctx, "after-return", "; ".join(parts)))
             findings.append(self.finding(ctx, sev, "; ".join(parts), ev, case=case, seed=seed))
         ref_changes = self._changes(ref)
         if ref_changes:
@@ -250,12 +262,13 @@ class Tampering(Check):
             created = streams.created if streams is not None else []
             if streams is not None and created:
                 site = next((s.site for s in created if s.site), None)
+                text = (f"one call of the candidate creates {len(created)} CUDA stream(s)"
+                        + (f" ({site.file}:{site.line})" if site else "")
+                        + ": work on a side stream escapes timing and ordering on the current stream")
                 ev = {"streams": msgspec.to_builtins(streams),
-                      **({"source": {"file": site.file, "line": site.line}} if site else {})}
-                findings.append(self.finding(
-                    ctx, "warn", f"one call of the candidate creates {len(created)} CUDA stream(s)"
-                    + (f" ({site.file}:{site.line})" if site else "")
-                    + ": work on a side stream escapes timing and ordering on the current stream", ev))
+                      **({"source": {"file": site.file, "line": site.line}} if site else {}),
+                      **suspect(ctx, "tampering", text)}
+                findings.append(self.finding(ctx, "warn", text, ev))
         if not any(f.severity in ("fail", "warn") for f in findings):
             before = _probe(cand).before if cand.ok else None
             n = len(before.functions) if before is not None else 0

@@ -8,6 +8,7 @@ from typing import Any
 import msgspec
 
 from workstation.checks.support.series import run_series, series_failure, series_payload
+from workstation.checks.support.suspicion import suspect
 from workstation.engine.check import Check, Finding, register
 from workstation.engine.context import CheckContext, case_label
 from workstation.protocol.extras.series import SeriesThread
@@ -60,7 +61,7 @@ class ThreadCensus(Check):
         | finding | severity |
         |---|---|
         | a Python thread of the candidate's still alive after the call returned (name, target, where it was started, its stack; whether it outlived the wait) | `fail` |
-        | a new Python thread started by library code on a later call still alive after the wait; OS threads that grow on every later call (a leak) | `warn` |
+        | a new Python thread started by library code on a later call still alive after the wait; OS threads that grow on every later call (a leak): threads left running that kws cannot attribute to the candidate | `warn`, not judged |
         | threads started by libraries on the first call (a runtime's pool), the counts | `info` |
 
     Example:
@@ -84,7 +85,10 @@ class ThreadCensus(Check):
     Not judged when:
         the plain call of the first case fails (correctness judges it), or the series was
         stopped by kws's CPU budget or a limit that says nothing about the candidate:
-        `NotJudged`. A series that raised partway is judged on the calls that completed.
+        `NotJudged`. A series that raised partway is judged on the calls that completed. A thread
+        left running that is not attributed to the candidate (library code started it on a later
+        call; native threads growing) is a `warn` tagged `after-return` and the check is not
+        judged (one rule for suspicion: a hack-class signal kws could not confirm is not judged, never a `warn` in a report that exits 0).
 
     Forgeable:
         Measured in the job process: `threading.enumerate`, `sys._current_frames` and `/proc/self/task` read by the harness.
@@ -135,15 +139,17 @@ class ThreadCensus(Check):
                  "calls_with_threads": calls, **_source(t.thread)}, case=case, seed=spec.seed_a))
         if lib_later:
             t = lib_later[0]
+            text = (f"case {label}: serial call {t.call} left {thread_text(t.thread)} running after the "
+                    "synchronize + wait (started by library code on a call after the first)")
             findings.append(self.finding(
-                ctx, "warn", f"case {label}: serial call {t.call} left {thread_text(t.thread)} running after the "
-                "synchronize + wait (started by library code on a call after the first)",
-                {"case": case, "threads": [m.evidence() for m in lib_later[:8]]}, case=case, seed=spec.seed_a))
+                ctx, "warn", text, {"case": case, "threads": [m.evidence() for m in lib_later[:8]],
+                                    **suspect(ctx, "after-return", text)}, case=case, seed=spec.seed_a))
         if len(growth) >= 3 and all(g > 0 for g in growth):
+            text = (f"case {label}: the process's OS threads grow on every call after the first "
+                    f"({', '.join(f'+{g}' for g in growth[:8])}): native threads leak or keep running after return")
             findings.append(self.finding(
-                ctx, "warn", f"case {label}: the process's OS threads grow on every call after the first "
-                f"({', '.join(f'+{g}' for g in growth[:8])}): native threads leak or keep running after return",
-                {"case": case, "os_threads": counts}, case=case, seed=spec.seed_a))
+                ctx, "warn", text, {"case": case, "os_threads": counts, **suspect(ctx, "after-return", text)},
+                case=case, seed=spec.seed_a))
         if not out.ok:
             ctx.could_not_judge(f"case {label}: {series_failure(spec, out)}; the rest of the series was not examined")
         if not any(f.severity in ("fail", "warn") for f in findings):

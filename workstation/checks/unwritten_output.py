@@ -88,7 +88,7 @@ class UnwrittenOutput(Check):
         |---|---|
         | elements never written: count, fraction, first indices, region, per scenario, the reference's values there (e.g. "0 at all of them"), the buffer and its `torch.empty` line | `fail` |
         | the output differs from the reference only when fresh allocations are poisoned | `fail` |
-        | the candidate raised or crashed only with poisoned allocations | `warn` |
+        | the candidate raised or crashed only with poisoned allocations | `warn`, not judged for that case |
         | every element written (outputs examined; outputs not poisoned and why) | `info` |
 
     Example:
@@ -160,6 +160,8 @@ class UnwrittenOutput(Check):
                         f"allocations were poisoned (NaN / 0x5A bytes), but returned in a plain run: it "
                         f"reads memory it never wrote",
                         {"case": case, "seed": seed, **a.failure_evidence()}, case=case, seed=seed))
+                    ctx.could_not_judge(f"case {label}: the poisoned run {a.failure_text()[:160]}, so its outputs were "
+                                        "not read for unwritten elements")
                 else:
                     skipped.append(f"{label}: the candidate fails in a plain run too (see correctness)")
                 continue

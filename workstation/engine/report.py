@@ -18,16 +18,21 @@ with nothing to look at, such as a task with no bench; such a check is never ``p
 ``plugins`` (``[{"entry_point", "value", "distribution", "version", "checks"}]``: each
 ``kws.checks`` entry point that loaded and the check ids it registered) and
 ``plugin_errors`` (``[{"entry_point", "value", "distribution", "version", "error"}]``: each
-one that failed to load; its checks are not in the run).
+one that failed to load; its checks are not in the run) and ``disagreements`` (``[{"kind",
+"signal": {"check", "severity", "summary"}, "says", "against": [{"check", "status", "says"}],
+"summary"}]``: a check carried a hack-class signal while a check that judges that property
+said ``pass``, or a static reading the run did not bear out; :mod:`workstation.engine.suspicion`).
 Non-finite numbers anywhere in the evidence are written as the strings "nan", "inf",
 "-inf". ``complete`` counts the checks that apply only: it is true when every check that
 applies was judged, false when any check ended in ``error``, is listed under ``not_judged``
 or kws's runner failed; a ``skip`` with nothing to look at (no bench, no claim, another
 backend's check) leaves it true.
 
-Exit codes (:func:`exit_code`, fail-closed): 0 every check was judged and none failed, 1 a
-``fail`` finding, 2 the task did not load (``kws check`` itself), 3 kws's runner failed, 4
-no ``fail`` but a check was not judged or ended in ``error``: not a verdict.
+Exit codes (:func:`exit_code`, fail-closed): 0 every check was judged, none failed and no
+suspicion is left open, 1 a ``fail`` finding, 2 the task did not load (``kws check`` itself),
+3 kws's runner failed, 4 no ``fail`` but a check was not judged or ended in ``error``, a
+finding tagged with a hack-class suspicion was not confirmed, or two checks disagree
+(:mod:`workstation.engine.suspicion`: one rule for suspicion): not a verdict.
 """
 
 from __future__ import annotations
@@ -38,6 +43,7 @@ from typing import TYPE_CHECKING, Any
 
 from workstation import __version__
 from workstation.engine.check import plugin_report
+from workstation.engine.suspicion import disagreements, unconfirmed
 from workstation.schema.text import safe_text, safe_tree
 
 if TYPE_CHECKING:
@@ -100,6 +106,8 @@ def to_json_dict(res: EngineResult) -> dict[str, Any]:
         "runner_failed": res.runner_failed,
         **plugin_report(),
     }
+    doc["disagreements"] = disagreements([f.as_dict() for f in res.findings], [r.as_dict() for r in res.results],
+                                         res.task.backend)
     for key, value in res.extensions.items():
         doc.setdefault(key, value)  # never over a contract key
     # task-derived text (titles, reasons, evidence, exception texts) enters the report here:
@@ -119,26 +127,31 @@ EXIT_OK, EXIT_FAIL, EXIT_LOAD, EXIT_KWS, EXIT_NOT_JUDGED = 0, 1, 2, 3, 4
 def not_judged_of(doc: dict[str, Any]) -> list[dict[str, str]]:
     """The report's checks that could not look, as ``[{"check", "reason"}]``: its
     ``not_judged`` list plus every check that ended in ``error`` and is not on it (a report
-    written by an older kws may lack the key)."""
+    written by an older kws may lack the key), plus every check with a non-``fail`` finding
+    tagged with a hack-class suspicion it did not confirm
+    (:func:`workstation.engine.suspicion.unconfirmed`)."""
     out = [dict(n) for n in doc.get("not_judged") or []]
     seen = {n.get("check") for n in out}
     for c in doc.get("checks", []):
         if c.get("status") == "error" and c.get("check") not in seen:
             out.append({"check": c["check"], "reason": f"kws error: {(c.get('reason') or '').splitlines()[0][:300]}"
                         if c.get("reason") else "kws error"})
+    seen |= {n["check"] for n in out}
+    out += unconfirmed(doc.get("findings") or [], {str(c) for c in seen})
     return out
 
 
 def exit_code(doc: dict[str, Any]) -> int:
     """The exit code of a report (fail-closed): 1 when a finding has severity ``fail``;
     else 3 when kws's runner failed; else 4 when a check that applies was not judged or
-    ended in ``error`` (:func:`not_judged_of`: "no fail" is then not a verdict); else 0.
+    ended in ``error``, or left a hack-class suspicion unconfirmed (:func:`not_judged_of`),
+    or two checks disagree (``disagreements``): "no fail" is then not a verdict; else 0.
     2 (the task did not load) is :mod:`workstation.cli.check`'s."""
     if any(f["severity"] == "fail" for f in doc["findings"]):
         return EXIT_FAIL
     if doc.get("runner_failed"):
         return EXIT_KWS
-    if not_judged_of(doc):
+    if not_judged_of(doc) or doc.get("disagreements"):
         return EXIT_NOT_JUDGED
     return EXIT_OK
 
@@ -205,11 +218,20 @@ def to_text(doc: dict[str, Any], *, verbose: bool = False) -> str:
     lines.append(f"{n_fail} fail, {n_warn} warn: {verdict}{complete}")
     for n in nj:
         lines.append(f"  not judged: {n['check']}: {_first_line(n['reason'])}")
+    dis = doc.get("disagreements") or []
+    for d in dis:
+        lines.append(f"  disagreement: {_first_line(d.get('summary', ''), 300)}")
     if doc.get("runner_failed"):
         lines.append("kws's own runner failed: the run is not a verdict (exit 3)")
-    if nj:
-        lines.append(f"not a verdict: {len(nj)} check{'s' if len(nj) != 1 else ''} could not look ("
-                     + "; ".join(f"{n['check']}: {_first_line(n['reason'], 120)}" for n in nj) + ")")
+    if nj or (dis and not n_fail):
+        parts = []
+        if nj:
+            parts.append(f"{len(nj)} check{'s' if len(nj) != 1 else ''} could not look ("
+                         + "; ".join(f"{n['check']}: {_first_line(n['reason'], 120)}" for n in nj) + ")")
+        if dis:
+            parts.append(f"{len(dis)} disagreement{'s' if len(dis) != 1 else ''} between checks ("
+                         + "; ".join(_first_line(d.get("summary", ""), 120) for d in dis) + ")")
+        lines.append("not a verdict: " + "; ".join(parts))
     return safe_text("\n".join(lines), None)
 
 

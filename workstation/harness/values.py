@@ -35,6 +35,13 @@ all-zero tensor):
   by the spec. Values are clamped to half the dtype's largest finite value.
 - ``rescale``: ``x * factor`` (``input-distributions``: the same values at another
   magnitude), clamped to the dtype's largest finite value.
+- ``sign``: ``-|x|``, ``|x|`` or ``0`` (``pallas-kernel``: every lane of a gate such as
+  ``x > 0`` false, or true).
+
+Every transform then puts an input's new values back into the structures ``keep`` names for
+it (:func:`keep_structure`: sorted, non-negative, symmetric, rows summing to one), the ones
+the task's own inputs show on every seed (``workstation.checks.support.structure``): a
+bucketize kernel's sorted boundaries stay sorted, a probability vector stays one.
 """
 
 from __future__ import annotations
@@ -51,6 +58,7 @@ from workstation.protocol.steps import (
     Nonfinite,
     Perturb,
     Rescale,
+    Sign,
     SignedZeros,
     Tiny,
     ValueTransform,
@@ -92,14 +100,40 @@ def _scale(c: torch.Tensor) -> float:
     return s if s > 0 and math.isfinite(s) else 1.0
 
 
+def keep_structure(v: torch.Tensor, kinds: list[str] | tuple[str, ...]) -> torch.Tensor:
+    """``v`` (float64, the input's shape) put back into the structures ``kinds``
+    (:data:`~workstation.protocol.steps.StructureKind`), in this order: ``nonnegative``
+    (negative values mirrored; -0.0 stays), ``symmetric`` (the mean of the last two dimensions
+    and their transpose), ``stochastic`` (absolute values, each row divided by its sum; an
+    all-zero row uniform), ``sorted`` / ``sorted_desc`` (along the last dimension; NaN last)."""
+    if not kinds or v.ndim == 0:
+        return v
+    if "nonnegative" in kinds or "stochastic" in kinds:
+        v = torch.where(v < 0, -v, v)
+    if "symmetric" in kinds and v.ndim >= 2 and v.shape[-1] == v.shape[-2]:
+        v = (v + v.transpose(-1, -2)) / 2
+    if "stochastic" in kinds and v.shape[-1] > 0:
+        s = v.sum(-1, keepdim=True)
+        v = torch.where(s > 0, v / torch.where(s > 0, s, torch.ones_like(s)), torch.full_like(v, 1.0 / v.shape[-1]))
+    if "sorted" in kinds or "sorted_desc" in kinds:
+        v = v.sort(dim=-1, descending="sorted_desc" in kinds).values
+    return v
+
+
+def _kept(spec: ValueTransform, i: int) -> list[str]:
+    return list(spec.keep.get(str(i), ()))
+
+
 def _each(inputs: tuple, spec: ValueTransform, fn: Any) -> tuple:
     """``inputs`` with each floating tensor of ``spec.args`` replaced by
     ``fn(i, rows, x)``: ``rows`` is the input as a 2-D float64 CPU copy (:func:`_rows`), the
-    result is cast back to the input's shape, dtype and device."""
+    result is put back into the input's structures (``spec.keep``, :func:`keep_structure`)
+    and cast back to the input's shape, dtype and device."""
     out = list(inputs)
     for i in _float_args(inputs, spec):
         x = inputs[i]
-        out[i] = _back(fn(i, _rows(x), x), x)
+        v = fn(i, _rows(x), x).reshape(x.shape)
+        out[i] = _back(keep_structure(v, _kept(spec, i)), x)
     return tuple(out)
 
 
@@ -211,7 +245,7 @@ def _diverse(ctx: Any, inputs: tuple, spec: Diverse) -> tuple:
         if bool((c >= 0).all()) and bool((c > 0).any()):
             v = v.abs()
         lim = float(torch.finfo(x.dtype).max) / 2
-        out[i] = v.clamp(-lim, lim).to(x.dtype).to(x.device)
+        out[i] = keep_structure(v.clamp(-lim, lim), _kept(spec, i)).to(x.dtype).to(x.device)
     return tuple(out)
 
 
@@ -222,5 +256,19 @@ def _rescale(ctx: Any, inputs: tuple, spec: Rescale) -> tuple:
     def one(i: int, c: torch.Tensor, x: torch.Tensor) -> torch.Tensor:
         lim = float(torch.finfo(x.dtype).max)
         return (c * spec.factor).clamp(-lim, lim)
+
+    return _each(inputs, spec, one)
+
+
+@transform(Sign)
+def _sign(ctx: Any, inputs: tuple, spec: Sign) -> tuple:
+    """-|x|, |x| or 0 on the inputs in ``args`` (module doc)."""
+
+    def one(i: int, c: torch.Tensor, x: torch.Tensor) -> torch.Tensor:
+        if spec.mode == "nonpositive":
+            return -c.abs()
+        if spec.mode == "nonnegative":
+            return c.abs()
+        return torch.zeros_like(c)
 
     return _each(inputs, spec, one)

@@ -118,10 +118,16 @@ from workstation.protocol.transforms import (
     Rescale as Rescale,
 )
 from workstation.protocol.transforms import (
+    Sign as Sign,
+)
+from workstation.protocol.transforms import (
     SignedZeros as SignedZeros,
 )
 from workstation.protocol.transforms import (
     Splice as Splice,
+)
+from workstation.protocol.transforms import (
+    StructureKind as StructureKind,
 )
 from workstation.protocol.transforms import (
     Tiny as Tiny,

@@ -53,13 +53,23 @@ class Layout(_Transform, tag="layout", frozen=True, kw_only=True):
     materialize: bool = False
 
 
+#: a structure the values of an input keep through a value transform
+#: (:mod:`workstation.harness.values`, ``keep``): sorted along the last dimension (ascending or
+#: descending), non-negative, symmetric in the last two dimensions, rows (last dimension) that
+#: sum to one.
+StructureKind = Literal["sorted", "sorted_desc", "nonnegative", "symmetric", "stochastic"]
+
+
 class ValueTransform(_Transform, frozen=True, kw_only=True):
     """Base of the value transforms of :mod:`workstation.harness.values`: ``args`` are the
     inputs they may change (``None``: every floating tensor input), ``seed`` seeds their
-    random draws (a CPU ``torch.Generator``)."""
+    random draws (a CPU ``torch.Generator``), ``keep`` the structures an input's new values
+    are put back into (the input's index as text -> structures: the task's own inputs show
+    them on every seed, ``workstation.checks.support.structure``)."""
 
     args: list[int] | None = None
     seed: int = 0
+    keep: dict[str, list[StructureKind]] = {}
 
 
 class Magnitude(ValueTransform, tag="magnitude", frozen=True, kw_only=True):
@@ -102,6 +112,14 @@ class Rescale(ValueTransform, tag="rescale", frozen=True, kw_only=True):
     factor: float
 
 
+class Sign(ValueTransform, tag="sign", frozen=True, kw_only=True):
+    """Force the values' sign: ``nonpositive`` (-|x|), ``nonnegative`` (|x|), ``zero`` (0):
+    inputs that make every lane of a data-dependent gate (``x > 0``) false or true
+    (``pallas-kernel``)."""
+
+    mode: Literal["nonpositive", "nonnegative", "zero"]
+
+
 class NumFresh(_Transform, tag="num_fresh", frozen=True, kw_only=True):
     """A copy of every tensor input (same values and strides): a second, separately
     memoised run of the same call."""
@@ -127,7 +145,7 @@ class Splice(_Transform, tag="splice", frozen=True, kw_only=True):
     values: list[float]
 
 
-Transform = (Upcast | Cast | Layout | Magnitude | SignedZeros | Tiny | Nonfinite | Perturb | Diverse | Rescale | NumFresh
-             | NumTf32 | Splice)
+Transform = (Upcast | Cast | Layout | Magnitude | SignedZeros | Tiny | Nonfinite | Perturb | Diverse | Rescale | Sign
+             | NumFresh | NumTf32 | Splice)
 
 

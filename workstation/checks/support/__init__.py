@@ -22,6 +22,10 @@
   (:mod:`.reach`: fallback);
 - the serial call series late-write, call-count and thread-census share (:mod:`.series`)
   and the ``[inputs] keep_structure`` indices checked against the inputs (:mod:`.keep`);
+- the structure the task's own inputs always show (sorted, non-negative, symmetric, rows
+  summing to one, integer-valued), kept by every value transform (:mod:`.structure`);
+- a hack-class signal a check saw and could not confirm: not judged, its finding tagged
+  (:mod:`.suspicion`; the kinds and the report's nets in ``workstation.engine.suspicion``);
 - proofs over the legal shape space: a Triton kernel's TTIR address arithmetic as Z3 terms
   (:mod:`.ttir_z3`) and the fitted launch model with its Z3 questions (:mod:`.boundsmodel`).
 

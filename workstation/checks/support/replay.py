@@ -8,7 +8,7 @@ the derived shapes of ``edge-shapes`` (run under the ``PoisonMaskedLoads`` monit
 layouts of ``noncontiguous``, the value variants of ``special-values``, the dtype and
 long-reduction runs of the numerics audit. :func:`battery_calls` takes each distinct
 candidate step that ran (not one skipped after an earlier hang, nor one cut at a budget of
-kws's own) with ``repeat = 1`` and no monitor that changes what it computes
+kws's own, nor one that failed on a limit of kws's interpreter: :func:`interpreter_limit`) with ``repeat = 1`` and no monitor that changes what it computes
 (:data:`REPLAYED_MONITORS`), whose reference step (the same case, seed and transforms, no
 monitors) ran too, and classifies it against the reference with the battery's own rule
 (:func:`~.trials.classify`). **Every failing call** (mismatch, non-finite, raised, crashed,
@@ -25,6 +25,7 @@ Same imports as the checks.
 from __future__ import annotations
 
 import json
+import re
 from dataclasses import dataclass
 from typing import Any
 
@@ -59,6 +60,25 @@ EXPOSING_MONITORS = (PoisonMaskedLoads, PallasStrict)
 #: a candidate step with only these monitors is replayed (``KeepFloat64`` changes the
 #: computation: such a step is not a battery call of the candidate's own).
 REPLAYED_MONITORS = OBSERVING_MONITORS + EXPOSING_MONITORS
+#: the strict Pallas interpreter's own detector messages (JAX's ``interpret_pallas_call`` and
+#: ``shared_memory``: "Out-of-bounds read of ...", "... is entirely out of bounds for shape"):
+#: the one failure under ``PallasStrict`` that is the candidate's.
+STRICT_OOB = re.compile(r"out[- ]of[- ]bounds", re.IGNORECASE)
+
+
+def interpreter_limit(step: CallStep, out: CallOutcome) -> str:
+    """Why the failure of candidate ``step`` is a limit of kws's interpreter rather than the
+    candidate's ("" when it is not): a call under the strict Pallas interpreter
+    (``PallasStrict``) that failed with anything but that interpreter's out-of-bounds
+    detector (the TPU interpreter cannot run masked ``plgpu.load``s, advanced indexing or
+    other GPU-only ops: JAX's own ``pallas.ops.gpu`` kernels). Such a call is not judged,
+    never a failure of the candidate (``pallas-kernel`` names it)."""
+    if out.ok or not ran(out) or not any(isinstance(m, PallasStrict) for m in step.monitors):
+        return ""
+    msg = (out.error.message if out.error is not None else "") if out.step is not None else out.death
+    if STRICT_OOB.search(msg or ""):
+        return ""
+    return f"kws's strict Pallas interpreter could not run it ({out.failure_text()[:200]})"
 
 
 @dataclass(eq=False)
@@ -136,6 +156,12 @@ def _reference_step(s: CallStep) -> CallStep:
     return msgspec.structs.replace(s, role="reference", transforms=ts, monitors=[])
 
 
+def reference_step(s: CallStep) -> CallStep:
+    """The reference step the battery pairs with candidate step ``s`` (public name of
+    :func:`_reference_step`)."""
+    return _reference_step(s)
+
+
 def replay_step(s: CallStep, role: str) -> CallStep:
     """Candidate step ``s`` for ``role``: the same inputs, the exposing monitors kept, the
     observing ones dropped."""
@@ -165,7 +191,7 @@ def battery_calls(ctx: CheckContext, limit: int | None = None) -> list[tuple[Cal
     found: list[tuple[int, int, CallStep, str, CallOutcome, CallOutcome, bool]] = []
     for n, (s, o) in enumerate(log):
         if s.role != "candidate" or s.repeat != 1 or not ran(o) \
-                or not all(isinstance(m, REPLAYED_MONITORS) for m in s.monitors):
+                or not all(isinstance(m, REPLAYED_MONITORS) for m in s.monitors) or interpreter_limit(s, o):
             continue
         k = memo_key(s)
         if k in seen:
@@ -182,6 +208,18 @@ def battery_calls(ctx: CheckContext, limit: int | None = None) -> list[tuple[Cal
     failing = [f for f in found if f[6]]
     passing = [f for f in found if not f[6]][:cap]
     return [(s, label, o, ref) for _, _, s, label, o, ref, _ in failing + passing]
+
+
+def interpreter_limited(ctx: CheckContext) -> list[tuple[CallStep, str]]:
+    """The battery's candidate calls left out of the replay because kws's interpreter could
+    not run them (:func:`interpreter_limit`), each with the reason."""
+    out, seen = [], set()
+    for s, o in ctx.call_log():
+        why = interpreter_limit(s, o) if s.role == "candidate" else ""
+        if why and memo_key(s) not in seen:
+            seen.add(memo_key(s))
+            out.append((s, why))
+    return out
 
 
 def replay(ctx: CheckContext, role: str, extra: list[tuple[CallStep, str]] | None = None,
