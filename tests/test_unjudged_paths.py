@@ -95,8 +95,11 @@ def test_input_mutation_judges_a_case_when_one_of_its_calls_returned():
 
 def test_degenerate_inputs_sensitivity_runs_that_failed_are_not_judged(monkeypatch):
     from workstation.checks import degenerate_inputs as mod
+    from workstation.checks.support.structure import Structure
 
     monkeypatch.setattr(mod, "cheapest_per_dtype", lambda ctx: [dict(CASE)])
+    # make_inputs' structure (support/structure.py) is read by a run of its own: none here
+    monkeypatch.setattr(mod, "input_structure", lambda ctx, case: Structure())
     ctx = _ctx(seeds=[0])
     ctx.reference = lambda pairs: [returned("reference")]
     ctx.calls = lambda steps, memo=False: [raised("reference", message="matrix is not positive definite")
