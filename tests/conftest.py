@@ -182,6 +182,7 @@ MODULE_TIER = {
     "test_checks_kinds": "unit",
     "test_checks_memory": "unit",
     "test_checks_numerics": "unit",
+    "test_costs": "unit",
     "test_shape_variants": "unit",
     "test_cuda_static": "unit",
     "test_cuda_emu": "unit",

@@ -54,6 +54,12 @@ def test_sample_task_outcome(task_id, reports, runner):
     failing = {f["check"] for f in doc["findings"] if f["severity"] == "fail"}
     errors = {c["check"]: c["reason"] for c in doc["checks"] if c["status"] == "error"}
     assert not errors, f"checks broke (kws bugs): {errors}"
+    # where the time went (kws check --timings): every check measured, wait = wall less CPU
+    for c in doc["checks"]:
+        t = c["timings"]
+        assert t["cpu_s"] >= t["parent_cpu_s"] >= 0 and t["jobs"] >= 0, (task_id, c)
+        assert abs(t["wait_s"] - max(0.0, c["seconds"] - t["cpu_s"])) < 0.01, (task_id, c)
+    assert sum(c["timings"]["jobs"] for c in doc["checks"]) >= 1, task_id  # shared steps: charged to one check
     detail = json.dumps([f["summary"] for f in doc["findings"] if f["severity"] == "fail"], indent=1)
     if exp.get("clean"):
         assert not failing, f"clean task {task_id} got fail findings: {detail}"

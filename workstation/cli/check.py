@@ -32,13 +32,16 @@ if TYPE_CHECKING:
 @click.option("--device", type=click.Choice(["cpu", "cuda"]), default=None,
               help="Force a device (default: CUDA when present, else CPU with the Triton interpreter).")
 @click.option("-v", "--verbose", is_flag=True, help="Also list info findings in the text report.")
+@click.option("--timings", is_flag=True,
+              help="Also print where each check's time went: wall, CPU (its parent thread and its jobs), "
+                   "waiting, queued for a runner slot, jobs (the JSON report always holds them, per check).")
 @click.option("--no-sandbox", "no_sandbox", is_flag=True,
               help="Run task code without the bubblewrap sandbox (it can then read your files and keys); "
                    "the report records sandbox: none. Also: sandbox = \"none\" in ~/.config/kws/config.toml.")
 @click.option("--strict", is_flag=True, hidden=True,
               help="Deprecated, no effect: kws check exits 4 whenever a check could not judge.")
 def check_cmd(task_dir: Path, as_json: bool, only: str | None, seeds: str, case_json: str | None,
-              device: str | None, verbose: bool, no_sandbox: bool, strict: bool) -> None:
+              device: str | None, verbose: bool, timings: bool, no_sandbox: bool, strict: bool) -> None:
     """Run the check battery on TASK_DIR and report findings.
 
     Exit 0 only when every check that applies was judged and none failed; 1 a fail; 2 the
@@ -97,7 +100,12 @@ def check_cmd(task_dir: Path, as_json: bool, only: str | None, seeds: str, case_
         click.echo(f"kws: the isolated runner failed: {e}", err=True)
         sys.exit(3)
     doc = to_json_dict(res)
-    click.echo(dumps(doc) if as_json else to_text(doc, verbose=verbose))
+    text = dumps(doc) if as_json else to_text(doc, verbose=verbose)
+    if timings and not as_json:
+        from workstation.engine.costs import timings_table
+
+        text += "\n\n" + "\n".join(timings_table(doc["checks"], float(doc["seconds"])))
+    click.echo(text)
     sys.exit(exit_code(doc))
 
 

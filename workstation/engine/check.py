@@ -95,10 +95,16 @@ class CheckResult:
     not_judged: str = ""
     #: the check failed because kws's runner failed (exit code 3).
     runner_failed: bool = False
+    #: where its time went (:class:`workstation.engine.costs.CheckCost`'s ``as_dict``);
+    #: a kws extension of the contract's check entry, absent when not measured.
+    timings: dict[str, Any] | None = None
 
     def as_dict(self) -> dict[str, Any]:
-        return {"check": self.check, "status": self.status, "seconds": round(self.seconds, 3),
-                "reason": self.reason}
+        d: dict[str, Any] = {"check": self.check, "status": self.status, "seconds": round(self.seconds, 3),
+                             "reason": self.reason}
+        if self.timings is not None:
+            d["timings"] = dict(self.timings)
+        return d
 
 
 class Skip(Exception):  # a control-flow signal, like unittest.SkipTest

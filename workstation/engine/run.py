@@ -133,7 +133,7 @@ def run_checks(task: Task, runner: Runner, *, only: Iterable[str] | None = None,
 
     def one(cid: str) -> CheckResult:
         emit("check_started", {"check": cid})
-        s = time.monotonic()
+        s, cpu0 = time.monotonic(), time.thread_time()
         view = ctx.for_check(cid)
         try:
             if reason := checks[cid].applies(task) or checks[cid].skip_reason(task):
@@ -161,6 +161,7 @@ def run_checks(task: Task, runner: Runner, *, only: Iterable[str] | None = None,
             res = CheckResult(cid, "error", time.monotonic() - s, f"{type(e).__name__}: {e}\n{tb}",
                               not_judged=f"kws error: {type(e).__name__}: {str(e)[:300]}")
         res = charge_deaths(checks[cid], view, res)
+        res.timings = view.cost.as_dict(wall_s=res.seconds, thread_cpu_s=time.thread_time() - cpu0)
         ctx.results[cid] = res
         emit("check_finished", {"result": res})
         return res

@@ -52,7 +52,8 @@ class JobResult:
     the code ran or waited past its budget; ``"wall"``, ``"job"`` and ``"import"`` say
     nothing about a hang. ``cpu_s``: the job's CPU seconds at its last reading
     (``step_cpu_s``: of the step that was running, imports excluded; ``import_cpu_s``: of
-    its imports). ``seconds``: wall time of the whole job.
+    its imports). ``seconds``: wall time of the whole job; ``admission_wait_s``: wall
+    seconds it waited for a slot before it started (:mod:`workstation.runner.admission`).
     """
 
     status: str
@@ -82,6 +83,7 @@ class JobResult:
     wait_s: float | None = None
     cancel_reason: str = ""
     ended: str = ""
+    admission_wait_s: float = 0.0
 
     @property
     def died(self) -> bool:

@@ -266,12 +266,16 @@ class Runner:
         if len(budgets) != len(steps) or len(waits) != len(steps):
             raise ValueError(f"{len(budgets)} step budgets and {len(waits)} wait budgets for {len(steps)} steps")
         imp = import_budget if import_budget is not None else settings.current().import_budget
+        asked = time.monotonic()
         with self.admission.admitted(exclusive):
+            queued = time.monotonic() - asked
             why = cancel() if cancel is not None else ""
             if why:
                 raise JobCancelled(why)
             watch = BudgetWatch(budgets, imp, timeout, time.monotonic(), waits)
-            return self._run(task_dir, steps, roles, watch, principal, cache_key, abandon)
+            res = self._run(task_dir, steps, roles, watch, principal, cache_key, abandon)
+            res.admission_wait_s = queued
+            return res
 
     def _paths(self, jid: int, principal: str, cache_key: str) -> JobPaths:
         """The job's folder and cache, and the paths the server and the job see (the host
