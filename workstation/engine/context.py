@@ -13,6 +13,7 @@ import json
 import os
 import shlex
 import threading
+import time
 import uuid
 from collections.abc import Callable, Iterable
 from concurrent.futures import Future, ThreadPoolExecutor
@@ -23,6 +24,7 @@ from workstation import settings
 from workstation.analysis.compare import Comparison, ResolvedTolerance, compare, resolve_tolerance
 from workstation.engine import payloads
 from workstation.engine.check import NotJudged
+from workstation.engine.costs import CheckCost
 from workstation.protocol.extras import E, decode_extra, extra_as
 from workstation.protocol.extras.calls import CallExtra
 from workstation.protocol.extras.triton import InterpreterSelftestExtra
@@ -303,6 +305,8 @@ class CheckContext:
         self._ledger_seen: set[int] = set()
         #: what this check's view could not judge (:meth:`could_not_judge`).
         self._unjudged: list[str] = []
+        #: the jobs this view ran (``kws check --timings``; the shared context's are no check's).
+        self.cost = CheckCost()
         #: principal -> timeouts in this run; (principal, case) pairs that timed out.
         self._hangs: dict[str, list[str]] = {}
         self._hung_cases: set[tuple[str, str]] = set()
@@ -335,6 +339,7 @@ class CheckContext:
         view.ledger = []
         view._ledger_seen = set()
         view._unjudged = []
+        view.cost = CheckCost()
         return view
 
     def could_not_judge(self, reason: str) -> None:
@@ -557,6 +562,7 @@ class CheckContext:
         # the job's wall-clock limit: every step's backstop and the imports' backstop
         limit = 60 + sum(wall_backstop(max(b, w)) for b, w in zip(budgets, waits, strict=True)) + wall_backstop(imp)
         t = self.task
+        started = time.monotonic()
         job = self.runner.run(t.dir, steps, timeout=limit, exclusive=exclusive,
                               entry={k: str(v) for k, v in t.entry.items()}, out_args=list(t.out_args),
                               inout_args=list(t.inout_args), step_timeout=st, principal=next(iter(who), "job"),
@@ -564,6 +570,7 @@ class CheckContext:
                               helper_dirs=[str(h) for h in t.helper_dirs], step_budgets=list(budgets),
                               import_budget=imp, target=t.extensions.target, wait_budgets=list(waits),
                               abandon=abandon)
+        self.cost.add_job(wall_s=time.monotonic() - started, cpu_s=job.cpu_s, queued_s=job.admission_wait_s)
         payloads.take_notes(self, steps, job.steps)
         if job.died and job.status not in ("timeout", "cancelled") and not job.forged \
                 and all(x is None for x in job.steps) and job.died_in_step is None:
