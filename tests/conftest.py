@@ -183,6 +183,7 @@ MODULE_TIER = {
     "test_checks_memory": "unit",
     "test_checks_numerics": "unit",
     "test_costs": "unit",
+    "test_kwscache": "unit",
     "test_shape_variants": "unit",
     "test_cuda_static": "unit",
     "test_cuda_emu": "unit",

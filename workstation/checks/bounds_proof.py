@@ -63,6 +63,45 @@ def sample_cases(base: dict[str, Any], params: list[str], specs: dict[str, Any])
     return out
 
 
+#: the modules whose code answers a proof question (their bytes are part of a proof's cache key).
+_PROVERS = ("workstation.checks.support.boundsmodel", "workstation.checks.support.ttir_z3")
+
+
+def proved_kernel(ttir: str, slot: Slot, params: list[str], specs: dict[str, Any],
+           region: list[Any] | None) -> tuple[list[Verdict], int, bool]:
+    """:func:`~workstation.checks.support.boundsmodel.prove_kernel`'s verdicts and access
+    count for one kernel, from kws's content-addressed cache when the same question was
+    answered before (:mod:`workstation.engine.kwscache`, namespace ``proofs``: keyed by the
+    TTIR text, the fitted slot, the ``[params]`` domain, the constexpr region, the solver
+    budget and the kws and Z3 versions; the parent computes and writes every entry), else
+    proved now and kept. The third value says whether it came from the cache.
+
+    Raises:
+        Unsupported, z3.Z3Exception: as ``prove_kernel`` (never kept).
+    """
+    import dataclasses
+
+    import z3
+
+    from workstation import __version__
+    from workstation.checks.support.boundsmodel import KERNEL_RLIMIT, Verdict, prove_kernel
+    from workstation.engine import kwscache
+
+    key = kwscache.key_of("bounds-proof", __version__, kwscache.code_digest(*_PROVERS), z3.get_version_string(),
+                          ttir, repr(slot), params,
+                          repr(sorted(specs.items())), [r.sexpr() for r in region or []], KERNEL_RLIMIT)
+    hit = kwscache.get_json("proofs", key)
+    if isinstance(hit, dict) and isinstance(hit.get("verdicts"), list) and isinstance(hit.get("accesses"), int):
+        try:
+            return [Verdict(**v) for v in hit["verdicts"]], hit["accesses"], True
+        except TypeError:  # an entry of another Verdict shape: prove again
+            pass
+    vs, n = prove_kernel(ttir, slot, params, specs, region)
+    if all(v.status != "unknown" for v in vs):  # an answer cut by the solver budget may differ elsewhere
+        kwscache.put_json("proofs", key, {"verdicts": [dataclasses.asdict(v) for v in vs], "accesses": n})
+    return vs, n, False
+
+
 def _short(err: str) -> str:
     """An error text's first line and its last non-empty line (a Triton CompilationError
     quotes the kernel source between them)."""
@@ -188,7 +227,7 @@ class BoundsProof(Check):
     def _run(self, ctx: CheckContext) -> list[Finding]:
         import z3
 
-        from workstation.checks.support.boundsmodel import ModelError, fit, prove_kernel
+        from workstation.checks.support.boundsmodel import ModelError, fit
         from workstation.checks.support.ttir_z3 import Unsupported
 
         params = int_params(ctx.cases)
@@ -237,13 +276,13 @@ class BoundsProof(Check):
                     continue
                 t0 = time.perf_counter()
                 try:
-                    vs, n = prove_kernel(rec.ttir, slot, params, specs, regions[key])
+                    vs, n, cached = proved_kernel(rec.ttir, slot, params, specs, regions[key])
                 except (Unsupported, z3.Z3Exception) as e:
                     ctx.could_not_judge(f"{slot.qualname}: {e}")
                     continue
                 n_access += n
                 timings.append({"kernel": slot.qualname, "constexprs": msgspec.to_builtins(rec.constexprs), "accesses": n,
-                                "seconds": round(time.perf_counter() - t0, 3),
+                                "seconds": round(time.perf_counter() - t0, 3), "cached": cached,
                                 "verdicts": {s: sum(v.status == s for v in vs)
                                              for s in ("proved", "refuted", "unknown", "unsupported")}})
                 verdicts += [(v, slot, key) for v in vs]
@@ -292,7 +331,9 @@ class BoundsProof(Check):
                 f"proved over {dom} (dtype {base.get('dtype', '-')}): {n_b} of {n_access} load/store(s) in bounds, "
                 f"{n_c} of {n_cq} output coverage and {n_r} of {n_rq} input read-coverage question(s), in "
                 f"{len(timings)} compiled kernel(s) of "
-                f"{len(slots)} launch(es); launch model fitted at {len(ok)} shapes; solver {secs:.2f} s",
+                f"{len(slots)} launch(es); launch model fitted at {len(ok)} shapes; solver {secs:.2f} s"
+                + (f" ({sum(bool(t['cached']) for t in timings)} of {len(timings)} kernels' proofs from kws's cache)"
+                   if any(t["cached"] for t in timings) else ""),
                 ev))
         elif not findings:
             findings.append(self.finding(ctx, "info", f"nothing proved over {dom}", ev))
@@ -428,7 +469,7 @@ class BoundsProof(Check):
         at = f"{file}:{v.line}" if file and v.line else f"line {v.line}"
         what = (f"{slot.qualname}: {v.access} (load at {at}): element {ce.get('element')} is read by no program "
                 f"at {label}")
-        ev = {"question": v.question, "access": v.access, "line": v.line, "argument": v.arg,
+        ev: dict[str, Any] = {"question": v.question, "access": v.access, "line": v.line, "argument": v.arg,
               "source": {"file": file, "line": v.line} if file and v.line else None,
               "counterexample": ce, "case": case, "seed": seed}
         try:

@@ -60,9 +60,9 @@ def _check_settings(command: str | None) -> None:
             click.echo(f"kws: warning: {w}", err=True)
 
 
-from workstation.cli import check, config, profile, records, screen, selfcheck, signing  # noqa: E402  (command modules; they never import this one)
+from workstation.cli import cache, check, config, profile, records, screen, selfcheck, signing  # noqa: E402  (command modules; they never import this one)
 
-for _cmd in (*check.COMMANDS, *config.COMMANDS, *profile.COMMANDS, *records.COMMANDS, *signing.COMMANDS, *screen.COMMANDS,
+for _cmd in (*cache.COMMANDS, *check.COMMANDS, *config.COMMANDS, *profile.COMMANDS, *records.COMMANDS, *signing.COMMANDS, *screen.COMMANDS,
              *selfcheck.COMMANDS):
     main.add_command(_cmd)
 

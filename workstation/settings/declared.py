@@ -277,8 +277,12 @@ SETTINGS: tuple[Setting, ...] = (
             "The per-user config folder: `config.toml` (these settings) and `keymap.toml`.", folder,
             compute=_platform_dir("config")),
     Setting("cache_dir", "KWS_CACHE_DIR", "cache_dir", None, 'platformdirs.user_cache_dir("kws") (~/.cache/kws)', "",
-            "kws's own caches (the queue index, cached AOT compile results); safe to delete.", folder,
+            "kws's own caches (the queue index, kept AOT compile and bounds results, bounds-proof's proofs); "
+            "safe to delete (`kws cache clear`).", folder,
             compute=_platform_dir("cache")),
+    Setting("cache_bytes", "KWS_CACHE_BYTES", "cache_bytes", 2 << 30, "2G", "bytes",
+            "The most bytes kws's content-addressed caches (proofs, kept step results) hold; the least "
+            "recently used entries go first. `kws cache clear` empties them.", size),
     Setting("data_dir", "KWS_DATA_DIR", "data_dir", None, 'platformdirs.user_data_dir("kws") (~/.local/share/kws)',
             "", "The per-user data folder (the first-run copy of the sample queue).", folder,
             compute=_platform_dir("data")),

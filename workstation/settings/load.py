@@ -74,6 +74,7 @@ class Settings(msgspec.Struct, frozen=True, kw_only=True):
     queue: Path | None
     config_dir: Path
     cache_dir: Path
+    cache_bytes: int
     data_dir: Path
     state_dir: Path
     config_file: Path
