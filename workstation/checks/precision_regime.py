@@ -35,6 +35,7 @@ from workstation.checks.support.numaudit import (
     Run,
     audit,
     fa_rule,
+    num_or_na,
     suggest,
 )
 from workstation.checks.support.suspicion import suspect
@@ -298,16 +299,19 @@ class PrecisionRegime(Check):
                 passed += good
             if raised:
                 r = raised[0]
+                cand = r.cand
+                assert cand is not None  # raised keeps runs with a candidate outcome
                 out.append(self.finding(
                     ctx, "fail",
-                    f"at {dtype} (a [contract] dtype no declared case uses) the candidate {r.cand.failure_text()} on "
+                    f"at {dtype} (a [contract] dtype no declared case uses) the candidate {cand.failure_text()} on "
                     f"case {case_label(r.case)} seed {r.seed}; {len(raised)} of {len(rs)} derived runs",
-                    {"case": r.case, "seed": r.seed, "dtype": dtype, **r.cand.failure_evidence(),
+                    {"case": r.case, "seed": r.seed, "dtype": dtype, **cand.failure_evidence(),
                      "derivation": f"[contract] dtypes lists {dtype}; kws re-ran the declared case with dtype = {dtype} "
                                    "(make_inputs and the reference accept it) and the candidate raised."},
                     case=r.case, seed=r.seed))
             if facts.cruns:
-                kept, under = [], []
+                kept: list[tuple[tuple[Run, OutData, Any, Any], dict[str, Any]]] = []
+                under: list[tuple[tuple[Run, OutData, Any, Any], dict[str, Any]]] = []
                 for x in fails:
                     ok, info = self._contract_accepts(facts, x[0], x[1])
                     (under if ok else kept).append((x, info))
@@ -322,20 +326,22 @@ class PrecisionRegime(Check):
                         case=r.case, seed=r.seed))
             bad.update(id(x[0]) for x in fails)
             for r, o, c, st in fails[:1]:
+                assert r.cand is not None  # fails holds runs with a candidate outcome
                 w = c.worst or {}
                 region = region_text(c.bad_region)
                 zero_rows = _zero_rows(r.cand.outputs[o.j].values, o.ref)
                 tol_src = (f"the task's [tolerance.{dtype}] ({_tol(o.tol)})" if declared_tol else
                            f"{judged_at} (no [tolerance.{dtype}] is declared)")
+                # st exists only where o has an oracle, and so a reference error
                 ratio_txt = (f"; against the float64 oracle the candidate's error is {num(st.max_abs)}, "
-                             f"{num(st.budget_ratio)}x its budget (the reference's: {num(o.ref_err.max_abs)}, "
-                             f"{num(o.ref_err.budget_ratio)}x)") if st is not None else ""
+                             f"{num(st.budget_ratio)}x its budget (the reference's: {num(o.known_ref_err.max_abs)}, "
+                             f"{num_or_na(o.known_ref_err.budget_ratio)}x)") if st is not None else ""
                 deriv = (
                     f"[contract] dtypes serves {dtype}, which no declared case uses. kws ran case {case_label(r.case)} "
                     f"(a declared case with dtype = {dtype}), seed {r.seed}: candidate and reference in separate "
                     f"children, compared at {tol_src}. {c.n_bad} of {c.numel} elements are outside it"
                     f"{f' ({region})' if region else ''}; worst at {w.get('index')}: reference "
-                    f"{num(w.get('expected'), 6)}, candidate {num(w.get('got'), 6)}"
+                    f"{num_or_na(w.get('expected'), 6)}, candidate {num_or_na(w.get('got'), 6)}"
                     f"{f'; {zero_rows} rows of the output are entirely zero' if zero_rows else ''}{ratio_txt}. "
                     f"{o.bud.formula_text()}. The declared {', '.join(sorted({x['dtype'] for x in ctx.cases}))} "
                     f"cases cannot show this. ({INTERPRETER_NOTE}.)"
@@ -398,10 +404,11 @@ class PrecisionRegime(Check):
                 if g.values.shape != o.oracle.shape:
                     continue
                 fa = fa_rule(o, g.values)
+                assert fa is not None  # o has an oracle
                 if r.kind == "long-K":
                     long_k.append((r, o, fa))
                 ce = fa["candidate"]
-                ref_ok = (o.ref_err.budget_ratio or 0) <= REF_FAIL_RATIO
+                ref_ok = (o.known_ref_err.budget_ratio or 0) <= REF_FAIL_RATIO
                 if not fa["ok"] and (ce.budget_ratio or 0) > REF_WARN_RATIO and ref_ok:
                     if id(r) in bad:
                         continue  # reported by the served-dtype check
@@ -449,8 +456,9 @@ class PrecisionRegime(Check):
                      "long-K": f"a declared case with a {LONG_K_FACTOR}x longer reduction"}[r.kind]
             deriv = (
                 f"On {r.label} ({where}) the candidate's largest error against the float64 oracle is "
-                f"{num(ce.max_abs)}{nonfin} (worst at {w.get('index')}: oracle {num(w.get('oracle'), 6)}, candidate "
-                f"{num(w.get('got'), 6)}); the reference's is {num(re_.max_abs)}. FlashAttention's rule allows "
+                f"{num(ce.max_abs)}{nonfin} (worst at {w.get('index')}: oracle {num_or_na(w.get('oracle'), 6)}, "
+                f"candidate {num_or_na(w.get('got'), 6)}); the reference's is {num(re_.max_abs)}. FlashAttention's "
+                f"rule allows "
                 f"{num(FA_FACTOR)}x the reference's error plus the rounding floor max(2*max|fl(fl(o + 0.3) - 0.3) - o|, "
                 f"max B) = {num(fa['floor'])}, i.e. {num(fa['limit'])}; the candidate exceeds that, and its error budget "
                 f"({o.bud.formula_text()}) by {num(ratio)}x at its worst element ({ce.beyond} of {ce.numel} "
@@ -464,7 +472,8 @@ class PrecisionRegime(Check):
                 deriv += f" Not trusted: {facts.untrusted[r.case['dtype']]}."
             # a different function, not a less precise one: far above rounding at every
             # magnitude and structured (analysis.numerics.error_structure)
-            structure = error_structure(r.cand.outputs[o.j].values, o.oracle, o.B, o.dtype) \
+            assert r.cand is not None  # viol holds runs with a candidate outcome
+            structure = error_structure(r.cand.outputs[o.j].values, o.known_oracle, o.B, o.dtype) \
                 if o.B is not None else {"systematic": False, "reason": "no error budget"}
             if structure["systematic"] and not untrusted:
                 axis = f", {num(structure['explained_by_axis'])} by the position along axis {structure['axis']}" \
@@ -768,7 +777,7 @@ class PrecisionRegime(Check):
         deriv = (base + f" Emulating it (the reference run on the declared inputs with {how}; products of TF32 values "
                  f"are exact in fp32 and accumulate in fp32 as on the tensor core) on {r.label} gives outputs that "
                  f"differ from the fp32 reference by up to {num(c.max_abs)} (at {w.get('index')}: reference "
-                 f"{num(w.get('expected'), 6)}, TF32 {num(w.get('got'), 6)}), {num(ratio)}x the declared "
+                 f"{num_or_na(w.get('expected'), 6)}, TF32 {num_or_na(w.get('got'), 6)}), {num(ratio)}x the declared "
                  f"{_tol(o.tol)}; {c.n_bad} of {c.numel} elements fail it. Fix: tl.dot(a, b, input_precision=\"ieee\") "
                  f"(or \"tf32x3\"), or a tolerance that admits TF32.")
         sev = "fail" if not c.ok else "info"

@@ -15,6 +15,7 @@ from workstation.checks.support.numaudit import (
     OutData,
     Run,
     audit,
+    num_or_na,
 )
 from workstation.checks.support.static import scan_reference_imports
 from workstation.engine.check import Check, Finding, NotJudged, TaskProblem, register
@@ -196,20 +197,22 @@ class ReferenceSuspect(Check):
                                f"(u = {pow2_text(FORMATS[fmt].unit_roundoff)}) on the way: it is no better than a "
                                f"{fmt} kernel, and kws's float64 oracle inherits that."},
                 case=r.case, seed=r.seed))
-        worst = max(items, key=lambda t: t[1].ref_err.budget_ratio or 0.0)
+        # items holds only outputs with an oracle and a reference error
+        worst = max(items, key=lambda t: t[1].known_ref_err.budget_ratio or 0.0)
         r, o = worst
-        e = o.ref_err
+        e = o.known_ref_err
         ratio = e.budget_ratio or 0.0
-        beyond_runs = [(rr, oo) for rr, oo in items if (oo.ref_err.budget_ratio or 0) > REF_WARN_RATIO]
+        beyond_runs = [(rr, oo) for rr, oo in items if (oo.known_ref_err.budget_ratio or 0) > REF_WARN_RATIO]
         if ratio > REF_WARN_RATIO:
             sev = "fail" if ratio > REF_FAIL_RATIO else "warn"
             w = e.worst or {}
             deriv = (
                 f"The float64 oracle is the reference itself run on inputs upcast to float64. On {r.label} the "
                 f"reference's own {o.dtype} output differs from it by up to {num(e.max_abs)} (relative "
-                f"{num(e.max_rel)}, {num(e.max_ulp)} ULP of {o.dtype}); at {w.get('index')} the oracle is "
-                f"{num(w.get('oracle'), 6)}, the reference {num(w.get('got'), 6)}. The error budget of a correct "
-                f"implementation is {o.bud.formula_text()}, {num(w.get('budget'))} at that element: the reference "
+                f"{num(e.max_rel)}, {num_or_na(e.max_ulp)} ULP of {o.dtype}); at {w.get('index')} the oracle is "
+                f"{num_or_na(w.get('oracle'), 6)}, the reference {num_or_na(w.get('got'), 6)}. The error budget of a "
+                f"correct implementation is {o.bud.formula_text()}, {num_or_na(w.get('budget'))} at that element: "
+                f"the reference "
                 f"is {num(ratio)}x over it, on {e.beyond} of {e.numel} elements, and over 2x on {len(beyond_runs)} of "
                 f"{len(items)} runs. That is the signature of accumulating in the input's precision (or another "
                 f"lost upcast) in the reference. The candidate is judged against these values, so its own "
@@ -241,7 +244,8 @@ class ReferenceSuspect(Check):
             out.append(self.finding(
                 ctx, "info",
                 f"the reference agrees with the float64 oracle within its error budget on all {len(items)} runs "
-                f"(worst {num(ratio)} of the budget, {r.label}: max error {num(e.max_abs)}, {num(e.max_ulp)} ULP)",
+                f"(worst {num(ratio)} of the budget, {r.label}: max error {num(e.max_abs)}, "
+                f"{num_or_na(e.max_ulp)} ULP)",
                 {"worst": {"case": r.case, "seed": r.seed, **e.as_dict()}, "budget": o.bud.as_dict(),
                  "derivation": o.bud.formula_text()},
                 case=r.case, seed=r.seed))
@@ -256,8 +260,8 @@ class ReferenceSuspect(Check):
             return []
         res = []
         for (r, o), c in zip(items, outs, strict=True):
-            if c.ok and o.j < len(c.outputs) and c.outputs[o.j].values.shape == o.oracle.shape:
-                st = error_stats(c.outputs[o.j].values, o.oracle, o.dtype, o.B)
+            if c.ok and o.j < len(c.outputs) and c.outputs[o.j].values.shape == o.known_oracle.shape:
+                st = error_stats(c.outputs[o.j].values, o.known_oracle, o.dtype, o.B)
                 res.append((r, st.budget_ratio or 0.0))
         return res
 
@@ -265,7 +269,8 @@ class ReferenceSuspect(Check):
         for r, o in items:
             if o.oracle_dtype != "float64":
                 continue  # an op with a fixed output dtype (a cast): its values are that dtype's
-            vals = o.oracle[np.isfinite(o.oracle) & (o.oracle != 0)]
+            oracle = o.known_oracle  # items holds only outputs with an oracle
+            vals = oracle[np.isfinite(oracle) & (oracle != 0)]
             if vals.size < QUANTISED_MIN_VALUES or np.unique(vals).size < QUANTISED_MIN_DISTINCT:
                 continue
             if np.all(vals == np.round(vals)):
@@ -313,7 +318,7 @@ class ReferenceSuspect(Check):
                                        "pure function the comparison assumes."},
                         case=r.case, seed=r.seed))
                     break
-        diffs = []
+        diffs: list[tuple[Run, OutData, int | None, float | None]] = []
         compared = 0
         for r, o2 in a.reruns():
             if not r.ref.ok or not o2.ok:

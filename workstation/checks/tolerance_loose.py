@@ -9,7 +9,7 @@ import numpy as np
 
 from workstation.analysis.compare import ResolvedTolerance, compare
 from workstation.analysis.numerics import LOOSE_FACTOR, error_stats, num, round_to
-from workstation.checks.support.numaudit import OutData, Run, accepts, audit
+from workstation.checks.support.numaudit import OutData, Run, accepts, audit, num_or_na
 from workstation.engine.check import Check, Finding, Skip, register
 from workstation.engine.context import CheckContext, case_label
 
@@ -169,9 +169,10 @@ class ToleranceLoose(Check):
                 f"The declared tolerance for this output is {_tol_text(o.tol)} (torch.testing's rule "
                 f"|got - expected| <= atol + rtol*|expected| against the reference). Put in place of the candidate, "
                 f"{whats[name]} passes it on {r.label}: its largest difference from the reference is "
-                f"{num(c.max_abs)} (at {w.get('index')}: reference {num(w.get('expected'), 6)}, control "
-                f"{num(w.get('got'), 6)}, allowed {num(w.get('allowed'))}). Yet the control is wrong: against the "
-                f"float64 oracle its error reaches {num(st.max_abs)}, {num(st.budget_ratio)}x the error budget at "
+                f"{num(c.max_abs)} (at {w.get('index')}: reference {num_or_na(w.get('expected'), 6)}, control "
+                f"{num_or_na(w.get('got'), 6)}, allowed {num_or_na(w.get('allowed'))}). Yet the control is wrong: "
+                f"against the float64 oracle its error reaches {num(st.max_abs)}, {num(st.budget_ratio)}x the error "
+                f"budget at "
                 f"that element ({o.bud.formula_text()}), and {st.beyond} of {st.numel} elements exceed their "
                 f"budget. A kernel returning this output would be accepted, so the task's validation cannot tell a "
                 f"correct kernel from this one."
@@ -218,10 +219,10 @@ class ToleranceLoose(Check):
                 ok = np.isfinite(need) & (need > 0) & np.isfinite(o.truth)
                 if not ok.any():
                     continue
-                ratio = np.where(ok, allowed / np.where(ok, need, 1.0), np.inf)
-                i = int(np.argmin(ratio))
-                if best is None or ratio.flat[i] < best[0]:
-                    best = (float(ratio.flat[i]), r, o, i)
+                ratios = np.where(ok, allowed / np.where(ok, need, 1.0), np.inf)
+                i = int(np.argmin(ratios))
+                if best is None or ratios.flat[i] < best[0]:
+                    best = (float(ratios.flat[i]), r, o, i)
             if best is None:
                 continue
             ratio, r, o, i = best
@@ -258,15 +259,15 @@ class ToleranceLoose(Check):
 
     def _suggestions(self, ctx: CheckContext, a: Any, runs: list[Run]) -> list[Finding]:
         out: list[Finding] = []
-        dtypes: list[str] = []
+        dtypes: list[str | None] = []
         for r in runs:
             if r.case.get("dtype") not in dtypes:
                 dtypes.append(r.case.get("dtype"))
         cands = {}
         try:
             pairs = [(r.case, r.seed) for r in runs]
-            for (c, s), o in zip(pairs, ctx.candidate(pairs), strict=True):
-                cands[(repr(sorted(c.items())), s)] = o
+            for (case, seed), outcome in zip(pairs, ctx.candidate(pairs), strict=True):
+                cands[(repr(sorted(case.items())), seed)] = outcome
         except Exception:  # noqa: BLE001  (the suggestion stands without the candidate's verdict)
             cands = {}
         for dtype in dtypes:

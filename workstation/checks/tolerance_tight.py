@@ -6,9 +6,9 @@ from typing import Any
 
 import numpy as np
 
-from workstation.analysis.compare import compare, unit_roundoff
+from workstation.analysis.compare import Comparison, compare, unit_roundoff
 from workstation.analysis.numerics import num, pow2_text, round_to, ulp
-from workstation.checks.support.numaudit import REF_FAIL_RATIO, OutData, Run, audit
+from workstation.checks.support.numaudit import REF_FAIL_RATIO, OutData, Run, audit, num_or_na
 from workstation.engine.check import Check, Finding, NotJudged, Skip, register
 from workstation.engine.context import CheckContext, case_label
 
@@ -111,14 +111,17 @@ class ToleranceTight(Check):
 
     def _judge(self, ctx: CheckContext, a: Any, dtype: str, items: list[tuple[Run, OutData]]) -> list[Finding]:
         out: list[Finding] = []
-        impossible, ref_fails, ref_suspect = [], [], []
+        impossible: list[tuple[Run, OutData, Comparison, Comparison]] = []
+        ref_fails: list[tuple[Run, OutData, Comparison]] = []
+        ref_suspect: list[tuple[Run, OutData, Comparison]] = []
         inexact = False
         best_use, ref_use = 0.0, 0.0
         for r, o in items:
-            rounded = round_to(o.oracle, dtype)
-            inexact |= bool(np.any(rounded[np.isfinite(o.oracle)] != o.oracle[np.isfinite(o.oracle)]))
-            c_best = compare(o.oracle, rounded, o.tol, expected_dtype=dtype, got_dtype=dtype)
-            c_ref = compare(o.oracle, o.ref, o.tol, expected_dtype=dtype, got_dtype=dtype)
+            oracle = o.known_oracle  # run() judges only outputs with an oracle
+            rounded = round_to(oracle, dtype)
+            inexact |= bool(np.any(rounded[np.isfinite(oracle)] != oracle[np.isfinite(oracle)]))
+            c_best = compare(oracle, rounded, o.tol, expected_dtype=dtype, got_dtype=dtype)
+            c_ref = compare(oracle, o.ref, o.tol, expected_dtype=dtype, got_dtype=dtype)
             best_use = max(best_use, _use(c_best))
             ref_use = max(ref_use, _use(c_ref))
             if not c_best.ok:
@@ -133,7 +136,7 @@ class ToleranceTight(Check):
                     f"rtol = {num(sug['rtol'])} (see the tolerance-loose suggestion)." if sug else "")
         if impossible:
             r, o, cb, cr = impossible[0]
-            typical = _typical(o.oracle)
+            typical = _typical(o.known_oracle)
             half = 0.5 * float(ulp(np.array([typical]), dtype)[0]) if typical > 0 else 0.0
             runs_txt = ", ".join(sorted({x[0].label for x in impossible})[:4])
             deriv = (
@@ -162,12 +165,12 @@ class ToleranceTight(Check):
                 case=r.case, seed=r.seed))
         elif ref_fails:
             r, o, cr = ref_fails[0]
-            e = o.ref_err
+            e = o.known_ref_err
             deriv = (
                 f"The declared tolerance for {dtype} outputs is {_tol_text(o)}. The reference, run on {r.label}, "
                 f"differs from the float64 oracle (the same reference on inputs upcast to float64) by up to "
-                f"{num(e.max_abs)} (relative {num(e.max_rel)}, {num(e.max_ulp)} ULP of {dtype}), which is "
-                f"{num(e.budget_ratio)} of its error budget ({o.bud.formula_text()}): the reference is a correct "
+                f"{num(e.max_abs)} (relative {num(e.max_rel)}, {num_or_na(e.max_ulp)} ULP of {dtype}), which is "
+                f"{num_or_na(e.budget_ratio)} of its error budget ({o.bud.formula_text()}): the reference is a correct "
                 f"implementation, yet {cr.n_bad} of {cr.numel} of its elements fall outside the declared "
                 f"tolerance ({_worst(cr)}). A candidate as accurate as the reference fails the same way; the "
                 f"tolerance, not the kernel, decides.{sug_text}"
@@ -177,7 +180,7 @@ class ToleranceTight(Check):
                 f"the reference itself fails the declared {_tol_text(o)} against a float64 oracle on "
                 f"{len(ref_fails)} of {len(items)} runs: {cr.n_bad}/{cr.numel} elements of case "
                 f"{case_label(r.case)} seed {r.seed} (max error {num(cr.max_abs)}), while it is within its "
-                f"{dtype} error budget ({num(e.budget_ratio)} of it)",
+                f"{dtype} error budget ({num_or_na(e.budget_ratio)} of it)",
                 {"case": r.case, "seed": r.seed, "output": o.j, "dtype": dtype, "tolerance": o.tol.as_dict(),
                  "reference_vs_oracle": cr.evidence(), "reference_error": e.as_dict(), "budget": o.bud.as_dict(),
                  "suggested": {"atol": sug["atol"], "rtol": sug["rtol"]} if sug else None,
@@ -185,21 +188,22 @@ class ToleranceTight(Check):
                 case=r.case, seed=r.seed))
         if ref_suspect and not impossible:
             r, o, cr = ref_suspect[0]
+            e = o.known_ref_err
             out.append(self.finding(
                 ctx, "info",
                 f"the reference fails the declared {_tol_text(o)} against the float64 oracle on {r.label} "
-                f"({cr.n_bad}/{cr.numel} elements), but its error is {num(o.ref_err.budget_ratio)}x its budget: "
+                f"({cr.n_bad}/{cr.numel} elements), but its error is {num_or_na(e.budget_ratio)}x its budget: "
                 f"the reference is at fault (see reference-suspect), not the tolerance",
                 {"case": r.case, "seed": r.seed, "output": o.j, "reference_vs_oracle": cr.evidence(),
-                 "reference_error": o.ref_err.as_dict(),
+                 "reference_error": e.as_dict(),
                  "derivation": f"{o.bud.formula_text()}; the reference's error exceeds it by "
-                               f"{num(o.ref_err.budget_ratio)}x, beyond the {num(REF_FAIL_RATIO)}x kws allows a "
+                               f"{num_or_na(e.budget_ratio)}x, beyond the {num(REF_FAIL_RATIO)}x kws allows a "
                                "correct reference."},
                 case=r.case, seed=r.seed))
         if not impossible and not ref_fails:
             r, o = items[0]
             t = o.tol
-            typical = max((_typical(oo.oracle) for _, oo in items), default=0.0)
+            typical = max((_typical(oo.known_oracle) for _, oo in items), default=0.0)
             half = 0.5 * float(ulp(np.array([typical]), dtype)[0]) if typical > 0 else 0.0
             too_small = (t.ulp is not None and t.ulp < 0.5) or (t.ulp is None and t.atol < half and t.rtol < u_out)
             if inexact and too_small:
@@ -218,11 +222,12 @@ class ToleranceTight(Check):
                     {"dtype": dtype, "tolerance": t.as_dict(), "median_abs_output": typical, "half_ulp": half,
                      "u_out": u_out, "derivation": deriv}))
             worst = max(items, key=lambda it: it[1].ref_err.max_abs if it[1].ref_err else 0.0)
-            e = worst[1].ref_err
+            e = worst[1].known_ref_err
             out.append(self.finding(
                 ctx, "info",
                 f"{dtype}: the reference meets the declared {_tol_text(worst[1])} against the float64 oracle on all "
-                f"{len(items)} runs (max error {num(e.max_abs)}, {num(e.max_ulp)} ULP, using {num(100 * ref_use)}% of "
+                f"{len(items)} runs (max error {num(e.max_abs)}, {num_or_na(e.max_ulp)} ULP, "
+                f"using {num(100 * ref_use)}% of "
                 f"the allowed error at its worst element; the correctly rounded oracle uses {num(100 * best_use)}%)",
                 {"dtype": dtype, "runs": len(items), "reference_error": e.as_dict(),
                  "reference_headroom_used": ref_use, "rounded_oracle_headroom_used": best_use,

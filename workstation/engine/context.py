@@ -9,16 +9,17 @@ which it compares here in the parent (:mod:`workstation.analysis.compare`).
 from __future__ import annotations
 
 import copy
+import functools
 import json
 import os
 import shlex
 import threading
 import time
 import uuid
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Sequence
 from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, cast
 
 from workstation import settings
 from workstation.analysis.compare import Comparison, ResolvedTolerance, compare, resolve_tolerance
@@ -31,6 +32,7 @@ from workstation.protocol.extras.triton import InterpreterSelftestExtra
 from workstation.protocol.results import Raised, StepDoc, decode_doc, encodable
 from workstation.protocol.steps import (
     CallStep,
+    Role,
     Step,
     TritonAotStep,
     kind_of,
@@ -630,8 +632,9 @@ class CheckContext:
             case = step_case(spec)
             if case is not None:
                 entry["case"] = case
-            if getattr(spec, "seed", None) is not None:
-                entry["seed"] = spec.seed
+            seed = getattr(spec, "seed", None)
+            if seed is not None:
+                entry["seed"] = seed
             if outcome.stderr_tail:
                 entry["stderr_tail"] = safe_text(outcome.stderr_tail[-1500:])
         if entry is not None:
@@ -676,7 +679,7 @@ class CheckContext:
             if case is not None:
                 self._hung_cases.add((who, json.dumps(case, sort_keys=True)))
 
-    def run_steps(self, steps: list[Step], *, step_timeout: float | None = None,
+    def run_steps(self, steps: Sequence[Step], *, step_timeout: float | None = None,
                   budget: bool = False) -> list[CallOutcome]:
         """Run steps in as few children as possible, one principal per child (a candidate
         and a reference never share a process; groups of different principals run side by
@@ -714,11 +717,12 @@ class CheckContext:
             o = bad[0]
             case = step_case(o.spec)
             where = f" on case {case_label(case)}" if case is not None else ""
-            seed = f" (seed {o.spec.seed})" if getattr(o.spec, "seed", None) is not None else ""
+            spec_seed = getattr(o.spec, "seed", None)
+            seed = f" (seed {spec_seed})" if spec_seed is not None else ""
             more = f"; {len(bad) - 1} more step(s) the same way" if len(bad) > 1 else ""
             raise NotJudged(f"the {principal(o.spec)} {o.unjudged}{where}{seed}{more}; kws could not judge them")
 
-    def _run_steps(self, steps: list[Step], step_timeout: float | None, budget: bool) -> list[CallOutcome]:
+    def _run_steps(self, steps: Sequence[Step], step_timeout: float | None, budget: bool) -> list[CallOutcome]:
         groups: dict[str, list[int]] = {}
         for i, s in enumerate(steps):
             groups.setdefault(principal(s), []).append(i)
@@ -763,7 +767,7 @@ class CheckContext:
                 job = self._run_job(group, step_timeout=step_timeout,
                                     budgets=[b * (1.0 if budget else CONFIRM_FACTOR) for b in plain],
                                     waits=[self._wait(x, b) for x, b in zip(group, plain, strict=True)],
-                                    cancel=lambda first=steps[start]: self._hung(first),
+                                    cancel=functools.partial(self._hung, steps[start]),
                                     abandon=self._stopper(group))
             except JobCancelled:
                 continue  # the principal hung while this job waited for a slot: skipped above
@@ -949,7 +953,7 @@ class CheckContext:
         except (OSError, TypeError, ValueError):  # a full or read-only cache folder: nothing kept
             pass
 
-    def calls(self, steps: list[Step], *, memo: bool = False) -> list[CallOutcome]:
+    def calls(self, steps: Sequence[Step], *, memo: bool = False) -> list[CallOutcome]:
         """Run ``steps``; with ``memo`` the results are shared with every other check
         that asks for an equal step (:func:`~workstation.protocol.steps.memo_key`: same
         kind and fields, e.g. role, case, seed, transforms, monitors), and the steps of
@@ -994,7 +998,8 @@ class CheckContext:
         Raises:
             TypeError: a keyword that is not a field of the step.
         """
-        return CallStep(role=role, case=dict(case), seed=int(seed), **kw)
+        # callers pass a role name as str; msgspec checks it against Role when the job is encoded
+        return CallStep(role=cast(Role, role), case=dict(case), seed=int(seed), **kw)
 
     def reference(self, pairs: list[tuple[dict[str, Any], int]], **kw: Any) -> list[CallOutcome]:
         """The reference's outcomes for (case, seed) pairs, memoised.

@@ -23,7 +23,7 @@ Parent side only: this module builds the steps and compares arrays (numpy).
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Literal, cast
 
 import numpy as np
 
@@ -38,6 +38,10 @@ from workstation.task.model import AccuracyContract
 #: implementations of one computation, as the ratio rules of docs/numerics.md) plus the
 #: check's rounding floor.
 CONTRACT_MARGIN = FA_FACTOR
+
+#: the dtypes of :class:`~workstation.protocol.monitors.ContractRound`'s fields.
+_Compute = Literal["float16", "bfloat16", "float32", "float64"]
+_Accumulate = Literal["float16", "bfloat16", "float32"]
 
 
 def declared(ctx: CheckContext) -> AccuracyContract | None:
@@ -70,8 +74,10 @@ def steps_for(ctx: CheckContext, acc: AccuracyContract, case: dict[str, Any], se
     the inputs after ``transforms``)."""
     dt = str(case.get("dtype", "float32"))
     base = [*(transforms or []), Upcast(dtype="float64")]
-    c = ctx.call_step("reference", case, seed, transforms=base,
-                      monitors=[ContractRound(compute=acc.compute_for(dt), accumulate=acc.accumulate_for(dt))])
+    # compute_for/accumulate_for return str; msgspec checks the Literal when the job is encoded
+    rnd = ContractRound(compute=cast(_Compute, acc.compute_for(dt)),
+                        accumulate=cast(_Accumulate, acc.accumulate_for(dt)))
+    c = ctx.call_step("reference", case, seed, transforms=base, monitors=[rnd])
     f = ctx.call_step("reference", case, seed, transforms=base,
                       monitors=[ContractRound(compute="float32", accumulate="float32")])
     return c, f
@@ -112,11 +118,16 @@ def contract_error(run: ContractRun, j: int, oracle: np.ndarray) -> dict[str, An
     how far the contract is from fp32 there (``D = max|contract - fp32 twin|``); None where
     the contract oracle has no such output."""
     c, f = run.outputs("contract"), run.outputs("fp32")
-    if j >= len(c) or c[j] is None or c[j].shape != np.shape(oracle):
+    cj = c[j] if j < len(c) else None
+    if cj is None or cj.shape != np.shape(oracle):
         return None
-    e, e_nf = max_err(c[j], oracle)
-    d, _ = max_err(c[j], f[j]) if j < len(f) and f[j] is not None and f[j].shape == c[j].shape else (float("nan"), 0)
-    f_err = max_err(f[j], oracle)[0] if j < len(f) and f[j] is not None and f[j].shape == c[j].shape else float("nan")
+    e, e_nf = max_err(cj, oracle)
+    fj = f[j] if j < len(f) else None
+    if fj is not None and fj.shape == cj.shape:
+        d = max_err(cj, fj)[0]
+        f_err = max_err(fj, oracle)[0]
+    else:
+        d, f_err = float("nan"), float("nan")
     return {"contract_err": e, "contract_nonfinite": e_nf, "from_fp32": d, "fp32_err": f_err,
             "compute": run.compute, "accumulate": run.accumulate, "contract": run.words}
 
@@ -126,11 +137,12 @@ def budget(run: ContractRun, j: int, oracle: np.ndarray) -> np.ndarray | None:
     (:func:`workstation.analysis.numerics.error_structure`): the contract oracle's own error
     at each element, at least one unit roundoff of the compute dtype times ``|oracle|``."""
     c = run.outputs("contract")
-    if j >= len(c) or c[j] is None or c[j].shape != np.shape(oracle):
+    cj = c[j] if j < len(c) else None
+    if cj is None or cj.shape != np.shape(oracle):
         return None
     o = np.asarray(oracle, dtype=np.float64)
     with np.errstate(invalid="ignore", over="ignore"):
-        e = np.abs(c[j] - o)
+        e = np.abs(cj - o)
         b = np.maximum(np.where(np.isfinite(e), e, 0.0), unit_roundoff(run.compute) * np.abs(o))
     return b
 

@@ -31,7 +31,7 @@ import threading
 from collections.abc import Callable
 from concurrent.futures import Future
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Literal
 
 import msgspec
 import numpy as np
@@ -68,6 +68,7 @@ from workstation.protocol.steps import (
     NumFresh,
     NumOracleStep,
     NumTf32,
+    Step,
     TritonAotStep,
     memo_key,
 )
@@ -83,6 +84,13 @@ REF_FAIL_RATIO = 8.0
 #: derived cases per contract dtype, and the reduction growth factor of the long-K run.
 MAX_DERIVED_CASES = 3
 LONG_K_FACTOR = 4
+
+
+def num_or_na(x: float | None, digits: int = 3) -> str:
+    """:func:`~workstation.analysis.numerics.num` of a figure that may be missing (``n/a`` for
+    None, as ``num`` itself prints it; its signature takes a float)."""
+    return "n/a" if x is None else num(x, digits)
+
 
 def audit(ctx: CheckContext) -> NumericsAudit:
     """The shared :class:`NumericsAudit` of ``ctx``'s run (created on first use)."""
@@ -105,9 +113,9 @@ class OutData:
     ref: np.ndarray
     oracle: np.ndarray | None
     oracle_dtype: str | None
-    mag: np.ndarray | None
-    bud: Budget | None
-    B: np.ndarray | None
+    mag: np.ndarray
+    bud: Budget
+    B: np.ndarray
     tol: ResolvedTolerance
     ref_err: ErrorStats | None
 
@@ -115,6 +123,19 @@ class OutData:
     def truth(self) -> np.ndarray:
         """The oracle, or the reference where no oracle exists."""
         return self.oracle if self.oracle is not None else self.ref
+
+    @property
+    def known_oracle(self) -> np.ndarray:
+        """``oracle``, for a caller that judges only outputs that have one."""
+        assert self.oracle is not None, "an output without a float64 oracle"
+        return self.oracle
+
+    @property
+    def known_ref_err(self) -> ErrorStats:
+        """``ref_err``, for a caller that judges only outputs with an oracle
+        (:meth:`NumericsAudit._build` measures the reference wherever it has one)."""
+        assert self.ref_err is not None, "an output without a float64 oracle"
+        return self.ref_err
 
 
 @dataclass
@@ -181,9 +202,9 @@ class NumericsAudit:
         ctx = self.ctx
         pairs = ctx.declared_pairs()
         need_bump = not self.task.contract.reduction
-        probes = [self._probe_step(c, s, scale=(i == 0), bump=need_bump and s == ctx.seeds[0])
-                  for i, (c, s) in enumerate(pairs)]
-        extra: list[dict[str, Any]] = []
+        probes: list[Step] = [self._probe_step(c, s, scale=(i == 0), bump=need_bump and s == ctx.seeds[0])
+                              for i, (c, s) in enumerate(pairs)]
+        extra: list[Step] = []
         for c, s in self._first_seed_pairs():
             for low in LOWER_PRECISION.get(c["dtype"], ()):
                 extra.append(self._lowp_step(c, s, low))
@@ -216,7 +237,7 @@ class NumericsAudit:
     def _multilinear(self, probe: CallOutcome | None) -> dict[str, Any]:
         """Homogeneity of degree 1 in every floating input (exact in float64 for a
         multilinear op: doubling an input is exact and commutes with every product and sum)."""
-        if probe is None or not probe.ok:
+        if probe is None or not probe.ok or probe.step is None:  # (ok implies a step result)
             return {"multilinear": False, "why": "no float64 oracle"}
         oracle = probe.payload(NumOracleExtra)
         floats = oracle.float_inputs
@@ -284,7 +305,8 @@ class NumericsAudit:
             if not is_float(td.dtype):
                 continue
             oracle, odt, mag, used_abs = None, None, None, False
-            if poke is not None and j < len(poke.outputs) and poke.outputs[j].values.shape == td.values.shape:
+            if poke is not None and poke.step is not None and j < len(poke.outputs) \
+                    and poke.outputs[j].values.shape == td.values.shape:  # (poke.ok: poke.step is set)
                 odt = poke.outputs[j].dtype
                 # float64; or, for an op whose output dtype is not its input dtype (a cast, a
                 # quantiser, fp16 in -> fp32 out), that same fixed dtype: computed from exact
@@ -451,7 +473,7 @@ class NumericsAudit:
 
         def run_side() -> None:
             try:
-                steps = [CheckContext.call_step("reference", c, s) for c, s in dpairs]
+                steps: list[Step] = [CheckContext.call_step("reference", c, s) for c, s in dpairs]
                 steps += [self._probe_step(c, s, scale=False, bump=False) for c, s in dpairs]
                 side.set_result(ctx.calls(steps, memo=True) if steps else [])
             except BaseException as e:  # noqa: BLE001
@@ -497,7 +519,7 @@ class NumericsAudit:
         step = TritonAotStep(cases=cases, seed=int(self.ctx.seeds[0]), targets=[("cuda", 90, 32)])
         return self.ctx.calls([step], memo=True)[0]
 
-    def tf32_emulation(self, mode: str) -> list[tuple[Run, CallOutcome]]:
+    def tf32_emulation(self, mode: Literal["rna", "trunc"]) -> list[tuple[Run, CallOutcome]]:
         """The reference on TF32-rounded fp32 inputs (first seed of each fp32 declared case)."""
         runs = [r for r in self.declared() if r.seed == self.ctx.seeds[0] and r.case.get("dtype") == "float32"]
         steps = [CheckContext.call_step("reference", r.case, r.seed,
@@ -603,7 +625,7 @@ def fa_rule(o: OutData, cand: np.ndarray) -> dict[str, Any] | None:
     if o.oracle is None:
         return None
     ce = error_stats(cand, o.oracle, o.dtype, o.B)
-    re_ = o.ref_err
+    re_ = o.known_ref_err
     fl = ratio_floor(o.oracle, o.dtype, o.B)
     floor = fl["floor"]
     limit = FA_FACTOR * re_.max_abs + floor

@@ -111,16 +111,20 @@ class StaticHit:
                 "function": self.function, "text": self.text, "in_except": self.in_except, **self.detail}
 
 
-def _reachable(mod: SourceFile, entry: str) -> list[ast.AST]:
+_Def = ast.FunctionDef | ast.AsyncFunctionDef | ast.ClassDef
+
+
+def _reachable(mod: SourceFile, entry: str) -> list[_Def]:
     """Module-level functions (and classes) reachable from ``entry`` by name: calls, and
     names passed as values (``pool.submit(_partial, ...)``); kernels excluded."""
     functions = mod.top_level_defs()
-    seen: dict[str, ast.AST] = {}
+    seen: dict[str, _Def] = {}
     todo = [entry]
     while todo:
         name = todo.pop()
         node = functions.get(name)
-        if node is None or name in seen or mod.is_kernel_def(node):
+        # top_level_defs holds only _Def nodes; the isinstance narrows (and rules out None)
+        if not isinstance(node, _Def) or name in seen or mod.is_kernel_def(node):
             continue
         seen[name] = node
         for sub in ast.walk(node):
@@ -332,7 +336,8 @@ def scan_state_writes(sources: TaskSources, rel: str) -> list[StateSite]:
                 sites.append(StateSite(name, STATE_SETTERS[name], node.lineno, mod.text(node)))
             elif name in ("setattr", "builtins.setattr") and len(node.args) >= 2:
                 obj = mod.dotted(node.args[0])
-                attr = node.args[1].value if isinstance(node.args[1], ast.Constant) else None
+                arg1 = node.args[1]
+                attr = arg1.value if isinstance(arg1, ast.Constant) and isinstance(arg1.value, str) else None
                 if obj and attr and obj.split(".")[0] in roots:
                     sites.append(StateSite(f"{obj}.{attr}", (f"{obj}.{attr}",), node.lineno, mod.text(node)))
     return sites
