@@ -332,7 +332,7 @@ class Autotune(Check):
             tuned_bad = tuned is not None and not all(c.ok for c in tuned)
             others_ok = (cached is not None and all(c.ok for c in cached)) or all(
                 comps is not None and all(c.ok for c in comps) for row in cfg_out for comps, _ in row)
-            if tuned_bad and others_ok:
+            if tuned is not None and tuned_bad and others_ok:  # tuned_bad implies tuned; said again for mypy
                 j = next(k for k, c in enumerate(tuned) if not c.ok)
                 got = _outputs(st.arrays, rec.tuned.outputs, f"c{ci}_tuned")[j]
                 corrupt.append({"case": case, "output": j, "comparison": tuned[j],

@@ -369,7 +369,7 @@ class BenchmarkBias(Check):
         distortion = at["ratio"] / traced if traced else None
         # the method's own distortion: in the candidate's favour beyond 1.25x is evidence of
         # bias; against it (fixed timer overhead on a microsecond candidate) up to 1.5x is not
-        if traced is not None and not asym and "inputs_differ" not in ev \
+        if traced is not None and distortion is not None and not asym and "inputs_differ" not in ev \
                 and 1 / DEFLATE_FACTOR <= distortion <= MATCH_FACTOR:
             return self.finding(
                 ctx, "info", head + f": in a traced run the bench reported {at['ratio']:.3g}x and its own calls gave "

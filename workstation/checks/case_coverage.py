@@ -233,7 +233,8 @@ class CaseCoverage(Check):
                 todo.append((row, Trial(dict(base, dtype=d), seed, f"dtype {d} (contract)")))
         order = {"min": 0, "ragged": 1, "max": 2, "contract dtype": 3}
         todo.sort(key=lambda t: order.get(t[0]["target"].split(" ")[0], 4))
-        runnable, skipped = [], []
+        runnable: list[tuple[dict[str, Any], Trial]] = []
+        skipped: list[dict[str, Any]] = []
         interpreted = not ctx.on_gpu and ctx.backend_of("candidate") == "triton"
         cap, budget = INTERPRETER_CASE_CAP * cost.declared_max, cost.budget
         total = 0

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from workstation.analysis.compare import region_text
+from workstation.analysis.compare import Comparison, region_text
 from workstation.engine.check import Check, Finding, register
 from workstation.engine.context import CallOutcome, CheckContext, case_label
 
@@ -114,7 +114,8 @@ class Correctness(Check):
         refs = ctx.reference(pairs)
         cands = ctx.candidate(pairs)
         findings: list[Finding] = []
-        worst_ratio, worst_at = 0.0, None
+        worst_ratio = 0.0
+        worst_at: tuple[dict[str, Any], int, Comparison] | None = None
         n_ok = 0
         by_case: dict[int, list[tuple[int, int, Any]]] = {}
         failed: dict[tuple[str, int, str], list[tuple[int, CallOutcome]]] = {}
@@ -132,12 +133,12 @@ class Correctness(Check):
                 by_case.setdefault(ci, []).extend(bad)
                 continue
             n_ok += 1
-            for c in comps:
-                w = c.worst or {}
+            for comp in comps:
+                w = comp.worst or {}
                 allowed, err = w.get("allowed"), w.get("abs_err")
                 if isinstance(allowed, float) and isinstance(err, float) and allowed > 0:
                     if err / allowed >= worst_ratio:
-                        worst_ratio, worst_at = err / allowed, (case, seed, c)
+                        worst_ratio, worst_at = err / allowed, (case, seed, comp)
         for (who, ci, _), runs in failed.items():
             seed, out = runs[0]
             f = failed_call_finding(self, ctx, who, ctx.cases[ci], seed, out,
@@ -148,17 +149,17 @@ class Correctness(Check):
                 f.summary += f"; same on seeds {', '.join(str(s) for s, _ in runs)}"
                 f.evidence["seeds"] = [s for s, _ in runs]
             findings.append(f)
-        for ci, comps in by_case.items():
+        for ci, mismatches in by_case.items():
             case = ctx.cases[ci]
-            findings.append(mismatch_finding(self, ctx, case, sorted({s for s, _, _ in comps}), comps))
+            findings.append(mismatch_finding(self, ctx, case, sorted({s for s, _, _ in mismatches}), mismatches))
         if n_ok and worst_at is not None:
-            case, seed, c = worst_at
+            case, seed, comp = worst_at
             findings.append(self.finding(
                 ctx, "info",
                 f"{n_ok} of {len(pairs)} case/seed runs within tolerance; closest to the limit: "
-                f"case {case_label(case)} seed {seed}, max abs err {c.max_abs:.3g} "
+                f"case {case_label(case)} seed {seed}, max abs err {comp.max_abs:.3g} "
                 f"({100 * worst_ratio:.0f}% of the allowed error at its worst element)",
-                {"case": case, "seed": seed, "headroom_used": worst_ratio, **c.evidence()},
+                {"case": case, "seed": seed, "headroom_used": worst_ratio, **comp.evidence()},
                 case=case, seed=seed,
             ))
         return left_out + findings

@@ -219,7 +219,7 @@ class CudaBuild(Check):
     def run(self, ctx: CheckContext) -> list[Finding]:
         case = cheapest_per_dtype(ctx)[0]
         out = ctx.calls([CudaBuildStep(role="candidate", case=case, seed=ctx.seeds[0])], memo=True)[0]
-        if not out.ok:
+        if not out.ok or out.step is None:
             ctx.could_not_judge(f"the CUDA capture step did not run: {out.failure_text()[:200]}")
             return [self.finding(ctx, "warn", f"the CUDA capture step did not run: {out.failure_text()}",
                                  out.failure_evidence())]
@@ -465,7 +465,10 @@ class CudaBuild(Check):
         try:
             text = next(t for t in texts if site["grid"] in t)
             e = Expr(d["expr"], _definitions(text), params)
-            num, div = e.division()
+            split = e.division()
+            if split is None:  # no division by a constant
+                return None
+            num, div = split
             size = e.size_of(num)
             for n in d.get("params", []):
                 for v in legal_values(params[n])[:2000]:

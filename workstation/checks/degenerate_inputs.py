@@ -3,7 +3,7 @@ a right one."""
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, Literal
 
 import numpy as np
 
@@ -24,7 +24,7 @@ from workstation.protocol.extras.calls import CallExtra
 from workstation.protocol.steps import Diverse, Perturb
 
 #: distributions of the replacement inputs (:mod:`workstation.harness.values`, ``diverse``).
-DISTRIBUTIONS = ("normal", "uniform", "heavy", "mixed")
+DISTRIBUTIONS: tuple[Literal["normal", "uniform", "heavy", "mixed"], ...] = ("normal", "uniform", "heavy", "mixed")
 #: a relative perturbation this small must change some output bit of a live computation.
 SLIGHT = 1e-2
 #: a perturbation this large must move the output beyond the tolerance for an input to count.

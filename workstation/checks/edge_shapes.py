@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from typing import Any
 
 from workstation.checks.support.costmodel import (
@@ -244,7 +245,8 @@ class EdgeShapes(Check):
                 queue.extend(combos)
         if ctx.on_gpu:
             for p in params:
-                top = snap(specs[p].max, specs[p], "down") if specs[p].max is not None else None
+                spec = specs[p]
+                top = snap(spec.max, spec, "down") if spec.max is not None else None
                 if top is not None:
                     c = {**bases[0], p: top}
                     while elements(c, params) > GPU_MAX_ELEMENTS:
@@ -361,7 +363,7 @@ class EdgeShapes(Check):
                                            cand_monitors=[PoisonMaskedLoads()]))
             return tries
 
-        def run(tries: list[Trial]) -> list[TrialResult]:
+        def run(tries: Sequence[Trial]) -> list[TrialResult]:
             res = run_trials(ctx, tries, budget_rule=True)
             for r in res:
                 known[case_key(r.trial.case)] = r
@@ -464,7 +466,8 @@ def _patterns(results: list[TrialResult], params: list[str], declared: list[dict
     # or timed out observed no result of the size it was given
     results = [r for r in results if observed(r)]
     for p in params:
-        fails, passes = set(), set()
+        fails: set[int] = set()
+        passes: set[int] = set()
         for r in results:
             if r.status != "pass" and not (r.failed and (klass is None or r.klass == klass)):
                 continue

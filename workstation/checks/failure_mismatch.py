@@ -173,7 +173,7 @@ class FailureMismatch(Check):
             observed.extend(self._nondeterminism(ctx))
         classes = sorted({o["class"] for o in observed})
         failing = [o for o in observed if o["class"] != "pass"]
-        ev = {"claimed": claimed, "claimed_from": source, "failure_text": claims.failure,
+        ev: dict[str, Any] = {"claimed": claimed, "claimed_from": source, "failure_text": claims.failure,
               "observed_classes": classes, "observations": observed}
         if claimed == "slow":
             return [self.finding(ctx, "info", "the task reports a slowdown; speedup-claim measures it", ev)]

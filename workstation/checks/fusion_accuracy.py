@@ -141,11 +141,11 @@ class FusionAccuracy(Check):
             if not rows:
                 ctx.could_not_judge(unjudged[d])
                 continue
-            bad = [x for x in rows if not x["ok"]]
+            beyond = [x for x in rows if not x["ok"]]
             worst = max(rows, key=lambda x: x["fused_err"] / x["limit"] if x["limit"] else float("inf"))
             ev = {"dtype": d, "rule": rule, "margin": MARGIN, "runs": rows, "notes": notes}
-            if bad:
-                w = max(bad, key=lambda x: (x["fused_budget_ratio"] or 0.0) / (x["budget_limit"] or 1.0)
+            if beyond:
+                w = max(beyond, key=lambda x: (x["fused_budget_ratio"] or 0.0) / (x["budget_limit"] or 1.0)
                         if x["beyond_budget"] else x["fused_err"] / x["limit"] if x["limit"] else float("inf"))
                 if w["beyond_abs"] or not w["beyond_budget"]:
                     ratio = f"{w['ratio']:.3g}x" if w["ratio"] is not None else "infinitely"
@@ -161,7 +161,7 @@ class FusionAccuracy(Check):
                 findings.append(self.finding(
                     ctx, "fail",
                     f"{d}: the fused kernel is less accurate than the unfused baseline: case {case_label(w['case'])} "
-                    f"seed {w['seed']}: {what}; {len(bad)} of {len(rows)} output/run(s) beyond the margin",
+                    f"seed {w['seed']}: {what}; {len(beyond)} of {len(rows)} output/run(s) beyond the margin",
                     ev, case=w["case"], seed=w["seed"]))
             else:
                 r = worst["ratio"]

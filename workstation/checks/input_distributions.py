@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import dataclasses
-from typing import Any
+from typing import Any, Literal
 
 import numpy as np
 
@@ -23,7 +23,7 @@ from workstation.protocol.steps import Diverse, Rescale, Transform
 
 #: replacement distributions (:mod:`workstation.harness.values`, ``diverse``; unit variance
 #: times the input's RMS): bounded, and heavy-tailed (Student-t, 2 degrees of freedom).
-DISTRIBUTIONS = ("uniform", "heavy")
+DISTRIBUTIONS: tuple[Literal["uniform", "heavy"], ...] = ("uniform", "heavy")
 #: the largest |value| a draw reaches, in units of the input's RMS (heavy: clipped at 20).
 DRAW_REACH = {"uniform": 3.0**0.5, "heavy": 20.0}
 #: factors the make_inputs values are multiplied by (KernelBench-Hard's 1e-4..64).

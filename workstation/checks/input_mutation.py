@@ -61,7 +61,7 @@ def describe_mutations(ctx: CheckContext, role: str, case: dict[str, Any], seed:
     pristine, after = ctx.calls([pristine_step, call], memo=True)
     out = []
     for i in which:
-        if not pristine.ok or not after.ok:
+        if not pristine.ok or not after.ok or pristine.step is None or after.step is None:  # ok: has a step
             out.append({"index": i, "error": (pristine if not pristine.ok else after).failure_text()})
             continue
         b = pristine.step.arrays.get(f"in{i}")
@@ -178,8 +178,8 @@ class InputMutation(Check):
             which = [m["index"] for m in muts]
             detail = describe_mutations(ctx, "candidate", case, seed, which)
             parts = []
-            for m, d in zip(muts, detail, strict=True):
-                shape = "x".join(str(s) for s in m["shape"])
+            for mut, d in zip(muts, detail, strict=True):
+                shape = "x".join(str(s) for s in mut["shape"])
                 if "changed" in d:
                     s0 = d["sample"][0] if d["sample"] else None
                     ex = f", e.g. at {s0[0]}: {s0[1]:.6g} -> {s0[2]:.6g}" if s0 and all(
@@ -189,11 +189,12 @@ class InputMutation(Check):
                         isinstance(v, float | int) for v in rng) else ""
                     mx = d.get("max_abs_change")
                     big = f", max |change| {mx:.3g}" if isinstance(mx, float) else ""
-                    parts.append(f"input {m['index']} ({m['dtype']} [{shape}]): {d['changed']} of "
+                    parts.append(f"input {mut['index']} ({mut['dtype']} [{shape}]): {d['changed']} of "
                                  f"{d['elements']} elements changed ({d['region_text'] or 'one element'}){big}"
                                  f"{ex}{after}")
                 else:
-                    parts.append(f"input {m['index']} ({m['dtype']} [{shape}]): content digest changed ({d['error']})")
+                    parts.append(f"input {mut['index']} ({mut['dtype']} [{shape}]): content digest changed "
+                                 f"({d['error']})")
             seeds = [s for s, _ in runs]
             summary = (f"case {case_label(case)}: the candidate writes an input the contract makes read-only "
                        f"(mutates_inputs = false): {'; '.join(parts)}; on seeds {', '.join(map(str, seeds))}")

@@ -146,7 +146,7 @@ class NkiKernelCheck(Check):
             exact = EXACT_TERMS.get(dt)
             big = kmax is not None and exact is not None and kmax[1] > exact
             tail = (f"; the reduction {kmax[0]} reaches {kmax[1]} terms ([params] maximum), past the {exact} that {dt} "
-                    "sums exactly" if big else "")
+                    "sums exactly" if big and kmax is not None else "")  # big implies kmax; said again for mypy
             text = (f"{name}: a {dt} accumulator: `{a['text']}` at line {a['line']} adds into tile {a['tile']} allocated "
                     f"as {dt}{' in ' + a['buffer'] if a.get('buffer') else ''} (line {k.tiles[a['tile']]['line']}): every "
                     f"partial sum is rounded to {dt}{tail}; accumulate in an nl.float32 PSUM tile and cast once")

@@ -10,7 +10,7 @@ from workstation.engine.check import Check, Finding, Skip, register
 from workstation.engine.context import CheckContext, case_label
 from workstation.protocol.extras.calls import CallExtra, InputDesc
 from workstation.protocol.layouts import DESCRIPTIONS, KINDS, PADDED, applies
-from workstation.protocol.steps import Layout
+from workstation.protocol.steps import Layout, Transform
 
 
 def read_tensor_inputs(ctx: CheckContext, inputs: list[InputDesc]) -> list[InputDesc]:
@@ -212,6 +212,7 @@ class Noncontiguous(Check):
             return False
         if r.status == "error" or b.status == "error":
             return trials.same_failure(r, b)
+        assert r.cand is not None and b.cand is not None  # failed, not an error: both sides ran
         contiguous = b.cand
         if r.trial.info["kind"] == "expand":  # other values: rerun on their contiguous copy
             [contiguous] = ctx.calls([ctx.call_step("candidate", r.trial.case, r.trial.seed,
@@ -227,7 +228,7 @@ class Noncontiguous(Check):
     @staticmethod
     def _trial(case: dict[str, Any], seed: int, kind: str, args: list[int]) -> trials.Trial:
         layout = Layout(kind=kind, args=args)
-        ref_t = [Layout(kind=kind, args=args, materialize=True)] if kind == "expand" else []
+        ref_t: list[Transform] = [Layout(kind=kind, args=args, materialize=True)] if kind == "expand" else []
         return trials.Trial(dict(case), seed, f"layout {kind}", ref_t, [layout], {"kind": kind, "args": args})
 
     def _trials_for(self, case: dict[str, Any], seed: int, reads: list[InputDesc]) -> list[trials.Trial]:

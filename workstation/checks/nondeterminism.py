@@ -148,7 +148,7 @@ class Nondeterminism(Check):
             why = "; ".join(f"{w}: {o.failure_text()}" for w, o in failures)
             raise NotJudged(f"fewer than two runs of case {case_label(case)} returned ({why})")
         base_label, base = runs[0]
-        diffs = []
+        diffs: list[dict[str, Any]] = []
         for label, outs in runs[1:]:
             for j, (e, g) in enumerate(zip(base, outs, strict=False)):
                 if e.shape != g.shape or e.dtype != g.dtype:

@@ -289,7 +289,7 @@ class PallasKernel(Check):
 
     def _reading(self, ctx: CheckContext, read: CallOutcome, cases: list[dict[str, Any]],
                  variants: list[dict[str, Any]]) -> list[Finding]:
-        if not read.ok:
+        if not read.ok or read.step is None:
             ctx.could_not_judge(f"the jaxpr reading did not run: {read.failure_text()}: grid cover and "
                                  "accumulators not read")
             return []

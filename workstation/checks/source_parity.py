@@ -24,7 +24,8 @@ def _direct(ctx: CheckContext, it: Replayed) -> tuple[bool, list[dict[str, Any]]
     c, o = it.cand.cand, it.other_out
     if c is None or not c.ok or not o.ok:
         return False, [], ""
-    evs, ok, reason = [], True, ""
+    evs: list[dict[str, Any]] = []
+    ok, reason = True, ""
     for j in range(max(len(c.outputs), len(o.outputs))):
         if j >= len(c.outputs) or j >= len(o.outputs):
             return False, evs, f"the source returns {len(o.outputs)} outputs, the candidate {len(c.outputs)}"
@@ -129,7 +130,8 @@ class SourceParity(Check):
                               "signed zeros"))
         items = replay(ctx, "baseline", extra)
         findings: list[Finding] = []
-        agree_bits, agree_tol, diffs = 0, 0, []
+        agree_bits, agree_tol = 0, 0
+        diffs: list[tuple[Replayed, list[dict[str, Any]], str]] = []
         broken_source = []
         for it in items:
             if not it.other_out.ok:

@@ -36,8 +36,10 @@ from workstation.protocol.steps import (
     SignedZeros,
     Tiny,
     Upcast,
-    ValueTransform,
 )
+
+#: the value transforms :func:`variants` makes (members of the step protocol's ``Transform``)
+Variant = Magnitude | SignedZeros | Tiny | Nonfinite
 
 #: magnitudes tried when the contract states no bound (``max_abs_input = 0``), per input
 #: dtype: well inside each format's range (fp16 max 65504, e4m3 448), large enough that
@@ -74,10 +76,10 @@ def float_read_inputs(ctx: CheckContext, ref: CallOutcome) -> list[int]:
             and d.dtype.startswith(("float", "bfloat"))]
 
 
-def variants(dtype: str, max_abs: float, nonfinite: bool) -> list[tuple[str, ValueTransform, str]]:
+def variants(dtype: str, max_abs: float, nonfinite: bool) -> list[tuple[str, Variant, str]]:
     """(name, transform without ``args``/``seed``, description) of every value variant
     for inputs of ``dtype`` (see :mod:`workstation.harness.values`)."""
-    out: list[tuple[str, ValueTransform, str]] = []
+    out: list[tuple[str, Variant, str]] = []
     if max_abs > 0:
         src = f"max_abs_input = {max_abs:g}"
         out += [
@@ -129,6 +131,7 @@ def oracle_verdict(ctx: CheckContext, r: TrialResult, oracle: CallOutcome | None
             if oracle.step is not None else {})
     worst_excess, ref_err_max, cond_max = 0.0, 0.0, 0.0
     per = []
+    assert r.cand is not None  # a mismatch: the candidate ran
     for j, (e, g, o) in enumerate(zip(r.ref.outputs, r.cand.outputs, oracle.outputs, strict=False)):
         if e.values.dtype.kind not in "f" or g.values.shape != o.values.shape:
             continue
@@ -181,6 +184,7 @@ def _conditioning_noise(perturbed: CallOutcome | None, j: int, ov: np.ndarray, f
 def _subnormal_only(r: TrialResult) -> bool:
     """Every mismatching element has a subnormal (or zero) expected and got value: a
     flush-to-zero difference, not a wrong result."""
+    assert r.cand is not None  # a mismatch: the candidate ran
     for c, e, g in zip(r.comps, r.ref.outputs, r.cand.outputs, strict=False):
         if c.ok:
             continue
@@ -469,6 +473,7 @@ class SpecialValues(Check):
         info; else fail with both figures."""
         worst: dict[str, Any] | None = None
         ok = True
+        assert r.cand is not None  # a mismatch: the candidate ran
         for j, (e, g, o) in enumerate(zip(r.ref.outputs, r.cand.outputs, oracle.outputs, strict=False)):
             if e.values.dtype.kind != "f" or g.values.shape != o.values.shape:
                 continue

@@ -253,7 +253,7 @@ class SpeedupClaim(Check):
                     f"here", ev3, case=ct.case))
         if not out:
             parts = [f"{b.bytes:,} bytes / {b.bandwidth / 1e9:.1f} GB/s = {b.t_mem_ms:.3g} ms"]
-            if b.t_flop_ms:
+            if b.t_flop_ms and b.peak_flops:  # a flop time has a peak (roofline.bound)
                 parts.append(f"{b.flops:,} flops / {b.peak_flops / 1e12:.0f} TFLOP/s = {b.t_flop_ms:.3g} ms")
             note = "" if b.memory_applies else " (the working set fits in the cache: the memory bound applies to " \
                 "cold times only)"

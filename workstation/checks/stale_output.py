@@ -189,7 +189,7 @@ class StaleOutput(Check):
                 n_ch = int(changed.sum()) if changed is not None else 0
                 obj = "the very tensor object" if f.same_object_as_first else "storage"
                 held = (f"; the first result, still held by the caller, changed at {n_ch} elements "
-                        f"({where_text(changed)})" if n_ch else
+                        f"({where_text(changed)})" if n_ch and changed is not None else
                         "; a caller that writes into one result corrupts the other")
                 problems.append(f"the second call returned {obj} of the first call's output{held}")
                 ev["first_result_changed"] = n_ch

@@ -205,8 +205,8 @@ class AuthorTestScan:
         idx: list[Any] = []
         parts = []
         names = ["rows", "cols"] if len(shape) == 2 else (["elements"] if len(shape) == 1 else [f"dim{i}" for i in range(len(shape))])
-        for d, e in enumerate(elts):
-            e = self._slice_node(e)
+        for d, elt in enumerate(elts):
+            e = self._slice_node(elt)
             n = shape[d]
             if isinstance(e, ast.Slice) or (isinstance(e, ast.Call) and _name(e.func) == "slice"):
                 if isinstance(e, ast.Slice):
@@ -239,7 +239,7 @@ class AuthorTestScan:
         if self.fn is None:
             return [Observation("no-compare", 0, "", "the test function was not found in the file")]
         obs: list[Observation] = []
-        compares = []
+        compares: list[ast.Call | ast.Assert] = []
         for node in ast.walk(self.fn):
             if isinstance(node, ast.Call) and _name(node.func) in COMPARE_FUNCS:
                 compares.append(node)

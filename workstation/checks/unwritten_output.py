@@ -171,8 +171,8 @@ class UnwrittenOutput(Check):
                 if not runs or not shapes_ok:
                     skipped.append(f"{label} output {j}: shape or dtype differs from the reference (see correctness)")
                     continue
-                masks = {s: poison_mask(o, j, r.dtype, s) for s, o in runs.items()}
-                masks = {s: m for s, m in masks.items() if m is not None}
+                found = {s: poison_mask(o, j, r.dtype, s) for s, o in runs.items()}
+                masks = {s: m for s, m in found.items() if m is not None}
                 buf = output_buffer(next(iter(runs.values())), j)
                 if not masks or buf is None or not buf.poisoned:
                     not_poisoned.append(f"{label} output {j}")

@@ -196,9 +196,9 @@ class _Scanner:
         return out
 
     def _module_level(self) -> None:
-        for node in self.tree.body:
-            if isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef):
-                self.funcs[node.name] = node  # type: ignore[assignment]
+        for top in self.tree.body:
+            if isinstance(top, ast.FunctionDef | ast.AsyncFunctionDef):
+                self.funcs[top.name] = top  # type: ignore[assignment]
         for node in ast.walk(self.tree):
             if isinstance(node, ast.Import):
                 for a in node.names:
@@ -359,8 +359,8 @@ def _enclosing_block(scanner: _Scanner, node: ast.AST, fn: ast.AST) -> tuple[lis
     return [], -1
 
 
-def _stmt_of(scanner: _Scanner, node: ast.AST) -> ast.AST:
-    cur = node
+def _stmt_of(scanner: _Scanner, node: ast.AST) -> ast.stmt | None:
+    cur: ast.AST | None = node
     while cur is not None and not isinstance(cur, ast.stmt):
         cur = scanner.parents.get(cur)
     return cur
@@ -398,7 +398,7 @@ def _clock_regions(sc: _Scanner, fn: ast.AST) -> list[_Region]:
     for node in ast.walk(fn):
         if isinstance(node, ast.BinOp) and isinstance(node.op, ast.Sub) and isinstance(node.right, ast.Name):
             left = node.left
-            stop_node: ast.AST = node
+            stop_node: ast.expr | ast.stmt = node
             if isinstance(left, ast.Name):
                 st_left = latest(left.id, node.lineno)
                 if st_left is None:
@@ -811,7 +811,7 @@ def _use_timer(sc: _Scanner, fn: ast.AST, call: ast.Call, side: str) -> TimedUse
                     region=(call.lineno, call.end_lineno or call.lineno))
 
 
-def _uses_of_name(fn: ast.AST, name: str) -> list[ast.AST]:
+def _uses_of_name(fn: ast.AST, name: str) -> list[ast.Name]:
     return [n for n in ast.walk(fn) if isinstance(n, ast.Name) and n.id == name and isinstance(n.ctx, ast.Load)]
 
 
@@ -823,7 +823,7 @@ def _do_bench_misuse(sc: _Scanner, fn: ast.AST, call: ast.Call) -> list[BenchIss
     targets: list[str] = []
     if isinstance(parent, ast.Assign):
         targets = [t.id for t in parent.targets if isinstance(t, ast.Name)]
-    exprs: list[ast.AST] = [parent] if isinstance(parent, ast.BinOp) else []
+    exprs: list[ast.AST | None] = [parent] if isinstance(parent, ast.BinOp) else []
     for t in targets:
         # uses reached by this assignment: before the name is assigned again
         later = [n.lineno for n in ast.walk(fn) if isinstance(n, ast.Assign) and n.lineno > call.lineno
@@ -948,9 +948,9 @@ def _issues(uses: list[TimedUse]) -> list[BenchIssue]:
                                              {"candidate": str(cm), "baseline": str(bm)}))
             cs = {u.setup for u in c}
             bs = {u.setup for u in b}
-            for side, mine, other in (("candidate", c, bs), ("baseline", b, cs)):
+            for side, mine, theirs in (("candidate", c, bs), ("baseline", b, cs)):
                 work = sorted({w for u in mine for w in u.setup})
-                if work and other == {()}:
+                if work and theirs == {()}:
                     u0 = next(u for u in mine if u.setup)
                     issues.append(BenchIssue(
                         "setup-in-timed-region", f"the {side}'s timed region (lines {u0.region[0]}-{u0.region[1]}) "

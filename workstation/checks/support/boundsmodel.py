@@ -198,7 +198,7 @@ def fit(cases: list[dict[str, Any]], runs: list[BoundsCase], params: list[str]) 
         def f(what: str, get: Any, calls: list[BoundsCall] = calls, qn: str = qn) -> Formula:
             got = fit_one([(e, int(get(c))) for e, c in zip(envs, calls, strict=True)], params)
             if got is None:
-                seen = {}
+                seen: dict[Any, dict[str, int]] = {}
                 for e, c in zip(envs, calls, strict=True):
                     seen.setdefault(get(c), e)
                 shown = "; ".join(f"{v} at {' '.join(f'{p}={x}' for p, x in e.items())}" for v, e in list(seen.items())[:6])
@@ -495,7 +495,7 @@ def prove_kernel(ttir: str, slot: Slot, params: list[str], specs: dict[str, Any]
     kernel = parse_ttir(ttir)
     enc = Encoder(kernel, scalars, grid).run()
     dom = domain(penv, specs) + list(region or [])
-    budget = [float(budget)]
+    left = [float(budget)]  # the solver budget still left, shared (and spent) by every question below
     out: list[Verdict] = [Verdict("in-bounds", "unsupported", u) for u in enc.unsupported]
     for i, a in enumerate(enc.accesses):
         t = slot.tensors.get(a.base)
@@ -506,7 +506,7 @@ def prove_kernel(ttir: str, slot: Slot, params: list[str], specs: dict[str, Any]
         terms, cons = fresh_access(a, enc, f"a{i}")
         foot = t["footprint"].z3(penv, hi)
         t0 = time.perf_counter()
-        r, m = _solve(dom + cons + [terms["mask"]], penv, [z3.Or(terms["offset"] < 0, terms["offset"] >= foot)], budget)
+        r, m = _solve(dom + cons + [terms["mask"]], penv, [z3.Or(terms["offset"] < 0, terms["offset"] >= foot)], left)
         v = Verdict("in-bounds", {"sat": "refuted", "unsat": "proved"}.get(r, "unknown"), f"{a.kind} {a.base}",
                     a.line, a.base, seconds=time.perf_counter() - t0, data_dependent=_data(terms["mask"]))
         if r == "sat":
@@ -517,8 +517,8 @@ def prove_kernel(ttir: str, slot: Slot, params: list[str], specs: dict[str, Any]
         elif r != "unsat":
             v.detail = str(m or "unknown")
         out.append(v)
-    out += _coverage(enc, slot, penv, hi, dom, budget)
-    out += _coverage(enc, slot, penv, hi, dom, budget, reads=True)
+    out += _coverage(enc, slot, penv, hi, dom, left)
+    out += _coverage(enc, slot, penv, hi, dom, left, reads=True)
     return out, len(enc.accesses)
 
 

@@ -276,9 +276,9 @@ def block_sizes(text: str, entry: PtxEntry | None) -> tuple[int | None, str]:
             name = m.group(1)
             if re.search(rf"<<<[^,>]+,\s*{name}\b", text):
                 return math.prod(v for v in vals if v is not None), f"dim3 {name}({m.group(2).strip()}) in the launch"
-    m = re.search(r"<<<[^,>]+,\s*([\w* ]+?)\s*[,>]", text)
-    if m:
-        v = _val(m.group(1), defs)
+    launch = re.search(r"<<<[^,>]+,\s*([\w* ]+?)\s*[,>]", text)
+    if launch:
+        v = _val(launch.group(1), defs)
         if v is not None:
-            return v, f"<<<..., {m.group(1).strip()}>>> in the launch"
+            return v, f"<<<..., {launch.group(1).strip()}>>> in the launch"
     return None, "the launch's block size is not a literal or #define in the source"

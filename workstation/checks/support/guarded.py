@@ -9,22 +9,24 @@ Private to the battery (``load_battery`` skips modules starting with ``_``).
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, Literal
 
 import numpy as np
 
 from workstation.analysis.compare import region_text
 from workstation.protocol.extras.guards import GuardedBuffer
 from workstation.protocol.extras.monitors import Site
-from workstation.protocol.steps import GuardedCallStep
+from workstation.protocol.steps import GuardedCallStep, Role
+
+Scenario = Literal["A", "B"]
 
 
-def guarded_step(case: dict[str, Any], seed: int, scenario: str, role: str = "candidate") -> GuardedCallStep:
+def guarded_step(case: dict[str, Any], seed: int, scenario: Scenario, role: Role = "candidate") -> GuardedCallStep:
     """A ``guarded_call`` step (see :mod:`workstation.harness.guards`)."""
     return GuardedCallStep(role=role, case=dict(case), seed=int(seed), scenario=scenario, guard=True)
 
 
-def guarded_steps(cases: list[dict[str, Any]], seed: int, scenario: str = "A") -> list[GuardedCallStep]:
+def guarded_steps(cases: list[dict[str, Any]], seed: int, scenario: Scenario = "A") -> list[GuardedCallStep]:
     return [guarded_step(c, seed, scenario) for c in cases]
 
 

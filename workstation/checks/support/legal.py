@@ -175,10 +175,10 @@ def value_plan(declared: list[int], spec: ParamSpec) -> list[Value]:
         for name in cycle:
             if name not in live:
                 continue
-            for v in iters[name]:
-                if v.value not in seen and spec.allows(v.value):
-                    seen.add(v.value)
-                    out.append(v)
+            for val in iters[name]:
+                if val.value not in seen and spec.allows(val.value):
+                    seen.add(val.value)
+                    out.append(val)
                     break
             else:
                 live.discard(name)

@@ -29,7 +29,7 @@ from workstation.profiles.torchtrace import parse_chrome_trace
 from workstation.protocol.extras import extra_as
 from workstation.protocol.extras.monitors import TritonLaunchesReport
 from workstation.protocol.extras.timing import ProfileExtra, Workload
-from workstation.protocol.steps import ProfileStep
+from workstation.protocol.steps import ProfileStep, Role
 from workstation.task.model import Task
 
 #: profiled calls (after warm-up calls) on a GPU and on the CPU.
@@ -169,9 +169,10 @@ def _self_profile(ctx: CheckContext) -> SelfProfile:
     seed = ctx.seeds[0] if ctx.seeds else 0
     gpu = ctx.on_gpu
     calls, warm = (GPU_CALLS, GPU_WARMUP) if gpu else (CPU_CALLS, CPU_WARMUP)
-    other_role = "baseline" if "baseline" in ctx.task.entry else "reference"
+    other_role: Role = "baseline" if "baseline" in ctx.task.entry else "reference"
     runs = {}
-    for role in ("candidate", other_role):  # separate children: one role cannot touch the other
+    roles: tuple[Role, Role] = ("candidate", other_role)
+    for role in roles:  # separate children: one role cannot touch the other
         spec = ProfileStep(role=role, case=dict(case), seed=seed, warmup=warm, calls=calls,
                            workload=role == "candidate")
         runs[role] = role_run(role, _run(ctx, spec, exclusive=gpu))

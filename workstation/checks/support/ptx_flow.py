@@ -256,11 +256,11 @@ def bounds_guards(p: PtxProgram) -> dict[str, Any]:
     par = p.tainted(lambda i: i.op.startswith("ld.param"))
     g = _guard_preds(p, idx, par)
     # basic blocks
-    starts = {0} | set(p.labels.values())
+    start_set = {0} | set(p.labels.values())
     for i in p.instrs:
         if i.base in ("bra", "ret", "exit"):
-            starts.add(i.idx + 1)
-    starts = sorted(s for s in starts if s < len(p.instrs))
+            start_set.add(i.idx + 1)
+    starts = sorted(s for s in start_set if s < len(p.instrs))
     block_of = {}
     for k, s in enumerate(starts):
         end = starts[k + 1] if k + 1 < len(starts) else len(p.instrs)
@@ -388,7 +388,7 @@ def accumulation_loops(p: PtxProgram, at: list[int]) -> list[dict[str, Any]]:
     those instructions in it, the induction step (an integer, or ``block``/``grid`` for a
     stride of ``%ntid``/``%nctaid``), the kernel parameter index its bound derives from, and
     the exit comparison. Loops whose exit is not read that way have ``step``/``param`` None."""
-    out = []
+    out: list[dict[str, Any]] = []
     for a, b in sorted(p.loops(), key=lambda t: t[1] - t[0]):
         inside = [k for k in at if a <= k <= b]
         if not inside or any(set(inside) <= set(o["_at"]) for o in out):

@@ -41,6 +41,7 @@ from workstation.protocol.steps import (
     PallasCalls,
     PallasStrict,
     PoisonMaskedLoads,
+    Transform,
     TritonLaunches,
     TritonLaunchRecords,
     ValueTransform,
@@ -146,7 +147,7 @@ def _reference_step(s: CallStep) -> CallStep:
     """The reference step the battery pairs with candidate step ``s``: the same step without
     monitors, but a layout transform (same values in another memory layout) is the
     reference's only for ``expand`` (materialised), as ``noncontiguous`` runs it."""
-    ts = []
+    ts: list[Transform] = []
     for t in s.transforms:
         if isinstance(t, Layout):
             if t.kind == "expand":

@@ -28,7 +28,7 @@ from workstation.engine.context import CheckContext, case_label
 from workstation.protocol.extras import extra_as
 from workstation.protocol.extras.timing import TimedCase, TimingExtra
 from workstation.protocol.results import Raised
-from workstation.protocol.steps import TimingSide, TimingStep
+from workstation.protocol.steps import Role, TimingSide, TimingStep
 
 PROTOCOL = ("kws timing v1: {clock}; cache flushed before each cold sample ({flush}); "
             "warm-up excluded; sides interleaved per round; stop at stdrel < {target:.1%} "
@@ -81,7 +81,7 @@ class Plan:
 
     cases: list[dict[str, Any]]
     case_source: str
-    baseline_role: str
+    baseline_role: Role
     over_pytorch: bool
     kinds: dict[str, str]
     representative: bool
@@ -99,14 +99,14 @@ class Plan:
 def plan(ctx: CheckContext) -> Plan:
     """The timing plan for ``ctx``'s task (see :class:`Plan`)."""
     task = ctx.task
-    role = "baseline" if "baseline" in task.entry else "reference"
+    role: Role = "baseline" if "baseline" in task.entry else "reference"
     if ctx.case_filter:
         cases, src = [dict(ctx.case_filter)], "--case"
     elif task.benchmark_cases:
         cases, src = [dict(c) for c in task.benchmark_cases], "[benchmark] cases"
     else:
         cases, src = [largest_case(task.cases)], "the largest declared case (no [benchmark] cases)"
-    kinds = {"candidate": source_kind(task, "candidate"), role: source_kind(task, role)}
+    kinds: dict[str, str] = {"candidate": source_kind(task, "candidate"), role: source_kind(task, role)}
     interp = [r for r, k in kinds.items() if k == "triton"] if ctx.device.interpreter else []
     reason = ""
     if interp:

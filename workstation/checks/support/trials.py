@@ -19,6 +19,7 @@ This module is private to the battery (``load_battery`` skips modules starting w
 from __future__ import annotations
 
 import math
+from collections.abc import Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from typing import Any
@@ -150,7 +151,7 @@ def apply_budget_rule(ctx: CheckContext, results: list[TrialResult]) -> None:
             r.status, r.klass = "tolerance", ""
 
 
-def run_trials(ctx: CheckContext, trials: list[Trial], *, drop_nonfinite_ref: bool = True,
+def run_trials(ctx: CheckContext, trials: Sequence[Trial], *, drop_nonfinite_ref: bool = True,
                ref_extra: dict[str, Any] | None = None, budget_timeout: float | None = None,
                budget_rule: bool = False) -> list[TrialResult]:
     """Run every trial's reference and candidate (two children at once) and classify.
@@ -173,7 +174,7 @@ def run_trials(ctx: CheckContext, trials: list[Trial], *, drop_nonfinite_ref: bo
     return out
 
 
-def _run_trials(ctx: CheckContext, trials: list[Trial], *, drop_nonfinite_ref: bool,
+def _run_trials(ctx: CheckContext, trials: Sequence[Trial], *, drop_nonfinite_ref: bool,
                 ref_extra: dict[str, Any] | None, budget_timeout: float | None,
                 prefetch: list[Any]) -> list[TrialResult]:
     if not trials:
@@ -206,10 +207,10 @@ def _run_trials(ctx: CheckContext, trials: list[Trial], *, drop_nonfinite_ref: b
     # A timeout can be the machine's load rather than the code (children run at a lower
     # priority): rerun those calls once in a fresh child before believing it.
     for outs, steps in ((refs, ref_steps), (cands, cand_steps)):
-        late = [i for i, o in enumerate(outs) if o.death_status == "timeout"]
-        if late:
-            again = ctx.calls([steps[i] for i in late], memo=False)
-            for i, o in zip(late, again, strict=True):
+        timed_out = [i for i, o in enumerate(outs) if o.death_status == "timeout"]
+        if timed_out:
+            again = ctx.calls([steps[i] for i in timed_out], memo=False)
+            for i, o in zip(timed_out, again, strict=True):
                 if o.death_status != "timeout":
                     outs[i] = o
     return [_classify(ctx, t, r, c, drop_nonfinite_ref) for t, r, c in zip(trials, refs, cands, strict=True)]

@@ -193,6 +193,14 @@ def _shape(type_text: str) -> tuple[int, ...]:
     return tuple(int(d) for d in m.group(1).split("x") if d)
 
 
+def _int_attr(pattern: str, body: str, op_name: str) -> int:
+    """The integer the one group of ``pattern`` finds in an op's text."""
+    m = re.search(pattern, body)
+    if m is None:
+        raise Unsupported(f"a {op_name} whose attribute kws cannot read")
+    return int(m.group(1))
+
+
 def _result_type(op: Op) -> str:
     b = op.body
     if "->" in b:
@@ -342,7 +350,7 @@ class Encoder:
             self._set(op, Val("int", (), lambda _l: g))
             return
         if name == "tt.make_range":
-            s = int(re.search(r"start\s*=\s*(-?\d+)", b).group(1))
+            s = _int_attr(r"start\s*=\s*(-?\d+)", b, name)
             self._set(op, Val("int", shape, lambda lanes: lanes[0] + s))
             return
         if name == "tt.splat":
@@ -352,7 +360,7 @@ class Encoder:
             return
         if name == "tt.expand_dims":
             src = self._get(ops[0])
-            ax = int(re.search(r"axis\s*=\s*(\d+)", b).group(1))
+            ax = _int_attr(r"axis\s*=\s*(\d+)", b, name)
             self._set(op, Val(src.kind, shape, lambda lanes: src.at(lanes[:ax] + lanes[ax + 1:]) if src.fn else None,
                               base=src.base, why=src.why))
             return
@@ -536,9 +544,9 @@ class Encoder:
             xs = self._operands(d)
             if len(xs) != 2 or a not in xs:
                 continue
-            inc = self._get(xs[1] if xs[0] == a else xs[0])
-            if inc.kind == "int" and not _mentions(inc, t, d):
-                steps[a] = inc
+            step = self._get(xs[1] if xs[0] == a else xs[0])
+            if step.kind == "int" and not _mentions(step, t, d):
+                steps[a] = step
         self._record = saved
         # pass 2: inductions in closed form
         for a, init in inits:
