@@ -397,19 +397,21 @@ def test_an_aot_result_cached_by_an_older_kws_is_a_miss(tmp_path, monkeypatch):
     from workstation.protocol.extras.triton import ProbeResult, Selftest, TritonAotExtra
     from workstation.protocol.steps import TritonAotStep
 
-    monkeypatch.setattr(cmod, "kws_cache_dir", lambda: tmp_path)
-    (tmp_path / "results").mkdir()
-    fake = SimpleNamespace(result_cache_key=lambda s: "k")
+    from workstation.engine import kwscache
+
+    monkeypatch.setenv("KWS_CACHE_DIR", str(tmp_path))
+    key = kwscache.key_of("an aot step")
+    fake = SimpleNamespace(result_cache_key=lambda s: key)
     step = TritonAotStep(cases=[{"N": 4, "dtype": "float32"}])
     old = {"ok": True, "kind": "triton_aot", "seconds": 0.0, "cpu_s": 0.0,
            "extra": {"launches": [], "kernels": [], "mode": "aot", "targets": [["cuda", 90, 32]], "case_errors": {},
                      "interpreter_selftest": {"float16": {"ok": True, "probes": {"sum_of_ones": True}}},
                      "cached": False, "seconds": 1.0}}
-    (tmp_path / "results" / "k.json").write_text(json.dumps(old))
+    kwscache.put_json("steps", key, old)
     assert cmod.CheckContext._cached(fake, step) is None
     now = TritonAotExtra(targets=[("cuda", 90, 32)],
                          interpreter_selftest=Selftest(dtypes={"float16": ProbeResult(ok=True)}))
     doc = StepDoc(ok=True, kind="triton_aot", extra=encodable(now))
-    (tmp_path / "results" / "k.json").write_text(json.dumps(encodable(doc)))
+    kwscache.put_json("steps", key, encodable(doc))
     hit = cmod.CheckContext._cached(fake, step)
     assert hit is not None and hit.step.extra == now

@@ -11,7 +11,6 @@ from __future__ import annotations
 import copy
 import functools
 import json
-import os
 import shlex
 import threading
 import time
@@ -23,7 +22,7 @@ from typing import Any, cast
 
 from workstation import settings
 from workstation.analysis.compare import Comparison, ResolvedTolerance, compare, resolve_tolerance
-from workstation.engine import payloads
+from workstation.engine import kwscache, payloads
 from workstation.engine.check import NotJudged
 from workstation.engine.costs import CheckCost
 from workstation.protocol.extras import E, decode_extra, extra_as
@@ -35,6 +34,7 @@ from workstation.protocol.steps import (
     Role,
     Step,
     TritonAotStep,
+    TritonBoundsStep,
     kind_of,
     memo_key,
     principal,
@@ -43,14 +43,16 @@ from workstation.protocol.steps import (
 from workstation.protocol.wire import StepResult as _WireStep
 from workstation.runner import JobCancelled, JobResult, Runner, RunnerError, StepResult
 from workstation.runner.limits import wall_backstop
-from workstation.runner.sandbox import kws_cache_dir, tree_digest
+from workstation.runner.sandbox import tree_digest
 from workstation.schema.text import safe_text, safe_tree
 from workstation.task.backends import backend_mismatch, cannot_run, role_backend
 from workstation.task.model import Task
 from workstation.task.sources import TaskSources
 
-#: step kinds whose results kws keeps across runs (in the parent: see :func:`result_cache_key`).
-CACHED_STEPS = (TritonAotStep,)
+#: step kinds whose results kws keeps across runs (in the parent, in kws's content-addressed
+#: cache: see :meth:`CheckContext.result_cache_key`): the Triton AOT analysis and
+#: bounds-proof's launch records with their TTIR, both functions of the task's files.
+CACHED_STEPS = (TritonAotStep, TritonBoundsStep)
 
 DEFAULT_SEEDS = (0, 1, 2)
 #: the dtypes the Triton interpreter stores as raw bits (kws's fidelity layer emulates them).
@@ -926,11 +928,13 @@ class CheckContext:
         key = self.result_cache_key(step)
         if key is None:
             return None
-        path = kws_cache_dir() / "results" / f"{key}.json"
+        raw = kwscache.get("steps", key)  # None: absent, or its bytes changed on disk
+        if raw is None:
+            return None
         try:
-            doc = decode_doc(json.loads(path.read_text()))
+            doc = decode_doc(json.loads(raw))
             extra = decode_extra(doc.kind, doc.extra)
-        except (OSError, ValueError):  # gone, or written by another kws version: a miss
+        except ValueError:  # written by another kws version: a miss
             return None
         if doc.kind != kind_of(step):
             return None
@@ -944,14 +948,11 @@ class CheckContext:
         doc = StepDoc(ok=st.ok, kind=st.kind, error=st.error,
                       extra=st.extra if isinstance(st.extra, dict) else encodable(st.extra),
                       seconds=st.seconds, cpu_s=st.cpu_s)
-        d = kws_cache_dir() / "results"
         try:
-            d.mkdir(parents=True, exist_ok=True)
-            tmp = d / f"{key}.{uuid.uuid4().hex}.tmp"
-            tmp.write_text(json.dumps(encodable(doc)))
-            os.replace(tmp, d / f"{key}.json")
-        except (OSError, TypeError, ValueError):  # a full or read-only cache folder: nothing kept
-            pass
+            raw = json.dumps(encodable(doc)).encode()
+        except (TypeError, ValueError):  # not JSON-able: nothing kept
+            return
+        kwscache.put("steps", key, raw)  # False on a full or read-only cache folder: nothing kept
 
     def calls(self, steps: Sequence[Step], *, memo: bool = False) -> list[CallOutcome]:
         """Run ``steps``; with ``memo`` the results are shared with every other check
