@@ -4,6 +4,7 @@
 # real-kernel libraries, scripts/install_realkernels.py);
 # `make test` also installs what the tests exercise: the ray, pallas, cuda-read and prove extras and
 # the real-kernel libraries (scripts/install_realkernels.py, --no-deps so torch stays pinned).
+# `make test` and `make test-fast` run ruff and mypy first (zero errors: pyproject's [tool.mypy]).
 # `make test-fast` runs the tests that start no task code (the unit, git and tui tiers, minus
 # those marked slow; tests/conftest.py assigns the tiers) and prints its wall time;
 # `make test-battery` runs the battery tier. `make test` runs them all (CI: .ci/run).
@@ -35,10 +36,11 @@ app: .venv/.kws-app-setup
 
 test: .venv/.kws-test-setup
 	.venv/bin/ruff check .
+	.venv/bin/mypy
 	.venv/bin/python -m pytest -q
 
 test-fast: .venv/.kws-test-setup
-	@t0=$$(date +%s); .venv/bin/ruff check . && .venv/bin/python -m pytest -q -m "$(FAST_TIERS)"; rc=$$?; \
+	@t0=$$(date +%s); .venv/bin/ruff check . && .venv/bin/mypy && .venv/bin/python -m pytest -q -m "$(FAST_TIERS)"; rc=$$?; \
 	echo "make test-fast: $$(( $$(date +%s) - t0 )) s wall, $$(uptime | sed 's/.*load average/load average/')"; \
 	exit $$rc
 

@@ -394,10 +394,9 @@ def test_an_aot_result_cached_by_an_older_kws_is_a_miss(tmp_path, monkeypatch):
     from types import SimpleNamespace
 
     from workstation.engine import context as cmod
+    from workstation.engine import kwscache
     from workstation.protocol.extras.triton import ProbeResult, Selftest, TritonAotExtra
     from workstation.protocol.steps import TritonAotStep
-
-    from workstation.engine import kwscache
 
     monkeypatch.setenv("KWS_CACHE_DIR", str(tmp_path))
     key = kwscache.key_of("an aot step")
