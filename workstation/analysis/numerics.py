@@ -76,8 +76,9 @@ def pow2_text(u: float) -> str:
     return f"{u:.3g}"
 
 
-def num(x: float, digits: int = 3) -> str:
-    """A number for a sentence: ``1.2e-05``, ``0.034``, ``7``, ``inf``."""
+def num(x: float | None, digits: int = 3) -> str:
+    """A number for a sentence: ``1.2e-05``, ``0.034``, ``7``, ``inf``; ``n/a`` for None (a
+    figure that could not be computed)."""
     if x is None:
         return "n/a"
     if not math.isfinite(x):

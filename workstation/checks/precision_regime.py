@@ -35,7 +35,6 @@ from workstation.checks.support.numaudit import (
     Run,
     audit,
     fa_rule,
-    num_or_na,
     suggest,
 )
 from workstation.checks.support.suspicion import suspect
@@ -335,13 +334,13 @@ class PrecisionRegime(Check):
                 # st exists only where o has an oracle, and so a reference error
                 ratio_txt = (f"; against the float64 oracle the candidate's error is {num(st.max_abs)}, "
                              f"{num(st.budget_ratio)}x its budget (the reference's: {num(o.known_ref_err.max_abs)}, "
-                             f"{num_or_na(o.known_ref_err.budget_ratio)}x)") if st is not None else ""
+                             f"{num(o.known_ref_err.budget_ratio)}x)") if st is not None else ""
                 deriv = (
                     f"[contract] dtypes serves {dtype}, which no declared case uses. kws ran case {case_label(r.case)} "
                     f"(a declared case with dtype = {dtype}), seed {r.seed}: candidate and reference in separate "
                     f"children, compared at {tol_src}. {c.n_bad} of {c.numel} elements are outside it"
                     f"{f' ({region})' if region else ''}; worst at {w.get('index')}: reference "
-                    f"{num_or_na(w.get('expected'), 6)}, candidate {num_or_na(w.get('got'), 6)}"
+                    f"{num(w.get('expected'), 6)}, candidate {num(w.get('got'), 6)}"
                     f"{f'; {zero_rows} rows of the output are entirely zero' if zero_rows else ''}{ratio_txt}. "
                     f"{o.bud.formula_text()}. The declared {', '.join(sorted({x['dtype'] for x in ctx.cases}))} "
                     f"cases cannot show this. ({INTERPRETER_NOTE}.)"
@@ -456,8 +455,8 @@ class PrecisionRegime(Check):
                      "long-K": f"a declared case with a {LONG_K_FACTOR}x longer reduction"}[r.kind]
             deriv = (
                 f"On {r.label} ({where}) the candidate's largest error against the float64 oracle is "
-                f"{num(ce.max_abs)}{nonfin} (worst at {w.get('index')}: oracle {num_or_na(w.get('oracle'), 6)}, "
-                f"candidate {num_or_na(w.get('got'), 6)}); the reference's is {num(re_.max_abs)}. FlashAttention's "
+                f"{num(ce.max_abs)}{nonfin} (worst at {w.get('index')}: oracle {num(w.get('oracle'), 6)}, "
+                f"candidate {num(w.get('got'), 6)}); the reference's is {num(re_.max_abs)}. FlashAttention's "
                 f"rule allows "
                 f"{num(FA_FACTOR)}x the reference's error plus the rounding floor max(2*max|fl(fl(o + 0.3) - 0.3) - o|, "
                 f"max B) = {num(fa['floor'])}, i.e. {num(fa['limit'])}; the candidate exceeds that, and its error budget "
@@ -777,7 +776,7 @@ class PrecisionRegime(Check):
         deriv = (base + f" Emulating it (the reference run on the declared inputs with {how}; products of TF32 values "
                  f"are exact in fp32 and accumulate in fp32 as on the tensor core) on {r.label} gives outputs that "
                  f"differ from the fp32 reference by up to {num(c.max_abs)} (at {w.get('index')}: reference "
-                 f"{num_or_na(w.get('expected'), 6)}, TF32 {num_or_na(w.get('got'), 6)}), {num(ratio)}x the declared "
+                 f"{num(w.get('expected'), 6)}, TF32 {num(w.get('got'), 6)}), {num(ratio)}x the declared "
                  f"{_tol(o.tol)}; {c.n_bad} of {c.numel} elements fail it. Fix: tl.dot(a, b, input_precision=\"ieee\") "
                  f"(or \"tf32x3\"), or a tolerance that admits TF32.")
         sev = "fail" if not c.ok else "info"

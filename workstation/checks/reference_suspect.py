@@ -15,7 +15,6 @@ from workstation.checks.support.numaudit import (
     OutData,
     Run,
     audit,
-    num_or_na,
 )
 from workstation.checks.support.static import scan_reference_imports
 from workstation.engine.check import Check, Finding, NotJudged, TaskProblem, register
@@ -209,9 +208,9 @@ class ReferenceSuspect(Check):
             deriv = (
                 f"The float64 oracle is the reference itself run on inputs upcast to float64. On {r.label} the "
                 f"reference's own {o.dtype} output differs from it by up to {num(e.max_abs)} (relative "
-                f"{num(e.max_rel)}, {num_or_na(e.max_ulp)} ULP of {o.dtype}); at {w.get('index')} the oracle is "
-                f"{num_or_na(w.get('oracle'), 6)}, the reference {num_or_na(w.get('got'), 6)}. The error budget of a "
-                f"correct implementation is {o.bud.formula_text()}, {num_or_na(w.get('budget'))} at that element: "
+                f"{num(e.max_rel)}, {num(e.max_ulp)} ULP of {o.dtype}); at {w.get('index')} the oracle is "
+                f"{num(w.get('oracle'), 6)}, the reference {num(w.get('got'), 6)}. The error budget of a "
+                f"correct implementation is {o.bud.formula_text()}, {num(w.get('budget'))} at that element: "
                 f"the reference "
                 f"is {num(ratio)}x over it, on {e.beyond} of {e.numel} elements, and over 2x on {len(beyond_runs)} of "
                 f"{len(items)} runs. That is the signature of accumulating in the input's precision (or another "
@@ -245,7 +244,7 @@ class ReferenceSuspect(Check):
                 ctx, "info",
                 f"the reference agrees with the float64 oracle within its error budget on all {len(items)} runs "
                 f"(worst {num(ratio)} of the budget, {r.label}: max error {num(e.max_abs)}, "
-                f"{num_or_na(e.max_ulp)} ULP)",
+                f"{num(e.max_ulp)} ULP)",
                 {"worst": {"case": r.case, "seed": r.seed, **e.as_dict()}, "budget": o.bud.as_dict(),
                  "derivation": o.bud.formula_text()},
                 case=r.case, seed=r.seed))

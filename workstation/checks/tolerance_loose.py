@@ -9,7 +9,7 @@ import numpy as np
 
 from workstation.analysis.compare import ResolvedTolerance, compare
 from workstation.analysis.numerics import LOOSE_FACTOR, error_stats, num, round_to
-from workstation.checks.support.numaudit import OutData, Run, accepts, audit, num_or_na
+from workstation.checks.support.numaudit import OutData, Run, accepts, audit
 from workstation.engine.check import Check, Finding, Skip, register
 from workstation.engine.context import CheckContext, case_label
 
@@ -169,8 +169,8 @@ class ToleranceLoose(Check):
                 f"The declared tolerance for this output is {_tol_text(o.tol)} (torch.testing's rule "
                 f"|got - expected| <= atol + rtol*|expected| against the reference). Put in place of the candidate, "
                 f"{whats[name]} passes it on {r.label}: its largest difference from the reference is "
-                f"{num(c.max_abs)} (at {w.get('index')}: reference {num_or_na(w.get('expected'), 6)}, control "
-                f"{num_or_na(w.get('got'), 6)}, allowed {num_or_na(w.get('allowed'))}). Yet the control is wrong: "
+                f"{num(c.max_abs)} (at {w.get('index')}: reference {num(w.get('expected'), 6)}, control "
+                f"{num(w.get('got'), 6)}, allowed {num(w.get('allowed'))}). Yet the control is wrong: "
                 f"against the float64 oracle its error reaches {num(st.max_abs)}, {num(st.budget_ratio)}x the error "
                 f"budget at "
                 f"that element ({o.bud.formula_text()}), and {st.beyond} of {st.numel} elements exceed their "

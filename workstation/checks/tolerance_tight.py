@@ -8,7 +8,7 @@ import numpy as np
 
 from workstation.analysis.compare import Comparison, compare, unit_roundoff
 from workstation.analysis.numerics import num, pow2_text, round_to, ulp
-from workstation.checks.support.numaudit import REF_FAIL_RATIO, OutData, Run, audit, num_or_na
+from workstation.checks.support.numaudit import REF_FAIL_RATIO, OutData, Run, audit
 from workstation.engine.check import Check, Finding, NotJudged, Skip, register
 from workstation.engine.context import CheckContext, case_label
 
@@ -169,8 +169,8 @@ class ToleranceTight(Check):
             deriv = (
                 f"The declared tolerance for {dtype} outputs is {_tol_text(o)}. The reference, run on {r.label}, "
                 f"differs from the float64 oracle (the same reference on inputs upcast to float64) by up to "
-                f"{num(e.max_abs)} (relative {num(e.max_rel)}, {num_or_na(e.max_ulp)} ULP of {dtype}), which is "
-                f"{num_or_na(e.budget_ratio)} of its error budget ({o.bud.formula_text()}): the reference is a correct "
+                f"{num(e.max_abs)} (relative {num(e.max_rel)}, {num(e.max_ulp)} ULP of {dtype}), which is "
+                f"{num(e.budget_ratio)} of its error budget ({o.bud.formula_text()}): the reference is a correct "
                 f"implementation, yet {cr.n_bad} of {cr.numel} of its elements fall outside the declared "
                 f"tolerance ({_worst(cr)}). A candidate as accurate as the reference fails the same way; the "
                 f"tolerance, not the kernel, decides.{sug_text}"
@@ -180,7 +180,7 @@ class ToleranceTight(Check):
                 f"the reference itself fails the declared {_tol_text(o)} against a float64 oracle on "
                 f"{len(ref_fails)} of {len(items)} runs: {cr.n_bad}/{cr.numel} elements of case "
                 f"{case_label(r.case)} seed {r.seed} (max error {num(cr.max_abs)}), while it is within its "
-                f"{dtype} error budget ({num_or_na(e.budget_ratio)} of it)",
+                f"{dtype} error budget ({num(e.budget_ratio)} of it)",
                 {"case": r.case, "seed": r.seed, "output": o.j, "dtype": dtype, "tolerance": o.tol.as_dict(),
                  "reference_vs_oracle": cr.evidence(), "reference_error": e.as_dict(), "budget": o.bud.as_dict(),
                  "suggested": {"atol": sug["atol"], "rtol": sug["rtol"]} if sug else None,
@@ -192,12 +192,12 @@ class ToleranceTight(Check):
             out.append(self.finding(
                 ctx, "info",
                 f"the reference fails the declared {_tol_text(o)} against the float64 oracle on {r.label} "
-                f"({cr.n_bad}/{cr.numel} elements), but its error is {num_or_na(e.budget_ratio)}x its budget: "
+                f"({cr.n_bad}/{cr.numel} elements), but its error is {num(e.budget_ratio)}x its budget: "
                 f"the reference is at fault (see reference-suspect), not the tolerance",
                 {"case": r.case, "seed": r.seed, "output": o.j, "reference_vs_oracle": cr.evidence(),
                  "reference_error": e.as_dict(),
                  "derivation": f"{o.bud.formula_text()}; the reference's error exceeds it by "
-                               f"{num_or_na(e.budget_ratio)}x, beyond the {num(REF_FAIL_RATIO)}x kws allows a "
+                               f"{num(e.budget_ratio)}x, beyond the {num(REF_FAIL_RATIO)}x kws allows a "
                                "correct reference."},
                 case=r.case, seed=r.seed))
         if not impossible and not ref_fails:
@@ -226,7 +226,7 @@ class ToleranceTight(Check):
             out.append(self.finding(
                 ctx, "info",
                 f"{dtype}: the reference meets the declared {_tol_text(worst[1])} against the float64 oracle on all "
-                f"{len(items)} runs (max error {num(e.max_abs)}, {num_or_na(e.max_ulp)} ULP, "
+                f"{len(items)} runs (max error {num(e.max_abs)}, {num(e.max_ulp)} ULP, "
                 f"using {num(100 * ref_use)}% of "
                 f"the allowed error at its worst element; the correctly rounded oracle uses {num(100 * best_use)}%)",
                 {"dtype": dtype, "runs": len(items), "reference_error": e.as_dict(),

@@ -86,12 +86,6 @@ MAX_DERIVED_CASES = 3
 LONG_K_FACTOR = 4
 
 
-def num_or_na(x: float | None, digits: int = 3) -> str:
-    """:func:`~workstation.analysis.numerics.num` of a figure that may be missing (``n/a`` for
-    None, as ``num`` itself prints it; its signature takes a float)."""
-    return "n/a" if x is None else num(x, digits)
-
-
 def audit(ctx: CheckContext) -> NumericsAudit:
     """The shared :class:`NumericsAudit` of ``ctx``'s run (created on first use)."""
     return ctx.stash.once(NumericsAudit, lambda: NumericsAudit(ctx))
