@@ -20,6 +20,11 @@ from workstation.runner import Runner
 TIMING = "timing"  # the principal the tests give their exclusive jobs
 
 
+class Ran(str):
+    """What the stand-in returns: the job's kind, as text that takes the attributes the runner
+    sets on a :class:`~workstation.runner.results.JobResult` (``admission_wait_s``)."""
+
+
 class Recorder:
     """A stand-in for ``Runner._run``: counts the jobs inside it and notes every moment an
     exclusive job and another job were inside together."""
@@ -35,7 +40,7 @@ class Recorder:
         self.hold_s = hold_s
 
     def run(self, task_dir: Path, steps: list[Any], roles: dict[str, Any], watch: Any, principal: str,
-            cache_key: str, abandon: Any = None) -> str:
+            cache_key: str, abandon: Any = None) -> Ran:
         kind = "exclusive" if principal == TIMING else "normal"
         with self.lock:
             if kind == "exclusive":
@@ -57,7 +62,7 @@ class Recorder:
             else:
                 self.normal -= 1
             self.done[kind] += 1
-        return kind
+        return Ran(kind)
 
 
 def _runner(rec: Recorder, slots: int) -> Runner:
