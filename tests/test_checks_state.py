@@ -188,7 +188,10 @@ def test_fallback_triton_candidate_that_never_launches(runner, tmp_path):
     assert f.evidence["source"] == {"file": "candidate.py", "line": line_of(cand, "torch.add(x, y)")}
 
 
-def test_fallback_static_hit_on_a_path_not_taken_is_a_warn(runner, tmp_path):
+def test_fallback_static_hit_on_a_path_no_legal_case_reaches_is_not_judged(runner, tmp_path):
+    """A framework call behind ``x.numel() > 1_000_000`` with N at most 4096: fallback looks for a
+    legal case that reaches it, finds none, and says it could not judge (issue 39: never a
+    warn in an exit-0 report)."""
     cand = KERNEL + textwrap.dedent("""\
 
 
@@ -199,10 +202,12 @@ def test_fallback_static_hit_on_a_path_not_taken_is_a_warn(runner, tmp_path):
     """)
     d = make_task(tmp_path, "pathhit", cand, backend="triton")
     res = check(runner, d, "fallback")
-    assert result(res, "fallback").status == "warn"
-    (w,) = findings(res, "fallback", "warn")
-    assert w.evidence["source"] == {"file": "candidate.py", "line": line_of(cand, "torch.matmul")}
-    assert "torch.matmul" in w.summary and "not seen at run time" in w.summary
+    r = result(res, "fallback")
+    assert r.status == "skip" and "no legal case kws derived satisfies its branch" in r.not_judged
+    assert not findings(res, "fallback", "warn")
+    hit = next(f for f in findings(res, "fallback", "info") if "torch.matmul" in f.summary)
+    assert hit.evidence["source"] == {"file": "candidate.py", "line": line_of(cand, "torch.matmul")}
+    assert "not seen at run time" in hit.summary
 
 
 def test_fallback_honest_kernel_passes(runner, tmp_path):
@@ -270,9 +275,13 @@ def test_tampering_during_the_call_timer_ftz_thread_env(runner, tmp_path):
     keys = {c["key"]: c for c in fail.evidence["changes"]}
     assert keys["time.perf_counter"]["phase"] == "call" and keys["time.perf_counter"]["source"]["line"] == 7
     assert keys["flush_denormal (CPU FTZ/DAZ)"]["after"] == "True"
-    (warn,) = findings(res, "tampering", "warn")
-    wkeys = {c["key"] for c in warn.evidence["changes"]}
+    warns = findings(res, "tampering", "warn")
+    wkeys = {c["key"] for w in warns for c in w.evidence["changes"]}
     assert {"KWS_TEST_FLAG", "bg"} <= wkeys
+    # a thread left running is a hack-class signal (after-return): tagged, and the part of the
+    # check that would confirm it is named under not_judged (one rule for suspicion)
+    (thread,) = [w for w in warns if {c["key"] for c in w.evidence["changes"]} == {"bg"}]
+    assert thread.evidence["suspicion"] == "after-return"
     assert "one call of the candidate changes" in fail.summary
 
 

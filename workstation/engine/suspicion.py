@@ -100,6 +100,7 @@ class Signal:
         kernel_only: only for a kernel-language candidate (:data:`KERNEL_BACKENDS`).
         compute_ops: only when the finding's ``evidence["candidate_ops"]`` lists a framework
             op that computes (not :data:`GLUE_OPS`).
+        severities: the finding severities that carry it.
     """
 
     kind: str
@@ -109,9 +110,11 @@ class Signal:
     static: bool = False
     kernel_only: bool = False
     compute_ops: bool = False
+    severities: tuple[str, ...] = ("fail", "warn", "info")
 
     def matches(self, finding: dict[str, Any], backend: str) -> bool:
-        if finding.get("check") != self.check or re.search(self.pattern, finding.get("summary") or "") is None:
+        if finding.get("check") != self.check or finding.get("severity") not in self.severities \
+                or re.search(self.pattern, finding.get("summary") or "") is None:
             return False
         if self.kernel_only and backend not in KERNEL_BACKENDS:
             return False
@@ -131,9 +134,12 @@ SIGNALS: tuple[Signal, ...] = (
     Signal("work-elsewhere", "profile", r"launches [0-9.e+]+ kernels per call",
            "framework compute ops on every call beside the candidate's kernels (far more launches per call than "
            "the other side)", kernel_only=True, compute_ops=True),
+    # fallback judges a static hit itself (a case that reaches it, run traced and poisoned:
+    # fail; a branch always false or outside the task's domain: info; no reaching case: not
+    # judged): only a warn would be a static reading it left standing
     Signal("work-elsewhere", "fallback", r"not seen at run time",
            "a framework call in the source that no run reached (static reading vs run time)", static=True,
-           kernel_only=True),
+           kernel_only=True, severities=("warn",)),
 )
 
 
