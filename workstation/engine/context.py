@@ -798,12 +798,15 @@ class CheckContext:
 
     def _skipped(self, step: Step, why: str) -> CallOutcome:
         """The ``"skipped"`` outcome of ``step``, not run or stopped because its principal
-        hung (``why``): not judged (:attr:`CallOutcome.unjudged`; the check that needed it
-        could not look, and fails only where it met the hang itself). A step on a case its
-        principal hung on counts as a hang of its own (:func:`hang_limit`): the same call
-        on the same inputs, which kws does not wait for."""
+        hung (``why``). A step on a case its principal hung on meets that hang itself: it
+        counts as a hang of its own (:func:`hang_limit`) and is a death of the task code like
+        the first (the check that needed it fails, whichever check's call came first: the
+        verdicts do not depend on the order the machine's load gives the checks). A step
+        skipped because its principal reached :func:`hang_limit` on other cases is not judged
+        (:attr:`CallOutcome.unjudged`: the check that needed it could not look)."""
         if self._case_hung(step):
             self._record_hang(step, why)
+            return CallOutcome(step, None, death=why, death_status="skipped")
         return CallOutcome(step, None, death=why, death_status="skipped", unjudged=why)
 
     def _stopper(self, group: list[Step]) -> Callable[[int], str]:
