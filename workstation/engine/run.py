@@ -133,35 +133,9 @@ def run_checks(task: Task, runner: Runner, *, only: Iterable[str] | None = None,
 
     def one(cid: str) -> CheckResult:
         emit("check_started", {"check": cid})
-        s, cpu0 = time.monotonic(), time.thread_time()
-        view = ctx.for_check(cid)
-        try:
-            if reason := checks[cid].applies(task) or checks[cid].skip_reason(task):
-                raise Skip(reason)
-            findings = checks[cid].run(view)
-            # judged what it returned; could not judge the parts it named (never ``pass``)
-            unjudged = "; ".join(view.unjudged)
-            status = status_of(findings, not_judged=unjudged)
-            res = CheckResult(cid, status, time.monotonic() - s, unjudged if status == "skip" else "", findings,
-                              not_judged=unjudged)
+        res, ran = run_one(checks[cid], ctx.for_check(cid), task)
+        if ran:
             returned.add(cid)
-        except NotJudged as e:
-            why = "; ".join([*view.unjudged, str(e)])
-            res = CheckResult(cid, "skip", time.monotonic() - s, why, not_judged=why)
-        except Skip as e:
-            res = CheckResult(cid, "skip", time.monotonic() - s, str(e))
-        except TaskDied as e:
-            res = CheckResult(cid, "fail", time.monotonic() - s, "",
-                              [checks[cid].finding(view, "fail", str(e), e.evidence)])
-        except RunnerError as e:  # kws's runner (or its environment) failed: exit code 3
-            res = CheckResult(cid, "error", time.monotonic() - s, f"the isolated runner failed: {e}",
-                              not_judged=f"the isolated runner failed: {str(e)[:300]}", runner_failed=True)
-        except Exception as e:  # noqa: BLE001  (a bug in kws: reported, never a verdict)
-            tb = traceback.format_exc(limit=8)
-            res = CheckResult(cid, "error", time.monotonic() - s, f"{type(e).__name__}: {e}\n{tb}",
-                              not_judged=f"kws error: {type(e).__name__}: {str(e)[:300]}")
-        res = charge_deaths(checks[cid], view, res)
-        res.timings = view.cost.as_dict(wall_s=res.seconds, thread_cpu_s=time.thread_time() - cpu0)
         ctx.results[cid] = res
         emit("check_finished", {"result": res})
         return res
@@ -188,6 +162,44 @@ def run_checks(task: Task, runner: Runner, *, only: Iterable[str] | None = None,
                        sandbox=device.sandbox, notes=tuple(device.notes))
     emit("done", {"result": res})
     return res
+
+
+def run_one(check: Check, view: CheckContext, task: Task) -> tuple[CheckResult, bool]:
+    """Run one check on its view of the run: its result (deaths of task code charged,
+    :func:`charge_deaths`; its timings, :mod:`workstation.engine.costs`) and whether its
+    ``run`` returned findings (``after_all`` then sees it). ``Skip``/``NotJudged`` make it
+    ``skip``, ``TaskDied`` a ``fail``, a runner failure an ``error`` (exit 3), any other
+    exception an ``error`` (a bug in kws: reported, never a verdict)."""
+    cid = check.id
+    s, cpu0 = time.monotonic(), time.thread_time()
+    ran = False
+    try:
+        if reason := check.applies(task) or check.skip_reason(task):
+            raise Skip(reason)
+        findings = check.run(view)
+        # judged what it returned; could not judge the parts it named (never ``pass``)
+        unjudged = "; ".join(view.unjudged)
+        status = status_of(findings, not_judged=unjudged)
+        res = CheckResult(cid, status, time.monotonic() - s, unjudged if status == "skip" else "", findings,
+                          not_judged=unjudged)
+        ran = True
+    except NotJudged as e:
+        why = "; ".join([*view.unjudged, str(e)])
+        res = CheckResult(cid, "skip", time.monotonic() - s, why, not_judged=why)
+    except Skip as e:
+        res = CheckResult(cid, "skip", time.monotonic() - s, str(e))
+    except TaskDied as e:
+        res = CheckResult(cid, "fail", time.monotonic() - s, "", [check.finding(view, "fail", str(e), e.evidence)])
+    except RunnerError as e:  # kws's runner (or its environment) failed: exit code 3
+        res = CheckResult(cid, "error", time.monotonic() - s, f"the isolated runner failed: {e}",
+                          not_judged=f"the isolated runner failed: {str(e)[:300]}", runner_failed=True)
+    except Exception as e:  # noqa: BLE001  (a bug in kws: reported, never a verdict)
+        tb = traceback.format_exc(limit=8)
+        res = CheckResult(cid, "error", time.monotonic() - s, f"{type(e).__name__}: {e}\n{tb}",
+                          not_judged=f"kws error: {type(e).__name__}: {str(e)[:300]}")
+    res = charge_deaths(check, view, res)
+    res.timings = view.cost.as_dict(wall_s=res.seconds, thread_cpu_s=time.thread_time() - cpu0)
+    return res, ran
 
 
 def charge_deaths(check: Check, view: CheckContext, res: CheckResult) -> CheckResult:
