@@ -51,10 +51,10 @@ class Nondeterminism(Check):
         run `correctness` made); and once in a fresh Python interpreter started with
         `PYTHONHASHSEED=0`: forked children share the fork server's hash seed, so a result that
         depends on str/bytes hash order differs only across interpreters. The hash seed reaches
-        task code only through set/frozenset iteration order (dicts keep insertion order) or
-        `hash()`, so the fresh interpreter (~2 s of CPU for torch and triton) runs only where the
-        candidate's file, or a task module it imports, has a set display, comprehension,
-        `set()`/`frozenset()` or `hash()` call; otherwise the info says it was not needed. Every run is compared
+        task code through set/frozenset iteration order (dicts keep insertion order; a dict's keys
+        view minus another is a set) or `hash()`, in the task's code or a library's: the fresh
+        interpreter (~2 s of CPU for torch and triton) always runs; the set/hash sites a static
+        scan reads in the candidate's file and the task modules it imports are evidence only. Every run is compared
         bitwise with the first (NaN equals NaN; +0 and -0 differ), with differing elements' count,
         places and size in ULPs of the output dtype.
 
@@ -90,8 +90,7 @@ class Nondeterminism(Check):
         `observation`, and the check is not judged (the run that raised compared nothing); one
         that died or hung is charged to the candidate (`fail`). Not a limit of this run (`info`):
         scheduling-dependent nondeterminism on the CPU (the interpreter orders atomics; evidence
-        `scheduling_examined: false`), and no fresh-interpreter run where the sources have no
-        set/hash site.
+        `scheduling_examined: false`).
 
     Forgeable:
         Measured in the job process: outputs of repeated calls and fresh interpreters.
@@ -112,10 +111,12 @@ class Nondeterminism(Check):
         hash_sites = scan_hash_order(ctx.sources, ctx.task.entry["candidate"].file)
         with ThreadPoolExecutor(max_workers=3) as ex:
             f_rep = ex.submit(ctx.calls, [rep], memo=True)
-            f_fresh = ex.submit(ctx.calls, [fresh], memo=True) if hash_sites else None
+            # always: the hash seed reaches work through more than a static scan can read
+            # (dict views' set operations, a library's sets, hash() of a str in a key)
+            f_fresh = ex.submit(ctx.calls, [fresh], memo=True)
             plain = ctx.candidate([(case, seed)])[0]
             rep_out = f_rep.result()[0]
-            fresh_out = f_fresh.result()[0] if f_fresh is not None else None
+            fresh_out = f_fresh.result()[0]
         runs: list[tuple[str, list[TensorData]]] = []
         failures: list[tuple[str, CallOutcome]] = []
         if rep_out.ok and rep_out.step is not None:
@@ -129,13 +130,10 @@ class Nondeterminism(Check):
             runs.append(("a call in a separate forked process", plain.outputs))
         else:
             failures.append(("a call in a separate forked process", plain))
-        if fresh_out is None:
-            hash_note = (f"no fresh-interpreter run: {ctx.task.entry['candidate'].file} and the task modules it "
-                         f"imports iterate no set/frozenset and call no hash(), the only ways the hash seed "
-                         f"reaches the order of their work")
-        elif fresh_out.ok and fresh_out.step is not None:
-            hash_note = f"hash-seed run: {len(hash_sites)} set/hash site(s), e.g. {hash_sites[0]['file']}:" \
-                        f"{hash_sites[0]['line']}"
+        if fresh_out.ok and fresh_out.step is not None:
+            hash_note = (f"hash-seed run: {len(hash_sites)} set/hash site(s) read in the sources, e.g. "
+                         f"{hash_sites[0]['file']}:{hash_sites[0]['line']}" if hash_sites else
+                         "hash-seed run: no set/hash site read in the sources (the run looks all the same)")
             fresh_st = fresh_out.step
             metas = extra_as(fresh_st.extra, HashseedCallExtra).outputs
             runs.append((f"a call in a fresh interpreter (PYTHONHASHSEED={FRESH_HASHSEED})",
