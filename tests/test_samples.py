@@ -17,6 +17,7 @@ from pathlib import Path
 import pytest
 
 from tests.conftest import SAMPLE_QUEUE
+from tests.prefetch import prefetching
 from tests.timingkit import QUIET_MS, inject_quiet_timings
 from workstation.engine.report import to_json_dict
 from workstation.engine.run import run_checks
@@ -33,18 +34,16 @@ def test_every_sample_task_has_expectations_and_vice_versa():
 
 @pytest.fixture(scope="module")
 def reports(runner):
-    cache: dict[str, dict] = {}
+    def make(task_id: str) -> dict:
+        task = load_task(SAMPLE_QUEUE / "tasks" / task_id)
+        with pytest.MonkeyPatch.context() as mp:
+            if task_id in QUIET_MS:  # a timed task: judged on steady injected timings (made alone)
+                inject_quiet_timings(mp, QUIET_MS[task_id])
+            return to_json_dict(run_checks(task, runner))
 
-    def get(task_id: str) -> dict:
-        if task_id not in cache:
-            task = load_task(SAMPLE_QUEUE / "tasks" / task_id)
-            with pytest.MonkeyPatch.context() as mp:
-                if task_id in QUIET_MS:  # a timed task: judged on steady injected timings
-                    inject_quiet_timings(mp, QUIET_MS[task_id])
-                cache[task_id] = to_json_dict(run_checks(task, runner))
-        return cache[task_id]
-
-    return get
+    # the next task's battery runs beside the current one's (tests/prefetch.py)
+    with prefetching(sorted(EXPECTATIONS), make, alone=lambda t: t in QUIET_MS) as get:
+        yield get
 
 
 @pytest.mark.parametrize("task_id", sorted(EXPECTATIONS))

@@ -21,6 +21,7 @@ from pathlib import Path
 
 import pytest
 
+from tests.prefetch import prefetching
 from workstation.engine.report import to_json_dict
 from workstation.engine.run import run_checks
 from workstation.task.format import load_task
@@ -63,16 +64,13 @@ def test_real_queue_has_ten_library_tasks_three_backward():
 
 @pytest.fixture(scope="module")
 def reports(runner):
-    cache: dict[str, dict] = {}
+    def make(task_id: str) -> dict:
+        task = load_task(REAL_QUEUE / "tasks" / task_id)
+        return to_json_dict(run_checks(task, runner, only=EXPECTATIONS[task_id].get("only")))
 
-    def get(task_id: str) -> dict:
-        if task_id not in cache:
-            exp = EXPECTATIONS[task_id]
-            task = load_task(REAL_QUEUE / "tasks" / task_id)
-            cache[task_id] = to_json_dict(run_checks(task, runner, only=exp.get("only")))
-        return cache[task_id]
-
-    return get
+    # the next task's battery runs beside the current one's (tests/prefetch.py)
+    with prefetching(sorted(EXPECTATIONS), make) as get:
+        yield get
 
 
 @pytest.mark.parametrize("task_id", sorted(EXPECTATIONS))
