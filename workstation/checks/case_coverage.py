@@ -199,7 +199,6 @@ class CaseCoverage(Check):
     kinds = ("generation",)
 
     def run(self, ctx: CheckContext) -> list[Finding]:
-        task = ctx.task
         seed = ctx.seeds[0]
         declared = declared_baselines(ctx, ctx.cases, seed)
         log = _observed_written(ctx)
@@ -207,58 +206,9 @@ class CaseCoverage(Check):
         cheapest = cheapest_per_dtype(ctx)
         base = cheapest[0]
         cost = CostModel.plan(ctx.cases, params, ctx.on_gpu)
-        table: list[dict[str, Any]] = []
-        todo: list[tuple[dict[str, Any], Trial]] = []
-        for p in params:
-            spec = task.params.get(p, UNLISTED)
-            for what, v in _targets(p, spec, max(int(c[p]) for c in ctx.cases)):
-                hit = next((s for s, _ in log if s.case.get(p) == v), None)
-                row = {"param": p, "target": what, "value": v,
-                       "covered_by": f"case {case_label(dict(hit.case))}" if hit is not None else None}
-                table.append(row)
-                if hit is None:
-                    case = {**base, p: v}
-                    if what == "max":  # the other sizes at their smallest legal value, so the run fits
-                        for q in params:
-                            if q != p:
-                                case[q] = snap(1, task.params.get(q, UNLISTED), "up") or base[q]
-                    todo.append((row, Trial(case, seed, f"{p}={v} ({what})")))
-        dtypes = [d for d in task.contract.dtypes if d]
-        for d in dtypes:
-            hit = next((s for s, _ in log if s.case.get("dtype") == d), None)
-            row = {"param": "dtype", "target": "contract dtype", "value": d,
-                   "covered_by": f"case {case_label(dict(hit.case))}" if hit is not None else None}
-            table.append(row)
-            if hit is None:
-                todo.append((row, Trial(dict(base, dtype=d), seed, f"dtype {d} (contract)")))
-        order = {"min": 0, "ragged": 1, "max": 2, "contract dtype": 3}
-        todo.sort(key=lambda t: order.get(t[0]["target"].split(" ")[0], 4))
-        runnable: list[tuple[dict[str, Any], Trial]] = []
-        skipped: list[dict[str, Any]] = []
-        interpreted = not ctx.on_gpu and ctx.backend_of("candidate") == "triton"
-        cap, budget = INTERPRETER_CASE_CAP * cost.declared_max, cost.budget
-        total = 0
-        for row, t in todo:
-            units = cost.units(t.case)
-            if elements(t.case, params) > GPU_MAX_ELEMENTS:
-                row["not_run"] = f"{elements(t.case, params)} elements, over the {GPU_MAX_ELEMENTS} a derived case may have"
-                skipped.append(row)
-            elif interpreted and units > cap:
-                row["not_run"] = (f"{units} cost units, over the {cap} a coverage case may have under the Triton "
-                                  f"interpreter ({INTERPRETER_CASE_CAP}x the largest declared case; a GPU runs it)")
-                skipped.append(row)
-            elif interpreted and total + units > budget:
-                row["not_run"] = (f"the coverage cases would exceed {budget} cost units together under the Triton "
-                                  "interpreter (a GPU runs it)")
-                skipped.append(row)
-            elif len(runnable) >= MAX_RUNS:
-                row["not_run"] = f"beyond the {MAX_RUNS} coverage runs of one check"
-                skipped.append(row)
-            else:
-                total += units if interpreted else 0
-                runnable.append((row, t))
+        table, todo, dtypes = _domain_targets(ctx, params, base, seed, log)
+        runnable, skipped = _fit(ctx, todo, cost, params)
         results = run_trials(ctx, [t for _, t in runnable]) if runnable else []
-        findings: list[Finding] = []
         fails: list[tuple[dict[str, Any], TrialResult]] = []
         for (row, _), r in zip(runnable, results, strict=True):
             row["run_here"] = r.status
@@ -268,27 +218,40 @@ class CaseCoverage(Check):
                 fails.append((row, r))
             else:
                 row["covered_by"] = "run by case-coverage"
+        findings: list[Finding] = []
         for row, r in fails:
-            origin = declared.get(case_key(base))
-            if origin is not None and origin.failed:
-                row["inherits"] = "the declared case it varies fails too"
-                continue
-            ev = {"target": row, **evidence_of(r)}
-            head = f"at the {row['target']} of {row['param']} ({row['param']}={row['value']}), case " \
-                   f"{case_label(r.trial.case)}: {failure_text(r)}"
-            if r.status == "mismatch":
-                # a float64 oracle tells a candidate error from a reference that is off itself at
-                # this size (as edge-shapes does): then the reference, not the candidate, is named
-                ev["oracle"] = verdict = oracle_judgement(ctx, r)
-                if verdict.get("available") and verdict["candidate_within"] and not verdict["reference_within"]:
-                    row["reference_off"] = True
-                    findings.append(self.finding(
-                        ctx, "warn", head + f"; but the candidate is within tolerance of the float64 oracle (error "
-                        f"{verdict['candidate_max_err']:.3g}) and the reference is not ({verdict['reference_max_err']:.3g}): "
-                        "the reference is off at this size (reference-suspect judges it)", ev,
-                        case=r.trial.case, seed=r.trial.seed))
-                    continue
-            findings.append(self.finding(ctx, "fail", head, ev, case=r.trial.case, seed=r.trial.seed))
+            found = self._failure(ctx, row, r, declared.get(case_key(base)))
+            if found is not None:
+                findings.append(found)
+        return findings + self._summary(ctx, table, skipped, dtypes)
+
+    def _failure(self, ctx: CheckContext, row: dict[str, Any], r: TrialResult,
+                 origin: TrialResult | None) -> Finding | None:
+        """The finding of a target run here that failed (None when the declared case it varies,
+        ``origin``, fails too); ``warn`` naming the reference when the float64 oracle finds it off."""
+        if origin is not None and origin.failed:
+            row["inherits"] = "the declared case it varies fails too"
+            return None
+        ev = {"target": row, **evidence_of(r)}
+        head = f"at the {row['target']} of {row['param']} ({row['param']}={row['value']}), case " \
+               f"{case_label(r.trial.case)}: {failure_text(r)}"
+        if r.status == "mismatch":
+            # a float64 oracle tells a candidate error from a reference that is off itself at
+            # this size (as edge-shapes does): then the reference, not the candidate, is named
+            ev["oracle"] = verdict = oracle_judgement(ctx, r)
+            if verdict.get("available") and verdict["candidate_within"] and not verdict["reference_within"]:
+                row["reference_off"] = True
+                return self.finding(
+                    ctx, "warn", head + f"; but the candidate is within tolerance of the float64 oracle (error "
+                    f"{verdict['candidate_max_err']:.3g}) and the reference is not ({verdict['reference_max_err']:.3g}): "
+                    "the reference is off at this size (reference-suspect judges it)", ev,
+                    case=r.trial.case, seed=r.trial.seed)
+        return self.finding(ctx, "fail", head, ev, case=r.trial.case, seed=r.trial.seed)
+
+    def _summary(self, ctx: CheckContext, table: list[dict[str, Any]], skipped: list[dict[str, Any]],
+                 dtypes: list[str]) -> list[Finding]:
+        """The findings on the targets as a whole: those dropped, those not run, and how many are covered."""
+        findings: list[Finding] = []
         dropped = [row for row in table if row.get("run_here") == "dropped"]
         if dropped:
             findings.append(self.finding(
@@ -309,3 +272,69 @@ class CaseCoverage(Check):
                         for r in table) + ")",
             {"targets": table, "dtypes": dtypes, "floating": [d for d in dtypes if is_float(d)]}))
         return findings
+
+
+def _domain_targets(ctx: CheckContext, params: list[str], base: dict[str, Any], seed: int,
+                    log: list[tuple[CallStep, CallOutcome]]) -> tuple[list[dict[str, Any]],
+                                                                  list[tuple[dict[str, Any], Trial]], list[str]]:
+    """Every target of the declared domain as a table row (covered by a logged call or not),
+    the trials of those not covered (in order of priority), and the contract's dtypes."""
+    task = ctx.task
+    table: list[dict[str, Any]] = []
+    todo: list[tuple[dict[str, Any], Trial]] = []
+    for p in params:
+        spec = task.params.get(p, UNLISTED)
+        for what, v in _targets(p, spec, max(int(c[p]) for c in ctx.cases)):
+            hit = next((s for s, _ in log if s.case.get(p) == v), None)
+            row = {"param": p, "target": what, "value": v,
+                   "covered_by": f"case {case_label(dict(hit.case))}" if hit is not None else None}
+            table.append(row)
+            if hit is None:
+                case = {**base, p: v}
+                if what == "max":  # the other sizes at their smallest legal value, so the run fits
+                    for q in params:
+                        if q != p:
+                            case[q] = snap(1, task.params.get(q, UNLISTED), "up") or base[q]
+                todo.append((row, Trial(case, seed, f"{p}={v} ({what})")))
+    dtypes = [d for d in task.contract.dtypes if d]
+    for d in dtypes:
+        hit = next((s for s, _ in log if s.case.get("dtype") == d), None)
+        row = {"param": "dtype", "target": "contract dtype", "value": d,
+               "covered_by": f"case {case_label(dict(hit.case))}" if hit is not None else None}
+        table.append(row)
+        if hit is None:
+            todo.append((row, Trial(dict(base, dtype=d), seed, f"dtype {d} (contract)")))
+    order = {"min": 0, "ragged": 1, "max": 2, "contract dtype": 3}
+    todo.sort(key=lambda t: order.get(t[0]["target"].split(" ")[0], 4))
+    return table, todo, dtypes
+
+
+def _fit(ctx: CheckContext, todo: list[tuple[dict[str, Any], Trial]], cost: CostModel,
+         params: list[str]) -> tuple[list[tuple[dict[str, Any], Trial]], list[dict[str, Any]]]:
+    """The targets to run here (within the element limit, the interpreter's cost caps and
+    ``MAX_RUNS``) and the rows of those left out, each with its ``not_run`` reason."""
+    runnable: list[tuple[dict[str, Any], Trial]] = []
+    skipped: list[dict[str, Any]] = []
+    interpreted = not ctx.on_gpu and ctx.backend_of("candidate") == "triton"
+    cap, budget = INTERPRETER_CASE_CAP * cost.declared_max, cost.budget
+    total = 0
+    for row, t in todo:
+        units = cost.units(t.case)
+        if elements(t.case, params) > GPU_MAX_ELEMENTS:
+            row["not_run"] = f"{elements(t.case, params)} elements, over the {GPU_MAX_ELEMENTS} a derived case may have"
+            skipped.append(row)
+        elif interpreted and units > cap:
+            row["not_run"] = (f"{units} cost units, over the {cap} a coverage case may have under the Triton "
+                              f"interpreter ({INTERPRETER_CASE_CAP}x the largest declared case; a GPU runs it)")
+            skipped.append(row)
+        elif interpreted and total + units > budget:
+            row["not_run"] = (f"the coverage cases would exceed {budget} cost units together under the Triton "
+                              "interpreter (a GPU runs it)")
+            skipped.append(row)
+        elif len(runnable) >= MAX_RUNS:
+            row["not_run"] = f"beyond the {MAX_RUNS} coverage runs of one check"
+            skipped.append(row)
+        else:
+            total += units if interpreted else 0
+            runnable.append((row, t))
+    return runnable, skipped

@@ -5,18 +5,30 @@ from __future__ import annotations
 from typing import Any
 
 from workstation.checks.failure_mismatch import claimed_class
-from workstation.checks.support.replay import Replayed, counts, outcome_class, replay
-from workstation.checks.support.trials import evidence_of, failure_text
-from workstation.engine.check import Check, Finding, NotJudged, Skip, register
+from workstation.checks.support.replay import (
+    Replayed,
+    counts,
+    outcome_class,
+    replay,
+    replayed_evidence,
+    require_baseline,
+)
+from workstation.checks.support.trials import failure_text
+from workstation.engine.check import Check, Finding, NotJudged, register
 from workstation.engine.context import CheckContext
 
 MAX_LISTED = 6
 
 
-def _ev(it: Replayed) -> dict[str, Any]:
-    return {"case": it.case, "seed": it.seed, "input": it.label,
-            "baseline": {"class": outcome_class(it.other), **evidence_of(it.other)},
-            "candidate": {"class": outcome_class(it.cand), **evidence_of(it.cand)}}
+def _claimed(task: Any) -> tuple[str | None, str]:
+    """The reported bug's class (None: any baseline failure is the bug) and where it was read from."""
+    stated = bool(task.claims.failure_class or task.claims.failure)
+    claimed, source = claimed_class(task.claims.failure_class, task.claims.failure) if stated else (None, "")
+    if claimed in ("nondeterministic", "slow"):
+        source += f"; a {claimed} bug is not a per-call outcome: any baseline failure counts here " \
+            "(nondeterminism and speedup-claim judge that class)"
+        claimed = None
+    return claimed, source if stated else "no failure stated: any baseline failure"
 
 
 @register
@@ -92,18 +104,9 @@ class FixVsBaseline(Check):
 
     def run(self, ctx: CheckContext) -> list[Finding]:
         task = ctx.task
-        if "baseline" not in task.entry:
-            raise Skip("a fix under review (status = \"pass\") without entry.baseline: there is no buggy code to "
-                       "reproduce the bug on")
-        why = ctx.cannot_run("baseline")
-        if why:
-            raise NotJudged(f"the baseline ({ctx.backend_of('baseline')}) cannot run here: {why}")
-        stated = bool(task.claims.failure_class or task.claims.failure)
-        claimed, source = claimed_class(task.claims.failure_class, task.claims.failure) if stated else (None, "")
-        if claimed in ("nondeterministic", "slow"):
-            source += f"; a {claimed} bug is not a per-call outcome: any baseline failure counts here " \
-                "(nondeterminism and speedup-claim judge that class)"
-            claimed = None
+        require_baseline(ctx, "a fix under review (status = \"pass\") without entry.baseline: there is no buggy "
+                         "code to reproduce the bug on")
+        claimed, source = _claimed(task)
         items = replay(ctx, "baseline")
         if not items:
             raise NotJudged("no candidate call of the battery ran with a reference result to replay on the baseline")
@@ -115,29 +118,45 @@ class FixVsBaseline(Check):
                                  f"{unrun[0].other_out.death})")
         base_fail = [it for it in items if it.other.failed]
         bug = [it for it in base_fail if claimed is None or outcome_class(it.other) == claimed]
-        ev0 = {"claimed": claimed, "claimed_from": source if stated else "no failure stated: any baseline failure",
+        ev0 = {"claimed": claimed, "claimed_from": source,
                "failure_text": task.claims.failure, "device": device, "replayed": len(items), "outcomes": counts(items)}
         findings: list[Finding] = []
         if not bug:
-            if base_fail:
-                other = sorted({outcome_class(it.other) for it in base_fail})
-                first = base_fail[0]
-                findings.append(self.finding(
-                    ctx, "warn",
-                    f"the reported bug ({claimed}) does not reproduce on the baseline as reported: it fails as "
-                    f"{', '.join(other)} instead ({first.line()}: {failure_text(first.other)})",
-                    {**ev0, **_ev(first)}, case=first.case, seed=first.seed))
-                bug = base_fail
-            else:
-                # not reproducing here is not evidence against the fix: a bug that needs a GPU
-                # (a race, undefined lanes, compiled-code crashes) does not show under the
-                # interpreter, and the battery's inputs may not reach it
-                why = (f"the reported bug ({claimed or 'any failure'}) does not reproduce on the baseline here: it "
-                       f"passes all {len(items)} calls the battery made ({device}), so the fix cannot be verified on "
-                       "this device")
-                if not any(it.other.status == "pass" and it.cand.failed for it in items):
-                    raise NotJudged(why)
-                ctx.could_not_judge(why)
+            findings, bug = self._not_reproduced(ctx, claimed, items, base_fail, ev0)
+        return findings + self._verdicts(ctx, items, bug, ev0)
+
+    def _not_reproduced(self, ctx: CheckContext, claimed: str | None, items: list[Replayed],
+                        base_fail: list[Replayed], ev0: dict[str, Any]) -> tuple[list[Finding], list[Replayed]]:
+        """Where the reported bug does not show on the baseline: the findings, and the calls that
+        stand for the bug (any baseline failure; none when the baseline passes everywhere).
+
+        Raises:
+            NotJudged: the baseline passes every call and the fix breaks none of them.
+        """
+        if base_fail:
+            other = sorted({outcome_class(it.other) for it in base_fail})
+            first = base_fail[0]
+            return [self.finding(
+                ctx, "warn",
+                f"the reported bug ({claimed}) does not reproduce on the baseline as reported: it fails as "
+                f"{', '.join(other)} instead ({first.line()}: {failure_text(first.other)})",
+                {**ev0, **replayed_evidence(first)}, case=first.case, seed=first.seed)], base_fail
+        # not reproducing here is not evidence against the fix: a bug that needs a GPU
+        # (a race, undefined lanes, compiled-code crashes) does not show under the
+        # interpreter, and the battery's inputs may not reach it
+        why = (f"the reported bug ({claimed or 'any failure'}) does not reproduce on the baseline here: it "
+               f"passes all {len(items)} calls the battery made ({ev0['device']}), so the fix cannot be verified on "
+               "this device")
+        if not any(it.other.status == "pass" and it.cand.failed for it in items):
+            raise NotJudged(why)
+        ctx.could_not_judge(why)
+        return [], []
+
+    def _verdicts(self, ctx: CheckContext, items: list[Replayed], bug: list[Replayed],
+                  ev0: dict[str, Any]) -> list[Finding]:
+        """The findings on the candidate: still failing where the baseline shows the bug,
+        breaking what passed on the baseline, or (neither) the fix holds."""
+        findings: list[Finding] = []
         # where the baseline produced no value to compare with, a tolerance mismatch on
         # transformed values is special-values' to judge (against its float64 oracle)
         still = [it for it in bug if it.cand.failed and not (it.valued and it.cand.status == "mismatch")]
@@ -148,7 +167,7 @@ class FixVsBaseline(Check):
                 f"the candidate still fails where the baseline shows the bug: {first.line()}: the baseline "
                 f"{outcome_class(first.other)}, the candidate {failure_text(first.cand)}"
                 + (f" ({len(still)} of {len(bug)} calls that show the bug)" if len(still) > 1 else ""),
-                {**ev0, **_ev(first), "still_failing": [_ev(it) for it in still[:MAX_LISTED]]},
+                {**ev0, **replayed_evidence(first), "still_failing": [replayed_evidence(it) for it in still[:MAX_LISTED]]},
                 case=first.case, seed=first.seed))
         regress = [it for it in items if it.other.status == "pass" and it.cand.failed]
         if regress:
@@ -157,7 +176,7 @@ class FixVsBaseline(Check):
                 ctx, "fail",
                 f"the fix breaks what worked: {first.line()} passes on the baseline and the candidate "
                 f"{failure_text(first.cand)}" + (f" ({len(regress)} such calls)" if len(regress) > 1 else ""),
-                {**ev0, **_ev(first), "regressions": [_ev(it) for it in regress[:MAX_LISTED]]},
+                {**ev0, **replayed_evidence(first), "regressions": [replayed_evidence(it) for it in regress[:MAX_LISTED]]},
                 case=first.case, seed=first.seed))
         fixed = [it for it in bug if it.cand.status == "pass"]
         if not still and not regress and bug:
@@ -166,5 +185,5 @@ class FixVsBaseline(Check):
                 f"the fix holds: the baseline shows the bug on {len(bug)} of {len(items)} calls "
                 f"({', '.join(sorted({outcome_class(it.other) for it in bug}))}; e.g. {bug[0].line()}), the candidate "
                 f"passes all {len(fixed)} of them, and no call that passed on the baseline fails on the candidate",
-                {**ev0, "fixed": [_ev(it) for it in fixed[:MAX_LISTED]]}))
+                {**ev0, "fixed": [replayed_evidence(it) for it in fixed[:MAX_LISTED]]}))
         return findings

@@ -14,7 +14,7 @@ from workstation.checks.support.suspicion import suspect
 from workstation.engine.check import Check, Finding, register
 from workstation.engine.context import CheckContext, case_label
 from workstation.engine.report import json_scalar
-from workstation.protocol.extras.series import SeriesLoop
+from workstation.protocol.extras.series import SerialCall, SeriesLoop
 
 #: an output type accepted beside ``torch.Tensor`` (with a ``warn``): a parameter is a
 #: plain tensor with ``requires_grad``.
@@ -104,30 +104,8 @@ class LateWrite(Check):
                 ctx.could_not_judge(f"case {label}: no call of the series completed")
                 return findings
         arrays = st.arrays if st is not None else {}
-        late: list[dict[str, Any]] = []
-        types: list[dict[str, Any]] = []
-        for row in serial:
-            k = row.call
-            for j, (he, hl) in enumerate(zip(row.early, row.late, strict=False)):
-                where = f"serial call {k + 1} output {j}"
-                if hl.startswith("unreadable") or he.startswith("unreadable"):
-                    types.append({"where": where, "type": row.types[j], "problem": hl if hl.startswith(
-                        "unreadable") else he})
-                elif he != hl:
-                    late.append(self._late(where, he, hl, arrays.get(row.early_arrays[j] or ""),
-                                           arrays.get(row.arrays[j] or ""), k))
-                if not row.exact_tensor[j]:
-                    types.append({"where": where, "type": row.types[j]})
         loop = series.loop if out.ok else SeriesLoop()
-        for j, (he, hl) in enumerate(zip(loop.audit_early, loop.audit_late, strict=False)):
-            where = f"audit call (loop call {(loop.audit or 0) + 1} of {loop.n}) output {j}"
-            if he != hl and not hl.startswith("unreadable") and not he.startswith("unreadable"):
-                late.append(self._late(where, he, hl, arrays.get(f"audit_early{j}"), arrays.get(f"audit{j}"), None))
-        for name, kept_types, kept_exact in (("audit", loop.audit_types, loop.audit_exact_tensor),
-                                             ("last", loop.last_types, loop.last_exact_tensor)):
-            for j, (type_name, exact) in enumerate(zip(kept_types, kept_exact, strict=False)):
-                if not exact:
-                    types.append({"where": f"{name} call of the loop output {j}", "type": type_name})
+        late, types = self._inspect(serial, loop, arrays)
         if late:
             first = late[0]
             findings.append(self.finding(
@@ -159,6 +137,51 @@ class LateWrite(Check):
                 {"case": case, "seed": spec.seed_a, "serial_calls": len(serial), "loop_calls": loop.n,
                  "audit_call": loop.audit, "fingerprints": [r.late for r in serial[:2]]}))
         return findings
+
+    def _inspect(self, serial: list[SerialCall], loop: SeriesLoop,
+                 arrays: dict[str, Any]) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
+        """The outputs written after return (serial calls, then the loop's audit call) and the
+        outputs that are not exactly ``torch.Tensor`` or could not be read."""
+        late, types = self._serial_outputs(serial, arrays)
+        loop_late, loop_types = self._loop_outputs(loop, arrays)
+        return late + loop_late, types + loop_types
+
+    def _serial_outputs(self, serial: list[SerialCall],
+                        arrays: dict[str, Any]) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
+        """The serial calls' outputs written after return, and those not exactly ``torch.Tensor``
+        or unreadable."""
+        late: list[dict[str, Any]] = []
+        types: list[dict[str, Any]] = []
+        for row in serial:
+            k = row.call
+            for j, (he, hl) in enumerate(zip(row.early, row.late, strict=False)):
+                where = f"serial call {k + 1} output {j}"
+                if hl.startswith("unreadable") or he.startswith("unreadable"):
+                    types.append({"where": where, "type": row.types[j], "problem": hl if hl.startswith(
+                        "unreadable") else he})
+                elif he != hl:
+                    late.append(self._late(where, he, hl, arrays.get(row.early_arrays[j] or ""),
+                                           arrays.get(row.arrays[j] or ""), k))
+                if not row.exact_tensor[j]:
+                    types.append({"where": where, "type": row.types[j]})
+        return late, types
+
+    def _loop_outputs(self, loop: SeriesLoop,
+                      arrays: dict[str, Any]) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
+        """The loop's audit-call outputs written after return, and the audit and last calls'
+        outputs not exactly ``torch.Tensor``."""
+        late: list[dict[str, Any]] = []
+        types: list[dict[str, Any]] = []
+        for j, (he, hl) in enumerate(zip(loop.audit_early, loop.audit_late, strict=False)):
+            where = f"audit call (loop call {(loop.audit or 0) + 1} of {loop.n}) output {j}"
+            if he != hl and not hl.startswith("unreadable") and not he.startswith("unreadable"):
+                late.append(self._late(where, he, hl, arrays.get(f"audit_early{j}"), arrays.get(f"audit{j}"), None))
+        for name, kept_types, kept_exact in (("audit", loop.audit_types, loop.audit_exact_tensor),
+                                             ("last", loop.last_types, loop.last_exact_tensor)):
+            for j, (type_name, exact) in enumerate(zip(kept_types, kept_exact, strict=False)):
+                if not exact:
+                    types.append({"where": f"{name} call of the loop output {j}", "type": type_name})
+        return late, types
 
     @staticmethod
     def _late(where: str, he: str, hl: str, early: Any, final: Any, call: int | None) -> dict[str, Any]:

@@ -2,22 +2,14 @@
 
 from __future__ import annotations
 
-from typing import Any
-
 from workstation.checks.speedup_claim import fmt_ci
-from workstation.checks.support.replay import Replayed, counts, outcome_class, replay
+from workstation.checks.support.replay import counts, replay, replayed_evidence, require_baseline
 from workstation.checks.support.timing import measure, plan
-from workstation.checks.support.trials import evidence_of, failure_text
-from workstation.engine.check import Check, Finding, NotJudged, Skip, register
+from workstation.checks.support.trials import failure_text
+from workstation.engine.check import Check, Finding, NotJudged, register
 from workstation.engine.context import CheckContext, case_label
 
 MAX_LISTED = 6
-
-
-def _ev(it: Replayed) -> dict[str, Any]:
-    return {"case": it.case, "seed": it.seed, "input": it.label,
-            "baseline": {"class": outcome_class(it.other), **evidence_of(it.other)},
-            "candidate": {"class": outcome_class(it.cand), **evidence_of(it.cand)}}
 
 
 @register
@@ -83,12 +75,8 @@ class NoRegression(Check):
     kinds = ("optimization",)
 
     def run(self, ctx: CheckContext) -> list[Finding]:
-        task = ctx.task
-        if "baseline" not in task.entry:
-            raise Skip("an optimization task without entry.baseline: there is no code before the change to compare with")
-        why = ctx.cannot_run("baseline")
-        if why:
-            raise NotJudged(f"the baseline ({ctx.backend_of('baseline')}) cannot run here: {why}")
+        require_baseline(ctx, "an optimization task without entry.baseline: there is no code before the change to "
+                         "compare with")
         items = replay(ctx, "baseline")
         if not items:
             raise NotJudged("no candidate call of the battery ran with a reference result to replay on the baseline")
@@ -107,13 +95,13 @@ class NoRegression(Check):
                 f"the optimization regresses: {first.line()} passes on the baseline and the candidate "
                 f"{failure_text(first.cand)}" + (f" ({len(regress)} such calls: {'; '.join(kinds)})"
                                                  if len(regress) > 1 else ""),
-                {**ev0, **_ev(first), "regressions": [_ev(it) for it in regress[:MAX_LISTED]]},
+                {**ev0, **replayed_evidence(first), "regressions": [replayed_evidence(it) for it in regress[:MAX_LISTED]]},
                 case=first.case, seed=first.seed))
         if both:
             findings.append(self.finding(
                 ctx, "info", f"{len(both)} call(s) fail on the baseline too (older than the optimization; e.g. "
                 f"{both[0].line()}: the baseline {failure_text(both[0].other)})",
-                {**ev0, "both_fail": [_ev(it) for it in both[:MAX_LISTED]]}))
+                {**ev0, "both_fail": [replayed_evidence(it) for it in both[:MAX_LISTED]]}))
         if unrun:
             ctx.could_not_judge(
                 f"{len(unrun)} call(s) failing on the candidate were not run on the baseline (e.g. {unrun[0].line()}: "

@@ -8,10 +8,16 @@ import numpy as np
 
 from workstation.analysis.compare import compare
 from workstation.checks.support.ragged import ragged_case
-from workstation.checks.support.replay import Replayed, interpreter_limited, outcome_class, replay
+from workstation.checks.support.replay import (
+    Replayed,
+    interpreter_limited,
+    outcome_class,
+    replay,
+    require_baseline,
+)
 from workstation.checks.support.structure import input_structure
 from workstation.checks.support.trials import cheapest_per_dtype, evidence_of, failure_text
-from workstation.engine.check import Check, Finding, NotJudged, Skip, register
+from workstation.engine.check import Check, Finding, NotJudged, register
 from workstation.engine.context import CheckContext, case_label
 from workstation.protocol.steps import CallStep, Nonfinite, SignedZeros
 
@@ -39,6 +45,84 @@ def _direct(ctx: CheckContext, it: Replayed) -> tuple[bool, list[dict[str, Any]]
         if not cmp.ok and ok:
             ok, reason = False, cmp.reason
     return ok, evs, reason
+
+
+#: one call where candidate and source differ: the call, the per-output evidence, the first reason.
+Diff = tuple[Replayed, list[dict[str, Any]], str]
+
+
+def _ev_of(it: Replayed, evs: list[dict[str, Any]], reason: str) -> dict[str, Any]:
+    """The evidence of one call where candidate and source differ."""
+    return {"case": it.case, "seed": it.seed, "input": it.label, "candidate_vs_source": evs,
+            "difference": reason, "candidate": {"class": outcome_class(it.cand), **evidence_of(it.cand)},
+            "source": {"class": outcome_class(it.other), **evidence_of(it.other)}}
+
+
+def _extra_calls(ctx: CheckContext) -> list[tuple[CallStep, str]]:
+    """The candidate steps run beside the battery's (a ragged case, non-finite values, signed
+    zeros on the cheapest declared case), with their labels; none under a case filter."""
+    task = ctx.task
+    seed = ctx.seeds[0]
+    base = cheapest_per_dtype(ctx)[0]
+    extra: list[tuple[CallStep, str]] = []
+    if not ctx.case_filter:
+        rag = ragged_case(base, task.params)
+        if rag is not None:
+            extra.append((ctx.call_step("candidate", rag, seed), "ragged sizes"))
+        # [inputs] keep_structure and the structure make_inputs always shows are kept
+        st = input_structure(ctx, base)
+        args = st.args([i for i in st.floats if i not in task.out_args])
+        if args:
+            keep = st.keep_for(args)
+            extra.append((ctx.call_step("candidate", base, seed,
+                                        transforms=[Nonfinite(seed=seed, args=args, keep=keep)]),
+                          "one nan, +inf, -inf per row"))
+            extra.append((ctx.call_step("candidate", base, seed,
+                                        transforms=[SignedZeros(seed=seed, args=args, keep=keep)]),
+                          "signed zeros"))
+    return extra
+
+
+def _compare_all(ctx: CheckContext, items: list[Replayed]) -> tuple[int, int, list[Diff], list[Replayed]]:
+    """Candidate against source on every replayed call: how many agree bitwise, how many
+    within the tolerance, the calls that differ, and those where the source did not return."""
+    agree_bits, agree_tol = 0, 0
+    diffs: list[Diff] = []
+    broken_source = []
+    for it in items:
+        if not it.other_out.ok:
+            broken_source.append(it)
+            continue
+        if it.cand.cand is None or not it.cand.cand.ok:
+            diffs.append((it, [], "the candidate " + (it.cand.reason or "raised")))
+            continue
+        ok, evs, reason = _direct(ctx, it)
+        if ok:
+            if evs and all(e.get("bitwise_equal") for e in evs):
+                agree_bits += 1
+            else:
+                agree_tol += 1
+            continue
+        diffs.append((it, evs, reason))
+    return agree_bits, agree_tol, diffs, broken_source
+
+
+def _sort_diffs(diffs: list[Diff]) -> tuple[list[Diff], list[Diff], list[Diff], list[Diff]]:
+    """The differing calls by the reference's verdict: translation errors (the source passes,
+    the candidate not), changed behaviour (the reverse), both failing, and outside the verdict
+    (dropped)."""
+    translation_errors, changed, both, outside = [], [], [], []
+    for it, evs, reason in diffs:
+        c_ok, s_ok = it.cand.status == "pass", it.other.status == "pass"
+        if it.other.status == "dropped" or it.cand.status == "dropped":
+            outside.append((it, evs, reason))
+        elif s_ok and not c_ok:
+            translation_errors.append((it, evs, reason))
+        elif c_ok and not s_ok:
+            changed.append((it, evs, reason))
+        else:
+            both.append((it, evs, reason))
+    return translation_errors, changed, both, outside
 
 
 @register
@@ -103,114 +187,14 @@ class SourceParity(Check):
     kinds = ("translation", "migration")
 
     def run(self, ctx: CheckContext) -> list[Finding]:
-        task = ctx.task
-        if "baseline" not in task.entry:
-            raise Skip("no entry.baseline: the source of the translation is not runnable (the `original` file is "
-                       "display-only), so candidate and source cannot be compared directly")
-        why = ctx.cannot_run("baseline")
-        if why:
-            raise NotJudged(f"the source ({ctx.backend_of('baseline')}, entry.baseline) cannot run here: {why}")
-        seed = ctx.seeds[0]
-        base = cheapest_per_dtype(ctx)[0]
-        extra: list[tuple[CallStep, str]] = []
-        if not ctx.case_filter:
-            rag = ragged_case(base, task.params)
-            if rag is not None:
-                extra.append((ctx.call_step("candidate", rag, seed), "ragged sizes"))
-            # [inputs] keep_structure and the structure make_inputs always shows are kept
-            st = input_structure(ctx, base)
-            args = st.args([i for i in st.floats if i not in task.out_args])
-            if args:
-                keep = st.keep_for(args)
-                extra.append((ctx.call_step("candidate", base, seed,
-                                            transforms=[Nonfinite(seed=seed, args=args, keep=keep)]),
-                              "one nan, +inf, -inf per row"))
-                extra.append((ctx.call_step("candidate", base, seed,
-                                            transforms=[SignedZeros(seed=seed, args=args, keep=keep)]),
-                              "signed zeros"))
-        items = replay(ctx, "baseline", extra)
-        findings: list[Finding] = []
-        agree_bits, agree_tol = 0, 0
-        diffs: list[tuple[Replayed, list[dict[str, Any]], str]] = []
-        broken_source = []
-        for it in items:
-            if not it.other_out.ok:
-                broken_source.append(it)
-                continue
-            if it.cand.cand is None or not it.cand.cand.ok:
-                diffs.append((it, [], "the candidate " + (it.cand.reason or "raised")))
-                continue
-            ok, evs, reason = _direct(ctx, it)
-            if ok:
-                if evs and all(e.get("bitwise_equal") for e in evs):
-                    agree_bits += 1
-                else:
-                    agree_tol += 1
-                continue
-            diffs.append((it, evs, reason))
-        translation_errors, changed, both, outside = [], [], [], []
-        for it, evs, reason in diffs:
-            c_ok, s_ok = it.cand.status == "pass", it.other.status == "pass"
-            if it.other.status == "dropped" or it.cand.status == "dropped":
-                outside.append((it, evs, reason))
-            elif s_ok and not c_ok:
-                translation_errors.append((it, evs, reason))
-            elif c_ok and not s_ok:
-                changed.append((it, evs, reason))
-            else:
-                both.append((it, evs, reason))
-
-        def ev_of(it: Replayed, evs: list[dict[str, Any]], reason: str) -> dict[str, Any]:
-            return {"case": it.case, "seed": it.seed, "input": it.label, "candidate_vs_source": evs,
-                    "difference": reason, "candidate": {"class": outcome_class(it.cand), **evidence_of(it.cand)},
-                    "source": {"class": outcome_class(it.other), **evidence_of(it.other)}}
-
-        if translation_errors:
-            it, evs, reason = translation_errors[0]
-            findings.append(self.finding(
-                ctx, "fail",
-                f"the source gets {it.line()} right and the candidate does not: {failure_text(it.cand)}; candidate vs "
-                f"source on the same inputs: {reason or 'the candidate did not return'}"
-                + (f" ({len(translation_errors)} such calls)" if len(translation_errors) > 1 else ""),
-                {**ev_of(it, evs, reason), "all": [ev_of(*t) for t in translation_errors[:MAX_LISTED]]},
-                case=it.case, seed=it.seed))
-        if changed:
-            it, evs, reason = changed[0]
-            findings.append(self.finding(
-                ctx, "info",
-                f"the candidate matches the reference where its source does not, on {len(changed)} call(s) (e.g. "
-                f"{it.line()}: the source {failure_text(it.other)}): the translation changes the source's behaviour",
-                {**ev_of(it, evs, reason), "all": [ev_of(*t) for t in changed[:MAX_LISTED]]},
-                case=it.case, seed=it.seed))
-        if both:
-            it, evs, reason = both[0]
-            findings.append(self.finding(
-                ctx, "info", f"candidate and source both fail against the reference, differently, on {len(both)} "
-                f"call(s) (e.g. {it.line()}: {reason})", {"all": [ev_of(*t) for t in both[:MAX_LISTED]]},
-                case=it.case, seed=it.seed))
-        if outside:
-            it, evs, reason = outside[0]
-            sev = "warn" if task.contract.nonfinite_inputs else "info"
-            findings.append(self.finding(
-                ctx, sev, f"outside the reference's verdict ({it.other.reason or it.cand.reason}), candidate and source "
-                f"differ on {len(outside)} call(s): {it.line()}: {reason}"
-                + ("" if sev == "warn" else " (non-finite inputs are outside the spec's domain: semantics, not a defect)"),
-                {"all": [ev_of(*t) for t in outside[:MAX_LISTED]]}, case=it.case, seed=it.seed))
-        if broken_source:
-            it = broken_source[0]
-            findings.append(self.finding(
-                ctx, "info", f"the source itself did not return on {len(broken_source)} of {len(items)} calls (e.g. "
-                f"{it.line()}: {it.other_out.failure_text()}): not compared there",
-                {"calls": [{"case": b.case, "seed": b.seed, "input": b.label, **b.other_out.failure_evidence()}
-                           for b in broken_source[:MAX_LISTED]]}))
-        limited = interpreter_limited(ctx)
-        if limited:
-            s0, why = limited[0]
-            findings.append(self.finding(
-                ctx, "info", f"{len(limited)} candidate call(s) of the battery left out of the comparison: {why} "
-                f"(e.g. case {case_label(dict(s0.case))}; pallas-kernel leaves them not judged): a limit of kws's "
-                "interpreter, not a difference from the source",
-                {"calls": [{"case": dict(s.case), "seed": int(s.seed), "reason": w} for s, w in limited[:MAX_LISTED]]}))
+        require_baseline(ctx, "no entry.baseline: the source of the translation is not runnable (the `original` file "
+                         "is display-only), so candidate and source cannot be compared directly",
+                         who="the source", where=", entry.baseline")
+        items = replay(ctx, "baseline", _extra_calls(ctx))
+        agree_bits, agree_tol, diffs, broken_source = _compare_all(ctx, items)
+        translation_errors, changed, both, outside = _sort_diffs(diffs)
+        findings = self._differences(ctx, translation_errors, changed, both, outside)
+        findings += self._not_compared(ctx, items, broken_source)
         compared = agree_bits + agree_tol + len(diffs)
         if not compared:
             first = broken_source[0] if broken_source else None
@@ -229,4 +213,62 @@ class SourceParity(Check):
             {"compared": compared, "bitwise_equal": agree_bits, "within_tolerance": agree_tol, "differ": len(diffs),
              "calls": [{"case": it.case, "seed": it.seed, "input": it.label} for it in items],
              "cases": sorted({case_label(it.case) for it in items})}))
+        return findings
+
+    def _differences(self, ctx: CheckContext, translation_errors: list[Diff], changed: list[Diff],
+                     both: list[Diff], outside: list[Diff]) -> list[Finding]:
+        """The findings on the calls where candidate and source differ, one per kind of difference."""
+        findings: list[Finding] = []
+        if translation_errors:
+            it, evs, reason = translation_errors[0]
+            findings.append(self.finding(
+                ctx, "fail",
+                f"the source gets {it.line()} right and the candidate does not: {failure_text(it.cand)}; candidate vs "
+                f"source on the same inputs: {reason or 'the candidate did not return'}"
+                + (f" ({len(translation_errors)} such calls)" if len(translation_errors) > 1 else ""),
+                {**_ev_of(it, evs, reason), "all": [_ev_of(*t) for t in translation_errors[:MAX_LISTED]]},
+                case=it.case, seed=it.seed))
+        if changed:
+            it, evs, reason = changed[0]
+            findings.append(self.finding(
+                ctx, "info",
+                f"the candidate matches the reference where its source does not, on {len(changed)} call(s) (e.g. "
+                f"{it.line()}: the source {failure_text(it.other)}): the translation changes the source's behaviour",
+                {**_ev_of(it, evs, reason), "all": [_ev_of(*t) for t in changed[:MAX_LISTED]]},
+                case=it.case, seed=it.seed))
+        if both:
+            it, evs, reason = both[0]
+            findings.append(self.finding(
+                ctx, "info", f"candidate and source both fail against the reference, differently, on {len(both)} "
+                f"call(s) (e.g. {it.line()}: {reason})", {"all": [_ev_of(*t) for t in both[:MAX_LISTED]]},
+                case=it.case, seed=it.seed))
+        if outside:
+            it, evs, reason = outside[0]
+            sev = "warn" if ctx.task.contract.nonfinite_inputs else "info"
+            findings.append(self.finding(
+                ctx, sev, f"outside the reference's verdict ({it.other.reason or it.cand.reason}), candidate and source "
+                f"differ on {len(outside)} call(s): {it.line()}: {reason}"
+                + ("" if sev == "warn" else " (non-finite inputs are outside the spec's domain: semantics, not a defect)"),
+                {"all": [_ev_of(*t) for t in outside[:MAX_LISTED]]}, case=it.case, seed=it.seed))
+        return findings
+
+    def _not_compared(self, ctx: CheckContext, items: list[Replayed], broken_source: list[Replayed]) -> list[Finding]:
+        """The findings on calls left out of the comparison: the source did not return, or the
+        candidate's call hit a limit of kws's interpreter."""
+        findings: list[Finding] = []
+        if broken_source:
+            it = broken_source[0]
+            findings.append(self.finding(
+                ctx, "info", f"the source itself did not return on {len(broken_source)} of {len(items)} calls (e.g. "
+                f"{it.line()}: {it.other_out.failure_text()}): not compared there",
+                {"calls": [{"case": b.case, "seed": b.seed, "input": b.label, **b.other_out.failure_evidence()}
+                           for b in broken_source[:MAX_LISTED]]}))
+        limited = interpreter_limited(ctx)
+        if limited:
+            s0, why = limited[0]
+            findings.append(self.finding(
+                ctx, "info", f"{len(limited)} candidate call(s) of the battery left out of the comparison: {why} "
+                f"(e.g. case {case_label(dict(s0.case))}; pallas-kernel leaves them not judged): a limit of kws's "
+                "interpreter, not a difference from the source",
+                {"calls": [{"case": dict(s.case), "seed": int(s.seed), "reason": w} for s, w in limited[:MAX_LISTED]]}))
         return findings

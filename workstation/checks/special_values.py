@@ -198,6 +198,41 @@ def _subnormal_only(r: TrialResult) -> bool:
     return True
 
 
+
+def _variant_trials(ctx: CheckContext, cases: list[dict[str, Any]], base: dict[str, TrialResult],
+                    seed: int) -> list[Trial]:
+    """The value-variant trials of every case whose reference returned, on the floating inputs
+    the callables read outside ``[inputs] keep_structure``."""
+    contract = ctx.task.contract
+    trials: list[Trial] = []
+    keep = kept_inputs(ctx, [(c, base[case_key(c)].ref) for c in cases])  # task.toml's indices, checked
+    for case in cases:
+        ref = base[case_key(case)].ref
+        if not ref.ok:
+            continue
+        # make_inputs' structure (sorted, non-negative, symmetric, rows summing to one) is put
+        # back after each variant; integer-valued inputs keep their values
+        st = input_structure(ctx, case)
+        args = st.args([i for i in float_read_inputs(ctx, ref) if i not in keep])
+        if not args:
+            continue
+        for name, spec, desc in variants(case.get("dtype", ""), contract.max_abs_input, contract.nonfinite_inputs):
+            t = msgspec.structs.replace(spec, args=args, seed=seed, keep=st.keep_for(args))
+            trials.append(Trial(dict(case), seed, name, [t], [t],
+                                {"variant": name, "inputs_changed": args, "values": desc}))
+    return trials
+
+
+def _float64_oracles(ctx: CheckContext, rs: list[TrialResult]) -> dict[int, CallOutcome]:
+    """The float64 reference (the float64 oracle) on each result's inputs, by ``id`` of the
+    result (one step each, run together; none when ``rs`` is empty)."""
+    if not rs:
+        return {}
+    steps = [ctx.call_step("reference", r.trial.case, r.trial.seed,
+                           transforms=[*r.trial.ref_transforms, Upcast(dtype="float64")],
+                           monitors=[KeepFloat64()]) for r in rs]
+    return {id(r): o for r, o in zip(rs, ctx.calls(steps, memo=True), strict=True)}
+
 @register
 class SpecialValues(Check):
     """Mismatch on legal inputs of large magnitude, signed zeros, subnormals, and (where
@@ -299,36 +334,14 @@ class SpecialValues(Check):
         seed = ctx.seeds[0]
         cases = cheapest_per_dtype(ctx)
         base = declared_baselines(ctx, cases, seed)
-        trials: list[Trial] = []
-        keep = kept_inputs(ctx, [(c, base[case_key(c)].ref) for c in cases])  # task.toml's indices, checked
-        for case in cases:
-            ref = base[case_key(case)].ref
-            if not ref.ok:
-                continue
-            # make_inputs' structure (sorted, non-negative, symmetric, rows summing to one) is put
-            # back after each variant; integer-valued inputs keep their values
-            st = input_structure(ctx, case)
-            args = st.args([i for i in float_read_inputs(ctx, ref) if i not in keep])
-            if not args:
-                continue
-            for name, spec, desc in variants(case.get("dtype", ""), contract.max_abs_input, contract.nonfinite_inputs):
-                t = msgspec.structs.replace(spec, args=args, seed=seed, keep=st.keep_for(args))
-                trials.append(Trial(dict(case), seed, name, [t], [t],
-                                    {"variant": name, "inputs_changed": args, "values": desc}))
+        trials = _variant_trials(ctx, cases, base, seed)
         if not trials:
             raise Skip("no floating-point tensor input the callables read outside [inputs] keep_structure "
                        "(or the reference fails on every declared case)")
         results = run_trials(ctx, trials, drop_nonfinite_ref=not contract.nonfinite_inputs)
         inherited = [r for r in results if same_failure(r, base[case_key(r.trial.case)])]
         mism = [r for r in results if r.status == "mismatch" and r not in inherited]
-        oracles: dict[int, CallOutcome] = {}
-        if mism:
-            steps = [ctx.call_step("reference", r.trial.case, r.trial.seed,
-                                   transforms=[*r.trial.ref_transforms, Upcast(dtype="float64")],
-                                   monitors=[KeepFloat64()])
-                     for r in mism]
-            for r, o in zip(mism, ctx.calls(steps, memo=True), strict=True):
-                oracles[id(r)] = o
+        oracles = _float64_oracles(ctx, mism)
         findings: list[Finding] = [self._inherited(ctx, inherited)] if inherited else []
         acc = acontract.declared(ctx)
         perturbed = self._conditioning_oracles(ctx, mism, oracles) if acc is None else {}
@@ -337,13 +350,7 @@ class SpecialValues(Check):
             # the contract oracle (and its fp32 twin) on every variant that ran, and the
             # float64 oracle of those that matched (the mismatches' is above)
             judged = [r for r in results if r.status in ("pass", "mismatch") and r not in inherited]
-            more = [r for r in judged if id(r) not in oracles]
-            if more:
-                steps = [ctx.call_step("reference", r.trial.case, r.trial.seed,
-                                       transforms=[*r.trial.ref_transforms, Upcast(dtype="float64")],
-                                       monitors=[KeepFloat64()]) for r in more]
-                for r, o in zip(more, ctx.calls(steps, memo=True), strict=True):
-                    oracles[id(r)] = o
+            oracles.update(_float64_oracles(ctx, [r for r in judged if id(r) not in oracles]))
             for r, cr in zip(judged, acontract.run_contract(
                     ctx, acc, [(r.trial.case, r.trial.seed, list(r.trial.ref_transforms)) for r in judged]), strict=True):
                 cruns[id(r)] = cr
@@ -356,40 +363,52 @@ class SpecialValues(Check):
             if r.status in ("nonfinite", "error"):
                 findings.append(self._finding(ctx, "fail", r, None))
             elif r.status == "mismatch":
-                if r.trial.info["variant"] == "tiny" and _subnormal_only(r):
-                    findings.append(self._finding(ctx, "warn", r, None, "only subnormal outputs differ (flush-to-zero)"))
-                    continue
-                verdict = oracle_verdict(ctx, r, oracles.get(id(r)), perturbed.get(id(r)))
-                cond = (verdict.get("conditioning") or {}).get("max_noise") or 0.0
-                if verdict["available"] and not verdict["beyond_noise"] and cond > verdict["reference_max_err_vs_oracle"]:
-                    cd = compute_dtype(str(r.trial.case.get("dtype", "")))
-                    findings.append(self._finding(
-                        ctx, "info", r, verdict,
-                        f"within {NOISE_FACTOR:g}x of how far the float64 result moves when the inputs move by one "
-                        f"{cd} rounding ({CONDITIONING_ROUNDOFFS:g} x u = {unit_roundoff(cd):.3g}: {cond:.3g}): the "
-                        f"function is ill-conditioned at these values, a correct {cd} computation is off by as much, "
-                        f"and the declared tolerance does not scale to them"))
-                elif verdict["available"] and not verdict["beyond_noise"]:
-                    findings.append(self._finding(
-                        ctx, "info", r, verdict,
-                        f"the candidate is as close to the float64 oracle as the reference "
-                        f"(reference error {verdict['reference_max_err_vs_oracle']:.3g}): the declared tolerance "
-                        f"does not scale to these magnitudes"))
-                elif verdict["available"] and id(r) in cruns:
-                    findings.append(self._under_contract(ctx, r, verdict, oracles[id(r)], cruns[id(r)]))
-                elif verdict["available"]:
-                    note = (f"beyond {NOISE_FACTOR:g}x the reference's own error against the float64 oracle "
-                            f"({verdict['reference_max_err_vs_oracle']:.3g})")
-                    if cond:
-                        note += (f" and {NOISE_FACTOR:g}x how far that result moves when the inputs move by one "
-                                 f"{compute_dtype(str(r.trial.case.get('dtype', '')))} rounding ({cond:.3g})")
-                    findings.append(self._finding(ctx, "fail", r, verdict, note))
-                else:
-                    sev = "fail" if contract.max_abs_input > 0 else "warn"
-                    if sev == "warn":  # rounding or error: not told apart here
-                        ctx.could_not_judge(f"{r.trial.label} on case {case_label(r.trial.case)}: a mismatch with no "
-                                            "float64 oracle to tell rounding from error")
-                    findings.append(self._finding(ctx, sev, r, verdict, "no float64 oracle to tell rounding from error"))
+                findings.append(self._mismatch(ctx, r, oracles, perturbed, cruns))
+        findings.append(self._summary(ctx, results, cases, seed))
+        return findings
+
+    def _mismatch(self, ctx: CheckContext, r: TrialResult, oracles: dict[int, CallOutcome],
+                  perturbed: dict[int, CallOutcome], cruns: dict[int, acontract.ContractRun]) -> Finding:
+        """The finding of one variant that mismatches the reference, judged against the float64
+        oracle (its noise and conditioning) or the declared contract."""
+        if r.trial.info["variant"] == "tiny" and _subnormal_only(r):
+            return self._finding(ctx, "warn", r, None, "only subnormal outputs differ (flush-to-zero)")
+        verdict = oracle_verdict(ctx, r, oracles.get(id(r)), perturbed.get(id(r)))
+        cond = (verdict.get("conditioning") or {}).get("max_noise") or 0.0
+        if verdict["available"] and not verdict["beyond_noise"] and cond > verdict["reference_max_err_vs_oracle"]:
+            cd = compute_dtype(str(r.trial.case.get("dtype", "")))
+            return self._finding(
+                ctx, "info", r, verdict,
+                f"within {NOISE_FACTOR:g}x of how far the float64 result moves when the inputs move by one "
+                f"{cd} rounding ({CONDITIONING_ROUNDOFFS:g} x u = {unit_roundoff(cd):.3g}: {cond:.3g}): the "
+                f"function is ill-conditioned at these values, a correct {cd} computation is off by as much, "
+                f"and the declared tolerance does not scale to them")
+        if verdict["available"] and not verdict["beyond_noise"]:
+            return self._finding(
+                ctx, "info", r, verdict,
+                f"the candidate is as close to the float64 oracle as the reference "
+                f"(reference error {verdict['reference_max_err_vs_oracle']:.3g}): the declared tolerance "
+                f"does not scale to these magnitudes")
+        if verdict["available"] and id(r) in cruns:
+            return self._under_contract(ctx, r, verdict, oracles[id(r)], cruns[id(r)])
+        if verdict["available"]:
+            note = (f"beyond {NOISE_FACTOR:g}x the reference's own error against the float64 oracle "
+                    f"({verdict['reference_max_err_vs_oracle']:.3g})")
+            if cond:
+                note += (f" and {NOISE_FACTOR:g}x how far that result moves when the inputs move by one "
+                         f"{compute_dtype(str(r.trial.case.get('dtype', '')))} rounding ({cond:.3g})")
+            return self._finding(ctx, "fail", r, verdict, note)
+        sev = "fail" if ctx.task.contract.max_abs_input > 0 else "warn"
+        if sev == "warn":  # rounding or error: not told apart here
+            ctx.could_not_judge(f"{r.trial.label} on case {case_label(r.trial.case)}: a mismatch with no "
+                                "float64 oracle to tell rounding from error")
+        return self._finding(ctx, sev, r, verdict, "no float64 oracle to tell rounding from error")
+
+    def _summary(self, ctx: CheckContext, results: list[TrialResult], cases: list[dict[str, Any]],
+                 seed: int) -> Finding:
+        """The closing ``info`` on every variant tried (variants that could not be tried are
+        reported as not judged first)."""
+        contract = ctx.task.contract
         n_drop = [r for r in results if r.status == "dropped"]
         lost = [r for r in n_drop if r.unjudged]
         if lost:  # a variant this run could not try is not a variant that matched
@@ -401,14 +420,12 @@ class SpecialValues(Check):
                    f"{len(n_drop)} dropped")
         if n_drop:
             summary += " (" + "; ".join(f"{r.trial.label} on {case_label(r.trial.case)}: {r.reason}" for r in n_drop[:3]) + ")"
-        findings.append(self.finding(ctx, "info", summary, {
+        return self.finding(ctx, "info", summary, {
             "seed": seed,
             "magnitudes": (f"max_abs_input = {contract.max_abs_input:g} (contract)" if contract.max_abs_input > 0
                            else {d: list(m) for d, m in DEFAULT_MAGNITUDES.items()}),
             "trials": [{"case": r.trial.case, "variant": r.trial.info["variant"], "values": r.trial.info["values"],
-                        "status": r.status, **({"reason": r.reason} if r.reason else {})} for r in results]}))
-        return findings
-
+                        "status": r.status, **({"reason": r.reason} if r.reason else {})} for r in results]})
 
     def _conditioning_oracles(self, ctx: CheckContext, mism: list[TrialResult],
                               oracles: dict[int, CallOutcome]) -> dict[int, CallOutcome]:

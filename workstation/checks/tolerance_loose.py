@@ -9,8 +9,8 @@ import numpy as np
 
 from workstation.analysis.compare import ResolvedTolerance, compare
 from workstation.analysis.numerics import LOOSE_FACTOR, error_stats, num, round_to
-from workstation.checks.support.numaudit import OutData, Run, accepts, audit
-from workstation.engine.check import Check, Finding, Skip, register
+from workstation.checks.support.numaudit import OutData, Run, accepts, audit, require_outputs
+from workstation.engine.check import Check, Finding, register
 from workstation.engine.context import CheckContext, case_label
 
 CONTROL_SEED = 20240617
@@ -119,8 +119,7 @@ class ToleranceLoose(Check):
         runs = (a := audit(ctx)).declared()
         pairs = [(r, o) for r in runs for o in r.outs]
         if not pairs:
-            notes = sorted({r.note for r in runs if r.note})
-            raise Skip("no floating-point output to judge" + (f" ({notes[0]})" if notes else ""))
+            require_outputs(runs)
         findings: list[Finding] = []
         findings += self._controls(ctx, a, pairs)
         findings += self._budget(ctx, a, pairs)

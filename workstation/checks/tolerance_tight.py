@@ -8,8 +8,8 @@ import numpy as np
 
 from workstation.analysis.compare import Comparison, compare, unit_roundoff
 from workstation.analysis.numerics import num, pow2_text, round_to, ulp
-from workstation.checks.support.numaudit import REF_FAIL_RATIO, OutData, Run, audit
-from workstation.engine.check import Check, Finding, NotJudged, Skip, register
+from workstation.checks.support.numaudit import REF_FAIL_RATIO, OutData, Run, audit, require_outputs
+from workstation.engine.check import Check, Finding, NotJudged, register
 from workstation.engine.context import CheckContext, case_label
 
 
@@ -91,9 +91,7 @@ class ToleranceTight(Check):
         runs = (a := audit(ctx)).declared()
         pairs = [(r, o) for r in runs for o in r.outs if o.oracle is not None]
         if not pairs:
-            notes = sorted({r.note for r in runs if r.note})
-            if not any(r.outs for r in runs):
-                raise Skip("no floating-point output to judge" + (f" ({notes[0]})" if notes else ""))
+            notes = require_outputs(runs)
             raise NotJudged("no float64 oracle: " + (notes[0] if notes else "the reference does not run on float64 inputs"))
         left = [r for r in runs if (r.outs and any(o.oracle is None for o in r.outs)) or (not r.outs and r.note)]
         if left:
@@ -129,114 +127,140 @@ class ToleranceTight(Check):
             elif not c_ref.ok:
                 ratio = o.ref_err.budget_ratio if o.ref_err else None
                 (ref_suspect if ratio is not None and ratio > REF_FAIL_RATIO else ref_fails).append((r, o, c_ref))
-        u_out = unit_roundoff(dtype)
         case_dtype = items[0][0].case.get("dtype", dtype)
         sug = a.suggestion(case_dtype)
         sug_text = (f" A tolerance derived from the {dtype} error budget would be atol = {num(sug['atol'])}, "
                     f"rtol = {num(sug['rtol'])} (see the tolerance-loose suggestion)." if sug else "")
         if impossible:
-            r, o, cb, cr = impossible[0]
-            typical = _typical(o.known_oracle)
-            half = 0.5 * float(ulp(np.array([typical]), dtype)[0]) if typical > 0 else 0.0
-            runs_txt = ", ".join(sorted({x[0].label for x in impossible})[:4])
-            deriv = (
-                f"The declared tolerance for {dtype} outputs is {_tol_text(o)}: at the median output magnitude "
-                f"|y| = {num(typical)} it allows {num(o.tol.atol + o.tol.rtol * typical)}. Rounding the exact "
-                f"result to {dtype} (IEEE 754 round to nearest, u = {pow2_text(u_out)} = {num(u_out)}) already "
-                f"costs up to half an ULP, {num(half)} at that magnitude. The float64 oracle (the reference on "
-                f"inputs upcast to float64) correctly rounded to {dtype} misses the declared tolerance on "
-                f"{cb.n_bad} of {cb.numel} elements of {r.label} ({_worst(cb)}); the reference itself misses it "
-                f"on {cr.n_bad} elements (max error {num(cr.max_abs)}). No {dtype} output, however computed, "
-                f"can pass.{sug_text}"
-            )
-            summary = (
-                f"no {dtype} output can meet the declared {_tol_text(o)}: the float64 oracle correctly rounded to "
-                f"{dtype} misses it on {cb.n_bad}/{cb.numel} elements of case {case_label(r.case)} seed {r.seed} "
-                f"(max error {num(cb.max_abs)} vs allowed {num(float((cb.worst or {}).get('allowed', 0.0)))})")
-            if len(impossible) > 1:
-                summary += f"; {len(impossible)} of {len(items)} runs ({runs_txt}...)"
-            out.append(self.finding(
-                ctx, "fail", summary,
-                {"case": r.case, "seed": r.seed, "output": o.j, "dtype": dtype,
-                 "tolerance": o.tol.as_dict(), "rounded_oracle_vs_oracle": cb.evidence(),
-                 "reference_vs_oracle": cr.evidence(), "runs_failing": len(impossible), "runs": len(items),
-                 "suggested": {"atol": sug["atol"], "rtol": sug["rtol"]} if sug else None,
-                 "derivation": deriv},
-                case=r.case, seed=r.seed))
+            out.append(self._impossible(ctx, dtype, items, impossible, sug, sug_text))
         elif ref_fails:
-            r, o, cr = ref_fails[0]
-            e = o.known_ref_err
-            deriv = (
-                f"The declared tolerance for {dtype} outputs is {_tol_text(o)}. The reference, run on {r.label}, "
-                f"differs from the float64 oracle (the same reference on inputs upcast to float64) by up to "
-                f"{num(e.max_abs)} (relative {num(e.max_rel)}, {num(e.max_ulp)} ULP of {dtype}), which is "
-                f"{num(e.budget_ratio)} of its error budget ({o.bud.formula_text()}): the reference is a correct "
-                f"implementation, yet {cr.n_bad} of {cr.numel} of its elements fall outside the declared "
-                f"tolerance ({_worst(cr)}). A candidate as accurate as the reference fails the same way; the "
-                f"tolerance, not the kernel, decides.{sug_text}"
-            )
-            out.append(self.finding(
-                ctx, "fail",
-                f"the reference itself fails the declared {_tol_text(o)} against a float64 oracle on "
-                f"{len(ref_fails)} of {len(items)} runs: {cr.n_bad}/{cr.numel} elements of case "
-                f"{case_label(r.case)} seed {r.seed} (max error {num(cr.max_abs)}), while it is within its "
-                f"{dtype} error budget ({num(e.budget_ratio)} of it)",
-                {"case": r.case, "seed": r.seed, "output": o.j, "dtype": dtype, "tolerance": o.tol.as_dict(),
-                 "reference_vs_oracle": cr.evidence(), "reference_error": e.as_dict(), "budget": o.bud.as_dict(),
-                 "suggested": {"atol": sug["atol"], "rtol": sug["rtol"]} if sug else None,
-                 "derivation": deriv},
-                case=r.case, seed=r.seed))
+            out.append(self._reference_fails(ctx, dtype, items, ref_fails, sug, sug_text))
         if ref_suspect and not impossible:
-            r, o, cr = ref_suspect[0]
-            e = o.known_ref_err
-            out.append(self.finding(
-                ctx, "info",
-                f"the reference fails the declared {_tol_text(o)} against the float64 oracle on {r.label} "
-                f"({cr.n_bad}/{cr.numel} elements), but its error is {num(e.budget_ratio)}x its budget: "
-                f"the reference is at fault (see reference-suspect), not the tolerance",
-                {"case": r.case, "seed": r.seed, "output": o.j, "reference_vs_oracle": cr.evidence(),
-                 "reference_error": e.as_dict(),
-                 "derivation": f"{o.bud.formula_text()}; the reference's error exceeds it by "
-                               f"{num(e.budget_ratio)}x, beyond the {num(REF_FAIL_RATIO)}x kws allows a "
-                               "correct reference."},
-                case=r.case, seed=r.seed))
+            out.append(self._reference_suspect(ctx, ref_suspect))
         if not impossible and not ref_fails:
-            r, o = items[0]
-            t = o.tol
-            typical = max((_typical(oo.known_oracle) for _, oo in items), default=0.0)
-            half = 0.5 * float(ulp(np.array([typical]), dtype)[0]) if typical > 0 else 0.0
-            too_small = (t.ulp is not None and t.ulp < 0.5) or (t.ulp is None and t.atol < half and t.rtol < u_out)
-            if inexact and too_small:
-                deriv = (
-                    f"The declared tolerance for {dtype} outputs is {_tol_text(o)}. The median output magnitude is "
-                    f"|y| = {num(typical)}, where half an ULP of {dtype} is {num(half)}; the unit roundoff of {dtype} "
-                    f"is u = {pow2_text(u_out)} = {num(u_out)} (IEEE 754). atol is below that half ULP and rtol below "
-                    f"u, so the tolerance asks for less error than rounding to {dtype} introduces; it held on these "
-                    f"{len(items)} runs (the correctly rounded oracle used {num(100 * best_use)}% of it) only because "
-                    f"of where these particular values fall.{sug_text}"
-                )
-                out.append(self.finding(
-                    ctx, "warn",
-                    f"the declared {_tol_text(o)} asks for less than {dtype} can represent: atol < half an ULP of the "
-                    f"median output ({num(half)} at |y| = {num(typical)}) and rtol < u = {pow2_text(u_out)}",
-                    {"dtype": dtype, "tolerance": t.as_dict(), "median_abs_output": typical, "half_ulp": half,
-                     "u_out": u_out, "derivation": deriv}))
-            worst = max(items, key=lambda it: it[1].ref_err.max_abs if it[1].ref_err else 0.0)
-            e = worst[1].known_ref_err
-            out.append(self.finding(
-                ctx, "info",
-                f"{dtype}: the reference meets the declared {_tol_text(worst[1])} against the float64 oracle on all "
-                f"{len(items)} runs (max error {num(e.max_abs)}, {num(e.max_ulp)} ULP, "
-                f"using {num(100 * ref_use)}% of "
-                f"the allowed error at its worst element; the correctly rounded oracle uses {num(100 * best_use)}%)",
-                {"dtype": dtype, "runs": len(items), "reference_error": e.as_dict(),
-                 "reference_headroom_used": ref_use, "rounded_oracle_headroom_used": best_use,
-                 "derivation": f"Each run compares the reference (and the float64 oracle rounded to {dtype}) with "
-                               f"the float64 oracle at the declared tolerance, elementwise: |got - oracle| <= atol + "
-                               f"rtol*|oracle|. {worst[1].bud.formula_text()}."},
-                case=worst[0].case, seed=worst[0].seed))
+            out += self._met(ctx, dtype, items, inexact, best_use, ref_use, sug_text)
         return out
 
+    def _impossible(self, ctx: CheckContext, dtype: str, items: list[tuple[Run, OutData]],
+                    impossible: list[tuple[Run, OutData, Comparison, Comparison]], sug: dict[str, Any] | None,
+                    sug_text: str) -> Finding:
+        """The ``fail`` finding where even the float64 oracle correctly rounded to ``dtype`` misses
+        the declared tolerance: no output of that dtype can pass."""
+        u_out = unit_roundoff(dtype)
+        r, o, cb, cr = impossible[0]
+        typical = _typical(o.known_oracle)
+        half = 0.5 * float(ulp(np.array([typical]), dtype)[0]) if typical > 0 else 0.0
+        runs_txt = ", ".join(sorted({x[0].label for x in impossible})[:4])
+        deriv = (
+            f"The declared tolerance for {dtype} outputs is {_tol_text(o)}: at the median output magnitude "
+            f"|y| = {num(typical)} it allows {num(o.tol.atol + o.tol.rtol * typical)}. Rounding the exact "
+            f"result to {dtype} (IEEE 754 round to nearest, u = {pow2_text(u_out)} = {num(u_out)}) already "
+            f"costs up to half an ULP, {num(half)} at that magnitude. The float64 oracle (the reference on "
+            f"inputs upcast to float64) correctly rounded to {dtype} misses the declared tolerance on "
+            f"{cb.n_bad} of {cb.numel} elements of {r.label} ({_worst(cb)}); the reference itself misses it "
+            f"on {cr.n_bad} elements (max error {num(cr.max_abs)}). No {dtype} output, however computed, "
+            f"can pass.{sug_text}"
+        )
+        summary = (
+            f"no {dtype} output can meet the declared {_tol_text(o)}: the float64 oracle correctly rounded to "
+            f"{dtype} misses it on {cb.n_bad}/{cb.numel} elements of case {case_label(r.case)} seed {r.seed} "
+            f"(max error {num(cb.max_abs)} vs allowed {num(float((cb.worst or {}).get('allowed', 0.0)))})")
+        if len(impossible) > 1:
+            summary += f"; {len(impossible)} of {len(items)} runs ({runs_txt}...)"
+        return self.finding(
+            ctx, "fail", summary,
+            {"case": r.case, "seed": r.seed, "output": o.j, "dtype": dtype,
+             "tolerance": o.tol.as_dict(), "rounded_oracle_vs_oracle": cb.evidence(),
+             "reference_vs_oracle": cr.evidence(), "runs_failing": len(impossible), "runs": len(items),
+             "suggested": {"atol": sug["atol"], "rtol": sug["rtol"]} if sug else None,
+             "derivation": deriv},
+            case=r.case, seed=r.seed)
+
+    def _reference_fails(self, ctx: CheckContext, dtype: str, items: list[tuple[Run, OutData]],
+                         ref_fails: list[tuple[Run, OutData, Comparison]], sug: dict[str, Any] | None,
+                         sug_text: str) -> Finding:
+        """The ``fail`` finding where the reference, within its error budget, misses the declared tolerance."""
+        r, o, cr = ref_fails[0]
+        e = o.known_ref_err
+        deriv = (
+            f"The declared tolerance for {dtype} outputs is {_tol_text(o)}. The reference, run on {r.label}, "
+            f"differs from the float64 oracle (the same reference on inputs upcast to float64) by up to "
+            f"{num(e.max_abs)} (relative {num(e.max_rel)}, {num(e.max_ulp)} ULP of {dtype}), which is "
+            f"{num(e.budget_ratio)} of its error budget ({o.bud.formula_text()}): the reference is a correct "
+            f"implementation, yet {cr.n_bad} of {cr.numel} of its elements fall outside the declared "
+            f"tolerance ({_worst(cr)}). A candidate as accurate as the reference fails the same way; the "
+            f"tolerance, not the kernel, decides.{sug_text}"
+        )
+        return self.finding(
+            ctx, "fail",
+            f"the reference itself fails the declared {_tol_text(o)} against a float64 oracle on "
+            f"{len(ref_fails)} of {len(items)} runs: {cr.n_bad}/{cr.numel} elements of case "
+            f"{case_label(r.case)} seed {r.seed} (max error {num(cr.max_abs)}), while it is within its "
+            f"{dtype} error budget ({num(e.budget_ratio)} of it)",
+            {"case": r.case, "seed": r.seed, "output": o.j, "dtype": dtype, "tolerance": o.tol.as_dict(),
+             "reference_vs_oracle": cr.evidence(), "reference_error": e.as_dict(), "budget": o.bud.as_dict(),
+             "suggested": {"atol": sug["atol"], "rtol": sug["rtol"]} if sug else None,
+             "derivation": deriv},
+            case=r.case, seed=r.seed)
+
+    def _reference_suspect(self, ctx: CheckContext, ref_suspect: list[tuple[Run, OutData, Comparison]]) -> Finding:
+        """The ``info`` finding where the reference misses the tolerance beyond its own error budget
+        (the reference's fault, not the tolerance's)."""
+        r, o, cr = ref_suspect[0]
+        e = o.known_ref_err
+        return self.finding(
+            ctx, "info",
+            f"the reference fails the declared {_tol_text(o)} against the float64 oracle on {r.label} "
+            f"({cr.n_bad}/{cr.numel} elements), but its error is {num(e.budget_ratio)}x its budget: "
+            f"the reference is at fault (see reference-suspect), not the tolerance",
+            {"case": r.case, "seed": r.seed, "output": o.j, "reference_vs_oracle": cr.evidence(),
+             "reference_error": e.as_dict(),
+             "derivation": f"{o.bud.formula_text()}; the reference's error exceeds it by "
+                           f"{num(e.budget_ratio)}x, beyond the {num(REF_FAIL_RATIO)}x kws allows a "
+                           "correct reference."},
+            case=r.case, seed=r.seed)
+
+    def _met(self, ctx: CheckContext, dtype: str, items: list[tuple[Run, OutData]], inexact: bool,
+             best_use: float, ref_use: float, sug_text: str) -> list[Finding]:
+        """The findings where the reference meets the declared tolerance on every run: a ``warn``
+        when the tolerance is below what ``dtype`` can represent, and the ``info`` on its headroom."""
+        out: list[Finding] = []
+        u_out = unit_roundoff(dtype)
+        r, o = items[0]
+        t = o.tol
+        typical = max((_typical(oo.known_oracle) for _, oo in items), default=0.0)
+        half = 0.5 * float(ulp(np.array([typical]), dtype)[0]) if typical > 0 else 0.0
+        too_small = (t.ulp is not None and t.ulp < 0.5) or (t.ulp is None and t.atol < half and t.rtol < u_out)
+        if inexact and too_small:
+            deriv = (
+                f"The declared tolerance for {dtype} outputs is {_tol_text(o)}. The median output magnitude is "
+                f"|y| = {num(typical)}, where half an ULP of {dtype} is {num(half)}; the unit roundoff of {dtype} "
+                f"is u = {pow2_text(u_out)} = {num(u_out)} (IEEE 754). atol is below that half ULP and rtol below "
+                f"u, so the tolerance asks for less error than rounding to {dtype} introduces; it held on these "
+                f"{len(items)} runs (the correctly rounded oracle used {num(100 * best_use)}% of it) only because "
+                f"of where these particular values fall.{sug_text}"
+            )
+            out.append(self.finding(
+                ctx, "warn",
+                f"the declared {_tol_text(o)} asks for less than {dtype} can represent: atol < half an ULP of the "
+                f"median output ({num(half)} at |y| = {num(typical)}) and rtol < u = {pow2_text(u_out)}",
+                {"dtype": dtype, "tolerance": t.as_dict(), "median_abs_output": typical, "half_ulp": half,
+                 "u_out": u_out, "derivation": deriv}))
+        worst = max(items, key=lambda it: it[1].ref_err.max_abs if it[1].ref_err else 0.0)
+        e = worst[1].known_ref_err
+        out.append(self.finding(
+            ctx, "info",
+            f"{dtype}: the reference meets the declared {_tol_text(worst[1])} against the float64 oracle on all "
+            f"{len(items)} runs (max error {num(e.max_abs)}, {num(e.max_ulp)} ULP, "
+            f"using {num(100 * ref_use)}% of "
+            f"the allowed error at its worst element; the correctly rounded oracle uses {num(100 * best_use)}%)",
+            {"dtype": dtype, "runs": len(items), "reference_error": e.as_dict(),
+             "reference_headroom_used": ref_use, "rounded_oracle_headroom_used": best_use,
+             "derivation": f"Each run compares the reference (and the float64 oracle rounded to {dtype}) with "
+                           f"the float64 oracle at the declared tolerance, elementwise: |got - oracle| <= atol + "
+                           f"rtol*|oracle|. {worst[1].bud.formula_text()}."},
+            case=worst[0].case, seed=worst[0].seed))
+        return out
 
 def _use(c: Any) -> float:
     """The largest abs_err / allowed of a comparison (its headroom used)."""

@@ -49,7 +49,8 @@ def _balanced(text: str, start: int, open_: str, close: str) -> int:
     return len(text)
 
 
-def _split_top(s: str) -> list[str]:
+def split_top(s: str) -> list[str]:
+    """The comma-separated parts of ``s`` at bracket depth 0, stripped (empty trailing part dropped)."""
     out, buf, lvl = [], "", 0
     for ch in s:
         if ch in "([{":
@@ -80,7 +81,7 @@ def launch_sites(text: str) -> list[dict[str, Any]]:
         end = src.find(">>>", m.end())
         if end < 0:
             continue
-        args = _split_top(src[m.end():end])
+        args = split_top(src[m.end():end])
         if len(args) < 2:
             continue
         before = src[:m.start()]
@@ -93,7 +94,7 @@ def _dims(arg: str, before: str) -> list[str]:
     a = arg.strip()
     m = re.fullmatch(r"dim3\s*[({](.*)[)}]", a, re.S)
     if m:
-        return _split_top(m.group(1))
+        return split_top(m.group(1))
     if re.fullmatch(r"[A-Za-z_]\w*", a):
         decl = None
         for d in re.finditer(r"\bdim3\s+" + re.escape(a) + r"\s*(?:=\s*dim3\s*)?([({])", before):
@@ -101,7 +102,7 @@ def _dims(arg: str, before: str) -> list[str]:
         if decl is not None:
             close = ")" if decl.group(1) == "(" else "}"
             end = _balanced(before, decl.start(1), decl.group(1), close)
-            return _split_top(before[decl.start(1) + 1:end - 1])
+            return split_top(before[decl.start(1) + 1:end - 1])
     return [a]
 
 

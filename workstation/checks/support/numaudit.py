@@ -58,6 +58,7 @@ from workstation.analysis.numerics import (
     reduction_from_shapes,
     round_to,
 )
+from workstation.engine.check import Skip
 from workstation.engine.context import CallOutcome, CheckContext, case_label
 from workstation.protocol.extras.calls import CallExtra
 from workstation.protocol.extras.numerics import NumOracleExtra
@@ -550,6 +551,18 @@ def _bump_reduction(p: CallOutcome | None) -> Reduction | None:
             changed = max(changed, int(diff.sum()))
             numel = max(numel, o.values.size)
     return reduction_from_perturbation(changed, bump.input, numel)
+
+
+def require_outputs(runs: list[Run]) -> list[str]:
+    """The distinct notes of ``runs`` (why a run has nothing to judge), sorted.
+
+    Raises:
+        Skip: no run has a floating-point output (naming the first note).
+    """
+    notes = sorted({r.note for r in runs if r.note})
+    if not any(r.outs for r in runs):
+        raise Skip("no floating-point output to judge" + (f" ({notes[0]})" if notes else ""))
+    return notes
 
 
 def suggest(runs: list[Run], dtype: str) -> dict[str, Any] | None:

@@ -32,6 +32,8 @@ import re
 from dataclasses import dataclass, field
 from typing import Any
 
+from workstation.checks.support.cuda_launch import split_top
+
 INDEX_REGS = ("%tid.", "%ctaid.", "%laneid")
 _ORDER = {"lt", "le", "gt", "ge", "lo", "ls", "hi", "hs", "ltu", "leu", "gtu", "geu"}
 #: comparisons whose true side is "index below the bound" when the index is the first operand.
@@ -170,30 +172,13 @@ def parse_ptx(ptx: str, source_file: str = "") -> dict[str, PtxProgram]:
                 sp = rest.split(None, 1)
                 if not sp or not re.match(r"^[a-z]", sp[0]):
                     continue
-                args = _split_args(sp[1]) if len(sp) > 1 else []
+                args = split_top(sp[1]) if len(sp) > 1 else []
                 ins = PInstr(len(cur.instrs), pred, sp[0], args, line, " ".join(part.split())[:160])
                 for d in ins.dest():
                     cur.defs.setdefault(d, []).append(ins.idx)
                 cur.instrs.append(ins)
         if depth <= 0 and "}" in s and not in_params:
             cur = None
-    return out
-
-
-def _split_args(s: str) -> list[str]:
-    out, buf, lvl = [], "", 0
-    for ch in s:
-        if ch in "[{(":
-            lvl += 1
-        elif ch in "]})":
-            lvl -= 1
-        if ch == "," and lvl == 0:
-            out.append(buf.strip())
-            buf = ""
-        else:
-            buf += ch
-    if buf.strip():
-        out.append(buf.strip())
     return out
 
 

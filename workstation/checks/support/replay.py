@@ -19,6 +19,9 @@ kept, so the other role runs under the same conditions) and classifies both role
 declared cases are always included (run here when no other check ran them, e.g. with
 ``--only``).
 
+:func:`require_baseline` is the precondition those checks (and ``fusion-accuracy``) share: a
+runnable ``entry.baseline``; :func:`replayed_evidence` is the evidence of one replayed call.
+
 Same imports as the checks.
 """
 
@@ -31,7 +34,8 @@ from typing import Any
 
 import msgspec
 
-from workstation.checks.support.trials import Trial, TrialResult, classify
+from workstation.checks.support.trials import Trial, TrialResult, classify, evidence_of
+from workstation.engine.check import NotJudged, Skip
 from workstation.engine.context import CallOutcome, CheckContext, case_label
 from workstation.protocol.steps import (
     AtenOps,
@@ -257,3 +261,24 @@ def counts(items: list[Replayed]) -> dict[str, int]:
         k = f"candidate {outcome_class(it.cand)} / other {outcome_class(it.other)}"
         out[k] = out.get(k, 0) + 1
     return out
+
+
+def replayed_evidence(it: Replayed) -> dict[str, Any]:
+    """The evidence of one replayed call: its case, seed and input, and both roles' classes and evidence."""
+    return {"case": it.case, "seed": it.seed, "input": it.label,
+            "baseline": {"class": outcome_class(it.other), **evidence_of(it.other)},
+            "candidate": {"class": outcome_class(it.cand), **evidence_of(it.cand)}}
+
+
+def require_baseline(ctx: CheckContext, missing: str, who: str = "the baseline", where: str = "") -> None:
+    """None when ``entry.baseline`` exists and can run here.
+
+    Raises:
+        Skip: the task has no ``entry.baseline`` (``missing`` says why that matters).
+        NotJudged: the baseline's backend cannot run here (``who (backend where) cannot run here: why``).
+    """
+    if "baseline" not in ctx.task.entry:
+        raise Skip(missing)
+    why = ctx.cannot_run("baseline")
+    if why:
+        raise NotJudged(f"{who} ({ctx.backend_of('baseline')}{where}) cannot run here: {why}")
