@@ -1,0 +1,9 @@
+"""Inputs for the tanh-GELU task."""
+
+import torch
+
+
+def make_inputs(case: dict, device: torch.device, seed: int) -> tuple:
+    g = torch.Generator().manual_seed(seed)
+    x = 2.0 * torch.randn((case["M"], case["N"]), generator=g, dtype=torch.float32)
+    return (x.to(getattr(torch, case["dtype"])).to(device),)
