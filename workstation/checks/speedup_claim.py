@@ -162,7 +162,13 @@ class SpeedupClaim(Check):
             out.append(self.finding(ctx, "info", f"claimed {claim:g}x over the {role} is consistent: {measured} {where}",
                                     ev, case=ct.case))
         elif v.position == "above":
-            tail = f" (it holds only with a {cond} cache)" if v.other_holds else ""
+            tail = ""
+            if v.other_holds and other is not None:
+                inside = other.lo <= claim <= other.hi
+                tail = (f" (it holds only with a {cond} cache: {claim:g}x is inside that interval "
+                        f"[{other.lo:.3g}, {other.hi:.3g}])" if inside else
+                        f" (above the {cond}-cache interval [{other.lo:.3g}, {other.hi:.3g}] too, by at most the "
+                        f"{CLAIM_MARGIN:.0%} margin)")
             if not v.other_holds and v.severity == "warn":
                 tail = f" (within the {CLAIM_MARGIN:.0%} margin)"
             sev = v.severity
