@@ -182,6 +182,7 @@ MODULE_TIER = {
     "test_checks_kinds": "unit",
     "test_checks_memory": "unit",
     "test_checks_numerics": "unit",
+    "test_audit_paths": "unit",
     "test_costs": "unit",
     "test_kwscache": "unit",
     "test_shape_variants": "unit",

@@ -185,11 +185,24 @@ def _writable(cur: tuple | None, vals: tuple) -> bool:
 
 def _raw_copy(dst: torch.Tensor, src: torch.Tensor) -> None:
     """Copy ``src``'s storage bytes into ``dst``'s (equal layouts, from :func:`_clone`)
-    without going through the tensor (no version bump)."""
+    without going through the tensor (no version bump). Storages of equal size are copied
+    whole (any device); a view of a larger storage (``randperm(V)[:L]``, a strided slice) gets
+    exactly its own elements, written through a second tensor on the same storage.
+
+    Raises:
+        ValueError: the layouts differ.
+    """
     ds, ss = dst.untyped_storage(), src.untyped_storage()
-    if ds.nbytes() != ss.nbytes() or dst.storage_offset() != src.storage_offset():
+    if ds.nbytes() == ss.nbytes() and dst.storage_offset() == src.storage_offset():
+        ds.copy_(ss)
+        return
+    if dst.shape != src.shape or dst.stride() != src.stride() or dst.dtype != src.dtype or dst.device != src.device:
         raise ValueError("layouts differ")
-    ds.copy_(ss)
+    # a second tensor on dst's storage (Tensor.set_: its own version counter, not a view of
+    # dst's base) writes exactly dst's elements, the gaps between them untouched
+    alias = torch.empty(0, dtype=dst.dtype, device=dst.device)
+    alias.set_(ds, dst.storage_offset(), dst.shape, dst.stride())
+    alias.copy_(src)
 
 
 def _numpy_ok(t: torch.Tensor) -> bool:

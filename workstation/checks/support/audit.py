@@ -203,6 +203,16 @@ def _run(ctx: CheckContext) -> AuditRun:
     case = audit_case(ctx)
     label = case_label(case)
     plain = ctx.calls([CallStep(role="candidate", case=dict(case), seed=AUDIT_SEEDS[0])], memo=True)[0]
+    base = dict(min(ctx.cases, key=lambda c: cost_units(dict(c), int_params(ctx.cases))))
+    if not plain.ok and base != case:
+        # a halved case [params] allows may break a constraint between parameters that only
+        # make_inputs knows (ids drawn without replacement need L <= V): the smallest
+        # declared case, which the task says is legal, is the audit case then
+        first = f"case {label}: the candidate {plain.failure_text()[:160]}"
+        case, label = base, case_label(base)
+        plain = ctx.calls([CallStep(role="candidate", case=dict(case), seed=AUDIT_SEEDS[0])], memo=True)[0]
+        if plain.ok:
+            ctx.notes.append(f"the audit runs on the smallest declared case {label} ({first} on a plain call)")
     if not plain.ok:
         raise NotJudged(f"case {label} (the audit case): the candidate {plain.failure_text()[:200]} on a plain call; "
                         "the audit was not run")
