@@ -7,12 +7,13 @@ from typing import Any
 
 import numpy as np
 
+from workstation import settings
 from workstation.analysis.compare import is_float, ulp_distance
 from workstation.checks.support.guarded import indices, where_text
 from workstation.checks.support.static import scan_hash_order
 from workstation.checks.support.suspicion import suspect
 from workstation.engine.check import Check, Finding, NotJudged, Skip, register
-from workstation.engine.context import CallOutcome, CheckContext, case_label
+from workstation.engine.context import CallOutcome, CheckContext, case_label, step_timeout_s
 from workstation.engine.report import json_scalar
 from workstation.protocol.extras import extra_as
 from workstation.protocol.extras.probes import HashseedCallExtra, RepeatCallExtra
@@ -113,7 +114,11 @@ class Nondeterminism(Check):
             f_rep = ex.submit(ctx.calls, [rep], memo=True)
             # always: the hash seed reaches work through more than a static scan can read
             # (dict views' set operations, a library's sets, hash() of a str in a key)
-            f_fresh = ex.submit(ctx.calls, [fresh], memo=True)
+            # a budget of kws's own: the fresh interpreter imports torch, triton and the task's
+            # modules again inside the step (a heavy import is no hang of the call; a stop here
+            # is not charged to the candidate)
+            fresh_budget = step_timeout_s() + settings.current().import_budget
+            f_fresh = ex.submit(ctx.run_steps, [fresh], step_timeout=fresh_budget, budget=True)
             plain = ctx.candidate([(case, seed)])[0]
             rep_out = f_rep.result()[0]
             fresh_out = f_fresh.result()[0]
@@ -138,6 +143,9 @@ class Nondeterminism(Check):
             metas = extra_as(fresh_st.extra, HashseedCallExtra).outputs
             runs.append((f"a call in a fresh interpreter (PYTHONHASHSEED={FRESH_HASHSEED})",
                          [_td(fresh_st.arrays[f"h{j}"], m) for j, m in enumerate(metas)]))
+        elif fresh_out.budget or fresh_out.unjudged:
+            hash_note = f"the fresh-interpreter run was stopped by kws's budget ({fresh_out.death or fresh_out.unjudged})"
+            ctx.could_not_judge(f"case {case_label(case)}: {hash_note}; results across hash seeds not compared")
         else:
             hash_note = "the fresh-interpreter run failed"
             failures.append(("a call in a fresh interpreter", fresh_out))
