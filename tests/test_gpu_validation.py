@@ -16,7 +16,7 @@ def test_dry_run_writes_every_section_and_a_summary(tmp_path):
     out = tmp_path / "gpu"
     r = subprocess.run([sys.executable, str(REPO / "benchmarks" / "gpu_validation.py"), "--dry-run", "--out", str(out),
                         "--tasks", "relu-unwritten", "--only", "correctness", "--parallel", "1"],
-                       capture_output=True, text=True, timeout=600)
+                       capture_output=True, text=True, timeout=1800)  # its limits stretch with the load
     assert r.returncode == 0, r.stderr[-2000:]
     docs = {p.stem: json.loads(p.read_text()) for p in out.glob("*.json")}
     assert set(docs) == {"env", "sample_checks", "timing", "tf32_ir", "load_inline", "sanitizer", "sandbox", "profiles"}
